@@ -1,0 +1,420 @@
+"""Reading a machine declaration: YAML → validated :class:`~fsm.spec.MachineSpec` + bound handlers.
+
+The only engine module that reads YAML or imports the Python a machine names.
+Every problem becomes a :class:`~fsm.errors.SpecProblem` carrying ``path:line``
+and a fix; all problems found are reported together in one :class:`SpecError`.
+All dotted names are resolved here, at load time, never when an edge first fires.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jsonschema
+import networkx as nx
+import yaml
+
+from .errors import SpecError, SpecProblem
+from .schema import MACHINE_SCHEMA
+from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
+
+__all__ = ["Machine", "load_machine", "parse_machine"]
+
+_YAML11_BOOLS = {"y", "yes", "n", "no", "on", "off"}
+_Path = tuple[Any, ...]
+
+
+@attrs.frozen(kw_only=True)
+class Machine:
+    """A loaded machine: its declaration plus every Python callable it names, resolved."""
+
+    spec: MachineSpec
+    effects: Mapping[str, Callable[..., Any]]  # state name -> async effect
+    guards: Mapping[str, Callable[..., bool]]  # guard name -> predicate
+    handlers: Mapping[str, Callable[..., Any]]  # transition reason -> edge handler
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+# ---- YAML with line numbers -------------------------------------------------------------
+
+
+def _lines(node: yaml.Node, path: _Path, out: dict[_Path, int], problems: list[SpecProblem], file: str) -> None:
+    """Record the line of every node by its JSON path; flag YAML-1.1 booleans used as names."""
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.tag == "tag:yaml.org,2002:bool":
+                problems.append(
+                    SpecProblem(
+                        file,
+                        key.start_mark.line + 1,
+                        f"key {key.value!r} is read as a YAML 1.1 boolean, not a name",
+                        "write `event:` instead of `on:`, and quote yes/no/on/off when you mean the word",
+                    )
+                )
+            name = key.value if isinstance(key, yaml.ScalarNode) else str(key.start_mark)
+            _lines(value, (*path, name), out, problems, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _lines(item, (*path, i), out, problems, file)
+    elif (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag == "tag:yaml.org,2002:bool"
+        and node.value.lower() in _YAML11_BOOLS
+    ):
+        problems.append(
+            SpecProblem(
+                file,
+                node.start_mark.line + 1,
+                f"value {node.value!r} is read as a YAML 1.1 boolean",
+                "write true/false for booleans, or quote the word if you mean a name",
+            )
+        )
+
+
+def _read_yaml(text: str, file: str) -> tuple[Any, dict[_Path, int]]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise SpecError([SpecProblem(file, line, f"invalid YAML: {exc.problem}", "fix the syntax at that line")]) from None
+    if node is None:
+        raise SpecError([SpecProblem(file, 1, "the file is empty", "declare at least machine, initial, events, states and transitions")])
+    lines: dict[_Path, int] = {}
+    problems: list[SpecProblem] = []
+    _lines(node, (), lines, problems, file)
+    if problems:
+        raise SpecError(problems)
+    return data, lines
+
+
+def _line_of(lines: Mapping[_Path, int], path: Iterable[Any]) -> int | None:
+    p = tuple(path)
+    while p not in lines and p:
+        p = p[:-1]
+    return lines.get(p)
+
+
+def _close(name: str, options: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(name, list(options), n=3, cutoff=0.8)
+    if not matches:
+        return ""
+    return "did you mean " + " or ".join(repr(m) for m in matches) + "?"
+
+
+# ---- handler resolution -----------------------------------------------------------------
+
+
+def _resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
+    """Import ``pkg.module.attr``; return the object or ``None`` with a reason and a hint."""
+    module_name, _, attr = dotted.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        parent, _, leaf = missing.rpartition(".")
+        options: list[str] = []
+        if parent:
+            try:
+                pkg = importlib.import_module(parent)
+                options = [f"{parent}.{m.name}" for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))]
+            except ImportError:
+                options = []
+        hint = _close(missing, options)
+        return None, f"cannot import module {missing!r}" + (f" ({hint})" if hint else "")
+    except Exception as exc:  # the module itself is broken: say so, don't hide it
+        return None, f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+    obj = getattr(module, attr, None)
+    if obj is None or not callable(obj):
+        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        hint = _close(attr, names)
+        return None, f"module {module_name!r} has no callable {attr!r}" + (f" ({hint})" if hint else "")
+    return obj, ""
+
+
+# ---- building -----------------------------------------------------------------------------
+
+
+def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Machine:
+    """Build a machine from YAML text; ``path`` is used in messages. ``bind=False`` skips imports."""
+    data, lines = _read_yaml(text, path)
+    problems: list[SpecProblem] = []
+
+    def problem(where: Iterable[Any], message: str, fix: str | None = None) -> None:
+        problems.append(SpecProblem(path, _line_of(lines, where), message, fix))
+
+    validator = jsonschema.Draft202012Validator(MACHINE_SCHEMA)
+    for err in sorted(validator.iter_errors(data), key=lambda e: (_line_of(lines, e.absolute_path) or 0)):
+        where = "/".join(str(p) for p in err.absolute_path) or "top level"
+        problem(err.absolute_path, f"at {where}: {_schema_message(err)}", _schema_fix(err))
+    if problems:
+        raise SpecError(problems)
+
+    params = tuple(
+        ParamSpec(
+            name=name,
+            default=value["default"] if isinstance(value, dict) else value,
+            doc=(value.get("doc", "") if isinstance(value, dict) else ""),
+            line=_line_of(lines, ("params", name)),
+        )
+        for name, value in (data.get("params") or {}).items()
+    )
+    events = {name: (doc or "") for name, doc in data["events"].items()}
+    guards: dict[str, str] = {}
+    guard_docs: dict[str, str] = {}
+    for name, value in (data.get("guards") or {}).items():
+        guards[name] = value if isinstance(value, str) else value["call"]
+        guard_docs[name] = "" if isinstance(value, str) else value.get("doc", "")
+    counters = tuple(
+        CounterSpec(
+            name=name,
+            cap=c["cap"],
+            scope=c.get("scope", "turn"),
+            consecutive=tuple(c.get("consecutive", ())),
+            doc=c.get("doc", ""),
+            line=_line_of(lines, ("counters", name)),
+        )
+        for name, c in (data.get("counters") or {}).items()
+    )
+    states = tuple(
+        StateSpec(
+            name=name,
+            doc=s.get("doc", ""),
+            layer=s.get("layer", ""),
+            effect=s.get("effect"),
+            emits=tuple(s.get("emits", ())),
+            terminal=bool(s.get("terminal", False)),
+            result=dict(s.get("result", {})),
+            line=_line_of(lines, ("states", name)),
+        )
+        for name, s in data["states"].items()
+    )
+    transitions: list[TransitionSpec] = []
+    for i, t in enumerate(data["transitions"]):
+        sources = t["from"] if isinstance(t["from"], list) else [t["from"]]
+        for source in sources:
+            transitions.append(
+                TransitionSpec(
+                    source=source,
+                    event=t["event"],
+                    dest=t["to"],
+                    reason=t["reason"],
+                    guards=tuple(t.get("guards", ())),
+                    counter=t.get("counter"),
+                    resets=tuple(t.get("resets", ())),
+                    do=t.get("do"),
+                    progress=bool(t.get("progress", False)),
+                    completes_request=bool(t.get("completes_request", False)),
+                    doc=t.get("doc", ""),
+                    line=_line_of(lines, ("transitions", i)),
+                )
+            )
+    spec = MachineSpec(
+        name=data["machine"],
+        path=path,
+        initial=data["initial"],
+        doc=data.get("doc", ""),
+        abort_event=data.get("abort_event", "abort"),
+        params=params,
+        events=events,
+        guards=guards,
+        guard_docs=guard_docs,
+        counters=counters,
+        states=states,
+        transitions=tuple(transitions),
+    )
+    problems.extend(validate_spec(spec, lines))
+    if problems:
+        raise SpecError(problems)
+    if not bind:
+        return Machine(spec=spec, effects={}, guards={}, handlers={})
+    return _bind(spec, lines)
+
+
+def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
+    """Read and build the machine declared in the YAML file at ``path``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([SpecProblem(str(p), None, f"cannot read the machine file: {exc.strerror}", "check the path")]) from None
+    return parse_machine(text, str(p), bind=bind)
+
+
+def _schema_message(err: jsonschema.ValidationError) -> str:
+    if err.validator == "additionalProperties":
+        return err.message.replace("Additional properties are not allowed", "unknown key(s)")
+    if err.validator == "required":
+        return err.message.replace("is a required property", "is required")
+    if err.validator == "pattern":
+        return f"{err.instance!r} is not a valid name (lower_snake_case, or a dotted Python name for handlers)"
+    if err.validator == "oneOf" and isinstance(err.instance, (str, int)):
+        return f"{err.instance!r} is not allowed here"
+    return err.message
+
+
+def _schema_fix(err: jsonschema.ValidationError) -> str | None:
+    if err.validator == "additionalProperties":
+        schema: Any = err.schema
+        allowed = sorted((schema.get("properties") or {}).keys())
+        return "allowed keys: " + ", ".join(allowed) if allowed else None
+    if err.validator == "enum":
+        options: Any = err.validator_value
+        return "use one of: " + ", ".join(map(str, options))
+    if err.validator == "required":
+        return "add the missing key"
+    return None
+
+
+# ---- semantic validation ------------------------------------------------------------------
+
+
+def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -> list[SpecProblem]:
+    """Every semantic rule a declaration must follow; returns the problems (empty = valid)."""
+    lines = lines or {}
+    out: list[SpecProblem] = []
+    path = spec.path
+    states = spec.state_map
+    counters = spec.counter_map
+    params = {p.name for p in spec.params}
+    reasons = {t.reason for t in spec.transitions}
+
+    def add(line: int | None, message: str, fix: str | None = None) -> None:
+        out.append(SpecProblem(path, line, message, fix))
+
+    def known(kind: str, name: str, options: Iterable[str], line: int | None, context: str) -> bool:
+        if name in options:
+            return True
+        hint = _close(name, options)
+        add(line, f"{context} names {kind} {name!r}, which is not declared", hint or f"declare it under `{kind}s:`")
+        return False
+
+    if spec.initial not in states:
+        known("state", spec.initial, states, _line_of(lines, ("initial",)), "`initial`")
+    if spec.abort_event not in spec.events:
+        add(
+            _line_of(lines, ("abort_event",)) or _line_of(lines, ("events",)),
+            f"the abort event {spec.abort_event!r} is not declared under `events:`",
+            "declare it: cancelling a run injects it into the current state",
+        )
+    for c in counters.values():
+        if isinstance(c.cap, str):
+            known("param", c.cap, params, c.line, f"counter {c.name!r} cap")
+        for r in c.consecutive:
+            known("reason", r, reasons, c.line, f"counter {c.name!r} `consecutive`")
+    for s in spec.states:
+        if s.terminal:
+            if s.effect or s.emits:
+                add(s.line, f"terminal state {s.name!r} has an effect or emits", "a terminal state does nothing; remove effect/emits")
+        else:
+            if s.result:
+                add(s.line, f"state {s.name!r} has a `result` but is not terminal", "add `terminal: true` or remove `result`")
+            if not s.effect or not s.emits:
+                add(s.line, f"state {s.name!r} is neither terminal nor runs an effect with `emits`", "add `effect:` and `emits:`, or `terminal: true`")
+            for e in s.emits:
+                known("event", e, spec.events, s.line, f"state {s.name!r} `emits`")
+    seen_reasons: dict[str, int | None] = {}
+    declared_reason_line: dict[str, int | None] = {}
+    for t in spec.transitions:
+        if t.reason in declared_reason_line and declared_reason_line[t.reason] != t.line:
+            add(t.line, f"reason {t.reason!r} is used twice (first at line {declared_reason_line[t.reason]})", "every transition needs its own reason")
+        declared_reason_line.setdefault(t.reason, t.line)
+        seen_reasons.setdefault(t.reason, t.line)
+        ctx = f"transition {t.reason!r}"
+        src_ok = known("state", t.source, states, t.line, ctx)
+        known("state", t.dest, states, t.line, ctx)
+        ev_ok = known("event", t.event, spec.events, t.line, ctx)
+        for g in t.guards:
+            if g not in spec.guards:
+                hint = _close(g, spec.guards)
+                add(t.line, f"{ctx} names guard {g!r}, which is not registered", hint or "register it under `guards:`")
+        if t.counter is not None:
+            known("counter", t.counter, counters, t.line, ctx)
+        for r in t.resets:
+            known("counter", r, counters, t.line, f"{ctx} `resets`")
+        if src_ok and states[t.source].terminal:
+            add(t.line, f"{ctx} leaves terminal state {t.source!r}", "terminal states have no outgoing edges")
+        elif src_ok and ev_ok and t.event != spec.abort_event and t.event not in states[t.source].emits:
+            add(t.line, f"{ctx} fires on {t.event!r}, which state {t.source!r} never emits", f"add it to {t.source!r} `emits`, or fix the event")
+    if out:
+        return out
+    groups = spec.candidates()
+    for s in spec.states:
+        if s.terminal:
+            continue
+        for e in (*s.emits, spec.abort_event):
+            if (s.name, e) not in groups:
+                if e == spec.abort_event:
+                    add(s.line, f"state {s.name!r} has no transition for the abort event {e!r}", "add an edge to a terminal state so a cancelled run still ends")
+                else:
+                    add(s.line, f"state {s.name!r} emits {e!r} but no transition handles it", f"add a transition from {s.name!r} on {e!r}")
+    for (source, event), cands in groups.items():
+        last = cands[-1]
+        if not last.unguarded:
+            add(
+                last.line,
+                f"the edges from {source!r} on {event!r} end with {last.reason!r}, which is guarded",
+                "the last candidate must be an unguarded catch-all (no guards, no counter)",
+            )
+    graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
+    graph.add_nodes_from(states)
+    graph.add_edges_from((t.source, t.dest) for t in spec.transitions)
+    reachable = nx.descendants(graph, spec.initial) | {spec.initial}
+    for s in spec.states:
+        if s.name not in reachable:
+            add(s.line, f"state {s.name!r} is unreachable from {spec.initial!r}", "add a transition into it or remove it")
+    return out
+
+
+def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
+    problems: list[SpecProblem] = []
+    effects: dict[str, Callable[..., Any]] = {}
+    guards: dict[str, Callable[..., bool]] = {}
+    handlers: dict[str, Callable[..., Any]] = {}
+    cache: dict[str, tuple[Callable[..., Any] | None, str]] = {}
+
+    def resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
+        if dotted not in cache:
+            cache[dotted] = _resolve(dotted)
+        return cache[dotted]
+
+    def fix(why: str) -> str | None:
+        return None if "did you mean" in why else "fix the dotted name"
+
+    for s in spec.states:
+        if s.effect:
+            fn, why = resolve(s.effect)
+            if fn is None:
+                problems.append(SpecProblem(spec.path, s.line, f"state {s.name!r} effect: {why}", fix(why)))
+            elif not inspect.iscoroutinefunction(fn):
+                problems.append(SpecProblem(spec.path, s.line, f"state {s.name!r} effect {s.effect!r} is not an `async def`", "effects are awaited; declare it async"))
+            else:
+                effects[s.name] = fn
+    for name, dotted in spec.guards.items():
+        fn, why = resolve(dotted)
+        if fn is None:
+            problems.append(SpecProblem(spec.path, _line_of(lines, ("guards", name)), f"guard {name!r}: {why}", fix(why)))
+        else:
+            guards[name] = fn
+    for t in spec.transitions:
+        if t.do and t.reason not in handlers:
+            fn, why = resolve(t.do)
+            if fn is None:
+                problems.append(SpecProblem(spec.path, t.line, f"transition {t.reason!r} `do`: {why}", fix(why)))
+            else:
+                handlers[t.reason] = fn
+    if problems:
+        raise SpecError(problems)
+    return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers)

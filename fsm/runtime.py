@@ -1,0 +1,377 @@
+"""Running a machine: the frozen run state, the pure ``step`` and the async driver.
+
+Owns execution: choosing the edge for ``(state, event)`` (guards and counter caps
+in YAML order), counter bookkeeping (increments, scoped and explicit resets, caps),
+the trace, and the async driver that awaits each state's effect and feeds its one
+outcome event back. State bookkeeping runs on a synchronous ``transitions.Machine``
+so an undeclared step is caught twice. Does not read YAML (see ``fsm.load``) and
+knows nothing of what effects do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import transitions
+
+from .errors import HandlerError, InternalError, TransitionError
+from .load import Machine
+
+__all__ = [
+    "EffectContext",
+    "Event",
+    "Program",
+    "RunState",
+    "Runner",
+    "Step",
+]
+
+logging.getLogger("transitions").setLevel(logging.WARNING)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Event:
+    """An outcome an effect returns: a declared event name plus whatever data it carries."""
+
+    name: str
+    data: Any = None
+
+
+def _counters_within_caps(instance: RunState, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    for name, count, cap in zip(instance.counter_names, value, instance.caps, strict=True):
+        if count < 0 or (cap is not None and count > cap):
+            raise InternalError(f"counter {name!r} = {count} is outside 0..{cap}; the engine must never allow this")
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunState:
+    """Everything one run is, replaced whole at every step (``attrs.evolve``), never mutated.
+
+    ``data`` is the application's own frozen record (the agent's transcript view,
+    model, …); the engine only carries it to handlers and effects.
+    """
+
+    machine: str
+    state: str
+    counter_names: tuple[str, ...]
+    caps: tuple[int | None, ...]
+    counters: tuple[int, ...] = attrs.field(validator=_counters_within_caps)
+    params: Mapping[str, Any]
+    data: Any = None
+    steps: int = 0
+
+    def count(self, name: str) -> int:
+        """The current value of the counter ``name``."""
+        return self.counters[self.counter_names.index(name)]
+
+    def cap(self, name: str) -> int | None:
+        return self.caps[self.counter_names.index(name)]
+
+    def counter_dict(self) -> dict[str, int]:
+        return dict(zip(self.counter_names, self.counters, strict=True))
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Step:
+    """One taken transition, as recorded in the trace and yielded by the driver."""
+
+    index: int
+    source: str
+    event: str
+    reason: str
+    dest: str
+    progress: bool
+    counter_names: tuple[str, ...]
+    counters: tuple[int, ...]
+    terminal: bool
+
+    def counter_dict(self) -> dict[str, int]:
+        return dict(zip(self.counter_names, self.counters, strict=True))
+
+
+@attrs.frozen(slots=True)
+class _Edge:
+    reason: str
+    dest: str
+    guards: tuple[Callable[..., bool], ...]
+    counter: int | None
+    resets: tuple[int, ...]
+    handler: Callable[..., Any] | None
+    progress: bool
+
+
+class _Book:
+    """The model object ``transitions`` keeps the current state on (bookkeeping only)."""
+
+    state: str
+
+
+class Program:
+    """A loaded machine compiled for execution: candidate edges per ``(state, event)``.
+
+    Build it once per machine and reuse it for every run.
+    """
+
+    def __init__(self, machine: Machine) -> None:
+        spec = machine.spec
+        self.machine = machine
+        self.spec = spec
+        self.counter_names = tuple(c.name for c in spec.counters)
+        index = {n: i for i, n in enumerate(self.counter_names)}
+        self.terminals = frozenset(spec.terminals)
+        self.results = {s.name: dict(s.result) for s in spec.states if s.terminal}
+        self.emits = {s.name: frozenset(s.emits) for s in spec.states}
+        self.abort_event = spec.abort_event
+        self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
+        for key, cands in spec.candidates().items():
+            self.edges[key] = tuple(
+                _Edge(
+                    reason=t.reason,
+                    dest=t.dest,
+                    guards=tuple(machine.guards[g] for g in t.guards),
+                    counter=None if t.counter is None else index[t.counter],
+                    resets=tuple(sorted(index[c] for c in spec.resets_of(t))),
+                    handler=machine.handlers.get(t.reason),
+                    progress=t.progress,
+                )
+                for t in cands
+            )
+        self._book = transitions.Machine(
+            model=None,
+            states=[s.name for s in spec.states],
+            initial=spec.initial,
+            auto_transitions=False,
+            ignore_invalid_triggers=False,
+        )
+        for t in spec.transitions:
+            self._book.add_transition(trigger=t.reason, source=t.source, dest=t.dest)
+
+    def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState:
+        """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
+        values = self.spec.param_defaults
+        for key, value in (params or {}).items():
+            if key not in values:
+                raise TransitionError(f"{self.spec.path}: unknown param {key!r}; known: {', '.join(sorted(values)) or 'none'}")
+            values[key] = value
+        caps = tuple(self.spec.cap_of(c, values) for c in self.spec.counters)
+        return RunState(
+            machine=self.spec.name,
+            state=self.spec.initial,
+            counter_names=self.counter_names,
+            caps=caps,
+            counters=(0,) * len(caps),
+            params=values,
+            data=data,
+        )
+
+    def choose(self, run: RunState, event: Event) -> _Edge:
+        """The first candidate for ``(run.state, event)`` whose counter is under cap and guards hold."""
+        cands = self.edges.get((run.state, event.name))
+        if cands is None:
+            raise TransitionError(f"state {run.state!r} has no transition on event {event.name!r}")
+        counters, caps = run.counters, run.caps
+        for edge in cands:
+            if edge.counter is not None:
+                cap = caps[edge.counter]
+                if cap is not None and counters[edge.counter] >= cap:
+                    continue
+            for guard in edge.guards:
+                try:
+                    ok = guard(run, event)
+                except Exception as exc:
+                    raise HandlerError(f"guard of transition {edge.reason!r} raised {type(exc).__name__}: {exc}") from exc
+                if not ok:
+                    break
+            else:
+                return edge
+        raise TransitionError(f"no candidate edge could fire from {run.state!r} on {event.name!r} (all guarded or capped)")
+
+    def step(self, run: RunState, event: Event, book: _Book | None = None) -> tuple[RunState, Step]:
+        """Take one transition: choose the edge, run its handler, update counters. Pure but for ``book``."""
+        edge = self.choose(run, event)
+        if edge.handler is not None:
+            try:
+                new = edge.handler(run, event)
+            except Exception as exc:
+                raise HandlerError(f"edge handler of {edge.reason!r} raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(new, RunState) or new.state != run.state or new.counters is not run.counters:
+                raise HandlerError(
+                    f"edge handler of {edge.reason!r} must return the run state with only `data` changed "
+                    "(the machine chooses the state and owns the counters)"
+                )
+        else:
+            new = run
+        counters = run.counters
+        if edge.resets or edge.counter is not None:
+            values = list(counters)
+            for i in edge.resets:
+                values[i] = 0
+            if edge.counter is not None:
+                values[edge.counter] += 1
+            counters = tuple(values)
+        if book is not None:
+            try:
+                book.trigger(edge.reason)  # type: ignore[attr-defined]
+            except transitions.MachineError as exc:
+                raise InternalError(f"undeclared step {run.state!r} --{edge.reason}--> {edge.dest!r}: {exc}") from exc
+            if book.state != edge.dest:
+                raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
+        nxt = attrs.evolve(new, state=edge.dest, counters=counters, steps=run.steps + 1)
+        step = Step(
+            index=run.steps,
+            source=run.state,
+            event=event.name,
+            reason=edge.reason,
+            dest=edge.dest,
+            progress=edge.progress,
+            counter_names=self.counter_names,
+            counters=counters,
+            terminal=edge.dest in self.terminals,
+        )
+        return nxt, step
+
+
+class EffectContext:
+    """What an effect sees: the run state, the caller's services, and ``publish`` for progress."""
+
+    __slots__ = ("_buffer", "_live", "run", "services")
+
+    def __init__(self, run: RunState, services: Any, buffer: list[Any], live: Callable[[Any], None] | None = None) -> None:
+        self.run = run
+        self.services = services
+        self._buffer = buffer
+        self._live = live
+
+    def publish(self, item: Any) -> None:
+        """Hand ``item`` to the caller: live to ``on_publish`` if set, else yielded after the effect."""
+        if self._live is not None:
+            self._live(item)
+        else:
+            self._buffer.append(item)
+
+
+class Runner:
+    """Drives one run: ``async for item in runner.run(): ...`` yields each :class:`Step` and
+    whatever effects publish (unless ``on_publish`` takes them live), until a terminal state.
+
+    Cancelling the iterating task, or closing the generator, injects the machine's abort
+    event: the declared abort edges are taken and the run still ends in a terminal state
+    (visible in ``final`` and ``trace``). Task cancellation is then re-raised, never swallowed.
+    """
+
+    def __init__(
+        self,
+        program: Program | Machine,
+        *,
+        data: Any = None,
+        services: Any = None,
+        params: Mapping[str, Any] | None = None,
+        state: RunState | None = None,
+        on_publish: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.program = program if isinstance(program, Program) else Program(program)
+        self.services = services
+        self.on_publish = on_publish
+        self.final: RunState = state if state is not None else self.program.initial_state(data, params)
+        self._trace: list[Step] = []
+        self._book = _Book()
+        self.aborted = False
+
+    @property
+    def trace(self) -> tuple[Step, ...]:
+        return tuple(self._trace)
+
+    @property
+    def done(self) -> bool:
+        return self.final.state in self.program.terminals
+
+    @property
+    def result(self) -> Mapping[str, Any]:
+        """The terminal state's declared ``result`` mapping (empty until the run ends)."""
+        return self.program.results.get(self.final.state, {})
+
+    def _advance(self, event: Any, state_name: str) -> Step:
+        if isinstance(event, str):
+            event = Event(name=event)
+        if not isinstance(event, Event):
+            raise HandlerError(f"effect of state {state_name!r} returned {event!r}; expected an Event or an event name")
+        if event.name not in self.program.emits[state_name] and event.name != self.program.abort_event:
+            raise HandlerError(
+                f"effect of state {state_name!r} returned event {event.name!r}, which the state does not declare in `emits` "
+                f"({', '.join(sorted(self.program.emits[state_name]))})"
+            )
+        self.final, step = self.program.step(self.final, event, self._book)
+        self._trace.append(step)
+        return step
+
+    async def run(self) -> AsyncIterator[Any]:
+        """The driver: ``event = await effect(run); run = step(run, event)`` until terminal.
+
+        Items an effect publishes are handed to ``on_publish`` at once when the runner has
+        one (live progress such as streamed text), else yielded right after the effect
+        returns, before its step. The effect is awaited in the iterating task itself: no
+        extra task per step, and cancelling that task cancels the effect where it waits.
+        """
+        program = self.program
+        terminals = program.terminals
+        program._book.add_model(self._book, initial=self.final.state)
+        buffer: list[Any] = []
+        try:
+            while self.final.state not in terminals:
+                state_name = self.final.state
+                ctx = EffectContext(self.final, self.services, buffer, self.on_publish)
+                try:
+                    event = await program.machine.effects[state_name](ctx)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    raise HandlerError(f"effect of state {state_name!r} raised {type(exc).__name__}: {exc}") from exc
+                step = self._advance(event, state_name)  # taken before anything is yielded: a close keeps it
+                if buffer:
+                    items = buffer[:]
+                    buffer.clear()
+                    for item in items:
+                        yield item
+                yield step
+        except asyncio.CancelledError:
+            for item in await self._abort():
+                yield item
+            raise
+        except GeneratorExit:
+            await self._abort()
+            raise
+        finally:
+            if self._book in program._book.models:
+                program._book.remove_model(self._book)
+
+    async def _abort(self) -> list[Any]:
+        """Take the machine's declared abort edges from wherever the run stands."""
+        out: list[Any] = []
+        if self.final.state in self.program.terminals:
+            return out
+        self.aborted = True
+        out.append(self._advance(Event(name=self.program.abort_event), self.final.state))
+        limit = 1 + 4 * len(self.program.spec.states)
+        while self.final.state not in self.program.terminals:
+            limit -= 1
+            if limit < 0:
+                raise InternalError(f"the abort path did not reach a terminal state (now in {self.final.state!r})")
+            buffer: list[Any] = []
+            state_name = self.final.state
+            event = await self.program.machine.effects[state_name](EffectContext(self.final, self.services, buffer, self.on_publish))
+            out.extend(buffer)
+            out.append(self._advance(event, state_name))
+        return out
+
+
+def run_to_end(runner: Runner) -> Sequence[Any]:
+    """Drive ``runner`` to its terminal state in a fresh event loop; return everything yielded."""
+
+    async def main() -> list[Any]:
+        return [item async for item in runner.run()]
+
+    return asyncio.run(main())

@@ -1,0 +1,118 @@
+"""The JSON Schema every machine declaration must satisfy before it is read further.
+
+Owns the structural contract of the YAML (keys, types, closed sets). Semantic
+checks — names that must exist, reachability, catch-alls — live in ``fsm.load``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MACHINE_SCHEMA"]
+
+_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}
+_DOTTED = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"}
+_DOC = {"type": "string"}
+
+MACHINE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "queryloop machine",
+    "type": "object",
+    "required": ["machine", "initial", "events", "states", "transitions"],
+    "additionalProperties": False,
+    "properties": {
+        "machine": _NAME,
+        "doc": _DOC,
+        "initial": _NAME,
+        "abort_event": _NAME,
+        "params": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "oneOf": [
+                    {"type": ["integer", "number", "string", "boolean", "null"]},
+                    {
+                        "type": "object",
+                        "required": ["default"],
+                        "additionalProperties": False,
+                        "properties": {"default": {}, "doc": _DOC},
+                    },
+                ]
+            },
+        },
+        "events": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {"type": ["string", "null"]},
+        },
+        "guards": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "oneOf": [
+                    _DOTTED,
+                    {
+                        "type": "object",
+                        "required": ["call"],
+                        "additionalProperties": False,
+                        "properties": {"call": _DOTTED, "doc": _DOC},
+                    },
+                ]
+            },
+        },
+        "counters": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["cap"],
+                "additionalProperties": False,
+                "properties": {
+                    "cap": {"oneOf": [{"type": "integer", "minimum": 0}, _NAME]},
+                    "scope": {"enum": ["request", "turn", "session"]},
+                    "consecutive": {"type": "array", "items": _NAME, "uniqueItems": True},
+                    "doc": _DOC,
+                },
+            },
+        },
+        "states": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "doc": _DOC,
+                    "layer": {"type": "string"},
+                    "effect": _DOTTED,
+                    "emits": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                    "terminal": {"type": "boolean"},
+                    "result": {"type": "object"},
+                },
+            },
+        },
+        "transitions": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["from", "event", "to", "reason"],
+                "additionalProperties": False,
+                "properties": {
+                    "from": {"oneOf": [_NAME, {"type": "array", "items": _NAME, "minItems": 1}]},
+                    "event": _NAME,
+                    "to": _NAME,
+                    "reason": _NAME,
+                    "guards": {"type": "array", "items": _NAME, "uniqueItems": True},
+                    "counter": _NAME,
+                    "resets": {"type": "array", "items": _NAME, "uniqueItems": True},
+                    "do": _DOTTED,
+                    "progress": {"type": "boolean"},
+                    "completes_request": {"type": "boolean"},
+                    "doc": _DOC,
+                },
+            },
+        },
+    },
+}

@@ -1,0 +1,150 @@
+"""Records describing a machine, exactly as declared: states, events, transitions, counters, params.
+
+Owns the shape of a machine and its derived lookups (candidate edges per
+``(state, event)``, reset sets per edge). Does no I/O and resolves no Python
+names: ``fsm.load`` builds these records from YAML and binds the handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+__all__ = [
+    "CounterSpec",
+    "MachineSpec",
+    "ParamSpec",
+    "Scope",
+    "StateSpec",
+    "TransitionSpec",
+]
+
+Scope = Literal["request", "turn", "session"]
+
+
+@attrs.frozen(kw_only=True)
+class ParamSpec:
+    """A named default a caller may override (``None`` means unset, e.g. no turn limit)."""
+
+    name: str
+    default: Any
+    doc: str = ""
+    line: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CounterSpec:
+    """A per-path budget: incremented by the edges that name it, capped, reset by scope or by edges."""
+
+    name: str
+    cap: int | str  # an int, or the name of a param holding the cap
+    scope: Scope = "turn"
+    consecutive: tuple[str, ...] = ()  # reasons whose edges reset this counter
+    doc: str = ""
+    line: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StateSpec:
+    """A state: either it runs an effect that emits one of ``emits``, or it is terminal."""
+
+    name: str
+    doc: str = ""
+    layer: str = ""
+    effect: str | None = None
+    emits: tuple[str, ...] = ()
+    terminal: bool = False
+    result: Mapping[str, Any] = attrs.field(factory=dict)
+    line: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TransitionSpec:
+    """An edge ``source --event--> dest`` with a unique reason, optional guards, counter and handler."""
+
+    source: str
+    event: str
+    dest: str
+    reason: str
+    guards: tuple[str, ...] = ()
+    counter: str | None = None
+    resets: tuple[str, ...] = ()
+    do: str | None = None
+    progress: bool = False
+    completes_request: bool = False
+    doc: str = ""
+    line: int | None = None
+
+    @property
+    def unguarded(self) -> bool:
+        return not self.guards and self.counter is None
+
+
+@attrs.frozen(kw_only=True)
+class MachineSpec:
+    """A whole machine declaration, in YAML order. ``path`` is where it was read from."""
+
+    name: str
+    path: str
+    initial: str
+    doc: str = ""
+    abort_event: str = "abort"
+    params: tuple[ParamSpec, ...] = ()
+    events: Mapping[str, str] = attrs.field(factory=dict)  # name -> doc
+    guards: Mapping[str, str] = attrs.field(factory=dict)  # guard name -> dotted python name
+    guard_docs: Mapping[str, str] = attrs.field(factory=dict)
+    counters: tuple[CounterSpec, ...] = ()
+    states: tuple[StateSpec, ...] = ()
+    transitions: tuple[TransitionSpec, ...] = ()
+
+    # ---- derived lookups (cheap, computed on demand) -------------------------------------
+    def state(self, name: str) -> StateSpec:
+        return self.state_map[name]
+
+    @property
+    def state_map(self) -> Mapping[str, StateSpec]:
+        return {s.name: s for s in self.states}
+
+    @property
+    def counter_map(self) -> Mapping[str, CounterSpec]:
+        return {c.name: c for c in self.counters}
+
+    @property
+    def param_defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    @property
+    def terminals(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.states if s.terminal)
+
+    def candidates(self) -> dict[tuple[str, str], tuple[TransitionSpec, ...]]:
+        """Candidate edges per ``(state, event)``, in YAML order (the order they are tried)."""
+        groups: dict[tuple[str, str], list[TransitionSpec]] = {}
+        for t in self.transitions:
+            groups.setdefault((t.source, t.event), []).append(t)
+        return {k: tuple(v) for k, v in groups.items()}
+
+    def resets_of(self, t: TransitionSpec) -> frozenset[str]:
+        """Every counter taking ``t`` resets: explicit, by ``consecutive``, and by scope."""
+        out = set(t.resets)
+        for c in self.counters:
+            if t.reason in c.consecutive:
+                out.add(c.name)
+            elif t.progress and c.scope in ("turn", "request"):
+                out.add(c.name)
+            elif t.completes_request and c.scope == "request":
+                out.add(c.name)
+        if t.counter is not None and t.counter not in t.resets:
+            # the edge's own counter is incremented, never reset by its own scope
+            out.discard(t.counter)
+        return frozenset(out)
+
+    def cap_of(self, counter: CounterSpec, params: Mapping[str, Any] | None = None) -> int | None:
+        """The counter's cap under ``params`` (defaults when omitted); ``None`` = unbounded."""
+        if isinstance(counter.cap, int):
+            return counter.cap
+        values = self.param_defaults if params is None else params
+        value = values.get(counter.cap)
+        return None if value is None else int(value)

@@ -1,0 +1,58 @@
+"""Helpers for driving machines without the world: a scripted effect and event-data guards.
+
+Owns only test scaffolding that machines may name (tests, property tests,
+benchmarks, fixtures). A machine whose states use :func:`scripted` asks its
+``services`` — any object with ``next_event(run) -> Event | str`` — for each
+outcome, so a test decides every event and every guard value.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from .runtime import EffectContext, Event, RunState
+
+__all__ = ["Script", "flag_a", "flag_b", "flag_c", "scripted"]
+
+
+class Script:
+    """Services for :func:`scripted`: a fixed sequence of events, then ``fallback`` forever."""
+
+    def __init__(self, events: Iterable[Event | str], fallback: Event | str | None = None) -> None:
+        self.events: deque[Event | str] = deque(events)
+        self.fallback = fallback
+
+    def next_event(self, run: RunState) -> Event | str:
+        if self.events:
+            return self.events.popleft()
+        if self.fallback is None:
+            raise LookupError(f"script exhausted in state {run.state!r}")
+        return self.fallback
+
+
+async def scripted(ctx: EffectContext) -> Event | str:
+    """An effect that returns whatever the run's services script says."""
+    event: Event | str = ctx.services.next_event(ctx.run)
+    return event
+
+
+def _flag(event: Event, name: str) -> bool:
+    data: Any = event.data
+    return bool(data.get(name)) if isinstance(data, dict) else False
+
+
+def flag_a(run: RunState, event: Event) -> bool:
+    """True when the event's data has a truthy ``a`` (scripted guard)."""
+    return _flag(event, "a")
+
+
+def flag_b(run: RunState, event: Event) -> bool:
+    """True when the event's data has a truthy ``b`` (scripted guard)."""
+    return _flag(event, "b")
+
+
+def flag_c(run: RunState, event: Event) -> bool:
+    """True when the event's data has a truthy ``c`` (scripted guard)."""
+    return _flag(event, "c")

@@ -1,0 +1,1 @@
+"""Small example machines proving the engine, and the Python their YAML names."""

@@ -1,0 +1,84 @@
+"""Effects, guards and edge handlers for the example machines in ``machines/examples/``.
+
+Each example's ``services`` is a :class:`Feed`: a scripted world (which fetches
+fail, how many items exist). Owns nothing the engine or the agent layer needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+
+import attrs
+
+from fsm.runtime import EffectContext, Event, RunState
+
+__all__ = [
+    "Feed",
+    "ItemsData",
+    "call_service",
+    "fetch_item",
+    "has_more_items",
+    "record_item",
+    "store_item",
+    "wait_backoff",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ItemsData:
+    """The example's own run data: items processed so far."""
+
+    done: tuple[str, ...] = ()
+    pending: str | None = None
+
+
+class Feed:
+    """The scripted world: outcomes per fetch (``ok``/``transient``/``fatal``) and the item count."""
+
+    def __init__(self, outcomes: Iterable[str], items: int = 3, backoff_s: float = 0.0) -> None:
+        self.outcomes: deque[str] = deque(outcomes)
+        self.items = items
+        self.backoff_s = backoff_s
+
+    def next_outcome(self) -> str:
+        return self.outcomes.popleft() if self.outcomes else "ok"
+
+
+async def fetch_item(ctx: EffectContext) -> Event:
+    """Fetch the next item; the feed decides whether the attempt fails."""
+    outcome = ctx.services.next_outcome()
+    ctx.publish(f"fetch attempt -> {outcome}")
+    if outcome == "ok":
+        return Event(name="fetched", data=f"item-{len(ctx.run.data.done) + 1}")
+    return Event(name="transient_error" if outcome == "transient" else "fatal_error")
+
+
+async def wait_backoff(ctx: EffectContext) -> Event:
+    """Sleep before retrying (zero in tests)."""
+    await asyncio.sleep(ctx.services.backoff_s)
+    return Event(name="elapsed")
+
+
+async def store_item(ctx: EffectContext) -> Event:
+    """Store the fetched item; report whether more remain."""
+    return Event(name="stored")
+
+
+async def call_service(ctx: EffectContext) -> Event:
+    """One call to a scripted remote service for the circuit-breaker example."""
+    outcome = ctx.services.next_outcome()
+    return Event(name="succeeded" if outcome == "ok" else "failed")
+
+
+def has_more_items(run: RunState, event: Event) -> bool:
+    """More items remain after the one just stored (guard)."""
+    data: ItemsData = run.data
+    return len(data.done) < run.params["items"]
+
+
+def record_item(run: RunState, event: Event) -> RunState:
+    """Remember the fetched item (edge handler)."""
+    data: ItemsData = run.data
+    return attrs.evolve(run, data=attrs.evolve(data, done=(*data.done, str(event.data))))

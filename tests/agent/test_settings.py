@@ -1,0 +1,211 @@
+"""Settings loading: sources, precedence, merge, validation messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm.agent.permissions import decide
+from fsm.agent.settings import Settings, SettingsError, load_settings, merge_settings
+
+
+@pytest.fixture()
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    home, cwd = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    cwd.mkdir()
+    return home, cwd
+
+
+def _write(path: Path, document: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(document if isinstance(document, str) else json.dumps(document, indent=2))
+    return path
+
+
+def _user(home: Path, document: Any) -> Path:
+    return _write(home / ".queryloop" / "settings.json", document)
+
+
+def _project(cwd: Path, document: Any) -> Path:
+    return _write(cwd / ".queryloop" / "settings.json", document)
+
+
+def _local(cwd: Path, document: Any) -> Path:
+    return _write(cwd / ".queryloop" / "settings.local.json", document)
+
+
+def test_no_settings_files_gives_empty_settings(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    settings = load_settings(cwd=cwd, home=home)
+    assert settings == Settings()
+
+
+def test_higher_precedence_scalars_override_and_sources_are_listed_low_to_high(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    user = _user(home, {"model": "user-model", "permissions": {"defaultMode": "plan"}})
+    project = _project(cwd, {"model": "project-model"})
+    local = _local(cwd, {"model": "local-model", "permissions": {"defaultMode": "acceptEdits"}})
+    settings = load_settings(cwd=cwd, home=home, settings_arg='{"model": "flag-model"}')
+    assert settings.model == "flag-model"
+    assert settings.permissions.default_mode == "acceptEdits"
+    assert settings.sources == (user, project, local, '{"model": "flag-model"}')
+
+
+def test_permission_lists_concatenate_without_duplicates_in_precedence_order(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _user(home, {"permissions": {"allow": ["Read", "Bash(git status)"]}})
+    _project(cwd, {"permissions": {"allow": ["Bash(git status)", "Bash(npm test:*)"], "deny": ["WebSearch"]}})
+    _local(cwd, {"permissions": {"deny": ["Bash(rm:*)"]}})
+    settings = load_settings(cwd=cwd, home=home)
+    assert [r.text for r in settings.permissions.allow] == ["Read", "Bash(git status)", "Bash(npm test:*)"]
+    assert [r.text for r in settings.permissions.deny] == ["WebSearch", "Bash(rm:*)"]
+
+
+def test_deny_from_a_lower_source_wins_over_allow_from_a_higher_one(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _user(home, {"permissions": {"deny": ["Bash(curl:*)"]}})
+    settings = load_settings(cwd=cwd, home=home, settings_arg='{"permissions": {"allow": ["Bash"]}}')
+    rules = settings.permissions.to_rules(cwd=cwd, home=home)
+    decision = decide("Bash", {"command": "curl x"}, mode="default", rules=rules, cwd=cwd, interactive=True)
+    assert (decision.behavior, decision.rule) == ("deny", "Bash(curl:*)")
+
+
+def test_hook_lists_per_event_concatenate_across_sources(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _user(home, {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "a"}]}]}})
+    _project(
+        cwd,
+        {
+            "hooks": {
+                "PreToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "b"}]}],
+                "Stop": [{"hooks": [{"type": "command", "command": "c"}]}],
+            }
+        },
+    )
+    settings = load_settings(cwd=cwd, home=home)
+    assert [(m.event, m.matcher, m.hooks[0].command) for m in settings.hooks.matchers] == [
+        ("PreToolUse", "Bash", "a"),
+        ("PreToolUse", "Edit", "b"),
+        ("Stop", "", "c"),
+    ]
+
+
+def test_unknown_keys_are_kept_in_raw(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, {"includeCoAuthoredBy": False, "statusLine": {"type": "command", "command": "x"}, "env": {"A": "1"}})
+    settings = load_settings(cwd=cwd, home=home)
+    assert settings.raw["includeCoAuthoredBy"] is False
+    assert settings.raw["statusLine"] == {"type": "command", "command": "x"}
+    assert dict(settings.env) == {"A": "1"}
+
+
+def test_settings_flag_accepts_a_file_path_relative_to_cwd(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    path = _write(cwd / "ci-settings.json", {"permissions": {"allow": ["Edit"]}})
+    settings = load_settings(cwd=cwd, home=home, settings_arg="ci-settings.json")
+    assert settings.sources == (path,)
+    assert [r.text for r in settings.permissions.allow] == ["Edit"]
+
+
+def test_settings_flag_naming_a_missing_file_is_an_error(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    with pytest.raises(SettingsError, match=r"^--settings: nope\.json: no such settings file"):
+        load_settings(cwd=cwd, home=home, settings_arg="nope.json")
+
+
+def test_additional_directories_resolve_against_cwd_and_home(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, {"permissions": {"additionalDirectories": ["../lib", "~/shared"]}})
+    rules = load_settings(cwd=cwd, home=home).permissions.to_rules(cwd=cwd, home=home, allowed_tools="Bash(ls)")
+    assert rules.additional_directories == (cwd / "../lib", home / "shared")
+    assert [r.text for r in rules.allow] == ["Bash(ls)"]
+
+
+# ------------------------------------------------------------------------- errors
+
+
+def test_json_syntax_error_names_the_file_with_line_and_column(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, '{\n  "model": "x",\n  "permissions": {"allow": ["Read",]}\n}\n')
+    with pytest.raises(SettingsError) as info:
+        load_settings(cwd=cwd, home=home)
+    message = str(info.value)
+    assert message.startswith(".queryloop/settings.json:3:36: invalid JSON: ")
+    assert "\n" not in message
+
+
+def test_wrong_type_names_the_file_and_json_path(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _local(cwd, {"permissions": {"allow": ["Read", "Edit", 3]}})
+    with pytest.raises(SettingsError) as info:
+        load_settings(cwd=cwd, home=home)
+    assert str(info.value) == ".queryloop/settings.local.json: $.permissions.allow[2]: expected a string, found 3"
+
+
+def test_user_file_errors_are_named_relative_to_home(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _user(home, {"permissions": {"defaultMode": "yolo"}})
+    with pytest.raises(SettingsError) as info:
+        load_settings(cwd=cwd, home=home)
+    assert str(info.value).startswith(
+        '~/.queryloop/settings.json: $.permissions.defaultMode: expected one of "default"'
+    )
+    assert str(info.value).endswith('found "yolo"')
+
+
+def test_top_level_array_is_rejected(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, "[1, 2]")
+    with pytest.raises(SettingsError, match=r"^\.queryloop/settings\.json: \$: expected an object, found an array$"):
+        load_settings(cwd=cwd, home=home)
+
+
+def test_inline_json_syntax_error_is_reported_against_the_flag(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    with pytest.raises(SettingsError, match=r"^--settings:1:11: invalid JSON: "):
+        load_settings(cwd=cwd, home=home, settings_arg='{"model": x}')
+
+
+def test_bad_permission_rule_names_file_path_and_rule(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, {"permissions": {"deny": ["Read", "Bash(rm -rf"]}})
+    with pytest.raises(SettingsError) as info:
+        load_settings(cwd=cwd, home=home)
+    assert str(info.value).startswith(
+        ".queryloop/settings.json: $.permissions.deny[1]: invalid permission rule 'Bash(rm -rf'"
+    )
+
+
+def test_hook_without_command_is_reported_with_its_path(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, {"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}})
+    with pytest.raises(SettingsError) as info:
+        load_settings(cwd=cwd, home=home)
+    assert str(info.value) == '.queryloop/settings.json: $.hooks.Stop[0].hooks[0]: missing required key "command"'
+
+
+def test_hook_matcher_that_is_not_a_regex_is_reported(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _project(cwd, {"hooks": {"PreToolUse": [{"matcher": "Edit(", "hooks": [{"type": "command", "command": "x"}]}]}})
+    with pytest.raises(
+        SettingsError, match=r"\$\.hooks\.PreToolUse\[0\]\.matcher: 'Edit\(' is not a valid regular expression"
+    ):
+        load_settings(cwd=cwd, home=home)
+
+
+def test_env_values_must_be_strings(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    with pytest.raises(SettingsError, match=r"^--settings: \$\.env\.DEBUG: expected a string, found true$"):
+        load_settings(cwd=cwd, home=home, settings_arg='{"env": {"DEBUG": true}}')
+
+
+def test_merge_keeps_lower_values_and_does_not_mutate_inputs() -> None:
+    lower = {"a": {"x": 1, "l": [1, {"k": 2}]}, "b": 1}
+    higher = {"a": {"y": 2, "l": [{"k": 2}, 3]}, "b": 2}
+    merged = merge_settings(lower, higher)
+    assert merged == {"a": {"x": 1, "y": 2, "l": [1, {"k": 2}, 3]}, "b": 2}
+    assert lower == {"a": {"x": 1, "l": [1, {"k": 2}]}, "b": 1}

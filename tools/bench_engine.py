@@ -1,0 +1,53 @@
+"""Benchmark: the engine's own cost per step on a pure in-process machine.
+
+Drives ``machines/examples/circuit_breaker.yaml`` with a zero-latency scripted
+world (no I/O, no sleeps) and prints the median cost per step in microseconds
+over repeated runs. Usage: ``python tools/bench_engine.py [--steps N] [--repeat R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from pathlib import Path
+
+from fsm import Program, Runner, load_machine
+from machines.examples.effects import Feed
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_run(program: Program, calls: int) -> tuple[float, int]:
+    outcomes = ["ok"] * calls
+    runner = Runner(program, services=Feed(outcomes), params={"calls": calls})
+
+    async def drive() -> None:
+        async for _ in runner.run():
+            pass
+
+    start = time.perf_counter()
+    asyncio.run(drive())
+    elapsed = time.perf_counter() - start
+    return elapsed, len(runner.trace)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    program = Program(load_machine(ROOT / "machines/examples/circuit_breaker.yaml"))
+    one_run(program, 50)  # warm up imports and caches
+    per_step = []
+    for _ in range(args.repeat):
+        elapsed, steps = one_run(program, args.steps)
+        per_step.append(elapsed / steps * 1e6)
+    print(f"engine cost per step: median {statistics.median(per_step):.1f} µs "
+          f"(min {min(per_step):.1f}, max {max(per_step):.1f}; {args.repeat} runs × {args.steps} steps, "
+          "circuit_breaker machine, scripted effects)")
+
+
+if __name__ == "__main__":
+    main()

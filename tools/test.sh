@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install everything queryloop's tests need on a fresh machine, then run the whole suite.
+# Debian packages: graphviz (`dot`, diagrams) and spin (model checking), only when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+command -v spin >/dev/null 2>&1 || missing+=(spin)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+exec python3 -m pytest "$@"
