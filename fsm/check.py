@@ -191,79 +191,97 @@ def _exploration_pass(
     caps = [spec.cap_of(c, params) for c in spec.counters]
     states = spec.state_map
     groups = spec.candidates()
-    compiled: dict[tuple[str, str], list[tuple[TransitionSpec, int | None, tuple[int, ...]]]] = {
-        key: [
-            (t, None if t.counter is None or caps[index[t.counter]] is None else index[t.counter], tuple(index[c] for c in spec.resets_of(t)))
-            for t in cands
-        ]
-        for key, cands in groups.items()
-    }
+    # per state: [(event, [(transition, counter index or None, cap, resets, shadows later ones), ...]), ...]
+    plan: dict[str, list[tuple[str, list[tuple[TransitionSpec, int | None, int, tuple[int, ...], bool]]]]] = {}
+    for s in spec.states:
+        if s.terminal:
+            continue
+        plan[s.name] = []
+        for event in (*s.emits, spec.abort_event):
+            cands = []
+            for t in groups.get((s.name, event), ()):
+                ci = None if t.counter is None or caps[index[t.counter]] is None else index[t.counter]
+                cap = caps[ci] if ci is not None else 0
+                # a counter whose cap is an unset param is untracked (always 0) but may be capped by a
+                # caller who sets the param, so it is a free guard: it does not shadow later candidates
+                shadows = not t.guards and (t.counter is None or ci is not None)
+                cands.append((t, ci, cap or 0, tuple(index[c] for c in spec.resets_of(t)), shadows))
+            plan[s.name].append((event, cands))
+
     start: _Config = (spec.initial, (0,) * len(names))
-    parent: dict[_Config, tuple[_Config, str] | None] = {start: None}
+    ids: dict[_Config, int] = {start: 0}
+    configs: list[_Config] = [start]
+    parent: list[tuple[int, str] | None] = [None]
+    succ: list[list[tuple[int, str]]] = [[]]  # non-progress edges only
+    segment_starts = {0}
     fired: set[tuple[str, str]] = set()
-    product: nx.DiGraph[_Config] = nx.DiGraph()
-    product.add_node(start)
-    segment_starts = {start}
-    queue = deque([start])
     truncated = False
 
-    def trace_to(cfg: _Config) -> tuple[str, ...]:
+    def trace_to(node: int) -> tuple[str, ...]:
         path: list[str] = []
-        cur: _Config | None = cfg
+        cur: int | None = node
         while cur is not None:
+            path.append(f"{configs[cur][0]} {_fmt(names, configs[cur][1])}")
             link = parent[cur]
-            path.append(f"{cur[0]} {_fmt(names, cur[1])}")
             if link is None:
                 break
             cur, reason = link
             path.append(f"  --{reason}-->")
         return tuple(reversed(path))
 
-    while queue:
-        cfg = queue.popleft()
-        state, counts = cfg
-        if states[state].terminal:
+    head = 0
+    while head < len(configs):
+        node = head
+        head += 1
+        state, counts = configs[node]
+        steps = plan.get(state)
+        if steps is None:
             continue
-        for event in (*states[state].emits, spec.abort_event):
+        for event, cands in steps:
             took = False
-            for t, ci, resets in compiled.get((state, event), []):
-                if ci is not None and counts[ci] >= caps[ci]:  # type: ignore[operator]
+            for t, ci, cap, resets, shadows in cands:
+                if ci is not None and counts[ci] >= cap:
                     continue
-                nxt = list(counts)
-                for r in resets:
-                    nxt[r] = 0
-                if ci is not None:
-                    nxt[ci] += 1
-                    if nxt[ci] > caps[ci]:  # type: ignore[operator]
-                        out.append(Finding(check="caps", message=f"counter {names[ci]!r} exceeds its cap on {t.reason!r}", reasons=(t.reason,), trace=trace_to(cfg)))
-                succ: _Config = (t.dest, tuple(nxt))
+                if resets or ci is not None:
+                    nxt = list(counts)
+                    for r in resets:
+                        nxt[r] = 0
+                    if ci is not None:
+                        nxt[ci] += 1
+                    new_counts = tuple(nxt)
+                else:
+                    new_counts = counts
+                cfg: _Config = (t.dest, new_counts)
                 fired.add((t.source, t.reason))
                 took = True
-                if t.progress:
-                    segment_starts.add(succ)
-                    product.add_node(succ)
-                else:
-                    product.add_edge(cfg, succ, reason=t.reason)
-                if succ not in parent:
-                    if len(parent) >= max_configs:
+                target = ids.get(cfg)
+                if target is None:
+                    if len(configs) >= max_configs:
                         truncated = True
                         continue
-                    parent[succ] = (cfg, t.reason)
-                    queue.append(succ)
-                if not t.guards:
-                    break  # an unguarded edge always fires when under cap: later candidates are shadowed
+                    target = len(configs)
+                    ids[cfg] = target
+                    configs.append(cfg)
+                    parent.append((node, t.reason))
+                    succ.append([])
+                if t.progress:
+                    segment_starts.add(target)
+                else:
+                    succ[node].append((target, t.reason))
+                if shadows:
+                    break  # an unguarded edge always fires: later candidates are shadowed
             if not took:
                 out.append(
                     Finding(
                         check="stuck",
                         message=f"stuck configuration: in {state!r} {_fmt(names, counts)} no edge can fire on {event!r}",
                         states=(state,),
-                        trace=trace_to(cfg),
+                        trace=trace_to(node),
                     )
                 )
     if truncated:
         out.append(Finding(check="exploration", message=f"exploration stopped at {max_configs} configurations; lower the caps with params to check"))
-    visited = {c[0] for c in parent}
+    visited = {c[0] for c in configs}
     for t in spec.transitions:
         if (t.source, t.reason) not in fired and t.source in visited:
             out.append(
@@ -274,39 +292,86 @@ def _exploration_pass(
                     reasons=(t.reason,),
                 )
             )
+    order = _topological_order(succ)
     worst: dict[str, int] = {}
-    try:
-        cycle = nx.find_cycle(product)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle is not None:
-        reasons = tuple(product.edges[u, v]["reason"] for u, v in cycle)
+    if order is None:
+        cycle = _find_cycle(succ)
+        reasons = tuple(reason for _, reason in cycle)
         out.append(
             Finding(
                 check="termination",
                 message=f"the (state, counters) product has a cycle without a progress edge via reasons {list(reasons)}",
-                states=tuple(dict.fromkeys(u[0] for u, _ in cycle)),
+                states=tuple(dict.fromkeys(configs[n][0] for n, _ in cycle)),
                 reasons=reasons,
-                trace=tuple(f"{u[0]} {_fmt(names, u[1])}" for u, _ in cycle),
+                trace=tuple(f"{configs[n][0]} {_fmt(names, configs[n][1])}" for n, _ in cycle),
             )
         )
     else:
-        worst = _worst_case(spec, product, segment_starts)
-    return frozenset(parent), out, worst
+        worst = _worst_case(spec, configs, succ, order, segment_starts)
+    return frozenset(configs), out, worst
 
 
-def _worst_case(spec: MachineSpec, product: nx.DiGraph[_Config], starts: set[_Config]) -> dict[str, int]:
+def _topological_order(succ: list[list[tuple[int, str]]]) -> list[int] | None:
+    """Kahn's algorithm over the non-progress product; ``None`` when it has a cycle."""
+    indegree = [0] * len(succ)
+    for edges in succ:
+        for target, _ in edges:
+            indegree[target] += 1
+    order = [n for n, d in enumerate(indegree) if d == 0]
+    i = 0
+    while i < len(order):
+        for target, _ in succ[order[i]]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                order.append(target)
+        i += 1
+    return order if len(order) == len(succ) else None
+
+
+def _find_cycle(succ: list[list[tuple[int, str]]]) -> list[tuple[int, str]]:
+    """One cycle of the product as (node, reason of the edge leaving it), by iterative DFS."""
+    colour = [0] * len(succ)  # 0 new, 1 on stack, 2 done
+    for root in range(len(succ)):
+        if colour[root]:
+            continue
+        stack: list[tuple[int, int]] = [(root, 0)]
+        path: list[tuple[int, str]] = []
+        colour[root] = 1
+        while stack:
+            node, i = stack[-1]
+            if i < len(succ[node]):
+                stack[-1] = (node, i + 1)
+                target, reason = succ[node][i]
+                if colour[target] == 1:
+                    path.append((node, reason))
+                    start = next(k for k, (n, _) in enumerate(path) if n == target)
+                    return path[start:]
+                if colour[target] == 0:
+                    colour[target] = 1
+                    path.append((node, reason))
+                    stack.append((target, 0))
+            else:
+                colour[node] = 2
+                stack.pop()
+                if path:
+                    path.pop()
+    return []
+
+
+def _worst_case(
+    spec: MachineSpec, configs: list[_Config], succ: list[list[tuple[int, str]]], order: list[int], starts: set[int]
+) -> dict[str, int]:
     """Longest path (in effect invocations) from a segment start, per effect, over the acyclic product."""
     effects = {s.name: s.effect for s in spec.states if s.effect}
-    order = list(reversed(list(nx.topological_sort(product))))
     worst: dict[str, int] = {}
     for effect in dict.fromkeys(effects.values()):
+        weight = [1 if effects.get(state) == effect else 0 for state, _ in configs]
+        best = [0] * len(configs)
+        for node in reversed(order):
+            edges = succ[node]
+            best[node] = weight[node] + (max(best[t] for t, _ in edges) if edges else 0)
         assert effect is not None
-        best: dict[_Config, int] = {}
-        for node in order:
-            here = 1 if effects.get(node[0]) == effect else 0
-            best[node] = here + max((best[s] for s in product.successors(node)), default=0)
-        worst[effect] = max((best.get(s, 0) for s in starts), default=0)
+        worst[effect] = max((best[s] for s in starts), default=0)
     return worst
 
 

@@ -181,6 +181,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         CounterSpec(
             name=name,
             cap=c["cap"],
+            cap_offset=c.get("cap_offset", 0),
             scope=c.get("scope", "turn"),
             consecutive=tuple(c.get("consecutive", ())),
             doc=c.get("doc", ""),
@@ -312,6 +313,8 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     for c in counters.values():
         if isinstance(c.cap, str):
             known("param", c.cap, params, c.line, f"counter {c.name!r} cap")
+        elif c.cap_offset:
+            add(c.line, f"counter {c.name!r} has `cap_offset` but a fixed cap", "write the cap you mean, or use a param cap")
         for r in c.consecutive:
             known("reason", r, reasons, c.line, f"counter {c.name!r} `consecutive`")
     for s in spec.states:

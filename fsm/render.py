@@ -28,7 +28,8 @@ def edge_label(spec: MachineSpec, t: TransitionSpec, params: Mapping[str, Any] |
         label += " [" + ", ".join(t.guards) + "]"
     if t.counter is not None:
         c = spec.counter_map[t.counter]
-        cap = c.cap if isinstance(c.cap, int) else f"{c.cap}={spec.cap_of(c, params)}"
+        offset = f"{c.cap_offset:+d}" if c.cap_offset else ""
+        cap = c.cap if isinstance(c.cap, int) else f"{c.cap}{offset}={spec.cap_of(c, params)}"
         label += f" +{t.counter}/{cap}"
     return label
 

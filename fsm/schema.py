@@ -69,6 +69,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "properties": {
                     "cap": {"oneOf": [{"type": "integer", "minimum": 0}, _NAME]},
+                    "cap_offset": {"type": "integer"},
                     "scope": {"enum": ["request", "turn", "session"]},
                     "consecutive": {"type": "array", "items": _NAME, "uniqueItems": True},
                     "doc": _DOC,

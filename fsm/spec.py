@@ -40,6 +40,7 @@ class CounterSpec:
 
     name: str
     cap: int | str  # an int, or the name of a param holding the cap
+    cap_offset: int = 0  # added to a param cap (e.g. -1: "the Nth turn is the last")
     scope: Scope = "turn"
     consecutive: tuple[str, ...] = ()  # reasons whose edges reset this counter
     doc: str = ""
@@ -147,4 +148,4 @@ class MachineSpec:
             return counter.cap
         values = self.param_defaults if params is None else params
         value = values.get(counter.cap)
-        return None if value is None else int(value)
+        return None if value is None else max(0, int(value) + counter.cap_offset)

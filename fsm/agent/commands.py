@@ -1,0 +1,207 @@
+"""The agent subcommands of ``queryloop``: ``run`` (the query loop) and ``mock-api``.
+
+Owns flag parsing and validation for these commands, the offline wiring (the
+embedded Anthropic-compatible server started in-process for ``--scenario``),
+SIGINT handling (the run task is cancelled, so the machine takes its abort edges
+and still prints a result), and exit codes: 0 only when the result is not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from .agent import AgentOptions, AgentRun, query_loop_program
+from .backends import AnthropicBackend
+from .output import Renderer
+from .scenario import Scenario, ScenarioError, load_scenario
+
+__all__ = ["add_subcommands"]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+OFFLINE_HINT = (
+    "queryloop: ANTHROPIC_API_KEY is not set. To run offline against the embedded server, try: "
+    "queryloop run --scenario machines/scenarios/fallback_chain.yaml -p 'bump the checkpoint'"
+)
+
+
+class UsageError(Exception):
+    """A bad flag value, reported in one line before anything runs."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount in USD, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an amount > 0, got {value}")
+    return value
+
+
+def _models(text: str) -> tuple[str, ...]:
+    models = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not models:
+        raise argparse.ArgumentTypeError("expected one to three model names, comma separated")
+    if len(models) > 3:
+        raise argparse.ArgumentTypeError(f"at most 3 fallback models, got {len(models)}")
+    return models
+
+
+def add_subcommands(sub: Any) -> None:
+    run = sub.add_parser("run", help="run the agent query loop (online, or offline with --scenario)")
+    run.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt (default: read from stdin)")
+    run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
+    run.add_argument("--fallback-model", type=_models, metavar="A[,B,C]", help="models to fall back to on overload/unavailability (≤ 3)")
+    run.add_argument("--max-turns", type=_positive_int, metavar="N", help="tool-use turns before stopping (default: no limit)")
+    run.add_argument("--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)")
+    run.add_argument("--max-budget-usd", type=_budget, metavar="X", help="stop once the run has cost this much")
+    run.add_argument("--append-system-prompt", metavar="TEXT")
+    run.add_argument("--max-output-tokens", type=_positive_int, default=32_000, metavar="N", help="max_tokens per request (default 32000)")
+    run.add_argument("--escalated-max-output-tokens", type=_positive_int, metavar="N", help="retry a truncated answer once with this max_tokens before continuing it")
+    run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
+    run.add_argument("--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)")
+    run.add_argument("--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE")
+    run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+
+    mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
+    mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
+    mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
+    mock.set_defaults(func=cmd_mock_api)
+
+
+def cmd_mock_api(args: argparse.Namespace) -> int:
+    from .mock_server import serve_forever
+
+    try:
+        serve_forever(str(args.scenario), args.port)
+    except ScenarioError as exc:
+        print(f"queryloop: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _prompt(args: argparse.Namespace, scenario: Scenario | None) -> str:
+    if args.prompt is not None:
+        return str(args.prompt)
+    if not sys.stdin.isatty():
+        text = sys.stdin.read()
+        if text.strip():
+            return text
+    if scenario is not None and scenario.cli.get("prompt"):
+        return str(scenario.cli["prompt"])
+    raise UsageError("no prompt: pass -p PROMPT or pipe the prompt on stdin")
+
+
+def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
+    if args.cwd is not None:
+        cwd = args.cwd.resolve()
+        if not cwd.is_dir():
+            raise UsageError(f"--cwd {args.cwd}: not a directory")
+    elif scenario is not None:
+        cwd = Path(tempfile.mkdtemp(prefix=f"queryloop-{scenario.name}-"))
+        print(f"queryloop: offline run of scenario {scenario.name!r} in {cwd}", file=sys.stderr)
+    else:
+        cwd = Path.cwd()
+    if scenario is not None:
+        for rel, content in scenario.files.items():
+            target = cwd / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+    return cwd
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenario: Scenario | None = None
+    if args.scenario is not None:
+        try:
+            scenario = load_scenario(args.scenario)
+        except ScenarioError as exc:
+            print(f"queryloop: {exc}", file=sys.stderr)
+            return 1
+    elif not os.environ.get("ANTHROPIC_API_KEY"):
+        print(OFFLINE_HINT, file=sys.stderr)
+        return 1
+    try:
+        prompt = _prompt(args, scenario)
+        cwd = _prepare_cwd(args, scenario)
+        hints = scenario.cli if scenario else {}
+        max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
+        options = AgentOptions(
+            prompt=prompt,
+            model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
+            fallback_models=args.fallback_model if args.fallback_model is not None else (tuple(scenario.fallback_models) if scenario else ()),
+            cwd=cwd,
+            max_turns=max_turns,
+            max_retries=args.max_retries,
+            max_budget_usd=args.max_budget_usd,
+            append_system_prompt=args.append_system_prompt,
+            max_tokens=args.max_output_tokens,
+            escalated_max_tokens=args.escalated_max_output_tokens,
+            retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
+            idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
+        )
+    except UsageError as exc:
+        print(f"queryloop: error: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(options, scenario, args))
+
+
+async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace) -> int:
+    server = None
+    if scenario is not None:
+        from .mock_server import MockServer
+
+        server = MockServer(scenario)
+        await server.start()
+        client = anthropic.AsyncAnthropic(api_key="offline-scenario", base_url=server.url, max_retries=0)
+    else:
+        client = anthropic.AsyncAnthropic(max_retries=0)
+    renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
+    program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
+    run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGINT, task.cancel)
+    try:
+        renderer.start(
+            model=options.model,
+            cwd=str(options.cwd),
+            tools=list(run.services.config.tools.names),
+            fallback_models=list(options.fallback_models),
+            machine=program.spec.name,
+        )
+        try:
+            async for item in run.events():
+                renderer.handle(item)
+        except asyncio.CancelledError:
+            task.uncancel()  # the machine took its abort edges; report the result like any other end
+        result = run.result()
+        renderer.finish(result, run.data)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await client.close()
+        if server is not None:
+            await server.stop()
+    return 1 if result["is_error"] else 0

@@ -1,0 +1,217 @@
+"""The query loop's run data and services: what the machine's handlers read and return.
+
+Owns :class:`LoopData` (the frozen application record carried in ``RunState.data``),
+:class:`MessageView` (the transcript as a persistent, append-only view: appending is
+O(1) and never copies the history), :class:`LoopConfig` and :class:`LoopServices`
+(the mutable side: model backend, usage totals, request log), and the items effects
+publish for output (:class:`TextDelta`, :class:`AssistantMessage`, …). Does not
+decide transitions (``machines/query_loop.yaml`` does) and does not talk HTTP
+(``fsm.agent.model_client`` does).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from .model_client import ModelFailure, ModelReply, RequestLog, UsageTotals
+from .tools import ToolCall, ToolContext, ToolRegistry
+
+__all__ = [
+    "ApiRetry",
+    "AssistantMessage",
+    "LoopConfig",
+    "LoopData",
+    "LoopServices",
+    "MessageView",
+    "ModelBackend",
+    "ModelCall",
+    "Notice",
+    "RequestFailed",
+    "TextDelta",
+    "ToolResultPublished",
+    "tool_calls_of",
+    "visible_text",
+]
+
+
+class MessageView:
+    """An immutable view of the first ``len(self)`` entries of a shared, append-only store.
+
+    ``append`` extends the store in place when this view is its newest prefix (the
+    common, linear case: O(1)); a view that is not the newest (a branch taken after a
+    tombstone or an abort) copies its prefix first, so no earlier view ever changes.
+    Each entry is ``(message, meta)``; meta messages are sent to the model but hidden
+    from the user's output.
+    """
+
+    __slots__ = ("_length", "_store")
+
+    def __init__(self, store: list[tuple[dict[str, Any], bool]] | None = None, length: int | None = None) -> None:
+        self._store = store if store is not None else []
+        self._length = len(self._store) if length is None else length
+
+    def append(self, message: dict[str, Any], *, meta: bool = False) -> MessageView:
+        store = self._store
+        if len(store) != self._length:
+            store = store[: self._length]
+        store.append((message, meta))
+        return MessageView(store, self._length + 1)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        store = self._store
+        return (store[i][0] for i in range(self._length))
+
+    def entries(self) -> list[tuple[dict[str, Any], bool]]:
+        return self._store[: self._length]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """The messages as the API expects them (one O(N) pass, only when a request is built)."""
+        return [m for m, _ in self._store[: self._length]]
+
+    def last(self) -> dict[str, Any] | None:
+        return self._store[self._length - 1][0] if self._length else None
+
+    def __repr__(self) -> str:
+        return f"MessageView({self._length} messages)"
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class LoopData:
+    """The query loop's own run record, replaced whole (``attrs.evolve``) by edge handlers."""
+
+    messages: MessageView
+    model: str
+    fallback_models: tuple[str, ...] = ()
+    max_tokens: int = 32_000
+    escalated_max_tokens: int | None = None
+    pending: tuple[ToolCall, ...] = ()  # tool_use blocks of the last assistant message still without results
+    reply: ModelReply | None = None  # the last complete reply
+    failure: ModelFailure | None = None  # the last failed attempt
+    partial_text: str = ""  # visible text kept across max_tokens continuations of this turn
+    result_text: str = ""
+    error: str | None = None  # the surfaced (previously withheld) error, when the run ends in one
+    api_error_status: int | None = None
+    notices: tuple[str, ...] = ()  # tombstones and switches, for the transcript and verbose output
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ModelCall:
+    """One attempt as the loop asks for it; backends turn it into HTTP (or script it)."""
+
+    model: str
+    messages: MessageView
+    system: str | None
+    tools: tuple[dict[str, Any], ...]
+    max_tokens: int
+    stream: bool
+    attempt: int
+    idle_timeout_s: float
+
+
+class ModelBackend(Protocol):
+    """Sends one attempt; returns a typed reply or failure, never raises for API problems."""
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure: ...
+
+
+@attrs.frozen(kw_only=True)
+class LoopConfig:
+    """Settings of one run that handlers read but the machine does not decide on."""
+
+    system_prompt: str | None
+    tools: ToolRegistry
+    tool_context: ToolContext
+    max_budget_usd: float | None = None
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 32.0
+    idle_timeout_s: float = 90.0
+
+
+class LoopServices:
+    """The mutable side of a run: the model backend, usage totals and the request log."""
+
+    def __init__(self, config: LoopConfig, backend: ModelBackend, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.backend = backend
+        self.tool_definitions = tuple(config.tools.api_definitions())
+        self.usage = UsageTotals()
+        self.request_logs: list[RequestLog] = []
+        self.rng = rng or random.Random()
+
+    def record(self, log: RequestLog) -> None:
+        self.request_logs.append(log)
+        if log.usage:
+            self.usage = self.usage.add(log.model, log.usage)
+
+    @property
+    def api_duration_ms(self) -> float:
+        return sum(log.duration_ms for log in self.request_logs)
+
+
+# ---- what effects publish (rendered by fsm.agent.output) ----------------------------------
+
+
+@attrs.frozen(slots=True)
+class TextDelta:
+    """A piece of visible answer text as it streams in."""
+
+    text: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class AssistantMessage:
+    """A complete assistant reply as the model sent it."""
+
+    message: dict[str, Any]
+    model: str
+    log: RequestLog
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ToolResultPublished:
+    """One tool's result, as soon as it completes."""
+
+    call: ToolCall
+    result: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ApiRetry:
+    """A retry is about to be sent after ``retry_delay_ms`` (Claude Code's system/api_retry)."""
+
+    attempt: int
+    max_retries: int | None
+    retry_delay_ms: int
+    error_status: int | None
+    error: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RequestFailed:
+    """An attempt failed (logged; whether it is shown depends on the recovery that follows)."""
+
+    failure: ModelFailure
+
+
+@attrs.frozen(slots=True)
+class Notice:
+    """A line for verbose output: a fallback switch, a tombstone, a skipped sleep."""
+
+    text: str
+
+
+def tool_calls_of(content: Sequence[dict[str, Any]]) -> tuple[ToolCall, ...]:
+    """The complete tool_use blocks of an assistant message, as tool calls, in order."""
+    return tuple(ToolCall.from_block(b) for b in content if b.get("type") == "tool_use")
+
+
+def visible_text(content: Sequence[dict[str, Any]]) -> str:
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+

@@ -1,0 +1,107 @@
+"""End-to-end harness: the embedded server on a background loop, the real CLI in a subprocess.
+
+The CLI talks to the server through the real ``anthropic`` SDK over loopback HTTP
+(``ANTHROPIC_BASE_URL``); the test reads the server's request log afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from fsm.agent.mock_server import MockServer, RecordedRequest
+from fsm.agent.scenario import parse_scenario
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class MockApi:
+    """A MockServer running on its own event loop in a thread, for the test process."""
+
+    def __init__(self, scenario_yaml: str) -> None:
+        self.server = MockServer(parse_scenario(scenario_yaml, "<test scenario>"))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> MockApi:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+    @property
+    def url(self) -> str:
+        return str(self.server.url)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return [r for r in self.server.requests if r.path == "/v1/messages"]
+
+
+class CliRun:
+    """One finished ``queryloop run``: exit code, stdout/stderr and stream-json lines."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str], fmt: str) -> None:
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.lines: list[dict[str, Any]] = []
+        if fmt in ("json", "stream-json"):
+            self.lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert self.lines and self.lines[-1]["type"] == "result", self.stdout + self.stderr
+        return self.lines[-1]
+
+    @property
+    def reasons(self) -> list[str]:
+        return [line["reason"] for line in self.lines if line.get("subtype") == "transition"]
+
+    def of(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line["type"] == type_ and (subtype is None or line.get("subtype") == subtype)]
+
+
+def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["QUERYLOOP_RETRY_BASE_DELAY_MS"] = "1"
+    if api is not None:
+        env["ANTHROPIC_BASE_URL"] = api.url
+        env["ANTHROPIC_API_KEY"] = "test-key"
+    env.update(extra)
+    return env
+
+
+def run_cli(args: list[str], *, api: MockApi | None, cwd: Path, fmt: str = "stream-json", stdin: str | None = None, timeout: float = 60, **env: str) -> CliRun:
+    """``queryloop run ARGS --output-format FMT`` against ``api``, tools working in ``cwd``."""
+    cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", fmt, "--cwd", str(cwd), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(api, **env), input=stdin if stdin is not None else "", timeout=timeout, cwd=ROOT)
+    return CliRun(proc, fmt)
+
+
+def assert_ledger_closed(requests: list[RecordedRequest]) -> None:
+    """Every request has a tool_result for every earlier tool_use, in order (the ledger invariant)."""
+    for request in requests:
+        open_ids: list[str] = []
+        for message in request.messages:
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else []
+            if message.get("role") == "user":
+                answered = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+                assert answered == open_ids, f"tool_results {answered} do not answer {open_ids} in order"
+                open_ids = []
+            else:
+                assert not open_ids, f"tool_use {open_ids} left without results"
+                open_ids = [b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        assert not open_ids, f"request ends with unanswered tool_use {open_ids}"
