@@ -15,7 +15,7 @@ from fsm.agent.model_client import ModelFailure, ModelReply
 from fsm.agent.tools import ToolCall, run_tool_calls, synthetic_error_results
 from fsm.runtime import EffectContext, Event, RunState
 
-__all__ = ["close_dangling_tool_uses", "record_tool_request", "record_tool_results", "run_tools"]
+__all__ = ["close_dangling_tool_uses", "record_tool_request", "record_tool_results", "record_tool_results_at_turn_limit", "run_tools"]
 
 INTERRUPTED = "Interrupted by the user before this tool finished; it may have partly run."
 
@@ -69,6 +69,13 @@ def record_tool_results(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
     results = list(event.data)
     return attrs.evolve(run, data=attrs.evolve(data, messages=data.messages.append({"role": "user", "content": results}), pending=(), partial_text=""))
+
+
+def record_tool_results_at_turn_limit(run: RunState, event: Event) -> RunState:
+    """The turn limit is reached: keep this turn's results (the ledger stays closed) and say why the run ends."""
+    run = record_tool_results(run, event)
+    limit = run.params.get("max_turns")
+    return attrs.evolve(run, data=attrs.evolve(run.data, error=f"Reached the maximum number of turns ({limit})"))
 
 
 def close_dangling_tool_uses(run: RunState, event: Event) -> RunState:

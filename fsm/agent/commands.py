@@ -114,8 +114,9 @@ def _prompt(args: argparse.Namespace, scenario: Scenario | None) -> str:
 
 
 def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
+    cwd: Path
     if args.cwd is not None:
-        cwd = args.cwd.resolve()
+        cwd = Path(args.cwd).resolve()
         if not cwd.is_dir():
             raise UsageError(f"--cwd {args.cwd}: not a directory")
     elif scenario is not None:

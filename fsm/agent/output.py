@@ -21,10 +21,28 @@ from rich.status import Status
 from fsm.runtime import Step
 
 from .loop_state import ApiRetry, AssistantMessage, LoopData, Notice, RequestFailed, TextDelta, ToolResultPublished
+from .model_client import RequestLog
 
 __all__ = ["Renderer"]
 
 _ERROR_STATES_STYLE = "bold red"
+
+
+def _log_fields(log: RequestLog) -> dict[str, Any]:
+    return {
+        "client_request_id": log.client_request_id,
+        "request_id": log.request_id,
+        "attempt": log.attempt,
+        "model": log.model,
+        "stream": log.stream,
+        "status": log.status,
+        "stop_reason": log.stop_reason,
+        "ttft_ms": None if log.ttft_ms is None else round(log.ttft_ms, 1),
+        "duration_ms": round(log.duration_ms, 1),
+        "usage": dict(log.usage),
+        "error_kind": log.error_kind,
+        "error": log.error_message,
+    }
 
 
 class Renderer:
@@ -73,7 +91,20 @@ class Renderer:
             self.err.print(f"[dim]queryloop: model {model}, cwd {cwd}[/dim]")
         self._spin(True)
 
+    def _request(self, log: RequestLog) -> None:
+        """Every attempt is logged as an event: ids, attempt, model, status, timing, usage."""
+        if self.fmt == "stream-json":
+            self._line({"type": "system", "subtype": "api_request", **_log_fields(log)})
+        elif self.fmt == "text" and self.verbose:
+            ttft = f", first token {log.ttft_ms:.0f} ms" if log.ttft_ms is not None else ""
+            self._note(
+                f"[dim]  request {log.request_id} attempt {log.attempt} {log.model} → {log.status} "
+                f"{log.stop_reason or log.error_kind or ''} in {log.duration_ms:.0f} ms{ttft}[/dim]"
+            )
+
     def handle(self, item: Any) -> None:
+        if isinstance(item, (AssistantMessage, RequestFailed)):
+            self._request(item.log if isinstance(item, AssistantMessage) else item.failure.log)
         if isinstance(item, TextDelta):
             self._spin(False)
             if self.fmt == "text":
@@ -100,10 +131,6 @@ class Renderer:
                 self._line({"type": "system", "subtype": "api_retry", "attempt": item.attempt, "max_retries": item.max_retries, "retry_delay_ms": item.retry_delay_ms, "error_status": item.error_status, "error": item.error})
             elif self.fmt == "text":
                 self._note(f"[yellow]  retrying in {item.retry_delay_ms} ms (attempt {item.attempt}/{item.max_retries}, status {item.error_status})[/yellow]")
-        elif isinstance(item, RequestFailed):
-            if self.verbose and self.fmt == "text":
-                f = item.failure
-                self._note(f"[dim]  request failed: {f.kind} {f.status or ''} {f.message}[/dim]")
         elif isinstance(item, Notice) and self.verbose and self.fmt == "text":
             self._note(f"[dim]  {item.text}[/dim]")
 

@@ -75,7 +75,8 @@ async def call_service(ctx: EffectContext) -> Event:
 def has_more_items(run: RunState, event: Event) -> bool:
     """More items remain after the one just stored (guard)."""
     data: ItemsData = run.data
-    return len(data.done) < run.params["items"]
+    wanted: int = run.params["items"]
+    return len(data.done) < wanted
 
 
 def record_item(run: RunState, event: Event) -> RunState:

@@ -1,0 +1,123 @@
+"""Property tests of the query loop with an in-process scripted model and random faults.
+
+Whatever the model and the network do, the loop takes only declared edges, keeps its
+counters within their caps, sends no request with an unanswered tool_use, ends in a
+typed terminal state, and surfaces an error whenever the result is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fsm import check_spec
+from fsm.agent.agent import AgentOptions, AgentRun, query_loop_program
+from fsm.agent.backends import ScriptedBackend, scripted_failure, scripted_reply
+from fsm.agent.loop_state import ModelCall
+from fsm.agent.model_client import ModelFailure, ModelReply
+
+PROGRAM = query_loop_program()
+SPEC = PROGRAM.spec
+DECLARED = {(t.source, t.reason, t.dest) for t in SPEC.transitions}
+REPORT = check_spec(SPEC, {"max_retries": 3})
+
+OUTCOMES = [
+    "text", "tool", "two_tools", "truncated", "malformed_tool_use", "thinking_only", "paused", "refusal",
+    "overloaded", "retryable", "fatal", "stream_broken", "stream_cut_tool", "malformed_response",
+    "model_unavailable", "prompt_too_long", "context_exceeded",
+]
+
+
+def make(kind: str, call: ModelCall, n: int) -> ModelReply | ModelFailure:
+    tool = {"type": "tool_use", "id": f"t{n}", "name": "Glob", "input": {"pattern": "*.none"}}
+    text = {"type": "text", "text": f"part{n} "}
+    if kind == "text":
+        return scripted_reply([text], call=call)
+    if kind == "tool":
+        return scripted_reply([text, tool], "tool_use", call=call)
+    if kind == "two_tools":
+        return scripted_reply([tool, {**tool, "id": f"u{n}", "name": "Read", "input": {"file_path": "nope"}}], "tool_use", call=call)
+    if kind == "truncated":
+        return scripted_reply([text], "max_tokens", call=call)
+    if kind == "malformed_tool_use":
+        return scripted_reply([text], "tool_use", call=call)
+    if kind == "thinking_only":
+        return scripted_reply([{"type": "thinking", "thinking": "hm", "signature": "s"}], call=call)
+    if kind == "paused":
+        return scripted_reply([text], "pause_turn", call=call)
+    if kind == "refusal":
+        return scripted_reply([text], "refusal", call=call)
+    if kind == "context_exceeded":
+        return scripted_reply([text], "model_context_window_exceeded", call=call)
+    if kind == "stream_cut_tool":
+        return scripted_failure("stream_broken", 200, partial=[tool])
+    status = {"overloaded": 529, "retryable": 500, "fatal": 401, "stream_broken": 200, "malformed_response": 200, "model_unavailable": 404, "prompt_too_long": 400}[kind]
+    return scripted_failure(kind if kind not in ("retryable",) else "retryable", status)
+
+
+def ledger_closed(messages: list[dict[str, Any]]) -> bool:
+    open_ids: list[str] = []
+    for m in messages:
+        blocks = m["content"] if isinstance(m["content"], list) else []
+        if m["role"] == "user":
+            if [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"] != open_ids:
+                return False
+            open_ids = []
+        else:
+            if open_ids:
+                return False
+            open_ids = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+    return not open_ids
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    outcomes=st.lists(st.sampled_from(OUTCOMES), max_size=40),
+    fallbacks=st.integers(min_value=0, max_value=3),
+    max_turns=st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
+)
+def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: Any, outcomes: list[str], fallbacks: int, max_turns: int | None) -> None:
+    script = list(outcomes)
+    seen: list[list[dict[str, Any]]] = []
+
+    def answer(call: ModelCall) -> ModelReply | ModelFailure:
+        seen.append(call.messages.to_list())
+        kind = script.pop(0) if script else "text"
+        return make(kind, call, len(seen))
+
+    cwd = Path(tmp_path_factory.mktemp("loop"))
+    options = AgentOptions(
+        prompt="go", model="m0", fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)), cwd=cwd,
+        max_turns=max_turns, max_retries=3, retry_base_delay_s=0.0, escalated_max_tokens=64_000,
+    )
+    run = AgentRun(options, ScriptedBackend(answer), program=PROGRAM)
+
+    async def drive() -> None:
+        async for _ in run.events():
+            pass
+
+    asyncio.run(drive())
+    final = run.runner.final
+    assert final.state in SPEC.terminals
+    caps = final.caps
+    requests_this_turn = 0
+    worst = REPORT.worst_case["handlers.request.call_model"]
+    for step in run.steps:
+        assert (step.source, step.reason, step.dest) in DECLARED
+        assert all(cap is None or v <= cap for v, cap in zip(step.counters, caps, strict=True))
+        if step.progress:
+            requests_this_turn = 0
+        elif step.dest == "calling_model":
+            requests_this_turn += 1
+            assert requests_this_turn < worst, "more requests in one turn than the checker's worst case"
+    for messages in seen:
+        assert ledger_closed(messages), messages
+    assert ledger_closed(run.data.messages.to_list()) or final.state == "completed"
+    result = run.result()
+    assert result["terminal_reason"] == final.state
+    if result["is_error"]:
+        assert result["result"], "an error result always surfaces its error"

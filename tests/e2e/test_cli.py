@@ -1,0 +1,105 @@
+"""End-to-end: the `queryloop run` and `mock-api` command lines — flags, formats, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from .harness import ROOT, MockApi, cli_env, run_cli
+from .test_request_layer import scenario
+
+HELLO = scenario("""  mock-primary:
+    - reply: {content: [{text: "Hello there."}]}
+""")
+
+
+def test_without_a_key_or_scenario_one_line_says_how_to_run_offline(tmp_path: Path) -> None:
+    run = run_cli(["-p", "hi"], api=None, cwd=tmp_path, fmt="text")
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines() == [
+        "queryloop: ANTHROPIC_API_KEY is not set. To run offline against the embedded server, try: "
+        "queryloop run --scenario machines/scenarios/fallback_chain.yaml -p 'bump the checkpoint'"
+    ]
+    assert run.stdout == ""
+
+
+def test_a_bad_flag_is_reported_before_anything_runs(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", "--max-turns", "-1"], api=api, cwd=tmp_path, fmt="text")
+        assert run.returncode == 2 and "--max-turns: expected a number >= 0, got -1" in run.stderr
+        run = run_cli(["-p", "hi", "--fallback-model", "a,b,c,d"], api=api, cwd=tmp_path, fmt="text")
+        assert run.returncode == 2 and "at most 3 fallback models" in run.stderr
+        assert api.requests == []
+
+
+def test_text_mode_streams_the_answer_to_stdout_and_transitions_to_stderr(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, fmt="text")
+    assert run.returncode == 0
+    assert run.stdout == "Hello there.\n"
+    assert "answered" in run.stderr and "calling_model → completed" in run.stderr
+
+
+def test_the_prompt_can_come_on_stdin(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["--model", "mock-primary"], api=api, cwd=tmp_path, fmt="json", stdin="what is up?\n")
+    assert run.returncode == 0
+    assert api.requests[0].messages[0]["content"] == "what is up?\n"
+
+
+def test_json_mode_prints_exactly_one_result_object_with_the_documented_fields(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary", "--append-system-prompt", "Be brief."], api=api, cwd=tmp_path, fmt="json")
+    assert len(run.lines) == 1
+    result = run.result
+    for key in ("type", "subtype", "is_error", "num_turns", "duration_ms", "duration_api_ms", "result", "stop_reason", "terminal_reason",
+                "api_error_status", "session_id", "total_cost_usd", "usage", "model_usage", "permission_denials", "uuid"):
+        assert key in result, key
+    assert result["total_cost_usd"] > 0 and result["usage"]["output_tokens"] > 0
+    assert api.requests[0].system is not None and "Be brief." in json.dumps(api.requests[0].system)
+
+
+def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
+    kinds = [(line["type"], line.get("subtype")) for line in run.lines]
+    assert kinds == [("system", "init"), ("system", "api_request"), ("assistant", None), ("system", "transition"), ("result", "success")]
+    init = run.lines[0]
+    assert init["model"] == "mock-primary" and init["tools"] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+    request = run.lines[1]
+    assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
+    assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]
+    assert request["ttft_ms"] is not None and request["usage"]["output_tokens"] > 0
+    transition = run.lines[3]
+    assert transition["from"] == "calling_model" and transition["to"] == "completed" and "api_retries" in transition["counters"]
+
+
+def test_a_malformed_scenario_is_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("scenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: [{txt: hi}]}\n")
+    proc = subprocess.run([sys.executable, "-m", "fsm.cli", "run", "--scenario", str(bad), "-p", "hi"], capture_output=True, text=True, env=cli_env(None), cwd=ROOT, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"queryloop: {bad}:5")
+    assert "Traceback" not in proc.stderr
+
+
+def test_mock_api_serves_a_scenario_on_the_given_port(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "fsm.cli", "mock-api", "--scenario", "machines/scenarios/hello.yaml"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("mock-api listening on http://127.0.0.1:")
+        url = line.split()[-1]
+        body = json.dumps({"model": "mock-primary", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request(f"{url}/v1/messages", data=body, headers={"content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            reply = json.loads(response.read())
+        assert reply["type"] == "message" and reply["content"][0]["type"] == "text"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stderr:
+            proc.stderr.close()
