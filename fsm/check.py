@@ -60,8 +60,9 @@ class CheckReport:
     transitions: int
     configurations: int
     findings: tuple[Finding, ...]
-    worst_case: Mapping[str, int]  # effect -> max invocations between two progress steps
+    worst_case: Mapping[str, int]  # figure or effect -> max invocations between two progress steps
     params: Mapping[str, Any]
+    defaults: Mapping[str, Any] = attrs.field(factory=dict)
     reachable: frozenset[tuple[str, tuple[int, ...]]] = attrs.field(factory=frozenset, repr=False, eq=False)
 
     @property
@@ -78,13 +79,19 @@ class CheckReport:
             "configurations": self.configurations,
             "worst_case_per_progress_step": dict(self.worst_case),
             "params": dict(self.params),
+            "param_defaults": dict(self.defaults),
             "findings": [f.to_json() for f in self.findings],
         }
 
 
 def check_spec(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, max_configs: int = 2_000_000) -> CheckReport:
-    """Run the three passes over ``spec`` with caps from ``params`` (defaults when omitted)."""
-    values = spec.param_defaults
+    """Run the three passes over ``spec``.
+
+    Caps come from ``params``, else each param's ``check`` value, else its default. Pass 2
+    (termination) holds for every cap value; passes 1 and 3 are exact for the caps used,
+    which are reported (exploring a small scope keeps the (state, counters) product small).
+    """
+    values = spec.param_check_values
     values.update(params or {})
     findings = _graph_pass(spec)
     findings += _termination_pass(spec, values)
@@ -100,6 +107,7 @@ def check_spec(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, ma
         findings=tuple(findings),
         worst_case=worst,
         params=values,
+        defaults=spec.param_defaults,
     )
 
 
@@ -361,17 +369,21 @@ def _find_cycle(succ: list[list[tuple[int, str]]]) -> list[tuple[int, str]]:
 def _worst_case(
     spec: MachineSpec, configs: list[_Config], succ: list[list[tuple[int, str]]], order: list[int], starts: set[int]
 ) -> dict[str, int]:
-    """Longest path (in effect invocations) from a segment start, per effect, over the acyclic product."""
-    effects = {s.name: s.effect for s in spec.states if s.effect}
+    """Longest path (in effect invocations) from a segment start over the acyclic product, per
+    declared figure (a sum over several effects) and per effect."""
+    effect_of = {s.name: s.effect for s in spec.states if s.effect}
+    figures: dict[str, frozenset[str]] = {name: frozenset(effects) for name, effects in spec.figures.items()}
+    for effect in dict.fromkeys(effect_of.values()):
+        assert effect is not None
+        figures.setdefault(effect, frozenset({effect}))
     worst: dict[str, int] = {}
-    for effect in dict.fromkeys(effects.values()):
-        weight = [1 if effects.get(state) == effect else 0 for state, _ in configs]
+    for name, effects in figures.items():
+        weight = [1 if effect_of.get(state) in effects else 0 for state, _ in configs]
         best = [0] * len(configs)
         for node in reversed(order):
             edges = succ[node]
             best[node] = weight[node] + (max(best[t] for t, _ in edges) if edges else 0)
-        assert effect is not None
-        worst[effect] = max((best[s] for s in starts), default=0)
+        worst[name] = max((best[s] for s in starts), default=0)
     return worst
 
 

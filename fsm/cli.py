@@ -60,8 +60,11 @@ def _display(path: Path) -> str:
 def _format_report(r: CheckReport) -> str:
     head = f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions, {r.configurations} configurations explored"
     lines = [head]
+    defaults = {k: v for k, v in r.defaults.items() if r.params.get(k) != v}
+    if defaults:
+        lines.append("  explored with " + ", ".join(f"{k}={r.params[k]} (default {v})" for k, v in defaults.items()) + "; change with --set NAME=VALUE")
     if r.worst_case:
-        figures = ", ".join(f"{effect.rpartition('.')[2]} ≤ {n}" for effect, n in r.worst_case.items())
+        figures = ", ".join(f"{name.rpartition('.')[2]} ≤ {n}" for name, n in r.worst_case.items())
         lines.append(f"  worst case per progress step: {figures}")
     if r.ok:
         lines.append("  ok: every state reachable, none stuck, every recovery cycle bounded")

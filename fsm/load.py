@@ -166,6 +166,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         ParamSpec(
             name=name,
             default=value["default"] if isinstance(value, dict) else value,
+            check=value.get("check") if isinstance(value, dict) else None,
             doc=(value.get("doc", "") if isinstance(value, dict) else ""),
             line=_line_of(lines, ("params", name)),
         )
@@ -233,6 +234,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         guards=guards,
         guard_docs=guard_docs,
         counters=counters,
+        figures={name: tuple(effects) for name, effects in (data.get("figures") or {}).items()},
         states=states,
         transitions=tuple(transitions),
     )
@@ -302,6 +304,12 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
         add(line, f"{context} names {kind} {name!r}, which is not declared", hint or f"declare it under `{kind}s:`")
         return False
 
+    effects = {s.effect for s in spec.states if s.effect}
+    for figure, listed in spec.figures.items():
+        for effect in listed:
+            if effect not in effects:
+                hint = _close(effect, effects)
+                add(_line_of(lines, ("figures", figure)), f"figure {figure!r} names effect {effect!r}, which no state runs", hint or "list effects that states declare")
     if spec.initial not in states:
         known("state", spec.initial, states, _line_of(lines, ("initial",)), "`initial`")
     if spec.abort_event not in spec.events:

@@ -35,10 +35,15 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "required": ["default"],
                         "additionalProperties": False,
-                        "properties": {"default": {}, "doc": _DOC},
+                        "properties": {"default": {}, "check": {"type": "integer", "minimum": 0}, "doc": _DOC},
                     },
                 ]
             },
+        },
+        "figures": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {"type": "array", "items": _DOTTED, "minItems": 1, "uniqueItems": True},
         },
         "events": {
             "type": "object",

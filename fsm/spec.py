@@ -30,6 +30,7 @@ class ParamSpec:
 
     name: str
     default: Any
+    check: Any = None  # the smaller value the checker explores with (None: the default)
     doc: str = ""
     line: int | None = None
 
@@ -97,6 +98,7 @@ class MachineSpec:
     guards: Mapping[str, str] = attrs.field(factory=dict)  # guard name -> dotted python name
     guard_docs: Mapping[str, str] = attrs.field(factory=dict)
     counters: tuple[CounterSpec, ...] = ()
+    figures: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # name -> effects summed by the checker
     states: tuple[StateSpec, ...] = ()
     transitions: tuple[TransitionSpec, ...] = ()
 
@@ -115,6 +117,11 @@ class MachineSpec:
     @property
     def param_defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}
+
+    @property
+    def param_check_values(self) -> dict[str, Any]:
+        """The params the checker explores with: each param's ``check`` value, else its default."""
+        return {p.name: p.default if p.check is None else p.check for p in self.params}
 
     @property
     def terminals(self) -> tuple[str, ...]:

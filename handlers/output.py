@@ -27,7 +27,6 @@ __all__ = [
     "nudge_for_visible_answer",
     "record_answer",
     "record_over_budget",
-    "surface_context_window_exceeded",
     "surface_malformed_tool_use",
     "surface_truncation",
 ]
@@ -123,13 +122,6 @@ def continue_paused_turn(run: RunState, event: Event) -> RunState:
     reply: ModelReply = event.data
     messages = data.messages.append(_assistant(reply)) if reply.content else data.messages
     return _with(run, messages=messages, reply=reply, partial_text=data.partial_text + visible_text(reply.content))
-
-
-def surface_context_window_exceeded(run: RunState, event: Event) -> RunState:
-    data: LoopData = run.data
-    reply: ModelReply = event.data
-    text = data.partial_text + visible_text(reply.content)
-    return _with(run, reply=reply, result_text=text, error="The conversation no longer fits the model's context window")
 
 
 def record_over_budget(run: RunState, event: Event) -> RunState:

@@ -69,7 +69,7 @@ def classify_reply(reply: ModelReply) -> str:
     if stop == "pause_turn":
         return "paused"
     if stop == "model_context_window_exceeded":
-        return "context_window_exceeded"
+        return "prompt_too_long"  # recovered exactly like a 400 prompt-too-long
     if has_tools:
         return "tool_use"
     if not visible_text(reply.content).strip() and any(b.get("type") in ("thinking", "redacted_thinking") for b in reply.content):
@@ -100,6 +100,10 @@ async def call_model(ctx: EffectContext) -> Event:
         publish(RequestFailed(failure=outcome))
         return Event(name=classify_failure(outcome), data=outcome)
     publish(AssistantMessage(message={"role": "assistant", "content": list(outcome.content)}, model=outcome.model, log=outcome.log))
+    usage = outcome.usage
+    real = int(usage.get("input_tokens") or 0) + int(usage.get("cache_read_input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
+    if real:  # the real count corrects the running local estimate (handlers.context.measure_context)
+        services.token_correction = real - (services.overhead_tokens + data.messages.tokens)
     budget = config.max_budget_usd
     if budget is not None and services.usage.known_cost_usd >= budget:
         return Event(name="over_budget", data=outcome)

@@ -57,6 +57,9 @@ class AgentOptions:
     retry_base_delay_s: float = 0.5
     idle_timeout_s: float = 90.0
     tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
+    auto_compact: bool = True
+    auto_compact_threshold: float = 0.8  # of the effective window
+    params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
 
 
 class AgentRun:
@@ -74,6 +77,7 @@ class AgentRun:
             tools=default_registry(options.tools),
             tool_context=ToolContext(cwd=options.cwd),
             max_budget_usd=options.max_budget_usd,
+            auto_compact_threshold=options.auto_compact_threshold,
             retry_base_delay_s=options.retry_base_delay_s,
             idle_timeout_s=options.idle_timeout_s,
         )
@@ -84,8 +88,9 @@ class AgentRun:
             fallback_models=options.fallback_models,
             max_tokens=options.max_tokens,
             escalated_max_tokens=options.escalated_max_tokens,
+            auto_compact=options.auto_compact,
         )
-        params = {"max_turns": options.max_turns, "max_retries": options.max_retries}
+        params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         self.runner = Runner(program or query_loop_program(), data=data, services=self.services, params=params, on_publish=on_publish)
         self.started = time.monotonic()
         self.finished: float | None = None

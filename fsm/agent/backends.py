@@ -27,6 +27,7 @@ class AnthropicBackend:
         if client.max_retries != 0:
             raise ValueError("the state machine owns retries: build the client with max_retries=0")
         self.client = client
+        self.counts_tokens = True
 
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
         request = ModelRequest(
@@ -40,6 +41,22 @@ class AnthropicBackend:
             attempt=call.attempt,
         )
         return await send_request(self.client, request, on_text=on_text)
+
+    async def count_tokens(self, call: ModelCall) -> int | None:
+        """``/v1/messages/count_tokens`` when the server offers it; remembered as unavailable otherwise."""
+        if not self.counts_tokens:
+            return None
+        kwargs: dict[str, Any] = {"model": call.model, "messages": call.messages.to_list()}
+        if call.system:
+            kwargs["system"] = call.system
+        if call.tools:
+            kwargs["tools"] = list(call.tools)
+        try:
+            counted = await self.client.messages.count_tokens(**kwargs)
+        except anthropic.APIError:
+            self.counts_tokens = False  # not offered (or failing): fall back to the local estimate
+            return None
+        return int(counted.input_tokens)
 
 
 _ids = itertools.count(1)
@@ -83,3 +100,6 @@ class ScriptedBackend:
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
         self.calls += 1
         return self.script(call)
+
+    async def count_tokens(self, call: ModelCall) -> int | None:
+        return None  # the local estimate is the only one

@@ -57,6 +57,16 @@ def _budget(text: str) -> float:
     return value
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage between 1 and 100, got {value:g}")
+    return value
+
+
 def _models(text: str) -> tuple[str, ...]:
     models = tuple(m.strip() for m in text.split(",") if m.strip())
     if not models:
@@ -78,6 +88,8 @@ def add_subcommands(sub: Any) -> None:
     run.add_argument("--append-system-prompt", metavar="TEXT")
     run.add_argument("--max-output-tokens", type=_positive_int, default=32_000, metavar="N", help="max_tokens per request (default 32000)")
     run.add_argument("--escalated-max-output-tokens", type=_positive_int, metavar="N", help="retry a truncated answer once with this max_tokens before continuing it")
+    run.add_argument("--auto-compact-threshold", type=_percent, default=80, metavar="PCT", help="compact before sending past PCT%% of the effective context window (default 80)")
+    run.add_argument("--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)")
     run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
     run.add_argument("--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)")
     run.add_argument("--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE")
@@ -158,6 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_budget_usd=args.max_budget_usd,
             append_system_prompt=args.append_system_prompt,
             max_tokens=args.max_output_tokens,
+            auto_compact=not args.no_auto_compact,
+            auto_compact_threshold=args.auto_compact_threshold / 100,
             escalated_max_tokens=args.escalated_max_output_tokens,
             retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
             idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),

@@ -17,12 +17,14 @@ from typing import Any, Protocol
 
 import attrs
 
+from .context import CompactBoundary, CompactionPlan, StagedCollapse, message_tokens, request_overhead_tokens
 from .model_client import ModelFailure, ModelReply, RequestLog, UsageTotals
 from .tools import ToolCall, ToolContext, ToolRegistry
 
 __all__ = [
     "ApiRetry",
     "AssistantMessage",
+    "CompactionDone",
     "LoopConfig",
     "LoopData",
     "LoopServices",
@@ -44,22 +46,36 @@ class MessageView:
     ``append`` extends the store in place when this view is its newest prefix (the
     common, linear case: O(1)); a view that is not the newest (a branch taken after a
     tombstone or an abort) copies its prefix first, so no earlier view ever changes.
-    Each entry is ``(message, meta)``; meta messages are sent to the model but hidden
-    from the user's output.
+    Each entry is ``(message, meta, tokens)``: meta messages are sent to the model but
+    hidden from the user's output; ``tokens`` is the running total of the local token
+    estimate up to and including the entry, so :attr:`tokens` is O(1).
     """
 
     __slots__ = ("_length", "_store")
 
-    def __init__(self, store: list[tuple[dict[str, Any], bool]] | None = None, length: int | None = None) -> None:
+    def __init__(self, store: list[tuple[dict[str, Any], bool, int]] | None = None, length: int | None = None) -> None:
         self._store = store if store is not None else []
         self._length = len(self._store) if length is None else length
+
+    @classmethod
+    def of(cls, messages: Sequence[dict[str, Any]]) -> MessageView:
+        """A fresh view holding ``messages`` (none of them meta)."""
+        view = cls()
+        for message in messages:
+            view = view.append(message)
+        return view
 
     def append(self, message: dict[str, Any], *, meta: bool = False) -> MessageView:
         store = self._store
         if len(store) != self._length:
             store = store[: self._length]
-        store.append((message, meta))
+        store.append((message, meta, self.tokens + message_tokens(message)))
         return MessageView(store, self._length + 1)
+
+    @property
+    def tokens(self) -> int:
+        """The local token estimate of all messages in the view."""
+        return self._store[self._length - 1][2] if self._length else 0
 
     def __len__(self) -> int:
         return self._length
@@ -68,18 +84,18 @@ class MessageView:
         store = self._store
         return (store[i][0] for i in range(self._length))
 
-    def entries(self) -> list[tuple[dict[str, Any], bool]]:
-        return self._store[: self._length]
+    def is_meta(self, index: int) -> bool:
+        return self._store[index][1]
 
     def to_list(self) -> list[dict[str, Any]]:
         """The messages as the API expects them (one O(N) pass, only when a request is built)."""
-        return [m for m, _ in self._store[: self._length]]
+        return [entry[0] for entry in self._store[: self._length]]
 
     def last(self) -> dict[str, Any] | None:
         return self._store[self._length - 1][0] if self._length else None
 
     def __repr__(self) -> str:
-        return f"MessageView({self._length} messages)"
+        return f"MessageView({self._length} messages, ~{self.tokens} tokens)"
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -99,6 +115,18 @@ class LoopData:
     error: str | None = None  # the surfaced (previously withheld) error, when the run ends in one
     api_error_status: int | None = None
     notices: tuple[str, ...] = ()  # tombstones and switches, for the transcript and verbose output
+    turn: int = 0  # tool turns completed
+    # ---- context layer ----
+    auto_compact: bool = True
+    estimate: int = 0  # the last measured request estimate (tokens)
+    overhead: int = 0  # the estimate of the system prompt and tool definitions
+    keep_recent_fraction: float = 0.3  # of the effective window kept verbatim by a compaction
+    staged: tuple[StagedCollapse, ...] = ()  # large old tool results that can be collapsed at no API cost
+    plan: CompactionPlan | None = None  # the compaction in progress (older part shrinks on head truncation)
+    dropped_messages: int = 0  # messages dropped unsummarised by head truncation in this compaction
+    compaction_turns: tuple[int, ...] = ()  # the turn of every successful compaction
+    boundaries: tuple[CompactBoundary, ...] = ()
+    compact_error: str | None = None  # why the last compaction failed
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -120,6 +148,10 @@ class ModelBackend(Protocol):
 
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure: ...
 
+    async def count_tokens(self, call: ModelCall) -> int | None:
+        """The server's count of the request's input tokens, or None when it does not offer one."""
+        ...
+
 
 @attrs.frozen(kw_only=True)
 class LoopConfig:
@@ -129,6 +161,7 @@ class LoopConfig:
     tools: ToolRegistry
     tool_context: ToolContext
     max_budget_usd: float | None = None
+    auto_compact_threshold: float = 0.8  # of the effective window (context window − output reserve)
     retry_base_delay_s: float = 0.5
     retry_max_delay_s: float = 32.0
     idle_timeout_s: float = 90.0
@@ -141,8 +174,10 @@ class LoopServices:
         self.config = config
         self.backend = backend
         self.tool_definitions = tuple(config.tools.api_definitions())
+        self.overhead_tokens = request_overhead_tokens(config.system_prompt, self.tool_definitions)
         self.usage = UsageTotals()
         self.request_logs: list[RequestLog] = []
+        self.token_correction = 0  # real input tokens − local estimate, from the last successful reply
         self.rng = rng or random.Random()
 
     def record(self, log: RequestLog) -> None:
@@ -198,6 +233,13 @@ class RequestFailed:
     """An attempt failed (logged; whether it is shown depends on the recovery that follows)."""
 
     failure: ModelFailure
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class CompactionDone:
+    """A compaction replaced older messages with a summary (Claude Code's system/compact_boundary)."""
+
+    boundary: CompactBoundary
 
 
 @attrs.frozen(slots=True)

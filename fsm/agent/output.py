@@ -20,7 +20,7 @@ from rich.status import Status
 
 from fsm.runtime import Step
 
-from .loop_state import ApiRetry, AssistantMessage, LoopData, Notice, RequestFailed, TextDelta, ToolResultPublished
+from .loop_state import ApiRetry, AssistantMessage, CompactionDone, LoopData, Notice, RequestFailed, TextDelta, ToolResultPublished
 from .model_client import RequestLog
 
 __all__ = ["Renderer"]
@@ -28,7 +28,11 @@ __all__ = ["Renderer"]
 _ERROR_STATES_STYLE = "bold red"
 
 
+_WITHHELD = ("prompt_too_long", "media_too_large")  # shown only when recovery is spent (in the result)
+
+
 def _log_fields(log: RequestLog) -> dict[str, Any]:
+    withheld = log.error_kind in _WITHHELD
     return {
         "client_request_id": log.client_request_id,
         "request_id": log.request_id,
@@ -41,7 +45,8 @@ def _log_fields(log: RequestLog) -> dict[str, Any]:
         "duration_ms": round(log.duration_ms, 1),
         "usage": dict(log.usage),
         "error_kind": log.error_kind,
-        "error": log.error_message,
+        "error": None if withheld else log.error_message,
+        "withheld": withheld,
     }
 
 
@@ -131,6 +136,13 @@ class Renderer:
                 self._line({"type": "system", "subtype": "api_retry", "attempt": item.attempt, "max_retries": item.max_retries, "retry_delay_ms": item.retry_delay_ms, "error_status": item.error_status, "error": item.error})
             elif self.fmt == "text":
                 self._note(f"[yellow]  retrying in {item.retry_delay_ms} ms (attempt {item.attempt}/{item.max_retries}, status {item.error_status})[/yellow]")
+        elif isinstance(item, CompactionDone):
+            b = item.boundary
+            if self.fmt == "stream-json":
+                self._line({"type": "system", "subtype": "compact_boundary", "compact_metadata": b.to_json(), **b.to_json(), "uuid": str(uuid.uuid4())})
+            elif self.fmt == "text":
+                lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
+                self._note(f"[blue]  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}[/blue]")
         elif isinstance(item, Notice) and self.verbose and self.fmt == "text":
             self._note(f"[dim]  {item.text}[/dim]")
 

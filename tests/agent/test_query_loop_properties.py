@@ -23,7 +23,8 @@ from fsm.agent.model_client import ModelFailure, ModelReply
 PROGRAM = query_loop_program()
 SPEC = PROGRAM.spec
 DECLARED = {(t.source, t.reason, t.dest) for t in SPEC.transitions}
-REPORT = check_spec(SPEC, {"max_retries": 3})
+REPORT = check_spec(SPEC)  # explored with the params' check values, which the runs below use too
+CHECK_PARAMS = {k: v for k, v in REPORT.params.items() if k not in ("max_turns", "max_retries")}
 
 OUTCOMES = [
     "text", "tool", "two_tools", "truncated", "malformed_tool_use", "thinking_only", "paused", "refusal",
@@ -92,7 +93,8 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: 
     cwd = Path(tmp_path_factory.mktemp("loop"))
     options = AgentOptions(
         prompt="go", model="m0", fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)), cwd=cwd,
-        max_turns=max_turns, max_retries=3, retry_base_delay_s=0.0, escalated_max_tokens=64_000,
+        max_turns=max_turns, max_retries=REPORT.params["max_retries"], retry_base_delay_s=0.0, escalated_max_tokens=64_000,
+        params=CHECK_PARAMS,
     )
     run = AgentRun(options, ScriptedBackend(answer), program=PROGRAM)
 
@@ -105,15 +107,15 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: 
     assert final.state in SPEC.terminals
     caps = final.caps
     requests_this_turn = 0
-    worst = REPORT.worst_case["handlers.request.call_model"]
+    worst = REPORT.worst_case["model_requests"]
     for step in run.steps:
         assert (step.source, step.reason, step.dest) in DECLARED
         assert all(cap is None or v <= cap for v, cap in zip(step.counters, caps, strict=True))
         if step.progress:
             requests_this_turn = 0
-        elif step.dest == "calling_model":
+        elif step.dest in ("calling_model", "auto_compacting", "reactive_compacting"):
             requests_this_turn += 1
-            assert requests_this_turn < worst, "more requests in one turn than the checker's worst case"
+            assert requests_this_turn <= worst, "more model requests in one turn than the checker's worst case"
     for messages in seen:
         assert ledger_closed(messages), messages
     assert ledger_closed(run.data.messages.to_list()) or final.state == "completed"

@@ -66,8 +66,13 @@ class CliRun:
         return self.lines[-1]
 
     @property
-    def reasons(self) -> list[str]:
+    def all_reasons(self) -> list[str]:
         return [line["reason"] for line in self.lines if line.get("subtype") == "transition"]
+
+    @property
+    def reasons(self) -> list[str]:
+        """Every transition but the routine pre-request context check (``context_ok``)."""
+        return [r for r in self.all_reasons if r != "context_ok"]
 
     def of(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
         return [line for line in self.lines if line["type"] == type_ and (subtype is None or line.get("subtype") == subtype)]

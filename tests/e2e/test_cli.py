@@ -66,14 +66,15 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
     with MockApi(HELLO) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     kinds = [(line["type"], line.get("subtype")) for line in run.lines]
-    assert kinds == [("system", "init"), ("system", "api_request"), ("assistant", None), ("system", "transition"), ("result", "success")]
+    assert kinds == [("system", "init"), ("system", "transition"), ("system", "api_request"), ("assistant", None), ("system", "transition"), ("result", "success")]
     init = run.lines[0]
     assert init["model"] == "mock-primary" and init["tools"] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
-    request = run.lines[1]
+    request = run.lines[2]
     assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
     assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]
     assert request["ttft_ms"] is not None and request["usage"]["output_tokens"] > 0
-    transition = run.lines[3]
+    assert run.lines[1]["reason"] == "context_ok"
+    transition = run.lines[4]
     assert transition["from"] == "calling_model" and transition["to"] == "completed" and "api_retries" in transition["counters"]
 
 

@@ -149,7 +149,7 @@ def test_context_window_exceeded_stop_reason_surfaces_as_prompt_too_long(tmp_pat
 """)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
-    assert run.reasons == ["context_window_exceeded_surfaced"]
+    assert run.all_reasons == ["context_ok", "prompt_too_long_surfaced"]
     assert run.result["terminal_reason"] == "prompt_too_long" and run.returncode == 1
 
 
@@ -200,7 +200,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     assert proc.returncode == 1, err
     assert result["terminal_reason"] == "aborted_tools" and result["is_error"] is True
     transitions = [line["reason"] for line in lines if line.get("subtype") == "transition"]
-    assert transitions == ["tools_requested", "aborted_while_running_tools"]
+    assert transitions == ["context_ok", "tools_requested", "aborted_while_running_tools"]
     answered = [line["message"]["content"][0]["tool_use_id"] for line in lines if line["type"] == "user"]
     tool_uses = [b["id"] for line in lines if line["type"] == "assistant" for b in line["message"]["content"] if b["type"] == "tool_use"]
     assert sorted(answered) == sorted(tool_uses) and len(tool_uses) == 2

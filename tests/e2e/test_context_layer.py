@@ -1,0 +1,162 @@
+"""End-to-end: the context layer — reactive compaction, collapses, auto-compaction breakers —
+through the real SDK against the embedded server, whose prompt-too-long answers depend on the
+real size of each request (``input_tokens_over``), not on its position."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fsm.agent.context import SUMMARY_MARKER
+from fsm.agent.mock_server import RecordedRequest
+
+from .harness import MockApi, assert_ledger_closed, run_cli
+
+SMALL = ["--model", "mock-small-context", "--max-output-tokens", "1000"]  # 8k window, 7000 effective
+SUMMARY_RULE = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    reply: {{content: [{{text: "Summary: the user asked for outputs; they were printed."}}]}}
+"""
+
+
+def bash(chars: int) -> str:
+    return f'{{tool_use: {{name: Bash, input: {{command: "printf %0{chars}d 0"}}}}}}'
+
+
+def turns(*sizes: int, final: str = "done") -> str:
+    steps = "".join(f"    - reply: {{content: [{bash(n)}]}}\n" for n in sizes)
+    return steps + f'    - reply: {{content: [{{text: "{final}"}}]}}\n'
+
+
+def scenario(rules: str, steps: str) -> str:
+    return f"scenario: ctx\nmodel: mock-small-context\nrules:\n{rules}models:\n  mock-small-context:\n{steps}"
+
+
+def summaries(requests: list[RecordedRequest]) -> list[RecordedRequest]:
+    return [r for r in requests if SUMMARY_MARKER in json.dumps(r.system)]
+
+
+def main_requests(requests: list[RecordedRequest]) -> list[RecordedRequest]:
+    return [r for r in requests if SUMMARY_MARKER not in json.dumps(r.system)]
+
+
+PTL_OVER_5000 = """  - when: {input_tokens_over: 5000}
+    error: {status: 400, message: "prompt is too long: {n} tokens > {limit} maximum"}
+"""
+
+
+def test_a_request_over_the_limit_is_compacted_once_and_the_same_turn_succeeds(tmp_path: Path) -> None:
+    text = scenario(SUMMARY_RULE + PTL_OVER_5000, turns(12000, 6000))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "100"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    assert "reactive_compact_retry" in run.reasons and "reactive_compact_succeeded" in run.reasons
+    assert len(summaries(api.requests)) == 1
+    statuses = [r.response_status for r in api.requests]
+    assert statuses.count(400) == 1
+    assert "prompt is too long" not in run.stdout, "the withheld error never reaches the user"
+    assert [r["withheld"] for r in run.of("system", "api_request") if r["status"] == 400] == [True]
+    assert len(run.of("system", "compact_boundary")) == 1
+    boundary = run.of("system", "compact_boundary")[0]
+    assert boundary["trigger"] == "reactive" and boundary["pre_tokens"] > boundary["post_tokens"] and boundary["lossy"] is False
+    retried, failed = main_requests(api.requests)[-1], [r for r in api.requests if r.response_status == 400][0]
+    assert retried.messages[0]["content"] != failed.messages[0]["content"], "the retry is built on the compacted transcript"
+    assert run.result["result"] == "done"
+    assert_ledger_closed(main_requests(api.requests))
+
+
+def test_still_too_long_after_one_compaction_surfaces_the_error(tmp_path: Path) -> None:
+    text = scenario(SUMMARY_RULE + PTL_OVER_5000, turns(400, 20000))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "100"], api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert len(summaries(api.requests)) == 1, "exactly one compaction per turn"
+    assert run.reasons[-3:] == ["reactive_compact_retry", "reactive_compact_succeeded", "prompt_too_long_surfaced"]
+    result = run.result
+    assert result["terminal_reason"] == "prompt_too_long" and "prompt is too long" in result["result"]
+    assert_ledger_closed(main_requests(api.requests))
+
+
+def test_staged_collapses_free_enough_room_without_a_summary_request(tmp_path: Path) -> None:
+    text = scenario(SUMMARY_RULE + PTL_OVER_5000, turns(12000, 300, 6000))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "100"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    assert summaries(api.requests) == []
+    assert "collapse_drain_retry" in run.reasons
+    failed = next(i for i, r in enumerate(api.requests) if r.response_status == 400)
+    retried = api.requests[failed + 1]
+    assert len(retried.messages) == len(api.requests[failed].messages), "the same request, only smaller"
+    stubbed = json.dumps(retried.messages[2])
+    assert "tool result collapsed" in stubbed
+    assert_ledger_closed(api.requests)
+
+
+def test_three_auto_compaction_failures_open_the_breaker_for_the_fourth_turn(tmp_path: Path) -> None:
+    failing = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    error: {{status: 500, message: "summariser down"}}
+"""
+    text = scenario(failing, turns(2400, 2400, 2400, 2400))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "25", "--verbose"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    assert len(summaries(api.requests)) == 3
+    assert run.reasons.count("auto_compact") == 3 and run.reasons.count("auto_compact_failed") == 3
+    assert "auto_compact_breaker_open" in run.reasons
+    assert run.reasons.index("auto_compact_breaker_open") > max(i for i, r in enumerate(run.reasons) if r == "auto_compact")
+
+
+def test_a_summary_request_that_is_itself_too_long_drops_the_oldest_groups(tmp_path: Path) -> None:
+    too_long = f"""  - when: {{system_contains: "{SUMMARY_MARKER}", input_tokens_over: 3000}}
+    times: 1
+    error: {{status: 400, message: "prompt is too long: {{n}} tokens > {{limit}} maximum"}}
+"""
+    text = scenario(too_long + SUMMARY_RULE + PTL_OVER_5000, turns(12000, 6000))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "100"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    assert "reactive_head_truncation_retry" in run.reasons
+    assert len(summaries(api.requests)) == 2
+    boundary = run.of("system", "compact_boundary")[0]
+    assert boundary["lossy"] is True and boundary["dropped_messages"] >= 1
+    assert_ledger_closed(main_requests(api.requests))
+
+
+def test_compactions_every_two_turns_trip_the_rapid_refill_breaker(tmp_path: Path) -> None:
+    text = scenario(SUMMARY_RULE, turns(*([4800] * 9)))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "57"], api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.reasons[-1] == "rapid_refill_breaker"
+    assert run.result["terminal_reason"] == "rapid_refill_breaker" and "thrashing" in run.result["result"]
+    assert len(summaries(api.requests)) == run.reasons.count("auto_compact_succeeded") == 2
+    assert_ledger_closed(main_requests(api.requests))
+
+
+def test_without_compaction_prompt_too_long_surfaces_at_once_saying_what_dominates(tmp_path: Path) -> None:
+    text = scenario(PTL_OVER_5000, turns(24000))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--no-auto-compact"], api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.reasons[-1] == "prompt_too_long_surfaced" and "context_over_threshold" in run.reasons
+    message = run.result["result"]
+    assert "automatic compaction is disabled" in message and "conversation history is" in message
+    assert summaries(api.requests) == []
+
+
+def test_a_413_is_recovered_like_prompt_too_long(tmp_path: Path) -> None:
+    rules = SUMMARY_RULE + """  - when: {input_tokens_over: 5000}
+    error: {status: 413, message: "request entity too large"}
+"""
+    with MockApi(scenario(rules, turns(12000, 6000))) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "100"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    assert "reactive_compact_retry" in run.reasons
+
+
+def test_the_estimate_is_checked_with_count_tokens_near_the_threshold(tmp_path: Path) -> None:
+    with MockApi(scenario(SUMMARY_RULE, turns(2400, 2400))) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "25"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    counted = [r for r in api.server.requests if r.path == "/v1/messages/count_tokens"]
+    assert counted, "count_tokens is asked before paying for a compaction"
+    assert "auto_compact_succeeded" in run.reasons
