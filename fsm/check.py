@@ -18,7 +18,6 @@ Does not import the runtime; findings carry a counterexample trace.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -197,7 +196,6 @@ def _exploration_pass(
     names = [c.name for c in spec.counters]
     index = {n: i for i, n in enumerate(names)}
     caps = [spec.cap_of(c, params) for c in spec.counters]
-    states = spec.state_map
     groups = spec.candidates()
     # per state: [(event, [(transition, counter index or None, cap, resets, shadows later ones), ...]), ...]
     plan: dict[str, list[tuple[str, list[tuple[TransitionSpec, int | None, int, tuple[int, ...], bool]]]]] = {}

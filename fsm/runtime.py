@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +44,8 @@ class Event:
 
 
 def _counters_within_caps(instance: RunState, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    if len(value) == len(instance.limits) and (not value or min(value) >= 0) and all(map(operator.le, value, instance.limits)):
+        return  # the fast path: one C-level pass per step
     for name, count, cap in zip(instance.counter_names, value, instance.caps, strict=True):
         if count < 0 or (cap is not None and count > cap):
             raise InternalError(f"counter {name!r} = {count} is outside 0..{cap}; the engine must never allow this")
@@ -59,10 +63,18 @@ class RunState:
     state: str
     counter_names: tuple[str, ...]
     caps: tuple[int | None, ...]
+    limits: tuple[int, ...]  # caps with unbounded (None) as sys.maxsize, for the validator's fast path
     counters: tuple[int, ...] = attrs.field(validator=_counters_within_caps)
     params: Mapping[str, Any]
     data: Any = None
     steps: int = 0
+
+    def with_data(self, data: Any) -> RunState:
+        """This run state with new application data (what edge handlers return)."""
+        return RunState(
+            machine=self.machine, state=self.state, counter_names=self.counter_names, caps=self.caps,
+            limits=self.limits, counters=self.counters, params=self.params, data=data, steps=self.steps,
+        )
 
     def count(self, name: str) -> int:
         """The current value of the counter ``name``."""
@@ -163,6 +175,7 @@ class Program:
             state=self.spec.initial,
             counter_names=self.counter_names,
             caps=caps,
+            limits=tuple(sys.maxsize if c is None else c for c in caps),
             counters=(0,) * len(caps),
             params=values,
             data=data,
@@ -220,7 +233,10 @@ class Program:
                 raise InternalError(f"undeclared step {run.state!r} --{edge.reason}--> {edge.dest!r}: {exc}") from exc
             if book.state != edge.dest:
                 raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
-        nxt = attrs.evolve(new, state=edge.dest, counters=counters, steps=run.steps + 1)
+        nxt = RunState(
+            machine=new.machine, state=edge.dest, counter_names=new.counter_names, caps=new.caps,
+            limits=new.limits, counters=counters, params=new.params, data=new.data, steps=run.steps + 1,
+        )
         step = Step(
             index=run.steps,
             source=run.state,

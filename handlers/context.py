@@ -17,7 +17,15 @@ from __future__ import annotations
 import attrs
 
 from fsm.agent import context as ctxsvc
-from fsm.agent.loop_state import CompactionDone, LoopData, LoopServices, MessageView, ModelCall, visible_text
+from fsm.agent.loop_state import (
+    CompactionDone,
+    LoopData,
+    LoopServices,
+    MessageView,
+    ModelCall,
+    updated,
+    visible_text,
+)
 from fsm.agent.model_client import ModelFailure, ModelReply
 from fsm.agent.pricing import model_info
 from fsm.runtime import EffectContext, Event, RunState
@@ -55,9 +63,6 @@ def effective_window(data: LoopData) -> int:
     reserve = min(data.max_tokens, info.max_output_tokens if info else MAX_OUTPUT_RESERVE, MAX_OUTPUT_RESERVE)
     return max(1, window - reserve)
 
-
-def _with(run: RunState, **changes: object) -> RunState:
-    return attrs.evolve(run, data=attrs.evolve(run.data, **changes))
 
 
 # ---- effects --------------------------------------------------------------------------------
@@ -166,7 +171,7 @@ def can_drop_oldest_group(run: RunState, event: Event) -> bool:
 
 def record_measurement(run: RunState, event: Event) -> RunState:
     estimate, staged, overhead = event.data
-    return _with(run, estimate=estimate, staged=staged, overhead=overhead)
+    return updated(run, estimate=estimate, staged=staged, overhead=overhead)
 
 
 def plan_compaction(run: RunState, event: Event) -> RunState:
@@ -175,7 +180,7 @@ def plan_compaction(run: RunState, event: Event) -> RunState:
     estimate = event.data[0] if isinstance(event.data, tuple) else data.estimate
     keep = int(effective_window(data) * data.keep_recent_fraction)
     plan = ctxsvc.plan_compaction(data.messages.to_list(), keep_recent_tokens=keep)
-    return _with(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None)
+    return updated(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None)
 
 
 def drop_oldest_group(run: RunState, event: Event) -> RunState:
@@ -193,7 +198,7 @@ def drop_oldest_group(run: RunState, event: Event) -> RunState:
         dropped_messages += count
         dropped_groups += 1
     plan = attrs.evolve(data.plan, older=tuple(older), older_groups=data.plan.older_groups - dropped_groups)
-    return _with(run, plan=plan, dropped_messages=data.dropped_messages + dropped_messages)
+    return updated(run, plan=plan, dropped_messages=data.dropped_messages + dropped_messages)
 
 
 def apply_compaction(run: RunState, event: Event) -> RunState:
@@ -202,7 +207,7 @@ def apply_compaction(run: RunState, event: Event) -> RunState:
     note = f"compacted ({boundary.trigger}): {boundary.pre_tokens} → {boundary.post_tokens} tokens" + (
         f", lossy: {boundary.dropped_messages} message(s) dropped unsummarised" if boundary.lossy else ""
     )
-    return _with(
+    return updated(
         run,
         messages=MessageView.of(messages),
         plan=None,
@@ -217,14 +222,14 @@ def apply_compaction(run: RunState, event: Event) -> RunState:
 def note_compaction_failure(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
     detail = str(event.data)
-    return _with(run, plan=None, compact_error=detail, notices=(*data.notices, f"auto-compaction failed: {detail}"))
+    return updated(run, plan=None, compact_error=detail, notices=(*data.notices, f"auto-compaction failed: {detail}"))
 
 
 def skip_compaction_breaker_open(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
     estimate, staged, overhead = event.data
     note = f"auto-compaction skipped: {run.count('auto_compact_failures')} attempts in a row failed (breaker open until a compaction succeeds)"
-    return _with(run, estimate=estimate, staged=staged, overhead=overhead, notices=(*data.notices, note))
+    return updated(run, estimate=estimate, staged=staged, overhead=overhead, notices=(*data.notices, note))
 
 
 def commit_staged_collapses(run: RunState, event: Event) -> RunState:
@@ -233,7 +238,7 @@ def commit_staged_collapses(run: RunState, event: Event) -> RunState:
     messages = ctxsvc.commit_collapses(data.messages.to_list(), data.staged)
     freed = sum(s.tokens_freed for s in data.staged)
     note = f"collapsed {len(data.staged)} old tool result(s), ~{freed} tokens freed"
-    return _with(run, messages=MessageView.of(messages), staged=(), failure=_failure(event), notices=(*data.notices, note))
+    return updated(run, messages=MessageView.of(messages), staged=(), failure=_failure(event), notices=(*data.notices, note))
 
 
 def _failure(event: Event) -> ModelFailure | None:
@@ -256,7 +261,7 @@ def surface_prompt_too_long(run: RunState, event: Event) -> RunState:
         message += "\nautomatic compaction is disabled; " + ctxsvc.not_compactable_hint_from(data.messages.tokens, data.overhead)
     elif len(ctxsvc.api_round_groups(data.messages.to_list())) < 2:
         message += "\nnothing to compact (fewer than 2 message groups); " + ctxsvc.not_compactable_hint_from(data.messages.tokens, data.overhead)
-    return _with(run, error=message, failure=failure, api_error_status=failure.status if failure else None, plan=None)
+    return updated(run, error=message, failure=failure, api_error_status=failure.status if failure else None, plan=None)
 
 
 def surface_thrashing(run: RunState, event: Event) -> RunState:
@@ -266,5 +271,5 @@ def surface_thrashing(run: RunState, event: Event) -> RunState:
         f"Stopped: the context refills faster than compaction can empty it (compactions after turns {gaps}, "
         f"and again at turn {data.turn}); the session is thrashing. Start a new session or reduce large tool outputs."
     )
-    return _with(run, error=message)
+    return updated(run, error=message)
 

@@ -9,9 +9,7 @@ model, never shown to the user.
 
 from __future__ import annotations
 
-import attrs
-
-from fsm.agent.loop_state import LoopData, tool_calls_of, visible_text
+from fsm.agent.loop_state import LoopData, tool_calls_of, updated, visible_text
 from fsm.agent.model_client import ModelReply
 from fsm.agent.tools import synthetic_error_results
 from fsm.runtime import Event, RunState
@@ -44,9 +42,6 @@ def _assistant(reply: ModelReply) -> dict[str, object]:
     return {"role": "assistant", "content": list(reply.content)}
 
 
-def _with(run: RunState, **changes: object) -> RunState:
-    return attrs.evolve(run, data=attrs.evolve(run.data, **changes))
-
 
 def escalation_configured(run: RunState, event: Event) -> bool:
     """An escalated max_tokens cap is configured and above the current one."""
@@ -60,14 +55,14 @@ def record_answer(run: RunState, event: Event) -> RunState:
     reply: ModelReply = event.data
     text = data.partial_text + visible_text(reply.content)
     messages = data.messages.append(_assistant(reply)) if reply.content else data.messages
-    return _with(run, messages=messages, reply=reply, result_text=text, partial_text="")
+    return updated(run, messages=messages, reply=reply, result_text=text, partial_text="")
 
 
 def escalate_max_tokens(run: RunState, event: Event) -> RunState:
     """Retry the same request once with the escalated cap; the truncated reply is discarded."""
     data: LoopData = run.data
     note = f"max_tokens {data.max_tokens} hit; retrying with {data.escalated_max_tokens}"
-    return _with(run, max_tokens=data.escalated_max_tokens, reply=event.data, notices=(*data.notices, note))
+    return updated(run, max_tokens=data.escalated_max_tokens, reply=event.data, notices=(*data.notices, note))
 
 
 def continue_after_truncation(run: RunState, event: Event) -> RunState:
@@ -78,7 +73,7 @@ def continue_after_truncation(run: RunState, event: Event) -> RunState:
     if reply.content:
         messages = messages.append(_assistant(reply))
     messages = messages.append({"role": "user", "content": CONTINUE_PROMPT}, meta=True)
-    return _with(run, messages=messages, reply=reply, partial_text=data.partial_text + visible_text(reply.content))
+    return updated(run, messages=messages, reply=reply, partial_text=data.partial_text + visible_text(reply.content))
 
 
 def surface_truncation(run: RunState, event: Event) -> RunState:
@@ -91,18 +86,18 @@ def surface_truncation(run: RunState, event: Event) -> RunState:
         f"Response truncated: the model hit its output limit of {data.max_tokens} tokens "
         f"{run.count('output_recoveries') + 1} times in a row this turn"
     )
-    return _with(run, messages=messages, reply=reply, result_text=text, partial_text="", error=error)
+    return updated(run, messages=messages, reply=reply, result_text=text, partial_text="", error=error)
 
 
 def drop_malformed_reply(run: RunState, event: Event) -> RunState:
     """A tool_use stop without a complete block is never executed, nor kept: ask again."""
     data: LoopData = run.data
-    return _with(run, reply=event.data, notices=(*data.notices, "tombstoned a tool_use reply without a complete tool_use block"))
+    return updated(run, reply=event.data, notices=(*data.notices, "tombstoned a tool_use reply without a complete tool_use block"))
 
 
 def surface_malformed_tool_use(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
-    return _with(
+    return updated(
         run,
         reply=event.data,
         error="The model stopped to use a tool twice without sending a complete tool_use block",
@@ -113,7 +108,7 @@ def surface_malformed_tool_use(run: RunState, event: Event) -> RunState:
 def nudge_for_visible_answer(run: RunState, event: Event) -> RunState:
     """The answer was only thinking: discard it and nudge once for visible text (hidden message)."""
     data: LoopData = run.data
-    return _with(run, reply=event.data, messages=data.messages.append({"role": "user", "content": NUDGE_PROMPT}, meta=True))
+    return updated(run, reply=event.data, messages=data.messages.append({"role": "user", "content": NUDGE_PROMPT}, meta=True))
 
 
 def continue_paused_turn(run: RunState, event: Event) -> RunState:
@@ -121,7 +116,7 @@ def continue_paused_turn(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
     reply: ModelReply = event.data
     messages = data.messages.append(_assistant(reply)) if reply.content else data.messages
-    return _with(run, messages=messages, reply=reply, partial_text=data.partial_text + visible_text(reply.content))
+    return updated(run, messages=messages, reply=reply, partial_text=data.partial_text + visible_text(reply.content))
 
 
 def record_over_budget(run: RunState, event: Event) -> RunState:
@@ -134,4 +129,4 @@ def record_over_budget(run: RunState, event: Event) -> RunState:
         results = synthetic_error_results(calls, "Not run: the run reached its --max-budget-usd limit")
         messages = messages.append({"role": "user", "content": list(results)})
     text = data.partial_text + visible_text(reply.content)
-    return _with(run, messages=messages, reply=reply, result_text=text, partial_text="", error="Reached the --max-budget-usd limit")
+    return updated(run, messages=messages, reply=reply, result_text=text, partial_text="", error="Reached the --max-budget-usd limit")

@@ -20,6 +20,7 @@ from fsm.agent.loop_state import (
     ModelCall,
     RequestFailed,
     TextDelta,
+    updated,
     visible_text,
 )
 from fsm.agent.model_client import ModelFailure, ModelReply
@@ -156,7 +157,7 @@ def fallback_available(run: RunState, event: Event) -> bool:
 
 def note_failure(run: RunState, event: Event) -> RunState:
     """Remember the failed attempt (its retry-after, status) for the backoff and for surfacing."""
-    return attrs.evolve(run, data=attrs.evolve(run.data, failure=event.data))
+    return updated(run, failure=event.data)
 
 
 def switch_to_fallback_model(run: RunState, event: Event) -> RunState:
@@ -167,7 +168,7 @@ def switch_to_fallback_model(run: RunState, event: Event) -> RunState:
     note = f"model {data.model} {failure.kind.replace('_', ' ')} ({failure.status}); switched to {nxt}"
     if failure.partial_content:
         note += f"; tombstoned {len(failure.partial_content)} provisional block(s)"
-    return attrs.evolve(run, data=attrs.evolve(data, model=nxt, fallback_models=rest, failure=failure, notices=(*data.notices, note)))
+    return run.with_data(attrs.evolve(data, model=nxt, fallback_models=rest, failure=failure, notices=(*data.notices, note)))
 
 
 def surface_failure(run: RunState, event: Event) -> RunState:
@@ -175,9 +176,9 @@ def surface_failure(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
     failure: ModelFailure | None = event.data if isinstance(event.data, ModelFailure) else data.failure
     if failure is None:
-        return attrs.evolve(run, data=attrs.evolve(data, error="API Error: the request failed"))
+        return run.with_data(attrs.evolve(data, error="API Error: the request failed"))
     status = f"{failure.status} " if failure.status else ""
     message = f"API Error: {status}{failure.message}".rstrip()
     if run.state == "backing_off":
         message += f" (gave up after {run.count('api_retries')} retries)"
-    return attrs.evolve(run, data=attrs.evolve(data, failure=failure, error=message, api_error_status=failure.status))
+    return run.with_data(attrs.evolve(data, failure=failure, error=message, api_error_status=failure.status))

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import attrs
 
-from fsm.agent.loop_state import LoopData, LoopServices, ToolResultPublished, tool_calls_of, visible_text
+from fsm.agent.loop_state import (
+    LoopData,
+    LoopServices,
+    ToolResultPublished,
+    tool_calls_of,
+    updated,
+    visible_text,
+)
 from fsm.agent.model_client import ModelFailure, ModelReply
 from fsm.agent.tools import ToolCall, run_tool_calls, synthetic_error_results
 from fsm.runtime import EffectContext, Event, RunState
@@ -68,14 +75,14 @@ def record_tool_results(run: RunState, event: Event) -> RunState:
     """Append the tool_results as the next user message; nothing is pending any more."""
     data: LoopData = run.data
     results = list(event.data)
-    return attrs.evolve(run, data=attrs.evolve(data, messages=data.messages.append({"role": "user", "content": results}), pending=(), partial_text=""))
+    return run.with_data(attrs.evolve(data, messages=data.messages.append({"role": "user", "content": results}), pending=(), partial_text=""))
 
 
 def record_tool_results_at_turn_limit(run: RunState, event: Event) -> RunState:
     """The turn limit is reached: keep this turn's results (the ledger stays closed) and say why the run ends."""
     run = record_tool_results(run, event)
     limit = run.params.get("max_turns")
-    return attrs.evolve(run, data=attrs.evolve(run.data, error=f"Reached the maximum number of turns ({limit})"))
+    return updated(run, error=f"Reached the maximum number of turns ({limit})")
 
 
 def close_dangling_tool_uses(run: RunState, event: Event) -> RunState:

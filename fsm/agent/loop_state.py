@@ -17,7 +17,15 @@ from typing import Any, Protocol
 
 import attrs
 
-from .context import CompactBoundary, CompactionPlan, StagedCollapse, message_tokens, request_overhead_tokens
+from fsm.runtime import RunState
+
+from .context import (
+    CompactBoundary,
+    CompactionPlan,
+    StagedCollapse,
+    message_tokens,
+    request_overhead_tokens,
+)
 from .model_client import ModelFailure, ModelReply, RequestLog, UsageTotals
 from .tools import ToolCall, ToolContext, ToolRegistry
 
@@ -36,6 +44,7 @@ __all__ = [
     "TextDelta",
     "ToolResultPublished",
     "tool_calls_of",
+    "updated",
     "visible_text",
 ]
 
@@ -247,6 +256,11 @@ class Notice:
     """A line for verbose output: a fallback switch, a tombstone, a skipped sleep."""
 
     text: str
+
+
+def updated(run: RunState, **changes: Any) -> RunState:
+    """``run`` with its :class:`LoopData` changed as given — the one-line body of most edge handlers."""
+    return run.with_data(attrs.evolve(run.data, **changes))
 
 
 def tool_calls_of(content: Sequence[dict[str, Any]]) -> tuple[ToolCall, ...]:
