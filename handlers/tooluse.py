@@ -8,8 +8,11 @@ including after an abort (synthetic error results for dangling calls).
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
+from fsm.agent.hooks import HookOutcome
 from fsm.agent.loop_state import (
     LoopData,
     LoopServices,
@@ -28,16 +31,57 @@ INTERRUPTED = "Interrupted by the user before this tool finished; it may have pa
 
 
 async def run_tools(ctx: EffectContext) -> Event:
-    """Run the pending calls; results come back in the model's order, failures as is_error results."""
+    """Run the permitted calls; merge their results with the gate's refusals in the model's order.
+
+    Each result then passes the PostToolUse hooks: a block adds the hook's reason for the
+    model, an ``updatedOutput`` replaces the output (an invalid one keeps the original and
+    attaches the hook error), ``continue: false`` ends the run once every result is in.
+    """
+    from .hooks import (
+        hook,  # the hook layer builds on this module, not the other way round
+    )
+
     data: LoopData = ctx.run.data
     services: LoopServices = ctx.services
     publish = ctx.publish
+    calls = {c.id: c for c in data.pending}
 
     def on_result(call: ToolCall, result: dict[str, object]) -> None:
         publish(ToolResultPublished(call=call, result=result))
 
-    results = await run_tool_calls(data.pending, services.config.tools, services.config.tool_context, on_result=on_result)  # type: ignore[arg-type]
-    return Event(name="tools_done", data=tuple(results))
+    ran = await run_tool_calls(data.pending, services.config.tools, services.config.tool_context, on_result=on_result)  # type: ignore[arg-type]
+    by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *data.denied)}
+    stop: HookOutcome | None = None
+    if services.config.hooks.matchers:
+        for tool_use_id, result in by_id.items():
+            call = calls.get(tool_use_id)
+            if call is None:
+                continue  # refused by the gate: it never ran, PostToolUse does not apply
+            post = await hook(ctx, "PostToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id, "tool_response": result.get("content")})
+            if post is None:
+                continue
+            by_id[tool_use_id] = _apply_post_hook(result, post)
+            if not post.continue_:
+                stop = post
+    order = data.order or tuple(calls)
+    results = tuple(by_id[i] for i in order if i in by_id)
+    if stop is not None:
+        return Event(name="hook_stopped", data=(results, stop))
+    return Event(name="tools_done", data=results)
+
+
+def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any]:
+    content = result.get("content")
+    if post.updated_output is not None:
+        if isinstance(post.updated_output, str):
+            content = post.updated_output
+        else:
+            content = f"{content}\n[PostToolUse hook error: updatedOutput must be a string, got {type(post.updated_output).__name__}; the original output is kept]"
+    notes = [*post.block_reasons] if (post.blocked or post.decision == "block") else []
+    notes += list(post.additional_context)
+    if notes:
+        content = f"{content}\n[PostToolUse hook] " + "\n".join(notes)
+    return {**result, "content": content}
 
 
 def record_tool_request(run: RunState, event: Event) -> RunState:
@@ -75,7 +119,7 @@ def record_tool_results(run: RunState, event: Event) -> RunState:
     """Append the tool_results as the next user message; nothing is pending any more."""
     data: LoopData = run.data
     results = list(event.data)
-    return run.with_data(attrs.evolve(data, messages=data.messages.append({"role": "user", "content": results}), pending=(), partial_text=""))
+    return updated(run, messages=data.messages.append({"role": "user", "content": results}), pending=(), denied=(), order=(), partial_text="", turn=data.turn + 1)
 
 
 def record_tool_results_at_turn_limit(run: RunState, event: Event) -> RunState:

@@ -21,7 +21,9 @@ from fsm.load import load_machine
 from fsm.runtime import Program, Runner, Step
 from machines import MACHINES_DIR
 
+from .hooks import HookConfig, run_hooks
 from .loop_state import LoopConfig, LoopData, LoopServices, MessageView, ModelBackend
+from .permissions import PermissionMode, PermissionRules, hidden_tools
 from .tools import ToolContext, default_registry
 
 __all__ = ["AgentOptions", "AgentRun", "DEFAULT_SYSTEM_PROMPT", "query_loop_program"]
@@ -60,6 +62,10 @@ class AgentOptions:
     auto_compact: bool = True
     auto_compact_threshold: float = 0.8  # of the effective window
     params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
+    permission_mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    hooks: HookConfig = attrs.field(factory=HookConfig)
+    interactive: bool = False
 
 
 class AgentRun:
@@ -72,14 +78,20 @@ class AgentRun:
         system = options.system_prompt
         if options.append_system_prompt:
             system = f"{system}\n\n{options.append_system_prompt}"
+        allowed = [t for t in (options.tools or default_registry().names) if t not in hidden_tools(options.rules)]
         config = LoopConfig(
             system_prompt=system,
-            tools=default_registry(options.tools),
+            tools=default_registry(allowed),
             tool_context=ToolContext(cwd=options.cwd),
             max_budget_usd=options.max_budget_usd,
             auto_compact_threshold=options.auto_compact_threshold,
             retry_base_delay_s=options.retry_base_delay_s,
             idle_timeout_s=options.idle_timeout_s,
+            permission_mode=options.permission_mode,
+            rules=options.rules,
+            hooks=options.hooks,
+            interactive=options.interactive,
+            session_id=options.session_id,
         )
         self.services = LoopServices(config, backend)
         data = LoopData(
@@ -102,6 +114,13 @@ class AgentRun:
                 yield item
         finally:
             self.finished = time.monotonic()
+        config = self.services.config
+        if config.hooks.matchers:  # SessionEnd: informational, its outcome changes nothing
+            await run_hooks(
+                "SessionEnd", {"reason": self.runner.final.state}, config.hooks, cwd=config.tool_context.cwd,
+                session_id=config.session_id, transcript_path=config.transcript_path, permission_mode=config.permission_mode,
+                timeout_default_s=config.hook_timeout_s,
+            )
 
     @property
     def data(self) -> LoopData:
@@ -136,6 +155,6 @@ class AgentRun:
             "total_cost_usd": usage.total_cost_usd,
             "usage": usage.usage(),
             "model_usage": usage.model_usage(),
-            "permission_denials": [],
+            "permission_denials": [dict(d) for d in data.permission_denials],
             "uuid": str(uuid.uuid4()),
         }

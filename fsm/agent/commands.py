@@ -22,7 +22,9 @@ import anthropic
 from .agent import AgentOptions, AgentRun, query_loop_program
 from .backends import AnthropicBackend
 from .output import Renderer
+from .permissions import PERMISSION_MODES, PermissionRuleError
 from .scenario import Scenario, ScenarioError, load_scenario
+from .settings import SettingsError, load_settings
 
 __all__ = ["add_subcommands"]
 
@@ -93,6 +95,10 @@ def add_subcommands(sub: Any) -> None:
     run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
     run.add_argument("--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)")
     run.add_argument("--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE")
+    run.add_argument("--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files")
+    run.add_argument("--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'")
+    run.add_argument("--allowed-tools", metavar="RULES", help='rules to allow, e.g. "Read Bash(git diff:*)"')
+    run.add_argument("--disallowed-tools", metavar="RULES", help='rules to deny, e.g. "Bash(rm:*) WebFetch"')
     run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 
@@ -156,9 +162,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(OFFLINE_HINT, file=sys.stderr)
         return 1
     try:
-        prompt = _prompt(args, scenario)
-        cwd = _prepare_cwd(args, scenario)
         hints = scenario.cli if scenario else {}
+        prompt = _prompt(args, scenario)
+        settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+        try:
+            settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"))
+            rules = settings.permissions.to_rules(
+                cwd=settings_cwd,
+                allowed_tools=args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools"),
+                disallowed_tools=args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools"),
+            )
+        except (SettingsError, PermissionRuleError) as exc:
+            print(f"queryloop: {exc}", file=sys.stderr)
+            return 1
+        cwd = _prepare_cwd(args, scenario)
+        if args.cwd is None and scenario is not None:  # the scenario's temp dir is the working dir
+            rules = settings.permissions.to_rules(
+                cwd=cwd,
+                allowed_tools=args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools"),
+                disallowed_tools=args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools"),
+            )
+        mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
         max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
         options = AgentOptions(
             prompt=prompt,
@@ -171,6 +195,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             append_system_prompt=args.append_system_prompt,
             max_tokens=args.max_output_tokens,
             auto_compact=not args.no_auto_compact,
+            permission_mode=mode,
+            rules=rules,
+            hooks=settings.hooks,
+            interactive=sys.stdin.isatty() and sys.stderr.isatty(),
             auto_compact_threshold=args.auto_compact_threshold / 100,
             escalated_max_tokens=args.escalated_max_output_tokens,
             retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,

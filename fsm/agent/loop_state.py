@@ -19,6 +19,8 @@ import attrs
 
 from fsm.runtime import RunState
 
+from .hooks import HookConfig
+from .permissions import PermissionMode, PermissionRules
 from .context import (
     CompactBoundary,
     CompactionPlan,
@@ -136,6 +138,12 @@ class LoopData:
     compaction_turns: tuple[int, ...] = ()  # the turn of every successful compaction
     boundaries: tuple[CompactBoundary, ...] = ()
     compact_error: str | None = None  # why the last compaction failed
+    # ---- hook and permission layer ----
+    denied: tuple[dict[str, Any], ...] = ()  # error results of the calls the gate refused this turn
+    order: tuple[str, ...] = ()  # tool_use ids of this turn in the model's order
+    permission_denials: tuple[dict[str, Any], ...] = ()  # {tool_name, tool_use_id, tool_input}
+    stop_hook_active: bool = False
+    stop_reason_from_hook: str | None = None
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -174,6 +182,13 @@ class LoopConfig:
     retry_base_delay_s: float = 0.5
     retry_max_delay_s: float = 32.0
     idle_timeout_s: float = 90.0
+    permission_mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    hooks: HookConfig = attrs.field(factory=HookConfig)
+    interactive: bool = False  # ask the user (y/n/always) instead of denying what would ask
+    session_id: str = ""
+    transcript_path: str = ""
+    hook_timeout_s: float = 600.0
 
 
 class LoopServices:

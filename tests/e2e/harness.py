@@ -69,10 +69,12 @@ class CliRun:
     def all_reasons(self) -> list[str]:
         return [line["reason"] for line in self.lines if line.get("subtype") == "transition"]
 
+    ROUTINE = frozenset({"prompt_submitted", "context_ok", "permission_granted", "stop_hooks_passed"})
+
     @property
     def reasons(self) -> list[str]:
-        """Every transition but the routine pre-request context check (``context_ok``)."""
-        return [r for r in self.all_reasons if r != "context_ok"]
+        """Every transition but the routine ones a plain run always takes (``ROUTINE``)."""
+        return [r for r in self.all_reasons if r not in self.ROUTINE]
 
     def of(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
         return [line for line in self.lines if line["type"] == type_ and (subtype is None or line.get("subtype") == subtype)]
@@ -80,6 +82,7 @@ class CliRun:
 
 def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["HOME"] = str(Path(os.environ.get("TMPDIR", "/tmp")) / "queryloop-test-home")  # no user settings leak in
     env["QUERYLOOP_RETRY_BASE_DELAY_MS"] = "1"
     if api is not None:
         env["ANTHROPIC_BASE_URL"] = api.url
@@ -90,7 +93,8 @@ def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
 
 def run_cli(args: list[str], *, api: MockApi | None, cwd: Path, fmt: str = "stream-json", stdin: str | None = None, timeout: float = 60, **env: str) -> CliRun:
     """``queryloop run ARGS --output-format FMT`` against ``api``, tools working in ``cwd``."""
-    cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", fmt, "--cwd", str(cwd), *args]
+    mode = [] if "--permission-mode" in args else ["--permission-mode", "bypassPermissions"]  # permissions have their own tests
+    cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", fmt, "--cwd", str(cwd), *mode, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(api, **env), input=stdin if stdin is not None else "", timeout=timeout, cwd=ROOT)
     return CliRun(proc, fmt)
 

@@ -40,7 +40,7 @@ def test_text_mode_streams_the_answer_to_stdout_and_transitions_to_stderr(tmp_pa
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, fmt="text")
     assert run.returncode == 0
     assert run.stdout == "Hello there.\n"
-    assert "answered" in run.stderr and "calling_model → completed" in run.stderr
+    assert "answered" in run.stderr and "running_stop_hooks → completed" in run.stderr
 
 
 def test_the_prompt_can_come_on_stdin(tmp_path: Path) -> None:
@@ -66,16 +66,17 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
     with MockApi(HELLO) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     kinds = [(line["type"], line.get("subtype")) for line in run.lines]
-    assert kinds == [("system", "init"), ("system", "transition"), ("system", "api_request"), ("assistant", None), ("system", "transition"), ("result", "success")]
+    assert kinds == [("system", "init"), ("system", "transition"), ("system", "transition"), ("system", "api_request"), ("assistant", None),
+                     ("system", "transition"), ("system", "transition"), ("result", "success")]
     init = run.lines[0]
     assert init["model"] == "mock-primary" and init["tools"] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
-    request = run.lines[2]
+    request = run.lines[3]
     assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
     assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]
     assert request["ttft_ms"] is not None and request["usage"]["output_tokens"] > 0
-    assert run.lines[1]["reason"] == "context_ok"
-    transition = run.lines[4]
-    assert transition["from"] == "calling_model" and transition["to"] == "completed" and "api_retries" in transition["counters"]
+    assert [run.lines[i]["reason"] for i in (1, 2, 5, 6)] == ["prompt_submitted", "context_ok", "answered", "stop_hooks_passed"]
+    transition = run.lines[5]
+    assert transition["from"] == "calling_model" and transition["to"] == "running_stop_hooks" and "api_retries" in transition["counters"]
 
 
 def test_a_malformed_scenario_is_one_clear_error(tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ def test_compactions_every_two_turns_trip_the_rapid_refill_breaker(tmp_path: Pat
     assert run.returncode == 1
     assert run.reasons[-1] == "rapid_refill_breaker"
     assert run.result["terminal_reason"] == "rapid_refill_breaker" and "thrashing" in run.result["result"]
-    assert len(summaries(api.requests)) == run.reasons.count("auto_compact_succeeded") == 2
+    assert len(summaries(api.requests)) == run.reasons.count("auto_compact_succeeded") == 3
     assert_ledger_closed(main_requests(api.requests))
 
 

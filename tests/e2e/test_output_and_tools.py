@@ -148,7 +148,7 @@ def test_context_window_exceeded_stop_reason_surfaces_as_prompt_too_long(tmp_pat
 """)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
-    assert run.all_reasons == ["context_ok", "prompt_too_long_surfaced"]
+    assert run.all_reasons == ["prompt_submitted", "context_ok", "prompt_too_long_surfaced"]
     assert run.result["terminal_reason"] == "prompt_too_long" and run.returncode == 1
 
 
@@ -186,7 +186,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
 """)
     (tmp_path / "a.txt").write_text("a\n")
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "stream-json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary"]
+        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "stream-json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
         deadline = time.monotonic() + 30
         while not (tmp_path / "started").exists():
@@ -199,7 +199,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     assert proc.returncode == 1, err
     assert result["terminal_reason"] == "aborted_tools" and result["is_error"] is True
     transitions = [line["reason"] for line in lines if line.get("subtype") == "transition"]
-    assert transitions == ["context_ok", "tools_requested", "aborted_while_running_tools"]
+    assert transitions == ["prompt_submitted", "context_ok", "tools_requested", "permission_granted", "aborted_while_running_tools"]
     answered = [line["message"]["content"][0]["tool_use_id"] for line in lines if line["type"] == "user"]
     tool_uses = [b["id"] for line in lines if line["type"] == "assistant" for b in line["message"]["content"] if b["type"] == "tool_use"]
     assert sorted(answered) == sorted(tool_uses) and len(tool_uses) == 2
@@ -212,7 +212,7 @@ def test_sigint_while_waiting_on_the_model_ends_in_aborted_streaming(tmp_path: P
       delay_ms: 20000
 """)
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary"]
+        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
         deadline = time.monotonic() + 30
         while not api.requests:
