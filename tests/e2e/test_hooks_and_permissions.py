@@ -1,0 +1,172 @@
+"""End-to-end: Claude Code settings, hooks as real subprocesses and permission rules, through the
+real SDK against the embedded server."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from pathlib import Path
+
+from .harness import MockApi, run_cli
+from .test_request_layer import scenario
+
+SIDE_EFFECT = '{tool_use: {name: Bash, input: {command: "echo ran >> side_effect.log"}}}'
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def settings(**hooks: list[dict[str, object]]) -> str:
+    return json.dumps({"hooks": hooks})
+
+
+def test_a_stop_hook_block_feeds_its_reason_into_the_next_request(tmp_path: Path) -> None:
+    hook = script(tmp_path, "stop.sh", 'input=$(cat)\nif echo "$input" | grep -q \'"stop_hook_active": *true\'; then exit 0; fi\necho "run the tests first" >&2\nexit 2\n')
+    text = scenario("""  mock-primary:
+    - reply: {content: [{text: "done"}]}
+    - reply: {content: [{text: "tests pass, done"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "fix it", "--model", "mock-primary", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.reasons == ["answered", "stop_hook_blocking", "answered"]
+    assert len(api.requests) == 2
+    assert api.requests[1].messages[-1] == {"role": "user", "content": "Stop hook feedback:\nrun the tests first"}
+    assert run.result["result"] == "tests pass, done"
+
+
+def test_a_stop_hook_that_always_blocks_ends_after_8_blocks(tmp_path: Path) -> None:
+    hook = script(tmp_path, "stop.sh", 'echo \'{"decision": "block", "reason": "not yet"}\'\n')
+    text = scenario("""  mock-primary:
+    - reply: {content: [{text: "done"}]}
+      repeat: 20
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.reasons.count("stop_hook_blocking") == 8
+    assert run.reasons[-1] == "stop_hook_block_limit"
+    assert len(api.requests) == 9
+    assert run.result["terminal_reason"] == "stop_hook_block_limit" and "8 times" in run.result["result"]
+
+
+def test_pre_tool_use_exit_2_and_json_deny_keep_a_side_effect_from_running(tmp_path: Path) -> None:
+    exit2 = script(tmp_path, "exit2.sh", 'cat > /dev/null\necho "no side effects today" >&2\nexit 2\n')
+    deny = script(tmp_path, "deny.sh", 'cat > /dev/null\necho \'{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "policy says no"}}\'\n')
+    for hook, reason in ((exit2, "no side effects today"), (deny, "policy says no")):
+        text = scenario(f"""  mock-primary:
+    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{{text: "ok"}}]}}
+""")
+        with MockApi(text) as api:
+            run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(PreToolUse=[{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        assert not (tmp_path / "side_effect.log").exists()
+        assert "permission_denied" in run.reasons
+        result = api.requests[1].messages[-1]["content"][0]
+        assert result["is_error"] is True and reason in result["content"]
+        assert run.result["permission_denials"][0]["tool_name"] == "Bash"
+
+
+def test_deny_beats_allow(tmp_path: Path) -> None:
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{{text: "ok"}}]}}
+""")
+    rules = json.dumps({"permissions": {"allow": ["Bash(echo:*)"], "deny": ["Bash(echo ran:*)"]}})
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "default", "--settings", rules], api=api, cwd=tmp_path)
+    assert not (tmp_path / "side_effect.log").exists()
+    assert run.reasons[:2] == ["tools_requested", "permission_denied"]
+    assert "Bash" in api.requests[0].tools, "a deny rule with a specifier does not hide the tool"
+
+
+def test_headless_default_mode_denies_write_and_records_it(tmp_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Write, input: {file_path: x.txt, content: "hi"}}}, {tool_use: {name: Read, input: {file_path: r.txt}}}]}
+    - reply: {content: [{text: "ok"}]}
+""")
+    (tmp_path / "r.txt").write_text("readable\n")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "default"], api=api, cwd=tmp_path)
+    assert run.returncode == 0
+    assert not (tmp_path / "x.txt").exists()
+    denials = run.result["permission_denials"]
+    assert [d["tool_name"] for d in denials] == ["Write"] and denials[0]["tool_input"] == {"file_path": "x.txt", "content": "hi"}
+    results = api.requests[1].messages[-1]["content"]
+    assert [r["is_error"] for r in results] == [True, False], "the read-only Read still ran, results in the model's order"
+    assert "cannot ask" in results[0]["content"]
+
+
+def test_a_bare_deny_rule_hides_the_tool_from_the_model(tmp_path: Path) -> None:
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')) as api:
+        run_cli(["-p", "go", "--model", "mock-primary", "--disallowed-tools", "Bash"], api=api, cwd=tmp_path)
+    assert "Bash" not in api.requests[0].tools and "Read" in api.requests[0].tools
+
+
+def test_no_stop_hook_runs_after_prompt_too_long_exhaustion(tmp_path: Path) -> None:
+    marker = tmp_path / "stop-hook-ran"
+    hook = script(tmp_path, "stop.sh", f'touch {marker}\necho "keep going" >&2\nexit 2\n')
+    text = scenario("""  mock-primary:
+    - error: {status: 400, message: "prompt is too long: 210000 tokens > 200000 maximum"}
+      repeat: 3
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+    assert run.result["terminal_reason"] == "prompt_too_long"
+    assert not marker.exists(), "no error → hook block → retry death spiral"
+    assert len(api.requests) == 1
+
+
+def test_continue_false_ends_the_run_with_hook_stopped(tmp_path: Path) -> None:
+    hook = script(tmp_path, "post.sh", 'cat > /dev/null\necho \'{"continue": false, "stopReason": "budget freeze"}\'\n')
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{{text: "never"}}]}}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(PostToolUse=[{"matcher": "*", "hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.reasons[-1] == "post_tool_hook_stopped"
+    assert run.result["terminal_reason"] == "hook_stopped" and run.result["result"] == "budget freeze"
+    assert len(api.requests) == 1 and (tmp_path / "side_effect.log").read_text() == "ran\n"
+
+
+def test_a_hook_that_sleeps_past_its_timeout_does_not_hang_the_run(tmp_path: Path) -> None:
+    hook = script(tmp_path, "slow.sh", "sleep 30\n")
+    text = scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')
+    started = time.monotonic()
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--verbose", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook, "timeout": 1}]}])], api=api, cwd=tmp_path, fmt="text")
+    assert run.returncode == 0
+    assert time.monotonic() - started < 25
+    assert "Stop hook error" in run.stderr
+
+
+def test_user_prompt_submit_context_reaches_the_model_and_a_block_stops_the_run(tmp_path: Path) -> None:
+    context = script(tmp_path, "ctx.sh", 'cat > /dev/null\necho "The repo uses tabs."\n')
+    text = scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": context}]}])], api=api, cwd=tmp_path)
+    assert run.returncode == 0
+    assert api.requests[0].messages[-1]["content"] == "The repo uses tabs."
+    block = script(tmp_path, "block.sh", 'cat > /dev/null\necho "secrets in prompt" >&2\nexit 2\n')
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": block}]}])], api=api, cwd=tmp_path)
+    assert run.returncode == 1 and api.requests == []
+    assert run.reasons == ["prompt_blocked_by_hook"] and "secrets in prompt" in run.result["result"]
+
+
+def test_a_malformed_settings_file_is_one_clear_error_and_nothing_runs(tmp_path: Path) -> None:
+    (tmp_path / ".queryloop").mkdir()
+    (tmp_path / ".queryloop" / "settings.json").write_text('{"permissions": {"allow": ["Read", 3]}}')
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=tmp_path, fmt="text")
+    assert run.returncode == 1 and api.requests == []
+    assert run.stderr.strip().count("\n") == 0
+    assert ".queryloop/settings.json" in run.stderr and "$.permissions.allow[1]" in run.stderr
