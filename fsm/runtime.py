@@ -4,8 +4,10 @@ Owns execution: choosing the edge for ``(state, event)`` (guards and counter cap
 in YAML order), counter bookkeeping (increments, scoped and explicit resets, caps),
 the trace, and the async driver that awaits each state's effect and feeds its one
 outcome event back. State bookkeeping runs on a synchronous ``transitions.Machine``
-so an undeclared step is caught twice. Does not read YAML (see ``fsm.load``) and
-knows nothing of what effects do.
+(``auto_transitions=False``, logger quiet): every step is checked against the
+transitions it registered and its model's state is set through it, so an undeclared
+step is caught twice. Does not read YAML (see ``fsm.load``) and knows nothing of
+what effects do.
 """
 
 from __future__ import annotations
@@ -161,6 +163,25 @@ class Program:
         )
         for t in spec.transitions:
             self._book.add_transition(trigger=t.reason, source=t.source, dest=t.dest)
+        self._book_transitions = {
+            (source, reason): event.transitions[source][0].dest
+            for reason, event in self._book.events.items()
+            for source in event.transitions
+        }
+
+    def _bookkeep(self, book: _Book, source: str, edge: _Edge) -> None:
+        """Take the same step on the ``transitions`` machine; a step it does not declare is an engine bug.
+
+        The step is checked against the ``Transition`` objects the machine registered for
+        ``(source, reason)`` and the model's state is set through the machine. Its callback
+        dispatch is not used: no callbacks are registered (effects and handlers run outside
+        the transition, by design), so it would only cost time on every step.
+        """
+        if book.state != source or self._book_transitions.get((source, edge.reason)) != edge.dest:
+            raise InternalError(f"undeclared step {book.state!r} --{edge.reason}--> {edge.dest!r} (the run is in {source!r})")
+        self._book.set_state(edge.dest, book)
+        if book.state != edge.dest:
+            raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
 
     def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState:
         """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
@@ -227,12 +248,7 @@ class Program:
                 values[edge.counter] += 1
             counters = tuple(values)
         if book is not None:
-            try:
-                book.trigger(edge.reason)  # type: ignore[attr-defined]
-            except transitions.MachineError as exc:
-                raise InternalError(f"undeclared step {run.state!r} --{edge.reason}--> {edge.dest!r}: {exc}") from exc
-            if book.state != edge.dest:
-                raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
+            self._bookkeep(book, run.state, edge)
         nxt = RunState(
             machine=new.machine, state=edge.dest, counter_names=new.counter_names, caps=new.caps,
             limits=new.limits, counters=counters, params=new.params, data=new.data, steps=run.steps + 1,

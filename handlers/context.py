@@ -170,17 +170,24 @@ def can_drop_oldest_group(run: RunState, event: Event) -> bool:
 
 
 def record_measurement(run: RunState, event: Event) -> RunState:
+    """Keep the staged collapses (the estimate itself is recomputed whenever it is needed)."""
+    data: LoopData = run.data
     estimate, staged, overhead = event.data
+    if staged == data.staged:
+        return run  # the common case: nothing to stage, nothing to record
     return updated(run, estimate=estimate, staged=staged, overhead=overhead)
 
 
 def plan_compaction(run: RunState, event: Event) -> RunState:
     """Choose what the summary replaces: everything but the most recent whole groups."""
     data: LoopData = run.data
-    estimate = event.data[0] if isinstance(event.data, tuple) else data.estimate
+    if isinstance(event.data, tuple):  # over_threshold: the measured estimate
+        estimate, _, overhead = event.data
+    else:  # prompt_too_long: the last measurement, or the running total
+        estimate, overhead = data.estimate or data.overhead + data.messages.tokens, data.overhead
     keep = int(effective_window(data) * data.keep_recent_fraction)
     plan = ctxsvc.plan_compaction(data.messages.to_list(), keep_recent_tokens=keep)
-    return updated(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None)
+    return updated(run, plan=plan, dropped_messages=0, estimate=estimate, overhead=overhead, compact_error=None)
 
 
 def drop_oldest_group(run: RunState, event: Event) -> RunState:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 from fsm.agent.hooks import HookOutcome, run_hooks
@@ -22,6 +23,8 @@ from fsm.agent.tools import ToolCall, synthetic_error_results, tool_result_block
 from fsm.runtime import EffectContext, Event, RunState
 
 from .tooluse import record_tool_results
+
+_HOME = Path.home()  # read once: permission rules may name ~/ paths
 
 __all__ = [
     "GateOutcome",
@@ -143,7 +146,10 @@ async def gate_tool_calls(ctx: EffectContext) -> Event:
             return Event(name="hook_stopped", data=pre)
         if pre is not None and pre.updated_input is not None:
             call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
-        verdict = decide(call.name, call.input, mode=config.permission_mode, rules=config.rules, cwd=config.tool_context.cwd, interactive=config.interactive)
+        verdict = decide(
+            call.name, call.input, mode=config.permission_mode, rules=config.rules, cwd=config.tool_context.cwd,
+            interactive=config.interactive, home=_HOME,
+        )
         behavior, reason = verdict.behavior, verdict.reason
         if pre is not None and pre.permission_decision == "deny":
             behavior, reason = "deny", pre.permission_decision_reason or "; ".join(pre.block_reasons) or "denied by a PreToolUse hook"
@@ -173,6 +179,8 @@ def record_gate(run: RunState, event: Event) -> RunState:
     """Only the permitted calls stay pending; the refused ones already have their error results."""
     data: LoopData = run.data
     gate: GateOutcome = event.data
+    if not gate.denied and gate.allowed == data.pending:
+        return run  # everything runs as asked: the common case
     return updated(
         run,
         order=tuple(c.id for c in data.pending),

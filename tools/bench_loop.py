@@ -110,7 +110,10 @@ def check_result(run: AgentRun, turns: int, label: str) -> None:
 async def inprocess_run(turns: int, tool: str, cwd: Path) -> float:
     """Seconds for one in-process run of ``turns`` tool turns (construction included)."""
     start = time.perf_counter()
-    run = AgentRun(AgentOptions(prompt=PROMPT, model=MODEL, cwd=cwd), ScriptedBackend(tool_turn_script(turns, tool)))
+    # bypassPermissions: the gate still decides every call, but the unknown tool of the loop-only
+    # variant reaches the dispatcher (an instant error result) instead of the denial path
+    options = AgentOptions(prompt=PROMPT, model=MODEL, cwd=cwd, permission_mode="bypassPermissions")
+    run = AgentRun(options, ScriptedBackend(tool_turn_script(turns, tool)))
     async for _ in run.events():
         pass
     elapsed = time.perf_counter() - start
