@@ -30,6 +30,8 @@ from fsm.agent.model_client import ModelFailure, ModelReply
 from fsm.agent.pricing import model_info
 from fsm.runtime import EffectContext, Event, RunState
 
+from .hooks import hook
+
 __all__ = [
     "apply_compaction",
     "can_compact",
@@ -102,6 +104,10 @@ async def compact_transcript(ctx: EffectContext) -> Event:
     if plan is None:  # the guard can_compact held on the way in
         return Event(name="compact_failed", data="nothing to summarise")
     trigger: ctxsvc.CompactTrigger = "auto" if run.state == "auto_compacting" else "reactive"
+    pre = await hook(ctx, "PreCompact", {"trigger": trigger, "custom_instructions": None})
+    if pre is not None and (pre.blocked or not pre.continue_):
+        reason = "; ".join(pre.block_reasons) or pre.stop_reason or "a PreCompact hook blocked the compaction"
+        return Event(name="compact_failed", data=reason)
     call = ModelCall(
         model=data.model,
         messages=MessageView.of(ctxsvc.summary_request_messages(plan.older)),

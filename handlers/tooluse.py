@@ -130,12 +130,16 @@ def record_tool_results_at_turn_limit(run: RunState, event: Event) -> RunState:
 
 
 def close_dangling_tool_uses(run: RunState, event: Event) -> RunState:
-    """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed)."""
+    """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed).
+
+    Calls the permission gate already refused keep their refusal; the others are marked
+    interrupted. Results follow the model's order.
+    """
     data: LoopData = run.data
     messages = data.messages
-    if data.pending:
-        messages = messages.append({"role": "user", "content": list(synthetic_error_results(data.pending, INTERRUPTED))})
-    return attrs.evolve(
-        run,
-        data=attrs.evolve(data, messages=messages, pending=(), result_text=data.partial_text, error="Interrupted by the user"),
-    )
+    if data.pending or data.denied:
+        by_id = {str(r["tool_use_id"]): dict(r) for r in data.denied}
+        by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(data.pending, INTERRUPTED))
+        order = data.order or tuple(by_id)
+        messages = messages.append({"role": "user", "content": [by_id[i] for i in order if i in by_id]})
+    return updated(run, messages=messages, pending=(), denied=(), order=(), result_text=data.partial_text, error="Interrupted by the user")

@@ -123,3 +123,26 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: 
     assert result["terminal_reason"] == final.state
     if result["is_error"]:
         assert result["result"], "an error result always surfaces its error"
+
+
+def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order() -> None:
+    from fsm import Event
+    from fsm.agent.loop_state import LoopData, MessageView
+    from fsm.agent.tools import ToolCall, tool_result_block
+    from handlers.tooluse import close_dangling_tool_uses
+
+    calls = [ToolCall(id=f"t{i}", name="Bash", input={"command": "true"}) for i in range(3)]
+    assistant = {"role": "assistant", "content": [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in calls]}
+    data = LoopData(
+        messages=MessageView().append({"role": "user", "content": "go"}).append(assistant),
+        model="m",
+        pending=(calls[0], calls[2]),
+        denied=(dict(tool_result_block("t1", "Permission denied", is_error=True)),),
+        order=("t0", "t1", "t2"),
+    )
+    run = PROGRAM.initial_state(data)
+    after = close_dangling_tool_uses(run, Event(name="abort"))
+    results = after.data.messages.last()["content"]
+    assert [r["tool_use_id"] for r in results] == ["t0", "t1", "t2"]
+    assert results[1]["content"] == "Permission denied" and "Interrupted" in results[0]["content"]
+    assert ledger_closed(after.data.messages.to_list())

@@ -170,3 +170,17 @@ def test_a_malformed_settings_file_is_one_clear_error_and_nothing_runs(tmp_path:
     assert run.returncode == 1 and api.requests == []
     assert run.stderr.strip().count("\n") == 0
     assert ".queryloop/settings.json" in run.stderr and "$.permissions.allow[1]" in run.stderr
+
+
+def test_a_pre_compact_hook_can_block_a_compaction(tmp_path: Path) -> None:
+    from .test_context_layer import PTL_OVER_5000, SMALL, SUMMARY_RULE, summaries, turns
+    from .test_context_layer import scenario as ctx_scenario
+
+    payload = tmp_path / "pre-compact.json"
+    hook = script(tmp_path, "precompact.sh", f'cat > {payload}\necho "not now" >&2\nexit 2\n')
+    with MockApi(ctx_scenario(SUMMARY_RULE + PTL_OVER_5000, turns(12000, 6000))) as api:
+        run = run_cli([*SMALL, "-p", "go", "--auto-compact-threshold", "100", "--settings", settings(PreCompact=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+    assert summaries(api.requests) == []
+    assert run.reasons[-2:] == ["reactive_compact_retry", "reactive_compact_failed"]
+    assert "automatic compaction failed: not now" in run.result["result"]
+    assert json.loads(payload.read_text())["trigger"] == "reactive"
