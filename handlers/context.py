@@ -23,6 +23,7 @@ from fsm.agent.loop_state import (
     LoopServices,
     MessageView,
     ModelCall,
+    RequestLogged,
     updated,
     visible_text,
 )
@@ -120,6 +121,7 @@ async def compact_transcript(ctx: EffectContext) -> Event:
     )
     outcome = await services.backend.send(call, None)
     services.record(outcome.log)
+    ctx.publish(RequestLogged(outcome.log))
     if isinstance(outcome, ModelFailure):
         if outcome.kind == "prompt_too_long":
             return Event(name="summary_too_long", data=outcome.message)

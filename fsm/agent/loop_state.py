@@ -43,6 +43,7 @@ __all__ = [
     "ModelCall",
     "Notice",
     "RequestFailed",
+    "RequestLogged",
     "TextDelta",
     "ToolResultPublished",
     "tool_calls_of",
@@ -257,6 +258,13 @@ class RequestFailed:
     """An attempt failed (logged; whether it is shown depends on the recovery that follows)."""
 
     failure: ModelFailure
+
+
+@attrs.frozen(slots=True)
+class RequestLogged:
+    """An attempt that is not an answer of the conversation (a summary request): logged only."""
+
+    log: RequestLog
 
 
 @attrs.frozen(kw_only=True, slots=True)

@@ -20,7 +20,17 @@ from rich.status import Status
 
 from fsm.runtime import Step
 
-from .loop_state import ApiRetry, AssistantMessage, CompactionDone, LoopData, Notice, RequestFailed, TextDelta, ToolResultPublished
+from .loop_state import (
+    ApiRetry,
+    AssistantMessage,
+    CompactionDone,
+    LoopData,
+    Notice,
+    RequestFailed,
+    RequestLogged,
+    TextDelta,
+    ToolResultPublished,
+)
 from .model_client import RequestLog
 
 __all__ = ["Renderer"]
@@ -108,8 +118,10 @@ class Renderer:
             )
 
     def handle(self, item: Any) -> None:
-        if isinstance(item, (AssistantMessage, RequestFailed)):
-            self._request(item.log if isinstance(item, AssistantMessage) else item.failure.log)
+        if isinstance(item, (AssistantMessage, RequestLogged)):
+            self._request(item.log)
+        elif isinstance(item, RequestFailed):
+            self._request(item.failure.log)
         if isinstance(item, TextDelta):
             self._spin(False)
             if self.fmt == "text":

@@ -51,6 +51,7 @@ def test_a_request_over_the_limit_is_compacted_once_and_the_same_turn_succeeds(t
     assert run.returncode == 0, run.reasons
     assert "reactive_compact_retry" in run.reasons and "reactive_compact_succeeded" in run.reasons
     assert len(summaries(api.requests)) == 1
+    assert len(run.of("system", "api_request")) == len(api.requests), "summary requests are logged too"
     statuses = [r.response_status for r in api.requests]
     assert statuses.count(400) == 1
     assert "prompt is too long" not in run.stdout, "the withheld error never reaches the user"
