@@ -159,11 +159,15 @@ async def gate_tool_calls(ctx: EffectContext) -> Event:
             behavior = "allow"  # a hook's allow skips the prompt; a deny rule still wins
         elif pre is not None and pre.permission_decision == "ask" and behavior == "allow":
             behavior = "ask"
+        if behavior == "ask" and call.name in services.always_allowed:
+            behavior = "allow"  # the user answered "always" for this tool earlier in the run
         if behavior == "ask":
             if config.interactive:
                 answer = await _ask_user(call, reason)
                 behavior = "allow" if answer in ("y", "yes", "always", "a") else "deny"
                 reason = reason if behavior == "allow" else "the user said no"
+                if answer in ("always", "a"):
+                    services.always_allowed.add(call.name)
             else:
                 behavior, reason = "deny", f"{reason} (this run cannot ask, so it is denied)"
         if behavior == "allow":

@@ -203,6 +203,7 @@ class LoopServices:
         self.usage = UsageTotals()
         self.request_logs: list[RequestLog] = []
         self.token_correction = 0  # real input tokens − local estimate, from the last successful reply
+        self.always_allowed: set[str] = set()  # tools the user allowed "always" at a permission prompt
         self.rng = rng or random.Random()
 
     def record(self, log: RequestLog) -> None:

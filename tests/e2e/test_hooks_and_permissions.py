@@ -184,3 +184,49 @@ def test_a_pre_compact_hook_can_block_a_compaction(tmp_path: Path) -> None:
     assert run.reasons[-2:] == ["reactive_compact_retry", "reactive_compact_failed"]
     assert "automatic compaction failed: not now" in run.result["result"]
     assert json.loads(payload.read_text())["trigger"] == "reactive"
+
+
+def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: Path) -> None:
+    import os
+    import select
+    import subprocess
+    import sys
+
+    from .harness import ROOT, cli_env
+
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{{text: "ok"}}]}}
+""")
+    master, slave = os.openpty()
+    with MockApi(text) as api:
+        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "go", "--model", "mock-primary"]
+        proc = subprocess.Popen(cmd, stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=cli_env(api), cwd=ROOT)
+        os.close(slave)
+        seen = b""
+        try:
+            while b"[y/n/always]" not in seen:
+                ready, _, _ = select.select([master], [], [], 30)
+                assert ready, f"no permission prompt: {seen[-500:]!r}"
+                seen += os.read(master, 4096)
+            os.write(master, b"always\n")
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            proc.wait(30)
+            while select.select([master], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        finally:
+            os.close(master)
+            if proc.stdout:
+                proc.stdout.close()
+    result = json.loads(out)
+    assert result["is_error"] is False and result["permission_denials"] == []
+    assert (tmp_path / "side_effect.log").read_text() == "ran\nran\n"
+    assert seen.count(b"[y/n/always]") == 1, "'always' holds for the rest of the run"
