@@ -165,23 +165,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         hints = scenario.cli if scenario else {}
         prompt = _prompt(args, scenario)
         settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-        try:
+        allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
+        disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
+        try:  # every settings or rule problem is reported before anything is created or run
             settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"))
-            rules = settings.permissions.to_rules(
-                cwd=settings_cwd,
-                allowed_tools=args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools"),
-                disallowed_tools=args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools"),
-            )
+            rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
         except (SettingsError, PermissionRuleError) as exc:
             print(f"queryloop: {exc}", file=sys.stderr)
             return 1
         cwd = _prepare_cwd(args, scenario)
-        if args.cwd is None and scenario is not None:  # the scenario's temp dir is the working dir
-            rules = settings.permissions.to_rules(
-                cwd=cwd,
-                allowed_tools=args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools"),
-                disallowed_tools=args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools"),
-            )
+        if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
+            rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
         mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
         max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
         options = AgentOptions(
