@@ -266,28 +266,33 @@ class MockServer:
         rid = self._next_request_id()
         return self._error_response(404, "not_found_error", f"Not found: {request.method} {request.path}", rid)
 
-    async def _handle_count_tokens(self, request: web.Request) -> web.Response:
-        rid = self._next_request_id()
+    async def _accept(self, request: web.Request, rid: str) -> tuple[dict[str, Any] | None, web.Response | None]:
+        """The request's JSON body, or the real API's 401/400 answer (recorded) when it is unusable."""
         body, problem = await self._read_body(request)
         problem = problem or self._invalid(request, body) or ""
         if body is None or problem:
             status = 401 if problem.startswith("x-api-key") else 400
             self._record(request, body or {}, request_id=rid, response_status=status, step="invalid_request", input_tokens=0)
             etype = "authentication_error" if status == 401 else "invalid_request_error"
-            return self._error_response(status, etype, problem, rid)
+            return None, self._error_response(status, etype, problem, rid)
+        return body, None
+
+    async def _handle_count_tokens(self, request: web.Request) -> web.Response:
+        rid = self._next_request_id()
+        body, rejection = await self._accept(request, rid)
+        if rejection is not None:
+            return rejection
+        assert body is not None
         n = estimate_input_tokens(body.get("system"), body.get("messages"), body.get("tools"))
         self._record(request, body, request_id=rid, response_status=200, step="count_tokens", input_tokens=n)
         return web.json_response({"input_tokens": n}, headers={"request-id": rid})
 
     async def _handle_messages(self, request: web.Request) -> web.StreamResponse:
         rid = self._next_request_id()
-        body, problem = await self._read_body(request)
-        problem = problem or self._invalid(request, body) or ""
-        if body is None or problem:
-            status = 401 if problem.startswith("x-api-key") else 400
-            self._record(request, body or {}, request_id=rid, response_status=status, step="invalid_request", input_tokens=0)
-            etype = "authentication_error" if status == 401 else "invalid_request_error"
-            return self._error_response(status, etype, problem, rid)
+        body, rejection = await self._accept(request, rid)
+        if rejection is not None:
+            return rejection
+        assert body is not None
 
         model: str = body["model"]
         system, messages = body.get("system"), body["messages"]
