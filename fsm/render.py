@@ -47,7 +47,7 @@ def to_dot(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> graphv
     colours = _layers(spec)
     layer_of = {s.name: s.layer for s in spec.states}
     g = graphviz.Digraph(name=spec.name, comment=f"generated from {spec.path} by `queryloop diagram`; do not edit")
-    g.attr(rankdir="TB", fontname="Helvetica", labelloc="t", label=f"{spec.name}", newrank="true")
+    g.attr(rankdir="LR", fontname="Helvetica", labelloc="t", label=f"{spec.name}", newrank="true", nodesep="0.3", ranksep="1.2")
     g.attr("node", fontname="Helvetica", fontsize="11")
     g.attr("edge", fontname="Helvetica", fontsize="9")
     g.node("__start__", label="", shape="point", width="0.15")
