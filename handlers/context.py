@@ -57,6 +57,7 @@ MAX_OUTPUT_RESERVE = 20_000
 STAGING_FRACTION = 0.5  # collapses are staged (a scan of the history) only past half the window
 RAPID_TURNS = 3
 SUMMARY_MAX_TOKENS = 8_192
+KEEP_RECENT_FRACTION = 0.3  # of the effective window, kept verbatim (whole groups) by a compaction
 
 
 def effective_window(data: LoopData) -> int:
@@ -76,8 +77,7 @@ async def measure_context(ctx: EffectContext) -> Event:
     data: LoopData = ctx.run.data
     services: LoopServices = ctx.services
     config = services.config
-    overhead = services.overhead_tokens
-    estimate = overhead + data.messages.tokens + services.token_correction
+    estimate = data.overhead + data.messages.tokens + services.token_correction
     window = effective_window(data)
     staged = data.staged
     if estimate > window * STAGING_FRACTION:
@@ -92,7 +92,7 @@ async def measure_context(ctx: EffectContext) -> Event:
         if counted is not None:
             estimate = counted
     name = "over_threshold" if estimate > threshold else "within_budget"
-    return Event(name=name, data=(estimate, staged, overhead))
+    return Event(name=name, data=(estimate, staged))
 
 
 async def compact_transcript(ctx: EffectContext) -> Event:
@@ -132,11 +132,10 @@ async def compact_transcript(ctx: EffectContext) -> Event:
     removed = data.messages.to_list()[: len(data.messages) - len(plan.recent)]
     attachments = ctxsvc.regenerate_attachments(removed, config.tool_context.cwd)
     messages = ctxsvc.compacted_messages(summary, plan.recent, attachments)
-    overhead = services.overhead_tokens
     boundary = ctxsvc.CompactBoundary(
         trigger=trigger,
-        pre_tokens=data.estimate or overhead + data.messages.tokens,
-        post_tokens=overhead + sum(ctxsvc.message_tokens(m) for m in messages),
+        pre_tokens=data.estimate,
+        post_tokens=data.overhead + sum(ctxsvc.message_tokens(m) for m in messages),
         lossy=data.dropped_messages > 0,
         dropped_messages=data.dropped_messages,
         summarized_messages=len(plan.older),
@@ -180,22 +179,22 @@ def can_drop_oldest_group(run: RunState, event: Event) -> bool:
 def record_measurement(run: RunState, event: Event) -> RunState:
     """Keep the staged collapses (the estimate itself is recomputed whenever it is needed)."""
     data: LoopData = run.data
-    estimate, staged, overhead = event.data
+    estimate, staged = event.data
     if staged == data.staged:
         return run  # the common case: nothing to stage, nothing to record
-    return updated(run, estimate=estimate, staged=staged, overhead=overhead)
+    return updated(run, estimate=estimate, staged=staged)
 
 
 def plan_compaction(run: RunState, event: Event) -> RunState:
     """Choose what the summary replaces: everything but the most recent whole groups."""
     data: LoopData = run.data
     if isinstance(event.data, tuple):  # over_threshold: the measured estimate
-        estimate, _, overhead = event.data
-    else:  # prompt_too_long: the last measurement, or the running total
-        estimate, overhead = data.estimate or data.overhead + data.messages.tokens, data.overhead
-    keep = int(effective_window(data) * data.keep_recent_fraction)
+        estimate = event.data[0]
+    else:  # prompt_too_long: the running local estimate
+        estimate = data.overhead + data.messages.tokens
+    keep = int(effective_window(data) * KEEP_RECENT_FRACTION)
     plan = ctxsvc.plan_compaction(data.messages.to_list(), keep_recent_tokens=keep)
-    return updated(run, plan=plan, dropped_messages=0, estimate=estimate, overhead=overhead, compact_error=None)
+    return updated(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None)
 
 
 def drop_oldest_group(run: RunState, event: Event) -> RunState:
@@ -242,9 +241,9 @@ def note_compaction_failure(run: RunState, event: Event) -> RunState:
 
 def skip_compaction_breaker_open(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
-    estimate, staged, overhead = event.data
+    estimate, staged = event.data
     note = f"auto-compaction skipped: {run.count('auto_compact_failures')} attempts in a row failed (breaker open until a compaction succeeds)"
-    return updated(run, estimate=estimate, staged=staged, overhead=overhead, notices=(*data.notices, note))
+    return updated(run, estimate=estimate, staged=staged, notices=(*data.notices, note))
 
 
 def commit_staged_collapses(run: RunState, event: Event) -> RunState:

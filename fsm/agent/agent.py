@@ -101,6 +101,7 @@ class AgentRun:
             max_tokens=options.max_tokens,
             escalated_max_tokens=options.escalated_max_tokens,
             auto_compact=options.auto_compact,
+            overhead=self.services.overhead_tokens,
         )
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         self.runner = Runner(program or query_loop_program(), data=data, services=self.services, params=params, on_publish=on_publish)

@@ -19,8 +19,6 @@ import attrs
 
 from fsm.runtime import RunState
 
-from .hooks import HookConfig
-from .permissions import PermissionMode, PermissionRules
 from .context import (
     CompactBoundary,
     CompactionPlan,
@@ -28,7 +26,9 @@ from .context import (
     message_tokens,
     request_overhead_tokens,
 )
+from .hooks import HookConfig
 from .model_client import ModelFailure, ModelReply, RequestLog, UsageTotals
+from .permissions import PermissionMode, PermissionRules
 from .tools import ToolCall, ToolContext, ToolRegistry
 
 __all__ = [
@@ -131,8 +131,7 @@ class LoopData:
     # ---- context layer ----
     auto_compact: bool = True
     estimate: int = 0  # the last measured request estimate (tokens)
-    overhead: int = 0  # the estimate of the system prompt and tool definitions
-    keep_recent_fraction: float = 0.3  # of the effective window kept verbatim by a compaction
+    overhead: int = 0  # the estimate of the system prompt and tool definitions (fixed for a run)
     staged: tuple[StagedCollapse, ...] = ()  # large old tool results that can be collapsed at no API cost
     plan: CompactionPlan | None = None  # the compaction in progress (older part shrinks on head truncation)
     dropped_messages: int = 0  # messages dropped unsummarised by head truncation in this compaction

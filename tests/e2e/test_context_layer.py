@@ -5,6 +5,7 @@ real size of each request (``input_tokens_over``), not on its position."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from fsm.agent.context import SUMMARY_MARKER
@@ -141,6 +142,8 @@ def test_without_compaction_prompt_too_long_surfaces_at_once_saying_what_dominat
     assert run.reasons[-1] == "prompt_too_long_surfaced" and "context_over_threshold" in run.reasons
     message = run.result["result"]
     assert "automatic compaction is disabled" in message and "conversation history is" in message
+    history, total = (int(n.replace(",", "")) for n in re.search(r"\(([\d,]+) of ([\d,]+) estimated tokens\)", message).groups())  # type: ignore[union-attr]
+    assert total - history > 1000, "the system prompt and tool definitions count in the request"
     assert summaries(api.requests) == []
 
 
