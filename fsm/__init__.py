@@ -4,7 +4,15 @@ Knows nothing about agents, Anthropic or tools; machines name the Python they ne
 """
 
 from .check import CheckReport, Finding, check_spec
-from .errors import CheckFailed, FsmError, HandlerError, InternalError, SpecError, SpecProblem, TransitionError
+from .errors import (
+    CheckFailed,
+    FsmError,
+    HandlerError,
+    InternalError,
+    SpecError,
+    SpecProblem,
+    TransitionError,
+)
 from .load import Machine, load_machine, parse_machine
 from .render import to_dot, to_mermaid
 from .runtime import EffectContext, Event, Program, Runner, RunState, Step

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import operator
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -399,11 +399,3 @@ class Runner:
             out.append(self._advance(event, state_name))
         return out
 
-
-def run_to_end(runner: Runner) -> Sequence[Any]:
-    """Drive ``runner`` to its terminal state in a fresh event loop; return everything yielded."""
-
-    async def main() -> list[Any]:
-        return [item async for item in runner.run()]
-
-    return asyncio.run(main())

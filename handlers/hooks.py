@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from fsm.agent.hooks import HookOutcome, run_hooks
 from fsm.agent.loop_state import LoopConfig, LoopData, LoopServices, Notice, updated
 from fsm.agent.permissions import decide
@@ -112,15 +114,13 @@ def record_hook_stop(run: RunState, event: Event) -> RunState:
 # ---- the permission gate ------------------------------------------------------------------
 
 
+@attrs.frozen(kw_only=True)
 class GateOutcome:
     """What the gate decided for this turn's calls: who runs (possibly with new input), who is refused."""
 
-    __slots__ = ("allowed", "denials", "denied")
-
-    def __init__(self, allowed: tuple[ToolCall, ...], denied: tuple[dict[str, Any], ...], denials: tuple[dict[str, Any], ...]) -> None:
-        self.allowed = allowed
-        self.denied = denied
-        self.denials = denials
+    allowed: tuple[ToolCall, ...]
+    denied: tuple[dict[str, Any], ...]  # their error tool_results
+    denials: tuple[dict[str, Any], ...]  # {tool_name, tool_use_id, tool_input} for the result object
 
 
 async def _ask_user(call: ToolCall, reason: str) -> str:
@@ -175,7 +175,7 @@ async def gate_tool_calls(ctx: EffectContext) -> Event:
         else:
             denied.append(dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True)))
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
-    outcome = GateOutcome(tuple(allowed), tuple(denied), tuple(denials))
+    outcome = GateOutcome(allowed=tuple(allowed), denied=tuple(denied), denials=tuple(denials))
     return Event(name="tools_permitted" if allowed else "tools_denied", data=outcome)
 
 

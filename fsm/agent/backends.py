@@ -15,7 +15,13 @@ from typing import Any
 import anthropic
 
 from .loop_state import ModelCall
-from .model_client import ModelFailure, ModelReply, ModelRequest, RequestLog, send_request
+from .model_client import (
+    ModelFailure,
+    ModelReply,
+    ModelRequest,
+    RequestLog,
+    send_request,
+)
 
 __all__ = ["AnthropicBackend", "ScriptedBackend", "scripted_failure", "scripted_reply"]
 

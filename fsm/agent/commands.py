@@ -19,6 +19,7 @@ from typing import Any
 
 import anthropic
 
+from ..cli import UsageError
 from .agent import AgentOptions, AgentRun, query_loop_program
 from .backends import AnthropicBackend
 from .output import Renderer
@@ -33,10 +34,6 @@ OFFLINE_HINT = (
     "queryloop: ANTHROPIC_API_KEY is not set. To run offline against the embedded server, try: "
     "queryloop run --scenario machines/scenarios/fallback_chain.yaml -p 'bump the checkpoint'"
 )
-
-
-class UsageError(Exception):
-    """A bad flag value, reported in one line before anything runs."""
 
 
 def _positive_int(text: str) -> int:
@@ -161,46 +158,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not os.environ.get("ANTHROPIC_API_KEY"):
         print(OFFLINE_HINT, file=sys.stderr)
         return 1
-    try:
-        hints = scenario.cli if scenario else {}
-        prompt = _prompt(args, scenario)
-        settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-        allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
-        disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
-        try:  # every settings or rule problem is reported before anything is created or run
-            settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"))
-            rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
-        except (SettingsError, PermissionRuleError) as exc:
-            print(f"queryloop: {exc}", file=sys.stderr)
-            return 1
-        cwd = _prepare_cwd(args, scenario)
-        if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
-            rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
-        mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
-        max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
-        options = AgentOptions(
-            prompt=prompt,
-            model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
-            fallback_models=args.fallback_model if args.fallback_model is not None else (tuple(scenario.fallback_models) if scenario else ()),
-            cwd=cwd,
-            max_turns=max_turns,
-            max_retries=args.max_retries,
-            max_budget_usd=args.max_budget_usd,
-            append_system_prompt=args.append_system_prompt,
-            max_tokens=args.max_output_tokens,
-            auto_compact=not args.no_auto_compact,
-            permission_mode=mode,
-            rules=rules,
-            hooks=settings.hooks,
-            interactive=sys.stdin.isatty() and sys.stderr.isatty(),
-            auto_compact_threshold=args.auto_compact_threshold / 100,
-            escalated_max_tokens=args.escalated_max_output_tokens,
-            retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
-            idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
-        )
-    except UsageError as exc:
-        print(f"queryloop: error: {exc}", file=sys.stderr)
-        return 2
+    hints = scenario.cli if scenario else {}
+    prompt = _prompt(args, scenario)
+    settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
+    disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
+    try:  # every settings or rule problem is reported before anything is created or run
+        settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"))
+        rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
+    except (SettingsError, PermissionRuleError) as exc:
+        print(f"queryloop: {exc}", file=sys.stderr)
+        return 1
+    cwd = _prepare_cwd(args, scenario)
+    if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
+        rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
+    mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
+    max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
+    options = AgentOptions(
+        prompt=prompt,
+        model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
+        fallback_models=args.fallback_model if args.fallback_model is not None else (tuple(scenario.fallback_models) if scenario else ()),
+        cwd=cwd,
+        max_turns=max_turns,
+        max_retries=args.max_retries,
+        max_budget_usd=args.max_budget_usd,
+        append_system_prompt=args.append_system_prompt,
+        max_tokens=args.max_output_tokens,
+        auto_compact=not args.no_auto_compact,
+        permission_mode=mode,
+        rules=rules,
+        hooks=settings.hooks,
+        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        auto_compact_threshold=args.auto_compact_threshold / 100,
+        escalated_max_tokens=args.escalated_max_output_tokens,
+        retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
+        idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
+    )
     return asyncio.run(_run(options, scenario, args))
 
 

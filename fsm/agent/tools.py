@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final
 
-from fsm.agent.tool_dispatch import OnResult, ToolRegistry, run_tool_calls, synthetic_error_results
+from fsm.agent.tool_dispatch import (
+    OnResult,
+    ToolRegistry,
+    run_tool_calls,
+    synthetic_error_results,
+)
 from fsm.agent.tools_base import (
     ToolCall,
     ToolContext,

@@ -21,7 +21,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final
 
-from fsm.agent.tools_base import ToolContext, ToolOutput, ToolSpec, split_budget, truncation_marker
+from fsm.agent.tools_base import (
+    ToolContext,
+    ToolOutput,
+    ToolSpec,
+    split_budget,
+    truncation_marker,
+)
 
 __all__ = ["BASH"]
 
