@@ -32,6 +32,7 @@ from fsm.agent.pricing import model_info
 from fsm.runtime import EffectContext, Event, RunState
 
 from .hooks import hook
+from .request import api_error_text
 
 __all__ = [
     "apply_compaction",
@@ -266,7 +267,7 @@ def surface_prompt_too_long(run: RunState, event: Event) -> RunState:
     if isinstance(event.data, ModelReply):
         message = "Prompt is too long: the model stopped at its context window (model_context_window_exceeded)"
     elif failure is not None and failure.kind == "prompt_too_long":
-        message = f"API Error: {failure.status} {failure.message}" if failure.status else f"API Error: {failure.message}"
+        message = api_error_text(failure)
     else:
         message = "Prompt is too long"
     if run.state == "reactive_compacting":

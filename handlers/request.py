@@ -27,6 +27,7 @@ from fsm.agent.model_client import ModelFailure, ModelReply
 from fsm.runtime import EffectContext, Event, RunState
 
 __all__ = [
+    "api_error_text",
     "call_model",
     "classify_failure",
     "classify_reply",
@@ -176,9 +177,14 @@ def surface_failure(run: RunState, event: Event) -> RunState:
     data: LoopData = run.data
     failure: ModelFailure | None = event.data if isinstance(event.data, ModelFailure) else data.failure
     if failure is None:
-        return run.with_data(attrs.evolve(data, error="API Error: the request failed"))
-    status = f"{failure.status} " if failure.status else ""
-    message = f"API Error: {status}{failure.message}".rstrip()
+        return updated(run, error="API Error: the request failed")
+    message = api_error_text(failure)
     if run.state == "backing_off":
         message += f" (gave up after {run.count('api_retries')} retries)"
-    return run.with_data(attrs.evolve(data, failure=failure, error=message, api_error_status=failure.status))
+    return updated(run, failure=failure, error=message, api_error_status=failure.status)
+
+
+def api_error_text(failure: ModelFailure) -> str:
+    """How a surfaced API failure reads in the result: ``API Error: 400 prompt is too long: …``."""
+    status = f"{failure.status} " if failure.status else ""
+    return f"API Error: {status}{failure.message}".rstrip()
