@@ -1,9 +1,11 @@
 """queryloop's engine: machines declared in YAML, executed, drawn and model-checked.
 
-Knows nothing about agents, Anthropic or tools; machines name the Python they need.
+Knows nothing about agents, Anthropic or tools and imports nothing of queryloop
+outside itself; machines name the Python they need. Installed as ``queryloop.fsm``.
 """
 
 from .check import CheckReport, Finding, check_spec
+from .contract import Uses, uses
 from .errors import (
     CheckFailed,
     FsmError,
@@ -16,6 +18,7 @@ from .errors import (
 from .load import Machine, load_machine, parse_machine
 from .render import to_dot, to_mermaid
 from .runtime import EffectContext, Event, Program, Runner, RunState, Step
+from .source import Source, read_json, read_yaml, schema_problems
 from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
 
 __all__ = [
@@ -34,15 +37,21 @@ __all__ = [
     "Program",
     "RunState",
     "Runner",
+    "Source",
     "SpecError",
     "SpecProblem",
     "StateSpec",
     "Step",
     "TransitionError",
     "TransitionSpec",
+    "Uses",
     "check_spec",
     "load_machine",
     "parse_machine",
+    "read_json",
+    "read_yaml",
+    "schema_problems",
     "to_dot",
     "to_mermaid",
+    "uses",
 ]

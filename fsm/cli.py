@@ -1,8 +1,9 @@
-"""The ``queryloop`` command line: ``check``, ``diagram`` (engine) and the agent commands.
+"""The engine's commands: ``check`` and ``diagram``, for any machine file.
 
-Owns argument parsing, exit codes and one-line user errors (no tracebacks for
-user mistakes). Agent subcommands are imported lazily so ``check``/``diagram``
-never load the Anthropic layer.
+Owns their flags, their output and :func:`run_command` (exit codes, one-line user
+errors, no tracebacks for user mistakes). Which machines are checked or drawn when
+none is named is the caller's (the ``queryloop`` program passes the shipped ones);
+the program itself, with the agent's commands, is ``queryloop.cli``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from .errors import FsmError, SpecError
 from .load import load_machine
 from .render import to_dot, to_mermaid
 
-__all__ = ["main"]
+__all__ = ["UsageError", "add_engine_commands", "diagram_targets", "render", "run_command"]
 
 DIAGRAM_FORMATS = ("dot", "svg", "mermaid", "png")
 _SUFFIX = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "png": ".png"}
@@ -31,10 +32,7 @@ class UsageError(Exception):
     """A bad flag or value on the command line."""
 
 
-def _shipped() -> list[Path]:
-    from machines import shipped_machines
-
-    return shipped_machines()
+DefaultMachines = Callable[[], Sequence[Path]]
 
 
 def _param_overrides(values: Sequence[str]) -> dict[str, Any]:
@@ -76,7 +74,7 @@ def _format_report(r: CheckReport) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.machine] if args.machine else _shipped()
+    paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
     params = _param_overrides(args.set)
     reports: list[dict[str, Any]] = []
     failed = False
@@ -128,7 +126,7 @@ def diagram_targets(paths: Sequence[Path], formats: Sequence[str], out: Path) ->
 
 
 def cmd_diagram(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.machine] if args.machine else _shipped()
+    paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
     formats = args.format or ["dot", "svg", "mermaid"]
     out = Path(args.out)
     stale: list[str] = []
@@ -150,49 +148,27 @@ def cmd_diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- parser ---------------------------------------------------------------------------------
+# ---- commands -------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="queryloop", description="An agent query loop run as a YAML-declared state machine.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
+    """Add ``check`` and ``diagram`` to a subparsers action; ``default_machines`` lists what they use unasked."""
     check = sub.add_parser("check", help="model-check machine declarations (default: every shipped machine)")
     check.add_argument("--machine", action="append", default=[], metavar="FILE", help="a machine YAML file (repeatable)")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a param for the check")
-    check.set_defaults(func=cmd_check)
+    check.set_defaults(func=cmd_check, default_machines=default_machines)
 
     diagram = sub.add_parser("diagram", help="draw machines with Graphviz / Mermaid")
     diagram.add_argument("--machine", action="append", default=[], metavar="FILE")
     diagram.add_argument("--format", action="append", choices=DIAGRAM_FORMATS, help="repeatable; default dot, svg and mermaid")
     diagram.add_argument("--out", default="diagrams", metavar="DIR")
     diagram.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file in --out is stale")
-    diagram.set_defaults(func=cmd_diagram)
-
-    add_agent_subcommands(sub)
-    return parser
+    diagram.set_defaults(func=cmd_diagram, default_machines=default_machines)
 
 
-def add_agent_subcommands(sub: Any) -> None:
-    """``run`` and ``mock-api`` live in the agent layer, imported only when it is installed."""
-    import importlib
-
-    try:
-        commands = importlib.import_module("fsm.agent.commands")
-    except ModuleNotFoundError as exc:
-        if exc.name != "fsm.agent.commands":
-            raise
-        return
-    commands.add_subcommands(sub)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command: user errors become one line on stderr and an exit code, never a traceback."""
     try:
         rc: int = args.func(args)
     except UsageError as exc:
@@ -204,7 +180,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return rc
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,16 +28,19 @@ class FsmError(Exception):
 class SpecProblem:
     """One problem found while turning YAML into a machine: where, what, and how to fix it."""
 
-    __slots__ = ("fix", "line", "message", "path")
+    __slots__ = ("column", "fix", "line", "message", "path")
 
-    def __init__(self, path: str, line: int | None, message: str, fix: str | None = None) -> None:
+    def __init__(self, path: str, line: int | None, message: str, fix: str | None = None, *, column: int | None = None) -> None:
         self.path = path
         self.line = line
         self.message = message
         self.fix = fix
+        self.column = column
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        if self.line is not None and self.column is not None:
+            where += f":{self.column}"
         text = f"{where}: {self.message}"
         if self.fix:
             text += f" ({self.fix})"

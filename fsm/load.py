@@ -1,9 +1,13 @@
-"""Reading a machine declaration: YAML → validated :class:`~fsm.spec.MachineSpec` + bound handlers.
+"""Reading a machine declaration: YAML → validated :class:`~queryloop.fsm.spec.MachineSpec` + bound handlers.
 
-The only engine module that reads YAML or imports the Python a machine names.
-Every problem becomes a :class:`~fsm.errors.SpecProblem` carrying ``path:line``
-and a fix; all problems found are reported together in one :class:`SpecError`.
-All dotted names are resolved here, at load time, never when an edge first fires.
+The only engine module that turns YAML into a machine or imports the Python a
+machine names (files are read by :mod:`queryloop.fsm.source`). Every problem
+becomes a :class:`~queryloop.fsm.errors.SpecProblem` carrying ``path:line`` and a
+fix; all problems found are reported together in one :class:`SpecError`. All
+dotted names are resolved here, at load time, never when an edge first fires —
+relative ones (``.request.call_model``) against the machine's ``package`` — and
+every counter, state and param a bound handler declares it reads
+(:func:`~queryloop.fsm.contract.uses`) must exist in the machine.
 """
 
 from __future__ import annotations
@@ -17,17 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import jsonschema
 import networkx as nx
-import yaml
 
+from .contract import uses_of
 from .errors import SpecError, SpecProblem
-from .schema import MACHINE_SCHEMA
+from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
+from .source import Source, read_yaml, schema_problems
 from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
 
 __all__ = ["Machine", "load_machine", "parse_machine"]
 
-_YAML11_BOOLS = {"y", "yes", "n", "no", "on", "off"}
 _Path = tuple[Any, ...]
 
 
@@ -39,65 +42,11 @@ class Machine:
     effects: Mapping[str, Callable[..., Any]]  # state name -> async effect
     guards: Mapping[str, Callable[..., bool]]  # guard name -> predicate
     handlers: Mapping[str, Callable[..., Any]]  # transition reason -> edge handler
+    exits: Mapping[str, Callable[..., Any]] = attrs.field(factory=dict)  # state name -> exit handler
 
     @property
     def name(self) -> str:
         return self.spec.name
-
-
-# ---- YAML with line numbers -------------------------------------------------------------
-
-
-def _lines(node: yaml.Node, path: _Path, out: dict[_Path, int], problems: list[SpecProblem], file: str) -> None:
-    """Record the line of every node by its JSON path; flag YAML-1.1 booleans used as names."""
-    out[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if key.tag == "tag:yaml.org,2002:bool":
-                problems.append(
-                    SpecProblem(
-                        file,
-                        key.start_mark.line + 1,
-                        f"key {key.value!r} is read as a YAML 1.1 boolean, not a name",
-                        "write `event:` instead of `on:`, and quote yes/no/on/off when you mean the word",
-                    )
-                )
-            name = key.value if isinstance(key, yaml.ScalarNode) else str(key.start_mark)
-            _lines(value, (*path, name), out, problems, file)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _lines(item, (*path, i), out, problems, file)
-    elif (
-        isinstance(node, yaml.ScalarNode)
-        and node.tag == "tag:yaml.org,2002:bool"
-        and node.value.lower() in _YAML11_BOOLS
-    ):
-        problems.append(
-            SpecProblem(
-                file,
-                node.start_mark.line + 1,
-                f"value {node.value!r} is read as a YAML 1.1 boolean",
-                "write true/false for booleans, or quote the word if you mean a name",
-            )
-        )
-
-
-def _read_yaml(text: str, file: str) -> tuple[Any, dict[_Path, int]]:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = mark.line + 1 if mark is not None else None
-        raise SpecError([SpecProblem(file, line, f"invalid YAML: {exc.problem}", "fix the syntax at that line")]) from None
-    if node is None:
-        raise SpecError([SpecProblem(file, 1, "the file is empty", "declare at least machine, initial, events, states and transitions")])
-    lines: dict[_Path, int] = {}
-    problems: list[SpecProblem] = []
-    _lines(node, (), lines, problems, file)
-    if problems:
-        raise SpecError(problems)
-    return data, lines
 
 
 def _line_of(lines: Mapping[_Path, int], path: Iterable[Any]) -> int | None:
@@ -125,14 +74,15 @@ def _resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         parent, _, leaf = missing.rpartition(".")
-        options: list[str] = []
+        siblings: list[str] = []
         if parent:
             try:
                 pkg = importlib.import_module(parent)
-                options = [f"{parent}.{m.name}" for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))]
+                siblings = [m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))]
             except ImportError:
-                options = []
-        hint = _close(missing, options)
+                siblings = []
+        matches = difflib.get_close_matches(leaf, siblings, n=3, cutoff=0.8)
+        hint = ("did you mean " + " or ".join(repr(f"{parent}.{m}") for m in matches) + "?") if matches else ""
         return None, f"cannot import module {missing!r}" + (f" ({hint})" if hint else "")
     except Exception as exc:  # the module itself is broken: say so, don't hide it
         return None, f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
@@ -149,18 +99,28 @@ def _resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
 
 def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Machine:
     """Build a machine from YAML text; ``path`` is used in messages. ``bind=False`` skips imports."""
-    data, lines = _read_yaml(text, path)
-    problems: list[SpecProblem] = []
-
-    def problem(where: Iterable[Any], message: str, fix: str | None = None) -> None:
-        problems.append(SpecProblem(path, _line_of(lines, where), message, fix))
-
-    validator = jsonschema.Draft202012Validator(MACHINE_SCHEMA)
-    for err in sorted(validator.iter_errors(data), key=lambda e: (_line_of(lines, e.absolute_path) or 0)):
-        where = "/".join(str(p) for p in err.absolute_path) or "top level"
-        problem(err.absolute_path, f"at {where}: {_schema_message(err)}", _schema_fix(err))
+    source = read_yaml(text, path, empty_fix="declare at least schema_version, machine, initial, events, states and transitions")
+    data, lines = source.data, source.lines
+    problems = schema_problems(
+        MACHINE_SCHEMA, source, fixes={"schema_version": f"add `schema_version: {SCHEMA_VERSION}` at the top of the file"}
+    )
     if problems:
         raise SpecError(problems)
+    package = data.get("package", "")
+
+    def absolute(name: str, where: Iterable[Any]) -> str:
+        if not name.startswith("."):
+            return name
+        if not package:
+            problems.append(
+                source.problem(
+                    where,
+                    f"{name!r} is relative but the machine declares no `package`",
+                    "add `package: your.handlers` at the top, or write the full dotted name",
+                )
+            )
+            return name
+        return package + name
 
     params = tuple(
         ParamSpec(
@@ -176,7 +136,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
     guards: dict[str, str] = {}
     guard_docs: dict[str, str] = {}
     for name, value in (data.get("guards") or {}).items():
-        guards[name] = value if isinstance(value, str) else value["call"]
+        guards[name] = absolute(value if isinstance(value, str) else value["call"], ("guards", name))
         guard_docs[name] = "" if isinstance(value, str) else value.get("doc", "")
     counters = tuple(
         CounterSpec(
@@ -195,8 +155,9 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             name=name,
             doc=s.get("doc", ""),
             layer=s.get("layer", ""),
-            effect=s.get("effect"),
+            effect=absolute(s["effect"], ("states", name, "effect")) if "effect" in s else None,
             emits=tuple(s.get("emits", ())),
+            exit=absolute(s["exit"], ("states", name, "exit")) if "exit" in s else None,
             terminal=bool(s.get("terminal", False)),
             result=dict(s.get("result", {})),
             line=_line_of(lines, ("states", name)),
@@ -216,7 +177,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
                     guards=tuple(t.get("guards", ())),
                     counter=t.get("counter"),
                     resets=tuple(t.get("resets", ())),
-                    do=t.get("do"),
+                    do=absolute(t["do"], ("transitions", i, "do")) if "do" in t else None,
                     progress=bool(t.get("progress", False)),
                     completes_request=bool(t.get("completes_request", False)),
                     doc=t.get("doc", ""),
@@ -228,16 +189,22 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         path=path,
         initial=data["initial"],
         doc=data.get("doc", ""),
+        schema_version=data["schema_version"],
+        package=package,
         abort_event=data.get("abort_event", "abort"),
         params=params,
         events=events,
         guards=guards,
         guard_docs=guard_docs,
         counters=counters,
-        figures={name: tuple(effects) for name, effects in (data.get("figures") or {}).items()},
+        figures={
+            name: tuple(absolute(e, ("figures", name)) for e in effects) for name, effects in (data.get("figures") or {}).items()
+        },
         states=states,
         transitions=tuple(transitions),
     )
+    if problems:
+        raise SpecError(problems)
     problems.extend(validate_spec(spec, lines))
     if problems:
         raise SpecError(problems)
@@ -254,31 +221,6 @@ def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
     except OSError as exc:
         raise SpecError([SpecProblem(str(p), None, f"cannot read the machine file: {exc.strerror}", "check the path")]) from None
     return parse_machine(text, str(p), bind=bind)
-
-
-def _schema_message(err: jsonschema.ValidationError) -> str:
-    if err.validator == "additionalProperties":
-        return err.message.replace("Additional properties are not allowed", "unknown key(s)")
-    if err.validator == "required":
-        return err.message.replace("is a required property", "is required")
-    if err.validator == "pattern":
-        return f"{err.instance!r} is not a valid name (lower_snake_case, or a dotted Python name for handlers)"
-    if err.validator == "oneOf" and isinstance(err.instance, (str, int)):
-        return f"{err.instance!r} is not allowed here"
-    return err.message
-
-
-def _schema_fix(err: jsonschema.ValidationError) -> str | None:
-    if err.validator == "additionalProperties":
-        schema: Any = err.schema
-        allowed = sorted((schema.get("properties") or {}).keys())
-        return "allowed keys: " + ", ".join(allowed) if allowed else None
-    if err.validator == "enum":
-        options: Any = err.validator_value
-        return "use one of: " + ", ".join(map(str, options))
-    if err.validator == "required":
-        return "add the missing key"
-    return None
 
 
 # ---- semantic validation ------------------------------------------------------------------
@@ -327,8 +269,8 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
             known("reason", r, reasons, c.line, f"counter {c.name!r} `consecutive`")
     for s in spec.states:
         if s.terminal:
-            if s.effect or s.emits:
-                add(s.line, f"terminal state {s.name!r} has an effect or emits", "a terminal state does nothing; remove effect/emits")
+            if s.effect or s.emits or s.exit:
+                add(s.line, f"terminal state {s.name!r} has an effect, emits or exit", "a terminal state does nothing; remove them")
         else:
             if s.result:
                 add(s.line, f"state {s.name!r} has a `result` but is not terminal", "add `terminal: true` or remove `result`")
@@ -392,40 +334,65 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
 def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
     problems: list[SpecProblem] = []
     effects: dict[str, Callable[..., Any]] = {}
+    exits: dict[str, Callable[..., Any]] = {}
     guards: dict[str, Callable[..., bool]] = {}
     handlers: dict[str, Callable[..., Any]] = {}
     cache: dict[str, tuple[Callable[..., Any] | None, str]] = {}
 
-    def resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
+    def resolve(dotted: str, line: int | None, what: str) -> Callable[..., Any] | None:
         if dotted not in cache:
             cache[dotted] = _resolve(dotted)
-        return cache[dotted]
-
-    def fix(why: str) -> str | None:
-        return None if "did you mean" in why else "fix the dotted name"
+        fn, why = cache[dotted]
+        if fn is None:
+            problems.append(SpecProblem(spec.path, line, f"{what}: {why}", None if "did you mean" in why else "fix the dotted name"))
+        else:
+            problems.extend(_undeclared_reads(spec, fn, dotted, line, what))
+        return fn
 
     for s in spec.states:
         if s.effect:
-            fn, why = resolve(s.effect)
-            if fn is None:
-                problems.append(SpecProblem(spec.path, s.line, f"state {s.name!r} effect: {why}", fix(why)))
-            elif not inspect.iscoroutinefunction(fn):
+            fn = resolve(s.effect, s.line, f"state {s.name!r} effect")
+            if fn is not None and not inspect.iscoroutinefunction(fn):
                 problems.append(SpecProblem(spec.path, s.line, f"state {s.name!r} effect {s.effect!r} is not an `async def`", "effects are awaited; declare it async"))
-            else:
+            elif fn is not None:
                 effects[s.name] = fn
+        if s.exit:
+            fn = resolve(s.exit, s.line, f"state {s.name!r} exit")
+            if fn is not None:
+                exits[s.name] = fn
     for name, dotted in spec.guards.items():
-        fn, why = resolve(dotted)
-        if fn is None:
-            problems.append(SpecProblem(spec.path, _line_of(lines, ("guards", name)), f"guard {name!r}: {why}", fix(why)))
-        else:
+        fn = resolve(dotted, _line_of(lines, ("guards", name)), f"guard {name!r}")
+        if fn is not None:
             guards[name] = fn
     for t in spec.transitions:
         if t.do and t.reason not in handlers:
-            fn, why = resolve(t.do)
-            if fn is None:
-                problems.append(SpecProblem(spec.path, t.line, f"transition {t.reason!r} `do`: {why}", fix(why)))
-            else:
+            fn = resolve(t.do, t.line, f"transition {t.reason!r} `do`")
+            if fn is not None:
                 handlers[t.reason] = fn
     if problems:
         raise SpecError(problems)
-    return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers)
+    return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers, exits=exits)
+
+
+def _undeclared_reads(spec: MachineSpec, fn: Callable[..., Any], dotted: str, line: int | None, what: str) -> list[SpecProblem]:
+    """A problem for every counter, state or param ``fn`` declares it reads but the machine lacks."""
+    declared = uses_of(fn)
+    if declared is None:
+        return []
+    out: list[SpecProblem] = []
+    known = {
+        "counter": [c.name for c in spec.counters],
+        "state": [s.name for s in spec.states],
+        "param": [p.name for p in spec.params],
+    }
+    for kind, names in (("counter", declared.counters), ("state", declared.states), ("param", declared.params)):
+        for name in names:
+            if name not in known[kind]:
+                hint = _close(name, known[kind])
+                out.append(
+                    SpecProblem(
+                        spec.path, line, f"{what} {dotted!r} reads {kind} {name!r}, which the machine does not declare",
+                        hint or f"declare the {kind}, or bind a handler written for this machine",
+                    )
+                )
+    return out

@@ -6,8 +6,9 @@ the trace, and the async driver that awaits each state's effect and feeds its on
 outcome event back. State bookkeeping runs on a synchronous ``transitions.Machine``
 (``auto_transitions=False``, logger quiet): every step is checked against the
 transitions it registered and its model's state is set through it, so an undeclared
-step is caught twice. Does not read YAML (see ``fsm.load``) and knows nothing of
-what effects do.
+step is caught twice. Does not read YAML (see ``queryloop.fsm.load``) and knows
+nothing of what effects do. Generic over the application's run data ``D`` and the
+services ``S`` its effects use; an event's payload type is its own (``Event[P]``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 import operator
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 import transitions
@@ -36,16 +37,20 @@ __all__ = [
 
 logging.getLogger("transitions").setLevel(logging.WARNING)
 
+D = TypeVar("D")
+S = TypeVar("S")
+P = TypeVar("P")
+
 
 @attrs.frozen(kw_only=True, slots=True)
-class Event:
-    """An outcome an effect returns: a declared event name plus whatever data it carries."""
+class Event(Generic[P]):
+    """An outcome an effect returns: a declared event name and its payload (a record named for it)."""
 
     name: str
-    data: Any = None
+    data: P = None  # type: ignore[assignment]  # an event without a payload carries None
 
 
-def _counters_within_caps(instance: RunState, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+def _counters_within_caps(instance: RunState[Any], attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
     if len(value) == len(instance.limits) and (not value or min(value) >= 0) and all(map(operator.le, value, instance.limits)):
         return  # the fast path: one C-level pass per step
     for name, count, cap in zip(instance.counter_names, value, instance.caps, strict=True):
@@ -54,7 +59,7 @@ def _counters_within_caps(instance: RunState, attribute: attrs.Attribute[Any], v
 
 
 @attrs.frozen(kw_only=True, slots=True)
-class RunState:
+class RunState(Generic[D]):
     """Everything one run is, replaced whole at every step (``attrs.evolve``), never mutated.
 
     ``data`` is the application's own frozen record (the agent's transcript view,
@@ -68,10 +73,10 @@ class RunState:
     limits: tuple[int, ...]  # caps with unbounded (None) as sys.maxsize, for the validator's fast path
     counters: tuple[int, ...] = attrs.field(validator=_counters_within_caps)
     params: Mapping[str, Any]
-    data: Any = None
+    data: D
     steps: int = 0
 
-    def with_data(self, data: Any) -> RunState:
+    def with_data(self, data: D) -> RunState[D]:
         """This run state with new application data (what edge handlers return)."""
         return RunState(
             machine=self.machine, state=self.state, counter_names=self.counter_names, caps=self.caps,
@@ -83,6 +88,7 @@ class RunState:
         return self.counters[self.counter_names.index(name)]
 
     def cap(self, name: str) -> int | None:
+        """The cap of the counter ``name`` in this run (None: unbounded)."""
         return self.caps[self.counter_names.index(name)]
 
     def counter_dict(self) -> dict[str, int]:
@@ -140,6 +146,7 @@ class Program:
         self.results = {s.name: dict(s.result) for s in spec.states if s.terminal}
         self.emits = {s.name: frozenset(s.emits) for s in spec.states}
         self.abort_event = spec.abort_event
+        self.exits = dict(machine.exits)
         self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
         for key, cands in spec.candidates().items():
             self.edges[key] = tuple(
@@ -183,7 +190,7 @@ class Program:
         if book.state != edge.dest:
             raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
 
-    def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState:
+    def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState[Any]:
         """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
         values = self.spec.param_defaults
         for key, value in (params or {}).items():
@@ -202,7 +209,31 @@ class Program:
             data=data,
         )
 
-    def choose(self, run: RunState, event: Event) -> _Edge:
+    def snapshot(self, run: RunState[Any]) -> dict[str, Any]:
+        """Everything of ``run`` but its data, as plain JSON values (the caller serialises the data)."""
+        return {
+            "machine": run.machine,
+            "state": run.state,
+            "counters": run.counter_dict(),
+            "params": dict(run.params),
+            "steps": run.steps,
+        }
+
+    def restore(self, snapshot: Mapping[str, Any], data: D) -> RunState[D]:
+        """The run state :meth:`snapshot` took, with ``data``; refuses one from another machine or over its caps."""
+        if snapshot.get("machine") != self.spec.name or snapshot.get("state") not in self.spec.state_map:
+            raise TransitionError(f"the snapshot is of machine {snapshot.get('machine')!r} in state {snapshot.get('state')!r}, not a state of {self.spec.name!r}")
+        counts = dict(snapshot.get("counters") or {})
+        if set(counts) != set(self.counter_names):
+            raise TransitionError(f"the snapshot's counters {sorted(counts)} are not the machine's {sorted(self.counter_names)}")
+        fresh = self.initial_state(data, snapshot.get("params") or {})
+        return RunState(
+            machine=fresh.machine, state=snapshot["state"], counter_names=fresh.counter_names, caps=fresh.caps,
+            limits=fresh.limits, counters=tuple(int(counts[n]) for n in self.counter_names), params=fresh.params,
+            data=data, steps=int(snapshot.get("steps", 0)),
+        )
+
+    def choose(self, run: RunState[Any], event: Event[Any]) -> _Edge:
         """The first candidate for ``(run.state, event)`` whose counter is under cap and guards hold."""
         cands = self.edges.get((run.state, event.name))
         if cands is None:
@@ -224,21 +255,30 @@ class Program:
                 return edge
         raise TransitionError(f"no candidate edge could fire from {run.state!r} on {event.name!r} (all guarded or capped)")
 
-    def step(self, run: RunState, event: Event, book: _Book | None = None) -> tuple[RunState, Step]:
-        """Take one transition: choose the edge, run its handler, update counters. Pure but for ``book``."""
+    @staticmethod
+    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[Any]) -> RunState[Any]:
+        try:
+            new = fn(run, event)
+        except Exception as exc:
+            raise HandlerError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(new, RunState) or new.state != run.state or new.counters is not run.counters:
+            raise HandlerError(
+                f"{what} must return the run state with only `data` changed (the machine chooses the state and owns the counters)"
+            )
+        return new
+
+    def step(self, run: RunState[Any], event: Event[Any], book: _Book | None = None) -> tuple[RunState[Any], Step]:
+        """Take one transition: choose the edge, run the state's exit and the edge's handler, update counters.
+
+        Pure but for ``book``.
+        """
         edge = self.choose(run, event)
+        new = run
+        exit_handler = self.exits.get(run.state)
+        if exit_handler is not None:
+            new = self._apply(exit_handler, f"exit handler of state {run.state!r}", new, event)
         if edge.handler is not None:
-            try:
-                new = edge.handler(run, event)
-            except Exception as exc:
-                raise HandlerError(f"edge handler of {edge.reason!r} raised {type(exc).__name__}: {exc}") from exc
-            if not isinstance(new, RunState) or new.state != run.state or new.counters is not run.counters:
-                raise HandlerError(
-                    f"edge handler of {edge.reason!r} must return the run state with only `data` changed "
-                    "(the machine chooses the state and owns the counters)"
-                )
-        else:
-            new = run
+            new = self._apply(edge.handler, f"edge handler of {edge.reason!r}", new, event)
         counters = run.counters
         if edge.resets or edge.counter is not None:
             values = list(counters)
@@ -267,16 +307,25 @@ class Program:
         return nxt, step
 
 
-class EffectContext:
+class EffectContext(Generic[D, S]):
     """What an effect sees: the run state, the caller's services, and ``publish`` for progress."""
 
-    __slots__ = ("_buffer", "_live", "run", "services")
+    __slots__ = ("_buffer", "_live", "_program", "run", "services")
 
-    def __init__(self, run: RunState, services: Any, buffer: list[Any], live: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, program: Program, run: RunState[D], services: S, buffer: list[Any], live: Callable[[Any], None] | None = None) -> None:
+        self._program = program
         self.run = run
         self.services = services
         self._buffer = buffer
         self._live = live
+
+    def next_reason(self, event: str) -> str:
+        """The reason of the edge the machine would take if the effect returned ``event`` (no payload) now.
+
+        For an effect whose work only matters on one path (a backoff sleep before a retry
+        the machine may refuse): it asks the machine instead of re-deriving its caps.
+        """
+        return self._program.choose(self.run, Event(name=event)).reason
 
     def publish(self, item: Any) -> None:
         """Hand ``item`` to the caller: live to ``on_publish`` if set, else yielded after the effect."""
@@ -286,7 +335,7 @@ class EffectContext:
             self._buffer.append(item)
 
 
-class Runner:
+class Runner(Generic[D, S]):
     """Drives one run: ``async for item in runner.run(): ...`` yields each :class:`Step` and
     whatever effects publish (unless ``on_publish`` takes them live), until a terminal state.
 
@@ -299,16 +348,16 @@ class Runner:
         self,
         program: Program | Machine,
         *,
-        data: Any = None,
-        services: Any = None,
+        data: D | None = None,
+        services: S | None = None,
         params: Mapping[str, Any] | None = None,
-        state: RunState | None = None,
+        state: RunState[D] | None = None,
         on_publish: Callable[[Any], None] | None = None,
     ) -> None:
         self.program = program if isinstance(program, Program) else Program(program)
         self.services = services
         self.on_publish = on_publish
-        self.final: RunState = state if state is not None else self.program.initial_state(data, params)
+        self.final: RunState[D] = state if state is not None else self.program.initial_state(data, params)
         self._trace: list[Step] = []
         self._book = _Book()
         self.aborted = False
@@ -325,6 +374,34 @@ class Runner:
     def result(self) -> Mapping[str, Any]:
         """The terminal state's declared ``result`` mapping (empty until the run ends)."""
         return self.program.results.get(self.final.state, {})
+
+    async def step_once(self) -> list[Any]:
+        """Run the current state's effect and take its one step: the items it published, then the :class:`Step`.
+
+        For callers that drive a run step by step (a snapshot after every step, a debugger).
+        Unlike :meth:`run` it does not take the abort edges when cancelled.
+        """
+        if self.done:
+            raise TransitionError(f"the run has ended in {self.final.state!r}")
+        program = self.program
+        program._book.add_model(self._book, initial=self.final.state)
+        buffer: list[Any] = []
+        try:
+            state_name = self.final.state
+            ctx = EffectContext(program, self.final, self.services, buffer, self.on_publish)
+            event = await self._effect(state_name, ctx)
+            step = self._advance(event, state_name)
+        finally:
+            program._book.remove_model(self._book)
+        return [*buffer, step]
+
+    async def _effect(self, state_name: str, ctx: EffectContext[D, S]) -> Any:
+        try:
+            return await self.program.machine.effects[state_name](ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise HandlerError(f"effect of state {state_name!r} raised {type(exc).__name__}: {exc}") from exc
 
     def _advance(self, event: Any, state_name: str) -> Step:
         if isinstance(event, str):
@@ -355,13 +432,8 @@ class Runner:
         try:
             while self.final.state not in terminals:
                 state_name = self.final.state
-                ctx = EffectContext(self.final, self.services, buffer, self.on_publish)
-                try:
-                    event = await program.machine.effects[state_name](ctx)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    raise HandlerError(f"effect of state {state_name!r} raised {type(exc).__name__}: {exc}") from exc
+                ctx = EffectContext(program, self.final, self.services, buffer, self.on_publish)
+                event = await self._effect(state_name, ctx)
                 step = self._advance(event, state_name)  # taken before anything is yielded: a close keeps it
                 if buffer:
                     items = buffer[:]
@@ -394,7 +466,7 @@ class Runner:
                 raise InternalError(f"the abort path did not reach a terminal state (now in {self.final.state!r})")
             buffer: list[Any] = []
             state_name = self.final.state
-            event = await self.program.machine.effects[state_name](EffectContext(self.final, self.services, buffer, self.on_publish))
+            event = await self.program.machine.effects[state_name](EffectContext(self.program, self.final, self.services, buffer, self.on_publish))
             out.extend(buffer)
             out.append(self._advance(event, state_name))
         return out

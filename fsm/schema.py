@@ -8,20 +8,28 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MACHINE_SCHEMA"]
+__all__ = ["MACHINE_SCHEMA", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+"""The machine format this engine reads; a file declares it as ``schema_version``."""
 
 _NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}
-_DOTTED = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"}
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+# absolute (pkg.module.attr) or relative to the machine's `package` (.module.attr)
+_DOTTED = {"type": "string", "pattern": rf"^(\.{_IDENT}(\.{_IDENT})*|{_IDENT}(\.{_IDENT})+)$"}
+_PACKAGE = {"type": "string", "pattern": rf"^{_IDENT}(\.{_IDENT})*$"}
 _DOC = {"type": "string"}
 
 MACHINE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "queryloop machine",
     "type": "object",
-    "required": ["machine", "initial", "events", "states", "transitions"],
+    "required": ["schema_version", "machine", "initial", "events", "states", "transitions"],
     "additionalProperties": False,
     "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
         "machine": _NAME,
+        "package": _PACKAGE,
         "doc": _DOC,
         "initial": _NAME,
         "abort_event": _NAME,
@@ -93,6 +101,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                     "layer": {"type": "string"},
                     "effect": _DOTTED,
                     "emits": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                    "exit": _DOTTED,
                     "terminal": {"type": "boolean"},
                     "result": {"type": "object"},
                 },

@@ -57,6 +57,7 @@ class StateSpec:
     layer: str = ""
     effect: str | None = None
     emits: tuple[str, ...] = ()
+    exit: str | None = None  # a pure handler run on every edge out of the state, before the edge's `do`
     terminal: bool = False
     result: Mapping[str, Any] = attrs.field(factory=dict)
     line: int | None = None
@@ -92,10 +93,12 @@ class MachineSpec:
     path: str
     initial: str
     doc: str = ""
+    schema_version: int = 1
+    package: str = ""  # dotted names starting with "." are relative to it
     abort_event: str = "abort"
     params: tuple[ParamSpec, ...] = ()
     events: Mapping[str, str] = attrs.field(factory=dict)  # name -> doc
-    guards: Mapping[str, str] = attrs.field(factory=dict)  # guard name -> dotted python name
+    guards: Mapping[str, str] = attrs.field(factory=dict)  # guard name -> dotted python name (absolute)
     guard_docs: Mapping[str, str] = attrs.field(factory=dict)
     counters: tuple[CounterSpec, ...] = ()
     figures: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # name -> effects summed by the checker

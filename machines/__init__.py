@@ -1,6 +1,7 @@
 """The shipped machine declarations (YAML), installed as package data.
 
-Owns only the location of the YAML files; loading and validation live in ``fsm.load``.
+Owns only the location of the YAML files; loading and validation live in ``queryloop.fsm.load``.
+Installed as ``queryloop.machines``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fsm.agent.context import commit_collapses, message_tokens, stage_collapses
+from queryloop.handlers.context.compaction import commit_collapses, message_tokens, stage_collapses
 
 SIZES = (10, 100, 1000)
 

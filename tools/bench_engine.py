@@ -13,8 +13,8 @@ import statistics
 import time
 from pathlib import Path
 
-from fsm import Program, Runner, load_machine
-from machines.examples.effects import Feed
+from queryloop.fsm import Program, Runner, load_machine
+from queryloop.machines.examples.effects import Feed
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -61,12 +61,12 @@ from anthropic.types import (
     TextDelta,
 )
 
-from fsm.agent.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
-from fsm.agent.backends import AnthropicBackend, ScriptedBackend, scripted_reply
-from fsm.agent.loop_state import ModelCall
-from fsm.agent.mock_server import MockServer
-from fsm.agent.model_client import ModelReply
-from fsm.agent.scenario import Scenario, parse_scenario
+from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
+from queryloop.handlers.request.backends import AnthropicBackend, ScriptedBackend, scripted_reply
+from queryloop.handlers.request.backends import ModelCall
+from queryloop.mockapi.server import MockServer
+from queryloop.handlers.request.client import ModelReply
+from queryloop.mockapi.scenario import Scenario, parse_scenario
 from fsm.agent.tools import ToolCall, ToolContext, default_registry, run_tool_calls
 
 MODEL = "mock-primary"

@@ -1,4 +1,4 @@
-"""Effects, guards and edge handlers for the example machines in ``machines/examples/``.
+"""Effects, guards and edge handlers for the example machines in ``machines/examples/`` (``package`` of their YAML).
 
 Each example's ``services`` is a :class:`Feed`: a scripted world (which fetches
 fail, how many items exist). Owns nothing the engine or the agent layer needs.
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from fsm.runtime import EffectContext, Event, RunState
+from queryloop.fsm import EffectContext, Event, RunState, uses
 
 __all__ = [
     "Feed",
@@ -46,7 +46,7 @@ class Feed:
         return self.outcomes.popleft() if self.outcomes else "ok"
 
 
-async def fetch_item(ctx: EffectContext) -> Event:
+async def fetch_item(ctx: EffectContext[ItemsData, Feed]) -> Event[str | None]:
     """Fetch the next item; the feed decides whether the attempt fails."""
     outcome = ctx.services.next_outcome()
     ctx.publish(f"fetch attempt -> {outcome}")
@@ -55,31 +55,30 @@ async def fetch_item(ctx: EffectContext) -> Event:
     return Event(name="transient_error" if outcome == "transient" else "fatal_error")
 
 
-async def wait_backoff(ctx: EffectContext) -> Event:
+async def wait_backoff(ctx: EffectContext[ItemsData, Feed]) -> Event[None]:
     """Sleep before retrying (zero in tests)."""
     await asyncio.sleep(ctx.services.backoff_s)
     return Event(name="elapsed")
 
 
-async def store_item(ctx: EffectContext) -> Event:
+async def store_item(ctx: EffectContext[ItemsData, Feed]) -> Event[None]:
     """Store the fetched item; report whether more remain."""
     return Event(name="stored")
 
 
-async def call_service(ctx: EffectContext) -> Event:
+async def call_service(ctx: EffectContext[object, Feed]) -> Event[None]:
     """One call to a scripted remote service for the circuit-breaker example."""
     outcome = ctx.services.next_outcome()
     return Event(name="succeeded" if outcome == "ok" else "failed")
 
 
-def has_more_items(run: RunState, event: Event) -> bool:
+@uses(params=("items",))
+def has_more_items(run: RunState[ItemsData], event: Event[object]) -> bool:
     """More items remain after the one just stored (guard)."""
-    data: ItemsData = run.data
     wanted: int = run.params["items"]
-    return len(data.done) < wanted
+    return len(run.data.done) < wanted
 
 
-def record_item(run: RunState, event: Event) -> RunState:
+def record_item(run: RunState[ItemsData], event: Event[str]) -> RunState[ItemsData]:
     """Remember the fetched item (edge handler)."""
-    data: ItemsData = run.data
-    return attrs.evolve(run, data=attrs.evolve(data, done=(*data.done, str(event.data))))
+    return run.with_data(attrs.evolve(run.data, done=(*run.data.done, str(event.data))))

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm.agent import context as context_module
-from fsm.agent.context import (
+from queryloop.handlers.context import compaction as context_module
+from queryloop.handlers.context.compaction import (
     COLLAPSE_STUB_PREFIX,
     SUMMARY_MARKER,
     SUMMARY_SYSTEM_PROMPT,
@@ -39,7 +39,7 @@ from fsm.agent.context import (
     stage_collapses,
     summary_request_messages,
 )
-from fsm.agent.mock_server import estimate_input_tokens
+from queryloop.mockapi.server import estimate_input_tokens
 
 Message = dict[str, Any]
 

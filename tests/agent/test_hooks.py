@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fsm.agent.hooks import HookConfig, HookConfigError, HookOutcome, parse_hook_config, run_hooks
+from queryloop.handlers.hooks.runner import HookConfig, HookConfigError, HookOutcome, parse_hook_config, run_hooks
 
 
 def _config(event: str, *groups: tuple[str | None, Sequence[str | dict[str, Any]]]) -> HookConfig:

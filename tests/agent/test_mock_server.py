@@ -17,9 +17,9 @@ import aiohttp
 import anthropic
 import pytest
 
-from fsm.agent.mock_server import MockServer, estimate_input_tokens
-from fsm.agent.pricing import context_window, cost_usd, model_info
-from fsm.agent.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from queryloop.mockapi.server import MockServer, estimate_input_tokens
+from queryloop.handlers.request.pricing import context_window, cost_usd, model_info
+from queryloop.mockapi.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "machines" / "scenarios").glob("*.yaml"))
@@ -61,6 +61,7 @@ def sdk(server: MockServer) -> anthropic.AsyncAnthropic:
 
 
 TOOL_REPLY = """
+schema_version: 1
 scenario: t
 model: m
 models:
@@ -119,6 +120,7 @@ def test_non_streamed_reply_is_one_json_message_with_generated_ids() -> None:
 
 def test_error_step_answers_the_real_error_body_and_headers() -> None:
     scenario = """
+schema_version: 1
 scenario: e
 model: m
 models:
@@ -145,7 +147,7 @@ models:
      (500, "api_error"), (529, "overloaded_error")],
 )
 def test_each_error_status_gets_the_api_error_type(status: int, etype: str) -> None:
-    scenario = parse_scenario(f"scenario: e\nmodel: m\nmodels:\n  m:\n    - error: {{status: {status}}}\n")
+    scenario = parse_scenario(f"schema_version: 1\nscenario: e\nmodel: m\nmodels:\n  m:\n    - error: {{status: {status}}}\n")
     step = scenario.models["m"].steps[0]
     assert step.error is not None and step.error.type == etype
 
@@ -166,6 +168,7 @@ def test_requests_without_an_api_key_or_a_model_are_rejected_like_the_real_api()
 
 def test_steps_are_consumed_in_order_with_repeat_and_logged() -> None:
     scenario = """
+schema_version: 1
 scenario: r
 model: a
 models:
@@ -202,6 +205,7 @@ def test_exhausted_steps_answer_500_naming_the_model_and_count() -> None:
 
 def test_default_steps_and_otherwise_step_answer_unnamed_and_exhausted_models() -> None:
     scenario = """
+schema_version: 1
 scenario: d
 model: x
 default:
@@ -221,6 +225,7 @@ otherwise: {error: {status: 529}}
 
 def test_input_tokens_over_rule_answers_prompt_too_long_with_the_numbers() -> None:
     scenario = """
+schema_version: 1
 scenario: p
 model: m
 rules:
@@ -249,6 +254,7 @@ default:
 
 def test_system_and_last_user_rules_answer_matching_requests_without_consuming_steps() -> None:
     scenario = """
+schema_version: 1
 scenario: s
 model: m
 rules:
@@ -321,6 +327,7 @@ def test_request_log_records_what_the_sdk_sent_and_which_step_answered() -> None
 
 def test_stop_cuts_a_stalled_stream_short() -> None:
     scenario = """
+schema_version: 1
 scenario: s
 model: m
 models:
@@ -372,31 +379,31 @@ def test_fallback_chain_scenario_scripts_the_seed_chain() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ("scenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: []}\n      colour: red\n", 6, "unknown key 'colour'"),
-        ("scenario: x\nmodel: m\nmodels:\n  m:\n    - error: {status: 200}\n", 5, "200"),
-        ("scenario: x\nmodel: m\ndefault:\n  - repeat: 2\n", 4, "exactly one of 'reply' or 'error'"),
-        ("scenario: x\nmodel: m\ndefault:\n  - reply:\n      content:\n        - {text: a}\n      stop_reason: done\n", 7, "use one of"),
-        ("scenario: x\nmodel: m\ndefault:\n  - reply: {content: [{text: a}]}\n    cut_after_block: 3\n", 5, "only 1"),
-        ("scenario: x\nmodel: m\ndefault:\n  - error: {status: 529}\n    stall: {after_block: 0, seconds: 1}\n", 5, "only applies to a reply"),
-        ("scenario: x\nmodel: m\nfiles:\n  ../escape.txt: hi\n", 4, "leaves the working directory"),
-        ("scenario: x\n", 1, "'model' is a required property"),
-        ("scenario: x\nmodel: m\nmodel: n\n", 3, "appears twice"),
-        ("scenario: x\nmodel: [unclosed\n", 3, "invalid YAML"),
+        ("schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: []}\n      colour: red\n", 7, "unknown key 'colour'"),
+        ("schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - error: {status: 200}\n", 6, "200"),
+        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - repeat: 2\n", 5, "exactly one of 'reply' or 'error'"),
+        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - reply:\n      content:\n        - {text: a}\n      stop_reason: done\n", 8, "use one of"),
+        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - reply: {content: [{text: a}]}\n    cut_after_block: 3\n", 6, "only 1"),
+        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - error: {status: 529}\n    stall: {after_block: 0, seconds: 1}\n", 6, "only applies to a reply"),
+        ("schema_version: 1\nscenario: x\nmodel: m\nfiles:\n  ../escape.txt: hi\n", 5, "leaves the working directory"),
+        ("schema_version: 1\nscenario: x\n", 1, 'missing required key "model"'),
+        ("schema_version: 1\nscenario: x\nmodel: m\nmodel: n\n", 4, "given twice"),
+        ("schema_version: 1\nscenario: x\nmodel: [unclosed\n", 4, "invalid YAML"),
     ],
 )
 def test_malformed_scenario_is_reported_with_file_line_and_fix(text: str, line: int, fragment: str) -> None:
     with pytest.raises(ScenarioError) as info:
         parse_scenario(text, "bad.yaml")
     message = str(info.value)
-    assert message.startswith(f"bad.yaml:{line}: "), message
+    assert message.startswith(f"bad.yaml:{line}:"), message
     assert fragment in message
     assert "(" in message and message.endswith(")")
 
 
 def test_malformed_scenario_file_on_disk_names_its_path(tmp_path: pathlib.Path) -> None:
     bad = tmp_path / "broken.yaml"
-    bad.write_text("scenario: b\nmodel: m\nrules:\n  - when: {tokens_over: 3}\n    reply: {content: []}\n")
-    with pytest.raises(ScenarioError, match=rf"^{bad}:4: .*unknown key 'tokens_over'"):
+    bad.write_text("schema_version: 1\nscenario: b\nmodel: m\nrules:\n  - when: {tokens_over: 3}\n    reply: {content: []}\n")
+    with pytest.raises(ScenarioError, match=rf"^{bad}:5: .*unknown key 'tokens_over'"):
         load_scenario(bad)
     with pytest.raises(ScenarioError, match="cannot read scenario file"):
         load_scenario(tmp_path / "missing.yaml")

@@ -8,8 +8,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from fsm.agent.mock_server import MockServer, estimate_input_tokens
-from fsm.agent.model_client import (
+from queryloop.mockapi.server import MockServer, estimate_input_tokens
+from queryloop.handlers.request.client import (
     ModelFailure,
     ModelReply,
     ModelRequest,
@@ -17,15 +17,15 @@ from fsm.agent.model_client import (
     classify_error,
     send_request,
 )
-from fsm.agent.pricing import cost_usd
-from fsm.agent.scenario import parse_scenario
+from queryloop.handlers.request.pricing import cost_usd
+from queryloop.mockapi.scenario import parse_scenario
 
 USER: tuple[dict[str, Any], ...] = ({"role": "user", "content": "hi"},)
 
 
 def one_step(step_yaml: str, model: str = "m") -> str:
     """A scenario whose model ``m`` answers the single step ``step_yaml`` (indented YAML)."""
-    return f"scenario: t\nmodel: {model}\nmodels:\n  {model}:\n    - " + step_yaml.strip().replace("\n", "\n      ") + "\n"
+    return f"schema_version: 1\nscenario: t\nmodel: {model}\nmodels:\n  {model}:\n    - " + step_yaml.strip().replace("\n", "\n      ") + "\n"
 
 
 def request(**overrides: Any) -> ModelRequest:

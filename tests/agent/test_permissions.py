@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fsm.agent.permissions import (
+from queryloop.handlers.tools.permissions import (
     PermissionDecision,
     PermissionMode,
     PermissionRule,

@@ -14,11 +14,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fsm import check_spec
-from fsm.agent.agent import AgentOptions, AgentRun, query_loop_program
-from fsm.agent.backends import ScriptedBackend, scripted_failure, scripted_reply
-from fsm.agent.loop_state import ModelCall
-from fsm.agent.model_client import ModelFailure, ModelReply
+from queryloop.fsm import check_spec
+from queryloop.agent import AgentOptions, AgentRun, query_loop_program
+from queryloop.handlers.request.backends import ScriptedBackend, scripted_failure, scripted_reply
+from queryloop.handlers.request.backends import ModelCall
+from queryloop.handlers.request.client import ModelFailure, ModelReply
 
 PROGRAM = query_loop_program()
 SPEC = PROGRAM.spec
@@ -126,19 +126,22 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: 
 
 
 def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order() -> None:
-    from fsm import Event
-    from fsm.agent.loop_state import LoopData, MessageView
-    from fsm.agent.tools import ToolCall, tool_result_block
-    from handlers.tooluse import close_dangling_tool_uses
+    from queryloop.agent import AgentData
+    from queryloop.fsm import Event
+    from queryloop.handlers.messages import MessageView, ToolCall, tool_result_block
+    from queryloop.handlers.request import RequestData
+    from queryloop.handlers.tools import ToolsData, close_dangling_tool_uses
 
     calls = [ToolCall(id=f"t{i}", name="Bash", input={"command": "true"}) for i in range(3)]
     assistant = {"role": "assistant", "content": [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in calls]}
-    data = LoopData(
+    data = AgentData(
         messages=MessageView().append({"role": "user", "content": "go"}).append(assistant),
-        model="m",
-        pending=(calls[0], calls[2]),
-        denied=(dict(tool_result_block("t1", "Permission denied", is_error=True)),),
-        order=("t0", "t1", "t2"),
+        request=RequestData(model="m"),
+        tools=ToolsData(
+            pending=(calls[0], calls[2]),
+            denied=(dict(tool_result_block("t1", "Permission denied", is_error=True)),),
+            order=("t0", "t1", "t2"),
+        ),
     )
     run = PROGRAM.initial_state(data)
     after = close_dangling_tool_uses(run, Event(name="abort"))

@@ -16,21 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import fsm.agent.tools as tools_module
-from fsm.agent.tools import (
-    ToolCall,
+import queryloop.handlers.tools.registry as tools_module
+from queryloop.handlers.messages import ToolCall, ToolResultBlock, synthetic_error_results
+from queryloop.handlers.tools import (
     ToolContext,
     ToolOutput,
     ToolRegistry,
-    ToolResultBlock,
     ToolSpec,
     default_registry,
     default_tools,
     run_tool_calls,
-    synthetic_error_results,
 )
-from fsm.agent.tools_bash import _OutputCapture
-from fsm.agent.tools_search import glob_to_regex
+from queryloop.handlers.tools.bash import _OutputCapture
+from queryloop.handlers.tools.search import glob_to_regex
 
 # ---------------------------------------------------------------------------- helpers
 

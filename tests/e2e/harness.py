@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fsm.agent.mock_server import MockServer, RecordedRequest
-from fsm.agent.scenario import parse_scenario
+from queryloop.mockapi.server import MockServer, RecordedRequest
+from queryloop.mockapi.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -94,7 +94,7 @@ def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
 def run_cli(args: list[str], *, api: MockApi | None, cwd: Path, fmt: str = "stream-json", stdin: str | None = None, timeout: float = 60, **env: str) -> CliRun:
     """``queryloop run ARGS --output-format FMT`` against ``api``, tools working in ``cwd``."""
     mode = [] if "--permission-mode" in args else ["--permission-mode", "bypassPermissions"]  # permissions have their own tests
-    cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", fmt, "--cwd", str(cwd), *mode, *args]
+    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--cwd", str(cwd), *mode, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(api, **env), input=stdin if stdin is not None else "", timeout=timeout, cwd=ROOT)
     return CliRun(proc, fmt)
 

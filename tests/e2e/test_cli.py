@@ -81,15 +81,15 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
 
 def test_a_malformed_scenario_is_one_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("scenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: [{txt: hi}]}\n")
-    proc = subprocess.run([sys.executable, "-m", "fsm.cli", "run", "--scenario", str(bad), "-p", "hi"], capture_output=True, text=True, env=cli_env(None), cwd=ROOT, timeout=60)
+    bad.write_text("schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: [{txt: hi}]}\n")
+    proc = subprocess.run([sys.executable, "-m", "queryloop", "run", "--scenario", str(bad), "-p", "hi"], capture_output=True, text=True, env=cli_env(None), cwd=ROOT, timeout=60)
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"queryloop: {bad}:5")
+    assert proc.stderr.startswith(f"queryloop: {bad}:6")
     assert "Traceback" not in proc.stderr
 
 
 def test_mock_api_serves_a_scenario_on_the_given_port(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "fsm.cli", "mock-api", "--scenario", "machines/scenarios/hello.yaml"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "queryloop", "mock-api", "--scenario", "machines/scenarios/hello.yaml"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()

@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from fsm.agent.context import SUMMARY_MARKER
-from fsm.agent.mock_server import RecordedRequest
+from queryloop.handlers.context.compaction import SUMMARY_MARKER
+from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli
 
@@ -29,7 +29,7 @@ def turns(*sizes: int, final: str = "done") -> str:
 
 
 def scenario(rules: str, steps: str) -> str:
-    return f"scenario: ctx\nmodel: mock-small-context\nrules:\n{rules}models:\n  mock-small-context:\n{steps}"
+    return f"schema_version: 1\nscenario: ctx\nmodel: mock-small-context\nrules:\n{rules}models:\n  mock-small-context:\n{steps}"
 
 
 def summaries(requests: list[RecordedRequest]) -> list[RecordedRequest]:

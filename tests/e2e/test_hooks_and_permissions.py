@@ -201,7 +201,7 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
 """)
     master, slave = os.openpty()
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "go", "--model", "mock-primary"]
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "go", "--model", "mock-primary"]
         proc = subprocess.Popen(cmd, stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=cli_env(api), cwd=ROOT)
         os.close(slave)
         seen = b""

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from handlers.output import CONTINUE_PROMPT, NUDGE_PROMPT
+from queryloop.handlers.output import CONTINUE_PROMPT, NUDGE_PROMPT
 
 from .harness import ROOT, MockApi, assert_ledger_closed, cli_env, run_cli
 from .test_request_layer import scenario
@@ -169,7 +169,7 @@ def test_the_budget_stops_the_run_and_answers_its_tool_calls(tmp_path: Path) -> 
 def test_the_seed_chain_falls_back_edits_runs_bash_and_finishes(tmp_path: Path) -> None:
     env = cli_env(None, QUERYLOOP_RETRY_BASE_DELAY_MS="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "fsm.cli", "run", "--scenario", "machines/scenarios/fallback_chain.yaml", "--cwd", str(tmp_path), "-p", "bump the checkpoint", "--output-format", "json"],
+        [sys.executable, "-m", "queryloop", "run", "--scenario", "machines/scenarios/fallback_chain.yaml", "--cwd", str(tmp_path), "-p", "bump the checkpoint", "--output-format", "json"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
@@ -186,7 +186,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
 """)
     (tmp_path / "a.txt").write_text("a\n")
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "stream-json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
         deadline = time.monotonic() + 30
         while not (tmp_path / "started").exists():
@@ -212,7 +212,7 @@ def test_sigint_while_waiting_on_the_model_ends_in_aborted_streaming(tmp_path: P
       delay_ms: 20000
 """)
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "fsm.cli", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
         deadline = time.monotonic() + 30
         while not api.requests:

@@ -10,7 +10,7 @@ FAST = '{retry-after-ms: "1"}'
 
 
 def scenario(steps: str, *, model: str = "mock-primary", extra: str = "") -> str:
-    return f"scenario: t\nmodel: {model}\n{extra}models:\n{steps}"
+    return f"schema_version: 1\nscenario: t\nmodel: {model}\n{extra}models:\n{steps}"
 
 
 def test_two_overloaded_answers_are_retried_and_the_third_request_succeeds(tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fsm import MachineSpec, SpecError, StateSpec, TransitionSpec, check_spec, load_machine
-from fsm.spec import CounterSpec
-from machines import shipped_machines
+from queryloop.fsm import MachineSpec, SpecError, StateSpec, TransitionSpec, check_spec, load_machine
+from queryloop.fsm.spec import CounterSpec
+from queryloop.machines import shipped_machines
 
 from pathlib import Path
 
@@ -44,7 +44,7 @@ def test_unreachable_state_is_a_spec_error_with_its_line() -> None:
     with pytest.raises(SpecError) as info:
         load_machine(BUGS / "unreachable_state.yaml")
     problem = info.value.first
-    assert problem.line == 7
+    assert problem.line == 8
     assert "state 'orphan' is unreachable from 'calling'" in problem.message
 
 
@@ -52,7 +52,7 @@ def test_missing_catch_all_is_a_spec_error_naming_the_guarded_edge() -> None:
     with pytest.raises(SpecError) as info:
         load_machine(BUGS / "missing_catch_all.yaml")
     assert "end with 'model_fallback', which is guarded" in str(info.value)
-    assert info.value.first.line == 13
+    assert info.value.first.line == 14
 
 
 def test_edge_shadowed_by_an_unguarded_candidate_is_reported_dead() -> None:
@@ -70,7 +70,7 @@ def _spec(transitions: list[TransitionSpec], counters: tuple[CounterSpec, ...] =
         events={"go": "", "abort": ""},
         counters=counters,
         states=(
-            StateSpec(name="a", effect="fsm.testing.scripted", emits=("go",)),
+            StateSpec(name="a", effect="queryloop.fsm.testing.scripted", emits=("go",)),
             StateSpec(name="end", terminal=True),
         ),
         transitions=(*transitions, TransitionSpec(source="a", event="abort", dest="end", reason="cancelled")),
@@ -91,8 +91,8 @@ def test_a_capped_catch_all_is_found_stuck_with_a_counterexample_trace() -> None
 
 def test_worst_case_counts_effect_invocations_between_progress_steps() -> None:
     report = check_spec(load_machine(ROOT / "machines/examples/retry_fetch.yaml").spec, {"max_retries": 5})
-    assert report.worst_case["machines.examples.effects.fetch_item"] == 6
-    assert report.worst_case["machines.examples.effects.wait_backoff"] == 5
+    assert report.worst_case["queryloop.machines.examples.effects.fetch_item"] == 6
+    assert report.worst_case["queryloop.machines.examples.effects.wait_backoff"] == 5
 
 
 def test_a_state_that_cannot_reach_a_terminal_is_a_dead_end() -> None:
@@ -102,8 +102,8 @@ def test_a_state_that_cannot_reach_a_terminal_is_a_dead_end() -> None:
         initial="a",
         events={"go": "", "abort": ""},
         states=(
-            StateSpec(name="a", effect="fsm.testing.scripted", emits=("go",)),
-            StateSpec(name="b", effect="fsm.testing.scripted", emits=("go",)),
+            StateSpec(name="a", effect="queryloop.fsm.testing.scripted", emits=("go",)),
+            StateSpec(name="b", effect="queryloop.fsm.testing.scripted", emits=("go",)),
             StateSpec(name="end", terminal=True),
         ),
         transitions=(

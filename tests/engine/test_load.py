@@ -6,20 +6,21 @@ from pathlib import Path
 
 import pytest
 
-from fsm import SpecError, load_machine
+from queryloop.fsm import SpecError, load_machine
 
 GOOD = """\
+schema_version: 1
 machine: tiny
 initial: calling
 params:
   max_retries: 3
 events: {ok: "", overloaded: "", abort: ""}
 guards:
-  can_retry: fsm.testing.flag_a
+  can_retry: queryloop.fsm.testing.flag_a
 counters:
   retries: {cap: max_retries, scope: request}
 states:
-  calling: {effect: fsm.testing.scripted, emits: [ok, overloaded]}
+  calling: {effect: queryloop.fsm.testing.scripted, emits: [ok, overloaded]}
   done: {terminal: true, result: {is_error: false}}
   aborted: {terminal: true}
 transitions:
@@ -49,7 +50,7 @@ def test_on_as_a_key_is_rejected_as_a_yaml11_boolean(write_machine) -> None:  # 
     err = _error(write_machine, text)
     assert "key 'on' is read as a YAML 1.1 boolean" in str(err)
     assert "write `event:` instead of `on:`" in str(err)
-    assert err.first.line == 15
+    assert err.first.line == 16
 
 
 def test_yes_as_a_value_is_rejected(write_machine) -> None:  # type: ignore[no-untyped-def]
@@ -60,7 +61,7 @@ def test_yes_as_a_value_is_rejected(write_machine) -> None:  # type: ignore[no-u
 def test_unknown_guard_names_the_transition_and_close_matches(write_machine) -> None:  # type: ignore[no-untyped-def]
     err = _error(write_machine, GOOD.replace("guards: [can_retry]", "guards: [can_retryy]"))
     assert str(err) == (
-        f"{err.first.path}:16: transition 'api_retry' names guard 'can_retryy', which is not registered "
+        f"{err.first.path}:17: transition 'api_retry' names guard 'can_retryy', which is not registered "
         "(did you mean 'can_retry'?)"
     )
 
@@ -89,19 +90,19 @@ def test_each_semantic_problem_has_a_precise_message(write_machine, old: str, ne
 
 def test_unknown_key_lists_the_allowed_keys(write_machine) -> None:  # type: ignore[no-untyped-def]
     err = _error(write_machine, GOOD.replace("reason: gave_up}", "reason: gave_up, guard: [x]}"))
-    assert "unknown key(s)" in str(err) and "allowed keys:" in str(err) and "guards" in str(err)
-    assert err.first.line == 17
+    assert "unknown key 'guard'" in str(err) and "allowed keys here:" in str(err) and "guards" in str(err)
+    assert err.first.line == 18
 
 
 def test_unresolvable_handler_fails_at_load_with_close_matches(write_machine) -> None:  # type: ignore[no-untyped-def]
-    err = _error(write_machine, GOOD.replace("effect: fsm.testing.scripted", "effect: fsm.testing.scriptd"))
-    assert "module 'fsm.testing' has no callable 'scriptd' (did you mean 'scripted'?)" in str(err)
-    err = _error(write_machine, GOOD.replace("effect: fsm.testing.scripted", "effect: fsm.testin.scripted"))
-    assert "cannot import module 'fsm.testin' (did you mean 'fsm.testing'?)" in str(err)
+    err = _error(write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testing.scriptd"))
+    assert "module 'queryloop.fsm.testing' has no callable 'scriptd' (did you mean 'scripted'?)" in str(err)
+    err = _error(write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testin.scripted"))
+    assert "cannot import module 'queryloop.fsm.testin' (did you mean 'queryloop.fsm.testing'?)" in str(err)
 
 
 def test_an_effect_that_is_not_async_is_rejected(write_machine) -> None:  # type: ignore[no-untyped-def]
-    err = _error(write_machine, GOOD.replace("effect: fsm.testing.scripted", "effect: fsm.testing.flag_a"))
+    err = _error(write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testing.flag_a"))
     assert "is not an `async def`" in str(err)
 
 

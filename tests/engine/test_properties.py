@@ -13,10 +13,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fsm import Event, Runner, RunState, SpecError, check_spec, parse_machine
+from queryloop.fsm import Event, Runner, RunState, SpecError, check_spec, parse_machine
 
 EVENTS = ("e0", "e1", "e2")
-GUARDS = {"ga": "fsm.testing.flag_a", "gb": "fsm.testing.flag_b"}
+GUARDS = {"ga": "queryloop.fsm.testing.flag_a", "gb": "queryloop.fsm.testing.flag_b"}
 
 
 @st.composite
@@ -33,7 +33,7 @@ def machines(draw: st.DrawFn) -> str:
     reason = iter(range(1000))
     for s in live:
         emits = draw(st.lists(st.sampled_from(EVENTS), min_size=1, max_size=3, unique=True))
-        states[s] = {"effect": "fsm.testing.scripted", "emits": emits}
+        states[s] = {"effect": "queryloop.fsm.testing.scripted", "emits": emits}
         for e in emits:
             for _ in range(draw(st.integers(min_value=0, max_value=2))):
                 t: dict[str, Any] = {"from": s, "event": e, "to": draw(st.sampled_from(live + ends)), "reason": f"r{next(reason)}"}
@@ -53,6 +53,7 @@ def machines(draw: st.DrawFn) -> str:
         states[s] = {"terminal": True}
     transitions.append({"from": live, "event": "abort", "to": "aborted", "reason": "cancelled"})
     doc = {
+        "schema_version": 1,
         "machine": "random",
         "initial": "s0",
         "events": {e: "" for e in (*EVENTS, "abort")},
@@ -65,7 +66,7 @@ def machines(draw: st.DrawFn) -> str:
 
 
 class RandomWorld:
-    """Services for fsm.testing.scripted: hypothesis picks each event and every guard value."""
+    """Services for queryloop.fsm.testing.scripted: hypothesis picks each event and every guard value."""
 
     def __init__(self, data: st.DataObject, emits: dict[str, tuple[str, ...]], budget: int) -> None:
         self.data = data

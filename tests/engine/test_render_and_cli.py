@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import fsm
-from fsm import load_machine, to_dot, to_mermaid
-from fsm.cli import diagram_targets, main, render
-from machines import shipped_machines
+import queryloop.fsm as fsm
+from queryloop.fsm import load_machine, to_dot, to_mermaid
+from queryloop.cli import main
+from queryloop.fsm.cli import diagram_targets, render
+from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -24,7 +25,10 @@ def test_public_api_is_sorted_and_complete() -> None:
 
 
 def test_engine_never_imports_handlers_or_the_agent_layer() -> None:
-    code = "import sys, fsm, fsm.check, fsm.render, fsm.runtime, fsm.load; print(sorted(m for m in sys.modules if m.startswith(('handlers', 'fsm.agent', 'anthropic'))))"
+    code = (
+        "import sys, queryloop.fsm, queryloop.fsm.check, queryloop.fsm.render, queryloop.fsm.runtime, queryloop.fsm.load, queryloop.fsm.cli; "
+        "print(sorted(m for m in sys.modules if m.startswith(('queryloop.handlers', 'queryloop.agent', 'queryloop.machines', 'anthropic'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
@@ -59,13 +63,13 @@ def test_check_json_output_has_figures_and_findings(capsys: pytest.CaptureFixtur
     rc = main(["check", "--format", "json", "--machine", str(ROOT / "machines/examples/retry_fetch.yaml"), "--set", "max_retries=4"])
     report = json.loads(capsys.readouterr().out)[0]
     assert rc == 0 and report["ok"] is True
-    assert report["worst_case_per_progress_step"]["machines.examples.effects.fetch_item"] == 5
+    assert report["worst_case_per_progress_step"]["queryloop.machines.examples.effects.fetch_item"] == 5
 
 
 def test_a_spec_error_is_printed_with_path_and_line(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["check", "--machine", str(ROOT / "tests/fixtures/bugs/unreachable_state.yaml")])
     assert rc == 1
-    assert "unreachable_state.yaml:7: state 'orphan' is unreachable" in capsys.readouterr().out
+    assert "unreachable_state.yaml:8: state 'orphan' is unreachable" in capsys.readouterr().out
 
 
 def test_diagram_check_reports_stale_files_with_the_regenerate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fsm import Event, HandlerError, InternalError, Program, Runner, RunState, Step, load_machine
-from machines.examples.effects import Feed, ItemsData
+from queryloop.fsm import Event, HandlerError, InternalError, Program, Runner, RunState, Step, load_machine
+from queryloop.machines.examples.effects import Feed, ItemsData
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RETRY_FETCH = load_machine(ROOT / "machines/examples/retry_fetch.yaml")

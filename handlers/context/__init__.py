@@ -1,0 +1,64 @@
+"""The context layer: token accounting, auto-compaction and its breaker, collapses, reactive compaction.
+
+Its states in ``machines/query_loop.yaml`` are ``checking_context``,
+``auto_compacting`` and ``reactive_compacting``. Here: the slice of the run data it
+owns (``data``), the pure services (``compaction``), the measurement before each
+request (``measuring``) and compaction and prompt-too-long recovery (``compacting``).
+"""
+
+from .compacting import (
+    apply_compaction,
+    can_drop_oldest_group,
+    commit_staged_collapses,
+    compact_transcript,
+    drop_oldest_group,
+    has_staged_collapses,
+    note_compaction_failure,
+    plan_compaction,
+    record_summary_attempt,
+    surface_prompt_too_long,
+)
+from .compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
+from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
+from .measuring import (
+    can_compact,
+    effective_window,
+    measure_context,
+    record_count_tokens_offer,
+    record_measurement,
+    refill_thrashing,
+    skip_compaction_breaker_open,
+    surface_thrashing,
+)
+
+__all__ = [
+    "SUMMARY_MARKER",
+    "CompactBoundary",
+    "Compacted",
+    "CompactionDone",
+    "CompactionFailed",
+    "CompactionPlan",
+    "ContextData",
+    "ContextRun",
+    "ContextServices",
+    "Measured",
+    "StagedCollapse",
+    "apply_compaction",
+    "can_compact",
+    "can_drop_oldest_group",
+    "commit_staged_collapses",
+    "compact_transcript",
+    "drop_oldest_group",
+    "effective_window",
+    "has_staged_collapses",
+    "measure_context",
+    "note_compaction_failure",
+    "plan_compaction",
+    "record_count_tokens_offer",
+    "record_measurement",
+    "record_summary_attempt",
+    "refill_thrashing",
+    "skip_compaction_breaker_open",
+    "surface_prompt_too_long",
+    "surface_thrashing",
+]

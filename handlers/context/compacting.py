@@ -1,0 +1,210 @@
+"""Context layer, compaction: summarising older messages, head truncation, collapses, surfacing prompt-too-long.
+
+Owns the ``compact_transcript`` effect (PreCompact hooks, then the summary request),
+the exit of the compacting states that counts the summary request's usage, and the
+pure edge handlers and guards of the compaction and prompt-too-long transitions. The
+pure services (API-round groups, collapse staging, summary requests, attachments)
+live in ``compaction``. Which path is taken — collapse, reactive compaction, head
+truncation, surfacing — is decided by ``machines/query_loop.yaml``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from queryloop.fsm import EffectContext, Event, RunState, uses
+
+from ..hooks.service import hook
+from ..messages import MessageView, message_tokens, visible_text
+from ..outcome import evolved, with_outcome
+from ..request.backends import ModelCall
+from ..request.client import ModelFailure, ModelReply
+from ..request.data import RequestLogged, count_attempt, with_request
+from ..request.recovery import api_error_text
+from . import compaction
+from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
+from .measuring import effective_window
+
+__all__ = [
+    "KEEP_RECENT_FRACTION",
+    "SUMMARY_MAX_TOKENS",
+    "apply_compaction",
+    "can_drop_oldest_group",
+    "commit_staged_collapses",
+    "compact_transcript",
+    "drop_oldest_group",
+    "has_staged_collapses",
+    "note_compaction_failure",
+    "plan_compaction",
+    "record_summary_attempt",
+    "surface_prompt_too_long",
+]
+
+SUMMARY_MAX_TOKENS = 8_192
+KEEP_RECENT_FRACTION = 0.3  # of the effective window, kept verbatim (whole groups) by a compaction
+
+
+@uses(states=("auto_compacting",))
+async def compact_transcript(ctx: EffectContext[C, ContextServices]) -> Event[Compacted] | Event[CompactionFailed]:
+    """Send the summary request for the planned older part; build the compacted transcript."""
+    run = ctx.run
+    data = run.data
+    context = data.context
+    services = ctx.services
+    plan = context.plan
+    if plan is None:  # the guard can_compact held on the way in
+        return Event(name="compact_failed", data=CompactionFailed(reason="nothing to summarise"))
+    trigger: compaction.CompactTrigger = "auto" if run.state == "auto_compacting" else "reactive"
+    pre = await hook(ctx, "PreCompact", {"trigger": trigger, "custom_instructions": None})
+    if pre is not None and (pre.blocked or not pre.continue_):
+        reason = "; ".join(pre.block_reasons) or pre.stop_reason or "a PreCompact hook blocked the compaction"
+        return Event(name="compact_failed", data=CompactionFailed(reason=reason))
+    call = ModelCall(
+        model=data.request.model,
+        messages=MessageView.of(compaction.summary_request_messages(plan.older)),
+        system=compaction.SUMMARY_SYSTEM_PROMPT,
+        tools=(),
+        max_tokens=min(SUMMARY_MAX_TOKENS, data.request.max_tokens),
+        stream=False,
+        attempt=1,
+        idle_timeout_s=services.idle_timeout_s,
+    )
+    outcome = await services.backend.send(call, None)
+    ctx.publish(RequestLogged(outcome.log))
+    if isinstance(outcome, ModelFailure):
+        if outcome.kind == "prompt_too_long":
+            return Event(name="summary_too_long", data=CompactionFailed(reason=outcome.message, log=outcome.log))
+        reason = f"{outcome.kind} {outcome.status or ''}: {outcome.message}".strip()
+        return Event(name="compact_failed", data=CompactionFailed(reason=reason, log=outcome.log))
+    summary = visible_text(outcome.content).strip()
+    if not summary:
+        return Event(name="compact_failed", data=CompactionFailed(reason="the summary request returned no text", log=outcome.log))
+    removed = data.messages.to_list()[: len(data.messages) - len(plan.recent)]
+    attachments = compaction.regenerate_attachments(removed, services.tool_context.cwd)
+    messages = compaction.compacted_messages(summary, plan.recent, attachments)
+    boundary = compaction.CompactBoundary(
+        trigger=trigger,
+        pre_tokens=context.estimate,
+        post_tokens=context.overhead + sum(message_tokens(m) for m in messages),
+        lossy=context.dropped_messages > 0,
+        dropped_messages=context.dropped_messages,
+        summarized_messages=len(plan.older),
+    )
+    ctx.publish(CompactionDone(boundary=boundary))
+    return Event(name="compacted", data=Compacted(messages=tuple(messages), boundary=boundary, log=outcome.log))
+
+
+def record_summary_attempt(run: RunState[C], event: Event[Compacted | CompactionFailed | None]) -> RunState[C]:
+    """Exit of the compacting states: a summary request's usage and time count like any attempt's."""
+    log = event.data.log if isinstance(event.data, (Compacted, CompactionFailed)) else None
+    if log is None:
+        return run
+    request = count_attempt(run.data.request, log)
+    return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms)
+
+
+# ---- guards ---------------------------------------------------------------------------------
+
+
+def has_staged_collapses(run: RunState[C], event: Event[object]) -> bool:
+    """Large old tool results are staged for collapse."""
+    return bool(run.data.context.staged)
+
+
+def can_drop_oldest_group(run: RunState[C], event: Event[object]) -> bool:
+    """The part being summarised still has more than one API-round group."""
+    plan = run.data.context.plan
+    return plan is not None and compaction.drop_oldest_group(plan.older) is not None
+
+
+# ---- edge handlers --------------------------------------------------------------------------
+
+
+def plan_compaction(run: RunState[C], event: Event[Measured | ModelFailure | ModelReply]) -> RunState[C]:
+    """Choose what the summary replaces: everything but the most recent whole groups."""
+    if isinstance(event.data, Measured):  # over_threshold: the measured estimate
+        estimate = event.data.estimate
+    else:  # prompt_too_long: the running local estimate
+        estimate = run.data.context.overhead + run.data.messages.tokens
+    keep = int(effective_window(run) * KEEP_RECENT_FRACTION)
+    plan = compaction.plan_compaction(run.data.messages.to_list(), keep_recent_tokens=keep)
+    return with_context(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None)
+
+
+def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> RunState[C]:
+    """The summary request is itself too long: drop its oldest third of groups (at least one; lossy) and retry."""
+    context = run.data.context
+    assert context.plan is not None
+    older: list[dict[str, object]] = list(context.plan.older)
+    groups = len(compaction.api_round_groups(older))
+    dropped_messages, dropped_groups = 0, 0
+    for _ in range(max(1, groups // 3)):
+        step = compaction.drop_oldest_group(older)
+        if step is None:
+            break
+        older, count = step
+        dropped_messages += count
+        dropped_groups += 1
+    plan = attrs.evolve(context.plan, older=tuple(older), older_groups=context.plan.older_groups - dropped_groups)
+    return with_context(run, plan=plan, dropped_messages=context.dropped_messages + dropped_messages)
+
+
+def apply_compaction(run: RunState[C], event: Event[Compacted]) -> RunState[C]:
+    """The summary replaces the older messages; the boundary is recorded."""
+    context = run.data.context
+    boundary = event.data.boundary
+    note = f"compacted ({boundary.trigger}): {boundary.pre_tokens} → {boundary.post_tokens} tokens" + (
+        f", lossy: {boundary.dropped_messages} message(s) dropped unsummarised" if boundary.lossy else ""
+    )
+    run = evolved(run, messages=MessageView.of(event.data.messages))
+    run = with_context(
+        run,
+        plan=None,
+        staged=(),
+        estimate=boundary.post_tokens,
+        compaction_turns=(*context.compaction_turns, run.data.tools.turn),
+        boundaries=(*context.boundaries, boundary),
+    )
+    return with_outcome(run, note=note)
+
+
+def note_compaction_failure(run: RunState[C], event: Event[CompactionFailed]) -> RunState[C]:
+    """The compaction failed; the request goes out uncompacted (the breaker counts the failure)."""
+    detail = str(event.data)
+    return with_outcome(with_context(run, plan=None, compact_error=detail), note=f"auto-compaction failed: {detail}")
+
+
+def commit_staged_collapses(run: RunState[C], event: Event[ModelFailure | ModelReply]) -> RunState[C]:
+    """Zero-API-cost recovery: the staged large old tool results become stubs."""
+    staged = run.data.context.staged
+    messages = compaction.commit_collapses(run.data.messages.to_list(), staged)
+    freed = sum(s.tokens_freed for s in staged)
+    run = evolved(run, messages=MessageView.of(messages))
+    run = with_request(with_context(run, staged=()), failure=_failure(event))
+    return with_outcome(run, note=f"collapsed {len(staged)} old tool result(s), ~{freed} tokens freed")
+
+
+def _failure(event: Event[object]) -> ModelFailure | None:
+    return event.data if isinstance(event.data, ModelFailure) else None
+
+
+@uses(states=("reactive_compacting",))
+def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]) -> RunState[C]:
+    """Recovery is spent or impossible: the withheld error becomes the result, with why."""
+    data = run.data
+    failure = _failure(event) or data.request.failure
+    if isinstance(event.data, ModelReply):
+        message = "Prompt is too long: the model stopped at its context window (model_context_window_exceeded)"
+    elif failure is not None and failure.kind == "prompt_too_long":
+        message = api_error_text(failure)
+    else:
+        message = "Prompt is too long"
+    history, overhead = data.messages.tokens, data.context.overhead
+    if run.state == "reactive_compacting":
+        message += f"\nautomatic compaction failed: {event.data}"
+    elif not data.context.auto_compact:
+        message += "\nautomatic compaction is disabled; " + compaction.not_compactable_hint_from(history, overhead)
+    elif len(compaction.api_round_groups(data.messages.to_list())) < 2:
+        message += "\nnothing to compact (fewer than 2 message groups); " + compaction.not_compactable_hint_from(history, overhead)
+    run = with_context(with_request(run, failure=failure), plan=None)
+    return with_outcome(run, error=message, api_error_status=failure.status if failure else None)

@@ -1,0 +1,137 @@
+"""The context layer's slice of the run data, what its handlers need, and the items it publishes.
+
+Owns :class:`ContextData` (the last measured estimate, the fixed estimate of the
+system prompt and tools, whether the server's ``count_tokens`` is worth asking,
+staged collapses, the compaction in progress and the history of compactions), the
+protocols of the run data and services context-layer handlers work on, the event
+payloads of its effects, and :class:`CompactionDone`. It reads the request slice
+(model, output cap, the last real input count) and the tool turns, never writes them
+except through the request layer's own functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from queryloop.fsm import RunState
+
+from ..hooks.service import HookRunner
+from ..messages import Message
+from ..outcome import evolved
+from ..request.backends import ModelBackend
+from ..request.client import RequestLog
+from ..request.data import RequestRun
+from ..tools.base import ToolContext
+from ..tools.data import ToolsData
+from .compaction import CompactBoundary, CompactionPlan, StagedCollapse
+
+__all__ = [
+    "Compacted",
+    "CompactionDone",
+    "CompactionFailed",
+    "ContextData",
+    "ContextRun",
+    "ContextServices",
+    "Measured",
+    "with_context",
+]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ContextData:
+    """What the context layer keeps between steps."""
+
+    auto_compact: bool = True
+    estimate: int = 0  # the last measured request estimate (tokens)
+    overhead: int = 0  # the estimate of the system prompt and tool definitions (fixed for a run)
+    count_tokens_offered: bool = True  # False once the server refused count_tokens for good
+    staged: tuple[StagedCollapse, ...] = ()  # large old tool results that can be collapsed at no API cost
+    plan: CompactionPlan | None = None  # the compaction in progress (older part shrinks on head truncation)
+    dropped_messages: int = 0  # messages dropped unsummarised by head truncation in this compaction
+    compaction_turns: tuple[int, ...] = ()  # the turn of every successful compaction
+    boundaries: tuple[CompactBoundary, ...] = ()
+    compact_error: str | None = None  # why the last compaction failed
+
+
+class ContextRun(RequestRun, Protocol):
+    """The run data as context-layer handlers see it."""
+
+    @property
+    def context(self) -> ContextData: ...
+
+    @property
+    def tools(self) -> ToolsData: ...
+
+
+C = TypeVar("C", bound=ContextRun)
+
+
+def with_context(run: RunState[C], **changes: Any) -> RunState[C]:
+    """``run`` with its context slice changed as given."""
+    return evolved(run, context=attrs.evolve(run.data.context, **changes))
+
+
+class ContextServices(Protocol):
+    """What context-layer effects use: the backend (count_tokens, summaries), the request's fixed parts, hooks."""
+
+    @property
+    def backend(self) -> ModelBackend: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    @property
+    def tool_definitions(self) -> tuple[dict[str, Any], ...]: ...
+
+    @property
+    def idle_timeout_s(self) -> float: ...
+
+    @property
+    def auto_compact_threshold(self) -> float: ...
+
+    @property
+    def tool_context(self) -> ToolContext: ...
+
+    @property
+    def hooks(self) -> HookRunner: ...
+
+
+# ---- event payloads ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Measured:
+    """``within_budget`` / ``over_threshold``: the next request's estimate and what could be collapsed."""
+
+    estimate: int
+    staged: tuple[StagedCollapse, ...]
+    count_tokens_offered: bool
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Compacted:
+    """``compacted``: the new transcript and its boundary; ``log``: the summary request."""
+
+    messages: tuple[Message, ...]
+    boundary: CompactBoundary
+    log: RequestLog
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class CompactionFailed:
+    """``summary_too_long`` / ``compact_failed``: why; ``log``: the summary request, if one was sent."""
+
+    reason: str
+    log: RequestLog | None = None
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class CompactionDone:
+    """A compaction replaced older messages with a summary (Claude Code's system/compact_boundary)."""
+
+    boundary: CompactBoundary

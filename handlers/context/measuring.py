@@ -1,0 +1,141 @@
+"""Context layer, before sending: the running estimate, staged collapses, the auto-compact decision's inputs.
+
+Owns the ``measure_context`` effect, the exit of ``checking_context`` that keeps
+whether ``count_tokens`` is worth asking, the guards the decision reads
+(``can_compact``, ``refill_thrashing``) and the handlers of the edges that leave
+``checking_context`` without compacting.
+
+Token accounting: the transcript keeps a running local estimate
+(:func:`~queryloop.handlers.messages.message_tokens`); the last answered request's
+real ``usage`` corrects it (kept in the request slice, so a run is whole in its run
+state); near the threshold the server's ``count_tokens`` is asked unless it refused
+for good.
+"""
+
+from __future__ import annotations
+
+from queryloop.fsm import EffectContext, Event, RunState, uses
+
+from ..outcome import with_outcome
+from ..request.backends import ModelCall
+from ..request.pricing import model_info
+from . import compaction
+from .data import C, ContextData, ContextServices, Measured, with_context
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "RAPID_TURNS",
+    "can_compact",
+    "effective_window",
+    "estimate_of",
+    "measure_context",
+    "record_count_tokens_offer",
+    "record_measurement",
+    "refill_thrashing",
+    "skip_compaction_breaker_open",
+    "surface_thrashing",
+]
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+MAX_OUTPUT_RESERVE = 20_000
+STAGING_FRACTION = 0.5  # collapses are staged (a scan of the history) only past half the window
+RAPID_TURNS = 3
+
+
+def effective_window(run: RunState[C]) -> int:
+    """Context window minus the output reserve, for the current model (data file; 200k if unknown)."""
+    request = run.data.request
+    info = model_info(request.model)
+    window = info.context_window if info else DEFAULT_CONTEXT_WINDOW
+    reserve = min(request.max_tokens, info.max_output_tokens if info else MAX_OUTPUT_RESERVE, MAX_OUTPUT_RESERVE)
+    return max(1, window - reserve)
+
+
+def estimate_of(run: RunState[C]) -> int:
+    """The next request's estimate: system and tools, the messages, corrected by the last real count."""
+    data = run.data
+    context, request = data.context, data.request
+    correction = request.real_input_tokens - (context.overhead + request.sent_message_tokens) if request.real_input_tokens else 0
+    return context.overhead + data.messages.tokens + correction
+
+
+async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measured]:
+    """Estimate the next request and compare it with the auto-compact threshold."""
+    run = ctx.run
+    data = run.data
+    context = data.context
+    services = ctx.services
+    estimate = estimate_of(run)
+    window = effective_window(run)
+    staged = context.staged
+    if estimate > window * STAGING_FRACTION:
+        staged = tuple(compaction.stage_collapses(data.messages.to_list()))
+    threshold = window * services.auto_compact_threshold
+    offered = context.count_tokens_offered
+    if estimate > threshold and offered:
+        call = ModelCall(
+            model=data.request.model, messages=data.messages, system=services.system_prompt, tools=services.tool_definitions,
+            max_tokens=data.request.max_tokens, stream=False, attempt=1, idle_timeout_s=services.idle_timeout_s,
+        )
+        counted = await services.backend.count_tokens(call)
+        offered = counted.offered
+        if counted.tokens is not None:
+            estimate = counted.tokens
+    name = "over_threshold" if estimate > threshold else "within_budget"
+    return Event(name=name, data=Measured(estimate=estimate, staged=staged, count_tokens_offered=offered))
+
+
+def record_count_tokens_offer(run: RunState[C], event: Event[Measured | None]) -> RunState[C]:
+    """Exit of ``checking_context``: once the server refuses ``count_tokens`` for good, stop asking."""
+    measured = event.data
+    if measured is None or measured.count_tokens_offered == run.data.context.count_tokens_offered:
+        return run
+    return with_context(run, count_tokens_offered=measured.count_tokens_offered)
+
+
+# ---- guards ---------------------------------------------------------------------------------
+
+
+def can_compact(run: RunState[C], event: Event[object]) -> bool:
+    """Compaction is enabled and there are at least 2 API-round groups to split."""
+    return run.data.context.auto_compact and len(compaction.api_round_groups(run.data.messages.to_list())) >= 2
+
+
+def refill_thrashing(run: RunState[C], event: Event[object]) -> bool:
+    """This would be the third compaction in a row each fewer than 3 turns after the previous (start counts)."""
+    turns = (0, *run.data.context.compaction_turns, run.data.tools.turn)
+    if len(turns) < 4:
+        return False
+    last3 = turns[-4:]
+    return all(b - a < RAPID_TURNS for a, b in zip(last3, last3[1:], strict=False))
+
+
+# ---- edge handlers --------------------------------------------------------------------------
+
+
+def record_measurement(run: RunState[C], event: Event[Measured]) -> RunState[C]:
+    """Keep the staged collapses (the estimate itself is recomputed whenever it is needed)."""
+    measured = event.data
+    if measured.staged == run.data.context.staged:
+        return run  # the common case: nothing to stage, nothing to record
+    return with_context(run, estimate=measured.estimate, staged=measured.staged)
+
+
+@uses(counters=("auto_compact_failures",))
+def skip_compaction_breaker_open(run: RunState[C], event: Event[Measured]) -> RunState[C]:
+    """The breaker is open: send without compacting, and say so."""
+    failures = run.count("auto_compact_failures")
+    note = f"auto-compaction skipped: {failures} attempts in a row failed (breaker open until a compaction succeeds)"
+    run = with_context(run, estimate=event.data.estimate, staged=event.data.staged)
+    return with_outcome(run, note=note)
+
+
+def surface_thrashing(run: RunState[C], event: Event[Measured]) -> RunState[C]:
+    """The rapid-refill breaker: compacting again would only burn summary requests."""
+    data: ContextData = run.data.context
+    gaps = ", ".join(str(t) for t in data.compaction_turns[-2:])
+    message = (
+        f"Stopped: the context refills faster than compaction can empty it (compactions after turns {gaps}, "
+        f"and again at turn {run.data.tools.turn}); the session is thrashing. Start a new session or reduce large tool outputs."
+    )
+    return with_outcome(run, error=message)

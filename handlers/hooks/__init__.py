@@ -1,0 +1,41 @@
+"""The hook layer: Claude Code's hooks as real subprocesses, and the prompt and Stop hook states.
+
+Its states in ``machines/query_loop.yaml`` are ``submitting_prompt`` and
+``running_stop_hooks``. Here: the hooks configuration and runner (``runner``), the
+service other layers call to run hooks (``service``), the slice of the run data it
+owns (``data``) and its effects and edge handlers (``lifecycle``).
+"""
+
+from .data import HooksData, HooksRun
+from .lifecycle import (
+    record_block_limit,
+    record_hook_stop,
+    record_prompt_context,
+    run_stop_hooks,
+    send_stop_feedback,
+    submit_prompt,
+)
+from .runner import HookCommand, HookConfig, HookConfigError, HookError, HookMatcher, HookOutcome, parse_hook_config, run_hooks
+from .service import HookRunner, HookServices, hook
+
+__all__ = [
+    "HookCommand",
+    "HookConfig",
+    "HookConfigError",
+    "HookError",
+    "HookMatcher",
+    "HookOutcome",
+    "HookRunner",
+    "HookServices",
+    "HooksData",
+    "HooksRun",
+    "hook",
+    "parse_hook_config",
+    "record_block_limit",
+    "record_hook_stop",
+    "record_prompt_context",
+    "run_hooks",
+    "run_stop_hooks",
+    "send_stop_feedback",
+    "submit_prompt",
+]

@@ -1,0 +1,88 @@
+"""Hook layer: SessionStart and UserPromptSubmit before the first request, Stop hooks at the end, `continue: false`.
+
+Owns the effects ``submit_prompt`` and ``run_stop_hooks`` and the pure edge handlers
+of their transitions. The other hook events run where their layer decides:
+PreToolUse in the permission gate and PostToolUse after the tools
+(``queryloop.handlers.tools``), PreCompact before a summary request
+(``queryloop.handlers.context``). Hooks are real subprocesses; a hook that times out
+or crashes is a non-blocking error (published for verbose output).
+"""
+
+from __future__ import annotations
+
+from queryloop.fsm import EffectContext, Event, RunState, uses
+
+from ..outcome import evolved, with_outcome
+from .data import H, with_hooks
+from .runner import HookOutcome
+from .service import HookServices, hook, stopped
+
+__all__ = [
+    "record_block_limit",
+    "record_hook_stop",
+    "record_prompt_context",
+    "run_stop_hooks",
+    "send_stop_feedback",
+    "submit_prompt",
+]
+
+
+async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome] | Event[tuple[str, ...]]:
+    """SessionStart then UserPromptSubmit: context is added, a block erases the prompt."""
+    first = ctx.run.data.messages.last() or {}
+    prompt = first.get("content") if isinstance(first.get("content"), str) else ""
+    context: list[str] = []
+    start = await hook(ctx, "SessionStart", {"source": "startup"})
+    if stopped(start):
+        assert start is not None
+        return Event(name="hook_stopped", data=start)
+    if start is not None:
+        context.extend(start.additional_context)
+    submit = await hook(ctx, "UserPromptSubmit", {"prompt": prompt})
+    if stopped(submit) or (submit is not None and submit.blocked):
+        assert submit is not None
+        return Event(name="hook_stopped" if stopped(submit) else "prompt_blocked", data=submit)
+    if submit is not None:
+        context.extend(submit.additional_context)
+    return Event(name="prompt_accepted", data=tuple(context))
+
+
+def record_prompt_context(run: RunState[H], event: Event[tuple[str, ...]]) -> RunState[H]:
+    """Hook output for SessionStart/UserPromptSubmit becomes context after the prompt."""
+    if not event.data:
+        return run
+    text = "\n\n".join(event.data)
+    return evolved(run, messages=run.data.messages.append({"role": "user", "content": text}, meta=True))
+
+
+def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
+    """A hook stopped the run (or blocked the prompt): its reason is the result."""
+    outcome = event.data
+    reason = outcome.stop_reason or ("; ".join(outcome.block_reasons) if outcome.block_reasons else f"{outcome.event} hook stopped the run")
+    return with_outcome(run, error=reason)
+
+
+async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome | None]:
+    """The model answered: Stop hooks may accept the end, block it (feedback for the model) or stop."""
+    outcome = await hook(ctx, "Stop", {"stop_hook_active": ctx.run.data.hooks.stop_hook_active})
+    if outcome is None:
+        return Event(name="stop_accepted")
+    if stopped(outcome):
+        return Event(name="hook_stopped", data=outcome)
+    if outcome.blocked or outcome.decision == "block":
+        return Event(name="stop_blocked", data=outcome)
+    return Event(name="stop_accepted", data=outcome)
+
+
+def send_stop_feedback(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
+    """The hook's reason goes back to the model as the next user turn."""
+    reason = "; ".join(event.data.block_reasons) or "A Stop hook asked you to continue."
+    message = {"role": "user", "content": f"Stop hook feedback:\n{reason}"}
+    return with_hooks(evolved(run, messages=run.data.messages.append(message)), stop_hook_active=True)
+
+
+@uses(counters=("stop_hook_blocks",))
+def record_block_limit(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
+    """Stop hooks blocked as often as the cap allows: the run ends with a warning instead of looping."""
+    limit = run.cap("stop_hook_blocks")
+    return with_outcome(run, error=f"Stop hooks blocked {limit} times in a row; stopping instead of looping (warning)")

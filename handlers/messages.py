@@ -1,0 +1,176 @@
+"""The message graph every layer appends to: the transcript as a persistent view, and its block shapes.
+
+Owns :class:`MessageView` (an append-only, persistent view of the conversation:
+appending is O(1) and never copies the history), the local token estimate of a
+message, and the shapes of the blocks layers read and write: a parsed ``tool_use``
+block (:class:`ToolCall`) and a ``tool_result`` block. Holds no layer's state and
+imports no layer: every layer may use it, it uses none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypedDict
+
+import attrs
+
+__all__ = [
+    "Message",
+    "MessageView",
+    "ToolCall",
+    "ToolResultBlock",
+    "compact_json",
+    "message_tokens",
+    "messages_tokens",
+    "synthetic_error_results",
+    "tool_calls_of",
+    "tool_result_block",
+    "visible_text",
+]
+
+Message = dict[str, Any]
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def message_tokens(message: Mapping[str, Any]) -> int:
+    """The local token estimate of one message: ``ceil(len(compact JSON) / 4)``."""
+    return math.ceil(len(compact_json(message)) / 4)
+
+
+def messages_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The sum of :func:`message_tokens` over ``messages`` (computed from scratch)."""
+    return sum(message_tokens(m) for m in messages)
+
+
+class MessageView:
+    """An immutable view of the first ``len(self)`` entries of a shared, append-only store.
+
+    ``append`` extends the store in place when this view is its newest prefix (the
+    common, linear case: O(1)); a view that is not the newest (a branch taken after a
+    tombstone or an abort) copies its prefix first, so no earlier view ever changes.
+    Each entry is ``(message, meta, tokens)``: meta messages are sent to the model but
+    hidden from the user's output; ``tokens`` is the running total of the local token
+    estimate up to and including the entry, so :attr:`tokens` is O(1).
+    """
+
+    __slots__ = ("_length", "_store")
+
+    def __init__(self, store: list[tuple[Message, bool, int]] | None = None, length: int | None = None) -> None:
+        self._store = store if store is not None else []
+        self._length = len(self._store) if length is None else length
+
+    @classmethod
+    def of(cls, messages: Iterable[Message], meta: Iterable[bool] = ()) -> MessageView:
+        """A fresh view holding ``messages``; ``meta`` flags them (none meta when omitted)."""
+        flags = iter(meta)
+        view = cls()
+        for message in messages:
+            view = view.append(message, meta=next(flags, False))
+        return view
+
+    def append(self, message: Message, *, meta: bool = False) -> MessageView:
+        store = self._store
+        if len(store) != self._length:
+            store = store[: self._length]
+        store.append((message, meta, self.tokens + message_tokens(message)))
+        return MessageView(store, self._length + 1)
+
+    @property
+    def tokens(self) -> int:
+        """The local token estimate of all messages in the view."""
+        return self._store[self._length - 1][2] if self._length else 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[Message]:
+        store = self._store
+        return (store[i][0] for i in range(self._length))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageView):
+            return NotImplemented
+        return self.entries() == other.entries()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def is_meta(self, index: int) -> bool:
+        return self._store[index][1]
+
+    def entries(self) -> list[tuple[Message, bool]]:
+        """``(message, meta)`` for every message in the view (what a snapshot keeps)."""
+        return [(entry[0], entry[1]) for entry in self._store[: self._length]]
+
+    def to_list(self) -> list[Message]:
+        """The messages as the API expects them (one O(N) pass, only when a request is built)."""
+        return [entry[0] for entry in self._store[: self._length]]
+
+    def last(self) -> Message | None:
+        return self._store[self._length - 1][0] if self._length else None
+
+    def __repr__(self) -> str:
+        return f"MessageView({self._length} messages, ~{self.tokens} tokens)"
+
+
+# ---- block shapes ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One complete, parsed ``tool_use`` block: the model asked to run ``name`` on ``input``."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any]) -> ToolCall:
+        """Build a call from an API ``tool_use`` block (``{"type", "id", "name", "input"}``)."""
+        if block.get("type") != "tool_use":
+            raise ValueError(f"expected a 'tool_use' block, got type {block.get('type')!r}")
+        return cls(id=block["id"], name=block["name"], input=block["input"])
+
+
+class ToolResultBlock(TypedDict):
+    """An API ``tool_result`` content block; ``is_error`` is always present."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str
+    is_error: bool
+
+
+def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False) -> ToolResultBlock:
+    """Build a ``tool_result`` block.
+
+    ``is_error`` is always included (``False`` on success) so consumers can read
+    ``block["is_error"]`` without a default; the API accepts an explicit ``false``.
+    """
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}
+
+
+def synthetic_error_results(calls: Iterable[ToolCall], message: str) -> list[ToolResultBlock]:
+    """``is_error`` results carrying ``message`` for calls that never completed, in order.
+
+    Used on abort, a budget stop or a hook stop, so that every ``tool_use`` still has
+    its ``tool_result`` (the ledger stays closed).
+    """
+    if not message:
+        raise ValueError("synthetic_error_results needs a non-empty message to show the model")
+    return [tool_result_block(call.id, message, is_error=True) for call in calls]
+
+
+def tool_calls_of(content: Sequence[Mapping[str, Any]]) -> tuple[ToolCall, ...]:
+    """The complete tool_use blocks of an assistant message, as tool calls, in order."""
+    return tuple(ToolCall.from_block(b) for b in content if b.get("type") == "tool_use")
+
+
+def visible_text(content: Sequence[Mapping[str, Any]]) -> str:
+    """The text a user sees in an assistant message's content (text blocks only)."""
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")

@@ -1,0 +1,70 @@
+"""How the run ends and what it tells the user, whichever layer ends it; the run data every layer shares.
+
+Owns :class:`Outcome` (the visible text of the turn, the result, a surfaced error,
+the notices for verbose output), :class:`Notice` (the item effects publish for such
+a line) and :class:`SharedData`, the part of the composed run data every layer may
+read and evolve: the message graph and the outcome. Each layer declares the rest it
+needs as a protocol over its own slice; the composed record lives above the layers
+(``queryloop.agent``). Holds no layer's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Self, TypeVar
+
+import attrs
+
+from queryloop.fsm import RunState
+
+from .messages import MessageView
+
+__all__ = ["Notice", "Outcome", "SharedData", "evolved", "with_outcome"]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Outcome:
+    """What the run will report: its answer or its surfaced (previously withheld) error."""
+
+    partial_text: str = ""  # visible text of this turn, kept across continuations and tool requests
+    result_text: str = ""
+    error: str | None = None
+    api_error_status: int | None = None
+    stop_reason: str | None = None  # of the last complete reply
+    notices: tuple[str, ...] = ()  # tombstones and switches, for the transcript and verbose output
+
+
+class SharedData(Protocol):
+    """The composed run data as every layer sees it: the message graph, the outcome, and a way to evolve it."""
+
+    @property
+    def messages(self) -> MessageView: ...
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    def evolve(self, **changes: Any) -> Self:
+        """A copy with the named slices replaced (``attrs.evolve``)."""
+        ...
+
+
+T = TypeVar("T", bound=SharedData)
+
+
+def evolved(run: RunState[T], **changes: Any) -> RunState[T]:
+    """``run`` with the named slices of its data replaced — the body of most edge handlers."""
+    return run.with_data(run.data.evolve(**changes))
+
+
+def with_outcome(run: RunState[T], *, note: str | None = None, **changes: Any) -> RunState[T]:
+    """``run`` with its outcome changed as given; ``note`` appends a notice."""
+    outcome = run.data.outcome
+    if note is not None:
+        changes["notices"] = (*outcome.notices, note)
+    return evolved(run, outcome=attrs.evolve(outcome, **changes))
+
+
+@attrs.frozen(slots=True)
+class Notice:
+    """A line for verbose output: a fallback switch, a tombstone, a hook's message."""
+
+    text: str

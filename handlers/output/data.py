@@ -1,0 +1,41 @@
+"""The output layer's slice of the run data and what its handlers need.
+
+Owns :class:`OutputData` (the output recoveries' setting: the escalated
+``max_tokens`` cap) and the protocol of the run data output-layer handlers work on:
+the request slice (its ``max_tokens`` is what escalation raises) and their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from queryloop.fsm import RunState
+
+from ..outcome import evolved
+from ..request.data import RequestRun
+
+__all__ = ["OutputData", "OutputRun", "with_output"]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class OutputData:
+    """What the output layer keeps between steps."""
+
+    escalated_max_tokens: int | None = None  # one retry of a truncated answer at this cap (None: no escalation)
+
+
+class OutputRun(RequestRun, Protocol):
+    """The run data as output-layer handlers see it."""
+
+    @property
+    def output(self) -> OutputData: ...
+
+
+O = TypeVar("O", bound=OutputRun)
+
+
+def with_output(run: RunState[O], **changes: Any) -> RunState[O]:
+    """``run`` with its output slice changed as given."""
+    return evolved(run, output=attrs.evolve(run.data.output, **changes))

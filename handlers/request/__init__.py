@@ -1,0 +1,60 @@
+"""The request layer: calling the model over the official ``anthropic`` SDK, retries, model and stream fallback.
+
+Its states in ``machines/query_loop.yaml`` are ``calling_model`` and ``backing_off``.
+Here: the slice of the run data it owns (``data``), the typed client for one attempt
+(``client``), the backends that send it (``backends``), prices and limits
+(``pricing``), the attempt's effect and exit (``attempts``) and the recovery edges
+(``recovery``).
+"""
+
+from .attempts import call_model, classify_failure, classify_reply, record_attempt
+from .backends import AnthropicBackend, ModelBackend, ModelCall, ScriptedBackend, TokenCount
+from .client import ModelFailure, ModelReply, RequestLog, UsageTotals
+from .data import (
+    ApiRetry,
+    AssistantMessage,
+    RequestData,
+    RequestFailed,
+    RequestLogged,
+    RequestRun,
+    RequestServices,
+    TextDelta,
+)
+from .recovery import (
+    api_error_text,
+    fallback_available,
+    note_failure,
+    surface_failure,
+    switch_to_fallback_model,
+    wait_before_retry,
+)
+
+__all__ = [
+    "AnthropicBackend",
+    "ApiRetry",
+    "AssistantMessage",
+    "ModelBackend",
+    "ModelCall",
+    "ModelFailure",
+    "ModelReply",
+    "RequestData",
+    "RequestFailed",
+    "RequestLog",
+    "RequestLogged",
+    "RequestRun",
+    "RequestServices",
+    "ScriptedBackend",
+    "TextDelta",
+    "TokenCount",
+    "UsageTotals",
+    "api_error_text",
+    "call_model",
+    "classify_failure",
+    "classify_reply",
+    "fallback_available",
+    "note_failure",
+    "record_attempt",
+    "surface_failure",
+    "switch_to_fallback_model",
+    "wait_before_retry",
+]

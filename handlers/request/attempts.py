@@ -1,0 +1,112 @@
+"""Request layer, the attempt: sending the transcript once, classifying the outcome, counting it.
+
+Owns the effect that sends one attempt (``call_model``), the mapping of its typed
+result to one of the events ``calling_model`` declares, and ``record_attempt``, the
+state's exit handler that adds every attempt's usage and API time to the run data
+(whichever edge follows). Which edge is taken is decided by
+``machines/query_loop.yaml``, never here.
+"""
+
+from __future__ import annotations
+
+from queryloop.fsm import EffectContext, Event, RunState, uses
+
+from ..messages import visible_text
+from .backends import ModelCall
+from .client import ModelFailure, ModelReply
+from .data import (
+    AssistantMessage,
+    R,
+    RequestFailed,
+    RequestServices,
+    TextDelta,
+    count_attempt,
+    real_input_tokens,
+    with_request,
+)
+
+__all__ = ["call_model", "classify_failure", "classify_reply", "record_attempt"]
+
+_FAILURE_EVENTS = {
+    "retryable": "retryable_error",
+    "overloaded": "overloaded",
+    "model_unavailable": "model_unavailable",
+    "fatal": "request_rejected",
+    "prompt_too_long": "prompt_too_long",
+    "media_too_large": "media_too_large",
+    "malformed_response": "malformed_response",
+}
+
+
+def classify_failure(failure: ModelFailure) -> str:
+    """The event for a failed attempt; a broken stream keeps complete tool_use blocks apart."""
+    if failure.kind == "stream_broken":
+        if any(b.get("type") == "tool_use" for b in failure.partial_content):
+            return "stream_cut_after_tool_use"
+        return "stream_broken"
+    return _FAILURE_EVENTS[failure.kind]
+
+
+def classify_reply(reply: ModelReply) -> str:
+    """The event for a complete reply, from its stop_reason and its blocks."""
+    has_tools = any(b.get("type") == "tool_use" for b in reply.content)
+    stop = reply.stop_reason
+    if stop == "tool_use":
+        return "tool_use" if has_tools else "malformed_tool_use"
+    if stop == "max_tokens":
+        return "truncated"
+    if stop == "refusal":
+        return "refused"
+    if stop == "pause_turn":
+        return "paused"
+    if stop == "model_context_window_exceeded":
+        return "prompt_too_long"  # recovered exactly like a 400 prompt-too-long
+    if has_tools:
+        return "tool_use"
+    if not visible_text(reply.content).strip() and any(b.get("type") in ("thinking", "redacted_thinking") for b in reply.content):
+        return "thinking_only"
+    return "answered"
+
+
+@uses(counters=("stream_fallbacks", "api_retries"))
+async def call_model(ctx: EffectContext[R, RequestServices]) -> Event[ModelReply | ModelFailure]:
+    """Send the transcript to the current model once; streaming unless a stream fallback is in force."""
+    run = ctx.run
+    request = run.data.request
+    services = ctx.services
+    call = ModelCall(
+        model=request.model,
+        messages=run.data.messages,
+        system=services.system_prompt,
+        tools=services.tool_definitions,
+        max_tokens=request.max_tokens,
+        stream=run.count("stream_fallbacks") == 0,
+        attempt=run.count("api_retries") + 1,
+        idle_timeout_s=services.idle_timeout_s,
+    )
+    publish = ctx.publish
+    outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))
+    if isinstance(outcome, ModelFailure):
+        publish(RequestFailed(failure=outcome))
+        return Event(name=classify_failure(outcome), data=outcome)
+    publish(AssistantMessage(message={"role": "assistant", "content": list(outcome.content)}, model=outcome.model, log=outcome.log))
+    budget = services.max_budget_usd
+    if budget is not None and count_attempt(request, outcome.log).usage.known_cost_usd >= budget:
+        return Event(name="over_budget", data=outcome)
+    return Event(name=classify_reply(outcome), data=outcome)
+
+
+def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | None]) -> RunState[R]:
+    """Exit of ``calling_model``: the attempt's usage and time count, whatever the machine does next.
+
+    An answer's real input-token count is kept with the local estimate of the messages
+    it was sent with, so the context layer can correct its running estimate.
+    """
+    outcome = event.data
+    if not isinstance(outcome, (ModelReply, ModelFailure)):
+        return run  # the abort event: no attempt finished
+    request = count_attempt(run.data.request, outcome.log)
+    real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
+    if real:
+        return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens)
+    return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms)

@@ -1,0 +1,159 @@
+"""Model backends: the real Anthropic SDK over HTTP, and an in-process script for unit tests.
+
+Owns :class:`ModelCall` (one attempt as the loop asks for it), the
+:class:`ModelBackend` protocol and how a call becomes an attempt. The HTTP backend
+materialises the transcript once per attempt (the SDK serialises it anyway); the
+scripted backend never looks at it, so in-process runs cost nothing per message.
+Backends keep nothing about the run: whether the server offers ``count_tokens`` is
+answered per call (:class:`TokenCount`) and remembered in the run data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import anthropic
+import attrs
+
+from ..messages import MessageView
+from .client import (
+    ModelFailure,
+    ModelReply,
+    ModelRequest,
+    RequestLog,
+    send_request,
+)
+
+__all__ = [
+    "AnthropicBackend",
+    "ModelBackend",
+    "ModelCall",
+    "ScriptedBackend",
+    "TokenCount",
+    "scripted_failure",
+    "scripted_reply",
+]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ModelCall:
+    """One attempt as the loop asks for it; backends turn it into HTTP (or script it)."""
+
+    model: str
+    messages: MessageView
+    system: str | None
+    tools: tuple[dict[str, Any], ...]
+    max_tokens: int
+    stream: bool
+    attempt: int
+    idle_timeout_s: float
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class TokenCount:
+    """The server's count of a request's input tokens: ``None`` when it gave none.
+
+    ``offered`` is False when the server refuses the request for good (a 4xx other
+    than 408, 409 or 429: no such endpoint, not for this model): the run stops asking.
+    A transient failure (a 5xx, a rate limit, a timeout) keeps it True.
+    """
+
+    tokens: int | None
+    offered: bool = True
+
+
+class ModelBackend(Protocol):
+    """Sends one attempt; returns a typed reply or failure, never raises for API problems."""
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure: ...
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        """The server's count of the request's input tokens (``tokens`` None when it gives none)."""
+        ...
+
+
+class AnthropicBackend:
+    """Sends attempts with the official SDK; the client must be built with ``max_retries=0``."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        if client.max_retries != 0:
+            raise ValueError("the state machine owns retries: build the client with max_retries=0")
+        self.client = client
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        request = ModelRequest(
+            model=call.model,
+            messages=tuple(call.messages.to_list()),
+            system=call.system,
+            tools=call.tools,
+            max_tokens=call.max_tokens,
+            stream=call.stream,
+            idle_timeout_s=call.idle_timeout_s,
+            attempt=call.attempt,
+        )
+        return await send_request(self.client, request, on_text=on_text)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        """``/v1/messages/count_tokens``; a lasting client error says the server does not offer it."""
+        kwargs: dict[str, Any] = {"model": call.model, "messages": call.messages.to_list()}
+        if call.system:
+            kwargs["system"] = call.system
+        if call.tools:
+            kwargs["tools"] = list(call.tools)
+        try:
+            counted = await self.client.messages.count_tokens(**kwargs)
+        except anthropic.APIStatusError as exc:
+            status = exc.status_code  # a client error other than a rate limit or timeout will not go away
+            return TokenCount(tokens=None, offered=not (400 <= status < 500 and status not in (408, 409, 429)))
+        except anthropic.APIError:
+            return TokenCount(tokens=None)  # transient (connection, timeout, bad body): ask again next time
+        return TokenCount(tokens=int(counted.input_tokens))
+
+
+_ids = itertools.count(1)
+
+
+def _log(model: str, call: ModelCall | None, status: int | None, stop_reason: str | None, usage: dict[str, Any]) -> RequestLog:
+    return RequestLog(
+        client_request_id=str(uuid.uuid4()),
+        request_id=f"req_scripted_{next(_ids)}",
+        attempt=call.attempt if call else 1,
+        model=model,
+        stream=call.stream if call else False,
+        status=status,
+        stop_reason=stop_reason,
+        ttft_ms=None,
+        duration_ms=0.0,
+        usage=usage,
+    )
+
+
+def scripted_reply(content: Iterable[dict[str, Any]], stop_reason: str = "end_turn", *, model: str = "scripted", call: ModelCall | None = None) -> ModelReply:
+    """A complete reply as the HTTP backend would return it (API-format blocks)."""
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    return ModelReply(content=tuple(content), stop_reason=stop_reason, usage=usage, model=model, request_id=None, log=_log(model, call, 200, stop_reason, usage))
+
+
+def scripted_failure(kind: Any, status: int | None = None, message: str = "scripted failure", *, model: str = "scripted", partial: Iterable[dict[str, Any]] = ()) -> ModelFailure:
+    return ModelFailure(kind=kind, status=status, error_type=None, message=message, partial_content=tuple(partial), log=_log(model, None, status, None, {}))
+
+
+Script = Callable[[ModelCall], ModelReply | ModelFailure]
+
+
+class ScriptedBackend:
+    """An in-process model for unit tests and benchmarks: ``script(call)`` answers each attempt."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls = 0
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        self.calls += 1
+        return self.script(call)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        return TokenCount(tokens=None, offered=False)  # the local estimate is the only one

@@ -1,0 +1,150 @@
+"""The request layer's slice of the run data, what its handlers need, and the items it publishes.
+
+Owns :class:`RequestData` (the model and its fallback chain, the output cap sent,
+the last failed attempt, usage and API time so far, and the facts of the last
+answered request that token accounting corrects itself with), the protocols of the
+run data and services request-layer handlers work on, and the publish items of an
+attempt (streamed text, the complete reply, a failure, a scheduled retry, a logged
+side request).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from queryloop.fsm import RunState
+
+from ..outcome import SharedData, evolved
+from .backends import ModelBackend
+from .client import ModelFailure, RequestLog, UsageTotals
+
+__all__ = [
+    "ApiRetry",
+    "AssistantMessage",
+    "RequestData",
+    "RequestFailed",
+    "RequestLogged",
+    "RequestRun",
+    "RequestServices",
+    "TextDelta",
+    "count_attempt",
+    "real_input_tokens",
+    "with_request",
+]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RequestData:
+    """What the request layer keeps between steps."""
+
+    model: str
+    fallback_models: tuple[str, ...] = ()
+    max_tokens: int = 32_000
+    failure: ModelFailure | None = None  # the last failed attempt (retry-after, status; surfaced if recovery ends)
+    usage: UsageTotals = attrs.field(factory=UsageTotals)
+    api_duration_ms: float = 0.0
+    real_input_tokens: int = 0  # input tokens the API counted for the last answered request (0: none yet)
+    sent_message_tokens: int = 0  # the local estimate of that request's messages
+
+
+def count_attempt(request: RequestData, log: RequestLog) -> RequestData:
+    """``request`` with one more attempt's usage and API time added."""
+    usage = request.usage.add(log.model, log.usage) if log.usage else request.usage
+    return attrs.evolve(request, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms)
+
+
+def real_input_tokens(usage: Mapping[str, Any]) -> int:
+    """Input tokens the API counted for a request, cache reads and writes included."""
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    return sum(int(usage.get(k) or 0) for k in keys)
+
+
+class RequestRun(SharedData, Protocol):
+    """The run data as request-layer handlers see it."""
+
+    @property
+    def request(self) -> RequestData: ...
+
+
+R = TypeVar("R", bound=RequestRun)
+
+
+def with_request(run: RunState[R], **changes: Any) -> RunState[R]:
+    """``run`` with its request slice changed as given."""
+    return evolved(run, request=attrs.evolve(run.data.request, **changes))
+
+
+class RequestServices(Protocol):
+    """What request-layer effects use: the model backend, the request's fixed parts, backoff and budget."""
+
+    @property
+    def backend(self) -> ModelBackend: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    @property
+    def tool_definitions(self) -> tuple[dict[str, Any], ...]: ...
+
+    @property
+    def idle_timeout_s(self) -> float: ...
+
+    @property
+    def retry_base_delay_s(self) -> float: ...
+
+    @property
+    def retry_max_delay_s(self) -> float: ...
+
+    @property
+    def max_budget_usd(self) -> float | None: ...
+
+    @property
+    def rng(self) -> random.Random: ...
+
+
+# ---- what request-layer effects publish (rendered by queryloop.console) ----------------------
+
+
+@attrs.frozen(slots=True)
+class TextDelta:
+    """A piece of visible answer text as it streams in."""
+
+    text: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class AssistantMessage:
+    """A complete assistant reply as the model sent it."""
+
+    message: dict[str, Any]
+    model: str
+    log: RequestLog
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ApiRetry:
+    """A retry is about to be sent after ``retry_delay_ms`` (Claude Code's system/api_retry)."""
+
+    attempt: int
+    max_retries: int | None
+    retry_delay_ms: int
+    error_status: int | None
+    error: str
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RequestFailed:
+    """An attempt failed (logged; whether it is shown depends on the recovery that follows)."""
+
+    failure: ModelFailure
+
+
+@attrs.frozen(slots=True)
+class RequestLogged:
+    """An attempt that is not an answer of the conversation (a summary request): logged only."""
+
+    log: RequestLog

@@ -1,0 +1,58 @@
+"""The tool layer: the built-in tools, the permission gate, running calls, the ledger of tool_use/tool_result.
+
+Its states in ``machines/query_loop.yaml`` are ``gating_tools`` and ``running_tools``.
+Here: the slice of the run data it owns (``data``), the tools' shared records
+(``base``), the built-in tools (``files``, ``search``, ``bash``, gathered in
+``registry``), validation and scheduling (``dispatch``), permission rules
+(``permissions``), the gate (``gate``) and running the calls (``running``).
+"""
+
+from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+from .data import ToolResultPublished, ToolServices, ToolsData, ToolsRun
+from .dispatch import OnResult, ToolRegistry, run_tool_calls
+from .gate import GateOutcome, close_calls_and_stop, gate_tool_calls, record_gate
+from .permissions import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, decide, hidden_tools
+from .registry import default_registry, default_tools
+from .running import (
+    ToolsDone,
+    close_dangling_tool_uses,
+    record_tool_request,
+    record_tool_results,
+    record_tool_results_and_stop,
+    record_tool_results_at_turn_limit,
+    run_tools,
+)
+
+__all__ = [
+    "PERMISSION_MODES",
+    "GateOutcome",
+    "OnResult",
+    "PermissionMode",
+    "PermissionRuleError",
+    "PermissionRules",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolResultPublished",
+    "ToolRun",
+    "ToolServices",
+    "ToolSpec",
+    "ToolsData",
+    "ToolsDone",
+    "ToolsRun",
+    "close_calls_and_stop",
+    "close_dangling_tool_uses",
+    "decide",
+    "default_registry",
+    "default_tools",
+    "gate_tool_calls",
+    "hidden_tools",
+    "record_gate",
+    "record_tool_request",
+    "record_tool_results",
+    "record_tool_results_and_stop",
+    "record_tool_results_at_turn_limit",
+    "run_tool_calls",
+    "run_tools",
+]

@@ -1,0 +1,208 @@
+"""Records and helpers shared by the built-in tools: specs, context, calls, outputs, paths.
+
+Owns the vocabulary every tool module speaks: :class:`ToolSpec` (what the model sees
+plus the scheduling flags and the implementation), :class:`ToolContext` (the working
+directory and limits a call runs under), :class:`ToolCall` (one parsed ``tool_use``
+block), :class:`ToolOutput` (what an implementation returns), :class:`ToolError` (an
+expected failure whose message goes to the model verbatim), the ``tool_result`` block
+shape, working-directory confinement and output truncation.
+
+Does not own any tool (``tools_files``, ``tools_search``, ``tools_bash``) nor the
+scheduling of calls (``tool_dispatch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jsonschema
+from jsonschema.protocols import Validator
+
+from ..messages import ToolCall, ToolResultBlock, tool_result_block
+
+__all__ = [
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "ToolRun",
+    "ToolSpec",
+    "display_path",
+    "resolve_inside_cwd",
+    "split_budget",
+    "threaded",
+    "truncate_text",
+    "truncation_marker",
+]
+
+# The Anthropic API accepts tool names matching this pattern and no others.
+_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+# Below this the truncation marker and the notes tools add would eat most of the budget.
+_MIN_OUTPUT_CHARS = 1000
+
+# Room kept for the truncation marker, so a truncated text stays within its limit.
+_MARKER_RESERVE = 120
+
+
+class ToolError(Exception):
+    """An expected tool failure; its message is shown to the model as the error result."""
+
+
+def _resolve_dir(value: str | Path) -> Path:
+    return Path(value).resolve()
+
+
+def _check_cwd(_instance: object, _attribute: attrs.Attribute[Path], value: Path) -> None:
+    if not value.is_dir():
+        raise ValueError(f"ToolContext.cwd must be an existing directory, got {str(value)!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """The environment a tool call runs in: working directory and output/time limits.
+
+    ``cwd`` is resolved (symlinks and ``..`` removed) on construction; every file path
+    a tool touches must resolve inside it. ``bash_default_timeout_s`` applies when the
+    model gives no ``timeout``; a longer one is clamped to ``bash_max_timeout_s``.
+    ``max_output_chars`` bounds the ``content`` of every result: tools cut their own
+    output sensibly (Bash keeps start and end, Read stops at a whole line) and the
+    dispatcher cuts anything still longer.
+    """
+
+    cwd: Path = attrs.field(converter=_resolve_dir, validator=_check_cwd)
+    bash_default_timeout_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
+    bash_max_timeout_s: float = attrs.field(default=600.0)
+    max_output_chars: int = attrs.field(default=30_000, validator=attrs.validators.ge(_MIN_OUTPUT_CHARS))
+
+    @bash_max_timeout_s.validator
+    def _check_max_timeout(self, _attribute: attrs.Attribute[float], value: float) -> None:
+        if value < self.bash_default_timeout_s:
+            raise ValueError(
+                f"ToolContext.bash_max_timeout_s ({value:g}) must be >= "
+                f"bash_default_timeout_s ({self.bash_default_timeout_s:g})"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What a tool implementation returns: the text for the model and whether it is an error."""
+
+    content: str
+    is_error: bool = False
+
+
+ToolRun = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]
+"""A tool implementation: receives the schema-validated input and the context."""
+
+
+def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str) -> None:
+    if not _TOOL_NAME_RE.match(value):
+        raise ValueError(f"tool name {value!r} must match {_TOOL_NAME_RE.pattern} (Anthropic API rule)")
+
+
+def _check_schema(_instance: object, _attribute: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, Any]) -> None:
+    if value.get("type") != "object":
+        raise ValueError(f"a tool input_schema must have type 'object', got {value.get('type')!r}")
+    try:
+        jsonschema.Draft202012Validator.check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"invalid tool input_schema: {exc.message}") from exc
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """A tool as the model sees it (name, description, schema) plus how it may be scheduled.
+
+    ``concurrency_safe`` calls may run in parallel with neighbouring safe calls;
+    ``read_only`` tools change nothing; ``idempotent`` tools can be re-run after an
+    abort without a different effect. The schema is compiled once, here.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str = attrs.field(validator=attrs.validators.min_len(1))
+    input_schema: Mapping[str, Any] = attrs.field(validator=_check_schema)
+    concurrency_safe: bool
+    read_only: bool
+    idempotent: bool
+    run: ToolRun = attrs.field(repr=False)
+    schema_validator: Validator = attrs.field(init=False, eq=False, repr=False)
+
+    @schema_validator.default
+    def _compile_validator(self) -> Validator:
+        return jsonschema.Draft202012Validator(self.input_schema)
+
+    def api_definition(self) -> dict[str, Any]:
+        """The ``{"name", "description", "input_schema"}`` dict sent to the API."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+def resolve_inside_cwd(raw: str, ctx: ToolContext) -> Path:
+    """Resolve ``raw`` (absolute, or relative to ``ctx.cwd``) and require it inside ``ctx.cwd``.
+
+    ``..`` and symlinks (including a dangling one) are resolved first, so neither can
+    be used to escape. Raises :class:`ToolError` naming the path otherwise.
+    """
+    if not raw:
+        raise ToolError("path is empty; give a path inside the working directory")
+    if "\x00" in raw:
+        raise ToolError(f"path {raw!r} contains a NUL character")
+    resolved = (ctx.cwd / raw).resolve()
+    if not resolved.is_relative_to(ctx.cwd):
+        raise ToolError(
+            f"path {raw!r} resolves to {str(resolved)!r}, which is outside the working directory "
+            f"{str(ctx.cwd)!r}; only paths inside it can be used"
+        )
+    return resolved
+
+
+def display_path(path: Path, ctx: ToolContext) -> str:
+    """``path`` relative to the working directory (``.`` for the directory itself), POSIX style."""
+    try:
+        relative = path.relative_to(ctx.cwd)
+    except ValueError:
+        return str(path)
+    return relative.as_posix() or "."
+
+
+def truncation_marker(dropped: int, hint: str = "") -> str:
+    """The line inserted where text was cut, saying how many characters were dropped."""
+    extra = f"; {hint}" if hint else ""
+    return f"\n[... output truncated: {dropped} characters omitted{extra} ...]\n"
+
+
+def truncate_text(text: str, limit: int, *, hint: str = "") -> str:
+    """Return ``text`` unchanged if it fits in ``limit`` characters, else its head plus a marker.
+
+    The result, marker included, is at most ``limit`` characters long.
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(limit - _MARKER_RESERVE - len(hint), 0)
+    return text[:keep] + truncation_marker(len(text) - keep, hint)
+
+
+def split_budget(limit: int) -> tuple[int, int]:
+    """Head and tail sizes for a head+tail truncation that leaves room for the marker."""
+    budget = max(limit - _MARKER_RESERVE, 0)
+    head = budget // 2
+    return head, budget - head
+
+
+def threaded(fn: Callable[[Mapping[str, Any], ToolContext], ToolOutput]) -> ToolRun:
+    """Wrap a blocking implementation so it runs in a worker thread, off the event loop.
+
+    This is what lets concurrency-safe file tools actually overlap. A cancelled call
+    stops waiting at once, but the thread finishes the operation it had started.
+    """
+
+    async def run(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await asyncio.to_thread(fn, tool_input, ctx)
+
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run

@@ -1,0 +1,233 @@
+"""The ``Bash`` tool: one shell command in the working directory, bounded in time and output.
+
+Owns the subprocess lifecycle. The command runs as ``bash -c`` in a new session (so
+in its own process group) with stdin closed and stdout+stderr merged into one pipe.
+The whole group is killed with SIGKILL when the command times out, when the call is
+cancelled (the ``CancelledError`` then propagates), and also when ``bash`` itself
+exits, so background jobs left behind do not outlive the call. Output is captured
+streaming, keeping only its start and end, so a chatty command cannot exhaust memory.
+
+Does not own scheduling or error wrapping (``tool_dispatch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .base import (
+    ToolContext,
+    ToolOutput,
+    ToolSpec,
+    split_budget,
+    truncation_marker,
+)
+
+__all__ = ["BASH"]
+
+# How long to keep reading the pipe after bash exited and its group was killed. Only a
+# process that moved to its own session (setsid) can still hold the pipe open by then.
+_DRAIN_GRACE_S: Final = 1.0
+
+# Room kept below max_output_chars for the status line put before the output
+# ("Command failed with exit code N", "Command timed out after N s ...").
+_STATUS_RESERVE: Final = 120
+
+
+class _OutputCapture:
+    """Keeps the first and last characters of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._head_cap = limit // 2
+        self._tail_cap = limit - self._head_cap
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self._total = 0
+
+    def feed(self, text: str) -> None:
+        self._total += len(text)
+        room = self._head_cap - self._head_len
+        if room > 0:
+            taken = text[:room]
+            self._head.append(taken)
+            self._head_len += len(taken)
+            text = text[room:]
+        if text:
+            self._tail.append(text)
+            self._tail_len += len(text)
+            while self._tail and self._tail_len - len(self._tail[0]) >= self._tail_cap:
+                self._tail_len -= len(self._tail.popleft())
+
+    def text(self) -> str:
+        """Everything, or start + marker + end if it exceeded the limit (then ≤ limit chars)."""
+        head = "".join(self._head)
+        tail = "".join(self._tail)
+        if self._total <= self._limit:
+            return head + tail
+        head_keep, tail_keep = split_budget(self._limit)
+        kept_head = head[:head_keep]
+        kept_tail = tail[len(tail) - tail_keep :] if tail_keep else ""
+        dropped = self._total - len(kept_head) - len(kept_tail)
+        return kept_head + truncation_marker(dropped, "the start and the end are shown") + kept_tail
+
+
+class _BashProtocol(asyncio.SubprocessProtocol):
+    """Feeds the merged output into a capture and signals process exit and pipe close apart.
+
+    The two differ when a background job still holds the pipe after bash exited, which
+    is why this protocol is used rather than ``Process.wait()``: on Python 3.11 that
+    only returns once every pipe is closed, so it would wait for the background job.
+    """
+
+    def __init__(self, capture: _OutputCapture, loop: asyncio.AbstractEventLoop) -> None:
+        self._capture = capture
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.output_closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self._capture.feed(self._decoder.decode(data))
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.output_closed.done():
+            self._capture.feed(self._decoder.decode(b"", final=True))
+            self.output_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _kill_group(pgid: int) -> None:
+    # The group is gone if bash exited and left nothing behind: nothing to do then.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"signal {signal.Signals(number).name}"
+    except ValueError:  # real-time signals have no name
+        return f"signal {number}"
+
+
+def _timeout_seconds(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
+    """The model gives milliseconds (like Claude Code); longer than the maximum is clamped."""
+    timeout_ms = tool_input.get("timeout")
+    if timeout_ms is None:
+        return ctx.bash_default_timeout_s
+    return min(float(timeout_ms) / 1000.0, ctx.bash_max_timeout_s)
+
+
+async def _spawn(
+    command: str, ctx: ToolContext, capture: _OutputCapture
+) -> tuple[asyncio.SubprocessTransport, _BashProtocol]:
+    """Start ``bash -c command`` in a new session; if cancelled meanwhile, kill what started.
+
+    The process exists before ``subprocess_exec`` returns (it still connects the pipes),
+    and asyncio's own clean-up on cancellation kills bash alone, not the jobs bash has
+    already started. So the start is shielded and finished, then the group is killed.
+    """
+    loop = asyncio.get_running_loop()
+    starting = asyncio.ensure_future(
+        loop.subprocess_exec(
+            lambda: _BashProtocol(capture, loop),
+            "bash",
+            "-c",
+            command,
+            cwd=ctx.cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # If it failed to start there is nothing to kill, and the cancellation still wins.
+        with contextlib.suppress(Exception):
+            transport, protocol = await starting
+            _kill_group(transport.get_pid())
+            await protocol.exited
+            transport.close()
+        raise
+
+
+async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    command: str = tool_input["command"]
+    timeout_s = _timeout_seconds(tool_input, ctx)
+    capture = _OutputCapture(ctx.max_output_chars - _STATUS_RESERVE)
+    transport, protocol = await _spawn(command, ctx, capture)
+    pgid = transport.get_pid()  # the session leader's pid is its process group id
+    try:
+        done, _pending = await asyncio.wait({protocol.exited}, timeout=timeout_s)
+        timed_out = not done
+        _kill_group(pgid)
+        await protocol.exited
+        # Output written just before exit may still be in the pipe. Only a process that
+        # moved to its own session (setsid) can hold the pipe open after the kill.
+        await asyncio.wait({protocol.output_closed}, timeout=_DRAIN_GRACE_S)
+    except BaseException:
+        # Cancellation (or a bug): never leave the command running behind us.
+        _kill_group(pgid)
+        await protocol.exited
+        raise
+    finally:
+        transport.close()  # closes the pipe even if a detached process still holds it
+    output = capture.text() or "(no output)"
+    if timed_out:
+        return ToolOutput(
+            content=f"Command timed out after {timeout_s:g} s; its process group was killed. Output so far:\n{output}",
+            is_error=True,
+        )
+    code = transport.get_returncode()
+    assert code is not None  # protocol.exited is done
+    if code < 0:
+        return ToolOutput(content=f"Command was killed by {_signal_name(-code)}\n{output}", is_error=True)
+    if code > 0:
+        return ToolOutput(content=f"Command failed with exit code {code}\n{output}", is_error=True)
+    return ToolOutput(content=output)
+
+
+BASH: Final = ToolSpec(
+    name="Bash",
+    description=(
+        "Run a bash command in the working directory (`bash -c`, no stdin) and return its "
+        "combined stdout and stderr. A non-zero exit status is reported as an error with the "
+        "exit code. timeout is in milliseconds (default 120000, at most 600000: larger values "
+        "are reduced to the maximum); on timeout the command and everything it started are "
+        "killed. Long output keeps its start and end. Background jobs are killed when the "
+        "command exits. Prefer Read, Edit, Glob and Grep over cat, sed, find and grep."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "description": "The command to run."},
+            "timeout": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "Timeout in milliseconds (default 120000, maximum 600000).",
+            },
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5-10 words, for the person watching.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    concurrency_safe=False,
+    read_only=False,
+    idempotent=False,
+    run=_run_bash,
+)

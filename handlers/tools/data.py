@@ -1,0 +1,81 @@
+"""The tool layer's slice of the run data, what its handlers need, and the item it publishes.
+
+Owns :class:`ToolsData` (this turn's pending calls and the gate's refusals in the
+model's order, the permission denials of the run, the tools the user allowed
+"always", the count of completed tool turns), the protocols of the run data and
+services tool-layer handlers work on, and :class:`ToolResultPublished`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from queryloop.fsm import RunState
+
+from ..hooks.service import HookRunner
+from ..messages import ToolCall
+from ..outcome import SharedData, evolved
+from .base import ToolContext
+from .dispatch import ToolRegistry
+from .permissions import PermissionMode, PermissionRules
+
+__all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "with_tools"]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ToolsData:
+    """What the tool layer keeps between steps."""
+
+    pending: tuple[ToolCall, ...] = ()  # tool_use blocks of the last assistant message still without results
+    denied: tuple[dict[str, Any], ...] = ()  # error results of the calls the gate refused this turn
+    order: tuple[str, ...] = ()  # tool_use ids of this turn in the model's order (set when the gate refused some)
+    permission_denials: tuple[dict[str, Any], ...] = ()  # {tool_name, tool_use_id, tool_input}, for the result
+    always_allowed: frozenset[str] = frozenset()  # tools the user allowed "always" at a permission prompt
+    turn: int = 0  # tool turns completed
+
+
+class ToolsRun(SharedData, Protocol):
+    """The run data as tool-layer handlers see it."""
+
+    @property
+    def tools(self) -> ToolsData: ...
+
+
+T = TypeVar("T", bound=ToolsRun)
+
+
+def with_tools(run: RunState[T], **changes: Any) -> RunState[T]:
+    """``run`` with its tools slice changed as given."""
+    return evolved(run, tools=attrs.evolve(run.data.tools, **changes))
+
+
+class ToolServices(Protocol):
+    """What tool-layer effects use: the tools, where they run, the permission settings, the hooks."""
+
+    @property
+    def tools(self) -> ToolRegistry: ...
+
+    @property
+    def tool_context(self) -> ToolContext: ...
+
+    @property
+    def permission_mode(self) -> PermissionMode: ...
+
+    @property
+    def rules(self) -> PermissionRules: ...
+
+    @property
+    def interactive(self) -> bool: ...
+
+    @property
+    def hooks(self) -> HookRunner: ...
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ToolResultPublished:
+    """One tool's result, as soon as it completes."""
+
+    call: ToolCall
+    result: dict[str, Any]

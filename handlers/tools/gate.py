@@ -1,0 +1,128 @@
+"""Tool layer, the permission gate: who may run, PreToolUse hooks, the user's answer, the refusals.
+
+Owns the ``gate_tool_calls`` effect — deny → ask → allow rules and the permission
+mode (``permissions``), PreToolUse hooks (through the hook service), in an
+interactive terminal the user's y/n/always — its outcome record and the pure edge
+handlers of the gate's transitions. Refused calls get their error results here, so
+the ledger stays closed whatever follows. What the user allowed "always" is kept in
+the run data, not in a service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from queryloop.fsm import EffectContext, Event, RunState
+
+from ..hooks.runner import HookOutcome
+from ..hooks.service import hook, stopped
+from ..messages import ToolCall, synthetic_error_results, tool_result_block
+from ..outcome import evolved, with_outcome
+from .data import T, ToolServices, with_tools
+from .permissions import decide
+
+__all__ = ["GateOutcome", "close_calls_and_stop", "gate_tool_calls", "record_gate"]
+
+_HOME = Path.home()  # read once: permission rules may name ~/ paths
+
+
+@attrs.frozen(kw_only=True)
+class GateOutcome:
+    """What the gate decided for this turn's calls: who runs (possibly with new input), who is refused."""
+
+    allowed: tuple[ToolCall, ...]
+    denied: tuple[dict[str, Any], ...]  # their error tool_results
+    denials: tuple[dict[str, Any], ...]  # {tool_name, tool_use_id, tool_input} for the result object
+    always_allowed: frozenset[str] = frozenset()  # every tool allowed "always" so far in the run
+
+
+async def _ask_user(call: ToolCall, reason: str) -> str:
+    """y / n / always, asked on the terminal (only in interactive runs)."""
+    question = f"\nqueryloop: allow {call.name} {call.input}? ({reason}) [y/n/always] "
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    answer: str = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    return answer.strip().lower()
+
+
+def _with_hook_verdict(behavior: str, reason: str, pre: HookOutcome | None) -> tuple[str, str]:
+    """A PreToolUse hook's verdict over the rules' (deny > ask > allow; a deny rule still wins)."""
+    if pre is None:
+        return behavior, reason
+    if pre.permission_decision == "deny":
+        return "deny", pre.permission_decision_reason or "; ".join(pre.block_reasons) or "denied by a PreToolUse hook"
+    if pre.blocked and pre.permission_decision is None:
+        return "deny", "; ".join(pre.block_reasons) or "blocked by a PreToolUse hook"
+    if pre.permission_decision == "allow" and behavior != "deny":
+        return "allow", reason  # a hook's allow skips the prompt
+    if pre.permission_decision == "ask" and behavior == "allow":
+        return "ask", reason
+    return behavior, reason
+
+
+async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
+    """Decide every pending call: PreToolUse hooks (deny > ask > allow) and rules (deny always wins)."""
+    services = ctx.services
+    always = set(ctx.run.data.tools.always_allowed)
+    allowed: list[ToolCall] = []
+    denied: list[dict[str, Any]] = []
+    denials: list[dict[str, Any]] = []
+    for call in ctx.run.data.tools.pending:
+        pre = await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
+        if stopped(pre):
+            assert pre is not None
+            return Event(name="hook_stopped", data=pre)
+        if pre is not None and pre.updated_input is not None:
+            call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
+        verdict = decide(
+            call.name, call.input, mode=services.permission_mode, rules=services.rules, cwd=services.tool_context.cwd,
+            interactive=services.interactive, home=_HOME,
+        )
+        behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
+        if behavior == "ask" and call.name in always:
+            behavior = "allow"  # the user answered "always" for this tool earlier in the run
+        if behavior == "ask":
+            if services.interactive:
+                answer = await _ask_user(call, reason)
+                behavior = "allow" if answer in ("y", "yes", "always", "a") else "deny"
+                reason = reason if behavior == "allow" else "the user said no"
+                if answer in ("always", "a"):
+                    always.add(call.name)
+            else:
+                behavior, reason = "deny", f"{reason} (this run cannot ask, so it is denied)"
+        if behavior == "allow":
+            allowed.append(call)
+        else:
+            denied.append(dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True)))
+            denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
+    outcome = GateOutcome(allowed=tuple(allowed), denied=tuple(denied), denials=tuple(denials), always_allowed=frozenset(always))
+    return Event(name="tools_permitted" if allowed else "tools_denied", data=outcome)
+
+
+def record_gate(run: RunState[T], event: Event[GateOutcome]) -> RunState[T]:
+    """Only the permitted calls stay pending; the refused ones already have their error results."""
+    tools = run.data.tools
+    gate = event.data
+    if not gate.denied and gate.allowed == tools.pending and gate.always_allowed == tools.always_allowed:
+        return run  # everything runs as asked: the common case
+    return with_tools(
+        run,
+        order=tuple(c.id for c in tools.pending),
+        pending=gate.allowed,
+        denied=gate.denied,
+        permission_denials=(*tools.permission_denials, *gate.denials),
+        always_allowed=gate.always_allowed,
+    )
+
+
+def close_calls_and_stop(run: RunState[T], event: Event[HookOutcome]) -> RunState[T]:
+    """A PreToolUse hook stopped everything: nothing runs, every call gets a result, the run ends."""
+    reason = event.data.stop_reason or "a PreToolUse hook stopped the run"
+    results = synthetic_error_results(run.data.tools.pending, f"Not run: {reason}")
+    run = with_tools(evolved(run, messages=run.data.messages.append({"role": "user", "content": list(results)})), pending=())
+    return with_outcome(run, error=reason)

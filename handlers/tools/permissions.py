@@ -1,0 +1,634 @@
+"""Permission rules and the permission decision for one tool call.
+
+Owns: parsing Claude Code permission rules (``Tool`` / ``Tool(specifier)``) into
+records, the ``--allowed-tools`` / ``--disallowed-tools`` flag syntax, matching a
+rule against a tool call (Bash command patterns, gitignore-style path patterns,
+exact specifiers for everything else), the permission modes, and the decision
+``allow`` / ``ask`` / ``deny`` for one call (:func:`decide`), plus the set of
+tools hidden from the model (:func:`hidden_tools`).
+
+Does not own: reading settings files (``queryloop.settings`` builds the rules
+from them), running PreToolUse hooks (``queryloop.handlers.hooks``), prompting a
+human or recording ``permission_denials`` (the gate, ``gate``, does both with the
+decision returned here).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+from urllib.parse import urlsplit
+
+import attrs
+import pathspec
+
+__all__ = [
+    "BASH_TOOLS",
+    "DEFAULT_READ_ONLY_TOOLS",
+    "EDIT_TOOLS",
+    "PERMISSION_MODES",
+    "READ_TOOLS",
+    "PermissionBehavior",
+    "PermissionDecision",
+    "PermissionMode",
+    "PermissionRule",
+    "PermissionRuleError",
+    "PermissionRules",
+    "decide",
+    "hidden_tools",
+    "parse_rule",
+    "parse_rule_list",
+    "split_compound_command",
+]
+
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
+PermissionBehavior = Literal["allow", "ask", "deny"]
+
+PERMISSION_MODES: Final[tuple[PermissionMode, ...]] = get_args(PermissionMode)
+
+#: Tools whose rules are path rules about reading; a ``Read(...)`` rule covers all
+#: of them (Claude Code applies Read rules, best effort, to every file-reading tool).
+READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+#: Tools that change files; an ``Edit(...)`` or ``Write(...)`` rule covers all of
+#: them, so ``deny: ["Edit(./.env)"]`` cannot be side-stepped with ``Write``.
+EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+BASH_TOOLS: Final = frozenset({"Bash"})
+#: Tools that never need a prompt in ``default`` mode (when their path, if any, is
+#: inside a working directory) and the only ones ``plan`` mode lets through.
+DEFAULT_READ_ONLY_TOOLS: Final = READ_TOOLS
+
+# The input key holding the path each path-taking tool works on.
+_PATH_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    "Read": ("file_path",),
+    "Edit": ("file_path",),
+    "Write": ("file_path",),
+    "MultiEdit": ("file_path",),
+    "NotebookRead": ("notebook_path",),
+    "NotebookEdit": ("notebook_path",),
+    "Glob": ("path",),
+    "Grep": ("path",),
+    "LS": ("path",),
+}
+# Glob/Grep/LS default to searching the working directory when no path is given.
+_PATH_DEFAULTS_TO_CWD: Final = frozenset({"Glob", "Grep", "LS"})
+
+_TOOL_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\*?")
+
+
+class PermissionRuleError(ValueError):
+    """A permission rule string (from settings or a CLI flag) is not well formed."""
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRule:
+    """One parsed rule: ``tool`` alone matches every use; with ``specifier`` only some."""
+
+    text: str
+    tool: str
+    specifier: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_rule(text: str) -> PermissionRule:
+    """Parse ``Tool`` or ``Tool(specifier)``; raise :class:`PermissionRuleError` if malformed."""
+
+    def bad(problem: str) -> PermissionRuleError:
+        return PermissionRuleError(f"invalid permission rule {text!r}: {problem}")
+
+    rule = text.strip()
+    if not rule:
+        raise bad("the rule is empty; write a tool name such as 'Bash' or 'Read(./src/**)'")
+    open_at = rule.find("(")
+    if open_at == -1:
+        if ")" in rule:
+            raise bad("')' without a matching '('")
+        tool, specifier = rule, None
+    else:
+        if not rule.endswith(")"):
+            raise bad("missing closing ')'; write it as 'Tool(specifier)'")
+        tool, specifier = rule[:open_at].strip(), rule[open_at + 1 : -1]
+        if not specifier.strip():
+            raise bad(f"the specifier in '()' is empty; write {tool!r} to match every use of the tool")
+    if not _TOOL_NAME_RE.fullmatch(tool):
+        raise bad(f"{tool!r} is not a tool name (expected letters, digits, '_' or '-', e.g. 'Bash' or 'mcp__github')")
+    if tool.endswith("*") and not tool.startswith("mcp__"):
+        raise bad("a '*' in the tool name is only allowed for MCP servers ('mcp__server__*')")
+    if specifier is not None and tool in BASH_TOOLS:
+        core = specifier[:-2] if specifier.endswith(":*") else specifier
+        if ":*" in core:
+            raise bad("':*' is only allowed at the end of a Bash pattern (prefix match); use '*' elsewhere")
+    return PermissionRule(text=rule, tool=tool, specifier=specifier)
+
+
+def _split_rule_list(value: str) -> list[str]:
+    # Commas and whitespace separate rules, except inside parentheses:
+    # "Bash(npm run test:*) Read" is two rules, not four.
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in value:
+        if ch == "(":
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+        if depth == 0 and (ch == "," or ch.isspace()):
+            if current:
+                items.append("".join(current))
+                current = []
+            continue
+        current.append(ch)
+    if depth:
+        raise PermissionRuleError(f"invalid tool list {value!r}: unbalanced '(' in a rule")
+    if current:
+        items.append("".join(current))
+    return items
+
+
+def parse_rule_list(value: str | Iterable[str] | None) -> tuple[PermissionRule, ...]:
+    """Parse an ``--allowed-tools``/``--disallowed-tools`` value (comma/space separated rules).
+
+    A sequence (the flag given several times) is parsed item by item and concatenated.
+    """
+    if value is None:
+        return ()
+    values = [value] if isinstance(value, str) else list(value)
+    rules: list[PermissionRule] = []
+    for item in values:
+        rules.extend(parse_rule(part) for part in _split_rule_list(item))
+    return _dedupe(rules)
+
+
+def _dedupe(rules: Iterable[PermissionRule]) -> tuple[PermissionRule, ...]:
+    seen: set[str] = set()
+    out: list[PermissionRule] = []
+    for rule in rules:
+        if rule.text not in seen:
+            seen.add(rule.text)
+            out.append(rule)
+    return tuple(out)
+
+
+def _rule_tuple(value: Iterable[PermissionRule | str]) -> tuple[PermissionRule, ...]:
+    return _dedupe(parse_rule(r) if isinstance(r, str) else r for r in value)
+
+
+def _path_tuple(value: Iterable[Path | str]) -> tuple[Path, ...]:
+    return tuple(Path(p) for p in value)
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRules:
+    """Every rule in force for a run, plus the extra working directories.
+
+    ``additional_directories`` must be absolute (settings resolve them against cwd).
+    """
+
+    allow: tuple[PermissionRule, ...] = attrs.field(default=(), converter=_rule_tuple)
+    ask: tuple[PermissionRule, ...] = attrs.field(default=(), converter=_rule_tuple)
+    deny: tuple[PermissionRule, ...] = attrs.field(default=(), converter=_rule_tuple)
+    additional_directories: tuple[Path, ...] = attrs.field(default=(), converter=_path_tuple)
+
+    @additional_directories.validator
+    def _check_absolute(self, attribute: attrs.Attribute[tuple[Path, ...]], value: tuple[Path, ...]) -> None:
+        for directory in value:
+            if not directory.is_absolute():
+                raise ValueError(f"additional directory {str(directory)!r} must be an absolute path")
+
+    def with_cli_flags(
+        self,
+        *,
+        allowed_tools: str | Iterable[str] | None = None,
+        disallowed_tools: str | Iterable[str] | None = None,
+    ) -> PermissionRules:
+        """Return these rules plus the ``--allowed-tools`` / ``--disallowed-tools`` values."""
+        return attrs.evolve(
+            self,
+            allow=self.allow + parse_rule_list(allowed_tools),
+            deny=self.deny + parse_rule_list(disallowed_tools),
+        )
+
+    def hides(self, tool_name: str) -> bool:
+        """True if a bare deny rule removes ``tool_name`` from the tools offered to the model."""
+        return any(rule.specifier is None and _tool_name_matches(rule.tool, tool_name) for rule in self.deny)
+
+
+def hidden_tools(rules: PermissionRules) -> frozenset[str]:
+    """Tool names denied by a bare rule (no specifier): never offered to the model.
+
+    MCP server rules (``mcp__server``) are returned as written; use
+    :meth:`PermissionRules.hides` to test a concrete tool name.
+    """
+    return frozenset(rule.tool for rule in rules.deny if rule.specifier is None)
+
+
+# ------------------------------------------------------------------ bash commands
+
+_OPERATORS: Final = ("&&", "||", "|&", ";;", ";", "|", "&", "\n")
+
+
+def split_compound_command(command: str) -> tuple[str, ...]:
+    """Split a shell command line into its simple commands.
+
+    Splits on ``&&``, ``||``, ``;``, ``|``, ``&`` and newlines outside quotes. The
+    bodies of command substitutions (``$(...)``, backticks) are returned as extra
+    parts, so ``echo $(rm -rf x)`` needs ``rm -rf x`` allowed too and is caught by a
+    deny rule for it.
+    """
+    parts: list[str] = []
+    _split_into(command, parts)
+    return tuple(parts)
+
+
+def _split_into(command: str, parts: list[str]) -> None:
+    current: list[str] = []
+    i, n = 0, len(command)
+    quote: str | None = None
+
+    def flush() -> None:
+        text = "".join(current).strip()
+        if text:
+            parts.append(text)
+        current.clear()
+
+    while i < n:
+        ch = command[i]
+        if quote == "'":
+            current.append(ch)
+            if ch == "'":
+                quote = None
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < n:
+            current.append(command[i : i + 2])
+            i += 2
+            continue
+        if ch == "$" and command.startswith("$(", i) and not command.startswith("$((", i):
+            end = _closing_paren(command, i + 2)
+            current.append(command[i:end])
+            _split_into(command[i + 2 : end - 1], parts)
+            i = end
+            continue
+        if ch == "`":
+            end = command.find("`", i + 1)
+            end = n if end == -1 else end + 1
+            current.append(command[i:end])
+            _split_into(command[i + 1 : end - 1], parts)
+            i = end
+            continue
+        if quote == '"':
+            current.append(ch)
+            if ch == '"':
+                quote = None
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = ch
+            current.append(ch)
+            i += 1
+            continue
+        op = next((op for op in _OPERATORS if command.startswith(op, i)), None)
+        # `2>&1` and `&>` are redirections, not the background operator.
+        if op == "&" and (command.startswith("&>", i) or (i > 0 and command[i - 1] in "<>")):
+            op = None
+        if op is not None:
+            flush()
+            i += len(op)
+            continue
+        current.append(ch)
+        i += 1
+    flush()
+
+
+def _closing_paren(command: str, start: int) -> int:
+    """Index just past the ``)`` closing a ``$(`` whose body starts at ``start``."""
+    depth, i, quote = 1, start, None
+    while i < len(command):
+        ch = command[i]
+        if quote:
+            if ch == quote:
+                quote = None
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch == "\\":
+            i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(command)
+
+
+@functools.lru_cache(maxsize=1024)
+def _bash_pattern(specifier: str) -> re.Pattern[str]:
+    # `prefix:*` (legacy) and a trailing ` *` both mean "this command, with or
+    # without further arguments": `npm run test:*` matches `npm run test` and
+    # `npm run test foo` but not `npm run testing`.
+    if specifier.endswith(":*"):
+        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
+    elif specifier.endswith(" *"):
+        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
+    else:
+        body, tail = specifier.strip(), ""
+    # Only `*` is a wildcard: `?` and `[` are ordinary characters in commands.
+    regex = ".*".join(re.escape(chunk) for chunk in body.split("*"))
+    return re.compile(regex + tail, re.DOTALL)
+
+
+def _bash_command_matches(specifier: str, command: str) -> bool:
+    return _bash_pattern(specifier).fullmatch(command.strip()) is not None
+
+
+# ------------------------------------------------------------------------- paths
+
+
+@attrs.frozen(kw_only=True)
+class _PathPattern:
+    root: Path
+    pattern: str
+
+
+def _path_pattern(specifier: str, *, cwd: Path, home: Path) -> _PathPattern:
+    # Claude Code path rule prefixes: `//x` absolute, `~/x` home, `/x` relative to
+    # the settings root (we use cwd), `./x` and `x` relative to cwd. A pattern
+    # without a prefix keeps gitignore semantics (`*.env` matches at any depth).
+    spec = specifier.strip()
+    if spec.startswith("//"):
+        return _PathPattern(root=Path("/"), pattern="/" + spec[2:])
+    if spec == "~":
+        return _PathPattern(root=home, pattern="**")
+    if spec.startswith("~/"):
+        return _PathPattern(root=home, pattern="/" + spec[2:])
+    if spec.startswith("/"):
+        return _PathPattern(root=cwd, pattern=spec)
+    root = cwd
+    anchored = False
+    while spec.startswith(("./", "../")) or spec in {".", ".."}:
+        anchored = True
+        if spec.startswith("../") or spec == "..":
+            root = root.parent
+        spec = spec.split("/", 1)[1] if "/" in spec else ""
+    if not spec:
+        return _PathPattern(root=root, pattern="**")
+    if spec.startswith("!"):
+        spec = "\\" + spec
+    return _PathPattern(root=root, pattern="/" + spec if anchored else spec)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_path_spec(pattern: str) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines([pattern])
+
+
+def _variants(path: Path) -> tuple[str, str]:
+    """The lexical and symlink-resolved forms of an absolute path."""
+    lexical = os.path.normpath(path)
+    return lexical, os.path.realpath(lexical)
+
+
+def _relative_to(path: str, root: str) -> str | None:
+    if root == os.sep:
+        return path.lstrip(os.sep) or None
+    if path.startswith(root + os.sep):
+        return path[len(root) + 1 :]
+    return None
+
+
+def _path_matches(pattern: _PathPattern, target: Path, *, require_all: bool) -> bool:
+    # The target is checked both as written and with symlinks resolved, and so is
+    # the root. Deny/ask rules apply if either form matches (a symlink cannot
+    # dodge them); allow rules only if both do (a symlink cannot smuggle a path in).
+    spec = _compiled_path_spec(pattern.pattern)
+    results = []
+    for target_form, root_form in zip(_variants(target), _variants(pattern.root)):
+        relative = _relative_to(target_form, root_form)
+        results.append(relative is not None and spec.match_file(relative))
+    return all(results) if require_all else any(results)
+
+
+def _is_inside(target: Path, directory: Path) -> bool:
+    return all(
+        t == d or t.startswith(d.rstrip(os.sep) + os.sep) for t, d in zip(_variants(target), _variants(directory))
+    )
+
+
+def _tool_path(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path, home: Path) -> Path | None:
+    for key in _PATH_KEYS.get(tool_name, ()):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            if value == "~" or value.startswith("~/"):
+                return home / value[2:]
+            return cwd / value
+    if tool_name in _PATH_DEFAULTS_TO_CWD:
+        return cwd
+    return None
+
+
+# ---------------------------------------------------------------------- matching
+
+
+def _tool_name_matches(rule_tool: str, tool_name: str) -> bool:
+    if rule_tool == tool_name:
+        return True
+    if rule_tool.startswith("mcp__"):
+        # `mcp__server` and `mcp__server__*` cover every tool of that server.
+        server = rule_tool[:-3] if rule_tool.endswith("__*") else rule_tool
+        return server.count("__") == 1 and tool_name.startswith(server + "__")
+    if rule_tool in EDIT_TOOLS:
+        return tool_name in EDIT_TOOLS
+    if rule_tool == "Read":
+        return tool_name in READ_TOOLS
+    return False
+
+
+@attrs.frozen(kw_only=True)
+class _CallContext:
+    tool_name: str
+    tool_input: Mapping[str, Any]
+    cwd: Path
+    home: Path
+
+
+def _specifier_subject(ctx: _CallContext) -> str | None:
+    """The string an exact specifier is compared with, for tools without special rules."""
+    if ctx.tool_name == "WebFetch":
+        url = ctx.tool_input.get("url")
+        if isinstance(url, str):
+            host = urlsplit(url).hostname
+            return f"domain:{host}" if host else None
+        return None
+    for key in ("query", "subagent_type", "skill", "command", "pattern", "url"):
+        value = ctx.tool_input.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: bool) -> bool:
+    """Does ``rule`` match the whole call (for Bash: one simple command in ``tool_input``)?"""
+    if not _tool_name_matches(rule.tool, ctx.tool_name):
+        return False
+    if rule.specifier is None:
+        return True
+    if ctx.tool_name in BASH_TOOLS:
+        command = ctx.tool_input.get("command")
+        return isinstance(command, str) and _bash_command_matches(rule.specifier, command)
+    if ctx.tool_name in _PATH_KEYS:
+        target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
+        if target is None:
+            return False
+        pattern = _path_pattern(rule.specifier, cwd=ctx.cwd, home=ctx.home)
+        return _path_matches(pattern, target, require_all=require_all)
+    subject = _specifier_subject(ctx)
+    return subject is not None and rule.specifier == subject
+
+
+def _bash_parts(ctx: _CallContext) -> tuple[_CallContext, ...]:
+    command = ctx.tool_input.get("command")
+    if ctx.tool_name not in BASH_TOOLS or not isinstance(command, str):
+        return (ctx,)
+    parts = split_compound_command(command)
+    if not parts:
+        return (ctx,)
+    return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": part}) for part in parts)
+
+
+def _first_restricting_match(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
+    """First deny/ask rule matching the call; for Bash, matching the whole line or any part."""
+    candidates = (ctx, *_bash_parts(ctx)) if ctx.tool_name in BASH_TOOLS else (ctx,)
+    for rule in rules:
+        if any(_rule_matches_part(rule, c, require_all=False) for c in candidates):
+            return rule
+    return None
+
+
+def _allowing_rule(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
+    """The allow rule that lets the call through; for compound Bash every part needs one."""
+    matched: list[PermissionRule] = []
+    for part in _bash_parts(ctx):
+        rule = next((r for r in rules if _rule_matches_part(r, part, require_all=True)), None)
+        if rule is None:
+            return None
+        matched.append(rule)
+    return matched[0] if matched else None
+
+
+# ---------------------------------------------------------------------- decision
+
+
+@attrs.frozen(kw_only=True)
+class PermissionDecision:
+    """The verdict for one tool call: which behaviour, which rule (if any) and why."""
+
+    behavior: PermissionBehavior
+    rule: str | None
+    reason: str
+
+
+def decide(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    *,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    cwd: Path,
+    interactive: bool,
+    home: Path | None = None,
+    read_only_tools: frozenset[str] = DEFAULT_READ_ONLY_TOOLS,
+) -> PermissionDecision:
+    """Decide whether a tool call may run.
+
+    Order: deny rules (never overridden) → mode overrides (``plan`` denies anything
+    not read-only, ``bypassPermissions`` allows the rest) → ask rules → allow rules →
+    mode defaults (read-only tools inside a working directory allowed; in
+    ``acceptEdits`` also edits inside one; everything else asks). An ``ask`` becomes
+    ``deny`` in ``dontAsk`` mode and in non-interactive (headless) runs.
+    """
+    if mode not in PERMISSION_MODES:
+        raise ValueError(f"unknown permission mode {mode!r}; expected one of {', '.join(PERMISSION_MODES)}")
+    ctx = _CallContext(
+        tool_name=tool_name,
+        tool_input=tool_input,
+        cwd=Path(os.path.abspath(cwd)),
+        home=Path(home) if home is not None else Path.home(),
+    )
+    rule = _first_restricting_match(rules.deny, ctx)
+    if rule is not None:
+        return PermissionDecision(
+            behavior="deny", rule=rule.text, reason=f"{tool_name} is denied by the rule {rule.text!r}"
+        )
+    if mode == "plan" and tool_name not in read_only_tools:
+        return PermissionDecision(
+            behavior="deny", rule=None, reason=f"{tool_name} is not read-only and plan mode allows only read-only tools"
+        )
+    if mode == "bypassPermissions":
+        return PermissionDecision(
+            behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
+        )
+    rule = _first_restricting_match(rules.ask, ctx)
+    if rule is not None:
+        return _finalize_ask(
+            PermissionDecision(
+                behavior="ask", rule=rule.text, reason=f"{tool_name} needs approval by the rule {rule.text!r}"
+            ),
+            mode=mode,
+            interactive=interactive,
+        )
+    rule = _allowing_rule(rules.allow, ctx)
+    if rule is not None:
+        return PermissionDecision(
+            behavior="allow", rule=rule.text, reason=f"{tool_name} is allowed by the rule {rule.text!r}"
+        )
+    return _finalize_ask(
+        _mode_default(ctx, mode=mode, rules=rules, read_only_tools=read_only_tools), mode=mode, interactive=interactive
+    )
+
+
+def _mode_default(
+    ctx: _CallContext, *, mode: PermissionMode, rules: PermissionRules, read_only_tools: frozenset[str]
+) -> PermissionDecision:
+    target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
+    working_dirs = (ctx.cwd, *rules.additional_directories)
+    inside = target is not None and any(_is_inside(target, d) for d in working_dirs)
+    if ctx.tool_name in read_only_tools:
+        if target is None or inside:
+            return PermissionDecision(behavior="allow", rule=None, reason=f"{ctx.tool_name} is read-only")
+        return PermissionDecision(
+            behavior="ask", rule=None, reason=f"{ctx.tool_name} reads {str(target)!r}, outside the working directories"
+        )
+    if mode == "acceptEdits" and ctx.tool_name in EDIT_TOOLS and inside:
+        return PermissionDecision(
+            behavior="allow",
+            rule=None,
+            reason=f"acceptEdits mode allows {ctx.tool_name} inside the working directories",
+        )
+    return PermissionDecision(behavior="ask", rule=None, reason=f"{ctx.tool_name} needs approval in {mode} mode")
+
+
+def _finalize_ask(decision: PermissionDecision, *, mode: PermissionMode, interactive: bool) -> PermissionDecision:
+    if decision.behavior != "ask":
+        return decision
+    if mode == "dontAsk":
+        return attrs.evolve(
+            decision, behavior="deny", reason=f"{decision.reason}; dontAsk mode denies instead of asking"
+        )
+    if not interactive:
+        return attrs.evolve(
+            decision,
+            behavior="deny",
+            reason=f"{decision.reason}; denied because this run is non-interactive and cannot ask",
+        )
+    return decision

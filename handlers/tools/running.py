@@ -1,0 +1,154 @@
+"""Tool layer, running: recording tool requests, running the tools, returning results, closing the ledger.
+
+Owns the ``run_tools`` effect (the permitted calls of the last assistant message,
+through ``dispatch.run_tool_calls``, then the PostToolUse hooks) and the edge
+handlers that keep the ledger invariant: every tool_use sent to the model is
+followed by its tool_result, including after an abort or a hook stop (synthetic
+error results for dangling calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from queryloop.fsm import EffectContext, Event, RunState, uses
+
+from ..hooks.runner import HookOutcome
+from ..hooks.service import hook
+from ..messages import ToolCall, synthetic_error_results, tool_calls_of, visible_text
+from ..outcome import evolved, with_outcome
+from ..request.client import ModelFailure, ModelReply
+from .data import T, ToolResultPublished, ToolServices, with_tools
+from .dispatch import run_tool_calls
+
+__all__ = [
+    "INTERRUPTED",
+    "ToolsDone",
+    "close_dangling_tool_uses",
+    "record_tool_request",
+    "record_tool_results",
+    "record_tool_results_and_stop",
+    "record_tool_results_at_turn_limit",
+    "run_tools",
+]
+
+INTERRUPTED = "Interrupted by the user before this tool finished; it may have partly run."
+
+
+@attrs.frozen(kw_only=True)
+class ToolsDone:
+    """Every call of the turn has its result, in the model's order; ``stop``: a PostToolUse hook ended the run."""
+
+    results: tuple[dict[str, Any], ...]
+    stop: HookOutcome | None = None
+
+
+async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
+    """Run the permitted calls; merge their results with the gate's refusals in the model's order.
+
+    Each result then passes the PostToolUse hooks: a block adds the hook's reason for the
+    model, an ``updatedOutput`` replaces the output (an invalid one keeps the original and
+    attaches the hook error), ``continue: false`` ends the run once every result is in.
+    """
+    tools = ctx.run.data.tools
+    services = ctx.services
+    publish = ctx.publish
+    calls = {c.id: c for c in tools.pending}
+
+    def on_result(call: ToolCall, result: dict[str, object]) -> None:
+        publish(ToolResultPublished(call=call, result=result))
+
+    ran = await run_tool_calls(tools.pending, services.tools, services.tool_context, on_result=on_result)  # type: ignore[arg-type]
+    by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
+    stop: HookOutcome | None = None
+    if services.hooks.configured:
+        for tool_use_id, result in by_id.items():
+            call = calls.get(tool_use_id)
+            if call is None:
+                continue  # refused by the gate: it never ran, PostToolUse does not apply
+            payload = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id, "tool_response": result.get("content")}
+            post = await hook(ctx, "PostToolUse", payload)
+            if post is None:
+                continue
+            by_id[tool_use_id] = _apply_post_hook(result, post)
+            if not post.continue_:
+                stop = post
+    order = tools.order or tuple(calls)
+    results = tuple(by_id[i] for i in order if i in by_id)
+    return Event(name="hook_stopped" if stop is not None else "tools_done", data=ToolsDone(results=results, stop=stop))
+
+
+def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any]:
+    content = result.get("content")
+    if post.updated_output is not None:
+        if isinstance(post.updated_output, str):
+            content = post.updated_output
+        else:
+            kind = type(post.updated_output).__name__
+            content = f"{content}\n[PostToolUse hook error: updatedOutput must be a string, got {kind}; the original output is kept]"
+    notes = [*post.block_reasons] if (post.blocked or post.decision == "block") else []
+    notes += list(post.additional_context)
+    if notes:
+        content = f"{content}\n[PostToolUse hook] " + "\n".join(notes)
+    return {**result, "content": content}
+
+
+def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure]) -> RunState[T]:
+    """Append the assistant message and remember its complete tool_use blocks as pending calls.
+
+    After a stream cut only the blocks that completed are in the message (the cut block,
+    if any, is gone), so exactly those tools run — once.
+    """
+    source = event.data
+    outcome = run.data.outcome
+    if isinstance(source, ModelFailure):
+        content = list(source.partial_content)
+        notes = (*outcome.notices, f"stream cut after {len(content)} complete block(s); kept them, no re-request")
+        stop_reason = outcome.stop_reason
+    else:
+        content = list(source.content)
+        notes = outcome.notices
+        stop_reason = source.stop_reason
+    run = evolved(run, messages=run.data.messages.append({"role": "assistant", "content": content}))
+    run = with_tools(run, pending=tool_calls_of(content))
+    return with_outcome(run, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes)
+
+
+def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
+    """Append the tool_results as the next user message; nothing is pending any more."""
+    messages = run.data.messages.append({"role": "user", "content": list(event.data.results)})
+    run = with_tools(evolved(run, messages=messages), pending=(), denied=(), order=(), turn=run.data.tools.turn + 1)
+    return with_outcome(run, partial_text="")
+
+
+@uses(params=("max_turns",))
+def record_tool_results_at_turn_limit(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
+    """The turn limit is reached: keep this turn's results (the ledger stays closed) and say why the run ends."""
+    run = record_tool_results(run, event)
+    return with_outcome(run, error=f"Reached the maximum number of turns ({run.params.get('max_turns')})")
+
+
+def record_tool_results_and_stop(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
+    """A PostToolUse hook stopped everything: the results are kept (ledger closed), the run ends."""
+    run = record_tool_results(run, event)
+    stop = event.data.stop
+    reason = (stop.stop_reason if stop else None) or "a PostToolUse hook stopped the run"
+    return with_outcome(run, error=reason)
+
+
+def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> RunState[T]:
+    """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed).
+
+    Calls the permission gate already refused keep their refusal; the others are marked
+    interrupted. Results follow the model's order.
+    """
+    tools = run.data.tools
+    if tools.pending or tools.denied:
+        by_id = {str(r["tool_use_id"]): dict(r) for r in tools.denied}
+        by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(tools.pending, INTERRUPTED))
+        order = tools.order or tuple(by_id)
+        run = evolved(run, messages=run.data.messages.append({"role": "user", "content": [by_id[i] for i in order if i in by_id]}))
+    run = with_tools(run, pending=(), denied=(), order=())
+    return with_outcome(run, result_text=run.data.outcome.partial_text, error="Interrupted by the user")

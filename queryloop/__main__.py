@@ -1,0 +1,7 @@
+"""``python -m queryloop``: the same program as the ``queryloop`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,260 @@
+"""One agent run: options → run data + services → the query loop machine → a result object.
+
+Owns the composition of the layers: :class:`AgentData` (the whole run data, one
+slice per layer beside the message graph and the outcome), :class:`AgentServices`
+(what effects use, stateless toward the run), :class:`AgentRun` (the shipped
+``machines/query_loop.yaml`` driven to its end) and the Claude-Code-shaped result
+object, plus :func:`snapshot_run` / :func:`restore_run`, which write a run state as
+JSON and read it back. Rendering lives in ``queryloop.console``, the command line in
+``queryloop.cli``.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any, Self
+
+import attrs
+import cattrs
+
+from queryloop.fsm import Program, Runner, RunState, Step, load_machine
+from queryloop.handlers.context import ContextData
+from queryloop.handlers.context.compaction import request_overhead_tokens
+from queryloop.handlers.hooks import HookConfig, HookRunner, HooksData
+from queryloop.handlers.messages import MessageView
+from queryloop.handlers.outcome import Outcome
+from queryloop.handlers.output import OutputData
+from queryloop.handlers.request import ModelBackend, RequestData
+from queryloop.handlers.tools import (
+    PermissionMode,
+    PermissionRules,
+    ToolContext,
+    ToolRegistry,
+    ToolsData,
+    default_registry,
+    hidden_tools,
+)
+from queryloop.machines import MACHINES_DIR
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "AgentData",
+    "AgentOptions",
+    "AgentRun",
+    "AgentServices",
+    "query_loop_program",
+    "restore_run",
+    "snapshot_run",
+]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a coding agent working in the user's directory through tools (Read, Write, Edit, "
+    "Bash, Glob, Grep). Use tools when they help, keep changes minimal, and answer concisely."
+)
+
+
+@functools.cache
+def query_loop_program(path: str | None = None) -> Program:
+    """The compiled query loop (loaded and checked for handlers once per process)."""
+    return Program(load_machine(path or MACHINES_DIR / "query_loop.yaml"))
+
+
+@attrs.frozen(kw_only=True)
+class AgentOptions:
+    """What one run was asked to do (the CLI flags, as values)."""
+
+    prompt: str
+    model: str
+    fallback_models: tuple[str, ...] = ()
+    cwd: Path = attrs.field(factory=Path.cwd)
+    max_turns: int | None = None
+    max_retries: int = 10
+    max_budget_usd: float | None = None
+    max_tokens: int = 32_000
+    escalated_max_tokens: int | None = None
+    append_system_prompt: str | None = None
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    retry_base_delay_s: float = 0.5
+    idle_timeout_s: float = 90.0
+    tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
+    auto_compact: bool = True
+    auto_compact_threshold: float = 0.8  # of the effective window
+    params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
+    permission_mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    hooks: HookConfig = attrs.field(factory=HookConfig)
+    interactive: bool = False
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class AgentData:
+    """The whole run data: the message graph, the outcome, and each layer's slice. Replaced whole each step."""
+
+    messages: MessageView
+    outcome: Outcome = Outcome()
+    request: RequestData
+    output: OutputData = OutputData()
+    hooks: HooksData = HooksData()
+    tools: ToolsData = ToolsData()
+    context: ContextData = ContextData()
+
+    def evolve(self, **changes: Any) -> Self:
+        """A copy with the named slices replaced."""
+        return attrs.evolve(self, **changes)
+
+
+@attrs.frozen(kw_only=True)
+class AgentServices:
+    """What effects use: clients, registries, settings and a random source — nothing about the run itself."""
+
+    backend: ModelBackend
+    system_prompt: str | None
+    tools: ToolRegistry
+    tool_definitions: tuple[dict[str, Any], ...]
+    tool_context: ToolContext
+    hooks: HookRunner
+    max_budget_usd: float | None = None
+    auto_compact_threshold: float = 0.8  # of the effective window (context window − output reserve)
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 32.0
+    idle_timeout_s: float = 90.0
+    permission_mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    interactive: bool = False  # ask the user (y/n/always) instead of denying what would ask
+    rng: random.Random = attrs.field(factory=random.Random)
+
+
+def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
+    system = options.system_prompt
+    if options.append_system_prompt:
+        system = f"{system}\n\n{options.append_system_prompt}"
+    allowed = [t for t in (options.tools or default_registry().names) if t not in hidden_tools(options.rules)]
+    registry = default_registry(allowed)
+    return AgentServices(
+        backend=backend,
+        system_prompt=system,
+        tools=registry,
+        tool_definitions=tuple(registry.api_definitions()),
+        tool_context=ToolContext(cwd=options.cwd),
+        hooks=HookRunner(config=options.hooks, cwd=options.cwd, session_id=options.session_id, permission_mode=options.permission_mode),
+        max_budget_usd=options.max_budget_usd,
+        auto_compact_threshold=options.auto_compact_threshold,
+        retry_base_delay_s=options.retry_base_delay_s,
+        idle_timeout_s=options.idle_timeout_s,
+        permission_mode=options.permission_mode,
+        rules=options.rules,
+        interactive=options.interactive,
+    )
+
+
+def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
+    return AgentData(
+        messages=MessageView().append({"role": "user", "content": options.prompt}),
+        request=RequestData(model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens),
+        output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
+        context=ContextData(
+            auto_compact=options.auto_compact,
+            overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions),
+        ),
+    )
+
+
+class AgentRun:
+    """One run of the query loop: iterate :meth:`events`, then read :meth:`result`.
+
+    ``state`` continues a run from a run state (e.g. one :func:`restore_run` read back)
+    instead of starting from ``options.prompt``.
+    """
+
+    def __init__(
+        self,
+        options: AgentOptions,
+        backend: ModelBackend,
+        *,
+        program: Program | None = None,
+        on_publish: Callable[[Any], None] | None = None,
+        state: RunState[AgentData] | None = None,
+    ) -> None:
+        if len(options.fallback_models) > 3:
+            raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
+        self.options = options
+        self.services = _services(options, backend)
+        params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
+        self.runner: Runner[AgentData, AgentServices] = Runner(
+            program or query_loop_program(),
+            data=_initial_data(options, self.services) if state is None else None,
+            services=self.services,
+            params=params,
+            state=state,
+            on_publish=on_publish,
+        )
+        self.started = time.monotonic()
+        self.finished: float | None = None
+
+    async def events(self) -> AsyncIterator[Any]:
+        """Every step and published item until the run ends (cancellation takes the abort edges)."""
+        try:
+            async for item in self.runner.run():
+                yield item
+        finally:
+            self.finished = time.monotonic()
+        await self.services.hooks.run("SessionEnd", {"reason": self.runner.final.state})  # informational only
+
+    @property
+    def data(self) -> AgentData:
+        return self.runner.final.data
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.runner.trace
+
+    def result(self) -> dict[str, Any]:
+        """The result object, as Claude Code's headless mode prints it (plus ``terminal_reason``)."""
+        runner = self.runner
+        declared = runner.result
+        data = self.data
+        outcome = data.outcome
+        is_error = bool(declared.get("is_error", True))
+        end = self.finished if self.finished is not None else time.monotonic()
+        usage = data.request.usage
+        return {
+            "type": "result",
+            "subtype": declared.get("subtype", "error_during_execution"),
+            "is_error": is_error,
+            "num_turns": 1 + runner.final.count("turns"),  # follow-up requests after tool turns
+            "duration_ms": round((end - self.started) * 1000),
+            "duration_api_ms": round(data.request.api_duration_ms),
+            "result": outcome.error if is_error and outcome.error else outcome.result_text,
+            "stop_reason": outcome.stop_reason,
+            "terminal_reason": runner.final.state,
+            "api_error_status": outcome.api_error_status,
+            "session_id": self.options.session_id,
+            "total_cost_usd": usage.total_cost_usd,
+            "usage": usage.usage(),
+            "model_usage": usage.model_usage(),
+            "permission_denials": [dict(d) for d in data.tools.permission_denials],
+            "uuid": str(uuid.uuid4()),
+        }
+
+
+# ---- snapshots ---------------------------------------------------------------------------------
+
+_codec = cattrs.Converter()
+_codec.register_unstructure_hook(MessageView, lambda view: [[m, meta] for m, meta in view.entries()])
+_codec.register_structure_hook(MessageView, lambda raw, _: MessageView.of((m for m, _ in raw), (bool(meta) for _, meta in raw)))
+
+
+def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, Any]:
+    """The run state as plain JSON values: state, counters, params, steps and every slice of the data."""
+    return {**program.snapshot(run), "data": _codec.unstructure(run.data)}
+
+
+def restore_run(program: Program, snapshot: Mapping[str, Any]) -> RunState[AgentData]:
+    """The run state :func:`snapshot_run` wrote (after a JSON round trip), ready to continue."""
+    return program.restore(snapshot, _codec.structure(snapshot["data"], AgentData))

@@ -1,0 +1,264 @@
+"""The ``queryloop`` program: the engine's ``check`` and ``diagram``, and the agent's ``run`` and ``mock-api``.
+
+Owns the program's parser (the engine's commands come from ``queryloop.fsm.cli``,
+given the shipped machines as their default), flag parsing and validation for the
+agent commands, the offline wiring (the embedded Anthropic-compatible server started
+in-process for ``--scenario``), SIGINT handling (the run task is cancelled, so the
+machine takes its abort edges and still prints a result), and exit codes: 0 only
+when the result is not an error, 2 for a bad flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
+from queryloop.handlers.request import AnthropicBackend
+from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
+from queryloop.machines import shipped_machines
+
+from .agent import AgentOptions, AgentRun, query_loop_program
+from .console import Renderer
+from .mockapi.scenario import Scenario, ScenarioError, load_scenario
+from .settings import SettingsError, load_settings
+
+__all__ = ["build_parser", "main"]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+OFFLINE_HINT = (
+    "queryloop: ANTHROPIC_API_KEY is not set. To run offline against the embedded server, try: "
+    "queryloop run --scenario machines/scenarios/fallback_chain.yaml -p 'bump the checkpoint'"
+)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount in USD, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an amount > 0, got {value}")
+    return value
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage between 1 and 100, got {value:g}")
+    return value
+
+
+def _models(text: str) -> tuple[str, ...]:
+    models = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not models:
+        raise argparse.ArgumentTypeError("expected one to three model names, comma separated")
+    if len(models) > 3:
+        raise argparse.ArgumentTypeError(f"at most 3 fallback models, got {len(models)}")
+    return models
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole program's parser: engine commands, then agent commands."""
+    parser = argparse.ArgumentParser(prog="queryloop", description="An agent query loop run as a YAML-declared state machine.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_engine_commands(sub, default_machines=shipped_machines)
+    _add_agent_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    return run_command(args)
+
+
+def _add_agent_commands(sub: Any) -> None:
+    run = sub.add_parser("run", help="run the agent query loop (online, or offline with --scenario)")
+    run.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt (default: read from stdin)")
+    run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
+    run.add_argument("--fallback-model", type=_models, metavar="A[,B,C]", help="models to fall back to on overload/unavailability (≤ 3)")
+    run.add_argument("--max-turns", type=_positive_int, metavar="N", help="tool-use turns before stopping (default: no limit)")
+    run.add_argument("--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)")
+    run.add_argument("--max-budget-usd", type=_budget, metavar="X", help="stop once the run has cost this much")
+    run.add_argument("--append-system-prompt", metavar="TEXT")
+    run.add_argument("--max-output-tokens", type=_positive_int, default=32_000, metavar="N", help="max_tokens per request (default 32000)")
+    run.add_argument("--escalated-max-output-tokens", type=_positive_int, metavar="N", help="retry a truncated answer once with this max_tokens before continuing it")
+    run.add_argument("--auto-compact-threshold", type=_percent, default=80, metavar="PCT", help="compact before sending past PCT%% of the effective context window (default 80)")
+    run.add_argument("--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)")
+    run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
+    run.add_argument("--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)")
+    run.add_argument("--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE")
+    run.add_argument("--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files")
+    run.add_argument("--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'")
+    run.add_argument("--allowed-tools", metavar="RULES", help='rules to allow, e.g. "Read Bash(git diff:*)"')
+    run.add_argument("--disallowed-tools", metavar="RULES", help='rules to deny, e.g. "Bash(rm:*) WebFetch"')
+    run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+
+    mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
+    mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
+    mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
+    mock.set_defaults(func=cmd_mock_api)
+
+
+def cmd_mock_api(args: argparse.Namespace) -> int:
+    from .mockapi.server import serve_forever
+
+    try:
+        serve_forever(str(args.scenario), args.port)
+    except ScenarioError as exc:
+        print(f"queryloop: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _prompt(args: argparse.Namespace, scenario: Scenario | None) -> str:
+    if args.prompt is not None:
+        return str(args.prompt)
+    if not sys.stdin.isatty():
+        text = sys.stdin.read()
+        if text.strip():
+            return text
+    if scenario is not None and scenario.cli.get("prompt"):
+        return str(scenario.cli["prompt"])
+    raise UsageError("no prompt: pass -p PROMPT or pipe the prompt on stdin")
+
+
+def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
+    cwd: Path
+    if args.cwd is not None:
+        cwd = Path(args.cwd).resolve()
+        if not cwd.is_dir():
+            raise UsageError(f"--cwd {args.cwd}: not a directory")
+    elif scenario is not None:
+        cwd = Path(tempfile.mkdtemp(prefix=f"queryloop-{scenario.name}-"))
+        print(f"queryloop: offline run of scenario {scenario.name!r} in {cwd}", file=sys.stderr)
+    else:
+        cwd = Path.cwd()
+    if scenario is not None:
+        for rel, content in scenario.files.items():
+            target = cwd / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+    return cwd
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenario: Scenario | None = None
+    if args.scenario is not None:
+        try:
+            scenario = load_scenario(args.scenario)
+        except ScenarioError as exc:
+            print(f"queryloop: {exc}", file=sys.stderr)
+            return 1
+    elif not os.environ.get("ANTHROPIC_API_KEY"):
+        print(OFFLINE_HINT, file=sys.stderr)
+        return 1
+    hints = scenario.cli if scenario else {}
+    prompt = _prompt(args, scenario)
+    settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
+    disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
+    try:  # every settings or rule problem is reported before anything is created or run
+        settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"))
+        rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
+    except (SettingsError, PermissionRuleError) as exc:
+        print(f"queryloop: {exc}", file=sys.stderr)
+        return 1
+    cwd = _prepare_cwd(args, scenario)
+    if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
+        rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
+    mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
+    max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
+    options = AgentOptions(
+        prompt=prompt,
+        model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
+        fallback_models=args.fallback_model if args.fallback_model is not None else (tuple(scenario.fallback_models) if scenario else ()),
+        cwd=cwd,
+        max_turns=max_turns,
+        max_retries=args.max_retries,
+        max_budget_usd=args.max_budget_usd,
+        append_system_prompt=args.append_system_prompt,
+        max_tokens=args.max_output_tokens,
+        auto_compact=not args.no_auto_compact,
+        permission_mode=mode,
+        rules=rules,
+        hooks=settings.hooks,
+        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        auto_compact_threshold=args.auto_compact_threshold / 100,
+        escalated_max_tokens=args.escalated_max_output_tokens,
+        retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
+        idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
+    )
+    return asyncio.run(_run(options, scenario, args))
+
+
+async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace) -> int:
+    server = None
+    if scenario is not None:
+        from .mockapi.server import MockServer
+
+        server = MockServer(scenario)
+        await server.start()
+        client = anthropic.AsyncAnthropic(api_key="offline-scenario", base_url=server.url, max_retries=0)
+    else:
+        client = anthropic.AsyncAnthropic(max_retries=0)
+    renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
+    program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
+    run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGINT, task.cancel)
+    try:
+        renderer.start(
+            model=options.model,
+            cwd=str(options.cwd),
+            tools=list(run.services.tools.names),
+            fallback_models=list(options.fallback_models),
+            machine=program.spec.name,
+        )
+        try:
+            async for item in run.events():
+                renderer.handle(item)
+        except asyncio.CancelledError:
+            task.uncancel()  # the machine took its abort edges; report the result like any other end
+        result = run.result()
+        renderer.finish(result, run.data)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await client.close()
+        if server is not None:
+            await server.stop()
+    return 1 if result["is_error"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

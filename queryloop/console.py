@@ -1,0 +1,200 @@
+"""Rendering a run for the user: ``text``, ``json`` and ``stream-json`` (Claude Code's shapes).
+
+Owns what goes to stdout and stderr while a run goes on and when it ends. Text mode
+streams the answer to stdout and prints one compact, coloured line per transition to
+stderr, with a spinner while waiting on the model (only on a terminal). ``json``
+prints the result object only; ``stream-json`` prints ``system/init``, ``assistant``,
+``user`` (tool results), ``system/api_retry``, ``system/transition`` and ``result``,
+one JSON object per line. Hidden meta messages are never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.status import Status
+
+from queryloop.fsm import Step
+from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.outcome import Notice
+from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
+from queryloop.handlers.tools import ToolResultPublished
+
+from .agent import AgentData
+
+__all__ = ["Renderer"]
+
+_ERROR_STATES_STYLE = "bold red"
+
+
+_WITHHELD = ("prompt_too_long", "media_too_large")  # shown only when recovery is spent (in the result)
+
+
+def _log_fields(log: RequestLog) -> dict[str, Any]:
+    withheld = log.error_kind in _WITHHELD
+    return {
+        "client_request_id": log.client_request_id,
+        "request_id": log.request_id,
+        "attempt": log.attempt,
+        "model": log.model,
+        "stream": log.stream,
+        "status": log.status,
+        "stop_reason": log.stop_reason,
+        "ttft_ms": None if log.ttft_ms is None else round(log.ttft_ms, 1),
+        "duration_ms": round(log.duration_ms, 1),
+        "usage": dict(log.usage),
+        "error_kind": log.error_kind,
+        "error": None if withheld else log.error_message,
+        "withheld": withheld,
+    }
+
+
+class Renderer:
+    """Turns the items a run yields or publishes into output lines for one ``--output-format``."""
+
+    def __init__(self, fmt: str, *, session_id: str, verbose: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+        self.fmt = fmt
+        self.session_id = session_id
+        self.verbose = verbose
+        self.out = stdout or sys.stdout
+        self.err = Console(file=stderr or sys.stderr, highlight=False, soft_wrap=True)
+        self.status: Status | None = None
+        self.streamed_text = False
+        self.at_line_start = True
+        self.emitted_results: set[str] = set()
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def _line(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("session_id", self.session_id)
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def _spin(self, on: bool) -> None:
+        if self.fmt != "text" or not self.err.is_terminal:
+            return
+        if on and self.status is None:
+            self.status = self.err.status("waiting on the model…", spinner="dots")
+            self.status.start()
+        elif not on and self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def _note(self, markup: str) -> None:
+        self._spin(False)
+        if not self.at_line_start and self.fmt == "text":
+            self.out.write("\n")
+            self.out.flush()
+            self.at_line_start = True
+        self.err.print(markup)
+
+    # ---- items -------------------------------------------------------------------------------
+    def start(self, *, model: str, cwd: str, tools: list[str], fallback_models: list[str], machine: str) -> None:
+        if self.fmt == "stream-json":
+            self._line({"type": "system", "subtype": "init", "cwd": cwd, "model": model, "tools": tools, "fallback_models": fallback_models, "machine": machine, "uuid": str(uuid.uuid4())})
+        elif self.fmt == "text" and self.verbose:
+            self.err.print(f"[dim]queryloop: model {model}, cwd {cwd}[/dim]")
+        self._spin(True)
+
+    def _request(self, log: RequestLog) -> None:
+        """Every attempt is logged as an event: ids, attempt, model, status, timing, usage."""
+        if self.fmt == "stream-json":
+            self._line({"type": "system", "subtype": "api_request", **_log_fields(log)})
+        elif self.fmt == "text" and self.verbose:
+            ttft = f", first token {log.ttft_ms:.0f} ms" if log.ttft_ms is not None else ""
+            self._note(
+                f"[dim]  request {log.request_id} attempt {log.attempt} {log.model} → {log.status} "
+                f"{log.stop_reason or log.error_kind or ''} in {log.duration_ms:.0f} ms{ttft}[/dim]"
+            )
+
+    def handle(self, item: Any) -> None:
+        if isinstance(item, (AssistantMessage, RequestLogged)):
+            self._request(item.log)
+        elif isinstance(item, RequestFailed):
+            self._request(item.failure.log)
+        if isinstance(item, TextDelta):
+            self._spin(False)
+            if self.fmt == "text":
+                self.out.write(item.text)
+                self.out.flush()
+                self.streamed_text = True
+                self.at_line_start = item.text.endswith("\n")
+        elif isinstance(item, Step):
+            self._step(item)
+        elif isinstance(item, AssistantMessage):
+            if self.fmt == "stream-json":
+                message = {"id": item.log.request_id, "type": "message", "role": "assistant", "model": item.model, **item.message}
+                message["stop_reason"] = item.log.stop_reason
+                message["usage"] = dict(item.log.usage)
+                self._line({"type": "assistant", "message": message, "uuid": str(uuid.uuid4())})
+            elif self.fmt == "text" and not item.log.stream:
+                text = "".join(b.get("text", "") for b in item.message["content"] if b.get("type") == "text")
+                if text:  # a non-streamed reply (stream fallback): print it whole
+                    self.handle(TextDelta(text))
+        elif isinstance(item, ToolResultPublished):
+            self._tool_result(item.call.name, item.result)
+        elif isinstance(item, ApiRetry):
+            if self.fmt == "stream-json":
+                self._line({"type": "system", "subtype": "api_retry", "attempt": item.attempt, "max_retries": item.max_retries, "retry_delay_ms": item.retry_delay_ms, "error_status": item.error_status, "error": item.error})
+            elif self.fmt == "text":
+                self._note(f"[yellow]  retrying in {item.retry_delay_ms} ms (attempt {item.attempt}/{item.max_retries}, status {item.error_status})[/yellow]")
+        elif isinstance(item, CompactionDone):
+            b = item.boundary
+            if self.fmt == "stream-json":
+                self._line({"type": "system", "subtype": "compact_boundary", "compact_metadata": b.to_json(), **b.to_json(), "uuid": str(uuid.uuid4())})
+            elif self.fmt == "text":
+                lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
+                self._note(f"[blue]  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}[/blue]")
+        elif isinstance(item, Notice) and self.verbose and self.fmt == "text":
+            self._note(f"[dim]  {item.text}[/dim]")
+
+    def _tool_result(self, name: str, result: dict[str, Any]) -> None:
+        self.emitted_results.add(str(result.get("tool_use_id")))
+        if self.fmt == "stream-json":
+            self._line({"type": "user", "message": {"role": "user", "content": [result]}, "uuid": str(uuid.uuid4())})
+        elif self.fmt == "text":
+            mark = "[red]✗[/red]" if result.get("is_error") else "[green]✓[/green]"
+            first = str(result.get("content", "")).strip().splitlines()[:1]
+            self._note(f"  {mark} {name}: {first[0][:100] if first else ''}")
+
+    def _step(self, step: Step) -> None:
+        if self.fmt == "stream-json":
+            self._line({"type": "system", "subtype": "transition", "reason": step.reason, "from": step.source, "to": step.dest, "event": step.event, "counters": step.counter_dict(), "progress": step.progress})
+        elif self.fmt == "text":
+            counters = " ".join(f"{k}={v}" for k, v in step.counter_dict().items() if v)
+            style = "cyan" if step.progress else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
+            extra = f" [dim]{counters}[/dim]" if counters else ""
+            self._note(f"[{style}]· {step.reason}[/{style}] [dim]{step.source} → {step.dest}[/dim]{extra}")
+        if step.dest == "calling_model" and not step.terminal:
+            self._spin(True)
+
+    # ---- the end -----------------------------------------------------------------------------
+    def finish(self, result: dict[str, Any], data: AgentData) -> None:
+        self._spin(False)
+        # tool results that no effect published (synthetic ones after an abort or a budget stop)
+        for message in data.messages:
+            if message.get("role") != "user" or not isinstance(message.get("content"), list):
+                continue
+            for block in message["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_result" and str(block.get("tool_use_id")) not in self.emitted_results:
+                    self._tool_result("(synthetic)", block)
+        if self.fmt == "text":
+            if result["is_error"]:
+                if not self.at_line_start:
+                    self.out.write("\n")
+                self.err.print(f"[{_ERROR_STATES_STYLE}]Error ({result['terminal_reason']}):[/{_ERROR_STATES_STYLE}] {result['result']}")
+            else:
+                if not self.streamed_text and result["result"]:
+                    self.out.write(result["result"])
+                    self.at_line_start = result["result"].endswith("\n")
+                if not self.at_line_start:
+                    self.out.write("\n")
+            self.out.flush()
+            if self.verbose:
+                cost = result["total_cost_usd"]
+                self.err.print(f"[dim]{result['num_turns']} turn(s), {result['duration_ms']} ms, cost {'unknown' if cost is None else f'${cost:.4f}'}[/dim]")
+        else:
+            self._line(result)

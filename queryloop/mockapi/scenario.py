@@ -1,0 +1,572 @@
+"""Scenario files: the script the embedded fake Anthropic server plays.
+
+Owns the scenario YAML format, its loading and its validation (a JSON Schema pass, then
+semantic checks), and the frozen records the server reads. It does not serve HTTP
+(``queryloop.mockapi.server`` does) and does not create the ``files:`` it declares (the
+CLI's ``run --scenario`` does). Every problem is a :class:`ScenarioError` whose message
+reads ``file:line: what is wrong (how to fix it)``.
+
+Format
+======
+
+.. code-block:: yaml
+
+    schema_version: 1                 # the format version (required)
+    scenario: fallback_chain          # name (required)
+    doc: what the scenario exercises  # free text
+    model: mock-primary               # the primary model a run should use (required)
+    fallback_models: [mock-fallback]  # at most 3
+    cli: {permission_mode: acceptEdits, max_turns: 8, prompt: "..."}   # hints for `queryloop run`
+    files: {checkpoint.txt: "step=0\\n"}  # relative path -> content, created before the run
+    rules:                            # tried in order before the per-model steps
+      - when: {input_tokens_over: 5000}
+        times: 1                      # optional: answers at most this many requests
+        error: {status: 400, message: "prompt is too long: {n} tokens > {limit} maximum"}
+    models:                           # per model: ordered steps, one consumed per request
+      mock-primary:
+        - error: {status: 529}
+          repeat: 3
+      mock-fallback:                  # or a mapping with its own exhaustion step
+        steps:
+          - reply: {content: [{text: "done"}]}
+        otherwise: {reply: {content: [{text: "again"}]}}
+    default:                          # steps for any model not named under models:
+      - reply: {content: [{text: "hi"}]}
+    otherwise: {error: {status: 529}} # answer once a model's steps are exhausted
+
+A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers:
+
+* ``reply: {content: [...], stop_reason: ..., usage: {...}}`` — blocks are
+  ``{text: "..."}``, ``{thinking: "...", signature: optional}`` and
+  ``{tool_use: {name: Edit, input: {...}, id: optional}}``. ``stop_reason`` defaults to
+  ``tool_use`` when a tool_use block is present, else ``end_turn``. ``usage`` entries
+  override the server's estimates (``input_tokens``, ``output_tokens``,
+  ``cache_creation_input_tokens``, ``cache_read_input_tokens``).
+* ``error: {status: 529, type: optional, message: optional, headers: optional}`` — the
+  body is the real API's ``{"type": "error", "error": {...}, "request_id": ...}``; the
+  type defaults from the status (529 → ``overloaded_error`` …). In every message
+  ``{n}`` is replaced by the estimated input tokens, ``{limit}`` by the matching rule's
+  ``input_tokens_over`` and ``{model}`` by the requested model.
+* ``repeat: N`` counts as N consecutive steps; ``delay_ms: M`` waits before answering.
+* Faults (only with ``reply:``; the stream faults apply to streamed requests and are
+  ignored when the same step answers a non-streaming request):
+  ``cut_after_block: K`` closes the connection abruptly after K complete blocks;
+  ``error_event_after_block: K`` (or ``{after_block: K, type: api_error, message: ...}``)
+  sends an ``event: error`` (default ``overloaded_error``) after K blocks and ends;
+  ``stall: {after_block: K, seconds: S}`` stops sending for S seconds after K blocks;
+  ``malformed: sse`` sends an event whose data is not JSON; ``malformed: json`` answers a
+  non-streaming request with a body that is not JSON.
+
+A **rule** is a step plus ``when:`` (all conditions must hold: ``input_tokens_over: N``,
+``system_contains: str``, ``last_user_contains: str``, ``model: name``) and optional
+``times: N``. A rule answers without consuming the model's steps.
+
+When a model's steps are exhausted the server answers its ``otherwise`` step (the
+model's own, else the top-level one), else a 500 ``api_error`` reading ``scenario
+exhausted for model X after N requests``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from queryloop.fsm import SpecError, read_yaml, schema_problems
+from queryloop.fsm.source import Source
+
+__all__ = [
+    "ERROR_TYPE_BY_STATUS",
+    "SCENARIO_SCHEMA_VERSION",
+    "ErrorSpec",
+    "ModelScript",
+    "Rule",
+    "Scenario",
+    "ScenarioError",
+    "Step",
+    "load_scenario",
+    "parse_scenario",
+]
+
+SCENARIO_SCHEMA_VERSION = 1
+"""The scenario format this server reads; a file declares it as ``schema_version``."""
+
+ERROR_TYPE_BY_STATUS: Mapping[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+"""The ``error.type`` the real API sends for each status; other 5xx use ``api_error``."""
+
+STOP_REASONS = (
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+)
+
+CLI_HINTS = {
+    "prompt": {"type": "string"},
+    "permission_mode": {"enum": ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]},
+    "max_turns": {"type": "integer", "minimum": 1},
+    "max_retries": {"type": "integer", "minimum": 0},
+    "max_budget_usd": {"type": "number", "minimum": 0},
+    "output_format": {"enum": ["text", "json", "stream-json"]},
+    "allowed_tools": {"type": "array", "items": {"type": "string"}},
+    "disallowed_tools": {"type": "array", "items": {"type": "string"}},
+    "append_system_prompt": {"type": "string"},
+    "settings": {"type": "object"},
+    "verbose": {"type": "boolean"},
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario file cannot become a scenario; the message reads ``file:line: what (fix)``."""
+
+
+# ---- records ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ErrorSpec:
+    """An HTTP error answer: status, API error type, message and extra headers."""
+
+    status: int
+    type: str
+    message: str
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """One scripted answer; ``where`` is its YAML path (``models.mock-primary[0]``)."""
+
+    kind: Literal["reply", "error"]
+    where: str
+    line: int | None
+    content: tuple[Mapping[str, Any], ...] = ()
+    """API-format blocks without ids: ``{"type": "text", "text": ...}``, ``thinking`` (+
+    ``signature`` when given), ``tool_use`` (``name``, ``input``, ``id`` when given)."""
+    stop_reason: str = "end_turn"
+    usage: Mapping[str, int] = attrs.field(factory=dict)
+    error: ErrorSpec | None = None
+    repeat: int = 1
+    delay_ms: int = 0
+    cut_after_block: int | None = None
+    error_event_after_block: int | None = None
+    error_event_type: str = "overloaded_error"
+    error_event_message: str = "Overloaded"
+    stall_after_block: int | None = None
+    stall_seconds: float = 0.0
+    malformed: Literal["sse", "json"] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Rule:
+    """A step answered whenever its ``when`` conditions all hold (at most ``times`` times)."""
+
+    step: Step
+    input_tokens_over: int | None = None
+    system_contains: str | None = None
+    last_user_contains: str | None = None
+    model: str | None = None
+    times: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ModelScript:
+    """One model's ordered steps and the step answered once they are exhausted."""
+
+    steps: tuple[Step, ...]
+    otherwise: Step | None = None
+
+    def step_at(self, index: int) -> Step | None:
+        """The step answering the ``index``-th (0-based) request, counting ``repeat``."""
+        for step in self.steps:
+            if index < step.repeat:
+                return step
+            index -= step.repeat
+        return None
+
+    @property
+    def length(self) -> int:
+        """How many requests the ordered steps answer."""
+        return sum(step.repeat for step in self.steps)
+
+
+@attrs.frozen(kw_only=True)
+class Scenario:
+    """A validated scenario file."""
+
+    name: str
+    model: str
+    path: str = "<string>"
+    doc: str = ""
+    fallback_models: tuple[str, ...] = ()
+    cli: Mapping[str, Any] = attrs.field(factory=dict)
+    files: Mapping[str, str] = attrs.field(factory=dict)
+    rules: tuple[Rule, ...] = ()
+    models: Mapping[str, ModelScript] = attrs.field(factory=dict)
+    default: ModelScript | None = None
+    otherwise: Step | None = None
+
+    def script_for(self, model: str) -> ModelScript | None:
+        """The script a request to ``model`` consumes: its own, else ``default``."""
+        return self.models.get(model, self.default)
+
+
+# ---- schema ----------------------------------------------------------------------------
+
+_BLOCK: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "thinking": {"type": "string"},
+        "signature": {"type": "string"},
+        "tool_use": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "input": {"type": "object"},
+                "id": {"type": "string", "minLength": 1},
+            },
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+    },
+    "additionalProperties": False,
+}
+
+_STEP_PROPERTIES: dict[str, Any] = {
+    "reply": {
+        "type": "object",
+        "properties": {
+            "content": {"type": "array", "items": _BLOCK},
+            "stop_reason": {"enum": list(STOP_REASONS)},
+            "usage": {
+                "type": "object",
+                "properties": {
+                    k: {"type": "integer", "minimum": 0}
+                    for k in (
+                        "input_tokens",
+                        "output_tokens",
+                        "cache_creation_input_tokens",
+                        "cache_read_input_tokens",
+                    )
+                },
+                "additionalProperties": False,
+            },
+        },
+        "required": ["content"],
+        "additionalProperties": False,
+    },
+    "error": {
+        "type": "object",
+        "properties": {
+            "status": {"type": "integer", "minimum": 400, "maximum": 599},
+            "type": {"type": "string", "minLength": 1},
+            "message": {"type": "string"},
+            "headers": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+        },
+        "required": ["status"],
+        "additionalProperties": False,
+    },
+    "repeat": {"type": "integer", "minimum": 1},
+    "delay_ms": {"type": "integer", "minimum": 0},
+    "cut_after_block": {"type": "integer", "minimum": 0},
+    "error_event_after_block": {
+        "type": ["integer", "object"],
+        "minimum": 0,
+        "properties": {
+            "after_block": {"type": "integer", "minimum": 0},
+            "type": {"type": "string", "minLength": 1},
+            "message": {"type": "string"},
+        },
+        "required": ["after_block"],
+        "additionalProperties": False,
+    },
+    "stall": {
+        "type": "object",
+        "properties": {
+            "after_block": {"type": "integer", "minimum": 0},
+            "seconds": {"type": "number", "minimum": 0},
+        },
+        "required": ["after_block", "seconds"],
+        "additionalProperties": False,
+    },
+    "malformed": {"enum": ["sse", "json"]},
+}
+
+_STEP: dict[str, Any] = {"type": "object", "properties": _STEP_PROPERTIES, "additionalProperties": False}
+_STEPS: dict[str, Any] = {"type": "array", "items": _STEP}
+
+_RULE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **_STEP_PROPERTIES,
+        "when": {
+            "type": "object",
+            "properties": {
+                "input_tokens_over": {"type": "integer", "minimum": 0},
+                "system_contains": {"type": "string", "minLength": 1},
+                "last_user_contains": {"type": "string", "minLength": 1},
+                "model": {"type": "string", "minLength": 1},
+            },
+            "minProperties": 1,
+            "additionalProperties": False,
+        },
+        "times": {"type": "integer", "minimum": 1},
+    },
+    "required": ["when"],
+    "additionalProperties": False,
+}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "schema_version": {"const": SCENARIO_SCHEMA_VERSION},
+        "scenario": {"type": "string", "minLength": 1},
+        "doc": {"type": "string"},
+        "model": {"type": "string", "minLength": 1},
+        "fallback_models": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 3},
+        "cli": {"type": "object", "properties": CLI_HINTS, "additionalProperties": False},
+        "files": {"type": "object", "additionalProperties": {"type": "string"}},
+        "rules": {"type": "array", "items": _RULE},
+        "models": {
+            "type": "object",
+            "additionalProperties": {
+                # Either a plain list of steps or {steps: [...], otherwise: step}.
+                "type": ["array", "object"],
+                "items": _STEP,
+                "properties": {"steps": _STEPS, "otherwise": _STEP},
+                "required": ["steps"],
+                "additionalProperties": False,
+            },
+        },
+        "default": _STEPS,
+        "otherwise": _STEP,
+    },
+    "required": ["schema_version", "scenario", "model"],
+    "additionalProperties": False,
+}
+
+_Path = tuple[str | int, ...]
+
+
+def _dotted(path: Iterable[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+# ---- building records ------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    def fail(self, path: _Path, message: str, fix: str) -> ScenarioError:
+        return ScenarioError(str(self.source.problem(path, f"{_dotted(path)}: {message}", fix)))
+
+    def step(self, raw: Mapping[str, Any], path: _Path) -> Step:
+        kinds = [k for k in ("reply", "error") if k in raw]
+        if len(kinds) != 1:
+            found = " and ".join(kinds) if kinds else "neither"
+            raise self.fail(path, f"a step needs exactly one of 'reply' or 'error', found {found}", "keep one")
+        common: dict[str, Any] = {
+            "where": _dotted(path),
+            "line": self.source.line_of(path),
+            "repeat": raw.get("repeat", 1),
+            "delay_ms": raw.get("delay_ms", 0),
+        }
+        faults = [k for k in ("cut_after_block", "error_event_after_block", "stall", "malformed") if k in raw]
+        if kinds[0] == "error":
+            if faults:
+                raise self.fail(
+                    (*path, faults[0]), f"fault {faults[0]!r} only applies to a reply step", "remove it or use reply:"
+                )
+            err = raw["error"]
+            status = int(err["status"])
+            etype = err.get("type") or ERROR_TYPE_BY_STATUS.get(status, "api_error" if status >= 500 else "invalid_request_error")
+            message = err.get("message") or _default_message(status, etype)
+            headers = {str(k): str(v) for k, v in (err.get("headers") or {}).items()}
+            return Step(kind="error", error=ErrorSpec(status=status, type=etype, message=message, headers=headers), **common)
+
+        reply = raw["reply"]
+        content = tuple(self.block(b, (*path, "reply", "content", i)) for i, b in enumerate(reply["content"]))
+        has_tool = any(b["type"] == "tool_use" for b in content)
+        stop_reason = reply.get("stop_reason", "tool_use" if has_tool else "end_turn")
+        stream_faults = [k for k in ("cut_after_block", "error_event_after_block") if k in raw]
+        if len(stream_faults) + (raw.get("malformed") == "sse") > 1:
+            raise self.fail(
+                (*path, stream_faults[-1] if stream_faults else "malformed"),
+                "a step can end its stream only one way: cut_after_block, error_event_after_block or malformed: sse",
+                "keep one of them",
+            )
+        fields: dict[str, Any] = {}
+        if "cut_after_block" in raw:
+            fields["cut_after_block"] = self.block_index(raw["cut_after_block"], content, (*path, "cut_after_block"))
+        if "error_event_after_block" in raw:
+            ev = raw["error_event_after_block"]
+            if isinstance(ev, int):
+                ev = {"after_block": ev}
+            fields["error_event_after_block"] = self.block_index(
+                ev["after_block"], content, (*path, "error_event_after_block")
+            )
+            fields["error_event_type"] = ev.get("type", "overloaded_error")
+            fields["error_event_message"] = ev.get(
+                "message", "Overloaded" if fields["error_event_type"] == "overloaded_error" else "Internal server error"
+            )
+        if "stall" in raw:
+            fields["stall_after_block"] = self.block_index(raw["stall"]["after_block"], content, (*path, "stall"))
+            fields["stall_seconds"] = float(raw["stall"]["seconds"])
+        return Step(
+            kind="reply",
+            content=content,
+            stop_reason=stop_reason,
+            usage=dict(reply.get("usage") or {}),
+            malformed=raw.get("malformed"),
+            **fields,
+            **common,
+        )
+
+    def block_index(self, k: int, content: tuple[Mapping[str, Any], ...], path: _Path) -> int:
+        if k > len(content):
+            raise self.fail(
+                path, f"after {k} blocks, but the reply has only {len(content)}", f"use a number from 0 to {len(content)}"
+            )
+        return k
+
+    def block(self, raw: Mapping[str, Any], path: _Path) -> Mapping[str, Any]:
+        kinds = [k for k in ("text", "thinking", "tool_use") if k in raw]
+        if len(kinds) != 1 or ("signature" in raw and kinds != ["thinking"]):
+            raise self.fail(
+                path,
+                f"a content block needs exactly one of text, thinking or tool_use, found {sorted(raw) or 'none'}",
+                "write e.g. {text: \"...\"} or {tool_use: {name: Edit, input: {...}}}",
+            )
+        kind = kinds[0]
+        if kind == "text":
+            return {"type": "text", "text": raw["text"]}
+        if kind == "thinking":
+            block: dict[str, Any] = {"type": "thinking", "thinking": raw["thinking"]}
+            if "signature" in raw:
+                block["signature"] = raw["signature"]
+            return block
+        tool = raw["tool_use"]
+        block = {"type": "tool_use", "name": tool["name"], "input": dict(tool.get("input") or {})}
+        if "id" in tool:
+            block["id"] = tool["id"]
+        return block
+
+    def script(self, raw: Any, path: _Path) -> ModelScript:
+        if isinstance(raw, list):
+            return ModelScript(steps=tuple(self.step(s, (*path, i)) for i, s in enumerate(raw)))
+        steps = tuple(self.step(s, (*path, "steps", i)) for i, s in enumerate(raw["steps"]))
+        otherwise = self.step(raw["otherwise"], (*path, "otherwise")) if "otherwise" in raw else None
+        return ModelScript(steps=steps, otherwise=otherwise)
+
+    def rule(self, raw: Mapping[str, Any], path: _Path) -> Rule:
+        step = self.step({k: v for k, v in raw.items() if k not in ("when", "times")}, path)
+        when = raw["when"]
+        return Rule(
+            step=step,
+            input_tokens_over=when.get("input_tokens_over"),
+            system_contains=when.get("system_contains"),
+            last_user_contains=when.get("last_user_contains"),
+            model=when.get("model"),
+            times=raw.get("times"),
+        )
+
+
+def _default_message(status: int, etype: str) -> str:
+    return {
+        "overloaded_error": "Overloaded",
+        "api_error": "Internal server error",
+        "rate_limit_error": "Number of request tokens has exceeded your per-minute rate limit",
+        "authentication_error": "invalid x-api-key",
+        "permission_error": "Your API key does not have permission to use the specified resource.",
+        "not_found_error": "Not found",
+        "request_too_large": "Request exceeds the maximum allowed number of bytes.",
+        "billing_error": "Your credit balance is too low to access the Anthropic API.",
+    }.get(etype, f"scripted error {status}")
+
+
+def parse_scenario(text: str, path: str = "<string>") -> Scenario:
+    """Parse and validate scenario YAML ``text``; ``path`` names it in error messages."""
+    fix = f"start the file with `schema_version: {SCENARIO_SCHEMA_VERSION}`, `scenario:` and `model:`"
+    try:
+        source = read_yaml(text, path, empty_fix=fix)
+    except SpecError as exc:
+        raise ScenarioError(str(exc.first)) from None
+    if not isinstance(source.data, dict):
+        raise ScenarioError(f"{path}:1: a scenario must be a mapping ({fix})")
+    version_fix = f"add `schema_version: {SCENARIO_SCHEMA_VERSION}` at the top"
+    problems = schema_problems(SCHEMA, source, fixes={"schema_version": version_fix})
+    if problems:
+        raise ScenarioError(str(problems[0]))
+    data = source.data
+
+    build = _Builder(source)
+    for name in data.get("files") or {}:
+        parts = name.replace("\\", "/").split("/")
+        if os.path.isabs(name) or ".." in parts or not name:
+            raise build.fail(("files", name), f"file path {name!r} leaves the working directory", "use a relative path")
+    rules = tuple(build.rule(r, ("rules", i)) for i, r in enumerate(data.get("rules") or ()))
+    models = {name: build.script(raw, ("models", name)) for name, raw in (data.get("models") or {}).items()}
+    default = build.script(data["default"], ("default",)) if "default" in data else None
+    otherwise = build.step(data["otherwise"], ("otherwise",)) if "otherwise" in data else None
+
+    seen_ids: dict[str, _Path] = {}
+    all_steps: list[Step] = [r.step for r in rules] + [s for m in models.values() for s in m.steps]
+    all_steps += list(default.steps) if default else []
+    for step in all_steps:
+        for block in step.content:
+            tid = block.get("id")
+            if tid is not None and block["type"] == "tool_use":
+                if tid in seen_ids:
+                    raise ScenarioError(
+                        f"{path}:{step.line}: {step.where}: tool_use id {tid!r} is also used at "
+                        f"{_dotted(seen_ids[tid])} (ids must be unique; omit id to get a generated one)"
+                    )
+                seen_ids[tid] = (step.where,)
+
+    return Scenario(
+        name=data["scenario"],
+        model=data["model"],
+        path=path,
+        doc=data.get("doc") or "",
+        fallback_models=tuple(data.get("fallback_models") or ()),
+        cli=dict(data.get("cli") or {}),
+        files=dict(data.get("files") or {}),
+        rules=rules,
+        models=models,
+        default=default,
+        otherwise=otherwise,
+    )
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and validate the scenario file at ``path``."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ScenarioError(f"{name}: cannot read scenario file: {exc.strerror} (check the path)") from None
+    return parse_scenario(text, name)

@@ -1,0 +1,486 @@
+"""The embedded Anthropic-compatible fake server that plays a scenario over loopback HTTP.
+
+Owns the HTTP side of the fake model: ``POST /v1/messages`` (JSON, or SSE in the real
+event order), ``POST /v1/messages/count_tokens``, error bodies and headers shaped like
+the real API's, the scripted faults (cut connection, ``event: error`` after a 200,
+stall, malformed SSE/JSON), and the log of every request it answered. It does not parse
+scenario files (``scenario``) and knows nothing about the query loop.
+
+Token estimates (documented, deterministic, shared by ``count_tokens`` and the ``usage``
+of replies): ``input_tokens = ceil(len(J) / 4)`` where ``J`` is the compact JSON
+(``separators=(",", ":")``, ``ensure_ascii=False``) of ``{"system": ..., "messages":
+..., "tools": ...}`` as sent; ``output_tokens = max(1, ceil(C / 4))`` where ``C`` counts
+the characters of the reply's text, thinking, tool names and compact tool-input JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import attrs
+from aiohttp import web
+
+from .scenario import ErrorSpec, Rule, Scenario, Step, load_scenario
+
+__all__ = ["MockServer", "RecordedRequest", "estimate_input_tokens", "estimate_output_tokens", "serve_forever"]
+
+_LOGGED_HEADERS = ("x-client-request-id", "anthropic-version", "anthropic-beta", "x-stainless-retry-count")
+
+
+@attrs.frozen(kw_only=True)
+class RecordedRequest:
+    """One request the server answered, as the test or the CLI sees it afterwards."""
+
+    path: str
+    model: str | None
+    stream: bool
+    max_tokens: int | None
+    messages: tuple[Any, ...]
+    system: Any
+    tools: tuple[str, ...]
+    """The names of the tools offered."""
+    headers: Mapping[str, str]
+    """The subset of request headers in ``_LOGGED_HEADERS`` that was sent."""
+    request_id: str
+    response_status: int
+    step: str
+    """Which scenario entry answered: ``models.mock-primary[0]``, ``rules[1]``,
+    ``otherwise``, ``exhausted``, ``count_tokens`` or ``invalid_request``."""
+    input_tokens: int
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def estimate_input_tokens(system: Any, messages: Any, tools: Any) -> int:
+    """The server's input-token estimate: ``ceil(len(compact JSON of system+messages+tools) / 4)``."""
+    return math.ceil(len(_compact({"system": system, "messages": messages, "tools": tools})) / 4)
+
+
+def estimate_output_tokens(content: Sequence[Mapping[str, Any]]) -> int:
+    """The server's output-token estimate for reply ``content``: ``max(1, ceil(chars / 4))``."""
+    chars = 0
+    for block in content:
+        if block["type"] == "text":
+            chars += len(block["text"])
+        elif block["type"] == "thinking":
+            chars += len(block["thinking"])
+        elif block["type"] == "tool_use":
+            chars += len(block["name"]) + len(_compact(block["input"]))
+    return max(1, math.ceil(chars / 4))
+
+
+def _pieces(text: str, target: int) -> list[str]:
+    """Split ``text`` into several chunks of about ``target`` characters (at least two when possible)."""
+    if len(text) < 2:
+        return [text]
+    count = max(2, math.ceil(len(text) / target))
+    size = math.ceil(len(text) / count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _text_of(content: Any) -> str:
+    """The plain text of a message ``content`` or ``system`` value (strings, text blocks, tool results)."""
+    if isinstance(content, str):
+        return content
+    out: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict):
+                if isinstance(block.get("text"), str):
+                    out.append(block["text"])
+                elif block.get("type") == "tool_result":
+                    out.append(_text_of(block.get("content")))
+    return "\n".join(out)
+
+
+def _last_user_text(messages: Any) -> str:
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _text_of(message.get("content"))
+    return ""
+
+
+class _Disconnected(Exception):
+    """The client went away while the server was writing."""
+
+
+class MockServer:
+    """Serve ``scenario`` on loopback; ``requests`` logs every request answered."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.requests: list[RecordedRequest] = []
+        self._consumed: dict[str, int] = {}
+        self._rule_hits: dict[int, int] = {}
+        self._counter = 0
+        self._runner: web.AppRunner | None = None
+        self._url: str | None = None
+        self._closing = asyncio.Event()
+
+    # ---- lifecycle ------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL to hand the SDK (``http://127.0.0.1:PORT``); only after ``start``."""
+        if self._url is None:
+            raise RuntimeError("MockServer.url read before start(): await server.start() first")
+        return self._url
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host:port`` (0 picks a free port) on the running event loop."""
+        if self._runner is not None:
+            raise RuntimeError("MockServer.start() called twice: stop() it before starting again")
+        app = web.Application()
+        app.router.add_post("/v1/messages", self._handle_messages)
+        app.router.add_post("/v1/messages/count_tokens", self._handle_count_tokens)
+        app.router.add_route("*", "/{tail:.*}", self._handle_unknown)
+        self._closing.clear()
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_port = runner.addresses[0][1]
+        self._runner = runner
+        self._url = f"http://{host}:{bound_port}"
+
+    async def stop(self) -> None:
+        """Stop listening; stalled and delayed answers are cut short."""
+        self._closing.set()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> MockServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` unless the server is stopping."""
+        if seconds <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    # ---- choosing the step ----------------------------------------------------------
+
+    def _next_request_id(self) -> str:
+        self._counter += 1
+        return f"req_mock_{self._counter:04d}{uuid.uuid4().hex[:20]}"
+
+    def _rule_matches(self, rule: Rule, model: str, system: Any, messages: Any, n_tokens: int) -> bool:
+        if rule.model is not None and rule.model != model:
+            return False
+        if rule.input_tokens_over is not None and not n_tokens > rule.input_tokens_over:
+            return False
+        if rule.system_contains is not None and rule.system_contains not in _text_of(system):
+            return False
+        return rule.last_user_contains is None or rule.last_user_contains in _last_user_text(messages)
+
+    def _choose(self, model: str, system: Any, messages: Any, n_tokens: int) -> tuple[Step | None, str, int]:
+        """The step answering this request, its label, and the rule limit for ``{limit}``."""
+        for i, rule in enumerate(self.scenario.rules):
+            if rule.times is not None and self._rule_hits.get(i, 0) >= rule.times:
+                continue
+            if self._rule_matches(rule, model, system, messages, n_tokens):
+                self._rule_hits[i] = self._rule_hits.get(i, 0) + 1
+                return rule.step, f"rules[{i}]", rule.input_tokens_over or 0
+        script = self.scenario.script_for(model)
+        index = self._consumed.get(model, 0)
+        if script is not None:
+            step = script.step_at(index)
+            if step is not None:
+                self._consumed[model] = index + 1
+                return step, step.where, 0
+            if script.otherwise is not None:
+                return script.otherwise, script.otherwise.where, 0
+        if self.scenario.otherwise is not None:
+            return self.scenario.otherwise, "otherwise", 0
+        return None, "exhausted", 0
+
+    # ---- responses ------------------------------------------------------------------
+
+    @staticmethod
+    def _error_response(status: int, etype: str, message: str, request_id: str, headers: Mapping[str, str] = {}) -> web.Response:
+        body = {"type": "error", "error": {"type": etype, "message": message}, "request_id": request_id}
+        return web.json_response(body, status=status, headers={"request-id": request_id, **headers})
+
+    def _record(self, request: web.Request, body: Mapping[str, Any], **fields: Any) -> None:
+        tools = body.get("tools")
+        names = tuple(t.get("name", "") for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ()
+        messages = body.get("messages")
+        self.requests.append(
+            RecordedRequest(
+                path=request.path,
+                model=body.get("model") if isinstance(body.get("model"), str) else None,
+                stream=body.get("stream") is True,
+                max_tokens=body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None,
+                messages=tuple(messages) if isinstance(messages, list) else (),
+                system=body.get("system"),
+                tools=names,
+                headers={h: request.headers[h] for h in _LOGGED_HEADERS if h in request.headers},
+                **fields,
+            )
+        )
+
+    async def _read_body(self, request: web.Request) -> tuple[dict[str, Any] | None, str]:
+        try:
+            body = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError):
+            return None, "the request body is not valid JSON"
+        if not isinstance(body, dict):
+            return None, "the request body must be a JSON object"
+        return body, ""
+
+    def _invalid(self, request: web.Request, body: Mapping[str, Any] | None) -> str | None:
+        """A 400/401 message the real API would give this request, else None."""
+        if "x-api-key" not in request.headers and "authorization" not in request.headers:
+            return "x-api-key header is required"
+        if body is None:
+            return None
+        if not isinstance(body.get("model"), str):
+            return "model: Field required"
+        if not isinstance(body.get("messages"), list):
+            return "messages: Field required"
+        if request.path == "/v1/messages" and not isinstance(body.get("max_tokens"), int):
+            return "max_tokens: Field required"
+        return None
+
+    async def _handle_unknown(self, request: web.Request) -> web.Response:
+        rid = self._next_request_id()
+        return self._error_response(404, "not_found_error", f"Not found: {request.method} {request.path}", rid)
+
+    async def _accept(self, request: web.Request, rid: str) -> tuple[dict[str, Any] | None, web.Response | None]:
+        """The request's JSON body, or the real API's 401/400 answer (recorded) when it is unusable."""
+        body, problem = await self._read_body(request)
+        problem = problem or self._invalid(request, body) or ""
+        if body is None or problem:
+            status = 401 if problem.startswith("x-api-key") else 400
+            self._record(request, body or {}, request_id=rid, response_status=status, step="invalid_request", input_tokens=0)
+            etype = "authentication_error" if status == 401 else "invalid_request_error"
+            return None, self._error_response(status, etype, problem, rid)
+        return body, None
+
+    async def _handle_count_tokens(self, request: web.Request) -> web.Response:
+        rid = self._next_request_id()
+        body, rejection = await self._accept(request, rid)
+        if rejection is not None:
+            return rejection
+        assert body is not None
+        n = estimate_input_tokens(body.get("system"), body.get("messages"), body.get("tools"))
+        self._record(request, body, request_id=rid, response_status=200, step="count_tokens", input_tokens=n)
+        return web.json_response({"input_tokens": n}, headers={"request-id": rid})
+
+    async def _handle_messages(self, request: web.Request) -> web.StreamResponse:
+        rid = self._next_request_id()
+        body, rejection = await self._accept(request, rid)
+        if rejection is not None:
+            return rejection
+        assert body is not None
+
+        model: str = body["model"]
+        system, messages = body.get("system"), body["messages"]
+        n_in = estimate_input_tokens(system, messages, body.get("tools"))
+        step, where, limit = self._choose(model, system, messages, n_in)
+        status = 500 if step is None else (step.error.status if step.error is not None else 200)
+        self._record(request, body, request_id=rid, response_status=status, step=where, input_tokens=n_in)
+
+        if step is None:
+            consumed = self._consumed.get(model, 0)
+            hint = "" if self.scenario.script_for(model) else " (the scenario names no steps for it and has no default:)"
+            message = f"scenario exhausted for model {model} after {consumed} requests{hint}"
+            return self._error_response(500, "api_error", message, rid)
+        await self._pause(step.delay_ms / 1000)
+        if step.error is not None:
+            return self._scripted_error(step.error, rid, model, n_in, limit)
+        stream = body.get("stream") is True
+        if stream:
+            return await self._stream_reply(request, step, rid, model, n_in)
+        return self._json_reply(step, rid, model, n_in)
+
+    def _scripted_error(self, spec: ErrorSpec, rid: str, model: str, n_in: int, limit: int) -> web.Response:
+        message = spec.message.replace("{n}", str(n_in)).replace("{limit}", str(limit)).replace("{model}", model)
+        return self._error_response(spec.status, spec.type, message, rid, spec.headers)
+
+    def _materialise(self, step: Step, rid: str, model: str, n_in: int) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+        """Reply blocks with ids and signatures filled in, the final usage, and a message id."""
+        base = rid.removeprefix("req_mock_")
+        blocks: list[dict[str, Any]] = []
+        for i, template in enumerate(step.content):
+            block = dict(template)
+            if block["type"] == "tool_use" and "id" not in block:
+                block["id"] = f"toolu_mock_{base}_{i}"
+            if block["type"] == "thinking" and "signature" not in block:
+                block["signature"] = f"sig_mock_{base}_{i}"
+            blocks.append(block)
+        usage: dict[str, Any] = {
+            "input_tokens": n_in,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": estimate_output_tokens(blocks),
+        }
+        usage.update(step.usage)
+        return blocks, usage, f"msg_mock_{base}"
+
+    def _json_reply(self, step: Step, rid: str, model: str, n_in: int) -> web.Response:
+        blocks, usage, msg_id = self._materialise(step, rid, model, n_in)
+        headers = {"request-id": rid}
+        if step.malformed == "json":
+            broken = '{"id": "' + msg_id + '", "type": "message", "role": "assistant", "content": [{"type": "te'
+            return web.Response(status=200, text=broken, content_type="application/json", headers=headers)
+        message = {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": blocks,
+            "stop_reason": step.stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        return web.json_response(message, headers=headers)
+
+    async def _stream_reply(self, request: web.Request, step: Step, rid: str, model: str, n_in: int) -> web.StreamResponse:
+        blocks, usage, msg_id = self._materialise(step, rid, model, n_in)
+        response = web.StreamResponse(
+            status=200,
+            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "request-id": rid},
+        )
+        await response.prepare(request)
+
+        async def send(event: str, data: Mapping[str, Any] | str) -> None:
+            payload = data if isinstance(data, str) else _compact(data)
+            try:
+                await response.write(f"event: {event}\ndata: {payload}\n\n".encode())
+            except (ConnectionError, RuntimeError) as exc:
+                raise _Disconnected() from exc
+
+        start_usage = {k: v for k, v in usage.items() if k != "output_tokens"} | {"output_tokens": 1}
+        try:
+            await send(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": start_usage,
+                    },
+                },
+            )
+            await send("ping", {"type": "ping"})
+            if step.malformed == "sse":
+                # Truncated JSON in an event the client must parse: a broken stream after a 200.
+                await send("content_block_start", '{"type": "content_block_start", "index": 0, "content_block": {"ty')
+                await response.write_eof()
+                return response
+            for index in range(len(blocks) + 1):
+                if step.stall_after_block == index:
+                    await self._pause(step.stall_seconds)
+                if step.error_event_after_block == index:
+                    await send(
+                        "error",
+                        {
+                            "type": "error",
+                            "error": {"type": step.error_event_type, "message": step.error_event_message},
+                            "request_id": rid,
+                        },
+                    )
+                    await response.write_eof()
+                    return response
+                if step.cut_after_block == index:
+                    if index < len(blocks):
+                        await self._send_block(send, index, blocks[index], partial=True)
+                    self._cut(request)
+                    return response
+                if index < len(blocks):
+                    await self._send_block(send, index, blocks[index], partial=False)
+                    if index == 0 and len(blocks) > 1:
+                        await send("ping", {"type": "ping"})
+            await send(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": step.stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            )
+            await send("message_stop", {"type": "message_stop"})
+            await response.write_eof()
+        except _Disconnected:
+            pass
+        return response
+
+    @staticmethod
+    def _cut(request: web.Request) -> None:
+        """Close the connection without finishing the chunked body (an abrupt cut)."""
+        transport = request.transport
+        if transport is not None:
+            transport.close()
+
+    @staticmethod
+    async def _send_block(send: Any, index: int, block: Mapping[str, Any], *, partial: bool) -> None:
+        """Stream one block; ``partial`` stops after its first delta (no content_block_stop)."""
+        kind = block["type"]
+        if kind == "text":
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], 16)]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"], 24)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": ""}]
+            deltas += [{"type": "input_json_delta", "partial_json": p} for p in _pieces(_compact(block["input"]), 12)]
+        await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        if partial:
+            deltas = deltas[: max(1, len(deltas) // 2)]
+        for delta in deltas:
+            await send("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        if not partial:
+            await send("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+async def _serve(scenario: Scenario, host: str, port: int) -> None:
+    server = MockServer(scenario)
+    await server.start(host, port)
+    print(f"mock-api listening on {server.url}", file=sys.stderr, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+def serve_forever(scenario_path: str, port: int = 0, host: str = "127.0.0.1") -> None:
+    """Load ``scenario_path`` and serve it until interrupted (``queryloop mock-api``).
+
+    Prints ``mock-api listening on http://HOST:PORT`` to stderr once listening. Raises
+    :class:`~queryloop.mockapi.scenario.ScenarioError` for a bad scenario file.
+    """
+    scenario = load_scenario(scenario_path)
+    try:
+        asyncio.run(_serve(scenario, host, port))
+    except KeyboardInterrupt:
+        pass
