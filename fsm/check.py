@@ -83,7 +83,9 @@ class CheckReport:
         }
 
 
-def check_spec(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, max_configs: int = 2_000_000) -> CheckReport:
+def check_spec(
+    spec: MachineSpec, params: Mapping[str, Any] | None = None, *, max_configs: int = 2_000_000
+) -> CheckReport:
     """Run the three passes over ``spec``.
 
     Caps come from ``params``, else each param's ``check`` value, else its default. Pass 2
@@ -121,7 +123,13 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
     reachable = nx.descendants(g, spec.initial) | {spec.initial}
     for s in spec.states:
         if s.name not in reachable:
-            out.append(Finding(check="reachability", message=f"state {s.name!r} is unreachable from {spec.initial!r}", states=(s.name,)))
+            out.append(
+                Finding(
+                    check="reachability",
+                    message=f"state {s.name!r} is unreachable from {spec.initial!r}",
+                    states=(s.name,),
+                )
+            )
     terminals = set(spec.terminals)
     if not terminals:
         out.append(Finding(check="termination", message="the machine declares no terminal state; no run can end"))
@@ -132,9 +140,17 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
         if s.terminal:
             continue
         if g.out_degree(s.name) == 0:
-            out.append(Finding(check="dead_end", message=f"non-terminal state {s.name!r} has no outgoing edge", states=(s.name,)))
+            out.append(
+                Finding(
+                    check="dead_end", message=f"non-terminal state {s.name!r} has no outgoing edge", states=(s.name,)
+                )
+            )
         elif s.name not in can_end:
-            out.append(Finding(check="dead_end", message=f"state {s.name!r} can never reach a terminal state", states=(s.name,)))
+            out.append(
+                Finding(
+                    check="dead_end", message=f"state {s.name!r} can never reach a terminal state", states=(s.name,)
+                )
+            )
     return out
 
 
@@ -175,7 +191,8 @@ def _termination_pass(spec: MachineSpec, params: Mapping[str, Any]) -> list[Find
                     check="termination",
                     message=(
                         f"unbounded recovery cycle through states {list(states)} via reasons {list(reasons)}"
-                        f"{detail} (add a `counter:` with a cap to one of its edges, or mark a real forward step `progress: true`)"
+                        f"{detail} (add a `counter:` with a cap to one of its edges, or mark a real forward "
+                        "step `progress: true`)"
                     ),
                     states=states,
                     reasons=reasons,
@@ -280,20 +297,27 @@ def _exploration_pass(
                 out.append(
                     Finding(
                         check="stuck",
-                        message=f"stuck configuration: in {state!r} {_fmt(names, counts)} no edge can fire on {event!r}",
+                        message=f"stuck configuration: in {state!r} {_fmt(names, counts)} "
+                        f"no edge can fire on {event!r}",
                         states=(state,),
                         trace=trace_to(node),
                     )
                 )
     if truncated:
-        out.append(Finding(check="exploration", message=f"exploration stopped at {max_configs} configurations; lower the caps with params to check"))
+        out.append(
+            Finding(
+                check="exploration",
+                message=f"exploration stopped at {max_configs} configurations; lower the caps with params to check",
+            )
+        )
     visited = {c[0] for c in configs}
     for t in spec.transitions:
         if (t.source, t.reason) not in fired and t.source in visited:
             out.append(
                 Finding(
                     check="dead_edge",
-                    message=f"transition {t.reason!r} from {t.source!r} on {t.event!r} can never fire ({_why_dead(spec, t, groups, caps, index)})",
+                    message=f"transition {t.reason!r} from {t.source!r} on {t.event!r} can never fire "
+                    f"({_why_dead(spec, t, groups, caps, index)})",
                     states=(t.source,),
                     reasons=(t.reason,),
                 )
@@ -306,7 +330,8 @@ def _exploration_pass(
         out.append(
             Finding(
                 check="termination",
-                message=f"the (state, counters) product has a cycle without a progress edge via reasons {list(reasons)}",
+                message="the (state, counters) product has a cycle without a progress edge "
+                f"via reasons {list(reasons)}",
                 states=tuple(dict.fromkeys(configs[n][0] for n, _ in cycle)),
                 reasons=reasons,
                 trace=tuple(f"{configs[n][0]} {_fmt(names, configs[n][1])}" for n, _ in cycle),
@@ -385,7 +410,13 @@ def _worst_case(
     return worst
 
 
-def _why_dead(spec: MachineSpec, t: TransitionSpec, groups: Mapping[tuple[str, str], tuple[TransitionSpec, ...]], caps: list[int | None], index: Mapping[str, int]) -> str:
+def _why_dead(
+    spec: MachineSpec,
+    t: TransitionSpec,
+    groups: Mapping[tuple[str, str], tuple[TransitionSpec, ...]],
+    caps: list[int | None],
+    index: Mapping[str, int],
+) -> str:
     cands = groups[(t.source, t.event)]
     for earlier in cands[: cands.index(t)]:
         if not earlier.guards and earlier.counter is None:

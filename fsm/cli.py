@@ -56,11 +56,18 @@ def _display(path: Path) -> str:
 
 
 def _format_report(r: CheckReport) -> str:
-    head = f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions, {r.configurations} configurations explored"
+    head = (
+        f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions, "
+        f"{r.configurations} configurations explored"
+    )
     lines = [head]
     defaults = {k: v for k, v in r.defaults.items() if r.params.get(k) != v}
     if defaults:
-        lines.append("  explored with " + ", ".join(f"{k}={r.params[k]} (default {v})" for k, v in defaults.items()) + "; change with --set NAME=VALUE")
+        lines.append(
+            "  explored with "
+            + ", ".join(f"{k}={r.params[k]} (default {v})" for k, v in defaults.items())
+            + "; change with --set NAME=VALUE"
+        )
     if r.worst_case:
         figures = ", ".join(f"{name.rpartition('.')[2]} ≤ {n}" for name, n in r.worst_case.items())
         lines.append(f"  worst case per progress step: {figures}")
@@ -154,14 +161,20 @@ def cmd_diagram(args: argparse.Namespace) -> int:
 def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
     """Add ``check`` and ``diagram`` to a subparsers action; ``default_machines`` lists what they use unasked."""
     check = sub.add_parser("check", help="model-check machine declarations (default: every shipped machine)")
-    check.add_argument("--machine", action="append", default=[], metavar="FILE", help="a machine YAML file (repeatable)")
+    check.add_argument(
+        "--machine", action="append", default=[], metavar="FILE", help="a machine YAML file (repeatable)"
+    )
     check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a param for the check")
+    check.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="override a param for the check"
+    )
     check.set_defaults(func=cmd_check, default_machines=default_machines)
 
     diagram = sub.add_parser("diagram", help="draw machines with Graphviz / Mermaid")
     diagram.add_argument("--machine", action="append", default=[], metavar="FILE")
-    diagram.add_argument("--format", action="append", choices=DIAGRAM_FORMATS, help="repeatable; default dot, svg and mermaid")
+    diagram.add_argument(
+        "--format", action="append", choices=DIAGRAM_FORMATS, help="repeatable; default dot, svg and mermaid"
+    )
     diagram.add_argument("--out", default="diagrams", metavar="DIR")
     diagram.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file in --out is stale")
     diagram.set_defaults(func=cmd_diagram, default_machines=default_machines)

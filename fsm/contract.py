@@ -31,7 +31,9 @@ class Uses:
     params: tuple[str, ...] = ()
 
 
-def uses(*, counters: tuple[str, ...] = (), states: tuple[str, ...] = (), params: tuple[str, ...] = ()) -> Callable[[F], F]:
+def uses(
+    *, counters: tuple[str, ...] = (), states: tuple[str, ...] = (), params: tuple[str, ...] = ()
+) -> Callable[[F], F]:
     """Declare the counters, states and params the decorated handler reads."""
 
     def mark(fn: F) -> F:

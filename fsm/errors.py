@@ -30,7 +30,9 @@ class SpecProblem:
 
     __slots__ = ("column", "fix", "line", "message", "path")
 
-    def __init__(self, path: str, line: int | None, message: str, fix: str | None = None, *, column: int | None = None) -> None:
+    def __init__(
+        self, path: str, line: int | None, message: str, fix: str | None = None, *, column: int | None = None
+    ) -> None:
         self.path = path
         self.line = line
         self.message = message

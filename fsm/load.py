@@ -26,7 +26,7 @@ import networkx as nx
 from .contract import uses_of
 from .errors import SpecError, SpecProblem
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
-from .source import Source, read_yaml, schema_problems
+from .source import read_yaml, schema_problems
 from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
 
 __all__ = ["Machine", "load_machine", "parse_machine"]
@@ -99,14 +99,18 @@ def _resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
 
 def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Machine:
     """Build a machine from YAML text; ``path`` is used in messages. ``bind=False`` skips imports."""
-    source = read_yaml(text, path, empty_fix="declare at least schema_version, machine, initial, events, states and transitions")
+    source = read_yaml(
+        text, path, empty_fix="declare at least schema_version, machine, initial, events, states and transitions"
+    )
     data, lines = source.data, source.lines
     problems = schema_problems(
-        MACHINE_SCHEMA, source, fixes={"schema_version": f"add `schema_version: {SCHEMA_VERSION}` at the top of the file"}
+        MACHINE_SCHEMA,
+        source,
+        fixes={"schema_version": f"add `schema_version: {SCHEMA_VERSION}` at the top of the file"},
     )
     if problems:
         raise SpecError(problems)
-    package = data.get("package", "")
+    package: str = data.get("package", "")
 
     def absolute(name: str, where: Iterable[Any]) -> str:
         if not name.startswith("."):
@@ -198,7 +202,8 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         guard_docs=guard_docs,
         counters=counters,
         figures={
-            name: tuple(absolute(e, ("figures", name)) for e in effects) for name, effects in (data.get("figures") or {}).items()
+            name: tuple(absolute(e, ("figures", name)) for e in effects)
+            for name, effects in (data.get("figures") or {}).items()
         },
         states=states,
         transitions=tuple(transitions),
@@ -219,7 +224,9 @@ def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecError([SpecProblem(str(p), None, f"cannot read the machine file: {exc.strerror}", "check the path")]) from None
+        raise SpecError(
+            [SpecProblem(str(p), None, f"cannot read the machine file: {exc.strerror}", "check the path")]
+        ) from None
     return parse_machine(text, str(p), bind=bind)
 
 
@@ -251,7 +258,11 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
         for effect in listed:
             if effect not in effects:
                 hint = _close(effect, effects)
-                add(_line_of(lines, ("figures", figure)), f"figure {figure!r} names effect {effect!r}, which no state runs", hint or "list effects that states declare")
+                add(
+                    _line_of(lines, ("figures", figure)),
+                    f"figure {figure!r} names effect {effect!r}, which no state runs",
+                    hint or "list effects that states declare",
+                )
     if spec.initial not in states:
         known("state", spec.initial, states, _line_of(lines, ("initial",)), "`initial`")
     if spec.abort_event not in spec.events:
@@ -264,25 +275,45 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
         if isinstance(c.cap, str):
             known("param", c.cap, params, c.line, f"counter {c.name!r} cap")
         elif c.cap_offset:
-            add(c.line, f"counter {c.name!r} has `cap_offset` but a fixed cap", "write the cap you mean, or use a param cap")
+            add(
+                c.line,
+                f"counter {c.name!r} has `cap_offset` but a fixed cap",
+                "write the cap you mean, or use a param cap",
+            )
         for r in c.consecutive:
             known("reason", r, reasons, c.line, f"counter {c.name!r} `consecutive`")
     for s in spec.states:
         if s.terminal:
             if s.effect or s.emits or s.exit:
-                add(s.line, f"terminal state {s.name!r} has an effect, emits or exit", "a terminal state does nothing; remove them")
+                add(
+                    s.line,
+                    f"terminal state {s.name!r} has an effect, emits or exit",
+                    "a terminal state does nothing; remove them",
+                )
         else:
             if s.result:
-                add(s.line, f"state {s.name!r} has a `result` but is not terminal", "add `terminal: true` or remove `result`")
+                add(
+                    s.line,
+                    f"state {s.name!r} has a `result` but is not terminal",
+                    "add `terminal: true` or remove `result`",
+                )
             if not s.effect or not s.emits:
-                add(s.line, f"state {s.name!r} is neither terminal nor runs an effect with `emits`", "add `effect:` and `emits:`, or `terminal: true`")
+                add(
+                    s.line,
+                    f"state {s.name!r} is neither terminal nor runs an effect with `emits`",
+                    "add `effect:` and `emits:`, or `terminal: true`",
+                )
             for e in s.emits:
                 known("event", e, spec.events, s.line, f"state {s.name!r} `emits`")
     seen_reasons: dict[str, int | None] = {}
     declared_reason_line: dict[str, int | None] = {}
     for t in spec.transitions:
         if t.reason in declared_reason_line and declared_reason_line[t.reason] != t.line:
-            add(t.line, f"reason {t.reason!r} is used twice (first at line {declared_reason_line[t.reason]})", "every transition needs its own reason")
+            add(
+                t.line,
+                f"reason {t.reason!r} is used twice (first at line {declared_reason_line[t.reason]})",
+                "every transition needs its own reason",
+            )
         declared_reason_line.setdefault(t.reason, t.line)
         seen_reasons.setdefault(t.reason, t.line)
         ctx = f"transition {t.reason!r}"
@@ -300,7 +331,11 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
         if src_ok and states[t.source].terminal:
             add(t.line, f"{ctx} leaves terminal state {t.source!r}", "terminal states have no outgoing edges")
         elif src_ok and ev_ok and t.event != spec.abort_event and t.event not in states[t.source].emits:
-            add(t.line, f"{ctx} fires on {t.event!r}, which state {t.source!r} never emits", f"add it to {t.source!r} `emits`, or fix the event")
+            add(
+                t.line,
+                f"{ctx} fires on {t.event!r}, which state {t.source!r} never emits",
+                f"add it to {t.source!r} `emits`, or fix the event",
+            )
     if out:
         return out
     groups = spec.candidates()
@@ -310,9 +345,17 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
         for e in (*s.emits, spec.abort_event):
             if (s.name, e) not in groups:
                 if e == spec.abort_event:
-                    add(s.line, f"state {s.name!r} has no transition for the abort event {e!r}", "add an edge to a terminal state so a cancelled run still ends")
+                    add(
+                        s.line,
+                        f"state {s.name!r} has no transition for the abort event {e!r}",
+                        "add an edge to a terminal state so a cancelled run still ends",
+                    )
                 else:
-                    add(s.line, f"state {s.name!r} emits {e!r} but no transition handles it", f"add a transition from {s.name!r} on {e!r}")
+                    add(
+                        s.line,
+                        f"state {s.name!r} emits {e!r} but no transition handles it",
+                        f"add a transition from {s.name!r} on {e!r}",
+                    )
     for (source, event), cands in groups.items():
         last = cands[-1]
         if not last.unguarded:
@@ -327,7 +370,11 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     reachable = nx.descendants(graph, spec.initial) | {spec.initial}
     for s in spec.states:
         if s.name not in reachable:
-            add(s.line, f"state {s.name!r} is unreachable from {spec.initial!r}", "add a transition into it or remove it")
+            add(
+                s.line,
+                f"state {s.name!r} is unreachable from {spec.initial!r}",
+                "add a transition into it or remove it",
+            )
     return out
 
 
@@ -344,7 +391,9 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
             cache[dotted] = _resolve(dotted)
         fn, why = cache[dotted]
         if fn is None:
-            problems.append(SpecProblem(spec.path, line, f"{what}: {why}", None if "did you mean" in why else "fix the dotted name"))
+            problems.append(
+                SpecProblem(spec.path, line, f"{what}: {why}", None if "did you mean" in why else "fix the dotted name")
+            )
         else:
             problems.extend(_undeclared_reads(spec, fn, dotted, line, what))
         return fn
@@ -353,7 +402,14 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
         if s.effect:
             fn = resolve(s.effect, s.line, f"state {s.name!r} effect")
             if fn is not None and not inspect.iscoroutinefunction(fn):
-                problems.append(SpecProblem(spec.path, s.line, f"state {s.name!r} effect {s.effect!r} is not an `async def`", "effects are awaited; declare it async"))
+                problems.append(
+                    SpecProblem(
+                        spec.path,
+                        s.line,
+                        f"state {s.name!r} effect {s.effect!r} is not an `async def`",
+                        "effects are awaited; declare it async",
+                    )
+                )
             elif fn is not None:
                 effects[s.name] = fn
         if s.exit:
@@ -374,7 +430,9 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
     return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers, exits=exits)
 
 
-def _undeclared_reads(spec: MachineSpec, fn: Callable[..., Any], dotted: str, line: int | None, what: str) -> list[SpecProblem]:
+def _undeclared_reads(
+    spec: MachineSpec, fn: Callable[..., Any], dotted: str, line: int | None, what: str
+) -> list[SpecProblem]:
     """A problem for every counter, state or param ``fn`` declares it reads but the machine lacks."""
     declared = uses_of(fn)
     if declared is None:
@@ -391,7 +449,9 @@ def _undeclared_reads(spec: MachineSpec, fn: Callable[..., Any], dotted: str, li
                 hint = _close(name, known[kind])
                 out.append(
                     SpecProblem(
-                        spec.path, line, f"{what} {dotted!r} reads {kind} {name!r}, which the machine does not declare",
+                        spec.path,
+                        line,
+                        f"{what} {dotted!r} reads {kind} {name!r}, which the machine does not declare",
                         hint or f"declare the {kind}, or bind a handler written for this machine",
                     )
                 )

@@ -18,7 +18,18 @@ from .spec import MachineSpec, TransitionSpec
 
 __all__ = ["edge_label", "to_dot", "to_mermaid"]
 
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+_PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+)
 
 
 def edge_label(spec: MachineSpec, t: TransitionSpec, params: Mapping[str, Any] | None = None) -> str:
@@ -47,7 +58,15 @@ def to_dot(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> graphv
     colours = _layers(spec)
     layer_of = {s.name: s.layer for s in spec.states}
     g = graphviz.Digraph(name=spec.name, comment=f"generated from {spec.path} by `queryloop diagram`; do not edit")
-    g.attr(rankdir="LR", fontname="Helvetica", labelloc="t", label=f"{spec.name}", newrank="true", nodesep="0.3", ranksep="1.2")
+    g.attr(
+        rankdir="LR",
+        fontname="Helvetica",
+        labelloc="t",
+        label=f"{spec.name}",
+        newrank="true",
+        nodesep="0.3",
+        ranksep="1.2",
+    )
     g.attr("node", fontname="Helvetica", fontsize="11")
     g.attr("edge", fontname="Helvetica", fontsize="9")
     g.node("__start__", label="", shape="point", width="0.15")

@@ -18,7 +18,7 @@ import logging
 import operator
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 import transitions
@@ -39,19 +39,24 @@ logging.getLogger("transitions").setLevel(logging.WARNING)
 
 D = TypeVar("D")
 S = TypeVar("S")
-P = TypeVar("P")
+S_co = TypeVar("S_co", covariant=True)
+P_co = TypeVar("P_co", covariant=True)
 
 
 @attrs.frozen(kw_only=True, slots=True)
-class Event(Generic[P]):
+class Event(Generic[P_co]):
     """An outcome an effect returns: a declared event name and its payload (a record named for it)."""
 
     name: str
-    data: P = None  # type: ignore[assignment]  # an event without a payload carries None
+    data: P_co = None  # type: ignore[assignment]  # an event without a payload carries None
 
 
 def _counters_within_caps(instance: RunState[Any], attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
-    if len(value) == len(instance.limits) and (not value or min(value) >= 0) and all(map(operator.le, value, instance.limits)):
+    if (
+        len(value) == len(instance.limits)
+        and (not value or min(value) >= 0)
+        and all(map(operator.le, value, instance.limits))
+    ):
         return  # the fast path: one C-level pass per step
     for name, count, cap in zip(instance.counter_names, value, instance.caps, strict=True):
         if count < 0 or (cap is not None and count > cap):
@@ -79,8 +84,15 @@ class RunState(Generic[D]):
     def with_data(self, data: D) -> RunState[D]:
         """This run state with new application data (what edge handlers return)."""
         return RunState(
-            machine=self.machine, state=self.state, counter_names=self.counter_names, caps=self.caps,
-            limits=self.limits, counters=self.counters, params=self.params, data=data, steps=self.steps,
+            machine=self.machine,
+            state=self.state,
+            counter_names=self.counter_names,
+            caps=self.caps,
+            limits=self.limits,
+            counters=self.counters,
+            params=self.params,
+            data=data,
+            steps=self.steps,
         )
 
     def count(self, name: str) -> int:
@@ -185,7 +197,9 @@ class Program:
         the transition, by design), so it would only cost time on every step.
         """
         if book.state != source or self._book_transitions.get((source, edge.reason)) != edge.dest:
-            raise InternalError(f"undeclared step {book.state!r} --{edge.reason}--> {edge.dest!r} (the run is in {source!r})")
+            raise InternalError(
+                f"undeclared step {book.state!r} --{edge.reason}--> {edge.dest!r} (the run is in {source!r})"
+            )
         self._book.set_state(edge.dest, book)
         if book.state != edge.dest:
             raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
@@ -195,7 +209,9 @@ class Program:
         values = self.spec.param_defaults
         for key, value in (params or {}).items():
             if key not in values:
-                raise TransitionError(f"{self.spec.path}: unknown param {key!r}; known: {', '.join(sorted(values)) or 'none'}")
+                raise TransitionError(
+                    f"{self.spec.path}: unknown param {key!r}; known: {', '.join(sorted(values)) or 'none'}"
+                )
             values[key] = value
         caps = tuple(self.spec.cap_of(c, values) for c in self.spec.counters)
         return RunState(
@@ -222,15 +238,26 @@ class Program:
     def restore(self, snapshot: Mapping[str, Any], data: D) -> RunState[D]:
         """The run state :meth:`snapshot` took, with ``data``; refuses one from another machine or over its caps."""
         if snapshot.get("machine") != self.spec.name or snapshot.get("state") not in self.spec.state_map:
-            raise TransitionError(f"the snapshot is of machine {snapshot.get('machine')!r} in state {snapshot.get('state')!r}, not a state of {self.spec.name!r}")
+            raise TransitionError(
+                f"the snapshot is of machine {snapshot.get('machine')!r} in state {snapshot.get('state')!r}, "
+                f"not a state of {self.spec.name!r}"
+            )
         counts = dict(snapshot.get("counters") or {})
         if set(counts) != set(self.counter_names):
-            raise TransitionError(f"the snapshot's counters {sorted(counts)} are not the machine's {sorted(self.counter_names)}")
+            raise TransitionError(
+                f"the snapshot's counters {sorted(counts)} are not the machine's {sorted(self.counter_names)}"
+            )
         fresh = self.initial_state(data, snapshot.get("params") or {})
         return RunState(
-            machine=fresh.machine, state=snapshot["state"], counter_names=fresh.counter_names, caps=fresh.caps,
-            limits=fresh.limits, counters=tuple(int(counts[n]) for n in self.counter_names), params=fresh.params,
-            data=data, steps=int(snapshot.get("steps", 0)),
+            machine=fresh.machine,
+            state=snapshot["state"],
+            counter_names=fresh.counter_names,
+            caps=fresh.caps,
+            limits=fresh.limits,
+            counters=tuple(int(counts[n]) for n in self.counter_names),
+            params=fresh.params,
+            data=data,
+            steps=int(snapshot.get("steps", 0)),
         )
 
     def choose(self, run: RunState[Any], event: Event[Any]) -> _Edge:
@@ -248,12 +275,16 @@ class Program:
                 try:
                     ok = guard(run, event)
                 except Exception as exc:
-                    raise HandlerError(f"guard of transition {edge.reason!r} raised {type(exc).__name__}: {exc}") from exc
+                    raise HandlerError(
+                        f"guard of transition {edge.reason!r} raised {type(exc).__name__}: {exc}"
+                    ) from exc
                 if not ok:
                     break
             else:
                 return edge
-        raise TransitionError(f"no candidate edge could fire from {run.state!r} on {event.name!r} (all guarded or capped)")
+        raise TransitionError(
+            f"no candidate edge could fire from {run.state!r} on {event.name!r} (all guarded or capped)"
+        )
 
     @staticmethod
     def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[Any]) -> RunState[Any]:
@@ -263,7 +294,8 @@ class Program:
             raise HandlerError(f"{what} raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(new, RunState) or new.state != run.state or new.counters is not run.counters:
             raise HandlerError(
-                f"{what} must return the run state with only `data` changed (the machine chooses the state and owns the counters)"
+                f"{what} must return the run state with only `data` changed (the machine chooses the state "
+                "and owns the counters)"
             )
         return new
 
@@ -290,8 +322,15 @@ class Program:
         if book is not None:
             self._bookkeep(book, run.state, edge)
         nxt = RunState(
-            machine=new.machine, state=edge.dest, counter_names=new.counter_names, caps=new.caps,
-            limits=new.limits, counters=counters, params=new.params, data=new.data, steps=run.steps + 1,
+            machine=new.machine,
+            state=edge.dest,
+            counter_names=new.counter_names,
+            caps=new.caps,
+            limits=new.limits,
+            counters=counters,
+            params=new.params,
+            data=new.data,
+            steps=run.steps + 1,
         )
         step = Step(
             index=run.steps,
@@ -307,12 +346,19 @@ class Program:
         return nxt, step
 
 
-class EffectContext(Generic[D, S]):
+class EffectContext(Generic[D, S_co]):
     """What an effect sees: the run state, the caller's services, and ``publish`` for progress."""
 
     __slots__ = ("_buffer", "_live", "_program", "run", "services")
 
-    def __init__(self, program: Program, run: RunState[D], services: S, buffer: list[Any], live: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        program: Program,
+        run: RunState[D],
+        services: S_co,
+        buffer: list[Any],
+        live: Callable[[Any], None] | None = None,
+    ) -> None:
         self._program = program
         self.run = run
         self.services = services
@@ -355,7 +401,7 @@ class Runner(Generic[D, S]):
         on_publish: Callable[[Any], None] | None = None,
     ) -> None:
         self.program = program if isinstance(program, Program) else Program(program)
-        self.services = services
+        self.services = cast(S, services)  # None only for machines whose effects use no services
         self.on_publish = on_publish
         self.final: RunState[D] = state if state is not None else self.program.initial_state(data, params)
         self._trace: list[Step] = []
@@ -384,14 +430,18 @@ class Runner(Generic[D, S]):
         if self.done:
             raise TransitionError(f"the run has ended in {self.final.state!r}")
         program = self.program
-        program._book.add_model(self._book, initial=self.final.state)
+        if self._book not in program._book.models:
+            program._book.add_model(self._book, initial=self.final.state)
         buffer: list[Any] = []
         try:
             state_name = self.final.state
             ctx = EffectContext(program, self.final, self.services, buffer, self.on_publish)
             event = await self._effect(state_name, ctx)
             step = self._advance(event, state_name)
-        finally:
+        except BaseException:
+            program._book.remove_model(self._book)
+            raise
+        if self.done:
             program._book.remove_model(self._book)
         return [*buffer, step]
 
@@ -410,7 +460,8 @@ class Runner(Generic[D, S]):
             raise HandlerError(f"effect of state {state_name!r} returned {event!r}; expected an Event or an event name")
         if event.name not in self.program.emits[state_name] and event.name != self.program.abort_event:
             raise HandlerError(
-                f"effect of state {state_name!r} returned event {event.name!r}, which the state does not declare in `emits` "
+                f"effect of state {state_name!r} returned event {event.name!r}, which the state does not "
+                "declare in `emits` "
                 f"({', '.join(sorted(self.program.emits[state_name]))})"
             )
         self.final, step = self.program.step(self.final, event, self._book)
@@ -466,8 +517,9 @@ class Runner(Generic[D, S]):
                 raise InternalError(f"the abort path did not reach a terminal state (now in {self.final.state!r})")
             buffer: list[Any] = []
             state_name = self.final.state
-            event = await self.program.machine.effects[state_name](EffectContext(self.program, self.final, self.services, buffer, self.on_publish))
+            event = await self.program.machine.effects[state_name](
+                EffectContext(self.program, self.final, self.services, buffer, self.on_publish)
+            )
             out.extend(buffer)
             out.append(self._advance(event, state_name))
         return out
-

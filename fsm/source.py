@@ -12,9 +12,10 @@ problem is a :class:`~queryloop.fsm.errors.SpecProblem`; they come together in o
 from __future__ import annotations
 
 import json
+import json.decoder
 import json.scanner
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 import jsonschema
@@ -26,6 +27,12 @@ __all__ = ["Source", "json_path", "read_json", "read_yaml", "schema_problems"]
 
 Where = tuple[Any, ...]
 _YAML11_BOOLS = {"y", "yes", "n", "no", "on", "off"}
+# The pure-Python scanner calls the decoder's own parse_object/parse_array (the C one does
+# not), and the string scanner: neither is in the type stubs.
+_py_make_scanner = cast(
+    Callable[[json.JSONDecoder], Callable[[str, int], tuple[Any, int]]], vars(json.scanner)["py_make_scanner"]
+)
+_scanstring = cast(Callable[[str, int, bool], tuple[str, int]], vars(json.decoder)["scanstring"])
 
 
 @attrs.frozen(kw_only=True)
@@ -58,11 +65,11 @@ class _Refused(yaml.MarkedYAMLError):
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing aliases (a file must say each thing where it means it)."""
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event: Any = self.peek_event()  # type: ignore[no-untyped-call]
             raise _Refused(problem=f"alias *{event.anchor} is not allowed", problem_mark=event.start_mark)
-        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+        return super().compose_node(parent, index)
 
 
 def _walk(node: yaml.Node, where: Where, source: str, lines: dict[Where, int], problems: list[SpecProblem]) -> None:
@@ -75,7 +82,9 @@ def _walk(node: yaml.Node, where: Where, source: str, lines: dict[Where, int], p
             if key.tag == "tag:yaml.org,2002:bool":
                 problems.append(
                     SpecProblem(
-                        source, line, f"key {key.value!r} is read as a YAML 1.1 boolean, not a name",
+                        source,
+                        line,
+                        f"key {key.value!r} is read as a YAML 1.1 boolean, not a name",
                         "write `event:` instead of `on:`, and quote yes/no/on/off when you mean the word",
                     )
                 )
@@ -83,7 +92,9 @@ def _walk(node: yaml.Node, where: Where, source: str, lines: dict[Where, int], p
             if name in first:
                 problems.append(
                     SpecProblem(
-                        source, line, f"key {name!r} is given twice (lines {first[name]} and {line})",
+                        source,
+                        line,
+                        f"key {name!r} is given twice (lines {first[name]} and {line})",
                         "keep one of them: the second would silently replace the first",
                     )
                 )
@@ -93,10 +104,16 @@ def _walk(node: yaml.Node, where: Where, source: str, lines: dict[Where, int], p
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, (*where, i), source, lines, problems)
-    elif isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:bool" and node.value.lower() in _YAML11_BOOLS:
+    elif (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag == "tag:yaml.org,2002:bool"
+        and node.value.lower() in _YAML11_BOOLS
+    ):
         problems.append(
             SpecProblem(
-                source, node.start_mark.line + 1, f"value {node.value!r} is read as a YAML 1.1 boolean",
+                source,
+                node.start_mark.line + 1,
+                f"value {node.value!r} is read as a YAML 1.1 boolean",
                 "write true/false for booleans, or quote the word if you mean a name",
             )
         )
@@ -117,13 +134,17 @@ def read_yaml(text: str, path: str, *, empty_fix: str = "the file must hold a ma
         data = loader.construct_document(node)
     except _Refused as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
-        raise SpecError([SpecProblem(path, line, str(exc.problem), "write the value out in full where it is used")]) from None
+        raise SpecError(
+            [SpecProblem(path, line, str(exc.problem), "write the value out in full where it is used")]
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        raise SpecError([SpecProblem(path, line, f"invalid YAML: {exc.problem}", "fix the syntax there", column=column)]) from None
+        raise SpecError(
+            [SpecProblem(path, line, f"invalid YAML: {exc.problem}", "fix the syntax there", column=column)]
+        ) from None
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
     return Source(path=path, data=data, lines=lines)
 
 
@@ -153,9 +174,9 @@ class _Decoder(json.JSONDecoder):
         self._lines = lines
         self._path: list[Any] = []
         self._strict = True
-        self.parse_object = self._parse_object  # type: ignore[assignment]
-        self.parse_array = self._parse_array  # type: ignore[assignment]
-        self.scan_once = json.scanner.py_make_scanner(self)
+        self.parse_object = self._parse_object
+        self.parse_array = self._parse_array
+        self.scan_once = _py_make_scanner(self)
 
     def _skip(self, s: str, end: int) -> int:
         while end < len(s) and s[end] in " \t\n\r":
@@ -188,7 +209,7 @@ class _Decoder(json.JSONDecoder):
             if end >= len(s) or s[end] != '"':
                 raise json.JSONDecodeError("Expecting property name enclosed in double quotes", s, end)
             at = end
-            key, end = json.decoder.scanstring(s, end + 1, self._strict)
+            key, end = _scanstring(s, end + 1, self._strict)
             if key in seen:
                 raise _DuplicateKey(key, seen[key], _line_at(s, at))
             seen[key] = _line_at(s, at)
@@ -221,9 +242,13 @@ def read_json(text: str, path: str) -> Source:
         data = _Decoder(text, lines).decode(text)
     except _DuplicateKey as exc:
         message = f"key {exc.key!r} is given twice (lines {exc.first} and {exc.second})"
-        raise SpecError([SpecProblem(path, exc.second, message, "keep one of them: JSON readers disagree on which one wins")]) from None
+        raise SpecError(
+            [SpecProblem(path, exc.second, message, "keep one of them: JSON readers disagree on which one wins")]
+        ) from None
     except json.JSONDecodeError as exc:
-        raise SpecError([SpecProblem(path, exc.lineno, f"invalid JSON: {exc.msg}", "fix the syntax there", column=exc.colno)]) from None
+        raise SpecError(
+            [SpecProblem(path, exc.lineno, f"invalid JSON: {exc.msg}", "fix the syntax there", column=exc.colno)]
+        ) from None
     return Source(path=path, data=data, lines=lines, kind="json")
 
 
@@ -270,7 +295,9 @@ def _message(err: jsonschema.ValidationError, kind: Literal["yaml", "json"]) -> 
     if err.validator == "additionalProperties":
         allowed = sorted((schema.get("properties") or {}).keys()) if isinstance(schema, dict) else []
         extra = sorted(k for k in err.instance if k not in allowed) if isinstance(err.instance, dict) else []
-        return f"unknown key {extra[0]!r}" if extra else err.message, ("allowed keys here: " + ", ".join(allowed)) if allowed else None
+        return f"unknown key {extra[0]!r}" if extra else err.message, (
+            "allowed keys here: " + ", ".join(allowed)
+        ) if allowed else None
     if err.validator == "required":
         missing = [k for k in value if isinstance(err.instance, dict) and k not in err.instance]
         return f"missing required key {json.dumps(missing[0] if missing else value)}", "add it"
@@ -291,7 +318,9 @@ def _message(err: jsonschema.ValidationError, kind: Literal["yaml", "json"]) -> 
     return err.message, "see the format's documentation"
 
 
-def schema_problems(schema: Mapping[str, Any], source: Source, *, fixes: Mapping[str, str] | None = None) -> list[SpecProblem]:
+def schema_problems(
+    schema: Mapping[str, Any], source: Source, *, fixes: Mapping[str, str] | None = None
+) -> list[SpecProblem]:
     """Every JSON-Schema violation of ``source.data`` as ``file:line: $.json.path: what (fix)``, in file order.
 
     An unknown key is reported at its own line; ``fixes`` maps a missing top-level key

@@ -20,11 +20,11 @@ __all__ = ["Script", "flag_a", "flag_b", "flag_c", "scripted"]
 class Script:
     """Services for :func:`scripted`: a fixed sequence of events, then ``fallback`` forever."""
 
-    def __init__(self, events: Iterable[Event | str], fallback: Event | str | None = None) -> None:
-        self.events: deque[Event | str] = deque(events)
+    def __init__(self, events: Iterable[Event[Any] | str], fallback: Event[Any] | str | None = None) -> None:
+        self.events: deque[Event[Any] | str] = deque(events)
         self.fallback = fallback
 
-    def next_event(self, run: RunState) -> Event | str:
+    def next_event(self, run: RunState[Any]) -> Event[Any] | str:
         if self.events:
             return self.events.popleft()
         if self.fallback is None:
@@ -32,27 +32,27 @@ class Script:
         return self.fallback
 
 
-async def scripted(ctx: EffectContext) -> Event | str:
+async def scripted(ctx: EffectContext[Any, Script]) -> Event[Any] | str:
     """An effect that returns whatever the run's services script says."""
-    event: Event | str = ctx.services.next_event(ctx.run)
+    event: Event[Any] | str = ctx.services.next_event(ctx.run)
     return event
 
 
-def _flag(event: Event, name: str) -> bool:
+def _flag(event: Event[Any], name: str) -> bool:
     data: Any = event.data
     return bool(data.get(name)) if isinstance(data, dict) else False
 
 
-def flag_a(run: RunState, event: Event) -> bool:
+def flag_a(run: RunState[Any], event: Event[Any]) -> bool:
     """True when the event's data has a truthy ``a`` (scripted guard)."""
     return _flag(event, "a")
 
 
-def flag_b(run: RunState, event: Event) -> bool:
+def flag_b(run: RunState[Any], event: Event[Any]) -> bool:
     """True when the event's data has a truthy ``b`` (scripted guard)."""
     return _flag(event, "b")
 
 
-def flag_c(run: RunState, event: Event) -> bool:
+def flag_c(run: RunState[Any], event: Event[Any]) -> bool:
     """True when the event's data has a truthy ``c`` (scripted guard)."""
     return _flag(event, "c")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import attrs
-import cattrs
+from cattrs.preconf.json import make_converter
 
 from queryloop.fsm import Program, Runner, RunState, Step, load_machine
 from queryloop.handlers.context import ContextData
@@ -42,11 +42,11 @@ from queryloop.handlers.tools import (
 from queryloop.machines import MACHINES_DIR
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT",
     "AgentData",
     "AgentOptions",
     "AgentRun",
     "AgentServices",
+    "DEFAULT_SYSTEM_PROMPT",
     "query_loop_program",
     "restore_run",
     "snapshot_run",
@@ -97,12 +97,12 @@ class AgentData:
     """The whole run data: the message graph, the outcome, and each layer's slice. Replaced whole each step."""
 
     messages: MessageView
-    outcome: Outcome = Outcome()
+    outcome: Outcome = attrs.field(factory=Outcome)
     request: RequestData
-    output: OutputData = OutputData()
-    hooks: HooksData = HooksData()
-    tools: ToolsData = ToolsData()
-    context: ContextData = ContextData()
+    output: OutputData = attrs.field(factory=OutputData)
+    hooks: HooksData = attrs.field(factory=HooksData)
+    tools: ToolsData = attrs.field(factory=ToolsData)
+    context: ContextData = attrs.field(factory=ContextData)
 
     def evolve(self, **changes: Any) -> Self:
         """A copy with the named slices replaced."""
@@ -142,7 +142,12 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
         tool_context=ToolContext(cwd=options.cwd),
-        hooks=HookRunner(config=options.hooks, cwd=options.cwd, session_id=options.session_id, permission_mode=options.permission_mode),
+        hooks=HookRunner(
+            config=options.hooks,
+            cwd=options.cwd,
+            session_id=options.session_id,
+            permission_mode=options.permission_mode,
+        ),
         max_budget_usd=options.max_budget_usd,
         auto_compact_threshold=options.auto_compact_threshold,
         retry_base_delay_s=options.retry_base_delay_s,
@@ -156,7 +161,9 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
 def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
     return AgentData(
         messages=MessageView().append({"role": "user", "content": options.prompt}),
-        request=RequestData(model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens),
+        request=RequestData(
+            model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
+        ),
         output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
         context=ContextData(
             auto_compact=options.auto_compact,
@@ -245,9 +252,11 @@ class AgentRun:
 
 # ---- snapshots ---------------------------------------------------------------------------------
 
-_codec = cattrs.Converter()
+_codec = make_converter()  # JSON-ready values: frozensets and tuples become lists
 _codec.register_unstructure_hook(MessageView, lambda view: [[m, meta] for m, meta in view.entries()])
-_codec.register_structure_hook(MessageView, lambda raw, _: MessageView.of((m for m, _ in raw), (bool(meta) for _, meta in raw)))
+_codec.register_structure_hook(
+    MessageView, lambda raw, _: MessageView.of((m for m, _ in raw), (bool(meta) for _, meta in raw))
+)
 
 
 def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, Any]:

@@ -82,7 +82,9 @@ def _models(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole program's parser: engine commands, then agent commands."""
-    parser = argparse.ArgumentParser(prog="queryloop", description="An agent query loop run as a YAML-declared state machine.")
+    parser = argparse.ArgumentParser(
+        prog="queryloop", description="An agent query loop run as a YAML-declared state machine."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_engine_commands(sub, default_machines=shipped_machines)
     _add_agent_commands(sub)
@@ -103,20 +105,56 @@ def _add_agent_commands(sub: Any) -> None:
     run.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt (default: read from stdin)")
     run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
     run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
-    run.add_argument("--fallback-model", type=_models, metavar="A[,B,C]", help="models to fall back to on overload/unavailability (≤ 3)")
-    run.add_argument("--max-turns", type=_positive_int, metavar="N", help="tool-use turns before stopping (default: no limit)")
-    run.add_argument("--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)")
+    run.add_argument(
+        "--fallback-model",
+        type=_models,
+        metavar="A[,B,C]",
+        help="models to fall back to on overload/unavailability (≤ 3)",
+    )
+    run.add_argument(
+        "--max-turns", type=_positive_int, metavar="N", help="tool-use turns before stopping (default: no limit)"
+    )
+    run.add_argument(
+        "--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)"
+    )
     run.add_argument("--max-budget-usd", type=_budget, metavar="X", help="stop once the run has cost this much")
     run.add_argument("--append-system-prompt", metavar="TEXT")
-    run.add_argument("--max-output-tokens", type=_positive_int, default=32_000, metavar="N", help="max_tokens per request (default 32000)")
-    run.add_argument("--escalated-max-output-tokens", type=_positive_int, metavar="N", help="retry a truncated answer once with this max_tokens before continuing it")
-    run.add_argument("--auto-compact-threshold", type=_percent, default=80, metavar="PCT", help="compact before sending past PCT%% of the effective context window (default 80)")
-    run.add_argument("--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)")
+    run.add_argument(
+        "--max-output-tokens",
+        type=_positive_int,
+        default=32_000,
+        metavar="N",
+        help="max_tokens per request (default 32000)",
+    )
+    run.add_argument(
+        "--escalated-max-output-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="retry a truncated answer once with this max_tokens before continuing it",
+    )
+    run.add_argument(
+        "--auto-compact-threshold",
+        type=_percent,
+        default=80,
+        metavar="PCT",
+        help="compact before sending past PCT%% of the effective context window (default 80)",
+    )
+    run.add_argument(
+        "--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)"
+    )
     run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
-    run.add_argument("--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)")
-    run.add_argument("--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE")
-    run.add_argument("--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files")
-    run.add_argument("--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'")
+    run.add_argument(
+        "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
+    )
+    run.add_argument(
+        "--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE"
+    )
+    run.add_argument(
+        "--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files"
+    )
+    run.add_argument(
+        "--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'"
+    )
     run.add_argument("--allowed-tools", metavar="RULES", help='rules to allow, e.g. "Read Bash(git diff:*)"')
     run.add_argument("--disallowed-tools", metavar="RULES", help='rules to deny, e.g. "Bash(rm:*) WebFetch"')
     run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
@@ -200,7 +238,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = AgentOptions(
         prompt=prompt,
         model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
-        fallback_models=args.fallback_model if args.fallback_model is not None else (tuple(scenario.fallback_models) if scenario else ()),
+        fallback_models=args.fallback_model
+        if args.fallback_model is not None
+        else (tuple(scenario.fallback_models) if scenario else ()),
         cwd=cwd,
         max_turns=max_turns,
         max_retries=args.max_retries,

@@ -56,7 +56,15 @@ def _log_fields(log: RequestLog) -> dict[str, Any]:
 class Renderer:
     """Turns the items a run yields or publishes into output lines for one ``--output-format``."""
 
-    def __init__(self, fmt: str, *, session_id: str, verbose: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        *,
+        session_id: str,
+        verbose: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
         self.fmt = fmt
         self.session_id = session_id
         self.verbose = verbose
@@ -94,7 +102,18 @@ class Renderer:
     # ---- items -------------------------------------------------------------------------------
     def start(self, *, model: str, cwd: str, tools: list[str], fallback_models: list[str], machine: str) -> None:
         if self.fmt == "stream-json":
-            self._line({"type": "system", "subtype": "init", "cwd": cwd, "model": model, "tools": tools, "fallback_models": fallback_models, "machine": machine, "uuid": str(uuid.uuid4())})
+            self._line(
+                {
+                    "type": "system",
+                    "subtype": "init",
+                    "cwd": cwd,
+                    "model": model,
+                    "tools": tools,
+                    "fallback_models": fallback_models,
+                    "machine": machine,
+                    "uuid": str(uuid.uuid4()),
+                }
+            )
         elif self.fmt == "text" and self.verbose:
             self.err.print(f"[dim]queryloop: model {model}, cwd {cwd}[/dim]")
         self._spin(True)
@@ -126,7 +145,13 @@ class Renderer:
             self._step(item)
         elif isinstance(item, AssistantMessage):
             if self.fmt == "stream-json":
-                message = {"id": item.log.request_id, "type": "message", "role": "assistant", "model": item.model, **item.message}
+                message = {
+                    "id": item.log.request_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": item.model,
+                    **item.message,
+                }
                 message["stop_reason"] = item.log.stop_reason
                 message["usage"] = dict(item.log.usage)
                 self._line({"type": "assistant", "message": message, "uuid": str(uuid.uuid4())})
@@ -138,13 +163,34 @@ class Renderer:
             self._tool_result(item.call.name, item.result)
         elif isinstance(item, ApiRetry):
             if self.fmt == "stream-json":
-                self._line({"type": "system", "subtype": "api_retry", "attempt": item.attempt, "max_retries": item.max_retries, "retry_delay_ms": item.retry_delay_ms, "error_status": item.error_status, "error": item.error})
+                self._line(
+                    {
+                        "type": "system",
+                        "subtype": "api_retry",
+                        "attempt": item.attempt,
+                        "max_retries": item.max_retries,
+                        "retry_delay_ms": item.retry_delay_ms,
+                        "error_status": item.error_status,
+                        "error": item.error,
+                    }
+                )
             elif self.fmt == "text":
-                self._note(f"[yellow]  retrying in {item.retry_delay_ms} ms (attempt {item.attempt}/{item.max_retries}, status {item.error_status})[/yellow]")
+                self._note(
+                    f"[yellow]  retrying in {item.retry_delay_ms} ms (attempt "
+                    f"{item.attempt}/{item.max_retries}, status {item.error_status})[/yellow]"
+                )
         elif isinstance(item, CompactionDone):
             b = item.boundary
             if self.fmt == "stream-json":
-                self._line({"type": "system", "subtype": "compact_boundary", "compact_metadata": b.to_json(), **b.to_json(), "uuid": str(uuid.uuid4())})
+                self._line(
+                    {
+                        "type": "system",
+                        "subtype": "compact_boundary",
+                        "compact_metadata": b.to_json(),
+                        **b.to_json(),
+                        "uuid": str(uuid.uuid4()),
+                    }
+                )
             elif self.fmt == "text":
                 lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
                 self._note(f"[blue]  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}[/blue]")
@@ -162,10 +208,25 @@ class Renderer:
 
     def _step(self, step: Step) -> None:
         if self.fmt == "stream-json":
-            self._line({"type": "system", "subtype": "transition", "reason": step.reason, "from": step.source, "to": step.dest, "event": step.event, "counters": step.counter_dict(), "progress": step.progress})
+            self._line(
+                {
+                    "type": "system",
+                    "subtype": "transition",
+                    "reason": step.reason,
+                    "from": step.source,
+                    "to": step.dest,
+                    "event": step.event,
+                    "counters": step.counter_dict(),
+                    "progress": step.progress,
+                }
+            )
         elif self.fmt == "text":
             counters = " ".join(f"{k}={v}" for k, v in step.counter_dict().items() if v)
-            style = "cyan" if step.progress else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
+            style = (
+                "cyan"
+                if step.progress
+                else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
+            )
             extra = f" [dim]{counters}[/dim]" if counters else ""
             self._note(f"[{style}]· {step.reason}[/{style}] [dim]{step.source} → {step.dest}[/dim]{extra}")
         if step.dest == "calling_model" and not step.terminal:
@@ -179,13 +240,20 @@ class Renderer:
             if message.get("role") != "user" or not isinstance(message.get("content"), list):
                 continue
             for block in message["content"]:
-                if isinstance(block, dict) and block.get("type") == "tool_result" and str(block.get("tool_use_id")) not in self.emitted_results:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_result"
+                    and str(block.get("tool_use_id")) not in self.emitted_results
+                ):
                     self._tool_result("(synthetic)", block)
         if self.fmt == "text":
             if result["is_error"]:
                 if not self.at_line_start:
                     self.out.write("\n")
-                self.err.print(f"[{_ERROR_STATES_STYLE}]Error ({result['terminal_reason']}):[/{_ERROR_STATES_STYLE}] {result['result']}")
+                self.err.print(
+                    f"[{_ERROR_STATES_STYLE}]Error ({result['terminal_reason']}):[/{_ERROR_STATES_STYLE}] "
+                    f"{result['result']}"
+                )
             else:
                 if not self.streamed_text and result["result"]:
                     self.out.write(result["result"])
@@ -195,6 +263,9 @@ class Renderer:
             self.out.flush()
             if self.verbose:
                 cost = result["total_cost_usd"]
-                self.err.print(f"[dim]{result['num_turns']} turn(s), {result['duration_ms']} ms, cost {'unknown' if cost is None else f'${cost:.4f}'}[/dim]")
+                self.err.print(
+                    f"[dim]{result['num_turns']} turn(s), {result['duration_ms']} ms, cost "
+                    f"{'unknown' if cost is None else f'${cost:.4f}'}[/dim]"
+                )
         else:
             self._line(result)

@@ -40,8 +40,8 @@ from queryloop.handlers.tools.permissions import (
 )
 
 __all__ = [
-    "SETTINGS_SCHEMA",
     "PermissionSettings",
+    "SETTINGS_SCHEMA",
     "Settings",
     "SettingsError",
     "load_settings",
@@ -98,6 +98,7 @@ SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
     },
 }
 
+
 class SettingsError(ValueError):
     """A settings source cannot be used: unreadable, not JSON, or a value of the wrong shape."""
 
@@ -141,7 +142,7 @@ class Settings:
     """Merged settings of every source that exists, lowest precedence first in ``sources``."""
 
     permissions: PermissionSettings = PermissionSettings()
-    hooks: HookConfig = HookConfig()
+    hooks: HookConfig = attrs.field(factory=HookConfig)
     env: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
     model: str | None = None
     sources: tuple[Path | str, ...] = ()

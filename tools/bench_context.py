@@ -43,7 +43,12 @@ def build_transcript(n: int, seed: int = 7) -> list[dict[str, Any]]:
                 "role": "assistant",
                 "content": [
                     {"type": "text", "text": f"Step {turn}: checking the next part of the parser. " * 2},
-                    {"type": "tool_use", "id": tool_id, "name": name, "input": {"file_path": f"src/parser/m{turn % 40}.py"}},
+                    {
+                        "type": "tool_use",
+                        "id": tool_id,
+                        "name": name,
+                        "input": {"file_path": f"src/parser/m{turn % 40}.py"},
+                    },
                 ],
             }
         )
@@ -51,7 +56,10 @@ def build_transcript(n: int, seed: int = 7) -> list[dict[str, Any]]:
         body = "".join(rng.choice("abcdefghij klmnop\n") for _ in range(64))
         output = (body * (size // len(body) + 1))[:size]
         messages.append(
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": False}]}
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": False}],
+            }
         )
         turn += 1
     return messages[:n]
@@ -96,7 +104,10 @@ def main() -> None:
         rows.append((n, len(staged), t_running, t_scratch, t_stage, t_commit, t_running + t_stage + t_commit))
 
     print(f"context layer cost per request (median of {args.repeat}, µs)")
-    header = f"{'messages':>8} {'staged':>6} {'acct run':>9} {'acct full':>10} {'stage':>9} {'commit':>9} {'total':>9} {'µs/msg':>7} {'growth':>7}"
+    header = (
+        f"{'messages':>8} {'staged':>6} {'acct run':>9} {'acct full':>10} {'stage':>9} {'commit':>9} "
+        f"{'total':>9} {'µs/msg':>7} {'growth':>7}"
+    )
     print(header)
     previous: float | None = None
     for n, count, t_running, t_scratch, t_stage, t_commit, total in rows:

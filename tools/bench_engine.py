@@ -44,9 +44,11 @@ def main() -> None:
     for _ in range(args.repeat):
         elapsed, steps = one_run(program, args.steps)
         per_step.append(elapsed / steps * 1e6)
-    print(f"engine cost per step: median {statistics.median(per_step):.1f} µs "
-          f"(min {min(per_step):.1f}, max {max(per_step):.1f}; {args.repeat} runs × {args.steps} steps, "
-          "circuit_breaker machine, scripted effects)")
+    print(
+        f"engine cost per step: median {statistics.median(per_step):.1f} µs "
+        f"(min {min(per_step):.1f}, max {max(per_step):.1f}; {args.repeat} runs × {args.steps} steps, "
+        "circuit_breaker machine, scripted effects)"
+    )
 
 
 if __name__ == "__main__":

@@ -60,14 +60,13 @@ from anthropic.types import (
     RawMessageDeltaEvent,
     TextDelta,
 )
+from fsm.agent.tools import ToolCall, ToolContext, default_registry, run_tool_calls
 
 from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
-from queryloop.handlers.request.backends import AnthropicBackend, ScriptedBackend, scripted_reply
-from queryloop.handlers.request.backends import ModelCall
-from queryloop.mockapi.server import MockServer
+from queryloop.handlers.request.backends import AnthropicBackend, ModelCall, ScriptedBackend, scripted_reply
 from queryloop.handlers.request.client import ModelReply
 from queryloop.mockapi.scenario import Scenario, parse_scenario
-from fsm.agent.tools import ToolCall, ToolContext, default_registry, run_tool_calls
+from queryloop.mockapi.server import MockServer
 
 MODEL = "mock-primary"
 PROMPT = "List the files that match *.nothing, again and again."
@@ -174,7 +173,9 @@ async def queryloop_http_run(turns: int, cwd: Path) -> float:
     return await timed_against_server(turns, body)
 
 
-async def bare_sdk_turn(client: anthropic.AsyncAnthropic, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+async def bare_sdk_turn(
+    client: anthropic.AsyncAnthropic, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str | None]:
     """One streamed request, as a plain SDK user would write it: the blocks and the stop reason."""
     params: dict[str, Any] = {
         "model": MODEL,
@@ -225,7 +226,10 @@ async def bare_http_run(turns: int, cwd: Path) -> float:
             results = await run_tool_calls(calls, registry, ctx)
             messages.append({"role": "user", "content": list(results)})
         if requests != turns + 1 or stop_reason != "end_turn":
-            raise SystemExit(f"bench_loop: the bare SDK loop made {requests} requests ending in {stop_reason!r} (expected {turns + 1}, 'end_turn')")
+            raise SystemExit(
+                f"bench_loop: the bare SDK loop made {requests} requests ending in {stop_reason!r} (expected "
+                f"{turns + 1}, 'end_turn')"
+            )
 
     return await timed_against_server(turns, body)
 
@@ -265,28 +269,53 @@ async def measure(ns: list[int], repeat: int, http_repeat: int, cwd: Path) -> No
         http_ql[n], http_bare[n] = ms_per_turn(ql, n), ms_per_turn(bare, n)
 
     lo, hi = ns[0], ns[-1]
-    print(f"query loop cost per tool turn (median wall time / N; {repeat} in-process runs, {http_repeat} HTTP runs of each loop per N)")
+    print(
+        f"query loop cost per tool turn (median wall time / N; {repeat} in-process runs, {http_repeat} HTTP "
+        "runs of each loop per N)"
+    )
     print(f"Glob alone (run_tool_calls, one call, empty dir): {glob_ms:.3f} ms")
     print()
-    print(f"{'N':>5}  {'in-proc loop-only':>17}  {'in-proc Glob':>12}  {'HTTP queryloop':>14}  {'HTTP bare SDK':>13}  {'ratio':>6}")
+    print(
+        f"{'N':>5}  {'in-proc loop-only':>17}  {'in-proc Glob':>12}  {'HTTP queryloop':>14}  "
+        f"{'HTTP bare SDK':>13}  {'ratio':>6}"
+    )
     for n in ns:
         ratio = http_ql[n] / http_bare[n]
-        print(f"{n:>5}  {loop_only[n]:>14.3f} ms  {with_glob[n]:>9.3f} ms  {http_ql[n]:>11.3f} ms  {http_bare[n]:>10.3f} ms  {ratio:>5.2f}×")
+        print(
+            f"{n:>5}  {loop_only[n]:>14.3f} ms  {with_glob[n]:>9.3f} ms  {http_ql[n]:>11.3f} ms  "
+            f"{http_bare[n]:>10.3f} ms  {ratio:>5.2f}×"
+        )
     if hi != lo:
+
         def growth(d: dict[int, float]) -> float:
             return d[hi] / d[lo]
 
-        print(f"{'×':>5}  {growth(loop_only):>16.2f}×  {growth(with_glob):>11.2f}×  {growth(http_ql):>13.2f}×  {growth(http_bare):>12.2f}×   (growth N={lo} → N={hi})")
+        print(
+            f"{'×':>5}  {growth(loop_only):>16.2f}×  {growth(with_glob):>11.2f}×  {growth(http_ql):>13.2f}×  "
+            f"{growth(http_bare):>12.2f}×   (growth N={lo} → N={hi})"
+        )
     print()
     print("targets (printed, not asserted):")
-    print(f"  in-process loop-only at N={hi}: {loop_only[hi]:.3f} ms/turn  ≤ {TARGET_INPROC_MS} ms  {verdict(loop_only[hi] <= TARGET_INPROC_MS)}")
-    print(f"  in-process Glob at N={hi} minus Glob alone: {with_glob[hi] - glob_ms:.3f} ms/turn  ≤ {TARGET_INPROC_MS} ms  {verdict(with_glob[hi] - glob_ms <= TARGET_INPROC_MS)}")
+    print(
+        f"  in-process loop-only at N={hi}: {loop_only[hi]:.3f} ms/turn  ≤ {TARGET_INPROC_MS} ms  "
+        f"{verdict(loop_only[hi] <= TARGET_INPROC_MS)}"
+    )
+    print(
+        f"  in-process Glob at N={hi} minus Glob alone: {with_glob[hi] - glob_ms:.3f} ms/turn  ≤ "
+        f"{TARGET_INPROC_MS} ms  {verdict(with_glob[hi] - glob_ms <= TARGET_INPROC_MS)}"
+    )
     if hi != lo:
         g = loop_only[hi] / loop_only[lo]
-        print(f"  in-process loop-only growth N={lo} → N={hi}: {g:.2f}×  ≤ {TARGET_GROWTH}×  {verdict(g <= TARGET_GROWTH)}")
+        print(
+            f"  in-process loop-only growth N={lo} → N={hi}: {g:.2f}×  ≤ {TARGET_GROWTH}×  "
+            f"{verdict(g <= TARGET_GROWTH)}"
+        )
     for n in ns:
         ratio = http_ql[n] / http_bare[n]
-        print(f"  HTTP queryloop / bare SDK at N={n}: {ratio:.2f}×  ≤ {TARGET_HTTP_RATIO}×  {verdict(ratio <= TARGET_HTTP_RATIO)}")
+        print(
+            f"  HTTP queryloop / bare SDK at N={n}: {ratio:.2f}×  ≤ {TARGET_HTTP_RATIO}×  "
+            f"{verdict(ratio <= TARGET_HTTP_RATIO)}"
+        )
 
 
 def profile(turns: int, cwd: Path, top: int) -> None:
@@ -304,8 +333,10 @@ def profile(turns: int, cwd: Path, top: int) -> None:
         lines = out.getvalue().splitlines()
         start = next(i for i, line in enumerate(lines) if "ncalls" in line)
         print()
-        print(f"profile: in-process loop-only run, N={turns}, top {top} by tottime "
-              f"(total {stats.total_tt * 1000:.0f} ms under cProfile)")  # type: ignore[attr-defined]
+        print(
+            f"profile: in-process loop-only run, N={turns}, top {top} by tottime "
+            f"(total {stats.total_tt * 1000:.0f} ms under cProfile)"
+        )  # type: ignore[attr-defined]
         print("\n".join(line for line in lines[start:] if line.strip()))
 
     asyncio.run(go())

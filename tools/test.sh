@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything queryloop's tests need on a fresh machine, then run the whole suite.
+# Install everything queryloop's tests need on a fresh machine, lint, then run the whole suite.
 # Debian packages: graphviz (`dot`, diagrams) and spin (model checking), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +13,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+python3 -m ruff check .
+python3 -m ruff format --check .
 exec python3 -m pytest "$@"

@@ -32,7 +32,6 @@ from .measuring import (
 )
 
 __all__ = [
-    "SUMMARY_MARKER",
     "CompactBoundary",
     "Compacted",
     "CompactionDone",
@@ -42,6 +41,7 @@ __all__ = [
     "ContextRun",
     "ContextServices",
     "Measured",
+    "SUMMARY_MARKER",
     "StagedCollapse",
     "apply_compaction",
     "can_compact",

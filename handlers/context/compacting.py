@@ -78,7 +78,9 @@ async def compact_transcript(ctx: EffectContext[C, ContextServices]) -> Event[Co
         return Event(name="compact_failed", data=CompactionFailed(reason=reason, log=outcome.log))
     summary = visible_text(outcome.content).strip()
     if not summary:
-        return Event(name="compact_failed", data=CompactionFailed(reason="the summary request returned no text", log=outcome.log))
+        return Event(
+            name="compact_failed", data=CompactionFailed(reason="the summary request returned no text", log=outcome.log)
+        )
     removed = data.messages.to_list()[: len(data.messages) - len(plan.recent)]
     attachments = compaction.regenerate_attachments(removed, services.tool_context.cwd)
     messages = compaction.compacted_messages(summary, plan.recent, attachments)
@@ -189,7 +191,9 @@ def _failure(event: Event[object]) -> ModelFailure | None:
 
 
 @uses(states=("reactive_compacting",))
-def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]) -> RunState[C]:
+def surface_prompt_too_long(
+    run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]
+) -> RunState[C]:
     """Recovery is spent or impossible: the withheld error becomes the result, with why."""
     data = run.data
     failure = _failure(event) or data.request.failure
@@ -205,6 +209,8 @@ def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | ModelR
     elif not data.context.auto_compact:
         message += "\nautomatic compaction is disabled; " + compaction.not_compactable_hint_from(history, overhead)
     elif len(compaction.api_round_groups(data.messages.to_list())) < 2:
-        message += "\nnothing to compact (fewer than 2 message groups); " + compaction.not_compactable_hint_from(history, overhead)
+        message += "\nnothing to compact (fewer than 2 message groups); " + compaction.not_compactable_hint_from(
+            history, overhead
+        )
     run = with_context(with_request(run, failure=failure), plan=None)
     return with_outcome(run, error=message, api_error_status=failure.status if failure else None)

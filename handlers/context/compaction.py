@@ -29,7 +29,6 @@ returns new lists, and new dicts only for the messages it changes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -83,7 +82,9 @@ def request_overhead_tokens(system: str | None, tools: Sequence[Mapping[str, Any
     return math.ceil(len(compact_json({"system": system, "messages": [], "tools": _sent_tools(tools)})) / 4)
 
 
-def request_tokens(system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]) -> int:
+def request_tokens(
+    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+) -> int:
     """The whole-request estimate, exactly as the embedded server computes it."""
     body = {"system": system, "messages": list(messages), "tools": _sent_tools(tools)}
     return math.ceil(len(compact_json(body)) / 4)
@@ -198,7 +199,9 @@ def stage_collapses(
     longer than their stub), in groups older than the most recent ``keep_recent_groups``,
     not already stubs; in transcript order."""
     if keep_recent_groups < 0 or min_chars < 1:
-        raise ValueError(f"keep_recent_groups must be >= 0 and min_chars >= 1, got {keep_recent_groups} and {min_chars}")
+        raise ValueError(
+            f"keep_recent_groups must be >= 0 and min_chars >= 1, got {keep_recent_groups} and {min_chars}"
+        )
     groups = api_round_groups(messages)
     if len(groups) <= keep_recent_groups:
         return ()
@@ -323,9 +326,7 @@ Quote exact paths, identifiers, values and error messages. Do not invent anythin
 is not in the conversation. No greetings, apologies or commentary about summarising.
 """
 
-_SUMMARY_REQUEST = (
-    "Summarise the conversation above following your instructions. Reply with the summary only."
-)
+_SUMMARY_REQUEST = "Summarise the conversation above following your instructions. Reply with the summary only."
 _DROPPED_HEAD_NOTE = "[The start of this conversation was dropped to fit the summary request.]"
 
 
@@ -452,7 +453,9 @@ def regenerate_attachments(
             continue  # binary: Read refuses it too
         if len(text) > max_chars_per_file:
             cut = len(text) - max_chars_per_file
-            text = f"{text[:max_chars_per_file]}\n[... {cut:,} more characters not shown; Read the file to see the rest]"
+            text = (
+                f"{text[:max_chars_per_file]}\n[... {cut:,} more characters not shown; Read the file to see the rest]"
+            )
         shown = path.relative_to(root).as_posix()
         attachments.append(f"Contents of {shown} (re-attached after compaction):\n{text}")
     return attachments

@@ -14,6 +14,8 @@ for good.
 
 from __future__ import annotations
 
+import itertools
+
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..outcome import with_outcome
@@ -55,7 +57,9 @@ def estimate_of(run: RunState[C]) -> int:
     """The next request's estimate: system and tools, the messages, corrected by the last real count."""
     data = run.data
     context, request = data.context, data.request
-    correction = request.real_input_tokens - (context.overhead + request.sent_message_tokens) if request.real_input_tokens else 0
+    correction = (
+        request.real_input_tokens - (context.overhead + request.sent_message_tokens) if request.real_input_tokens else 0
+    )
     return context.overhead + data.messages.tokens + correction
 
 
@@ -74,8 +78,14 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
     offered = context.count_tokens_offered
     if estimate > threshold and offered:
         call = ModelCall(
-            model=data.request.model, messages=data.messages, system=services.system_prompt, tools=services.tool_definitions,
-            max_tokens=data.request.max_tokens, stream=False, attempt=1, idle_timeout_s=services.idle_timeout_s,
+            model=data.request.model,
+            messages=data.messages,
+            system=services.system_prompt,
+            tools=services.tool_definitions,
+            max_tokens=data.request.max_tokens,
+            stream=False,
+            attempt=1,
+            idle_timeout_s=services.idle_timeout_s,
         )
         counted = await services.backend.count_tokens(call)
         offered = counted.offered
@@ -107,7 +117,7 @@ def refill_thrashing(run: RunState[C], event: Event[object]) -> bool:
     if len(turns) < 4:
         return False
     last3 = turns[-4:]
-    return all(b - a < RAPID_TURNS for a, b in zip(last3, last3[1:], strict=False))
+    return all(b - a < RAPID_TURNS for a, b in itertools.pairwise(last3))
 
 
 # ---- edge handlers --------------------------------------------------------------------------
@@ -136,6 +146,7 @@ def surface_thrashing(run: RunState[C], event: Event[Measured]) -> RunState[C]:
     gaps = ", ".join(str(t) for t in data.compaction_turns[-2:])
     message = (
         f"Stopped: the context refills faster than compaction can empty it (compactions after turns {gaps}, "
-        f"and again at turn {run.data.tools.turn}); the session is thrashing. Start a new session or reduce large tool outputs."
+        f"and again at turn {run.data.tools.turn}); the session is thrashing. Start a new session or reduce "
+        "large tool outputs."
     )
     return with_outcome(run, error=message)

@@ -15,7 +15,16 @@ from .lifecycle import (
     send_stop_feedback,
     submit_prompt,
 )
-from .runner import HookCommand, HookConfig, HookConfigError, HookError, HookMatcher, HookOutcome, parse_hook_config, run_hooks
+from .runner import (
+    HookCommand,
+    HookConfig,
+    HookConfigError,
+    HookError,
+    HookMatcher,
+    HookOutcome,
+    parse_hook_config,
+    run_hooks,
+)
 from .service import HookRunner, HookServices, hook
 
 __all__ = [

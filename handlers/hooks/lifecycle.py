@@ -58,7 +58,9 @@ def record_prompt_context(run: RunState[H], event: Event[tuple[str, ...]]) -> Ru
 def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
     """A hook stopped the run (or blocked the prompt): its reason is the result."""
     outcome = event.data
-    reason = outcome.stop_reason or ("; ".join(outcome.block_reasons) if outcome.block_reasons else f"{outcome.event} hook stopped the run")
+    reason = outcome.stop_reason or (
+        "; ".join(outcome.block_reasons) if outcome.block_reasons else f"{outcome.event} hook stopped the run"
+    )
     return with_outcome(run, error=reason)
 
 

@@ -417,7 +417,7 @@ def _output_problem(output: object, event: str) -> str | None:
         if key in output and output[key] is not None and not isinstance(output[key], types):
             return f"{key!r} has the wrong type ({_kind(output[key])})"
     if output.get("decision") not in (None, "block", "approve"):
-        return f"'decision' must be \"block\" or \"approve\", found {_kind(output['decision'])}"
+        return f'\'decision\' must be "block" or "approve", found {_kind(output["decision"])}'
     specific = output.get("hookSpecificOutput")
     if isinstance(specific, dict):
         for key, types in _SPECIFIC_FIELD_TYPES.items():

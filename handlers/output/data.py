@@ -33,9 +33,9 @@ class OutputRun(RequestRun, Protocol):
     def output(self) -> OutputData: ...
 
 
-O = TypeVar("O", bound=OutputRun)
+Out = TypeVar("Out", bound=OutputRun)
 
 
-def with_output(run: RunState[O], **changes: Any) -> RunState[O]:
+def with_output(run: RunState[Out], **changes: Any) -> RunState[Out]:
     """``run`` with its output slice changed as given."""
     return evolved(run, output=attrs.evolve(run.data.output, **changes))

@@ -15,7 +15,7 @@ from ..messages import Message, MessageView, synthetic_error_results, tool_calls
 from ..outcome import evolved, with_outcome
 from ..request.client import ModelReply
 from ..request.data import with_request
-from .data import O
+from .data import Out
 
 __all__ = [
     "CONTINUE_PROMPT",
@@ -49,21 +49,26 @@ def _with_reply(messages: MessageView, reply: ModelReply) -> MessageView:
     return messages.append(_assistant(reply)) if reply.content else messages
 
 
-def escalation_configured(run: RunState[O], event: Event[object]) -> bool:
+def escalation_configured(run: RunState[Out], event: Event[object]) -> bool:
     """An escalated max_tokens cap is configured and above the current one."""
     escalated = run.data.output.escalated_max_tokens
     return escalated is not None and escalated > run.data.request.max_tokens
 
 
-def record_answer(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def record_answer(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """The reply is the answer: append it; the result is all visible text of this turn."""
     reply = event.data
     outcome = run.data.outcome
     run = evolved(run, messages=_with_reply(run.data.messages, reply))
-    return with_outcome(run, stop_reason=reply.stop_reason, result_text=outcome.partial_text + visible_text(reply.content), partial_text="")
+    return with_outcome(
+        run,
+        stop_reason=reply.stop_reason,
+        result_text=outcome.partial_text + visible_text(reply.content),
+        partial_text="",
+    )
 
 
-def escalate_max_tokens(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def escalate_max_tokens(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """Retry the same request once with the escalated cap; the truncated reply is discarded."""
     escalated = run.data.output.escalated_max_tokens
     assert escalated is not None  # the guard escalation_configured held
@@ -71,7 +76,7 @@ def escalate_max_tokens(run: RunState[O], event: Event[ModelReply]) -> RunState[
     return with_outcome(with_request(run, max_tokens=escalated), stop_reason=event.data.stop_reason, note=note)
 
 
-def continue_after_truncation(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def continue_after_truncation(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """Keep the partial answer and ask, in a hidden meta message, to continue exactly there."""
     reply = event.data
     messages = _with_reply(run.data.messages, reply).append({"role": "user", "content": CONTINUE_PROMPT}, meta=True)
@@ -80,7 +85,7 @@ def continue_after_truncation(run: RunState[O], event: Event[ModelReply]) -> Run
 
 
 @uses(counters=("output_recoveries",))
-def surface_truncation(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def surface_truncation(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """Every continuation is spent: keep what was written and surface the withheld error."""
     reply = event.data
     text = run.data.outcome.partial_text + visible_text(reply.content)
@@ -92,13 +97,13 @@ def surface_truncation(run: RunState[O], event: Event[ModelReply]) -> RunState[O
     return with_outcome(run, stop_reason=reply.stop_reason, result_text=text, partial_text="", error=error)
 
 
-def drop_malformed_reply(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def drop_malformed_reply(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """A tool_use stop without a complete block is never executed, nor kept: ask again."""
     note = "tombstoned a tool_use reply without a complete tool_use block"
     return with_outcome(run, stop_reason=event.data.stop_reason, note=note)
 
 
-def surface_malformed_tool_use(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def surface_malformed_tool_use(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """The second malformed tool_use reply this turn: tombstoned too, and the run ends with why."""
     return with_outcome(
         run,
@@ -108,20 +113,24 @@ def surface_malformed_tool_use(run: RunState[O], event: Event[ModelReply]) -> Ru
     )
 
 
-def nudge_for_visible_answer(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def nudge_for_visible_answer(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """The answer was only thinking: discard it and nudge once for visible text (hidden message)."""
     messages = run.data.messages.append({"role": "user", "content": NUDGE_PROMPT}, meta=True)
     return with_outcome(evolved(run, messages=messages), stop_reason=event.data.stop_reason)
 
 
-def continue_paused_turn(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def continue_paused_turn(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """pause_turn: send the paused content back so the model can continue its turn."""
     reply = event.data
     partial = run.data.outcome.partial_text + visible_text(reply.content)
-    return with_outcome(evolved(run, messages=_with_reply(run.data.messages, reply)), stop_reason=reply.stop_reason, partial_text=partial)
+    return with_outcome(
+        evolved(run, messages=_with_reply(run.data.messages, reply)),
+        stop_reason=reply.stop_reason,
+        partial_text=partial,
+    )
 
 
-def record_over_budget(run: RunState[O], event: Event[ModelReply]) -> RunState[O]:
+def record_over_budget(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
     """The budget is spent: keep the reply; its tool calls are answered, not run, so the ledger stays closed."""
     reply = event.data
     messages = _with_reply(run.data.messages, reply)
@@ -131,4 +140,10 @@ def record_over_budget(run: RunState[O], event: Event[ModelReply]) -> RunState[O
         messages = messages.append({"role": "user", "content": list(results)})
     text = run.data.outcome.partial_text + visible_text(reply.content)
     run = evolved(run, messages=messages)
-    return with_outcome(run, stop_reason=reply.stop_reason, result_text=text, partial_text="", error="Reached the --max-budget-usd limit")
+    return with_outcome(
+        run,
+        stop_reason=reply.stop_reason,
+        result_text=text,
+        partial_text="",
+        error="Reached the --max-budget-usd limit",
+    )

@@ -63,7 +63,9 @@ def classify_reply(reply: ModelReply) -> str:
         return "prompt_too_long"  # recovered exactly like a 400 prompt-too-long
     if has_tools:
         return "tool_use"
-    if not visible_text(reply.content).strip() and any(b.get("type") in ("thinking", "redacted_thinking") for b in reply.content):
+    if not visible_text(reply.content).strip() and any(
+        b.get("type") in ("thinking", "redacted_thinking") for b in reply.content
+    ):
         return "thinking_only"
     return "answered"
 
@@ -89,7 +91,11 @@ async def call_model(ctx: EffectContext[R, RequestServices]) -> Event[ModelReply
     if isinstance(outcome, ModelFailure):
         publish(RequestFailed(failure=outcome))
         return Event(name=classify_failure(outcome), data=outcome)
-    publish(AssistantMessage(message={"role": "assistant", "content": list(outcome.content)}, model=outcome.model, log=outcome.log))
+    publish(
+        AssistantMessage(
+            message={"role": "assistant", "content": list(outcome.content)}, model=outcome.model, log=outcome.log
+        )
+    )
     budget = services.max_budget_usd
     if budget is not None and count_attempt(request, outcome.log).usage.known_cost_usd >= budget:
         return Event(name="over_budget", data=outcome)
@@ -108,5 +114,11 @@ def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | No
     request = count_attempt(run.data.request, outcome.log)
     real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
     if real:
-        return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens)
+        return with_request(
+            run,
+            usage=request.usage,
+            api_duration_ms=request.api_duration_ms,
+            real_input_tokens=real,
+            sent_message_tokens=run.data.messages.tokens,
+        )
     return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms)

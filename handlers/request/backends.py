@@ -116,7 +116,9 @@ class AnthropicBackend:
 _ids = itertools.count(1)
 
 
-def _log(model: str, call: ModelCall | None, status: int | None, stop_reason: str | None, usage: dict[str, Any]) -> RequestLog:
+def _log(
+    model: str, call: ModelCall | None, status: int | None, stop_reason: str | None, usage: dict[str, Any]
+) -> RequestLog:
     return RequestLog(
         client_request_id=str(uuid.uuid4()),
         request_id=f"req_scripted_{next(_ids)}",
@@ -131,14 +133,41 @@ def _log(model: str, call: ModelCall | None, status: int | None, stop_reason: st
     )
 
 
-def scripted_reply(content: Iterable[dict[str, Any]], stop_reason: str = "end_turn", *, model: str = "scripted", call: ModelCall | None = None) -> ModelReply:
+def scripted_reply(
+    content: Iterable[dict[str, Any]],
+    stop_reason: str = "end_turn",
+    *,
+    model: str = "scripted",
+    call: ModelCall | None = None,
+) -> ModelReply:
     """A complete reply as the HTTP backend would return it (API-format blocks)."""
     usage = {"input_tokens": 10, "output_tokens": 5}
-    return ModelReply(content=tuple(content), stop_reason=stop_reason, usage=usage, model=model, request_id=None, log=_log(model, call, 200, stop_reason, usage))
+    return ModelReply(
+        content=tuple(content),
+        stop_reason=stop_reason,
+        usage=usage,
+        model=model,
+        request_id=None,
+        log=_log(model, call, 200, stop_reason, usage),
+    )
 
 
-def scripted_failure(kind: Any, status: int | None = None, message: str = "scripted failure", *, model: str = "scripted", partial: Iterable[dict[str, Any]] = ()) -> ModelFailure:
-    return ModelFailure(kind=kind, status=status, error_type=None, message=message, partial_content=tuple(partial), log=_log(model, None, status, None, {}))
+def scripted_failure(
+    kind: Any,
+    status: int | None = None,
+    message: str = "scripted failure",
+    *,
+    model: str = "scripted",
+    partial: Iterable[dict[str, Any]] = (),
+) -> ModelFailure:
+    return ModelFailure(
+        kind=kind,
+        status=status,
+        error_type=None,
+        message=message,
+        partial_content=tuple(partial),
+        log=_log(model, None, status, None, {}),
+    )
 
 
 Script = Callable[[ModelCall], ModelReply | ModelFailure]

@@ -276,7 +276,9 @@ class _Attempt:
             log=self.log(kind, message),
         )
 
-    def from_status_error(self, exc: anthropic.APIStatusError, partial: tuple[dict[str, Any], ...] = ()) -> ModelFailure:
+    def from_status_error(
+        self, exc: anthropic.APIStatusError, partial: tuple[dict[str, Any], ...] = ()
+    ) -> ModelFailure:
         headers = exc.response.headers
         self.request_id = self.request_id or headers.get("request-id")
         message, etype = _api_message(exc), _error_type(exc)
@@ -319,7 +321,9 @@ async def send_request(
     return await _send_plain(client, req, attempt)
 
 
-async def _send_plain(client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt) -> ModelReply | ModelFailure:
+async def _send_plain(
+    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
+) -> ModelReply | ModelFailure:
     try:
         # An explicit timeout: the SDK refuses non-streaming calls whose max_tokens
         # suggests > 10 minutes unless one is given; our caller chose non-streaming.
@@ -361,12 +365,17 @@ async def _send_plain(client: anthropic.AsyncAnthropic, req: ModelRequest, attem
 def _message_problem(data: Any) -> str | None:
     """Why ``data`` is not a usable Messages API reply, or None."""
     if not isinstance(data, dict) or data.get("type") != "message":
-        return f"the response is not a message object (found {type(data).__name__} of type {data.get('type') if isinstance(data, dict) else None!r})"
+        kind = data.get("type") if isinstance(data, dict) else None
+        return f"the response is not a message object (found {type(data).__name__} of type {kind!r})"
     content = data.get("content")
-    if not isinstance(content, list) or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content):
+    if not isinstance(content, list) or not all(
+        isinstance(b, dict) and isinstance(b.get("type"), str) for b in content
+    ):
         return "the response's content is not a list of typed blocks"
     for block in content:
-        if block["type"] == "tool_use" and not (isinstance(block.get("input"), dict) and isinstance(block.get("id"), str)):
+        if block["type"] == "tool_use" and not (
+            isinstance(block.get("input"), dict) and isinstance(block.get("id"), str)
+        ):
             return f"tool_use block {block.get('name')!r} has no id or an input that is not an object"
     if not isinstance(data.get("usage", {}), dict):
         return "the response's usage is not an object"
@@ -444,7 +453,9 @@ async def _send_streaming(
         async with asyncio.timeout(idle):
             stream = await client.messages.create(**_params(req, attempt), stream=True)
     except TimeoutError:
-        return attempt.fail("retryable", f"no response headers within the idle timeout of {idle:g} s", error_type="timeout_error")
+        return attempt.fail(
+            "retryable", f"no response headers within the idle timeout of {idle:g} s", error_type="timeout_error"
+        )
     except anthropic.APIStatusError as exc:
         return attempt.from_status_error(exc)
     except anthropic.APIConnectionError as exc:

@@ -37,7 +37,9 @@ class ModelInfo:
 
 @functools.cache
 def _table() -> Mapping[str, ModelInfo]:
-    text = resources.files(__package__ or "queryloop.handlers.request").joinpath("models.yaml").read_text(encoding="utf-8")
+    text = (
+        resources.files(__package__ or "queryloop.handlers.request").joinpath("models.yaml").read_text(encoding="utf-8")
+    )
     raw: dict[str, Any] = yaml.safe_load(text)["models"]
     table: dict[str, ModelInfo] = {}
     for name, entry in raw.items():

@@ -8,7 +8,7 @@ Here: the slice of the run data it owns (``data``), the tools' shared records
 """
 
 from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
-from .data import ToolResultPublished, ToolServices, ToolsData, ToolsRun
+from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
 from .dispatch import OnResult, ToolRegistry, run_tool_calls
 from .gate import GateOutcome, close_calls_and_stop, gate_tool_calls, record_gate
 from .permissions import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, decide, hidden_tools
@@ -24,9 +24,9 @@ from .running import (
 )
 
 __all__ = [
-    "PERMISSION_MODES",
     "GateOutcome",
     "OnResult",
+    "PERMISSION_MODES",
     "PermissionMode",
     "PermissionRuleError",
     "PermissionRules",

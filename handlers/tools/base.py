@@ -23,8 +23,6 @@ import attrs
 import jsonschema
 from jsonschema.protocols import Validator
 
-from ..messages import ToolCall, ToolResultBlock, tool_result_block
-
 __all__ = [
     "ToolContext",
     "ToolError",

@@ -141,9 +141,7 @@ async def _run_one(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
     tool = registry.get(call.name)
     if tool is None:
         available = ", ".join(registry.names) or "(none)"
-        return tool_result_block(
-            call.id, f"Unknown tool {call.name!r}; available tools: {available}", is_error=True
-        )
+        return tool_result_block(call.id, f"Unknown tool {call.name!r}; available tools: {available}", is_error=True)
     problems = validation_problems(tool, call.input)
     if problems:
         return tool_result_block(call.id, _invalid_input_message(tool, problems), is_error=True)
@@ -151,7 +149,7 @@ async def _run_one(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
         output = await tool.run(call.input, ctx)
     except ToolError as exc:
         return tool_result_block(call.id, f"{tool.name} failed: {exc}", is_error=True)
-    except Exception as exc:  # noqa: BLE001 - any tool bug must reach the model, not the loop
+    except Exception as exc:
         return tool_result_block(call.id, f"{tool.name} failed with {type(exc).__name__}: {exc}", is_error=True)
     if not isinstance(output, ToolOutput):
         return tool_result_block(

@@ -79,7 +79,9 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             if number < offset:
                 continue
             if number >= offset + limit:
-                stop_note = f"[{shown} continues after line {last_shown}; call Read with offset={last_shown + 1} to see more]"
+                stop_note = (
+                    f"[{shown} continues after line {last_shown}; call Read with offset={last_shown + 1} to see more]"
+                )
                 break
             line = line.rstrip("\r\n")
             if len(line) > READ_MAX_LINE_CHARS:
@@ -137,7 +139,9 @@ def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ToolError(f"{shown} is not valid UTF-8 ({exc.reason} at byte {exc.start}); Edit only changes UTF-8 text") from exc
+        raise ToolError(
+            f"{shown} is not valid UTF-8 ({exc.reason} at byte {exc.start}); Edit only changes UTF-8 text"
+        ) from exc
 
     count = text.count(old)
     if count == 0 and "\r" not in old and "\n" in old and "\r\n" in text:

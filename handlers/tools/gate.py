@@ -80,8 +80,13 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         if pre is not None and pre.updated_input is not None:
             call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
         verdict = decide(
-            call.name, call.input, mode=services.permission_mode, rules=services.rules, cwd=services.tool_context.cwd,
-            interactive=services.interactive, home=_HOME,
+            call.name,
+            call.input,
+            mode=services.permission_mode,
+            rules=services.rules,
+            cwd=services.tool_context.cwd,
+            interactive=services.interactive,
+            home=_HOME,
         )
         behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
         if behavior == "ask" and call.name in always:
@@ -98,9 +103,13 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         if behavior == "allow":
             allowed.append(call)
         else:
-            denied.append(dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True)))
+            denied.append(
+                dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True))
+            )
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
-    outcome = GateOutcome(allowed=tuple(allowed), denied=tuple(denied), denials=tuple(denials), always_allowed=frozenset(always))
+    outcome = GateOutcome(
+        allowed=tuple(allowed), denied=tuple(denied), denials=tuple(denials), always_allowed=frozenset(always)
+    )
     return Event(name="tools_permitted" if allowed else "tools_denied", data=outcome)
 
 
@@ -124,5 +133,7 @@ def close_calls_and_stop(run: RunState[T], event: Event[HookOutcome]) -> RunStat
     """A PreToolUse hook stopped everything: nothing runs, every call gets a result, the run ends."""
     reason = event.data.stop_reason or "a PreToolUse hook stopped the run"
     results = synthetic_error_results(run.data.tools.pending, f"Not run: {reason}")
-    run = with_tools(evolved(run, messages=run.data.messages.append({"role": "user", "content": list(results)})), pending=())
+    run = with_tools(
+        evolved(run, messages=run.data.messages.append({"role": "user", "content": list(results)})), pending=()
+    )
     return with_outcome(run, error=reason)

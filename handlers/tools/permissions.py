@@ -31,13 +31,13 @@ __all__ = [
     "DEFAULT_READ_ONLY_TOOLS",
     "EDIT_TOOLS",
     "PERMISSION_MODES",
-    "READ_TOOLS",
     "PermissionBehavior",
     "PermissionDecision",
     "PermissionMode",
     "PermissionRule",
     "PermissionRuleError",
     "PermissionRules",
+    "READ_TOOLS",
     "decide",
     "hidden_tools",
     "parse_rule",
@@ -413,7 +413,7 @@ def _path_matches(pattern: _PathPattern, target: Path, *, require_all: bool) -> 
     # dodge them); allow rules only if both do (a symlink cannot smuggle a path in).
     spec = _compiled_path_spec(pattern.pattern)
     results = []
-    for target_form, root_form in zip(_variants(target), _variants(pattern.root)):
+    for target_form, root_form in zip(_variants(target), _variants(pattern.root), strict=True):
         relative = _relative_to(target_form, root_form)
         results.append(relative is not None and spec.match_file(relative))
     return all(results) if require_all else any(results)
@@ -421,7 +421,8 @@ def _path_matches(pattern: _PathPattern, target: Path, *, require_all: bool) -> 
 
 def _is_inside(target: Path, directory: Path) -> bool:
     return all(
-        t == d or t.startswith(d.rstrip(os.sep) + os.sep) for t, d in zip(_variants(target), _variants(directory))
+        t == d or t.startswith(d.rstrip(os.sep) + os.sep)
+        for t, d in zip(_variants(target), _variants(directory), strict=True)
     )
 
 

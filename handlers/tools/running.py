@@ -68,7 +68,12 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
             call = calls.get(tool_use_id)
             if call is None:
                 continue  # refused by the gate: it never ran, PostToolUse does not apply
-            payload = {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id, "tool_response": result.get("content")}
+            payload = {
+                "tool_name": call.name,
+                "tool_input": call.input,
+                "tool_use_id": call.id,
+                "tool_response": result.get("content"),
+            }
             post = await hook(ctx, "PostToolUse", payload)
             if post is None:
                 continue
@@ -87,7 +92,8 @@ def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any
             content = post.updated_output
         else:
             kind = type(post.updated_output).__name__
-            content = f"{content}\n[PostToolUse hook error: updatedOutput must be a string, got {kind}; the original output is kept]"
+            error = f"updatedOutput must be a string, got {kind}; the original output is kept"
+            content = f"{content}\n[PostToolUse hook error: {error}]"
     notes = [*post.block_reasons] if (post.blocked or post.decision == "block") else []
     notes += list(post.additional_context)
     if notes:
@@ -113,7 +119,9 @@ def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure
         stop_reason = source.stop_reason
     run = evolved(run, messages=run.data.messages.append({"role": "assistant", "content": content}))
     run = with_tools(run, pending=tool_calls_of(content))
-    return with_outcome(run, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes)
+    return with_outcome(
+        run, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes
+    )
 
 
 def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
@@ -149,6 +157,8 @@ def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> RunState[T
         by_id = {str(r["tool_use_id"]): dict(r) for r in tools.denied}
         by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(tools.pending, INTERRUPTED))
         order = tools.order or tuple(by_id)
-        run = evolved(run, messages=run.data.messages.append({"role": "user", "content": [by_id[i] for i in order if i in by_id]}))
+        run = evolved(
+            run, messages=run.data.messages.append({"role": "user", "content": [by_id[i] for i in order if i in by_id]})
+        )
     run = with_tools(run, pending=(), denied=(), order=())
     return with_outcome(run, result_text=run.data.outcome.partial_text, error="Interrupted by the user")

@@ -192,9 +192,7 @@ def _glob(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     bounded = "**" not in pattern and "{" not in pattern
     depth = len(components) - literal if bounded else None
 
-    matches = [
-        path for path in _walk_files(start, ctx, depth) if regex.match(path.relative_to(root).as_posix())
-    ]
+    matches = [path for path in _walk_files(start, ctx, depth) if regex.match(path.relative_to(root).as_posix())]
     if not matches:
         return ToolOutput(content=f"No files match {pattern!r} in {display_path(root, ctx)}")
     ordered = _newest_first(matches)

@@ -9,9 +9,9 @@ from .scenario import SCENARIO_SCHEMA_VERSION, Scenario, ScenarioError, load_sce
 from .server import MockServer, RecordedRequest, estimate_input_tokens, serve_forever
 
 __all__ = [
-    "SCENARIO_SCHEMA_VERSION",
     "MockServer",
     "RecordedRequest",
+    "SCENARIO_SCHEMA_VERSION",
     "Scenario",
     "ScenarioError",
     "estimate_input_tokens",

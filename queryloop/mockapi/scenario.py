@@ -79,10 +79,10 @@ from queryloop.fsm.source import Source
 
 __all__ = [
     "ERROR_TYPE_BY_STATUS",
-    "SCENARIO_SCHEMA_VERSION",
     "ErrorSpec",
     "ModelScript",
     "Rule",
+    "SCENARIO_SCHEMA_VERSION",
     "Scenario",
     "ScenarioError",
     "Step",
@@ -402,10 +402,14 @@ class _Builder:
                 )
             err = raw["error"]
             status = int(err["status"])
-            etype = err.get("type") or ERROR_TYPE_BY_STATUS.get(status, "api_error" if status >= 500 else "invalid_request_error")
+            etype = err.get("type") or ERROR_TYPE_BY_STATUS.get(
+                status, "api_error" if status >= 500 else "invalid_request_error"
+            )
             message = err.get("message") or _default_message(status, etype)
             headers = {str(k): str(v) for k, v in (err.get("headers") or {}).items()}
-            return Step(kind="error", error=ErrorSpec(status=status, type=etype, message=message, headers=headers), **common)
+            return Step(
+                kind="error", error=ErrorSpec(status=status, type=etype, message=message, headers=headers), **common
+            )
 
         reply = raw["reply"]
         content = tuple(self.block(b, (*path, "reply", "content", i)) for i, b in enumerate(reply["content"]))
@@ -448,7 +452,9 @@ class _Builder:
     def block_index(self, k: int, content: tuple[Mapping[str, Any], ...], path: _Path) -> int:
         if k > len(content):
             raise self.fail(
-                path, f"after {k} blocks, but the reply has only {len(content)}", f"use a number from 0 to {len(content)}"
+                path,
+                f"after {k} blocks, but the reply has only {len(content)}",
+                f"use a number from 0 to {len(content)}",
             )
         return k
 
@@ -458,7 +464,7 @@ class _Builder:
             raise self.fail(
                 path,
                 f"a content block needs exactly one of text, thinking or tool_use, found {sorted(raw) or 'none'}",
-                "write e.g. {text: \"...\"} or {tool_use: {name: Edit, input: {...}}}",
+                'write e.g. {text: "..."} or {tool_use: {name: Edit, input: {...}}}',
             )
         kind = kinds[0]
         if kind == "text":

@@ -217,7 +217,9 @@ class MockServer:
     # ---- responses ------------------------------------------------------------------
 
     @staticmethod
-    def _error_response(status: int, etype: str, message: str, request_id: str, headers: Mapping[str, str] = {}) -> web.Response:
+    def _error_response(
+        status: int, etype: str, message: str, request_id: str, headers: Mapping[str, str] = {}
+    ) -> web.Response:
         body = {"type": "error", "error": {"type": etype, "message": message}, "request_id": request_id}
         return web.json_response(body, status=status, headers={"request-id": request_id, **headers})
 
@@ -272,7 +274,9 @@ class MockServer:
         problem = problem or self._invalid(request, body) or ""
         if body is None or problem:
             status = 401 if problem.startswith("x-api-key") else 400
-            self._record(request, body or {}, request_id=rid, response_status=status, step="invalid_request", input_tokens=0)
+            self._record(
+                request, body or {}, request_id=rid, response_status=status, step="invalid_request", input_tokens=0
+            )
             etype = "authentication_error" if status == 401 else "invalid_request_error"
             return None, self._error_response(status, etype, problem, rid)
         return body, None
@@ -303,7 +307,9 @@ class MockServer:
 
         if step is None:
             consumed = self._consumed.get(model, 0)
-            hint = "" if self.scenario.script_for(model) else " (the scenario names no steps for it and has no default:)"
+            hint = (
+                "" if self.scenario.script_for(model) else " (the scenario names no steps for it and has no default:)"
+            )
             message = f"scenario exhausted for model {model} after {consumed} requests{hint}"
             return self._error_response(500, "api_error", message, rid)
         await self._pause(step.delay_ms / 1000)
@@ -318,7 +324,9 @@ class MockServer:
         message = spec.message.replace("{n}", str(n_in)).replace("{limit}", str(limit)).replace("{model}", model)
         return self._error_response(spec.status, spec.type, message, rid, spec.headers)
 
-    def _materialise(self, step: Step, rid: str, model: str, n_in: int) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    def _materialise(
+        self, step: Step, rid: str, model: str, n_in: int
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
         """Reply blocks with ids and signatures filled in, the final usage, and a message id."""
         base = rid.removeprefix("req_mock_")
         blocks: list[dict[str, Any]] = []
@@ -356,11 +364,17 @@ class MockServer:
         }
         return web.json_response(message, headers=headers)
 
-    async def _stream_reply(self, request: web.Request, step: Step, rid: str, model: str, n_in: int) -> web.StreamResponse:
+    async def _stream_reply(
+        self, request: web.Request, step: Step, rid: str, model: str, n_in: int
+    ) -> web.StreamResponse:
         blocks, usage, msg_id = self._materialise(step, rid, model, n_in)
         response = web.StreamResponse(
             status=200,
-            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "request-id": rid},
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+                "request-id": rid,
+            },
         )
         await response.prepare(request)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import os
@@ -109,7 +110,7 @@ def ledger_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def roles_alternate(messages: Sequence[Mapping[str, Any]]) -> bool:
-    return all(a["role"] != b["role"] for a, b in zip(messages, messages[1:], strict=False))
+    return all(a["role"] != b["role"] for a, b in itertools.pairwise(messages))
 
 
 @st.composite
@@ -183,7 +184,13 @@ def test_an_empty_transcript_has_no_groups_and_a_prompt_alone_has_one() -> None:
 
 
 def test_a_tool_result_answering_an_earlier_group_merges_the_groups_between_them() -> None:
-    messages = [user("go"), assistant(tool_use("a")), user("interjection"), assistant(text("hm")), user([result("a", "x")])]
+    messages = [
+        user("go"),
+        assistant(tool_use("a")),
+        user("interjection"),
+        assistant(text("hm")),
+        user([result("a", "x")]),
+    ]
     assert api_round_groups(messages) == [range(0, 1), range(1, 5)]
 
 
@@ -225,7 +232,11 @@ def test_staging_picks_only_large_results_outside_the_recent_groups() -> None:
 
 def test_staging_counts_text_blocks_inside_list_content_and_keeps_images_when_committed() -> None:
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
-    messages = [user("go"), assistant(tool_use("t1")), user([result("t1", [text("a" * 3000), image, text("b" * 3000)])])]
+    messages = [
+        user("go"),
+        assistant(tool_use("t1")),
+        user([result("t1", [text("a" * 3000), image, text("b" * 3000)])]),
+    ]
     messages += [assistant(text("ok")), user("next"), assistant(text("done"))]
     staged = stage_collapses(messages)
     assert [(s.message_index, s.chars) for s in staged] == [(2, 6000)]
@@ -318,7 +329,7 @@ def test_summary_request_is_plain_alternating_text_ending_with_the_request() -> 
     assert request[0]["role"] == "user" and request[-1]["role"] == "user"
     assert roles_alternate(request)
     assert all(isinstance(m["content"], str) and m["content"].strip() for m in request)
-    assert "[tool call Bash (id t1): {\"command\":\"make\"}]" in request[1]["content"]
+    assert '[tool call Bash (id t1): {"command":"make"}]' in request[1]["content"]
     assert "[tool result for t1]\nboom" in request[2]["content"]
     assert request[-1]["content"].endswith("Reply with the summary only.")
 
@@ -382,7 +393,10 @@ def test_attachments_truncate_long_files_with_a_marker_and_skip_symlinks_out_of_
     cwd.mkdir()
     (cwd / "big.txt").write_text("z" * 100)
     os.symlink(tmp_path / "outside.txt", cwd / "link.txt")
-    removed = [*tool_round("r1", "", name="Read", file_path="link.txt"), *tool_round("r2", "", name="Read", file_path="big.txt")]
+    removed = [
+        *tool_round("r1", "", name="Read", file_path="link.txt"),
+        *tool_round("r2", "", name="Read", file_path="big.txt"),
+    ]
     (attachment,) = regenerate_attachments(removed, cwd, max_chars_per_file=30)
     assert attachment.startswith("Contents of big.txt (re-attached after compaction):\n" + "z" * 30 + "\n[")
     assert "70 more characters not shown" in attachment
@@ -423,7 +437,7 @@ def test_the_ledger_stays_closed_after_compaction_of_random_transcripts(
     compacted = compacted_messages("summary", plan.recent, [])
     assert ledger_problems(compacted) == []
     assert compacted[0]["role"] == "user"
-    assert all(a["role"] != "assistant" or b["role"] != "assistant" for a, b in zip(compacted, compacted[1:]))
+    assert all(a["role"] != "assistant" or b["role"] != "assistant" for a, b in itertools.pairwise(compacted))
     request = summary_request_messages(plan.older)
     assert roles_alternate(request) and request[0]["role"] == "user" and request[-1]["role"] == "user"
     assert "tool_use" not in json.dumps(request) and "tool_result" not in json.dumps(request)
@@ -442,7 +456,12 @@ def test_compaction_of_alternating_transcripts_alternates_roles(messages: list[M
 
 def test_compact_boundary_serialises_its_fields_and_rejects_negative_counts() -> None:
     boundary = CompactBoundary(
-        trigger="reactive", pre_tokens=190_000, post_tokens=12_000, lossy=True, dropped_messages=4, summarized_messages=40
+        trigger="reactive",
+        pre_tokens=190_000,
+        post_tokens=12_000,
+        lossy=True,
+        dropped_messages=4,
+        summarized_messages=40,
     )
     assert boundary.to_json() == {
         "trigger": "reactive",

@@ -17,9 +17,9 @@ import aiohttp
 import anthropic
 import pytest
 
-from queryloop.mockapi.server import MockServer, estimate_input_tokens
 from queryloop.handlers.request.pricing import context_window, cost_usd, model_info
 from queryloop.mockapi.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from queryloop.mockapi.server import MockServer, estimate_input_tokens
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "machines" / "scenarios").glob("*.yaml"))
@@ -41,7 +41,9 @@ def serve(scenario: Scenario | str, body: Callable[[MockServer], Awaitable[T]]) 
     return asyncio.run(main())
 
 
-async def post_raw(server: MockServer, payload: dict[str, Any], path: str = "/v1/messages") -> tuple[int, dict[str, str], str]:
+async def post_raw(
+    server: MockServer, payload: dict[str, Any], path: str = "/v1/messages"
+) -> tuple[int, dict[str, str], str]:
     headers = {"x-api-key": "x", "anthropic-version": "2023-06-01", "content-type": "application/json"}
     async with aiohttp.ClientSession() as session:
         async with session.post(server.url + path, data=json.dumps(payload), headers=headers) as resp:
@@ -91,7 +93,7 @@ def test_streamed_reply_follows_the_real_sse_event_order_with_pings() -> None:
     blocks = [n for n in names if n not in ("ping", "message_start", "message_delta", "message_stop")]
     # three blocks, each start, one or more deltas, stop
     assert blocks.count("content_block_start") == 3 and blocks.count("content_block_stop") == 3
-    for i in range(3):
+    for _ in range(3):
         start = blocks.index("content_block_start")
         stop = blocks.index("content_block_stop")
         assert start < stop and set(blocks[start + 1 : stop]) == {"content_block_delta"}
@@ -100,7 +102,7 @@ def test_streamed_reply_follows_the_real_sse_event_order_with_pings() -> None:
     assert deltas.count("text_delta") >= 2
     assert deltas.count("input_json_delta") >= 3
     assert "thinking_delta" in deltas and "signature_delta" in deltas
-    final = [d for n, d in sse_events(text) if n == "message_delta"][0]
+    final = next(d for n, d in sse_events(text) if n == "message_delta")
     assert final["delta"]["stop_reason"] == "tool_use"
     assert final["usage"]["output_tokens"] >= 1
 
@@ -142,12 +144,21 @@ models:
 
 @pytest.mark.parametrize(
     ("status", "etype"),
-    [(400, "invalid_request_error"), (401, "authentication_error"), (403, "permission_error"),
-     (404, "not_found_error"), (413, "request_too_large"), (429, "rate_limit_error"),
-     (500, "api_error"), (529, "overloaded_error")],
+    [
+        (400, "invalid_request_error"),
+        (401, "authentication_error"),
+        (403, "permission_error"),
+        (404, "not_found_error"),
+        (413, "request_too_large"),
+        (429, "rate_limit_error"),
+        (500, "api_error"),
+        (529, "overloaded_error"),
+    ],
 )
 def test_each_error_status_gets_the_api_error_type(status: int, etype: str) -> None:
-    scenario = parse_scenario(f"schema_version: 1\nscenario: e\nmodel: m\nmodels:\n  m:\n    - error: {{status: {status}}}\n")
+    scenario = parse_scenario(
+        f"schema_version: 1\nscenario: e\nmodel: m\nmodels:\n  m:\n    - error: {{status: {status}}}\n"
+    )
     step = scenario.models["m"].steps[0]
     assert step.error is not None and step.error.type == etype
 
@@ -379,12 +390,31 @@ def test_fallback_chain_scenario_scripts_the_seed_chain() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ("schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: []}\n      colour: red\n", 7, "unknown key 'colour'"),
+        (
+            "schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: []}\n      colour: red\n",
+            7,
+            "unknown key 'colour'",
+        ),
         ("schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - error: {status: 200}\n", 6, "200"),
         ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - repeat: 2\n", 5, "exactly one of 'reply' or 'error'"),
-        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - reply:\n      content:\n        - {text: a}\n      stop_reason: done\n", 8, "use one of"),
-        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - reply: {content: [{text: a}]}\n    cut_after_block: 3\n", 6, "only 1"),
-        ("schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - error: {status: 529}\n    stall: {after_block: 0, seconds: 1}\n", 6, "only applies to a reply"),
+        (
+            "schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - reply:\n      content:\n        - "
+            "{text: a}\n      stop_reason: done\n",
+            8,
+            "use one of",
+        ),
+        (
+            "schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - reply: {content: [{text: a}]}\n    "
+            "cut_after_block: 3\n",
+            6,
+            "only 1",
+        ),
+        (
+            "schema_version: 1\nscenario: x\nmodel: m\ndefault:\n  - error: {status: 529}\n    stall: "
+            "{after_block: 0, seconds: 1}\n",
+            6,
+            "only applies to a reply",
+        ),
         ("schema_version: 1\nscenario: x\nmodel: m\nfiles:\n  ../escape.txt: hi\n", 5, "leaves the working directory"),
         ("schema_version: 1\nscenario: x\n", 1, 'missing required key "model"'),
         ("schema_version: 1\nscenario: x\nmodel: m\nmodel: n\n", 4, "given twice"),
@@ -402,7 +432,9 @@ def test_malformed_scenario_is_reported_with_file_line_and_fix(text: str, line: 
 
 def test_malformed_scenario_file_on_disk_names_its_path(tmp_path: pathlib.Path) -> None:
     bad = tmp_path / "broken.yaml"
-    bad.write_text("schema_version: 1\nscenario: b\nmodel: m\nrules:\n  - when: {tokens_over: 3}\n    reply: {content: []}\n")
+    bad.write_text(
+        "schema_version: 1\nscenario: b\nmodel: m\nrules:\n  - when: {tokens_over: 3}\n    reply: {content: []}\n"
+    )
     with pytest.raises(ScenarioError, match=rf"^{bad}:5: .*unknown key 'tokens_over'"):
         load_scenario(bad)
     with pytest.raises(ScenarioError, match="cannot read scenario file"):

@@ -8,7 +8,6 @@ from typing import Any
 import anthropic
 import pytest
 
-from queryloop.mockapi.server import MockServer, estimate_input_tokens
 from queryloop.handlers.request.client import (
     ModelFailure,
     ModelReply,
@@ -19,13 +18,18 @@ from queryloop.handlers.request.client import (
 )
 from queryloop.handlers.request.pricing import cost_usd
 from queryloop.mockapi.scenario import parse_scenario
+from queryloop.mockapi.server import MockServer, estimate_input_tokens
 
 USER: tuple[dict[str, Any], ...] = ({"role": "user", "content": "hi"},)
 
 
 def one_step(step_yaml: str, model: str = "m") -> str:
     """A scenario whose model ``m`` answers the single step ``step_yaml`` (indented YAML)."""
-    return f"schema_version: 1\nscenario: t\nmodel: {model}\nmodels:\n  {model}:\n    - " + step_yaml.strip().replace("\n", "\n      ") + "\n"
+    return (
+        f"schema_version: 1\nscenario: t\nmodel: {model}\nmodels:\n  {model}:\n    - "
+        + step_yaml.strip().replace("\n", "\n      ")
+        + "\n"
+    )
 
 
 def request(**overrides: Any) -> ModelRequest:
@@ -137,7 +141,10 @@ repeat: 2
         ("{status: 429}", "retryable"),
         ('{status: 400, message: "prompt is too long: 200251 tokens > 200000 maximum"}', "prompt_too_long"),
         ("{status: 413}", "prompt_too_long"),
-        ('{status: 400, message: "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum"}', "media_too_large"),
+        (
+            '{status: 400, message: "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum"}',
+            "media_too_large",
+        ),
         ('{status: 404, message: "model: claude-nope"}', "model_unavailable"),
         ("{status: 400}", "fatal"),
         ("{status: 401}", "fatal"),
@@ -158,7 +165,9 @@ def test_each_error_status_is_classified_into_its_kind(error_yaml: str, kind: st
 
 
 def test_error_carries_type_message_retry_after_and_should_retry() -> None:
-    scenario = one_step('error: {status: 529, message: "Overloaded now", headers: {retry-after: 7, x-should-retry: "true"}}')
+    scenario = one_step(
+        'error: {status: 529, message: "Overloaded now", headers: {retry-after: 7, x-should-retry: "true"}}'
+    )
     (out,), _ = run(scenario, request())
     f = failure(out)
     assert (f.kind, f.status, f.error_type, f.message) == ("overloaded", 529, "overloaded_error", "Overloaded now")

@@ -14,10 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queryloop.fsm import check_spec
 from queryloop.agent import AgentOptions, AgentRun, query_loop_program
-from queryloop.handlers.request.backends import ScriptedBackend, scripted_failure, scripted_reply
-from queryloop.handlers.request.backends import ModelCall
+from queryloop.fsm import check_spec
+from queryloop.handlers.request.backends import ModelCall, ScriptedBackend, scripted_failure, scripted_reply
 from queryloop.handlers.request.client import ModelFailure, ModelReply
 
 PROGRAM = query_loop_program()
@@ -27,9 +26,23 @@ REPORT = check_spec(SPEC)  # explored with the params' check values, which the r
 CHECK_PARAMS = {k: v for k, v in REPORT.params.items() if k not in ("max_turns", "max_retries")}
 
 OUTCOMES = [
-    "text", "tool", "two_tools", "truncated", "malformed_tool_use", "thinking_only", "paused", "refusal",
-    "overloaded", "retryable", "fatal", "stream_broken", "stream_cut_tool", "malformed_response",
-    "model_unavailable", "prompt_too_long", "context_exceeded",
+    "text",
+    "tool",
+    "two_tools",
+    "truncated",
+    "malformed_tool_use",
+    "thinking_only",
+    "paused",
+    "refusal",
+    "overloaded",
+    "retryable",
+    "fatal",
+    "stream_broken",
+    "stream_cut_tool",
+    "malformed_response",
+    "model_unavailable",
+    "prompt_too_long",
+    "context_exceeded",
 ]
 
 
@@ -41,7 +54,9 @@ def make(kind: str, call: ModelCall, n: int) -> ModelReply | ModelFailure:
     if kind == "tool":
         return scripted_reply([text, tool], "tool_use", call=call)
     if kind == "two_tools":
-        return scripted_reply([tool, {**tool, "id": f"u{n}", "name": "Read", "input": {"file_path": "nope"}}], "tool_use", call=call)
+        return scripted_reply(
+            [tool, {**tool, "id": f"u{n}", "name": "Read", "input": {"file_path": "nope"}}], "tool_use", call=call
+        )
     if kind == "truncated":
         return scripted_reply([text], "max_tokens", call=call)
     if kind == "malformed_tool_use":
@@ -56,7 +71,15 @@ def make(kind: str, call: ModelCall, n: int) -> ModelReply | ModelFailure:
         return scripted_reply([text], "model_context_window_exceeded", call=call)
     if kind == "stream_cut_tool":
         return scripted_failure("stream_broken", 200, partial=[tool])
-    status = {"overloaded": 529, "retryable": 500, "fatal": 401, "stream_broken": 200, "malformed_response": 200, "model_unavailable": 404, "prompt_too_long": 400}[kind]
+    status = {
+        "overloaded": 529,
+        "retryable": 500,
+        "fatal": 401,
+        "stream_broken": 200,
+        "malformed_response": 200,
+        "model_unavailable": 404,
+        "prompt_too_long": 400,
+    }[kind]
     return scripted_failure(kind if kind not in ("retryable",) else "retryable", status)
 
 
@@ -75,13 +98,17 @@ def ledger_closed(messages: list[dict[str, Any]]) -> bool:
     return not open_ids
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(
     outcomes=st.lists(st.sampled_from(OUTCOMES), max_size=40),
     fallbacks=st.integers(min_value=0, max_value=3),
     max_turns=st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
 )
-def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: Any, outcomes: list[str], fallbacks: int, max_turns: int | None) -> None:
+def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
+    tmp_path_factory: Any, outcomes: list[str], fallbacks: int, max_turns: int | None
+) -> None:
     script = list(outcomes)
     seen: list[list[dict[str, Any]]] = []
 
@@ -92,8 +119,14 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(tmp_path_factory: 
 
     cwd = Path(tmp_path_factory.mktemp("loop"))
     options = AgentOptions(
-        prompt="go", model="m0", fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)), cwd=cwd,
-        max_turns=max_turns, max_retries=REPORT.params["max_retries"], retry_base_delay_s=0.0, escalated_max_tokens=64_000,
+        prompt="go",
+        model="m0",
+        fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)),
+        cwd=cwd,
+        max_turns=max_turns,
+        max_retries=REPORT.params["max_retries"],
+        retry_base_delay_s=0.0,
+        escalated_max_tokens=64_000,
         params=CHECK_PARAMS,
     )
     run = AgentRun(options, ScriptedBackend(answer), program=PROGRAM)
@@ -133,7 +166,10 @@ def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order
     from queryloop.handlers.tools import ToolsData, close_dangling_tool_uses
 
     calls = [ToolCall(id=f"t{i}", name="Bash", input={"command": "true"}) for i in range(3)]
-    assistant = {"role": "assistant", "content": [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in calls]}
+    assistant = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in calls],
+    }
     data = AgentData(
         messages=MessageView().append({"role": "user", "content": "go"}).append(assistant),
         request=RequestData(model="m"),

@@ -143,7 +143,10 @@ def test_wrong_type_names_the_file_and_json_path(dirs: tuple[Path, Path]) -> Non
     _local(cwd, {"permissions": {"allow": ["Read", "Edit", 3]}})
     with pytest.raises(SettingsError) as info:
         load_settings(cwd=cwd, home=home)
-    assert str(info.value) == ".queryloop/settings.local.json:6: $.permissions.allow[2]: expected a string, found 3 (write a string here)"
+    assert (
+        str(info.value)
+        == ".queryloop/settings.local.json:6: $.permissions.allow[2]: expected a string, found 3 (write a string here)"
+    )
 
 
 def test_user_file_errors_are_named_relative_to_home(dirs: tuple[Path, Path]) -> None:
@@ -152,14 +155,18 @@ def test_user_file_errors_are_named_relative_to_home(dirs: tuple[Path, Path]) ->
     with pytest.raises(SettingsError) as info:
         load_settings(cwd=cwd, home=home)
     assert str(info.value).startswith(
-        '~/.queryloop/settings.json:3: $.permissions.defaultMode: "yolo" is not allowed here (use one of: default, acceptEdits'
+        '~/.queryloop/settings.json:3: $.permissions.defaultMode: "yolo" is not allowed here (use one of: '
+        "default, acceptEdits"
     )
 
 
 def test_top_level_array_is_rejected(dirs: tuple[Path, Path]) -> None:
     home, cwd = dirs
     _project(cwd, "[1, 2]")
-    with pytest.raises(SettingsError, match=r"^\.queryloop/settings\.json:1: \$: expected an object, found an array \(write an object here\)$"):
+    with pytest.raises(
+        SettingsError,
+        match=r"^\.queryloop/settings\.json:1: \$: expected an object, found an array \(write an object here\)$",
+    ):
         load_settings(cwd=cwd, home=home)
 
 
@@ -184,7 +191,10 @@ def test_hook_without_command_is_reported_with_its_path(dirs: tuple[Path, Path])
     _project(cwd, {"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}})
     with pytest.raises(SettingsError) as info:
         load_settings(cwd=cwd, home=home)
-    assert str(info.value) == '.queryloop/settings.json:6: $.hooks.Stop[0].hooks[0]: missing required key "command" (add it)'
+    assert (
+        str(info.value)
+        == '.queryloop/settings.json:6: $.hooks.Stop[0].hooks[0]: missing required key "command" (add it)'
+    )
 
 
 def test_hook_matcher_that_is_not_a_regex_is_reported(dirs: tuple[Path, Path]) -> None:
@@ -198,7 +208,9 @@ def test_hook_matcher_that_is_not_a_regex_is_reported(dirs: tuple[Path, Path]) -
 
 def test_env_values_must_be_strings(dirs: tuple[Path, Path]) -> None:
     home, cwd = dirs
-    with pytest.raises(SettingsError, match=r"^--settings:1: \$\.env\.DEBUG: expected a string, found true \(write a string here\)$"):
+    with pytest.raises(
+        SettingsError, match=r"^--settings:1: \$\.env\.DEBUG: expected a string, found true \(write a string here\)$"
+    ):
         load_settings(cwd=cwd, home=home, settings_arg='{"env": {"DEBUG": true}}')
 
 

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from queryloop.mockapi.server import MockServer, RecordedRequest
 from queryloop.mockapi.scenario import parse_scenario
+from queryloop.mockapi.server import MockServer, RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -77,7 +77,9 @@ class CliRun:
         return [r for r in self.all_reasons if r not in self.ROUTINE]
 
     def of(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
-        return [line for line in self.lines if line["type"] == type_ and (subtype is None or line.get("subtype") == subtype)]
+        return [
+            line for line in self.lines if line["type"] == type_ and (subtype is None or line.get("subtype") == subtype)
+        ]
 
 
 def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
@@ -91,11 +93,30 @@ def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], *, api: MockApi | None, cwd: Path, fmt: str = "stream-json", stdin: str | None = None, timeout: float = 60, **env: str) -> CliRun:
+def run_cli(
+    args: list[str],
+    *,
+    api: MockApi | None,
+    cwd: Path,
+    fmt: str = "stream-json",
+    stdin: str | None = None,
+    timeout: float = 60,
+    **env: str,
+) -> CliRun:
     """``queryloop run ARGS --output-format FMT`` against ``api``, tools working in ``cwd``."""
-    mode = [] if "--permission-mode" in args else ["--permission-mode", "bypassPermissions"]  # permissions have their own tests
+    mode = (
+        [] if "--permission-mode" in args else ["--permission-mode", "bypassPermissions"]
+    )  # permissions have their own tests
     cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--cwd", str(cwd), *mode, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(api, **env), input=stdin if stdin is not None else "", timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        env=cli_env(api, **env),
+        input=stdin if stdin is not None else "",
+        timeout=timeout,
+        cwd=ROOT,
+    )
     return CliRun(proc, fmt)
 
 
@@ -107,7 +128,9 @@ def assert_ledger_closed(requests: list[RecordedRequest]) -> None:
             content = message.get("content")
             blocks = content if isinstance(content, list) else []
             if message.get("role") == "user":
-                answered = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+                answered = [
+                    b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+                ]
                 assert answered == open_ids, f"tool_results {answered} do not answer {open_ids} in order"
                 open_ids = []
             else:

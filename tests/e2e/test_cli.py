@@ -52,11 +52,32 @@ def test_the_prompt_can_come_on_stdin(tmp_path: Path) -> None:
 
 def test_json_mode_prints_exactly_one_result_object_with_the_documented_fields(tmp_path: Path) -> None:
     with MockApi(HELLO) as api:
-        run = run_cli(["-p", "hi", "--model", "mock-primary", "--append-system-prompt", "Be brief."], api=api, cwd=tmp_path, fmt="json")
+        run = run_cli(
+            ["-p", "hi", "--model", "mock-primary", "--append-system-prompt", "Be brief."],
+            api=api,
+            cwd=tmp_path,
+            fmt="json",
+        )
     assert len(run.lines) == 1
     result = run.result
-    for key in ("type", "subtype", "is_error", "num_turns", "duration_ms", "duration_api_ms", "result", "stop_reason", "terminal_reason",
-                "api_error_status", "session_id", "total_cost_usd", "usage", "model_usage", "permission_denials", "uuid"):
+    for key in (
+        "type",
+        "subtype",
+        "is_error",
+        "num_turns",
+        "duration_ms",
+        "duration_api_ms",
+        "result",
+        "stop_reason",
+        "terminal_reason",
+        "api_error_status",
+        "session_id",
+        "total_cost_usd",
+        "usage",
+        "model_usage",
+        "permission_denials",
+        "uuid",
+    ):
         assert key in result, key
     assert result["total_cost_usd"] > 0 and result["usage"]["output_tokens"] > 0
     assert api.requests[0].system is not None and "Be brief." in json.dumps(api.requests[0].system)
@@ -66,37 +87,72 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
     with MockApi(HELLO) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     kinds = [(line["type"], line.get("subtype")) for line in run.lines]
-    assert kinds == [("system", "init"), ("system", "transition"), ("system", "transition"), ("system", "api_request"), ("assistant", None),
-                     ("system", "transition"), ("system", "transition"), ("result", "success")]
+    assert kinds == [
+        ("system", "init"),
+        ("system", "transition"),
+        ("system", "transition"),
+        ("system", "api_request"),
+        ("assistant", None),
+        ("system", "transition"),
+        ("system", "transition"),
+        ("result", "success"),
+    ]
     init = run.lines[0]
     assert init["model"] == "mock-primary" and init["tools"] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
     request = run.lines[3]
     assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
     assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]
     assert request["ttft_ms"] is not None and request["usage"]["output_tokens"] > 0
-    assert [run.lines[i]["reason"] for i in (1, 2, 5, 6)] == ["prompt_submitted", "context_ok", "answered", "stop_hooks_passed"]
+    assert [run.lines[i]["reason"] for i in (1, 2, 5, 6)] == [
+        "prompt_submitted",
+        "context_ok",
+        "answered",
+        "stop_hooks_passed",
+    ]
     transition = run.lines[5]
-    assert transition["from"] == "calling_model" and transition["to"] == "running_stop_hooks" and "api_retries" in transition["counters"]
+    assert (
+        transition["from"] == "calling_model"
+        and transition["to"] == "running_stop_hooks"
+        and "api_retries" in transition["counters"]
+    )
 
 
 def test_a_malformed_scenario_is_one_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nscenario: x\nmodel: m\nmodels:\n  m:\n    - reply: {content: [{txt: hi}]}\n")
-    proc = subprocess.run([sys.executable, "-m", "queryloop", "run", "--scenario", str(bad), "-p", "hi"], capture_output=True, text=True, env=cli_env(None), cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "queryloop", "run", "--scenario", str(bad), "-p", "hi"],
+        capture_output=True,
+        text=True,
+        env=cli_env(None),
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"queryloop: {bad}:6")
     assert "Traceback" not in proc.stderr
 
 
 def test_mock_api_serves_a_scenario_on_the_given_port(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "queryloop", "mock-api", "--scenario", "machines/scenarios/hello.yaml"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queryloop", "mock-api", "--scenario", "machines/scenarios/hello.yaml"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         assert line.startswith("mock-api listening on http://127.0.0.1:")
         url = line.split()[-1]
-        body = json.dumps({"model": "mock-primary", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}).encode()
-        request = urllib.request.Request(f"{url}/v1/messages", data=body, headers={"content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01"})
+        body = json.dumps(
+            {"model": "mock-primary", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+        ).encode()
+        request = urllib.request.Request(
+            f"{url}/v1/messages",
+            data=body,
+            headers={"content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01"},
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             reply = json.loads(response.read())
         assert reply["type"] == "message" and reply["content"][0]["type"] == "text"

@@ -29,7 +29,8 @@ def turns(*sizes: int, final: str = "done") -> str:
 
 
 def scenario(rules: str, steps: str) -> str:
-    return f"schema_version: 1\nscenario: ctx\nmodel: mock-small-context\nrules:\n{rules}models:\n  mock-small-context:\n{steps}"
+    head = "schema_version: 1\nscenario: ctx\nmodel: mock-small-context\n"
+    return f"{head}rules:\n{rules}models:\n  mock-small-context:\n{steps}"
 
 
 def summaries(requests: list[RecordedRequest]) -> list[RecordedRequest]:
@@ -59,9 +60,15 @@ def test_a_request_over_the_limit_is_compacted_once_and_the_same_turn_succeeds(t
     assert [r["withheld"] for r in run.of("system", "api_request") if r["status"] == 400] == [True]
     assert len(run.of("system", "compact_boundary")) == 1
     boundary = run.of("system", "compact_boundary")[0]
-    assert boundary["trigger"] == "reactive" and boundary["pre_tokens"] > boundary["post_tokens"] and boundary["lossy"] is False
-    retried, failed = main_requests(api.requests)[-1], [r for r in api.requests if r.response_status == 400][0]
-    assert retried.messages[0]["content"] != failed.messages[0]["content"], "the retry is built on the compacted transcript"
+    assert (
+        boundary["trigger"] == "reactive"
+        and boundary["pre_tokens"] > boundary["post_tokens"]
+        and boundary["lossy"] is False
+    )
+    retried, failed = main_requests(api.requests)[-1], next(r for r in api.requests if r.response_status == 400)
+    assert retried.messages[0]["content"] != failed.messages[0]["content"], (
+        "the retry is built on the compacted transcript"
+    )
     assert run.result["result"] == "done"
     assert_ledger_closed(main_requests(api.requests))
 
@@ -99,12 +106,16 @@ def test_three_auto_compaction_failures_open_the_breaker_for_the_fourth_turn(tmp
 """
     text = scenario(failing, turns(2400, 2400, 2400, 2400))
     with MockApi(text) as api:
-        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "25", "--verbose"], api=api, cwd=tmp_path)
+        run = run_cli(
+            [*SMALL, "-p", "print things", "--auto-compact-threshold", "25", "--verbose"], api=api, cwd=tmp_path
+        )
     assert run.returncode == 0, run.reasons
     assert len(summaries(api.requests)) == 3
     assert run.reasons.count("auto_compact") == 3 and run.reasons.count("auto_compact_failed") == 3
     assert "auto_compact_breaker_open" in run.reasons
-    assert run.reasons.index("auto_compact_breaker_open") > max(i for i, r in enumerate(run.reasons) if r == "auto_compact")
+    assert run.reasons.index("auto_compact_breaker_open") > max(
+        i for i, r in enumerate(run.reasons) if r == "auto_compact"
+    )
 
 
 def test_a_summary_request_that_is_itself_too_long_drops_the_oldest_groups(tmp_path: Path) -> None:
@@ -142,15 +153,20 @@ def test_without_compaction_prompt_too_long_surfaces_at_once_saying_what_dominat
     assert run.reasons[-1] == "prompt_too_long_surfaced" and "context_over_threshold" in run.reasons
     message = run.result["result"]
     assert "automatic compaction is disabled" in message and "conversation history is" in message
-    history, total = (int(n.replace(",", "")) for n in re.search(r"\(([\d,]+) of ([\d,]+) estimated tokens\)", message).groups())  # type: ignore[union-attr]
+    history, total = (
+        int(n.replace(",", "")) for n in re.search(r"\(([\d,]+) of ([\d,]+) estimated tokens\)", message).groups()
+    )  # type: ignore[union-attr]
     assert total - history > 1000, "the system prompt and tool definitions count in the request"
     assert summaries(api.requests) == []
 
 
 def test_a_413_is_recovered_like_prompt_too_long(tmp_path: Path) -> None:
-    rules = SUMMARY_RULE + """  - when: {input_tokens_over: 5000}
+    rules = (
+        SUMMARY_RULE
+        + """  - when: {input_tokens_over: 5000}
     error: {status: 413, message: "request entity too large"}
 """
+    )
     with MockApi(scenario(rules, turns(12000, 6000))) as api:
         run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "100"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.reasons

@@ -26,13 +26,29 @@ def settings(**hooks: list[dict[str, object]]) -> str:
 
 
 def test_a_stop_hook_block_feeds_its_reason_into_the_next_request(tmp_path: Path) -> None:
-    hook = script(tmp_path, "stop.sh", 'input=$(cat)\nif echo "$input" | grep -q \'"stop_hook_active": *true\'; then exit 0; fi\necho "run the tests first" >&2\nexit 2\n')
+    hook = script(
+        tmp_path,
+        "stop.sh",
+        'input=$(cat)\nif echo "$input" | grep -q \'"stop_hook_active": *true\'; then exit 0; fi\necho "run '
+        'the tests first" >&2\nexit 2\n',
+    )
     text = scenario("""  mock-primary:
     - reply: {content: [{text: "done"}]}
     - reply: {content: [{text: "tests pass, done"}]}
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "fix it", "--model", "mock-primary", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "fix it",
+                "--model",
+                "mock-primary",
+                "--settings",
+                settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.returncode == 0, run.stderr
     assert run.reasons == ["answered", "stop_hook_blocking", "answered"]
     assert len(api.requests) == 2
@@ -47,7 +63,18 @@ def test_a_stop_hook_that_always_blocks_ends_after_8_blocks(tmp_path: Path) -> N
       repeat: 20
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+                "--settings",
+                settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.returncode == 1
     assert run.reasons.count("stop_hook_blocking") == 8
     assert run.reasons[-1] == "stop_hook_block_limit"
@@ -57,14 +84,30 @@ def test_a_stop_hook_that_always_blocks_ends_after_8_blocks(tmp_path: Path) -> N
 
 def test_pre_tool_use_exit_2_and_json_deny_keep_a_side_effect_from_running(tmp_path: Path) -> None:
     exit2 = script(tmp_path, "exit2.sh", 'cat > /dev/null\necho "no side effects today" >&2\nexit 2\n')
-    deny = script(tmp_path, "deny.sh", 'cat > /dev/null\necho \'{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "policy says no"}}\'\n')
+    deny = script(
+        tmp_path,
+        "deny.sh",
+        'cat > /dev/null\necho \'{"hookSpecificOutput": {"hookEventName": "PreToolUse", '
+        '"permissionDecision": "deny", "permissionDecisionReason": "policy says no"}}\'\n',
+    )
     for hook, reason in ((exit2, "no side effects today"), (deny, "policy says no")):
         text = scenario(f"""  mock-primary:
     - reply: {{content: [{SIDE_EFFECT}]}}
     - reply: {{content: [{{text: "ok"}}]}}
 """)
         with MockApi(text) as api:
-            run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(PreToolUse=[{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+            run = run_cli(
+                [
+                    "-p",
+                    "go",
+                    "--model",
+                    "mock-primary",
+                    "--settings",
+                    settings(PreToolUse=[{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}]),
+                ],
+                api=api,
+                cwd=tmp_path,
+            )
         assert run.returncode == 0, run.stderr
         assert not (tmp_path / "side_effect.log").exists()
         assert "permission_denied" in run.reasons
@@ -80,7 +123,11 @@ def test_deny_beats_allow(tmp_path: Path) -> None:
 """)
     rules = json.dumps({"permissions": {"allow": ["Bash(echo:*)"], "deny": ["Bash(echo ran:*)"]}})
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "default", "--settings", rules], api=api, cwd=tmp_path)
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--permission-mode", "default", "--settings", rules],
+            api=api,
+            cwd=tmp_path,
+        )
     assert not (tmp_path / "side_effect.log").exists()
     assert run.reasons[:2] == ["tools_requested", "permission_denied"]
     assert "Bash" in api.requests[0].tools, "a deny rule with a specifier does not hide the tool"
@@ -88,7 +135,10 @@ def test_deny_beats_allow(tmp_path: Path) -> None:
 
 def test_headless_default_mode_denies_write_and_records_it(tmp_path: Path) -> None:
     text = scenario("""  mock-primary:
-    - reply: {content: [{tool_use: {name: Write, input: {file_path: x.txt, content: "hi"}}}, {tool_use: {name: Read, input: {file_path: r.txt}}}]}
+    - reply:
+        content:
+          - {tool_use: {name: Write, input: {file_path: x.txt, content: "hi"}}}
+          - {tool_use: {name: Read, input: {file_path: r.txt}}}
     - reply: {content: [{text: "ok"}]}
 """)
     (tmp_path / "r.txt").write_text("readable\n")
@@ -97,9 +147,14 @@ def test_headless_default_mode_denies_write_and_records_it(tmp_path: Path) -> No
     assert run.returncode == 0
     assert not (tmp_path / "x.txt").exists()
     denials = run.result["permission_denials"]
-    assert [d["tool_name"] for d in denials] == ["Write"] and denials[0]["tool_input"] == {"file_path": "x.txt", "content": "hi"}
+    assert [d["tool_name"] for d in denials] == ["Write"] and denials[0]["tool_input"] == {
+        "file_path": "x.txt",
+        "content": "hi",
+    }
     results = api.requests[1].messages[-1]["content"]
-    assert [r["is_error"] for r in results] == [True, False], "the read-only Read still ran, results in the model's order"
+    assert [r["is_error"] for r in results] == [True, False], (
+        "the read-only Read still ran, results in the model's order"
+    )
     assert "cannot ask" in results[0]["content"]
 
 
@@ -117,7 +172,18 @@ def test_no_stop_hook_runs_after_prompt_too_long_exhaustion(tmp_path: Path) -> N
       repeat: 3
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+                "--settings",
+                settings(Stop=[{"hooks": [{"type": "command", "command": hook}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.result["terminal_reason"] == "prompt_too_long"
     assert not marker.exists(), "no error → hook block → retry death spiral"
     assert len(api.requests) == 1
@@ -130,7 +196,18 @@ def test_continue_false_ends_the_run_with_hook_stopped(tmp_path: Path) -> None:
     - reply: {{content: [{{text: "never"}}]}}
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(PostToolUse=[{"matcher": "*", "hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+                "--settings",
+                settings(PostToolUse=[{"matcher": "*", "hooks": [{"type": "command", "command": hook}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.returncode == 1
     assert run.reasons[-1] == "post_tool_hook_stopped"
     assert run.result["terminal_reason"] == "hook_stopped" and run.result["result"] == "budget freeze"
@@ -142,7 +219,20 @@ def test_a_hook_that_sleeps_past_its_timeout_does_not_hang_the_run(tmp_path: Pat
     text = scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')
     started = time.monotonic()
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--verbose", "--settings", settings(Stop=[{"hooks": [{"type": "command", "command": hook, "timeout": 1}]}])], api=api, cwd=tmp_path, fmt="text")
+        run = run_cli(
+            [
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+                "--verbose",
+                "--settings",
+                settings(Stop=[{"hooks": [{"type": "command", "command": hook, "timeout": 1}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+            fmt="text",
+        )
     assert run.returncode == 0
     assert time.monotonic() - started < 25
     assert "Stop hook error" in run.stderr
@@ -152,12 +242,34 @@ def test_user_prompt_submit_context_reaches_the_model_and_a_block_stops_the_run(
     context = script(tmp_path, "ctx.sh", 'cat > /dev/null\necho "The repo uses tabs."\n')
     text = scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": context}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+                "--settings",
+                settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": context}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.returncode == 0
     assert api.requests[0].messages[-1]["content"] == "The repo uses tabs."
     block = script(tmp_path, "block.sh", 'cat > /dev/null\necho "secrets in prompt" >&2\nexit 2\n')
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": block}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+                "--settings",
+                settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": block}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.returncode == 1 and api.requests == []
     assert run.reasons == ["prompt_blocked_by_hook"] and "secrets in prompt" in run.result["result"]
 
@@ -179,7 +291,19 @@ def test_a_pre_compact_hook_can_block_a_compaction(tmp_path: Path) -> None:
     payload = tmp_path / "pre-compact.json"
     hook = script(tmp_path, "precompact.sh", f'cat > {payload}\necho "not now" >&2\nexit 2\n')
     with MockApi(ctx_scenario(SUMMARY_RULE + PTL_OVER_5000, turns(12000, 6000))) as api:
-        run = run_cli([*SMALL, "-p", "go", "--auto-compact-threshold", "100", "--settings", settings(PreCompact=[{"hooks": [{"type": "command", "command": hook}]}])], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                *SMALL,
+                "-p",
+                "go",
+                "--auto-compact-threshold",
+                "100",
+                "--settings",
+                settings(PreCompact=[{"hooks": [{"type": "command", "command": hook}]}]),
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert summaries(api.requests) == []
     assert run.reasons[-2:] == ["reactive_compact_retry", "reactive_compact_failed"]
     assert "automatic compaction failed: not now" in run.result["result"]
@@ -201,7 +325,20 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
 """)
     master, slave = os.openpty()
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "go", "--model", "mock-primary"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--output-format",
+            "json",
+            "--cwd",
+            str(tmp_path),
+            "-p",
+            "go",
+            "--model",
+            "mock-primary",
+        ]
         proc = subprocess.Popen(cmd, stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=cli_env(api), cwd=ROOT)
         os.close(slave)
         seen = b""

@@ -29,7 +29,11 @@ def test_max_turns_1_runs_the_tool_and_sends_no_second_request(tmp_path: Path) -
     assert (tmp_path / "out.txt").read_text() == "hello\n", "the tools of the last turn still run"
     assert run.reasons == ["tools_requested", "max_turns_reached"]
     result = run.result
-    assert result["subtype"] == "error_max_turns" and result["terminal_reason"] == "max_turns" and result["is_error"] is True
+    assert (
+        result["subtype"] == "error_max_turns"
+        and result["terminal_reason"] == "max_turns"
+        and result["is_error"] is True
+    )
     assert result["result"] == "Reached the maximum number of turns (1)"
     assert len(run.of("user")) == 1
 
@@ -89,7 +93,20 @@ def test_an_escalation_cap_retries_the_truncated_request_once_with_more_tokens(t
     - reply: {content: [{text: "whole answer"}]}
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-output-tokens", "100", "--escalated-max-output-tokens", "4000"], api=api, cwd=tmp_path)
+        run = run_cli(
+            [
+                "-p",
+                "hi",
+                "--model",
+                "mock-primary",
+                "--max-output-tokens",
+                "100",
+                "--escalated-max-output-tokens",
+                "4000",
+            ],
+            api=api,
+            cwd=tmp_path,
+        )
     assert run.reasons == ["max_output_tokens_escalate", "answered"]
     assert [r.max_tokens for r in api.requests] == [100, 4000]
     assert api.requests[1].messages == api.requests[0].messages, "the truncated reply is discarded, not continued"
@@ -169,8 +186,25 @@ def test_the_budget_stops_the_run_and_answers_its_tool_calls(tmp_path: Path) -> 
 def test_the_seed_chain_falls_back_edits_runs_bash_and_finishes(tmp_path: Path) -> None:
     env = cli_env(None, QUERYLOOP_RETRY_BASE_DELAY_MS="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "queryloop", "run", "--scenario", "machines/scenarios/fallback_chain.yaml", "--cwd", str(tmp_path), "-p", "bump the checkpoint", "--output-format", "json"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--scenario",
+            "machines/scenarios/fallback_chain.yaml",
+            "--cwd",
+            str(tmp_path),
+            "-p",
+            "bump the checkpoint",
+            "--output-format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -181,13 +215,33 @@ def test_the_seed_chain_falls_back_edits_runs_bash_and_finishes(tmp_path: Path) 
 
 def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_answered(tmp_path: Path) -> None:
     text = scenario("""  mock-primary:
-    - reply: {content: [{tool_use: {name: Read, input: {file_path: a.txt}}}, {tool_use: {name: Bash, input: {command: "touch started; sleep 30"}}}]}
+    - reply:
+        content:
+          - {tool_use: {name: Read, input: {file_path: a.txt}}}
+          - {tool_use: {name: Bash, input: {command: "touch started; sleep 30"}}}
     - reply: {content: [{text: "never"}]}
 """)
     (tmp_path / "a.txt").write_text("a\n")
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
+        cmd = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--output-format",
+            "stream-json",
+            "--cwd",
+            str(tmp_path),
+            "-p",
+            "hi",
+            "--model",
+            "mock-primary",
+            "--permission-mode",
+            "bypassPermissions",
+        ]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
+        )
         deadline = time.monotonic() + 30
         while not (tmp_path / "started").exists():
             assert time.monotonic() < deadline and proc.poll() is None, "the slow tool never started"
@@ -199,9 +253,21 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     assert proc.returncode == 1, err
     assert result["terminal_reason"] == "aborted_tools" and result["is_error"] is True
     transitions = [line["reason"] for line in lines if line.get("subtype") == "transition"]
-    assert transitions == ["prompt_submitted", "context_ok", "tools_requested", "permission_granted", "aborted_while_running_tools"]
+    assert transitions == [
+        "prompt_submitted",
+        "context_ok",
+        "tools_requested",
+        "permission_granted",
+        "aborted_while_running_tools",
+    ]
     answered = [line["message"]["content"][0]["tool_use_id"] for line in lines if line["type"] == "user"]
-    tool_uses = [b["id"] for line in lines if line["type"] == "assistant" for b in line["message"]["content"] if b["type"] == "tool_use"]
+    tool_uses = [
+        b["id"]
+        for line in lines
+        if line["type"] == "assistant"
+        for b in line["message"]["content"]
+        if b["type"] == "tool_use"
+    ]
     assert sorted(answered) == sorted(tool_uses) and len(tool_uses) == 2
     assert len(api.requests) == 1
 
@@ -212,8 +278,25 @@ def test_sigint_while_waiting_on_the_model_ends_in_aborted_streaming(tmp_path: P
       delay_ms: 20000
 """)
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "json", "--cwd", str(tmp_path), "-p", "hi", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
+        cmd = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--output-format",
+            "json",
+            "--cwd",
+            str(tmp_path),
+            "-p",
+            "hi",
+            "--model",
+            "mock-primary",
+            "--permission-mode",
+            "bypassPermissions",
+        ]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
+        )
         deadline = time.monotonic() + 30
         while not api.requests:
             assert time.monotonic() < deadline and proc.poll() is None

@@ -88,7 +88,9 @@ def test_third_overloaded_error_switches_to_fallback_model(tmp_path: Path) -> No
     - reply: {{content: [{{text: "from B"}}]}}
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path)
+        run = run_cli(
+            ["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path
+        )
     assert run.returncode == 0, run.stderr
     assert [r.model for r in api.requests] == ["mock-primary"] * 3 + ["mock-fallback"]
     assert "model_fallback" in run.reasons
@@ -120,7 +122,9 @@ def test_fallback_is_never_taken_for_rate_limits(tmp_path: Path) -> None:
     - reply: {{content: [{{text: "B"}}]}}
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path)
+        run = run_cli(
+            ["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path
+        )
     assert {r.model for r in api.requests} == {"mock-primary"}
     assert run.result["result"] == "primary"
 
@@ -132,7 +136,9 @@ def test_unavailable_model_falls_back_or_surfaces(tmp_path: Path) -> None:
     - reply: {content: [{text: "B"}]}
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path)
+        run = run_cli(
+            ["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path
+        )
     assert run.reasons == ["model_unavailable_fallback", "answered"] and run.returncode == 0
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
@@ -161,7 +167,9 @@ def test_a_stalled_stream_times_out_and_falls_back(tmp_path: Path) -> None:
       repeat: 2
 """)
     with MockApi(text) as api:
-        run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, QUERYLOOP_STREAM_IDLE_TIMEOUT_S="0.5")
+        run = run_cli(
+            ["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, QUERYLOOP_STREAM_IDLE_TIMEOUT_S="0.5"
+        )
     assert [r.stream for r in api.requests] == [True, False]
     assert run.reasons == ["stream_fallback", "answered"]
 

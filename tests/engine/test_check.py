@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from queryloop.fsm import MachineSpec, SpecError, StateSpec, TransitionSpec, check_spec, load_machine
 from queryloop.fsm.spec import CounterSpec
 from queryloop.machines import shipped_machines
-
-from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ROOT = FIXTURES.parent.parent

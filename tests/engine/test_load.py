@@ -69,14 +69,34 @@ def test_unknown_guard_names_the_transition_and_close_matches(write_machine) -> 
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("to: done, reason: answered", "to: donee, reason: answered", "names state 'donee', which is not declared (did you mean 'done'?)"),
-        ("counter: retries,", "counter: retriess,", "names counter 'retriess', which is not declared (did you mean 'retries'?)"),
-        ("cap: max_retries", "cap: max_retry", "names param 'max_retry', which is not declared (did you mean 'max_retries'?)"),
+        (
+            "to: done, reason: answered",
+            "to: donee, reason: answered",
+            "names state 'donee', which is not declared (did you mean 'done'?)",
+        ),
+        (
+            "counter: retries,",
+            "counter: retriess,",
+            "names counter 'retriess', which is not declared (did you mean 'retries'?)",
+        ),
+        (
+            "cap: max_retries",
+            "cap: max_retry",
+            "names param 'max_retry', which is not declared (did you mean 'max_retries'?)",
+        ),
         ("reason: gave_up", "reason: answered", "reason 'answered' is used twice"),
         ("emits: [ok, overloaded]", "emits: [ok, overloaded, slow]", "names event 'slow', which is not declared"),
-        ("{from: calling, event: abort, to: aborted, reason: cancelled}", "{from: aborted, event: abort, to: done, reason: cancelled}", "leaves terminal state 'aborted'"),
+        (
+            "{from: calling, event: abort, to: aborted, reason: cancelled}",
+            "{from: aborted, event: abort, to: done, reason: cancelled}",
+            "leaves terminal state 'aborted'",
+        ),
         ("  - {from: calling, event: ok, to: done, reason: answered}\n", "", "emits 'ok' but no transition handles it"),
-        ("  - {from: calling, event: abort, to: aborted, reason: cancelled}\n", "", "has no transition for the abort event 'abort'"),
+        (
+            "  - {from: calling, event: abort, to: aborted, reason: cancelled}\n",
+            "",
+            "has no transition for the abort event 'abort'",
+        ),
         ("reason: gave_up", "reason: gave_up, counter: retries", "which is guarded"),
         ("scope: request", "scope: forever", "use one of: request, turn, session"),
     ],
@@ -95,14 +115,20 @@ def test_unknown_key_lists_the_allowed_keys(write_machine) -> None:  # type: ign
 
 
 def test_unresolvable_handler_fails_at_load_with_close_matches(write_machine) -> None:  # type: ignore[no-untyped-def]
-    err = _error(write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testing.scriptd"))
+    err = _error(
+        write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testing.scriptd")
+    )
     assert "module 'queryloop.fsm.testing' has no callable 'scriptd' (did you mean 'scripted'?)" in str(err)
-    err = _error(write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testin.scripted"))
+    err = _error(
+        write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testin.scripted")
+    )
     assert "cannot import module 'queryloop.fsm.testin' (did you mean 'queryloop.fsm.testing'?)" in str(err)
 
 
 def test_an_effect_that_is_not_async_is_rejected(write_machine) -> None:  # type: ignore[no-untyped-def]
-    err = _error(write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testing.flag_a"))
+    err = _error(
+        write_machine, GOOD.replace("effect: queryloop.fsm.testing.scripted", "effect: queryloop.fsm.testing.flag_a")
+    )
     assert "is not an `async def`" in str(err)
 
 
@@ -117,6 +143,8 @@ def test_a_missing_file_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_all_problems_are_reported_together(write_machine) -> None:  # type: ignore[no-untyped-def]
-    text = GOOD.replace("to: done, reason: answered", "to: donee, reason: answered").replace("counter: retries,", "counter: retriess,")
+    text = GOOD.replace("to: done, reason: answered", "to: donee, reason: answered").replace(
+        "counter: retries,", "counter: retriess,"
+    )
     err = _error(write_machine, text)
     assert len(err.problems) == 2

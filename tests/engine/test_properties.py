@@ -25,7 +25,10 @@ def machines(draw: st.DrawFn) -> str:
     live = [f"s{i}" for i in range(n)]
     ends = ["done", "failed"]
     counters = {
-        f"c{i}": {"cap": draw(st.integers(min_value=0, max_value=3)), "scope": draw(st.sampled_from(["request", "turn", "session"]))}
+        f"c{i}": {
+            "cap": draw(st.integers(min_value=0, max_value=3)),
+            "scope": draw(st.sampled_from(["request", "turn", "session"])),
+        }
         for i in range(draw(st.integers(min_value=0, max_value=2)))
     }
     states: dict[str, Any] = {}
@@ -36,7 +39,12 @@ def machines(draw: st.DrawFn) -> str:
         states[s] = {"effect": "queryloop.fsm.testing.scripted", "emits": emits}
         for e in emits:
             for _ in range(draw(st.integers(min_value=0, max_value=2))):
-                t: dict[str, Any] = {"from": s, "event": e, "to": draw(st.sampled_from(live + ends)), "reason": f"r{next(reason)}"}
+                t: dict[str, Any] = {
+                    "from": s,
+                    "event": e,
+                    "to": draw(st.sampled_from(live + ends)),
+                    "reason": f"r{next(reason)}",
+                }
                 if draw(st.booleans()):
                     t["guards"] = draw(st.lists(st.sampled_from(sorted(GUARDS)), min_size=1, max_size=2, unique=True))
                 if counters and draw(st.booleans()):
@@ -48,8 +56,16 @@ def machines(draw: st.DrawFn) -> str:
                 t["progress"] = draw(st.booleans())
                 t["completes_request"] = draw(st.booleans())
                 transitions.append(t)
-            transitions.append({"from": s, "event": e, "to": draw(st.sampled_from(live + ends)), "reason": f"r{next(reason)}", "progress": draw(st.booleans())})
-    for s in ends + ["aborted"]:
+            transitions.append(
+                {
+                    "from": s,
+                    "event": e,
+                    "to": draw(st.sampled_from(live + ends)),
+                    "reason": f"r{next(reason)}",
+                    "progress": draw(st.booleans()),
+                }
+            )
+    for s in [*ends, "aborted"]:
         states[s] = {"terminal": True}
     transitions.append({"from": live, "event": "abort", "to": "aborted", "reason": "cancelled"})
     doc = {

@@ -34,7 +34,7 @@ def test_transient_failures_are_retried_until_the_item_arrives() -> None:
     assert runner.result == {"is_error": False}
     assert _reasons(runner)[:5] == ["fetch_retry", "backoff_elapsed", "fetch_retry", "backoff_elapsed", "item_fetched"]
     assert runner.final.data.done == ("item-1", "item-2", "item-3")
-    assert [i for i in items if isinstance(i, str)][0] == "fetch attempt -> transient"
+    assert next(i for i in items if isinstance(i, str)) == "fetch attempt -> transient"
     assert [i for i in items if isinstance(i, Step)] == list(runner.trace)
 
 
@@ -106,7 +106,7 @@ def test_an_undeclared_step_is_an_internal_error() -> None:
 
 def test_counters_outside_their_caps_cannot_exist() -> None:
     run = Program(RETRY_FETCH).initial_state(ItemsData())
-    with pytest.raises(InternalError, match="outside 0..3"):
+    with pytest.raises(InternalError, match=r"outside 0\.\.3"):
         attrs.evolve(run, counters=(4,))
 
 
