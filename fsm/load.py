@@ -171,10 +171,10 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
     transitions: list[TransitionSpec] = []
     for i, t in enumerate(data["transitions"]):
         sources = t["from"] if isinstance(t["from"], list) else [t["from"]]
-        for source in sources:
+        for origin in sources:
             transitions.append(
                 TransitionSpec(
-                    source=source,
+                    source=origin,
                     event=t["event"],
                     dest=t["to"],
                     reason=t["reason"],

@@ -12,9 +12,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from .contract import uses
 from .runtime import EffectContext, Event, RunState
 
-__all__ = ["Script", "flag_a", "flag_b", "flag_c", "scripted"]
+__all__ = ["Script", "flag_a", "flag_b", "flag_c", "journal", "reads_retries", "scripted"]
 
 
 class Script:
@@ -56,3 +57,14 @@ def flag_b(run: RunState[Any], event: Event[Any]) -> bool:
 def flag_c(run: RunState[Any], event: Event[Any]) -> bool:
     """True when the event's data has a truthy ``c`` (scripted guard)."""
     return _flag(event, "c")
+
+
+def journal(run: RunState[tuple[str, ...]], event: Event[Any]) -> RunState[tuple[str, ...]]:
+    """An exit or edge handler that appends ``state:event`` to the run's data (a tuple of strings)."""
+    return run.with_data((*run.data, f"{run.state}:{event.name}"))
+
+
+@uses(counters=("retries",))
+def reads_retries(run: RunState[Any], event: Event[Any]) -> bool:
+    """A guard that reads the counter ``retries`` and says so (a machine without it fails to load)."""
+    return run.count("retries") < 1

@@ -3,7 +3,7 @@
 Measures, on realistic transcripts (a prompt, then tool rounds: an assistant message
 with text and a tool call, a user message with its result; every 7th result from the
 2nd on is large, 6–12 k characters, the others 200–1200), the pure work
-``fsm.agent.context`` adds before each request:
+``queryloop.handlers.context`` adds before each request:
 
 - accounting, running: ``message_tokens`` of the newest message added to a running
   total (what the loop keeps; O(1) per request);
@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from queryloop.handlers.context.compaction import commit_collapses, message_tokens, stage_collapses
+from queryloop.handlers.context.compaction import commit_collapses, stage_collapses
+from queryloop.handlers.messages import message_tokens
 
 SIZES = (10, 100, 1000)
 

@@ -8,6 +8,7 @@ owns (``data``) and its effects and edge handlers (``lifecycle``).
 
 from .data import HooksData, HooksRun
 from .lifecycle import (
+    PromptAccepted,
     record_block_limit,
     record_hook_stop,
     record_prompt_context,
@@ -38,6 +39,7 @@ __all__ = [
     "HookServices",
     "HooksData",
     "HooksRun",
+    "PromptAccepted",
     "hook",
     "parse_hook_config",
     "record_block_limit",

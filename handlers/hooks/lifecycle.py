@@ -10,6 +10,8 @@ or crashes is a non-blocking error (published for verbose output).
 
 from __future__ import annotations
 
+import attrs
+
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..outcome import evolved, with_outcome
@@ -18,6 +20,7 @@ from .runner import HookOutcome
 from .service import HookServices, hook, stopped
 
 __all__ = [
+    "PromptAccepted",
     "record_block_limit",
     "record_hook_stop",
     "record_prompt_context",
@@ -27,7 +30,14 @@ __all__ = [
 ]
 
 
-async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome] | Event[tuple[str, ...]]:
+@attrs.frozen(kw_only=True)
+class PromptAccepted:
+    """``prompt_accepted``: what SessionStart and UserPromptSubmit hooks added as context, in order."""
+
+    context: tuple[str, ...] = ()
+
+
+async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome] | Event[PromptAccepted]:
     """SessionStart then UserPromptSubmit: context is added, a block erases the prompt."""
     first = ctx.run.data.messages.last() or {}
     prompt = first.get("content") if isinstance(first.get("content"), str) else ""
@@ -44,14 +54,14 @@ async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcom
         return Event(name="hook_stopped" if stopped(submit) else "prompt_blocked", data=submit)
     if submit is not None:
         context.extend(submit.additional_context)
-    return Event(name="prompt_accepted", data=tuple(context))
+    return Event(name="prompt_accepted", data=PromptAccepted(context=tuple(context)))
 
 
-def record_prompt_context(run: RunState[H], event: Event[tuple[str, ...]]) -> RunState[H]:
+def record_prompt_context(run: RunState[H], event: Event[PromptAccepted]) -> RunState[H]:
     """Hook output for SessionStart/UserPromptSubmit becomes context after the prompt."""
-    if not event.data:
+    if not event.data.context:
         return run
-    text = "\n\n".join(event.data)
+    text = "\n\n".join(event.data.context)
     return evolved(run, messages=run.data.messages.append({"role": "user", "content": text}, meta=True))
 
 

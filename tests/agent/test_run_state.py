@@ -1,0 +1,131 @@
+"""What a later step depends on lives in the run state, not in services.
+
+Whether count_tokens is worth asking, usage and API time, the approvals given "always".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import anthropic
+import pytest
+from aiohttp import web
+
+from queryloop.agent import AgentOptions, AgentRun
+from queryloop.fsm import Event
+from queryloop.handlers.messages import ToolCall
+from queryloop.handlers.request import AnthropicBackend, ModelCall, ModelFailure, ModelReply, TokenCount
+from queryloop.handlers.request.backends import scripted_reply
+from queryloop.handlers.tools import GateOutcome, record_gate
+
+
+class CountingBackend:
+    """An in-process model answering one Glob turn then text, with scripted count_tokens answers."""
+
+    def __init__(self, counts: list[TokenCount]) -> None:
+        self.counts = counts
+        self.asked = 0
+        self.sent = 0
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        self.sent += 1
+        if self.sent == 1:
+            tool = {"type": "tool_use", "id": "t1", "name": "Glob", "input": {"pattern": "*.none"}}
+            return scripted_reply([tool], "tool_use", call=call)
+        return scripted_reply([{"type": "text", "text": "done"}], call=call)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        self.asked += 1
+        return self.counts.pop(0) if self.counts else TokenCount(tokens=None)
+
+
+def _run(backend: CountingBackend, cwd: Path) -> AgentRun:
+    # a threshold of ~0: every request is "over" it, so count_tokens is asked before each one
+    options = AgentOptions(
+        prompt="go", model="m", cwd=cwd, auto_compact_threshold=1e-9, permission_mode="bypassPermissions"
+    )
+    run = AgentRun(options, backend)
+
+    async def drive() -> None:
+        async for _ in run.events():
+            pass
+
+    asyncio.run(drive())
+    return run
+
+
+def test_a_transient_count_tokens_failure_does_not_switch_it_off(tmp_path: Path) -> None:
+    backend = CountingBackend([TokenCount(tokens=None, offered=True), TokenCount(tokens=12)])
+    run = _run(backend, tmp_path)
+    assert run.result()["terminal_reason"] == "completed"
+    assert backend.asked == 2, "asked again on the next request"
+    assert run.data.context.count_tokens_offered is True
+
+
+def test_a_server_that_refuses_count_tokens_is_not_asked_again_in_the_run(tmp_path: Path) -> None:
+    backend = CountingBackend([TokenCount(tokens=None, offered=False)])
+    run = _run(backend, tmp_path)
+    assert backend.asked == 1
+    assert run.data.context.count_tokens_offered is False, "kept in the run state, not in the backend"
+
+
+def test_usage_of_answers_and_summaries_is_summed_in_the_run_state(tmp_path: Path) -> None:
+    backend = CountingBackend([])
+    run = _run(backend, tmp_path)
+    assert "auto_compact_succeeded" in [s.reason for s in run.steps], "the second request is over the threshold"
+    usage = run.data.request.usage.usage()
+    assert backend.sent == 3 and usage["input_tokens"] == 30 and usage["output_tokens"] == 15, "10 + 5 per reply"
+    assert run.result()["usage"] == usage
+    assert run.data.request.real_input_tokens == 10
+
+
+def test_an_always_approval_is_kept_in_the_run_state() -> None:
+    from queryloop.agent import AgentData, query_loop_program
+    from queryloop.handlers.messages import MessageView
+    from queryloop.handlers.request import RequestData
+    from queryloop.handlers.tools import ToolsData
+
+    call = ToolCall(id="t1", name="Bash", input={"command": "ls"})
+    data = AgentData(messages=MessageView(), request=RequestData(model="m"), tools=ToolsData(pending=(call,)))
+    run = query_loop_program().initial_state(data)
+    outcome = GateOutcome(allowed=(call,), denied=(), denials=(), always_allowed=frozenset({"Bash"}))
+    after = record_gate(run, Event(name="tools_permitted", data=outcome))
+    assert after.data.tools.always_allowed == frozenset({"Bash"})
+
+
+@pytest.mark.parametrize(("status", "offered"), [(503, True), (429, True), (404, False), (400, False)])
+def test_the_http_backend_tells_a_lasting_count_tokens_refusal_from_a_transient_one(status: int, offered: bool) -> None:
+    async def main() -> TokenCount:
+        async def refuse(request: web.Request) -> web.Response:
+            body = {"type": "error", "error": {"type": "api_error", "message": "no"}}
+            return web.json_response(body, status=status)
+
+        app = web.Application()
+        app.router.add_post("/v1/messages/count_tokens", refuse)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=f"http://127.0.0.1:{port}", max_retries=0)
+        try:
+            from queryloop.handlers.messages import MessageView
+
+            call = ModelCall(
+                model="m",
+                messages=MessageView.of([{"role": "user", "content": "hi"}]),
+                system=None,
+                tools=(),
+                max_tokens=10,
+                stream=False,
+                attempt=1,
+                idle_timeout_s=5,
+            )
+            return await AnthropicBackend(client).count_tokens(call)
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    assert asyncio.run(main()) == TokenCount(tokens=None, offered=offered)
