@@ -66,10 +66,8 @@ def test_a_handler_reading_a_counter_the_machine_lacks_fails_at_load() -> None:
     renamed = MACHINE.replace("retries: {cap", "attempts: {cap").replace("counter: retries", "counter: attempts")
     with pytest.raises(SpecError) as info:
         parse_machine(renamed, "contract.yaml")
-    assert (
-        "guard 'budget_left' 'queryloop.fsm.testing.reads_retries' reads counter 'retries', which the machine does not declare"
-        in str(info.value)
-    )
+    expected = "guard 'budget_left' 'queryloop.fsm.testing.reads_retries' reads counter 'retries'"
+    assert f"{expected}, which the machine does not declare" in str(info.value)
 
 
 def test_the_exit_handler_runs_before_the_edge_handler_on_every_edge_out() -> None:
@@ -118,7 +116,7 @@ def test_a_snapshot_of_another_machine_or_over_its_caps_is_refused() -> None:
         program.restore({**good, "machine": "other"}, ())
     with pytest.raises(TransitionError, match="not the machine's"):
         program.restore({**good, "counters": {"attempts": 0}}, ())
-    with pytest.raises(Exception, match="outside 0..2"):
+    with pytest.raises(Exception, match=r"outside 0\.\.2"):
         program.restore({**good, "counters": {"retries": 3}}, ())
 
 
