@@ -121,7 +121,7 @@ class PermissionSettings:
         allowed_tools: str | Sequence[str] | None = None,
         disallowed_tools: str | Sequence[str] | None = None,
     ) -> PermissionRules:
-        """Rules for :func:`fsm.agent.permissions.decide`, plus the CLI flag values.
+        """Rules for :func:`queryloop.handlers.tools.permissions.decide`, plus the CLI flag values.
 
         Additional directories are resolved: ``~/x`` against ``home``, relative ones
         against ``cwd``.

@@ -17,12 +17,11 @@ import attrs
 
 from queryloop.fsm import RunState
 
-from ..hooks.service import HookRunner
+from ..hooks.service import HookServices
 from ..messages import Message
 from ..outcome import evolved
-from ..request.backends import ModelBackend
 from ..request.client import RequestLog
-from ..request.data import RequestRun
+from ..request.data import ModelServices, RequestRun
 from ..tools.base import ToolContext
 from ..tools.data import ToolsData
 from .compaction import CompactBoundary, CompactionPlan, StagedCollapse
@@ -73,29 +72,14 @@ def with_context(run: RunState[C], **changes: Any) -> RunState[C]:
     return evolved(run, context=attrs.evolve(run.data.context, **changes))
 
 
-class ContextServices(Protocol):
-    """What context-layer effects use: the backend (count_tokens, summaries), the request's fixed parts, hooks."""
-
-    @property
-    def backend(self) -> ModelBackend: ...
-
-    @property
-    def system_prompt(self) -> str | None: ...
-
-    @property
-    def tool_definitions(self) -> tuple[dict[str, Any], ...]: ...
-
-    @property
-    def idle_timeout_s(self) -> float: ...
+class ContextServices(ModelServices, HookServices, Protocol):
+    """What context-layer effects use: the model (count_tokens, summaries), the threshold, the cwd, hooks."""
 
     @property
     def auto_compact_threshold(self) -> float: ...
 
     @property
     def tool_context(self) -> ToolContext: ...
-
-    @property
-    def hooks(self) -> HookRunner: ...
 
 
 # ---- event payloads ---------------------------------------------------------------------------

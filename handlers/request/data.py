@@ -25,6 +25,7 @@ from .client import ModelFailure, RequestLog, UsageTotals
 __all__ = [
     "ApiRetry",
     "AssistantMessage",
+    "ModelServices",
     "RequestData",
     "RequestFailed",
     "RequestLogged",
@@ -78,8 +79,8 @@ def with_request(run: RunState[R], **changes: Any) -> RunState[R]:
     return evolved(run, request=attrs.evolve(run.data.request, **changes))
 
 
-class RequestServices(Protocol):
-    """What request-layer effects use: the model backend, the request's fixed parts, backoff and budget."""
+class ModelServices(Protocol):
+    """What any layer needs to send the model a request: the backend and the request's fixed parts."""
 
     @property
     def backend(self) -> ModelBackend: ...
@@ -92,6 +93,10 @@ class RequestServices(Protocol):
 
     @property
     def idle_timeout_s(self) -> float: ...
+
+
+class RequestServices(ModelServices, Protocol):
+    """What request-layer effects use besides: backoff, the budget, a random source for jitter."""
 
     @property
     def retry_base_delay_s(self) -> float: ...

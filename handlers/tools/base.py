@@ -7,8 +7,8 @@ block), :class:`ToolOutput` (what an implementation returns), :class:`ToolError`
 expected failure whose message goes to the model verbatim), the ``tool_result`` block
 shape, working-directory confinement and output truncation.
 
-Does not own any tool (``tools_files``, ``tools_search``, ``tools_bash``) nor the
-scheduling of calls (``tool_dispatch``).
+Does not own any tool (``files``, ``search``, ``bash``) nor the
+scheduling of calls (``dispatch``).
 """
 
 from __future__ import annotations

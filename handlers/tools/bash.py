@@ -7,7 +7,7 @@ cancelled (the ``CancelledError`` then propagates), and also when ``bash`` itsel
 exits, so background jobs left behind do not outlive the call. Output is captured
 streaming, keeping only its start and end, so a chatty command cannot exhaust memory.
 
-Does not own scheduling or error wrapping (``tool_dispatch``).
+Does not own scheduling or error wrapping (``dispatch``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import attrs
 
 from queryloop.fsm import RunState
 
-from ..hooks.service import HookRunner
+from ..hooks.service import HookServices
 from ..messages import ToolCall
 from ..outcome import SharedData, evolved
 from .base import ToolContext
@@ -51,7 +51,7 @@ def with_tools(run: RunState[T], **changes: Any) -> RunState[T]:
     return evolved(run, tools=attrs.evolve(run.data.tools, **changes))
 
 
-class ToolServices(Protocol):
+class ToolServices(HookServices, Protocol):
     """What tool-layer effects use: the tools, where they run, the permission settings, the hooks."""
 
     @property
@@ -68,9 +68,6 @@ class ToolServices(Protocol):
 
     @property
     def interactive(self) -> bool: ...
-
-    @property
-    def hooks(self) -> HookRunner: ...
 
 
 @attrs.frozen(kw_only=True, slots=True)

@@ -4,8 +4,8 @@ Owns how a single file is shown to the model (numbered lines, paging hints) and 
 is changed (whole-file write, exact-string replacement with a uniqueness rule). Every
 path goes through :func:`resolve_inside_cwd` first.
 
-Does not own searching (``tools_search``), commands (``tools_bash``) or scheduling
-(``tool_dispatch``). Blocking file I/O runs in a worker thread (:func:`threaded`).
+Does not own searching (``search``), commands (``bash``) or scheduling
+(``dispatch``). Blocking file I/O runs in a worker thread (:func:`threaded`).
 """
 
 from __future__ import annotations

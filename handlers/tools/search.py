@@ -5,7 +5,7 @@ walk both tools share (VCS directories skipped, symlinked directories not follow
 symlinked files leaving the working directory ignored) and the output formats and caps.
 ``Grep`` is pure Python (:mod:`re`): no ripgrep needed, Python regex syntax.
 
-Does not own single-file access (``tools_files``) or scheduling (``tool_dispatch``).
+Does not own single-file access (``files``) or scheduling (``dispatch``).
 """
 
 from __future__ import annotations
