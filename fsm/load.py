@@ -149,6 +149,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             cap_offset=c.get("cap_offset", 0),
             scope=c.get("scope", "turn"),
             consecutive=tuple(c.get("consecutive", ())),
+            streak_of=tuple(c.get("streak_of", ())),
             doc=c.get("doc", ""),
             line=_line_of(lines, ("counters", name)),
         )
@@ -196,6 +197,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         schema_version=data["schema_version"],
         package=package,
         abort_event=data.get("abort_event", "abort"),
+        reason_kinds=dict(data.get("reason_kinds") or {}),
         params=params,
         events=events,
         guards=guards,
@@ -282,6 +284,15 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
             )
         for r in c.consecutive:
             known("reason", r, reasons, c.line, f"counter {c.name!r} `consecutive`")
+        for e in c.streak_of:
+            if known("event", e, spec.events, c.line, f"counter {c.name!r} `streak_of`") and not any(
+                e in s.emits for s in spec.states
+            ):
+                add(
+                    c.line,
+                    f"counter {c.name!r} `streak_of` names event {e!r}, which no state emits",
+                    "name an outcome some state emits",
+                )
     for s in spec.states:
         if s.terminal:
             if s.effect or s.emits or s.exit:
@@ -336,6 +347,7 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 f"{ctx} fires on {t.event!r}, which state {t.source!r} never emits",
                 f"add it to {t.source!r} `emits`, or fix the event",
             )
+    out.extend(_naming_problems(spec, lines))
     if out:
         return out
     groups = spec.candidates()
@@ -375,6 +387,74 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 f"state {s.name!r} is unreachable from {spec.initial!r}",
                 "add a transition into it or remove it",
             )
+    return out
+
+
+def _naming_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """No name stands for two kinds of thing; with ``reason_kinds``, names follow the convention.
+
+    The convention (docs/machines.md): a non-terminal state is an activity (one of its
+    words ends in "ing"); the reason of a counted edge, and of every candidate tried
+    after one, ends with ``_<kind>`` for a declared kind — the recovery ladders read
+    as kinds with one meaning each.
+    """
+    out: list[SpecProblem] = []
+    kinds: dict[str, tuple[str, int | None]] = {}
+
+    def claim(name: str, kind: str, line: int | None) -> None:
+        if name in kinds and kinds[name][0] != kind:
+            first, first_line = kinds[name]
+            where = f" (line {first_line})" if first_line else ""
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    line,
+                    f"{name!r} is both a {first}{where} and a {kind}",
+                    "rename one: a name stands for one kind of thing",
+                )
+            )
+        kinds.setdefault(name, (kind, line))
+
+    for p in spec.params:
+        claim(p.name, "param", p.line)
+    for c in spec.counters:
+        claim(c.name, "counter", c.line)
+    for g in spec.guards:
+        claim(g, "guard", _line_of(lines, ("guards", g)))
+    for s in spec.states:
+        claim(s.name, "state", s.line)
+    for e in spec.events:
+        claim(e, "event", _line_of(lines, ("events", e)))
+    for t in spec.transitions:
+        claim(t.reason, "reason", t.line)
+    if not spec.reason_kinds:
+        return out
+    for s in spec.states:
+        if not s.terminal and not any(word.endswith("ing") for word in s.name.split("_")):
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    s.line,
+                    f"state {s.name!r} is not named as an activity",
+                    "name what it does: `calling_model`, `backing_off`",
+                )
+            )
+    suffixes = tuple(f"_{k}" for k in spec.reason_kinds)
+    reported: set[str] = set()
+    for cands in spec.candidates().values():
+        counted = False
+        for t in cands:
+            counted = counted or (t.counter is not None and not t.progress)
+            if counted and not t.reason.endswith(suffixes) and t.reason not in reported:
+                reported.add(t.reason)
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        t.line,
+                        f"reason {t.reason!r} of a recovery ladder has no declared kind",
+                        "end it with one of: " + ", ".join(suffixes),
+                    )
+                )
     return out
 
 

@@ -33,6 +33,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
         "doc": _DOC,
         "initial": _NAME,
         "abort_event": _NAME,
+        "reason_kinds": {"type": "object", "propertyNames": _NAME, "additionalProperties": {"type": "string"}},
         "params": {
             "type": "object",
             "propertyNames": _NAME,
@@ -85,6 +86,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                     "cap_offset": {"type": "integer"},
                     "scope": {"enum": ["request", "turn", "session"]},
                     "consecutive": {"type": "array", "items": _NAME, "uniqueItems": True},
+                    "streak_of": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
                     "doc": _DOC,
                 },
             },

@@ -44,6 +44,7 @@ class CounterSpec:
     cap_offset: int = 0  # added to a param cap (e.g. -1: "the Nth turn is the last")
     scope: Scope = "turn"
     consecutive: tuple[str, ...] = ()  # reasons whose edges reset this counter
+    streak_of: tuple[str, ...] = ()  # events it counts in a row: any other outcome of their states resets it
     doc: str = ""
     line: int | None = None
 
@@ -96,6 +97,7 @@ class MachineSpec:
     schema_version: int = 1
     package: str = ""  # dotted names starting with "." are relative to it
     abort_event: str = "abort"
+    reason_kinds: Mapping[str, str] = attrs.field(factory=dict)  # kind -> meaning; opts into the naming rules
     params: tuple[ParamSpec, ...] = ()
     events: Mapping[str, str] = attrs.field(factory=dict)  # name -> doc
     guards: Mapping[str, str] = attrs.field(factory=dict)  # guard name -> dotted python name (absolute)
@@ -138,11 +140,14 @@ class MachineSpec:
         return {k: tuple(v) for k, v in groups.items()}
 
     def resets_of(self, t: TransitionSpec) -> frozenset[str]:
-        """Every counter taking ``t`` resets: explicit, by ``consecutive``, and by scope."""
+        """Every counter taking ``t`` resets: explicit, by ``consecutive``, by ``streak_of``, and by scope."""
         out = set(t.resets)
+        emits = self.state_map[t.source].emits if t.source in self.state_map else ()
         for c in self.counters:
             if t.reason in c.consecutive:
                 out.add(c.name)
+            elif c.streak_of and t.event not in c.streak_of and any(e in emits for e in c.streak_of):
+                out.add(c.name)  # another outcome of a state that counts the streak breaks it
             elif t.progress and c.scope in ("turn", "request"):
                 out.add(c.name)
             elif t.completes_request and c.scope == "request":

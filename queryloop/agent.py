@@ -211,7 +211,7 @@ class AgentRun:
                 yield item
         finally:
             self.finished = time.monotonic()
-        await self.services.hooks.run("SessionEnd", {"reason": self.runner.final.state})  # informational only
+        await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
 
     @property
     def data(self) -> AgentData:
@@ -239,7 +239,7 @@ class AgentRun:
             "duration_api_ms": round(data.request.api_duration_ms),
             "result": outcome.error if is_error and outcome.error else outcome.result_text,
             "stop_reason": outcome.stop_reason,
-            "terminal_reason": runner.final.state,
+            "terminal_reason": declared.get("terminal_reason", runner.final.state),
             "api_error_status": outcome.api_error_status,
             "session_id": self.options.session_id,
             "total_cost_usd": usage.total_cost_usd,

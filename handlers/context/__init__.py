@@ -14,9 +14,11 @@ from .compacting import (
     drop_oldest_group,
     has_staged_collapses,
     note_compaction_failure,
+    note_summary_failure,
     plan_compaction,
     record_summary_attempt,
     surface_prompt_too_long,
+    wait_before_summary_retry,
 )
 from .compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
 from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
@@ -53,6 +55,7 @@ __all__ = [
     "has_staged_collapses",
     "measure_context",
     "note_compaction_failure",
+    "note_summary_failure",
     "plan_compaction",
     "record_count_tokens_offer",
     "record_measurement",
@@ -61,4 +64,5 @@ __all__ = [
     "skip_compaction_breaker_open",
     "surface_prompt_too_long",
     "surface_thrashing",
+    "wait_before_summary_retry",
 ]

@@ -1,7 +1,8 @@
 """Context layer, compaction: summarising older messages, head truncation, collapses, surfacing prompt-too-long.
 
 Owns the ``compact_transcript`` effect (PreCompact hooks, then the summary request),
-the exit of the compacting states that counts the summary request's usage, and the
+the backoff before a summary request is sent again (the request layer's), the exit
+of the compacting states that counts the summary request's usage, and the
 pure edge handlers and guards of the compaction and prompt-too-long transitions. The
 pure services (API-round groups, collapse staging, summary requests, attachments)
 live in ``compaction``. Which path is taken — collapse, reactive compaction, head
@@ -20,7 +21,7 @@ from ..outcome import evolved, with_outcome
 from ..request.backends import ModelCall
 from ..request.client import ModelFailure, ModelReply
 from ..request.data import RequestLogged, count_attempt, with_request
-from ..request.recovery import api_error_text
+from ..request.recovery import api_error_text, back_off
 from . import compaction
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window
@@ -35,17 +36,22 @@ __all__ = [
     "drop_oldest_group",
     "has_staged_collapses",
     "note_compaction_failure",
+    "note_summary_failure",
     "plan_compaction",
     "record_summary_attempt",
     "surface_prompt_too_long",
+    "wait_before_summary_retry",
 ]
 
 SUMMARY_MAX_TOKENS = 8_192
+_TRANSIENT = ("retryable", "overloaded", "malformed_response")  # a summary request that may work when sent again
 KEEP_RECENT_FRACTION = 0.3  # of the effective window, kept verbatim (whole groups) by a compaction
 
 
 @uses(states=("auto_compacting",))
-async def compact_transcript(ctx: EffectContext[C, ContextServices]) -> Event[Compacted] | Event[CompactionFailed]:
+async def compact_transcript(
+    ctx: EffectContext[C, ContextServices],
+) -> Event[Compacted] | Event[CompactionFailed] | Event[ModelFailure]:
     """Send the summary request for the planned older part; build the compacted transcript."""
     run = ctx.run
     data = run.data
@@ -53,12 +59,12 @@ async def compact_transcript(ctx: EffectContext[C, ContextServices]) -> Event[Co
     services = ctx.services
     plan = context.plan
     if plan is None:  # the guard can_compact held on the way in
-        return Event(name="compact_failed", data=CompactionFailed(reason="nothing to summarise"))
+        return Event(name="summary_failed", data=CompactionFailed(reason="nothing to summarise"))
     trigger: compaction.CompactTrigger = "auto" if run.state == "auto_compacting" else "reactive"
     pre = await hook(ctx, "PreCompact", {"trigger": trigger, "custom_instructions": None})
     if pre is not None and (pre.blocked or not pre.continue_):
         reason = "; ".join(pre.block_reasons) or pre.stop_reason or "a PreCompact hook blocked the compaction"
-        return Event(name="compact_failed", data=CompactionFailed(reason=reason))
+        return Event(name="summary_failed", data=CompactionFailed(reason=reason))
     call = ModelCall(
         model=data.request.model,
         messages=MessageView.of(compaction.summary_request_messages(plan.older)),
@@ -74,12 +80,14 @@ async def compact_transcript(ctx: EffectContext[C, ContextServices]) -> Event[Co
     if isinstance(outcome, ModelFailure):
         if outcome.kind == "prompt_too_long":
             return Event(name="summary_too_long", data=CompactionFailed(reason=outcome.message, log=outcome.log))
+        if outcome.kind in _TRANSIENT:
+            return Event(name="summary_failed_transiently", data=outcome)
         reason = f"{outcome.kind} {outcome.status or ''}: {outcome.message}".strip()
-        return Event(name="compact_failed", data=CompactionFailed(reason=reason, log=outcome.log))
+        return Event(name="summary_failed", data=CompactionFailed(reason=reason, log=outcome.log))
     summary = visible_text(outcome.content).strip()
     if not summary:
         return Event(
-            name="compact_failed", data=CompactionFailed(reason="the summary request returned no text", log=outcome.log)
+            name="summary_failed", data=CompactionFailed(reason="the summary request returned no text", log=outcome.log)
         )
     removed = data.messages.to_list()[: len(data.messages) - len(plan.recent)]
     attachments = compaction.regenerate_attachments(removed, services.tool_context.cwd)
@@ -96,9 +104,19 @@ async def compact_transcript(ctx: EffectContext[C, ContextServices]) -> Event[Co
     return Event(name="compacted", data=Compacted(messages=tuple(messages), boundary=boundary, log=outcome.log))
 
 
-def record_summary_attempt(run: RunState[C], event: Event[Compacted | CompactionFailed | None]) -> RunState[C]:
+@uses(counters=("summary_retries",))
+async def wait_before_summary_retry(ctx: EffectContext[C, ContextServices]) -> Event[None]:
+    """Sleep before the summary request's retry, as a model request's retry would (see ``back_off``)."""
+    retries = ("auto_summary_retry", "reactive_summary_retry")
+    await back_off(ctx, ctx.run.data.context.summary_failure, counter="summary_retries", retry_reasons=retries)
+    return Event(name="elapsed")
+
+
+def record_summary_attempt(
+    run: RunState[C], event: Event[Compacted | CompactionFailed | ModelFailure | None]
+) -> RunState[C]:
     """Exit of the compacting states: a summary request's usage and time count like any attempt's."""
-    log = event.data.log if isinstance(event.data, (Compacted, CompactionFailed)) else None
+    log = event.data.log if isinstance(event.data, (Compacted, CompactionFailed, ModelFailure)) else None
     if log is None:
         return run
     request = count_attempt(run.data.request, log)
@@ -130,7 +148,9 @@ def plan_compaction(run: RunState[C], event: Event[Measured | ModelFailure | Mod
         estimate = run.data.context.overhead + run.data.messages.tokens
     keep = int(effective_window(run) * KEEP_RECENT_FRACTION)
     plan = compaction.plan_compaction(run.data.messages.to_list(), keep_recent_tokens=keep)
-    return with_context(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None)
+    if isinstance(event.data, ModelFailure):  # the prompt-too-long answer is surfaced if the compaction fails
+        run = with_request(run, failure=event.data)
+    return with_context(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None, summary_failure=None)
 
 
 def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> RunState[C]:
@@ -170,9 +190,14 @@ def apply_compaction(run: RunState[C], event: Event[Compacted]) -> RunState[C]:
     return with_outcome(run, note=note)
 
 
-def note_compaction_failure(run: RunState[C], event: Event[CompactionFailed]) -> RunState[C]:
+def note_summary_failure(run: RunState[C], event: Event[ModelFailure]) -> RunState[C]:
+    """The summary request failed in a way a retry may cure: keep it for the backoff (retry-after) and the notes."""
+    return with_context(run, summary_failure=event.data)
+
+
+def note_compaction_failure(run: RunState[C], event: Event[CompactionFailed | None]) -> RunState[C]:
     """The compaction failed; the request goes out uncompacted (the breaker counts the failure)."""
-    detail = str(event.data)
+    detail = str(event.data) if event.data is not None else _summary_retries_spent(run)
     return with_outcome(with_context(run, plan=None, compact_error=detail), note=f"auto-compaction failed: {detail}")
 
 
@@ -190,7 +215,12 @@ def _failure(event: Event[object]) -> ModelFailure | None:
     return event.data if isinstance(event.data, ModelFailure) else None
 
 
-@uses(states=("reactive_compacting",))
+def _summary_retries_spent(run: RunState[C]) -> str:
+    failure = run.data.context.summary_failure
+    return "the summary request kept failing" + (f" ({api_error_text(failure)})" if failure else "")
+
+
+@uses(states=("reactive_compacting", "backing_off_reactive_summary"))
 def surface_prompt_too_long(
     run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]
 ) -> RunState[C]:
@@ -206,6 +236,8 @@ def surface_prompt_too_long(
     history, overhead = data.messages.tokens, data.context.overhead
     if run.state == "reactive_compacting":
         message += f"\nautomatic compaction failed: {event.data}"
+    elif run.state == "backing_off_reactive_summary":
+        message += f"\nautomatic compaction failed: {_summary_retries_spent(run)}"
     elif not data.context.auto_compact:
         message += "\nautomatic compaction is disabled; " + compaction.not_compactable_hint_from(history, overhead)
     elif len(compaction.api_round_groups(data.messages.to_list())) < 2:

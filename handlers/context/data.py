@@ -21,7 +21,8 @@ from ..hooks.service import HookServices
 from ..messages import Message
 from ..outcome import evolved
 from ..request.client import RequestLog
-from ..request.data import ModelServices, RequestRun
+from ..request.client import ModelFailure
+from ..request.data import RequestRun, RequestServices
 from ..tools.base import ToolContext
 from ..tools.data import ToolsData
 from .compaction import CompactBoundary, CompactionPlan, StagedCollapse
@@ -52,6 +53,7 @@ class ContextData:
     compaction_turns: tuple[int, ...] = ()  # the turn of every successful compaction
     boundaries: tuple[CompactBoundary, ...] = ()
     compact_error: str | None = None  # why the last compaction failed
+    summary_failure: ModelFailure | None = None  # the summary request's last transient failure (its retry-after)
 
 
 class ContextRun(RequestRun, Protocol):
@@ -72,7 +74,7 @@ def with_context(run: RunState[C], **changes: Any) -> RunState[C]:
     return evolved(run, context=attrs.evolve(run.data.context, **changes))
 
 
-class ContextServices(ModelServices, HookServices, Protocol):
+class ContextServices(RequestServices, HookServices, Protocol):
     """What context-layer effects use: the model (count_tokens, summaries), the threshold, the cwd, hooks."""
 
     @property
@@ -87,7 +89,7 @@ class ContextServices(ModelServices, HookServices, Protocol):
 
 @attrs.frozen(kw_only=True, slots=True)
 class Measured:
-    """``within_budget`` / ``over_threshold``: the next request's estimate and what could be collapsed."""
+    """``within_threshold`` / ``over_threshold``: the next request's estimate and what could be collapsed."""
 
     estimate: int
     staged: tuple[StagedCollapse, ...]
@@ -105,7 +107,7 @@ class Compacted:
 
 @attrs.frozen(kw_only=True, slots=True)
 class CompactionFailed:
-    """``summary_too_long`` / ``compact_failed``: why; ``log``: the summary request, if one was sent."""
+    """``summary_too_long`` / ``summary_failed``: why; ``log``: the summary request, if one was sent."""
 
     reason: str
     log: RequestLog | None = None

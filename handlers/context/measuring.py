@@ -91,7 +91,7 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
         offered = counted.offered
         if counted.tokens is not None:
             estimate = counted.tokens
-    name = "over_threshold" if estimate > threshold else "within_budget"
+    name = "over_threshold" if estimate > threshold else "within_threshold"
     return Event(name=name, data=Measured(estimate=estimate, staged=staged, count_tokens_offered=offered))
 
 

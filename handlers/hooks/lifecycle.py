@@ -45,13 +45,13 @@ async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcom
     start = await hook(ctx, "SessionStart", {"source": "startup"})
     if stopped(start):
         assert start is not None
-        return Event(name="hook_stopped", data=start)
+        return Event(name="stopped_by_hook", data=start)
     if start is not None:
         context.extend(start.additional_context)
     submit = await hook(ctx, "UserPromptSubmit", {"prompt": prompt})
     if stopped(submit) or (submit is not None and submit.blocked):
         assert submit is not None
-        return Event(name="hook_stopped" if stopped(submit) else "prompt_blocked", data=submit)
+        return Event(name="stopped_by_hook" if stopped(submit) else "prompt_blocked", data=submit)
     if submit is not None:
         context.extend(submit.additional_context)
     return Event(name="prompt_accepted", data=PromptAccepted(context=tuple(context)))
@@ -80,7 +80,7 @@ async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutco
     if outcome is None:
         return Event(name="stop_accepted")
     if stopped(outcome):
-        return Event(name="hook_stopped", data=outcome)
+        return Event(name="stopped_by_hook", data=outcome)
     if outcome.blocked or outcome.decision == "block":
         return Event(name="stop_blocked", data=outcome)
     return Event(name="stop_accepted", data=outcome)

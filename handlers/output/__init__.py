@@ -1,19 +1,22 @@
-"""The output layer: what a complete reply does — the answer, max_tokens continuations, nudges, pause_turn.
+"""The output layer: what a complete reply means — the answer, max_tokens continuations, nudges, pause_turn.
 
-Its edges leave ``calling_model`` on a complete reply. Here: the slice of the run
+Its state in ``machines/query_loop.yaml`` is ``reading_reply``. Here: the slice of the run
 data it owns (``data``) and the edge handlers (``replies``).
 """
 
-from .data import OutputData, OutputRun
+from .data import OutputData, OutputRun, OutputServices
 from .replies import (
     CONTINUE_PROMPT,
     NUDGE_PROMPT,
+    classify_reply,
     continue_after_truncation,
     continue_paused_turn,
     drop_malformed_reply,
     escalate_max_tokens,
     escalation_configured,
     nudge_for_visible_answer,
+    read_reply,
+    receive_reply,
     record_answer,
     record_over_budget,
     surface_malformed_tool_use,
@@ -25,12 +28,16 @@ __all__ = [
     "NUDGE_PROMPT",
     "OutputData",
     "OutputRun",
+    "OutputServices",
+    "classify_reply",
     "continue_after_truncation",
     "continue_paused_turn",
     "drop_malformed_reply",
     "escalate_max_tokens",
     "escalation_configured",
     "nudge_for_visible_answer",
+    "read_reply",
+    "receive_reply",
     "record_answer",
     "record_over_budget",
     "surface_malformed_tool_use",

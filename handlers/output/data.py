@@ -1,8 +1,9 @@
 """The output layer's slice of the run data and what its handlers need.
 
-Owns :class:`OutputData` (the output recoveries' setting: the escalated
-``max_tokens`` cap) and the protocol of the run data output-layer handlers work on:
-the request slice (its ``max_tokens`` is what escalation raises) and their own.
+Owns :class:`OutputData` (the reply being read, and the output recoveries' setting:
+the escalated ``max_tokens`` cap) and the protocols of the run data and services
+output-layer handlers work on: the request slice (its ``max_tokens`` is what
+escalation raises, its usage what the budget is checked against) and their own.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import attrs
 from queryloop.fsm import RunState
 
 from ..outcome import evolved
+from ..request.client import ModelReply
 from ..request.data import RequestRun
 
-__all__ = ["OutputData", "OutputRun", "with_output"]
+__all__ = ["OutputData", "OutputRun", "OutputServices", "with_output"]
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -24,6 +26,7 @@ class OutputData:
     """What the output layer keeps between steps."""
 
     escalated_max_tokens: int | None = None  # one retry of a truncated answer at this cap (None: no escalation)
+    reply: ModelReply | None = None  # the complete reply being read (the last one, once read)
 
 
 class OutputRun(RequestRun, Protocol):
@@ -39,3 +42,10 @@ Out = TypeVar("Out", bound=OutputRun)
 def with_output(run: RunState[Out], **changes: Any) -> RunState[Out]:
     """``run`` with its output slice changed as given."""
     return evolved(run, output=attrs.evolve(run.data.output, **changes))
+
+
+class OutputServices(Protocol):
+    """What reading a reply uses: the run's budget."""
+
+    @property
+    def max_budget_usd(self) -> float | None: ...

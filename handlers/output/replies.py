@@ -1,31 +1,36 @@
-"""Output layer: what a complete reply does to the transcript — answers, truncation, nudges.
+"""Output layer: what a complete reply means, and what it does to the transcript.
 
-Owns the pure edge handlers for ``answered``, ``max_output_tokens_*``,
-``malformed_tool_use_*``, ``thinking_only_*``, ``pause_turn_*``, ``refused`` and
-``budget_exhausted``, and the guard ``escalation_configured``. Hidden meta messages
-(the continuation prompt, the nudge) are appended with ``meta=True``: sent to the
-model, never shown to the user.
+Owns ``receive_reply`` (the reply is kept for reading), the ``read_reply`` effect
+(its stop_reason and blocks, and whether it spent the budget, decide the event),
+the pure edge handlers of the answer, ``max_output_tokens_*``,
+``malformed_tool_use_*``, ``thinking_only_*``, ``pause_turn_*``, the refusal and the
+budget, and the guard ``escalation_configured``. Hidden meta messages (the
+continuation prompt, the nudge) are appended with ``meta=True``: sent to the model,
+never shown to the user.
 """
 
 from __future__ import annotations
 
-from queryloop.fsm import Event, RunState, uses
+from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..messages import Message, MessageView, synthetic_error_results, tool_calls_of, visible_text
 from ..outcome import evolved, with_outcome
 from ..request.client import ModelReply
 from ..request.data import with_request
-from .data import Out
+from .data import Out, OutputServices, with_output
 
 __all__ = [
     "CONTINUE_PROMPT",
     "NUDGE_PROMPT",
+    "classify_reply",
     "continue_after_truncation",
     "continue_paused_turn",
     "drop_malformed_reply",
     "escalate_max_tokens",
     "escalation_configured",
     "nudge_for_visible_answer",
+    "read_reply",
+    "receive_reply",
     "record_answer",
     "record_over_budget",
     "surface_malformed_tool_use",
@@ -47,6 +52,43 @@ def _assistant(reply: ModelReply) -> Message:
 
 def _with_reply(messages: MessageView, reply: ModelReply) -> MessageView:
     return messages.append(_assistant(reply)) if reply.content else messages
+
+
+def classify_reply(reply: ModelReply) -> str:
+    """The event for a complete reply, from its stop_reason and its blocks."""
+    has_tools = any(b.get("type") == "tool_use" for b in reply.content)
+    stop = reply.stop_reason
+    if stop == "tool_use":
+        return "asked_for_tools" if has_tools else "tool_use_malformed"
+    if stop == "max_tokens":
+        return "truncated"
+    if stop == "refusal":
+        return "refused"
+    if stop == "pause_turn":
+        return "paused"
+    if stop == "model_context_window_exceeded":
+        return "context_overflowed"  # recovered exactly like a 400 prompt-too-long
+    if has_tools:
+        return "asked_for_tools"
+    thinking = any(b.get("type") in ("thinking", "redacted_thinking") for b in reply.content)
+    if thinking and not visible_text(reply.content).strip():
+        return "thought_only"
+    return "answered"
+
+
+def receive_reply(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+    """Keep the complete reply for ``reading_reply`` (its usage was counted on the way out of the call)."""
+    return with_output(run, reply=event.data)
+
+
+async def read_reply(ctx: EffectContext[Out, OutputServices]) -> Event[ModelReply]:
+    """What the reply means; a reply that brought the run's cost to its budget ends it, whatever it says."""
+    reply = ctx.run.data.output.reply
+    assert reply is not None  # reply_received kept it
+    budget = ctx.services.max_budget_usd
+    if budget is not None and ctx.run.data.request.usage.known_cost_usd >= budget:
+        return Event(name="budget_spent", data=reply)
+    return Event(name=classify_reply(reply), data=reply)
 
 
 def escalation_configured(run: RunState[Out], event: Event[object]) -> bool:

@@ -1,18 +1,21 @@
 """The request layer: calling the model over the official ``anthropic`` SDK, retries, model and stream fallback.
 
-Its states in ``machines/query_loop.yaml`` are ``calling_model`` and ``backing_off``.
+Its states in ``machines/query_loop.yaml`` are ``calling_model`` (one attempt and how
+it ended) and ``backing_off``; the summary requests of compaction use its client and
+its backoff too.
 Here: the slice of the run data it owns (``data``), the typed client for one attempt
 (``client``), the backends that send it (``backends``), prices and limits
 (``pricing``), the attempt's effect and exit (``attempts``) and the recovery edges
 (``recovery``).
 """
 
-from .attempts import call_model, classify_failure, classify_reply, record_attempt
+from .attempts import call_model, classify_failure, record_attempt
 from .backends import AnthropicBackend, ModelBackend, ModelCall, ScriptedBackend, TokenCount
 from .client import ModelFailure, ModelReply, RequestLog, UsageTotals
 from .data import (
     ApiRetry,
     AssistantMessage,
+    ModelServices,
     RequestData,
     RequestFailed,
     RequestLogged,
@@ -37,6 +40,7 @@ __all__ = [
     "ModelCall",
     "ModelFailure",
     "ModelReply",
+    "ModelServices",
     "RequestData",
     "RequestFailed",
     "RequestLog",
@@ -50,7 +54,6 @@ __all__ = [
     "api_error_text",
     "call_model",
     "classify_failure",
-    "classify_reply",
     "fallback_available",
     "note_failure",
     "record_attempt",

@@ -1,7 +1,8 @@
-"""Request layer, the attempt: sending the transcript once, classifying the outcome, counting it.
+"""Request layer, the attempt: sending the transcript once, saying how the attempt ended, counting it.
 
-Owns the effect that sends one attempt (``call_model``), the mapping of its typed
-result to one of the events ``calling_model`` declares, and ``record_attempt``, the
+Owns the effect that sends one attempt (``call_model``), the mapping of a failed
+attempt to one of the events ``calling_model`` declares (a complete reply is
+``replied``; what it means is the output layer's), and ``record_attempt``, the
 state's exit handler that adds every attempt's usage and API time to the run data
 (whichever edge follows). Which edge is taken is decided by
 ``machines/query_loop.yaml``, never here.
@@ -11,30 +12,29 @@ from __future__ import annotations
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..messages import visible_text
 from .backends import ModelCall
 from .client import ModelFailure, ModelReply
 from .data import (
     AssistantMessage,
+    ModelServices,
     R,
     RequestFailed,
-    RequestServices,
     TextDelta,
     count_attempt,
     real_input_tokens,
     with_request,
 )
 
-__all__ = ["call_model", "classify_failure", "classify_reply", "record_attempt"]
+__all__ = ["call_model", "classify_failure", "record_attempt"]
 
 _FAILURE_EVENTS = {
-    "retryable": "retryable_error",
+    "retryable": "failed_transiently",
     "overloaded": "overloaded",
     "model_unavailable": "model_unavailable",
-    "fatal": "request_rejected",
-    "prompt_too_long": "prompt_too_long",
+    "fatal": "rejected",
+    "prompt_too_long": "context_overflowed",
     "media_too_large": "media_too_large",
-    "malformed_response": "malformed_response",
+    "malformed_response": "response_malformed",
 }
 
 
@@ -47,31 +47,8 @@ def classify_failure(failure: ModelFailure) -> str:
     return _FAILURE_EVENTS[failure.kind]
 
 
-def classify_reply(reply: ModelReply) -> str:
-    """The event for a complete reply, from its stop_reason and its blocks."""
-    has_tools = any(b.get("type") == "tool_use" for b in reply.content)
-    stop = reply.stop_reason
-    if stop == "tool_use":
-        return "tool_use" if has_tools else "malformed_tool_use"
-    if stop == "max_tokens":
-        return "truncated"
-    if stop == "refusal":
-        return "refused"
-    if stop == "pause_turn":
-        return "paused"
-    if stop == "model_context_window_exceeded":
-        return "prompt_too_long"  # recovered exactly like a 400 prompt-too-long
-    if has_tools:
-        return "tool_use"
-    if not visible_text(reply.content).strip() and any(
-        b.get("type") in ("thinking", "redacted_thinking") for b in reply.content
-    ):
-        return "thinking_only"
-    return "answered"
-
-
 @uses(counters=("stream_fallbacks", "api_retries"))
-async def call_model(ctx: EffectContext[R, RequestServices]) -> Event[ModelReply | ModelFailure]:
+async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply | ModelFailure]:
     """Send the transcript to the current model once; streaming unless a stream fallback is in force."""
     run = ctx.run
     request = run.data.request
@@ -91,15 +68,9 @@ async def call_model(ctx: EffectContext[R, RequestServices]) -> Event[ModelReply
     if isinstance(outcome, ModelFailure):
         publish(RequestFailed(failure=outcome))
         return Event(name=classify_failure(outcome), data=outcome)
-    publish(
-        AssistantMessage(
-            message={"role": "assistant", "content": list(outcome.content)}, model=outcome.model, log=outcome.log
-        )
-    )
-    budget = services.max_budget_usd
-    if budget is not None and count_attempt(request, outcome.log).usage.known_cost_usd >= budget:
-        return Event(name="over_budget", data=outcome)
-    return Event(name=classify_reply(outcome), data=outcome)
+    message = {"role": "assistant", "content": list(outcome.content)}
+    publish(AssistantMessage(message=message, model=outcome.model, log=outcome.log))
+    return Event(name="replied", data=outcome)
 
 
 def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | None]) -> RunState[R]:

@@ -96,16 +96,13 @@ class ModelServices(Protocol):
 
 
 class RequestServices(ModelServices, Protocol):
-    """What request-layer effects use besides: backoff, the budget, a random source for jitter."""
+    """What the backoff uses besides: its base and ceiling, a random source for jitter."""
 
     @property
     def retry_base_delay_s(self) -> float: ...
 
     @property
     def retry_max_delay_s(self) -> float: ...
-
-    @property
-    def max_budget_usd(self) -> float | None: ...
 
     @property
     def rng(self) -> random.Random: ...

@@ -1,6 +1,8 @@
 """Request layer, the recoveries: backoff before a retry, model fallback, surfacing a failure.
 
-Owns the backoff effect (``wait_before_retry``), the guard ``fallback_available``
+Owns the backoff (``back_off``, and the effect ``wait_before_retry`` of the model
+request; the summary requests of compaction back off through it too), the guard
+``fallback_available``
 and the pure edge handlers of the retry, fallback and surfacing transitions. Which
 edge is taken — retry, fallback, stream fallback, surfacing — is decided by
 ``machines/query_loop.yaml``; the backoff asks the machine (``next_reason``) rather
@@ -10,6 +12,7 @@ than re-deriving its caps.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
@@ -19,6 +22,7 @@ from .data import ApiRetry, R, RequestServices, with_request
 
 __all__ = [
     "api_error_text",
+    "back_off",
     "fallback_available",
     "note_failure",
     "surface_failure",
@@ -29,17 +33,29 @@ __all__ = [
 
 @uses(counters=("api_retries",))
 async def wait_before_retry(ctx: EffectContext[R, RequestServices]) -> Event[None]:
-    """Sleep before the retry: retry-after(-ms) when the server sent one, else backoff with jitter.
+    """Sleep before the model request's retry (see :func:`back_off`)."""
+    await back_off(ctx, ctx.run.data.request.failure, counter="api_retries", retry_reasons=("api_retry",))
+    return Event(name="elapsed")
 
-    When the machine will not retry (its retry budget is spent, it surfaces the failure
-    instead), the sleep would only delay that: it is skipped.
+
+async def back_off(
+    ctx: EffectContext[Any, RequestServices],
+    failure: ModelFailure | None,
+    *,
+    counter: str,
+    retry_reasons: tuple[str, ...],
+) -> None:
+    """Sleep before a retry: ``failure``'s retry-after(-ms) when the server sent one, else backoff with jitter.
+
+    ``counter`` counts the retries so far; ``retry_reasons`` are the edges on ``elapsed``
+    that retry. When the machine would take another edge (the retry budget is spent,
+    it surfaces the failure instead), the sleep would only delay that: it is skipped.
     """
-    if ctx.next_reason("elapsed") != "api_retry":
-        return Event(name="elapsed")
+    if ctx.next_reason("elapsed") not in retry_reasons:
+        return
     run = ctx.run
     services = ctx.services
-    retries = run.count("api_retries")
-    failure = run.data.request.failure
+    retries = run.count(counter)
     if failure is not None and failure.retry_after_s is not None:
         delay = max(0.0, failure.retry_after_s)
     else:
@@ -48,14 +64,13 @@ async def wait_before_retry(ctx: EffectContext[R, RequestServices]) -> Event[Non
     ctx.publish(
         ApiRetry(
             attempt=retries + 1,
-            max_retries=run.cap("api_retries"),
+            max_retries=run.cap(counter),
             retry_delay_ms=round(delay * 1000),
             error_status=failure.status if failure else None,
             error=failure.message if failure else "",
         )
     )
     await asyncio.sleep(delay)
-    return Event(name="elapsed")
 
 
 # ---- guards ---------------------------------------------------------------------------------

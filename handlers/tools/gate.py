@@ -76,7 +76,7 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         pre = await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
         if stopped(pre):
             assert pre is not None
-            return Event(name="hook_stopped", data=pre)
+            return Event(name="stopped_by_hook", data=pre)
         if pre is not None and pre.updated_input is not None:
             call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
         verdict = decide(

@@ -52,7 +52,7 @@ async def fetch_item(ctx: EffectContext[ItemsData, Feed]) -> Event[str | None]:
     ctx.publish(f"fetch attempt -> {outcome}")
     if outcome == "ok":
         return Event(name="fetched", data=f"item-{len(ctx.run.data.done) + 1}")
-    return Event(name="transient_error" if outcome == "transient" else "fatal_error")
+    return Event(name="failed_transiently" if outcome == "transient" else "failed_for_good")
 
 
 async def wait_backoff(ctx: EffectContext[ItemsData, Feed]) -> Event[None]:

@@ -153,7 +153,7 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
         assert ledger_closed(messages), messages
     assert ledger_closed(run.data.messages.to_list()) or final.state == "completed"
     result = run.result()
-    assert result["terminal_reason"] == final.state
+    assert result["terminal_reason"] == PROGRAM.results[final.state].get("terminal_reason", final.state)
     if result["is_error"]:
         assert result["result"], "an error result always surfaces its error"
 

@@ -69,7 +69,7 @@ class CliRun:
     def all_reasons(self) -> list[str]:
         return [line["reason"] for line in self.lines if line.get("subtype") == "transition"]
 
-    ROUTINE = frozenset({"prompt_submitted", "context_ok", "permission_granted", "stop_hooks_passed"})
+    ROUTINE = frozenset({"prompt_submitted", "context_ok", "reply_received", "permission_granted", "stop_hooks_passed"})
 
     @property
     def reasons(self) -> list[str]:

@@ -40,7 +40,7 @@ def test_text_mode_streams_the_answer_to_stdout_and_transitions_to_stderr(tmp_pa
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, fmt="text")
     assert run.returncode == 0
     assert run.stdout == "Hello there.\n"
-    assert "answered" in run.stderr and "running_stop_hooks → completed" in run.stderr
+    assert "answer_recorded" in run.stderr and "running_stop_hooks → completed" in run.stderr
 
 
 def test_the_prompt_can_come_on_stdin(tmp_path: Path) -> None:
@@ -95,6 +95,7 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
         ("assistant", None),
         ("system", "transition"),
         ("system", "transition"),
+        ("system", "transition"),
         ("result", "success"),
     ]
     init = run.lines[0]
@@ -103,16 +104,17 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
     assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
     assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]
     assert request["ttft_ms"] is not None and request["usage"]["output_tokens"] > 0
-    assert [run.lines[i]["reason"] for i in (1, 2, 5, 6)] == [
+    assert [run.lines[i]["reason"] for i in (1, 2, 5, 6, 7)] == [
         "prompt_submitted",
         "context_ok",
-        "answered",
+        "reply_received",
+        "answer_recorded",
         "stop_hooks_passed",
     ]
     transition = run.lines[5]
     assert (
         transition["from"] == "calling_model"
-        and transition["to"] == "running_stop_hooks"
+        and transition["to"] == "reading_reply"
         and "api_retries" in transition["counters"]
     )
 

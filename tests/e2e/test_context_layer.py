@@ -102,7 +102,7 @@ def test_staged_collapses_free_enough_room_without_a_summary_request(tmp_path: P
 
 def test_three_auto_compaction_failures_open_the_breaker_for_the_fourth_turn(tmp_path: Path) -> None:
     failing = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
-    error: {{status: 500, message: "summariser down"}}
+    error: {{status: 403, message: "summariser forbidden"}}
 """
     text = scenario(failing, turns(2400, 2400, 2400, 2400))
     with MockApi(text) as api:
@@ -111,10 +111,10 @@ def test_three_auto_compaction_failures_open_the_breaker_for_the_fourth_turn(tmp
         )
     assert run.returncode == 0, run.reasons
     assert len(summaries(api.requests)) == 3
-    assert run.reasons.count("auto_compact") == 3 and run.reasons.count("auto_compact_failed") == 3
-    assert "auto_compact_breaker_open" in run.reasons
-    assert run.reasons.index("auto_compact_breaker_open") > max(
-        i for i, r in enumerate(run.reasons) if r == "auto_compact"
+    assert run.reasons.count("auto_compact_start") == 3 and run.reasons.count("auto_compact_failed") == 3
+    assert "auto_compact_breaker" in run.reasons
+    assert run.reasons.index("auto_compact_breaker") > max(
+        i for i, r in enumerate(run.reasons) if r == "auto_compact_start"
     )
 
 
@@ -150,7 +150,7 @@ def test_without_compaction_prompt_too_long_surfaces_at_once_saying_what_dominat
     with MockApi(text) as api:
         run = run_cli([*SMALL, "-p", "print things", "--no-auto-compact"], api=api, cwd=tmp_path)
     assert run.returncode == 1
-    assert run.reasons[-1] == "prompt_too_long_surfaced" and "context_over_threshold" in run.reasons
+    assert run.reasons[-1] == "prompt_too_long_surfaced" and "over_threshold_accepted" in run.reasons
     message = run.result["result"]
     assert "automatic compaction is disabled" in message and "conversation history is" in message
     history, total = (
@@ -180,3 +180,40 @@ def test_the_estimate_is_checked_with_count_tokens_near_the_threshold(tmp_path: 
     counted = [r for r in api.server.requests if r.path == "/v1/messages/count_tokens"]
     assert counted, "count_tokens is asked before paying for a compaction"
     assert "auto_compact_succeeded" in run.reasons
+
+
+def test_a_summary_request_that_is_overloaded_backs_off_and_is_sent_again(tmp_path: Path) -> None:
+    overloaded_once = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    times: 1
+    error: {{status: 529}}
+"""
+    text = scenario(overloaded_once + SUMMARY_RULE, turns(2400, 2400))
+    with MockApi(text) as api:
+        run = run_cli([*SMALL, "-p", "print things", "--auto-compact-threshold", "25"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    ladder = ["auto_compact_start", "auto_summary_backoff", "auto_summary_retry", "auto_compact_succeeded"]
+    start = run.reasons.index("auto_compact_start")
+    assert run.reasons[start : start + 4] == ladder
+    assert [r.response_status for r in summaries(api.requests)][:2] == [529, 200]
+    retry = run.of("system", "api_retry")
+    assert len(retry) == 1 and retry[0]["error_status"] == 529, "the summary's retry is announced like any retry"
+
+
+def test_a_reactive_summary_that_keeps_failing_ends_prompt_too_long_after_its_retries(tmp_path: Path) -> None:
+    down = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    error: {{status: 503, message: "summariser unavailable"}}
+"""
+    text = scenario(down + PTL_OVER_5000, turns(12000, 6000))
+    with MockApi(text) as api:
+        args = [*SMALL, "-p", "print things", "--auto-compact-threshold", "100", "--max-retries", "2"]
+        run = run_cli(args, api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.reasons[-3:] == [
+        "reactive_summary_retry",
+        "reactive_summary_backoff",
+        "reactive_summary_retries_exhausted",
+    ]
+    assert len(summaries(api.requests)) == 3, "the first summary request and its 2 retries"
+    result = run.result
+    assert result["terminal_reason"] == "prompt_too_long" and result["api_error_status"] == 400
+    assert "the summary request kept failing" in result["result"] and "503" in result["result"]

@@ -50,7 +50,7 @@ def test_a_stop_hook_block_feeds_its_reason_into_the_next_request(tmp_path: Path
             cwd=tmp_path,
         )
     assert run.returncode == 0, run.stderr
-    assert run.reasons == ["answered", "stop_hook_blocking", "answered"]
+    assert run.reasons == ["answer_recorded", "stop_hook_continue", "answer_recorded"]
     assert len(api.requests) == 2
     assert api.requests[1].messages[-1] == {"role": "user", "content": "Stop hook feedback:\nrun the tests first"}
     assert run.result["result"] == "tests pass, done"
@@ -76,8 +76,8 @@ def test_a_stop_hook_that_always_blocks_ends_after_8_blocks(tmp_path: Path) -> N
             cwd=tmp_path,
         )
     assert run.returncode == 1
-    assert run.reasons.count("stop_hook_blocking") == 8
-    assert run.reasons[-1] == "stop_hook_block_limit"
+    assert run.reasons.count("stop_hook_continue") == 8
+    assert run.reasons[-1] == "stop_hook_blocks_exhausted"
     assert len(api.requests) == 9
     assert run.result["terminal_reason"] == "stop_hook_block_limit" and "8 times" in run.result["result"]
 
@@ -271,7 +271,7 @@ def test_user_prompt_submit_context_reaches_the_model_and_a_block_stops_the_run(
             cwd=tmp_path,
         )
     assert run.returncode == 1 and api.requests == []
-    assert run.reasons == ["prompt_blocked_by_hook"] and "secrets in prompt" in run.result["result"]
+    assert run.reasons == ["prompt_hook_blocked"] and "secrets in prompt" in run.result["result"]
 
 
 def test_a_malformed_settings_file_is_one_clear_error_and_nothing_runs(tmp_path: Path) -> None:
@@ -305,7 +305,7 @@ def test_a_pre_compact_hook_can_block_a_compaction(tmp_path: Path) -> None:
             cwd=tmp_path,
         )
     assert summaries(api.requests) == []
-    assert run.reasons[-2:] == ["reactive_compact_retry", "reactive_compact_failed"]
+    assert run.reasons[-2:] == ["reactive_compact_retry", "reactive_summary_failed_surfaced"]
     assert "automatic compaction failed: not now" in run.result["result"]
     assert json.loads(payload.read_text())["trigger"] == "reactive"
 

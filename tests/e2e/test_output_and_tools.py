@@ -47,7 +47,7 @@ def test_tool_turns_continue_until_the_answer_and_keep_the_ledger_closed(tmp_pat
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-turns", "3"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.reasons == ["tools_requested", "next_turn", "tools_requested", "next_turn", "answered"]
+    assert run.reasons == ["tools_requested", "next_turn", "tools_requested", "next_turn", "answer_recorded"]
     results = [line["message"]["content"][0] for line in run.of("user")]
     assert [r["is_error"] for r in results] == [False, True, True]
     assert "Unknown tool 'Nope'" in results[2]["content"]
@@ -65,7 +65,7 @@ def test_three_truncations_are_continued_with_hidden_messages_then_answered(tmp_
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0
     assert len(api.requests) == 4
-    assert run.reasons == ["max_output_tokens_recovery"] * 3 + ["answered"]
+    assert run.reasons == ["max_output_tokens_recovery"] * 3 + ["answer_recorded"]
     last = api.requests[-1].messages
     assert [m["content"] for m in last if m["role"] == "user"][1:] == [CONTINUE_PROMPT] * 3
     assert CONTINUE_PROMPT not in run.stdout, "continuation messages are never shown"
@@ -107,7 +107,7 @@ def test_an_escalation_cap_retries_the_truncated_request_once_with_more_tokens(t
             api=api,
             cwd=tmp_path,
         )
-    assert run.reasons == ["max_output_tokens_escalate", "answered"]
+    assert run.reasons == ["max_output_tokens_escalate", "answer_recorded"]
     assert [r.max_tokens for r in api.requests] == [100, 4000]
     assert api.requests[1].messages == api.requests[0].messages, "the truncated reply is discarded, not continued"
     assert run.result["result"] == "whole answer"
@@ -122,7 +122,7 @@ def test_a_tool_use_stop_without_a_block_is_retried_exactly_once(tmp_path: Path)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0 and len(api.requests) == 2
-    assert run.reasons == ["malformed_tool_use_retry", "answered"]
+    assert run.reasons == ["malformed_tool_use_retry", "answer_recorded"]
     assert api.requests[1].messages == api.requests[0].messages
     text = scenario(f"""  mock-primary:
     {bad}
@@ -131,7 +131,7 @@ def test_a_tool_use_stop_without_a_block_is_retried_exactly_once(tmp_path: Path)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert len(api.requests) == 2 and run.returncode == 1
-    assert run.reasons == ["malformed_tool_use_retry", "malformed_tool_use_exhausted"]
+    assert run.reasons == ["malformed_tool_use_retry", "malformed_tool_use_retries_exhausted"]
     assert run.result["terminal_reason"] == "malformed_tool_use_exhausted"
 
 
@@ -154,7 +154,7 @@ def test_pause_turn_is_continued_and_refusal_ends_typed(tmp_path: Path) -> None:
 """)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
-    assert run.reasons == ["pause_turn_continue", "refused"]
+    assert run.reasons == ["pause_turn_continue", "refusal_recorded"]
     assert api.requests[1].messages[-1]["role"] == "assistant"
     assert run.result["terminal_reason"] == "refusal" and run.result["stop_reason"] == "refusal"
 
@@ -176,7 +176,7 @@ def test_the_budget_stops_the_run_and_answers_its_tool_calls(tmp_path: Path) -> 
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-budget-usd", "0.5"], api=api, cwd=tmp_path)
     assert run.returncode == 1
-    assert run.reasons == ["budget_exhausted"]
+    assert run.reasons == ["max_budget_reached"]
     result = run.result
     assert result["subtype"] == "error_max_budget_usd" and result["total_cost_usd"] >= 0.5
     assert not (tmp_path / "out.txt").exists(), "tools of an over-budget reply do not run"

@@ -25,7 +25,7 @@ def test_two_overloaded_answers_are_retried_and_the_third_request_succeeds(tmp_p
         run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-retries", "2"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert len(api.requests) == 3
-    assert run.reasons == ["overloaded_retry", "api_retry", "overloaded_retry", "api_retry", "answered"]
+    assert run.reasons == ["overloaded_backoff", "api_retry", "overloaded_backoff", "api_retry", "answer_recorded"]
     retries = run.of("system", "api_retry")
     assert [r["attempt"] for r in retries] == [1, 2]
     assert all(r["error_status"] == 529 and r["max_retries"] == 2 and r["retry_delay_ms"] == 1 for r in retries)
@@ -40,7 +40,7 @@ def test_a_400_is_not_retried_and_exits_1(tmp_path: Path) -> None:
         run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-retries", "2"], api=api, cwd=tmp_path)
     assert run.returncode == 1
     assert len(api.requests) == 1
-    assert run.reasons == ["request_rejected"]
+    assert run.reasons == ["request_rejected_surfaced"]
     result = run.result
     assert result["is_error"] is True and result["terminal_reason"] == "api_error" and result["api_error_status"] == 400
     assert "messages: bad role" in result["result"]
@@ -55,7 +55,7 @@ def test_retries_exhausted_surfaces_the_last_error(tmp_path: Path) -> None:
         run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-retries", "2"], api=api, cwd=tmp_path)
     assert run.returncode == 1
     assert len(api.requests) == 3
-    assert run.reasons[-1] == "retries_exhausted"
+    assert run.reasons[-1] == "api_retries_exhausted"
     assert run.result["terminal_reason"] == "api_error" and "gave up after 2 retries" in run.result["result"]
 
 
@@ -65,7 +65,7 @@ def test_x_should_retry_false_is_not_retried(tmp_path: Path) -> None:
 """)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
-    assert len(api.requests) == 1 and run.reasons == ["request_rejected"] and run.returncode == 1
+    assert len(api.requests) == 1 and run.reasons == ["request_rejected_surfaced"] and run.returncode == 1
 
 
 def test_retry_after_header_sets_the_delay(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_retry_after_header_sets_the_delay(tmp_path: Path) -> None:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0
     assert run.of("system", "api_retry")[0]["retry_delay_ms"] == 40
-    assert run.reasons == ["retry_scheduled", "api_retry", "answered"]
+    assert run.reasons == ["transient_error_backoff", "api_retry", "answer_recorded"]
 
 
 def test_third_overloaded_error_switches_to_fallback_model(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_unavailable_model_falls_back_or_surfaces(tmp_path: Path) -> None:
         run = run_cli(
             ["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"], api=api, cwd=tmp_path
         )
-    assert run.reasons == ["model_unavailable_fallback", "answered"] and run.returncode == 0
+    assert run.reasons == ["unavailable_model_fallback", "answer_recorded"] and run.returncode == 0
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.reasons == ["model_unavailable_surfaced"]
@@ -156,7 +156,7 @@ def test_stream_cut_after_a_text_block_is_retried_once_without_streaming(tmp_pat
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert [r.stream for r in api.requests] == [True, False]
-    assert run.reasons == ["stream_fallback", "answered"]
+    assert run.reasons == ["stream_fallback", "answer_recorded"]
     assert run.result["result"] == "first partsecond part"
 
 
@@ -171,7 +171,7 @@ def test_a_stalled_stream_times_out_and_falls_back(tmp_path: Path) -> None:
             ["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, QUERYLOOP_STREAM_IDLE_TIMEOUT_S="0.5"
         )
     assert [r.stream for r in api.requests] == [True, False]
-    assert run.reasons == ["stream_fallback", "answered"]
+    assert run.reasons == ["stream_fallback", "answer_recorded"]
 
 
 def test_stream_cut_after_a_complete_tool_use_runs_that_tool_exactly_once(tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_stream_cut_after_a_complete_tool_use_runs_that_tool_exactly_once(tmp_pa
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "side_effect.log").read_text() == "ran\n"
     assert len(api.requests) == 2
-    assert run.reasons == ["partial_tool_use_kept", "next_turn", "answered"]
+    assert run.reasons == ["partial_tool_use_kept", "next_turn", "answer_recorded"]
     second = api.requests[1].messages
     assert [b["type"] for b in second[1]["content"]] == ["tool_use"], "only the complete block is in the transcript"
     assert_ledger_closed(api.requests)
@@ -203,7 +203,7 @@ def test_an_error_event_after_200_is_treated_as_overloaded(tmp_path: Path) -> No
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0
-    assert run.reasons[0] == "overloaded_retry"
+    assert run.reasons[0] == "overloaded_backoff"
 
 
 def test_a_malformed_json_body_is_a_typed_event_and_retried(tmp_path: Path) -> None:
@@ -218,7 +218,7 @@ def test_a_malformed_json_body_is_a_typed_event_and_retried(tmp_path: Path) -> N
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert [r.stream for r in api.requests] == [True, False, False], "the stream fallback holds for the whole request"
-    assert run.reasons == ["stream_fallback", "malformed_response_retry", "api_retry", "answered"]
+    assert run.reasons == ["stream_fallback", "malformed_response_backoff", "api_retry", "answer_recorded"]
     assert run.result["result"] == "ok"
 
 

@@ -32,7 +32,7 @@ def test_transient_failures_are_retried_until_the_item_arrives() -> None:
     items = _drive(runner)
     assert runner.final.state == "done"
     assert runner.result == {"is_error": False}
-    assert _reasons(runner)[:5] == ["fetch_retry", "backoff_elapsed", "fetch_retry", "backoff_elapsed", "item_fetched"]
+    assert _reasons(runner)[:5] == ["fetch_backoff", "fetch_retry", "fetch_backoff", "fetch_retry", "item_fetched"]
     assert runner.final.data.done == ("item-1", "item-2", "item-3")
     assert next(i for i in items if isinstance(i, str)) == "fetch attempt -> transient"
     assert [i for i in items if isinstance(i, Step)] == list(runner.trace)
@@ -41,7 +41,7 @@ def test_transient_failures_are_retried_until_the_item_arrives() -> None:
 def test_the_retry_cap_comes_from_a_param_and_exhaustion_takes_the_catch_all() -> None:
     runner = Runner(RETRY_FETCH, data=ItemsData(), services=Feed(["transient"] * 10), params={"max_retries": 2})
     _drive(runner)
-    assert _reasons(runner) == ["fetch_retry", "backoff_elapsed", "fetch_retry", "backoff_elapsed", "retries_exhausted"]
+    assert _reasons(runner) == ["fetch_backoff", "fetch_retry", "fetch_backoff", "fetch_retry", "retries_exhausted"]
     assert runner.final.state == "failed" and runner.result["is_error"] is True
 
 
@@ -65,7 +65,7 @@ def test_consecutive_counter_is_reset_by_the_named_success_edge() -> None:
 def test_three_failures_in_a_row_open_the_breaker() -> None:
     runner = Runner(BREAKER, services=Feed(["fail"] * 5))
     _drive(runner)
-    assert _reasons(runner) == ["call_retried"] * 3 + ["breaker_opened"]
+    assert _reasons(runner) == ["call_retry"] * 3 + ["failure_breaker"]
 
 
 def test_unknown_param_override_is_refused() -> None:
@@ -125,11 +125,11 @@ def test_cancelling_the_task_takes_the_abort_edge_and_re_raises() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert isinstance(seen[-1], Step) and seen[-1].reason == "cancelled", "the abort step is still yielded"
+        assert isinstance(seen[-1], Step) and seen[-1].reason == "fetch_aborted", "the abort step is still yielded"
         return runner
 
     runner = asyncio.run(main())
-    assert _reasons(runner) == ["fetch_retry", "cancelled"]
+    assert _reasons(runner) == ["fetch_backoff", "fetch_aborted"]
     assert runner.final.state == "aborted" and runner.aborted
 
 
@@ -144,4 +144,4 @@ def test_closing_the_generator_ends_the_run_in_a_terminal_state() -> None:
 
     runner = asyncio.run(main())
     assert runner.final.state == "aborted"
-    assert _reasons(runner) == ["item_fetched", "cancelled"], "the finished fetch is kept, then the abort edge"
+    assert _reasons(runner) == ["item_fetched", "fetch_aborted"], "the finished fetch is kept, then the abort edge"
