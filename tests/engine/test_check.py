@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,10 @@ def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore
     assert report.ok, [f.message for f in report.findings]
     assert report.configurations > 0
     assert report.worst_case
+    if path.stem == "query_loop":  # the README quotes the figure; it must be the checker's
+        readme = (ROOT / "README.md").read_text()
+        quoted = re.search(r"at\s+most\s+\*\*(\d+) model requests per turn\*\*", readme)
+        assert quoted and int(quoted.group(1)) == report.worst_case["model_requests"]
 
 
 def test_recovery_loop_without_a_counter_is_reported_as_unbounded() -> None:
