@@ -390,6 +390,10 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     return out
 
 
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
 def _naming_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
     """No name stands for two kinds of thing; with ``reason_kinds``, names follow the convention.
 
@@ -409,7 +413,7 @@ def _naming_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[Spec
                 SpecProblem(
                     spec.path,
                     line,
-                    f"{name!r} is both a {first}{where} and a {kind}",
+                    f"{name!r} is both {_a(first)}{where} and {_a(kind)}",
                     "rename one: a name stands for one kind of thing",
                 )
             )

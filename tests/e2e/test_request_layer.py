@@ -236,3 +236,30 @@ def test_prompt_too_long_and_media_errors_surface_with_typed_terminals(tmp_path:
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.reasons == ["media_too_large_surfaced"] and run.result["terminal_reason"] == "image_error"
+
+
+def test_an_overload_streak_is_broken_by_any_other_outcome_so_no_fallback_happens(tmp_path: Path) -> None:
+    # 529, a broken stream, 529, a malformed body, 529: never three overloads in a row
+    text = scenario(
+        """  mock-primary:
+    - error: {status: 529}
+    - reply: {content: [{text: "a"}, {text: "b"}]}
+      cut_after_block: 1
+    - error: {status: 529}
+    - reply: {content: [{text: "x"}]}
+      malformed: json
+    - error: {status: 529}
+    - reply: {content: [{text: "primary answer"}]}
+  mock-fallback:
+    - reply: {content: [{text: "fallback answer"}]}
+"""
+    )
+    with MockApi(text) as api:
+        args = ["-p", "hi", "--model", "mock-primary", "--fallback-model", "mock-fallback"]
+        run = run_cli(args, api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "model_fallback" not in run.reasons
+    assert run.reasons[:3] == ["overloaded_backoff", "api_retry", "stream_fallback"]
+    assert run.result["result"] == "primary answer"
+    streaks = [line["counters"]["overload_streak"] for line in run.of("system", "transition")]
+    assert max(streaks) == 1, "each 529 starts a new streak"
