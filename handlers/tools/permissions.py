@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 import attrs
 import pathspec
 
+from .shell import ShellCommand, analyse, is_read_only
+
 __all__ = [
     "BASH_TOOLS",
     "DEFAULT_READ_ONLY_TOOLS",
@@ -42,7 +44,6 @@ __all__ = [
     "hidden_tools",
     "parse_rule",
     "parse_rule_list",
-    "split_compound_command",
 ]
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
@@ -231,105 +232,9 @@ def hidden_tools(rules: PermissionRules) -> frozenset[str]:
 
 
 # ------------------------------------------------------------------ bash commands
-
-_OPERATORS: Final = ("&&", "||", "|&", ";;", ";", "|", "&", "\n")
-
-
-def split_compound_command(command: str) -> tuple[str, ...]:
-    """Split a shell command line into its simple commands.
-
-    Splits on ``&&``, ``||``, ``;``, ``|``, ``&`` and newlines outside quotes. The
-    bodies of command substitutions (``$(...)``, backticks) are returned as extra
-    parts, so ``echo $(rm -rf x)`` needs ``rm -rf x`` allowed too and is caught by a
-    deny rule for it.
-    """
-    parts: list[str] = []
-    _split_into(command, parts)
-    return tuple(parts)
-
-
-def _split_into(command: str, parts: list[str]) -> None:
-    current: list[str] = []
-    i, n = 0, len(command)
-    quote: str | None = None
-
-    def flush() -> None:
-        text = "".join(current).strip()
-        if text:
-            parts.append(text)
-        current.clear()
-
-    while i < n:
-        ch = command[i]
-        if quote == "'":
-            current.append(ch)
-            if ch == "'":
-                quote = None
-            i += 1
-            continue
-        if ch == "\\" and i + 1 < n:
-            current.append(command[i : i + 2])
-            i += 2
-            continue
-        if ch == "$" and command.startswith("$(", i) and not command.startswith("$((", i):
-            end = _closing_paren(command, i + 2)
-            current.append(command[i:end])
-            _split_into(command[i + 2 : end - 1], parts)
-            i = end
-            continue
-        if ch == "`":
-            end = command.find("`", i + 1)
-            end = n if end == -1 else end + 1
-            current.append(command[i:end])
-            _split_into(command[i + 1 : end - 1], parts)
-            i = end
-            continue
-        if quote == '"':
-            current.append(ch)
-            if ch == '"':
-                quote = None
-            i += 1
-            continue
-        if ch in "'\"":
-            quote = ch
-            current.append(ch)
-            i += 1
-            continue
-        op = next((op for op in _OPERATORS if command.startswith(op, i)), None)
-        # `2>&1` and `&>` are redirections, not the background operator.
-        if op == "&" and (command.startswith("&>", i) or (i > 0 and command[i - 1] in "<>")):
-            op = None
-        if op is not None:
-            flush()
-            i += len(op)
-            continue
-        current.append(ch)
-        i += 1
-    flush()
-
-
-def _closing_paren(command: str, start: int) -> int:
-    """Index just past the ``)`` closing a ``$(`` whose body starts at ``start``."""
-    depth, i, quote = 1, start, None
-    while i < len(command):
-        ch = command[i]
-        if quote:
-            if ch == quote:
-                quote = None
-            elif ch == "\\" and quote == '"':
-                i += 1
-        elif ch == "\\":
-            i += 1
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return len(command)
+# A command line is read by ``shell.analyse``: rules are matched against every simple
+# command it runs (wrappers and paths normalised), and every file a redirection writes
+# needs what a Write of that file needs.
 
 
 @functools.lru_cache(maxsize=1024)
@@ -497,34 +402,39 @@ def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: 
     return subject is not None and rule.specifier == subject
 
 
-def _bash_parts(ctx: _CallContext) -> tuple[_CallContext, ...]:
-    command = ctx.tool_input.get("command")
-    if ctx.tool_name not in BASH_TOOLS or not isinstance(command, str):
-        return (ctx,)
-    parts = split_compound_command(command)
-    if not parts:
-        return (ctx,)
-    return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": part}) for part in parts)
+def _bash_parts(ctx: _CallContext, shell: ShellCommand) -> tuple[_CallContext, ...]:
+    """One call context per simple command the line runs (normalised words)."""
+    return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": c.text}) for c in shell.commands)
 
 
-def _first_restricting_match(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
-    """First deny/ask rule matching the call; for Bash, matching the whole line or any part."""
-    candidates = (ctx, *_bash_parts(ctx)) if ctx.tool_name in BASH_TOOLS else (ctx,)
+def _first_restricting_match(
+    rules: Sequence[PermissionRule], ctx: _CallContext, shell: ShellCommand | None
+) -> PermissionRule | None:
+    """First deny/ask rule matching the call; for Bash, matching the whole line or any command it runs."""
+    candidates = (ctx, *_bash_parts(ctx, shell)) if shell is not None else (ctx,)
     for rule in rules:
         if any(_rule_matches_part(rule, c, require_all=False) for c in candidates):
             return rule
     return None
 
 
-def _allowing_rule(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
-    """The allow rule that lets the call through; for compound Bash every part needs one."""
+def _allowing_rule(
+    rules: Sequence[PermissionRule], ctx: _CallContext, shell: ShellCommand | None
+) -> PermissionRule | None:
+    """The allow rule that lets the call through; for Bash every command the line runs needs one."""
+    parts = _bash_parts(ctx, shell) if shell is not None else (ctx,)
     matched: list[PermissionRule] = []
-    for part in _bash_parts(ctx):
+    for part in parts:
         rule = next((r for r in rules if _rule_matches_part(r, part, require_all=True)), None)
         if rule is None:
             return None
         matched.append(rule)
     return matched[0] if matched else None
+
+
+def _restricts_bash(rules: PermissionRules) -> bool:
+    """Some deny or ask rule names a Bash command (an unreadable line might hide it)."""
+    return any(r.tool in BASH_TOOLS and r.specifier is not None for r in (*rules.deny, *rules.ask))
 
 
 # ---------------------------------------------------------------------- decision
@@ -566,10 +476,17 @@ def decide(
         cwd=Path(os.path.abspath(cwd)),
         home=Path(home) if home is not None else Path.home(),
     )
-    rule = _first_restricting_match(rules.deny, ctx)
+    shell = _shell_of(ctx)
+    rule = _first_restricting_match(rules.deny, ctx, shell)
     if rule is not None:
         return PermissionDecision(
             behavior="deny", rule=rule.text, reason=f"{tool_name} is denied by the rule {rule.text!r}"
+        )
+    if shell is not None:
+        return _finalize_ask(
+            _decide_bash(ctx, shell, mode=mode, rules=rules, interactive=interactive, read_only_tools=read_only_tools),
+            mode=mode,
+            interactive=interactive,
         )
     if mode == "plan" and tool_name not in read_only_tools:
         return PermissionDecision(
@@ -579,7 +496,7 @@ def decide(
         return PermissionDecision(
             behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
         )
-    rule = _first_restricting_match(rules.ask, ctx)
+    rule = _first_restricting_match(rules.ask, ctx, None)
     if rule is not None:
         return _finalize_ask(
             PermissionDecision(
@@ -588,7 +505,7 @@ def decide(
             mode=mode,
             interactive=interactive,
         )
-    rule = _allowing_rule(rules.allow, ctx)
+    rule = _allowing_rule(rules.allow, ctx, None)
     if rule is not None:
         return PermissionDecision(
             behavior="allow", rule=rule.text, reason=f"{tool_name} is allowed by the rule {rule.text!r}"
@@ -596,6 +513,79 @@ def decide(
     return _finalize_ask(
         _mode_default(ctx, mode=mode, rules=rules, read_only_tools=read_only_tools), mode=mode, interactive=interactive
     )
+
+
+def _shell_of(ctx: _CallContext) -> ShellCommand | None:
+    if ctx.tool_name not in BASH_TOOLS:
+        return None
+    command = ctx.tool_input.get("command")
+    return analyse(command) if isinstance(command, str) else ShellCommand(problem="the command is not a string")
+
+
+def _decide_bash(
+    ctx: _CallContext,
+    shell: ShellCommand,
+    *,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    interactive: bool,
+    read_only_tools: frozenset[str],
+) -> PermissionDecision:
+    """A Bash call the deny rules let through: what it runs and writes decides, an unreadable line asks."""
+    name = ctx.tool_name
+    if not shell.understood:
+        if mode == "bypassPermissions" and not _restricts_bash(rules):
+            return PermissionDecision(behavior="allow", rule=None, reason="bypassPermissions mode allows every tool")
+        return PermissionDecision(behavior="ask", rule=None, reason=f"the command cannot be checked: {shell.problem}")
+    writes = [
+        (
+            target,
+            decide(
+                "Write",
+                {"file_path": target},
+                mode=mode,
+                rules=rules,
+                cwd=ctx.cwd,
+                interactive=interactive,
+                home=ctx.home,
+            ),
+        )
+        for target in shell.writes
+    ]
+    denied_write = next(((t, d) for t, d in writes if d.behavior == "deny" and d.rule is not None), None)
+    if denied_write is not None:
+        target, verdict = denied_write
+        return PermissionDecision(
+            behavior="deny", rule=verdict.rule, reason=f"{name} writes {target!r}: {verdict.reason}"
+        )
+    writes_allowed = all(d.behavior == "allow" for _, d in writes)
+    read_only = bool(shell.commands) and not shell.writes and all(is_read_only(c) for c in shell.commands)
+    if mode == "plan" and not read_only:
+        return PermissionDecision(
+            behavior="deny", rule=None, reason=f"{name} is not read-only and plan mode allows only read-only tools"
+        )
+    if mode == "bypassPermissions":
+        return PermissionDecision(
+            behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
+        )
+    rule = _first_restricting_match(rules.ask, ctx, shell)
+    if rule is not None:
+        return PermissionDecision(
+            behavior="ask", rule=rule.text, reason=f"{name} needs approval by the rule {rule.text!r}"
+        )
+    rule = _allowing_rule(rules.allow, ctx, shell)
+    if rule is not None and writes_allowed:
+        return PermissionDecision(
+            behavior="allow", rule=rule.text, reason=f"{name} is allowed by the rule {rule.text!r}"
+        )
+    if rule is not None:
+        target = next(t for t, d in writes if d.behavior != "allow")
+        return PermissionDecision(
+            behavior="ask", rule=None, reason=f"{name} writes {target!r}, which needs approval like a Write"
+        )
+    if read_only:
+        return PermissionDecision(behavior="allow", rule=None, reason=f"{name} runs only read-only commands")
+    return PermissionDecision(behavior="ask", rule=None, reason=f"{name} needs approval in {mode} mode")
 
 
 def _mode_default(

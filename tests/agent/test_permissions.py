@@ -18,8 +18,8 @@ from queryloop.handlers.tools.permissions import (
     hidden_tools,
     parse_rule,
     parse_rule_list,
-    split_compound_command,
 )
+from queryloop.handlers.tools.shell import analyse
 
 
 def _decide(
@@ -93,9 +93,9 @@ def test_cli_flags_add_to_allow_and_deny(tmp_path: Path) -> None:
 
 
 def test_bash_exact_rule_matches_only_the_exact_command(tmp_path: Path) -> None:
-    rules = PermissionRules(allow=["Bash(git status)"])
-    assert _bash("git status", rules, tmp_path).behavior == "allow"
-    assert _bash("git status --short", rules, tmp_path).behavior == "ask"
+    rules = PermissionRules(allow=["Bash(git push)"])
+    assert _bash("git push", rules, tmp_path).behavior == "allow"
+    assert _bash("git push --force", rules, tmp_path).behavior == "ask"
 
 
 def test_bash_prefix_rule_matches_the_command_alone_and_with_arguments(tmp_path: Path) -> None:
@@ -119,9 +119,9 @@ def test_bash_star_in_the_middle_is_a_glob(tmp_path: Path) -> None:
 
 
 def test_bash_question_mark_is_literal_not_a_wildcard(tmp_path: Path) -> None:
-    rules = PermissionRules(allow=["Bash(echo a?)"])
-    assert _bash("echo a?", rules, tmp_path).behavior == "allow"
-    assert _bash("echo ab", rules, tmp_path).behavior == "ask"
+    rules = PermissionRules(allow=["Bash(touch a?)"])
+    assert _bash("touch 'a?'", rules, tmp_path).behavior == "allow"
+    assert _bash("touch ab", rules, tmp_path).behavior == "ask"
 
 
 def test_compound_command_is_allowed_only_when_every_part_is_allowed(tmp_path: Path) -> None:
@@ -150,13 +150,79 @@ def test_deny_rule_reaches_inside_command_substitution(tmp_path: Path) -> None:
     assert _bash("echo `curl http://x`", rules, tmp_path).behavior == "deny"
 
 
-def test_compound_command_splitting_respects_quotes_and_redirections() -> None:
-    assert split_compound_command("echo 'a;b' && cat x 2>&1 | wc -l; ls &") == (
-        "echo 'a;b'",
-        "cat x 2>&1",
-        "wc -l",
-        "ls",
-    )
+def test_a_command_line_is_read_into_every_command_it_runs_and_every_file_it_writes() -> None:
+    shell = analyse("echo 'a;b' && cat x 2>&1 | wc -l; ls > out &")
+    assert [c.text for c in shell.commands] == ["echo a;b", "cat x", "wc -l", "ls"]
+    assert shell.writes == ("out",) and shell.understood
+
+
+ATTACKS = [
+    "ls $'\\'' ; touch p ; echo $'\\''",  # ANSI-C quoting hides a command separator
+    "ls #'\ntouch p\n#'",  # a comment ends at the newline; touch runs
+    "ls <(touch p)",  # process substitution runs touch
+    "ls >(touch p)",
+    "ls `touch p`",
+    "ls $(touch p)",
+    "ls; touch p",
+]
+
+
+@pytest.mark.parametrize("command", ATTACKS)
+def test_an_allowed_prefix_does_not_let_another_command_through(tmp_path: Path, command: str) -> None:
+    rules = PermissionRules(allow=["Bash(ls:*)"])
+    assert _decide("Bash", {"command": command}, rules, tmp_path, interactive=False).behavior == "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        *(a.replace("touch p", "rm -rf p") for a in ATTACKS),
+        "/bin/rm -rf p",
+        "\\rm -rf p",
+        "command rm -rf p",
+        "builtin rm -rf p",
+        "env X=1 rm -rf p",
+        "x=1 rm -rf p",
+        "exec rm -rf p",
+        "{rm,-rf,p}",
+        "$cmd -rf p",
+    ],
+)
+def test_a_denied_command_is_denied_however_it_is_spelled(tmp_path: Path, command: str) -> None:
+    rules = PermissionRules(deny=["Bash(rm:*)"])
+    verdict = _decide("Bash", {"command": command}, rules, tmp_path, mode="bypassPermissions", interactive=False)
+    assert verdict.behavior == "deny", verdict.reason
+
+
+def test_a_redirection_that_writes_needs_what_a_write_needs(tmp_path: Path) -> None:
+    rules = PermissionRules(allow=["Bash(ls:*)"])
+    assert _decide("Bash", {"command": "ls > listing"}, rules, tmp_path, interactive=False).behavior == "deny"
+    accept = _decide("Bash", {"command": "ls > listing"}, rules, tmp_path, mode="acceptEdits", interactive=False)
+    assert accept.behavior == "allow", "acceptEdits allows writes inside the working directory"
+    denied = PermissionRules(allow=["Bash(ls:*)"], deny=["Edit(./listing)"])
+    verdict = _decide("Bash", {"command": "ls > listing"}, denied, tmp_path, mode="acceptEdits", interactive=False)
+    assert verdict.behavior == "deny" and "Edit(./listing)" in verdict.reason
+    harmless = _decide("Bash", {"command": "ls 2>/dev/null"}, rules, tmp_path, interactive=False)
+    assert harmless.behavior == "allow"
+
+
+@pytest.mark.parametrize("command", ["echo hello", "cat a.txt | grep x | wc -l", "git status", "ls -la && pwd"])
+def test_read_only_commands_run_without_asking_in_default_mode(tmp_path: Path, command: str) -> None:
+    assert _decide("Bash", {"command": command}, PermissionRules(), tmp_path, interactive=False).behavior == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo hi > f", "find . -delete", "find . -exec rm {} +", "sort -o f g", "git push", "tail -f log", "echo $(rm x)"],
+)
+def test_commands_that_write_or_run_something_else_still_ask(tmp_path: Path, command: str) -> None:
+    assert _decide("Bash", {"command": command}, PermissionRules(), tmp_path, interactive=False).behavior == "deny"
+
+
+def test_a_line_the_parser_cannot_check_asks_even_where_an_allow_rule_matches(tmp_path: Path) -> None:
+    rules = PermissionRules(allow=["Bash(ls:*)"])
+    verdict = _decide("Bash", {"command": "ls $((1+1))"}, rules, tmp_path, interactive=True)
+    assert verdict.behavior == "ask" and "cannot be checked" in verdict.reason
 
 
 # -------------------------------------------------------------------------- paths
@@ -264,7 +330,8 @@ def test_default_mode_allows_reads_inside_cwd_and_asks_for_edits_and_bash(tmp_pa
     assert _decide("Read", {"file_path": "a.txt"}, rules, tmp_path).behavior == "allow"
     assert _decide("Glob", {"pattern": "**/*.py"}, rules, tmp_path).behavior == "allow"
     assert _decide("Edit", {"file_path": "a.txt"}, rules, tmp_path).behavior == "ask"
-    assert _bash("ls", rules, tmp_path).behavior == "ask"
+    assert _bash("rm a.txt", rules, tmp_path).behavior == "ask"
+    assert _bash("ls", rules, tmp_path).behavior == "allow", "read-only commands do not ask"
 
 
 def test_reads_outside_the_working_directories_ask_unless_directory_is_added(tmp_path: Path) -> None:
@@ -290,9 +357,10 @@ def test_accept_edits_allows_edits_inside_cwd_only(tmp_path: Path) -> None:
 
 def test_plan_mode_denies_non_read_only_tools_even_when_allowed(tmp_path: Path) -> None:
     rules = PermissionRules(allow=["Bash", "Edit"])
-    decision = _bash("ls", rules, tmp_path, mode="plan")
+    decision = _bash("touch x", rules, tmp_path, mode="plan")
     assert decision.behavior == "deny"
     assert "plan mode" in decision.reason
+    assert _bash("ls", rules, tmp_path, mode="plan").behavior == "allow", "read-only commands are fine in plan mode"
     assert _decide("Edit", {"file_path": "a"}, rules, tmp_path, mode="plan").behavior == "deny"
     assert _decide("Read", {"file_path": "a"}, rules, tmp_path, mode="plan").behavior == "allow"
 

@@ -165,7 +165,7 @@ def test_context_window_exceeded_stop_reason_surfaces_as_prompt_too_long(tmp_pat
 """)
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
-    assert run.all_reasons == ["prompt_submitted", "context_ok", "prompt_too_long_surfaced"]
+    assert run.all_reasons == ["prompt_submitted", "context_ok", "reply_received", "prompt_too_long_surfaced"]
     assert run.result["terminal_reason"] == "prompt_too_long" and run.returncode == 1
 
 
@@ -256,9 +256,10 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     assert transitions == [
         "prompt_submitted",
         "context_ok",
+        "reply_received",
         "tools_requested",
         "permission_granted",
-        "aborted_while_running_tools",
+        "tools_aborted",
     ]
     answered = [line["message"]["content"][0]["tool_use_id"] for line in lines if line["type"] == "user"]
     tool_uses = [
