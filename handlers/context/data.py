@@ -20,8 +20,7 @@ from queryloop.fsm import RunState
 from ..hooks.service import HookServices
 from ..messages import Message
 from ..outcome import evolved
-from ..request.client import RequestLog
-from ..request.client import ModelFailure
+from ..request.client import ModelFailure, RequestLog
 from ..request.data import RequestRun, RequestServices
 from ..tools.base import ToolContext
 from ..tools.data import ToolsData

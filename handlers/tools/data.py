@@ -32,7 +32,7 @@ class ToolsData:
     denied: tuple[dict[str, Any], ...] = ()  # error results of the calls the gate refused this turn
     order: tuple[str, ...] = ()  # tool_use ids of this turn in the model's order (set when the gate refused some)
     permission_denials: tuple[dict[str, Any], ...] = ()  # {tool_name, tool_use_id, tool_input}, for the result
-    always_allowed: frozenset[str] = frozenset()  # tools the user allowed "always" at a permission prompt
+    always_allowed: frozenset[str] = frozenset()  # allow rules the user created by answering "always"
     turn: int = 0  # tool turns completed
 
 

@@ -4,8 +4,9 @@ Owns the ``gate_tool_calls`` effect — deny → ask → allow rules and the per
 mode (``permissions``), PreToolUse hooks (through the hook service), in an
 interactive terminal the user's y/n/always — its outcome record and the pure edge
 handlers of the gate's transitions. Refused calls get their error results here, so
-the ledger stays closed whatever follows. What the user allowed "always" is kept in
-the run data, not in a service.
+the ledger stays closed whatever follows. An "always" answer creates allow rules as
+narrow as the call (a command prefix, a file; shown when asking), kept in the run
+data, not in a service.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..hooks.service import hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from .data import T, ToolServices, with_tools
-from .permissions import decide
+from .permissions import PermissionDecision, decide, parse_rule, suggest_rules
 
 __all__ = ["GateOutcome", "close_calls_and_stop", "gate_tool_calls", "record_gate"]
 
@@ -41,13 +42,30 @@ class GateOutcome:
     always_allowed: frozenset[str] = frozenset()  # every tool allowed "always" so far in the run
 
 
-async def _ask_user(call: ToolCall, reason: str) -> str:
-    """y / n / always, asked on the terminal (only in interactive runs)."""
-    question = f"\nqueryloop: allow {call.name} {call.input}? ({reason}) [y/n/always] "
+async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str:
+    """y / n (/ always, naming the rule it creates), asked on the terminal (only in interactive runs)."""
+    choices = f"[y/n/always: {', '.join(always)}]" if always else "[y/n]"
+    question = f"\nqueryloop: allow {call.name} {call.input}? ({reason}) {choices} "
     sys.stderr.write(question)
     sys.stderr.flush()
     answer: str = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     return answer.strip().lower()
+
+
+def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> PermissionDecision:
+    """The rules' verdict, with the rules the user created by answering "always" added to the allow rules."""
+    rules = services.rules
+    if always:
+        rules = attrs.evolve(rules, allow=(*rules.allow, *(parse_rule(r) for r in sorted(always))))
+    return decide(
+        call.name,
+        call.input,
+        mode=services.permission_mode,
+        rules=rules,
+        cwd=services.tool_context.cwd,
+        interactive=services.interactive,
+        home=_HOME,
+    )
 
 
 def _with_hook_verdict(behavior: str, reason: str, pre: HookOutcome | None) -> tuple[str, str]:
@@ -68,7 +86,7 @@ def _with_hook_verdict(behavior: str, reason: str, pre: HookOutcome | None) -> t
 async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
     """Decide every pending call: PreToolUse hooks (deny > ask > allow) and rules (deny always wins)."""
     services = ctx.services
-    always = set(ctx.run.data.tools.always_allowed)
+    always = set(ctx.run.data.tools.always_allowed)  # rules the user created by answering "always"
     allowed: list[ToolCall] = []
     denied: list[dict[str, Any]] = []
     denials: list[dict[str, Any]] = []
@@ -79,25 +97,17 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
             return Event(name="stopped_by_hook", data=pre)
         if pre is not None and pre.updated_input is not None:
             call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
-        verdict = decide(
-            call.name,
-            call.input,
-            mode=services.permission_mode,
-            rules=services.rules,
-            cwd=services.tool_context.cwd,
-            interactive=services.interactive,
-            home=_HOME,
-        )
+        verdict = _decide(call, services, always)
         behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
-        if behavior == "ask" and call.name in always:
-            behavior = "allow"  # the user answered "always" for this tool earlier in the run
         if behavior == "ask":
             if services.interactive:
-                answer = await _ask_user(call, reason)
-                behavior = "allow" if answer in ("y", "yes", "always", "a") else "deny"
+                offer = suggest_rules(call.name, call.input, cwd=services.tool_context.cwd)
+                answer = await _ask_user(call, reason, offer)
+                yes = answer in ("y", "yes") or (bool(offer) and answer in ("always", "a"))
+                behavior = "allow" if yes else "deny"
                 reason = reason if behavior == "allow" else "the user said no"
-                if answer in ("always", "a"):
-                    always.add(call.name)
+                if yes and answer in ("always", "a"):
+                    always.update(offer)
             else:
                 behavior, reason = "deny", f"{reason} (this run cannot ask, so it is denied)"
         if behavior == "allow":

@@ -44,6 +44,7 @@ __all__ = [
     "hidden_tools",
     "parse_rule",
     "parse_rule_list",
+    "suggest_rules",
 ]
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
@@ -220,6 +221,39 @@ class PermissionRules:
     def hides(self, tool_name: str) -> bool:
         """True if a bare deny rule removes ``tool_name`` from the tools offered to the model."""
         return any(rule.specifier is None and _tool_name_matches(rule.tool, tool_name) for rule in self.deny)
+
+
+def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> tuple[str, ...]:
+    """The allow rules an "always" answer to this call creates: as narrow as the call, never the whole tool.
+
+    Bash: one prefix rule per command the line runs (the program and its first word
+    that is not an option, e.g. ``Bash(git push:*)``) and an Edit rule per file it
+    writes; file tools: the file (``Edit(./src/app.py)``); other tools: the tool's name.
+    """
+    if tool_name in BASH_TOOLS:
+        command = tool_input.get("command")
+        shell = analyse(command) if isinstance(command, str) else None
+        if shell is None or not shell.understood or not shell.commands:
+            return ()  # nothing narrower than "every Bash command" can be said: no "always"
+        rules: list[str] = []
+        for c in shell.commands:
+            head = [c.name, *(w for w in c.words[1:2] if not w.startswith("-") and "/" not in w and "*" not in w)]
+            rule = f"Bash({' '.join(head)}:*)"
+            if rule not in rules:
+                rules.append(rule)
+        for target in shell.writes:  # a redirection that writes needs what a Write needs
+            rules.extend(r for r in suggest_rules("Edit", {"file_path": target}, cwd=cwd) if r not in rules)
+        return tuple(rules)
+    if tool_name in _PATH_KEYS:
+        target = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
+        if target is None:
+            return (tool_name,)
+        try:
+            shown = "./" + str(Path(os.path.abspath(target)).relative_to(os.path.abspath(cwd)))
+        except ValueError:
+            shown = "/" + str(Path(os.path.abspath(target)))  # `//abs/path`: an absolute path rule
+        return (f"{tool_name}({shown})",)
+    return (tool_name,)
 
 
 def hidden_tools(rules: PermissionRules) -> frozenset[str]:

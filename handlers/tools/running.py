@@ -82,7 +82,9 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
                 stop = post
     order = tools.order or tuple(calls)
     results = tuple(by_id[i] for i in order if i in by_id)
-    return Event(name="stopped_by_hook" if stop is not None else "tools_finished", data=ToolsDone(results=results, stop=stop))
+    return Event(
+        name="stopped_by_hook" if stop is not None else "tools_finished", data=ToolsDone(results=results, stop=stop)
+    )
 
 
 def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any]:

@@ -384,3 +384,16 @@ def test_unknown_mode_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown permission mode 'yolo'"):
         mode: Any = "yolo"
         decide("Read", {}, mode=mode, rules=PermissionRules(), cwd=tmp_path, interactive=True)
+
+
+def test_always_creates_rules_as_narrow_as_the_call(tmp_path: Path) -> None:
+    from queryloop.handlers.tools.permissions import suggest_rules
+
+    offer = suggest_rules("Bash", {"command": "git push origin main > push.log"}, cwd=tmp_path)
+    assert offer == ("Bash(git push:*)", "Edit(./push.log)")
+    rules = PermissionRules(allow=list(offer))
+    assert _decide("Bash", {"command": "git push --tags > push.log"}, rules, tmp_path).behavior == "allow"
+    assert _decide("Bash", {"command": "git reset --hard"}, rules, tmp_path).behavior == "ask", "not every git command"
+    assert _decide("Bash", {"command": "rm -rf x"}, rules, tmp_path).behavior == "ask", "not every Bash command"
+    assert suggest_rules("Edit", {"file_path": "src/app.py"}, cwd=tmp_path) == ("Edit(./src/app.py)",)
+    assert suggest_rules("Bash", {"command": "ls $((1+1))"}, cwd=tmp_path) == (), "an unreadable line gets no always"

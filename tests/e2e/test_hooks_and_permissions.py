@@ -343,7 +343,7 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
         os.close(slave)
         seen = b""
         try:
-            while b"[y/n/always]" not in seen:
+            while b"[y/n/always" not in seen:
                 ready, _, _ = select.select([master], [], [], 30)
                 assert ready, f"no permission prompt: {seen[-500:]!r}"
                 seen += os.read(master, 4096)
@@ -366,4 +366,5 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
     result = json.loads(out)
     assert result["is_error"] is False and result["permission_denials"] == []
     assert (tmp_path / "side_effect.log").read_text() == "ran\nran\n"
-    assert seen.count(b"[y/n/always]") == 1, "'always' holds for the rest of the run"
+    assert seen.count(b"[y/n/always") == 1, "'always' holds for the rest of the run"
+    assert b"[y/n/always: Bash(echo ran:*), Edit(./side_effect.log)]" in seen, "the prompt names the rules it creates"
