@@ -225,6 +225,9 @@ def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise SpecError([SpecProblem(str(p), None, problem, "save the file as UTF-8")]) from None
     except OSError as exc:
         raise SpecError(
             [SpecProblem(str(p), None, f"cannot read the machine file: {exc.strerror}", "check the path")]

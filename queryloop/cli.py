@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ import anthropic
 from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
+from queryloop.handlers.tools.permissions import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .agent import AgentOptions, AgentRun, query_loop_program
@@ -51,14 +53,30 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _at_least_one(text: str) -> int:
+    value = _positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
 def _budget(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an amount in USD, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected an amount > 0, got {value}")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite amount > 0, got {text!r}")
     return value
+
+
+def _rules(text: str) -> str:
+    """A ``--allowed-tools`` / ``--disallowed-tools`` value, checked here so a bad rule is a usage error."""
+    try:
+        parse_rule_list(text)
+    except PermissionRuleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _percent(text: str) -> float:
@@ -112,7 +130,7 @@ def _add_agent_commands(sub: Any) -> None:
         help="models to fall back to on overload/unavailability (≤ 3)",
     )
     run.add_argument(
-        "--max-turns", type=_positive_int, metavar="N", help="tool-use turns before stopping (default: no limit)"
+        "--max-turns", type=_at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
     )
     run.add_argument(
         "--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)"
@@ -121,14 +139,14 @@ def _add_agent_commands(sub: Any) -> None:
     run.add_argument("--append-system-prompt", metavar="TEXT")
     run.add_argument(
         "--max-output-tokens",
-        type=_positive_int,
+        type=_at_least_one,
         default=32_000,
         metavar="N",
         help="max_tokens per request (default 32000)",
     )
     run.add_argument(
         "--escalated-max-output-tokens",
-        type=_positive_int,
+        type=_at_least_one,
         metavar="N",
         help="retry a truncated answer once with this max_tokens before continuing it",
     )
@@ -155,8 +173,20 @@ def _add_agent_commands(sub: Any) -> None:
     run.add_argument(
         "--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'"
     )
-    run.add_argument("--allowed-tools", metavar="RULES", help='rules to allow, e.g. "Read Bash(git diff:*)"')
-    run.add_argument("--disallowed-tools", metavar="RULES", help='rules to deny, e.g. "Bash(rm:*) WebFetch"')
+    run.add_argument(
+        "--allowed-tools",
+        "--allowedTools",
+        type=_rules,
+        metavar="RULES",
+        help='rules to allow, e.g. "Read Bash(git diff:*)"',
+    )
+    run.add_argument(
+        "--disallowed-tools",
+        "--disallowedTools",
+        type=_rules,
+        metavar="RULES",
+        help='rules to deny, e.g. "Bash(rm:*) WebFetch"',
+    )
     run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 

@@ -573,6 +573,10 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     try:
         with open(name, encoding="utf-8") as fh:
             text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}) (save the file as UTF-8)"
+        ) from None
     except OSError as exc:
         raise ScenarioError(f"{name}: cannot read scenario file: {exc.strerror} (check the path)") from None
     return parse_scenario(text, name)

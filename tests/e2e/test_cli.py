@@ -8,6 +8,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from .harness import ROOT, MockApi, cli_env, run_cli
 from .test_request_layer import scenario
 
@@ -33,6 +35,26 @@ def test_a_bad_flag_is_reported_before_anything_runs(tmp_path: Path) -> None:
         run = run_cli(["-p", "hi", "--fallback-model", "a,b,c,d"], api=api, cwd=tmp_path, fmt="text")
         assert run.returncode == 2 and "at most 3 fallback models" in run.stderr
         assert api.requests == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--max-budget-usd", "nan"], "--max-budget-usd: expected a finite amount > 0, got 'nan'"),
+        (["--max-budget-usd", "inf"], "expected a finite amount"),
+        (["--max-turns", "0"], "--max-turns: expected a number >= 1, got 0"),
+        (["--max-output-tokens", "0"], "--max-output-tokens: expected a number >= 1, got 0"),
+        (["--allowed-tools", "Bash(ls"], "unbalanced '(' in a rule"),
+        (["--disallowedTools", "Bash(rm"], "unbalanced '(' in a rule"),
+    ],
+)
+def test_a_value_that_would_disable_a_limit_or_a_rule_is_a_usage_error(
+    tmp_path: Path, flags: list[str], says: str
+) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", *flags], api=api, cwd=tmp_path, fmt="text")
+        assert run.returncode == 2 and says in run.stderr, run.stderr
+        assert api.requests == [], "nothing ran"
 
 
 def test_text_mode_streams_the_answer_to_stdout_and_transitions_to_stderr(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,18 @@ def test_files_without_a_schema_version_are_refused_with_the_line_to_add(tmp_pat
     path.write_text("schema_version: 2\n" + text)
     with pytest.raises(SpecError, match=r"\$.schema_version: expected 1, found 2"):
         load_machine(path)
+
+
+def test_a_file_that_is_not_utf8_is_one_error_line_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("schema_version: 1\nmachine: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(SpecError, match=r"latin1.yaml: not UTF-8 text \(invalid continuation byte at byte \d+\)"):
+        load_machine(path)
+    with pytest.raises(ScenarioError, match=r"latin1.yaml: not UTF-8 text"):
+        from queryloop.mockapi import load_scenario
+
+        load_scenario(path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "queryloop", "check", "--machine", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout
