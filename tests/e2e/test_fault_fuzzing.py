@@ -1,0 +1,32 @@
+"""Random fault sequences over HTTP, through the real SDK: every run ends typed and keeps the loop's invariants.
+
+The embedded server plays a random sequence of faults (statuses with and without
+retry headers, resets, stalls, garbage bodies, broken SSE, SSE error events,
+prompt-too-long, max_tokens, malformed tool_use, huge replies) between random tool
+turns; the loop runs at the caps the checker explored, so its bound applies.
+``tools/soak_faults.py`` runs the same for as long as you like.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from queryloop.mockapi.fuzz import FAULTS, check_report, play, violations
+
+REPORT = check_report()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    faults=st.lists(st.sampled_from(sorted(FAULTS)), max_size=12),
+    fallback=st.booleans(),
+    max_turns=st.one_of(st.none(), st.integers(min_value=1, max_value=3)),
+)
+def test_any_fault_sequence_over_http_ends_typed_within_the_invariants(
+    faults: list[str], fallback: bool, max_turns: int | None
+) -> None:
+    run = asyncio.run(play(faults, fallback=fallback, report=REPORT, max_turns=max_turns))
+    assert violations(run, REPORT) == [], (faults, [s.reason for s in run.steps])
