@@ -350,6 +350,13 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 f"{ctx} fires on {t.event!r}, which state {t.source!r} never emits",
                 f"add it to {t.source!r} `emits`, or fix the event",
             )
+    for t in spec.transitions:
+        if t.event == spec.abort_event and t.dest in states and not states[t.dest].terminal:
+            add(
+                t.line,
+                f"abort edge {t.reason!r} goes to {t.dest!r}, which is not terminal",
+                "an abort ends the run: send it to a terminal state",
+            )
     out.extend(_naming_problems(spec, lines))
     if out:
         return out
@@ -465,6 +472,17 @@ def _naming_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[Spec
     return out
 
 
+def _takes(fn: Callable[..., Any], arity: int) -> bool:
+    """``fn`` can be called with ``arity`` positional arguments."""
+    try:
+        inspect.signature(fn).bind(*([None] * arity))
+    except TypeError:
+        return False
+    except ValueError:  # no signature available (a builtin): trust it
+        return True
+    return True
+
+
 def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
     problems: list[SpecProblem] = []
     effects: dict[str, Callable[..., Any]] = {}
@@ -473,7 +491,9 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
     handlers: dict[str, Callable[..., Any]] = {}
     cache: dict[str, tuple[Callable[..., Any] | None, str]] = {}
 
-    def resolve(dotted: str, line: int | None, what: str) -> Callable[..., Any] | None:
+    def resolve(
+        dotted: str, line: int | None, what: str, *, arity: int = 2, sync: bool = True
+    ) -> Callable[..., Any] | None:
         if dotted not in cache:
             cache[dotted] = _resolve(dotted)
         fn, why = cache[dotted]
@@ -481,23 +501,36 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
             problems.append(
                 SpecProblem(spec.path, line, f"{what}: {why}", None if "did you mean" in why else "fix the dotted name")
             )
-        else:
-            problems.extend(_undeclared_reads(spec, fn, dotted, line, what))
+            return None
+        problems.extend(_undeclared_reads(spec, fn, dotted, line, what))
+        if sync and inspect.iscoroutinefunction(fn):
+            fix = "guards and handlers run inside a step; make it a plain def (effects are the async part)"
+            problems.append(SpecProblem(spec.path, line, f"{what} {dotted!r} is an `async def`", fix))
+            return None
+        if not sync and not inspect.iscoroutinefunction(fn):
+            problems.append(
+                SpecProblem(
+                    spec.path, line, f"{what} {dotted!r} is not an `async def`", "effects are awaited; declare it async"
+                )
+            )
+            return None
+        if not _takes(fn, arity):
+            params = "(ctx)" if arity == 1 else "(run, event)"
+            problems.append(
+                SpecProblem(
+                    spec.path,
+                    line,
+                    f"{what} {dotted!r} cannot be called as {params}",
+                    f"give it the signature {params}",
+                )
+            )
+            return None
         return fn
 
     for s in spec.states:
         if s.effect:
-            fn = resolve(s.effect, s.line, f"state {s.name!r} effect")
-            if fn is not None and not inspect.iscoroutinefunction(fn):
-                problems.append(
-                    SpecProblem(
-                        spec.path,
-                        s.line,
-                        f"state {s.name!r} effect {s.effect!r} is not an `async def`",
-                        "effects are awaited; declare it async",
-                    )
-                )
-            elif fn is not None:
+            fn = resolve(s.effect, s.line, f"state {s.name!r} effect", arity=1, sync=False)
+            if fn is not None:
                 effects[s.name] = fn
         if s.exit:
             fn = resolve(s.exit, s.line, f"state {s.name!r} exit")

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import operator
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -388,6 +388,8 @@ class Runner(Generic[D, S]):
     Cancelling the iterating task, or closing the generator, injects the machine's abort
     event: the declared abort edges are taken and the run still ends in a terminal state
     (visible in ``final`` and ``trace``). Task cancellation is then re-raised, never swallowed.
+    ``on_step`` is told every step as it is taken, however the run is driven (``run``,
+    ``step_once``, the abort edges): the place to record a run's path.
     """
 
     def __init__(
@@ -399,10 +401,12 @@ class Runner(Generic[D, S]):
         params: Mapping[str, Any] | None = None,
         state: RunState[D] | None = None,
         on_publish: Callable[[Any], None] | None = None,
+        on_step: Callable[[Step], None] | None = None,
     ) -> None:
         self.program = program if isinstance(program, Program) else Program(program)
         self.services = cast(S, services)  # None only for machines whose effects use no services
         self.on_publish = on_publish
+        self.on_step = on_step
         self.final: RunState[D] = state if state is not None else self.program.initial_state(data, params)
         self._trace: list[Step] = []
         self._book = _Book()
@@ -458,17 +462,24 @@ class Runner(Generic[D, S]):
             event = Event(name=event)
         if not isinstance(event, Event):
             raise HandlerError(f"effect of state {state_name!r} returned {event!r}; expected an Event or an event name")
-        if event.name not in self.program.emits[state_name] and event.name != self.program.abort_event:
+        if event.name == self.program.abort_event:
+            if not self.aborted:
+                raise HandlerError(
+                    f"effect of state {state_name!r} returned the abort event {event.name!r}; "
+                    "only cancelling the run takes the abort edges"
+                )
+        elif event.name not in self.program.emits[state_name]:
             raise HandlerError(
                 f"effect of state {state_name!r} returned event {event.name!r}, which the state does not "
-                "declare in `emits` "
-                f"({', '.join(sorted(self.program.emits[state_name]))})"
+                f"declare in `emits` ({', '.join(sorted(self.program.emits[state_name]))})"
             )
         self.final, step = self.program.step(self.final, event, self._book)
         self._trace.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
         return step
 
-    async def run(self) -> AsyncIterator[Any]:
+    async def run(self) -> AsyncGenerator[Any, None]:
         """The driver: ``event = await effect(run); run = step(run, event)`` until terminal.
 
         Items an effect publishes are handed to ``on_publish`` at once when the runner has

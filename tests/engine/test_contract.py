@@ -10,6 +10,7 @@ import pytest
 
 from queryloop.fsm import (
     EffectContext,
+    HandlerError,
     Program,
     Runner,
     SpecError,
@@ -139,3 +140,32 @@ def test_a_shipped_machine_loads_from_relative_names(tmp_path: Path) -> None:
     machine = load_machine(root / "machines" / "query_loop.yaml")
     assert machine.spec.package == "queryloop.handlers"
     assert set(machine.exits) == {"checking_context", "auto_compacting", "reactive_compacting", "calling_model"}
+
+
+def test_an_async_guard_is_refused_at_load_because_a_coroutine_is_always_true() -> None:
+    text = MACHINE.replace("budget_left: .testing.reads_retries", "budget_left: .testing.scripted")
+    with pytest.raises(SpecError, match=r"guard 'budget_left' 'queryloop.fsm.testing.scripted' is an `async def`"):
+        parse_machine(text, "contract.yaml")
+
+
+def test_a_handler_that_cannot_take_run_and_event_is_refused_at_load() -> None:
+    text = MACHINE.replace("do: .testing.journal}", "do: .testing.uses}")
+    with pytest.raises(SpecError, match=r"cannot be called as \(run, event\)"):
+        parse_machine(text, "contract.yaml")
+
+
+def test_an_abort_edge_into_a_non_terminal_state_is_refused() -> None:
+    text = MACHINE.replace(
+        "{from: calling, event: abort, to: aborted, reason: cancelled}",
+        "{from: calling, event: abort, to: calling, reason: cancelled}",
+    )
+    with pytest.raises(SpecError, match="abort edge 'cancelled' goes to 'calling', which is not terminal"):
+        parse_machine(text, "contract.yaml")
+
+
+def test_an_effect_may_not_return_the_abort_event() -> None:
+    runner = Runner(_program(), data=(), services=Script(["abort"]))
+    with pytest.raises(
+        HandlerError, match="returned the abort event 'abort'; only cancelling the run takes the abort edges"
+    ):
+        asyncio.run(runner.step_once())
