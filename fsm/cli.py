@@ -1,4 +1,4 @@
-"""The engine's commands: ``check`` and ``diagram``, for any machine file.
+"""The engine's commands: ``check``, ``diagram`` and ``docs``, for any machine file.
 
 Owns their flags, their output and :func:`run_command` (exit codes, one-line user
 errors, no tracebacks for user mistakes). Which machines are checked or drawn when
@@ -15,16 +15,31 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import yaml
 
 from .check import CheckReport, check_spec
 from .errors import FsmError, SpecError
+from .ladder import View, layer_names, views
 from .load import load_machine
+from .recovery import recovery_markdown
 from .render import to_dot, to_mermaid
+from .spec import MachineSpec
+from .trace import Trace, TraceError, check_trace, read_trace
 
-__all__ = ["UsageError", "add_engine_commands", "diagram_targets", "render", "run_command"]
+__all__ = [
+    "DiagramFile",
+    "UsageError",
+    "add_engine_commands",
+    "diagram_files",
+    "render_view",
+    "run_command",
+]
 
-DIAGRAM_FORMATS = ("dot", "svg", "mermaid", "png")
+DIAGRAM_FORMATS = ("dot", "svg", "png", "mermaid")
+DEFAULT_FORMATS = ("dot", "svg", "png", "mermaid")
+TEXT_FORMATS = ("dot", "mermaid")
+REGENERATE = "queryloop diagram --out diagrams"
 _SUFFIX = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "png": ".png"}
 
 
@@ -110,48 +125,159 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---- diagram --------------------------------------------------------------------------------
 
 
-def render(path: Path, fmt: str) -> bytes:
-    """The diagram of the machine at ``path`` in ``fmt`` (dot/svg/png/mermaid), deterministic."""
-    spec = load_machine(_display(path), bind=False).spec
+@attrs.frozen(kw_only=True)
+class DiagramFile:
+    """One file ``queryloop diagram`` writes: a view of a machine in a format."""
+
+    machine: Path
+    view: View
+    fmt: str
+    target: Path
+
+    @property
+    def compared(self) -> bool:
+        """Whether ``--check`` compares it: DOT and Mermaid text only (SVG/PNG bytes vary with Graphviz and fonts)."""
+        return self.fmt in TEXT_FORMATS
+
+
+def _spec(path: Path) -> MachineSpec:
+    return load_machine(_display(path), bind=False).spec
+
+
+def _layer_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
+    known = layer_names(spec)
+    missing = [name for name in layers if name not in known]
+    if missing:
+        raise UsageError(f"machine {spec.name!r} has no layer {missing[0]!r} (layers: {', '.join(known) or 'none'})")
+    return tuple(View(kind="layer", layer=name) for name in layers)
+
+
+def render_view(spec: MachineSpec, view: View, fmt: str, trace: Trace | None = None) -> bytes:
+    """One view of ``spec`` in ``fmt`` (dot/svg/png/mermaid), deterministic for dot and mermaid."""
     if fmt == "mermaid":
-        return to_mermaid(spec).encode()
-    graph = to_dot(spec)
+        return to_mermaid(spec, view=view).encode()
+    graph = to_dot(spec, view=view, trace=trace)
     if fmt == "dot":
         return str(graph.source).encode()
     data: bytes = graph.pipe(format=fmt)
     return data
 
 
-def diagram_targets(paths: Sequence[Path], formats: Sequence[str], out: Path) -> list[tuple[Path, Path, str]]:
-    """(machine file, output file, format) for every requested diagram."""
-    targets = []
+def diagram_files(
+    paths: Sequence[Path], formats: Sequence[str], out: Path, layers: Sequence[str] = ()
+) -> list[DiagramFile]:
+    """Every file to write: per machine its overview and layers (or its full diagram), in each format."""
+    files = []
     for path in paths:
-        name = load_machine(_display(path), bind=False).spec.name
+        spec = _spec(path)
+        chosen = _layer_views(spec, layers) if layers else views(spec)
+        for view in chosen:
+            for fmt in formats:
+                target = out / f"{spec.name}{view.suffix}{_SUFFIX[fmt]}"
+                files.append(DiagramFile(machine=path, view=view, fmt=fmt, target=target))
+    return files
+
+
+def _orphans(paths: Sequence[Path], files: Sequence[DiagramFile], out: Path) -> list[Path]:
+    """Files in ``out`` named like a view of these machines that no view produces (a layer renamed or gone)."""
+    wanted = {f.target for f in files}
+    found: set[Path] = set()
+    for path in paths:
+        name = _spec(path).name
+        for suffix in _SUFFIX.values():
+            found.update(p for p in out.glob(f"{name}*{suffix}") if p.name.split(".")[0] == name)
+    return sorted(p for p in found - wanted if "trace" not in p.name.split(".")[1:])
+
+
+def _trace_machine(args: argparse.Namespace, trace: Trace) -> MachineSpec:
+    """The machine a run is drawn on: the one named by --machine, else the shipped one the log names or fits."""
+    if args.machine:
+        if len(args.machine) > 1:
+            raise UsageError("--trace draws one run on one machine; give --machine once")
+        spec = _spec(Path(args.machine[0]))
+        check_trace(spec, trace)
+        return spec
+    specs = [_spec(p) for p in args.default_machines()]
+    named = [s for s in specs if s.name == trace.machine]
+    for spec in named or specs:
+        try:
+            check_trace(spec, trace)
+        except TraceError:
+            if named:
+                raise
+            continue
+        return spec
+    raise TraceError(f"{trace.path}: no machine has every step of this run; name one with --machine FILE")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace)
+    spec = _trace_machine(args, trace)
+    formats = args.format or ["dot", "svg"]
+    if "mermaid" in formats:
+        raise UsageError("--trace draws with Graphviz: use --format dot, svg or png")
+    chosen = _layer_views(spec, args.layer) if args.layer else (View(kind="full" if args.whole else "run"),)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.trace).stem
+    for view in chosen:
         for fmt in formats:
-            targets.append((path, out / f"{name}{_SUFFIX[fmt]}", fmt))
-    return targets
+            target = out / f"{stem}.trace{view.suffix}{_SUFFIX[fmt]}"
+            target.write_bytes(render_view(spec, view, fmt, trace))
+            print(f"wrote {target}", file=sys.stderr)
+    return 0
 
 
 def cmd_diagram(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
-    formats = args.format or ["dot", "svg", "mermaid"]
-    out = Path(args.out)
-    stale: list[str] = []
-    for path, target, fmt in diagram_targets(paths, formats, out):
-        data = render(path, fmt)
+    if args.trace:
         if args.check:
-            if not target.exists() or target.read_bytes() != data:
-                stale.append(str(target))
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        print(f"wrote {target}", file=sys.stderr)
-    if stale:
-        print(
-            "stale diagrams: " + ", ".join(stale) + "\nregenerate them with: queryloop diagram --out diagrams",
-            file=sys.stderr,
-        )
-        return 1
+            raise UsageError("--check compares committed diagrams; it takes no --trace")
+        return cmd_trace(args)
+    paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
+    formats = args.format or list(DEFAULT_FORMATS)
+    out = Path(args.out)
+    files = diagram_files(paths, formats, out, args.layer)
+    orphans = [] if args.layer else _orphans(paths, files, out)
+    if args.check:
+        stale = [str(f.target) for f in files if f.compared and _is_stale(f)]
+        stale += [f"{p} (no longer drawn)" for p in orphans if p.suffix in (".dot", ".mmd")]
+        if stale:
+            print(
+                "stale diagrams: " + ", ".join(stale) + "\nregenerate them with: " + REGENERATE,
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    specs = {path: _spec(path) for path in paths}
+    for f in files:
+        f.target.parent.mkdir(parents=True, exist_ok=True)
+        f.target.write_bytes(render_view(specs[f.machine], f.view, f.fmt))
+        print(f"wrote {f.target}", file=sys.stderr)
+    for p in orphans:
+        p.unlink()
+        print(f"removed {p} (no longer drawn)", file=sys.stderr)
+    return 0
+
+
+def _is_stale(f: DiagramFile) -> bool:
+    return not f.target.exists() or f.target.read_bytes() != render_view(_spec(f.machine), f.view, f.fmt)
+
+
+# ---- docs -----------------------------------------------------------------------------------
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
+    text = recovery_markdown([_spec(p) for p in paths]).encode()
+    target = Path(args.out)
+    if args.check:
+        if not target.exists() or target.read_bytes() != text:
+            print(f"stale: {target}\nregenerate it with: queryloop docs --out {args.out}", file=sys.stderr)
+            return 1
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(text)
+    print(f"wrote {target}", file=sys.stderr)
     return 0
 
 
@@ -170,14 +296,44 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
     )
     check.set_defaults(func=cmd_check, default_machines=default_machines)
 
-    diagram = sub.add_parser("diagram", help="draw machines with Graphviz / Mermaid")
+    diagram = sub.add_parser(
+        "diagram",
+        help="draw machines with Graphviz / Mermaid: an overview and one diagram per layer; or one run on the graph",
+    )
     diagram.add_argument("--machine", action="append", default=[], metavar="FILE")
     diagram.add_argument(
-        "--format", action="append", choices=DIAGRAM_FORMATS, help="repeatable; default dot, svg and mermaid"
+        "--format",
+        action="append",
+        choices=DIAGRAM_FORMATS,
+        help="repeatable; default dot, svg, png and mermaid (with --trace: dot and svg)",
     )
     diagram.add_argument("--out", default="diagrams", metavar="DIR")
-    diagram.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file in --out is stale")
+    diagram.add_argument(
+        "--layer", action="append", default=[], metavar="NAME", help="draw only this layer (repeatable)"
+    )
+    diagram.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when a DOT or Mermaid file in --out is stale or no longer drawn",
+    )
+    diagram.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="overlay one run (a `queryloop run --output-format stream-json` log) on the machine: "
+        "writes <out>/<FILE stem>.trace[.<layer>].<format>",
+    )
+    diagram.add_argument(
+        "--whole",
+        action="store_true",
+        help="with --trace: draw the whole machine under the run, not only the states it visited",
+    )
     diagram.set_defaults(func=cmd_diagram, default_machines=default_machines)
+
+    docs = sub.add_parser("docs", help="write the recovery ladders (per event, the candidates in order) as Markdown")
+    docs.add_argument("--machine", action="append", default=[], metavar="FILE")
+    docs.add_argument("--out", default="docs/recovery.md", metavar="FILE")
+    docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when --out is stale")
+    docs.set_defaults(func=cmd_docs, default_machines=default_machines)
 
 
 def run_command(args: argparse.Namespace) -> int:

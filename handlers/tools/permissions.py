@@ -245,13 +245,13 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
             rules.extend(r for r in suggest_rules("Edit", {"file_path": target}, cwd=cwd) if r not in rules)
         return tuple(rules)
     if tool_name in _PATH_KEYS:
-        target = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
-        if target is None:
+        path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
+        if path is None:
             return (tool_name,)
         try:
-            shown = "./" + str(Path(os.path.abspath(target)).relative_to(os.path.abspath(cwd)))
+            shown = "./" + str(Path(os.path.abspath(path)).relative_to(os.path.abspath(cwd)))
         except ValueError:
-            shown = "/" + str(Path(os.path.abspath(target)))  # `//abs/path`: an absolute path rule
+            shown = "/" + str(Path(os.path.abspath(path)))  # `//abs/path`: an absolute path rule
         return (f"{tool_name}({shown})",)
     return (tool_name,)
 

@@ -8,34 +8,40 @@ from pathlib import Path
 import pytest
 
 from queryloop.cli import main
-from queryloop.fsm import load_machine, to_dot, to_mermaid
-from queryloop.fsm.cli import diagram_targets, render
+from queryloop.fsm.cli import DiagramFile, diagram_files, render_view
+from queryloop.fsm.load import load_machine
 from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+COMMITTED = diagram_files(shipped_machines(), ["dot", "mermaid"], ROOT / "diagrams")
 
 
-@pytest.mark.parametrize(
-    ("path", "target", "fmt"),
-    diagram_targets(shipped_machines(), ["dot", "svg", "mermaid"], ROOT / "diagrams"),
-    ids=lambda v: getattr(v, "name", str(v)),
-)
-def test_committed_diagrams_match_a_fresh_render(path: Path, target: Path, fmt: str) -> None:
-    fresh = render(path, fmt)
-    assert target.exists() and target.read_bytes() == fresh, (
-        f"{target.relative_to(ROOT)} is stale; regenerate with: queryloop diagram --out diagrams"
+@pytest.mark.parametrize("file", COMMITTED, ids=lambda f: f.target.name)
+def test_committed_diagrams_match_a_fresh_render(file: DiagramFile) -> None:
+    fresh = render_view(load_machine(file.machine, bind=False).spec, file.view, file.fmt)
+    assert file.target.exists() and file.target.read_bytes() == fresh, (
+        f"{file.target.relative_to(ROOT)} is stale; regenerate with: queryloop diagram --out diagrams"
     )
 
 
-def test_edge_labels_show_reason_guards_and_counter_with_cap() -> None:
-    spec = load_machine(ROOT / "machines/examples/retry_fetch.yaml").spec
-    dot = to_dot(spec).source
-    assert 'label="fetch_retry +retries/max_retries=3"' in dot
-    assert 'label="next_item [has_more_items]" color=black penwidth=3 style=bold' in dot
-    assert "cluster_recovery" in dot and "doubleoctagon" in dot
-    assert to_dot(spec).source == dot, "rendering is deterministic"
-    mermaid = to_mermaid(spec)
-    assert "storing --> fetching : next_item [has_more_items] (progress)" in mermaid
+def test_every_committed_view_also_has_its_svg_and_png() -> None:
+    missing = [
+        str(f.target.with_suffix(s).relative_to(ROOT))
+        for f in COMMITTED
+        if f.fmt == "dot"
+        for s in (".svg", ".png")
+        if not f.target.with_suffix(s).exists()
+    ]
+    assert not missing, "regenerate with: queryloop diagram --out diagrams"
+
+
+def test_no_committed_diagram_is_left_over_from_a_layer_that_is_gone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagram", "--check", "--out", str(ROOT / "diagrams")]) == 0, capsys.readouterr().err
+
+
+def test_the_committed_recovery_document_matches_a_fresh_one(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["docs", "--check", "--out", str(ROOT / "docs/recovery.md")])
+    assert rc == 0, capsys.readouterr().err + "\n(regenerate with: queryloop docs)"
 
 
 def test_check_exits_non_zero_and_names_the_cycle(capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,20 +86,8 @@ def test_diagram_check_reports_stale_files_with_the_regenerate_command(
 
 
 def test_png_diagrams_render_through_dot(tmp_path: Path) -> None:
-    assert (
-        main(
-            [
-                "diagram",
-                "--machine",
-                str(ROOT / "machines/examples/circuit_breaker.yaml"),
-                "--out",
-                str(tmp_path),
-                "--format",
-                "png",
-            ]
-        )
-        == 0
-    )
+    machine = str(ROOT / "machines/examples/circuit_breaker.yaml")
+    assert main(["diagram", "--machine", machine, "--out", str(tmp_path), "--format", "png"]) == 0
     assert (tmp_path / "circuit_breaker.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -1,0 +1,236 @@
+"""A machine's decisions described for people: the ladders the diagrams and the recovery document print.
+
+Owns the wording every picture and table shares: per ``(state, event)`` the
+candidate edges numbered in the order they are tried (YAML order) with their
+guards, ``counter < cap (default)`` and explicit resets; per counter its cap,
+scope, the edges that count it and every rule that resets it; what a person sees
+when an edge is taken. Reads only :mod:`fsm.spec` records; draws nothing and
+writes nothing (``fsm.render``, ``fsm.mermaid`` and ``fsm.recovery`` do).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .spec import CounterSpec, MachineSpec, StateSpec, TransitionSpec
+
+__all__ = [
+    "Candidate",
+    "CounterRow",
+    "Decision",
+    "EDGE_MEANING",
+    "EdgeKind",
+    "View",
+    "cap_text",
+    "counter_rows",
+    "counters_met",
+    "decisions",
+    "edge_kind",
+    "layer_names",
+    "outcome_text",
+    "source_name",
+    "terminal_reason",
+    "views",
+]
+
+EdgeKind = Literal["abort", "progress", "error", "completes", "plain"]
+
+EDGE_MEANING: Mapping[EdgeKind, str] = {
+    "progress": "progress: forward progress, resets turn and request counters",
+    "completes": "completes_request: resets request counters",
+    "error": "into an error end",
+    "abort": "abort (the user interrupted)",
+    "plain": "any other edge",
+}
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """One edge of a decision, with its place in the order the engine tries them (1-based)."""
+
+    order: int
+    transition: TransitionSpec
+    condition: str  # "guard and counter < cap (n)", or "otherwise" for the catch-all
+    resets: tuple[str, ...]  # the edge's explicit `resets`, in YAML order
+
+    @property
+    def reason(self) -> str:
+        return self.transition.reason
+
+    @property
+    def dest(self) -> str:
+        return self.transition.dest
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """What a state does with one event: its candidates in the order tried; the first that may fire is taken."""
+
+    source: str
+    event: str
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def is_choice(self) -> bool:
+        """More than one way out, a condition, or a loop back: worth a decision point of its own."""
+        only = self.candidates[0].transition
+        return len(self.candidates) > 1 or not only.unguarded or only.dest == self.source
+
+
+@attrs.frozen(kw_only=True)
+class CounterRow:
+    """A counter as a table row: its cap, its scope, the edges that count it and what resets it."""
+
+    name: str
+    cap: str
+    scope: str
+    counted_by: tuple[str, ...]  # reasons whose edges increment it
+    reset_by: tuple[str, ...]  # one phrase per rule that resets it
+    doc: str
+
+
+@attrs.frozen(kw_only=True)
+class View:
+    """One picture of a machine: its layers (``overview``), everything (``full``), one ``layer``, or one run."""
+
+    kind: Literal["overview", "full", "layer", "run"]
+    layer: str = ""
+
+    @property
+    def suffix(self) -> str:
+        """What the view adds to the machine's file name: nothing, or ``.<layer>``."""
+        return "." + re.sub(r"[^A-Za-z0-9_-]+", "_", self.layer) if self.kind == "layer" else ""
+
+
+def views(spec: MachineSpec) -> tuple[View, ...]:
+    """The committed pictures of a machine: overview and one per layer, or one full diagram (< 2 layers)."""
+    layers = layer_names(spec)
+    if len(layers) < 2:
+        return (View(kind="full"),)
+    return (View(kind="overview"), *(View(kind="layer", layer=name) for name in layers))
+
+
+def edge_kind(spec: MachineSpec, t: TransitionSpec) -> EdgeKind:
+    """How an edge is styled, most telling first: abort, progress, into an error end, completes a request."""
+    dest = spec.state(t.dest)
+    if t.event == spec.abort_event:
+        return "abort"
+    if t.progress:
+        return "progress"
+    if dest.terminal and dest.result.get("is_error"):
+        return "error"
+    return "completes" if t.completes_request else "plain"
+
+
+def source_name(spec: MachineSpec) -> str:
+    """The machine file as generated files name it: its folder and name, the same wherever it is read from."""
+    return "/".join(Path(spec.path).parts[-2:])
+
+
+def layer_names(spec: MachineSpec) -> tuple[str, ...]:
+    """The named layers in the order their first state is declared."""
+    out: list[str] = []
+    for s in spec.states:
+        if s.layer and s.layer not in out:
+            out.append(s.layer)
+    return tuple(out)
+
+
+def cap_text(spec: MachineSpec, counter: CounterSpec, params: Mapping[str, Any] | None = None) -> str:
+    """``3``, ``max_retries (10)``, ``max_turns − 1 (unset: no limit)``: the cap as declared and its value."""
+    if isinstance(counter.cap, int):
+        return str(counter.cap)
+    offset = ""
+    if counter.cap_offset:
+        offset = f" {'+' if counter.cap_offset > 0 else '−'} {abs(counter.cap_offset)}"
+    value = spec.cap_of(counter, params)
+    return f"{counter.cap}{offset} ({'unset: no limit' if value is None else value})"
+
+
+def _condition(spec: MachineSpec, t: TransitionSpec, params: Mapping[str, Any] | None) -> str:
+    parts = list(t.guards)
+    if t.counter is not None:
+        parts.append(f"{t.counter} < {cap_text(spec, spec.counter_map[t.counter], params)}")
+    return " and ".join(parts) if parts else "otherwise"
+
+
+def decisions(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> tuple[Decision, ...]:
+    """Every ``(state, event)`` decision, in the order of its first edge in the YAML."""
+    out = []
+    for (source, event), edges in spec.candidates().items():
+        candidates = tuple(
+            Candidate(order=i, transition=t, condition=_condition(spec, t, params), resets=t.resets)
+            for i, t in enumerate(edges, start=1)
+        )
+        out.append(Decision(source=source, event=event, candidates=candidates))
+    return tuple(out)
+
+
+def _reset_rules(spec: MachineSpec, c: CounterSpec) -> tuple[str, ...]:
+    rules: list[str] = []
+    explicit = [t.reason for t in spec.transitions if c.name in t.resets]
+    if explicit:
+        rules.append("edges " + ", ".join(dict.fromkeys(explicit)))
+    if c.consecutive:
+        rules.append("in a row: edges " + ", ".join(c.consecutive))
+    if c.streak_of:
+        states = [s.name for s in spec.states if any(e in s.emits for e in c.streak_of)]
+        rules.append(f"streak: any outcome of {', '.join(states)} but {', '.join(c.streak_of)}")
+    if c.scope == "request":
+        rules.append("scope request: progress and completes_request edges")
+    elif c.scope == "turn":
+        rules.append("scope turn: progress edges")
+    return tuple(rules) or ("never (scope session)",)
+
+
+def counter_rows(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> tuple[CounterRow, ...]:
+    """Every counter, in YAML order."""
+    return tuple(
+        CounterRow(
+            name=c.name,
+            cap=cap_text(spec, c, params),
+            scope=c.scope,
+            counted_by=tuple(dict.fromkeys(t.reason for t in spec.transitions if t.counter == c.name)),
+            reset_by=_reset_rules(spec, c),
+            doc=" ".join(c.doc.split()),
+        )
+        for c in spec.counters
+    )
+
+
+def counters_met(spec: MachineSpec, states: Iterable[str]) -> tuple[str, ...]:
+    """The counters that matter in ``states``: counted or reset by their edges, or counting a streak there."""
+    home = set(states)
+    names: set[str] = set()
+    reasons: set[str] = set()
+    for t in spec.transitions:
+        if t.source in home:
+            reasons.add(t.reason)
+            names.update(t.resets)
+            if t.counter:
+                names.add(t.counter)
+    for c in spec.counters:
+        if reasons.intersection(c.consecutive) or any(e in spec.state(h).emits for h in home for e in c.streak_of):
+            names.add(c.name)
+    return tuple(c.name for c in spec.counters if c.name in names)
+
+
+def terminal_reason(state: StateSpec) -> str:
+    """The terminal reason a run ending in ``state`` reports (its ``result`` may rename it)."""
+    return str(state.result.get("terminal_reason", state.name))
+
+
+def outcome_text(spec: MachineSpec, t: TransitionSpec) -> str:
+    """What a person sees when ``t`` is taken: the run's end and its result, or what the loop does next."""
+    dest = spec.state(t.dest)
+    doc = " ".join((t.doc or dest.doc).split())
+    if dest.terminal:
+        kind = "error" if dest.result.get("is_error") else "success"
+        head = f"run ends: {terminal_reason(dest)} ({kind})"
+        return f"{head}; {doc}" if doc else head
+    return doc or f"continues in {dest.name}"

@@ -1,0 +1,222 @@
+"""Drawing a machine as Mermaid flowcharts, for Markdown pages (the README): the same views as the Graphviz ones.
+
+Owns the Mermaid text: layers as subgraphs (overview: layers as boxes, edges
+between them aggregated), each ``(state, event)`` with a choice as a rhombus
+headed by the event whose edges are numbered in the order tried, with guards,
+``counter < cap (default)`` and explicit resets; progress edges thick, abort
+edges dotted, ends coloured; a key node with the legend and the counters (cap,
+scope, what resets them). Deterministic (YAML order). The wording is
+:mod:`fsm.ladder`'s; Graphviz pictures are :mod:`fsm.render`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .ladder import (
+    EDGE_MEANING,
+    View,
+    counter_rows,
+    counters_met,
+    decisions,
+    edge_kind,
+    layer_names,
+    source_name,
+    terminal_reason,
+)
+from .spec import MachineSpec, StateSpec, TransitionSpec
+
+__all__ = ["to_mermaid"]
+
+_CLASSES = (
+    "classDef stub fill:#ffffff,stroke:#8a8a8a,stroke-dasharray:4 3,color:#6a6a6a",
+    "classDef ok fill:#d4edda,stroke:#2e7d32",
+    "classDef error fill:#f8d7da,stroke:#c62828",
+    "classDef decision fill:#fff3cd,stroke:#b08800",
+    "classDef key fill:#fafafa,stroke:#bdbdbd,text-align:left",
+)
+_ARROW = {"progress": "==>", "abort": "-.->"}
+
+
+def _text(value: str) -> str:
+    """Text safe inside a quoted Mermaid label (entity codes for the characters Mermaid reads)."""
+    out = value.replace("#", "#35;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    return out.replace("\n", "<br/>")
+
+
+def _id(prefix: str, *names: str) -> str:
+    return prefix + "_" + "__".join(re.sub(r"\W", "_", n) for n in names)
+
+
+def _state_node(spec: MachineSpec, s: StateSpec, *, stub: bool = False) -> str:
+    sid = _id("st", s.name)
+    if s.terminal:
+        reason = terminal_reason(s)
+        label = s.name if reason == s.name else f"{s.name}\n(terminal_reason {reason})"
+        return f'{sid}(["{_text(label)}"]):::{"error" if s.result.get("is_error") else "ok"}'
+    if stub:
+        return f'{sid}("{_text(s.name)}<br/><i>{_text(s.layer or "no layer")}</i>"):::stub'
+    return f'{sid}("{_text(s.name)}")'
+
+
+def _arrow(spec: MachineSpec, t: TransitionSpec) -> str:
+    return _ARROW.get(edge_kind(spec, t), "-->")
+
+
+def _key(spec: MachineSpec, counters: Iterable[str], params: Mapping[str, Any] | None) -> list[str]:
+    legend = [
+        "<b>legend</b>",
+        "rhombus = decision on an event: candidates 1..n tried in YAML order;",
+        "the first whose guards hold and whose counter is below its cap is taken (and counts)",
+        "==> " + EDGE_MEANING["progress"],
+        "-.-> " + EDGE_MEANING["abort"],
+        "✓ completes_request: resets request counters",
+        "dashed box = a state of another layer; rounded = an end (green success, red error)",
+    ]
+    wanted = set(counters)
+    rows = [
+        f"{r.name} ≤ {r.cap} · {r.scope} · reset by: {'; '.join(r.reset_by)}"
+        for r in counter_rows(spec, params)
+        if r.name in wanted
+    ]
+    lines = [
+        "  subgraph key[key]",
+        "    direction TB",
+        f'    key_legend["{"<br/>".join(_text(x) if i else x for i, x in enumerate(legend))}"]:::key',
+    ]
+    if rows:
+        lines.append(f'    key_counters["<b>counters</b><br/>{"<br/>".join(_text(r) for r in rows)}"]:::key')
+    lines.append("  end")
+    return lines
+
+
+def _edge_text(c_order: int | None, t: TransitionSpec, condition: str) -> str:
+    head = f"{c_order} · {t.reason}" if c_order is not None else f"{t.event} / {t.reason}"
+    parts = [head]
+    if condition != "otherwise" or c_order is not None:
+        parts.append(condition)
+    if t.resets:
+        parts.append("resets " + ", ".join(t.resets))
+    if t.completes_request:
+        parts.append("✓ completes request")
+    if t.progress:
+        parts.append("progress")
+    return _text("\n".join(parts))
+
+
+def _layer_lines(spec: MachineSpec, view: View, params: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+    home = [s for s in spec.states if view.kind == "full" or s.layer == view.layer]
+    home_names = {s.name for s in home}
+    layers = layer_names(spec) if view.kind == "full" else ()
+    nodes: list[str] = []
+    edges: list[str] = []
+    reached: list[str] = []
+    ds = [d for d in decisions(spec, params) if d.source in home_names]
+    if spec.initial in home_names:
+        nodes.append("  start(( )) --> " + _id("st", spec.initial))
+    for layer in (*layers, None):
+        inside = [s for s in home if s.layer == layer or (layer is None and s.layer not in layers)]
+        inside = [s for s in inside if not (s.terminal and not s.layer)]
+        if not inside:
+            continue
+        indent = "    " if layer else "  "
+        if layer:
+            nodes.append(f'  subgraph {_id("layer", layer)}["{_text(layer)}"]')
+        for s in inside:
+            nodes.append(indent + _state_node(spec, s))
+        for d in ds:
+            if d.source in {s.name for s in inside} and d.is_choice:
+                nodes.append(f'{indent}{_id("d", d.source, d.event)}{{"{_text(d.event)}"}}:::decision')
+        if layer:
+            nodes.append("  end")
+    for d in ds:
+        if d.is_choice:
+            did = _id("d", d.source, d.event)
+            dotted = d.event == spec.abort_event
+            edges.append(f"  {_id('st', d.source)} {'-.-' if dotted else '---'} {did}")
+            for c in d.candidates:
+                arrow = _arrow(spec, c.transition)
+                edges.append(f'  {did} {arrow}|"{_edge_text(c.order, c.transition, c.condition)}"| {_id("st", c.dest)}')
+                reached.append(c.dest)
+        else:
+            c = d.candidates[0]
+            arrow = _arrow(spec, c.transition)
+            edges.append(
+                f'  {_id("st", d.source)} {arrow}|"{_edge_text(None, c.transition, c.condition)}"| {_id("st", c.dest)}'
+            )
+            reached.append(c.dest)
+    if view.kind == "layer":
+        pairs: dict[tuple[str, str], list[str]] = {}
+        for t in spec.transitions:
+            if t.source not in home_names and t.dest in home_names:
+                pairs.setdefault((t.source, t.dest), []).append(t.reason)
+        for (source, dest), reasons in pairs.items():
+            reached.append(source)
+            edges.append(f'  {_id("st", source)} -.->|"{_text(", ".join(reasons))}"| {_id("st", dest)}')
+    extra = [
+        n for n in dict.fromkeys(reached) if n not in home_names or (spec.state(n).terminal and not spec.state(n).layer)
+    ]
+    if view.kind == "full":
+        extra += [s.name for s in spec.states if s.terminal and not s.layer and s.name not in extra]
+    for name in extra:
+        s = spec.state(name)
+        nodes.append("  " + _state_node(spec, s, stub=name not in home_names and not (s.terminal and not s.layer)))
+    return nodes, edges
+
+
+def _counters_of(spec: MachineSpec, view: View) -> tuple[str, ...]:
+    if view.kind != "layer":
+        return tuple(c.name for c in spec.counters)
+    return counters_met(spec, (s.name for s in spec.states if s.layer == view.layer))
+
+
+def _overview_lines(spec: MachineSpec) -> tuple[list[str], list[str]]:
+    def group(s: StateSpec) -> str:
+        if s.layer:
+            return s.layer
+        if s.terminal:
+            return "end: error" if s.result.get("is_error") else "end: success"
+        return "no layer"
+
+    groups: dict[str, list[StateSpec]] = {}
+    for s in spec.states:
+        groups.setdefault(group(s), []).append(s)
+    nodes = ["  start(( )) --> " + _id("g", group(spec.state(spec.initial)))]
+    for name, states in groups.items():
+        listed = "<br/>".join(_text(s.name) for s in states)
+        cls = ":::error" if name == "end: error" else ":::ok" if name == "end: success" else ""
+        nodes.append(f'  {_id("g", name)}["<b>{_text(name)}</b><br/>{listed}"]{cls}')
+    between: dict[tuple[str, str, bool], list[TransitionSpec]] = {}
+    for t in spec.transitions:
+        a, b = group(spec.state(t.source)), group(spec.state(t.dest))
+        if a != b:
+            between.setdefault((a, b, t.event == spec.abort_event), []).append(t)
+    edges = []
+    for (a, b, abort), ts in between.items():
+        arrow = "-.->" if abort else "==>" if any(t.progress for t in ts) else "-->"
+        reasons = ", ".join(dict.fromkeys(t.reason for t in ts))
+        edges.append(f'  {_id("g", a)} {arrow}|"{_text(reasons)}"| {_id("g", b)}')
+    return nodes, edges
+
+
+def to_mermaid(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, view: View | None = None) -> str:
+    """The Mermaid flowchart of a view of ``spec`` (default: the full machine), as text."""
+    view = view or View(kind="full")
+    if view.kind == "layer" and view.layer not in layer_names(spec):
+        raise ValueError(f"machine {spec.name!r} has no layer {view.layer!r} (layers: {', '.join(layer_names(spec))})")
+    title = {"full": spec.name, "overview": f"{spec.name} · overview"}.get(
+        view.kind, f"{spec.name} · layer {view.layer}"
+    )
+    lines = [
+        "---",
+        f"title: {title}",
+        "---",
+        "flowchart LR",
+        f"  %% generated from {source_name(spec)} by `queryloop diagram`; do not edit",
+    ]
+    nodes, edges = _overview_lines(spec) if view.kind == "overview" else _layer_lines(spec, view, params)
+    lines += nodes + edges + _key(spec, _counters_of(spec, view), params)
+    lines += ["  " + c for c in _CLASSES]
+    return "\n".join(lines) + "\n"
