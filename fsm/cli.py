@@ -19,6 +19,7 @@ import attrs
 import yaml
 
 from .check import CheckReport, check_spec
+from .coverage import coverage_of, format_coverage, read_runs
 from .errors import FsmError, SpecError
 from .ladder import View, layer_names, views
 from .load import load_machine
@@ -96,6 +97,10 @@ def _format_report(r: CheckReport) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.coverage is not None:
+        return cmd_coverage(args)
+    if args.fail_under is not None:
+        raise UsageError("--fail-under applies to --coverage DIR")
     paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
     params = _param_overrides(args.set)
     reports: list[dict[str, Any]] = []
@@ -120,6 +125,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(reports, indent=2))
     return 1 if failed else 0
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    """Which transitions the recorded runs in ``--coverage DIR`` took, per machine; 1 under ``--fail-under``."""
+    runs = read_runs(args.coverage)
+    if args.machine:
+        specs = [load_machine(_display(Path(p)), bind=False).spec for p in args.machine]
+    else:
+        named = {name for run in runs for name in run.steps if name is not None}
+        loaded = [load_machine(_display(p), bind=False).spec for p in args.default_machines()]
+        specs = [spec for spec in loaded if spec.name in named]
+        if not specs:
+            print(f"{args.coverage}: no recorded step of any known machine (name one with --machine FILE)")
+            return 1
+    reports = [coverage_of(spec, runs) for spec in specs]
+    if args.format == "json":
+        print(json.dumps([c.to_json() for c in reports], indent=2))
+    else:
+        print("\n".join(format_coverage(c, fail_under=args.fail_under) for c in reports))
+    under = args.fail_under is not None and any(c.percent < args.fail_under for c in reports)
+    return 1 if under else 0
 
 
 # ---- diagram --------------------------------------------------------------------------------
@@ -293,6 +319,14 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="override a param for the check"
+    )
+    check.add_argument(
+        "--coverage",
+        metavar="DIR",
+        help="instead of checking: which transitions the runs recorded in DIR took (QUERYLOOP_TRACE_DIR)",
+    )
+    check.add_argument(
+        "--fail-under", type=float, metavar="PCT", help="with --coverage: exit 1 when a machine's coverage is lower"
     )
     check.set_defaults(func=cmd_check, default_machines=default_machines)
 

@@ -1,4 +1,9 @@
-"""Shared test helpers: paths to the repository's machines, fixtures and a YAML writer."""
+"""Shared test helpers: paths to the repository's machines, fixtures and a YAML writer.
+
+Only end-to-end runs (the tests under ``tests/e2e``) count toward transition coverage:
+every other test runs with ``QUERYLOOP_TRACE_DIR`` unset, so in-process runs against a
+scripted model never record their paths (``tools/test.sh`` gates on the coverage).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+END_TO_END = ROOT / "tests" / "e2e"
+
+
+@pytest.fixture(autouse=True)
+def _only_end_to_end_runs_record_their_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not request.path.is_relative_to(END_TO_END):
+        monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
 
 
 @pytest.fixture

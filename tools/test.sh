@@ -15,4 +15,12 @@ fi
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 python3 -m ruff check .
 python3 -m ruff format --check .
-exec python3 -m pytest "$@"
+# Every end-to-end run records its path here; with no pytest arguments (the whole suite),
+# every transition of the shipped query loop must have been taken by one of them.
+trace_dir="$(mktemp -d "${TMPDIR:-/tmp}/queryloop-traces.XXXXXX")"
+trap 'rm -rf "$trace_dir"' EXIT
+export QUERYLOOP_TRACE_DIR="$trace_dir"
+python3 -m pytest "$@"
+if [ "$#" -eq 0 ]; then
+  python3 -m queryloop check --coverage "$trace_dir" --machine machines/query_loop.yaml --fail-under 100
+fi

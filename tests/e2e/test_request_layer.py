@@ -110,7 +110,7 @@ def test_without_a_fallback_overload_is_retried_on_the_same_model(tmp_path: Path
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0
     assert len(api.requests) == 5
-    assert run.reasons.count("overloaded_retry_same_model") == 2
+    assert run.reasons.count("overloaded_no_fallback_backoff") == 2
 
 
 def test_fallback_is_never_taken_for_rate_limits(tmp_path: Path) -> None:

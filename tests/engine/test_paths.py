@@ -50,6 +50,16 @@ def test_the_path_to_a_spent_budget_goes_round_the_retry_loop_up_to_the_cap() ->
     assert [s.counters["retries"] for s in path.steps] == [0, 1, 1, 2, 2]
 
 
+def test_only_a_counter_whose_cap_the_caller_leaves_unset_is_an_open_choice() -> None:
+    spec = load_machine(MACHINES_DIR / "examples" / "retry_fetch.yaml", bind=False).spec
+    capped = plan_paths(spec)
+    assert all(not s.open_caps for p in capped.paths.values() for s in p.steps)
+    unset = plan_paths(spec, params={"max_retries": None})
+    exhausted = unset.paths[("fetching", "retries_exhausted")]
+    assert exhausted.reasons == ("retries_exhausted",) and exhausted.steps[0].open_caps == {"retries": False}
+    assert unset.paths[("fetching", "fetch_backoff")].steps[0].open_caps == {"retries": True}
+
+
 class NoTransientFailures:
     """A realiser for retry_fetch whose source never fails transiently."""
 

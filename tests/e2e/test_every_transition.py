@@ -1,0 +1,83 @@
+"""Every transition of the shipped query loop, taken end to end by a run planned for it.
+
+For each ``(source state, reason)`` of ``machines/query_loop.yaml``, ``queryloop.fsm.paths``
+plans a shortest run that takes it and then ends, keeping only the steps
+``realise.QueryLoopRealiser`` can make happen with real data; the run is then played
+through the real ``anthropic`` SDK over loopback against the embedded server — in process
+through :class:`~queryloop.agent.AgentRun`, and for a few transitions whose flags are the
+point through ``queryloop run`` in a subprocess — and its trace must be exactly the
+planned path. Hooks are real subprocesses following a plan; aborts are injected at a known
+step (the run's generator is closed, or cancelled inside the prompt hooks), never by timing.
+A transition no run can take fails here with the reason: a finding, never a skip.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from queryloop.fsm import load_machine
+from queryloop.fsm.paths import PathPlan, plan_paths
+from queryloop.machines import MACHINES_DIR
+
+from .realise import QueryLoopRealiser, RunPlan, build_run, play_cli, play_in_process
+
+SPEC = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
+TARGETS = list(dict.fromkeys((t.source, t.reason) for t in SPEC.transitions))
+CLI_TARGETS = (  # played through `queryloop run`, with the CLI's own flags and the params' defaults
+    ("submitting_prompt", "prompt_hook_blocked"),  # --settings hooks
+    ("checking_context", "auto_compact_start"),  # --auto-compact-threshold
+    ("calling_model", "model_fallback"),  # --fallback-model, the third overloaded answer in a row
+    ("calling_model", "stream_fallback"),  # a stream cut mid-block through the SDK
+    ("reading_reply", "max_output_tokens_escalate"),  # --escalated-max-output-tokens
+    ("running_tools", "max_turns_reached"),  # --max-turns
+)
+
+
+@functools.cache
+def planned(cli: bool) -> PathPlan:
+    """In process: the params' check values (the smallest caps that exhaust the machine); the CLI: its defaults."""
+    if not cli:
+        return plan_paths(SPEC, realiser=QueryLoopRealiser())
+    defaults = {**SPEC.param_defaults, "max_retries": 2}  # --max-retries is a flag
+    return plan_paths(SPEC, params=defaults, realiser=QueryLoopRealiser(cli=True), targets=CLI_TARGETS)
+
+
+def _explain(plan: RunPlan, reasons: list[str], result: dict[str, object]) -> str:
+    first = next((i for i, (a, b) in enumerate(zip(plan.reasons, reasons, strict=False)) if a != b), None)
+    if first is None:
+        first = min(len(plan.reasons), len(reasons))
+    return (
+        f"the run left its planned path at step {first}:\n  planned: {plan.reasons}\n  taken:   {reasons}\n"
+        f"  result: {result.get('terminal_reason')}: {result.get('result')}\n"
+        f"scenario:\n{plan.scenario_yaml}options: {plan.options}\nhooks: {plan.hooks}, abort after: {plan.abort_after}"
+    )
+
+
+def test_the_planner_finds_a_path_for_every_transition_or_says_why() -> None:
+    plan = planned(False)
+    assert set(plan.paths) | set(plan.missing) == set(TARGETS)
+    for path in plan.paths.values():
+        assert (path.steps[path.taken_at].source, path.steps[path.taken_at].reason) == path.target
+        assert path.steps[-1].terminal and not any(s.terminal for s in path.steps[:-1])
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=[f"{source}-{reason}" for source, reason in TARGETS])
+def test_a_planned_run_takes_the_transition_end_to_end(target: tuple[str, str], tmp_path: Path) -> None:
+    cli = target in CLI_TARGETS
+    plan = planned(cli)
+    if target not in plan.paths:
+        source, reason = target
+        pytest.fail(
+            f"FINDING: no end-to-end run can take {reason!r} from {source!r}: {plan.missing[target]}. "
+            "Change the machine (or the handler that produces the event) so that it can happen, "
+            "or teach tests/e2e/realise.py how to make it happen.",
+            pytrace=False,
+        )
+    run = build_run(plan.paths[target], params=plan.params, cli=cli)
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "home").mkdir()
+    played = (play_cli if cli else play_in_process)(run, tmp_path / "cwd", tmp_path / "home")
+    assert played.reasons == run.reasons, _explain(run, played.reasons, played.result)
