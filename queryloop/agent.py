@@ -11,6 +11,7 @@ JSON and read it back. Rendering lives in ``queryloop.console``, the command lin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import time
@@ -30,6 +31,7 @@ from queryloop.handlers.messages import MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import OutputData
 from queryloop.handlers.request import ModelBackend, RequestData
+from queryloop.handlers.request.backends import with_request_deadline
 from queryloop.handlers.tools import (
     PermissionMode,
     PermissionRules,
@@ -40,6 +42,8 @@ from queryloop.handlers.tools import (
     hidden_tools,
 )
 from queryloop.machines import MACHINES_DIR
+
+from .tracing import recorder_from_env
 
 __all__ = [
     "AgentData",
@@ -82,6 +86,7 @@ class AgentOptions:
     session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
     retry_base_delay_s: float = 0.5
     idle_timeout_s: float = 90.0
+    request_timeout_s: float | None = None  # deadline of each model request attempt; None = only the idle timeout
     tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
     auto_compact: bool = True
     auto_compact_threshold: float = 0.8  # of the effective window
@@ -137,7 +142,7 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
     allowed = [t for t in (options.tools or default_registry().names) if t not in hidden_tools(options.rules)]
     registry = default_registry(allowed)
     return AgentServices(
-        backend=backend,
+        backend=with_request_deadline(backend, options.request_timeout_s),
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
@@ -176,7 +181,8 @@ class AgentRun:
     """One run of the query loop: iterate :meth:`events`, then read :meth:`result`.
 
     ``state`` continues a run from a run state (e.g. one :func:`restore_run` read back)
-    instead of starting from ``options.prompt``.
+    instead of starting from ``options.prompt``. When ``QUERYLOOP_TRACE_DIR`` is set, every
+    step the run takes is recorded there (``queryloop.tracing``).
     """
 
     def __init__(
@@ -193,22 +199,29 @@ class AgentRun:
         self.options = options
         self.services = _services(options, backend)
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
+        program = program or query_loop_program()
         self.runner: Runner[AgentData, AgentServices] = Runner(
-            program or query_loop_program(),
+            program,
             data=_initial_data(options, self.services) if state is None else None,
             services=self.services,
             params=params,
             state=state,
             on_publish=on_publish,
+            on_step=recorder_from_env(machine=program.spec.name, session_id=options.session_id),
         )
         self.started = time.monotonic()
         self.finished: float | None = None
 
     async def events(self) -> AsyncIterator[Any]:
-        """Every step and published item until the run ends (cancellation takes the abort edges)."""
+        """Every step and published item until the run ends.
+
+        Cancelling the iterating task, or closing this generator, takes the abort edges
+        at once: the runner's generator is closed with it, not left to the garbage collector.
+        """
         try:
-            async for item in self.runner.run():
-                yield item
+            async with contextlib.aclosing(self.runner.run()) as items:
+                async for item in items:
+                    yield item
         finally:
             self.finished = time.monotonic()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only

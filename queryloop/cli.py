@@ -3,9 +3,11 @@
 Owns the program's parser (the engine's commands come from ``queryloop.fsm.cli``,
 given the shipped machines as their default), flag parsing and validation for the
 agent commands, the offline wiring (the embedded Anthropic-compatible server started
-in-process for ``--scenario``), SIGINT handling (the run task is cancelled, so the
-machine takes its abort edges and still prints a result), and exit codes: 0 only
-when the result is not an error, 2 for a bad flag.
+in-process for ``--scenario``, its fresh working directory removed at the end),
+SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
+abort edges — killing running Bash commands — and still prints a result), and exit
+codes: 0 only when the result is not an error, 2 for a bad flag, 128 + the signal's
+number (130, 143) after an interruption.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import asyncio
 import math
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -79,6 +82,16 @@ def _rules(text: str) -> str:
     return text
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value:g}")
+    return value
+
+
 def _percent(text: str) -> float:
     try:
         value = float(text)
@@ -136,6 +149,13 @@ def _add_agent_commands(sub: Any) -> None:
         "--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)"
     )
     run.add_argument("--max-budget-usd", type=_budget, metavar="X", help="stop once the run has cost this much")
+    run.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="deadline of each model request attempt, then retried like a timeout "
+        "(default: $QUERYLOOP_REQUEST_TIMEOUT_S, else none)",
+    )
     run.add_argument("--append-system-prompt", metavar="TEXT")
     run.add_argument(
         "--max-output-tokens",
@@ -227,7 +247,7 @@ def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
             raise UsageError(f"--cwd {args.cwd}: not a directory")
     elif scenario is not None:
         cwd = Path(tempfile.mkdtemp(prefix=f"queryloop-{scenario.name}-"))
-        print(f"queryloop: offline run of scenario {scenario.name!r} in {cwd}", file=sys.stderr)
+        print(f"queryloop: offline run of scenario {scenario.name!r} in {cwd} (removed at the end)", file=sys.stderr)
     else:
         cwd = Path.cwd()
     if scenario is not None:
@@ -286,28 +306,85 @@ def cmd_run(args: argparse.Namespace) -> int:
         escalated_max_tokens=args.escalated_max_output_tokens,
         retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
         idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
+        request_timeout_s=args.request_timeout if args.request_timeout is not None else _env_request_timeout(),
     )
-    return asyncio.run(_run(options, scenario, args))
+    try:
+        return asyncio.run(_run(options, scenario, args))
+    finally:
+        if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
+            shutil.rmtree(cwd, ignore_errors=True)
+
+
+def _env_request_timeout() -> float | None:
+    value = os.environ.get("QUERYLOOP_REQUEST_TIMEOUT_S")
+    return float(value) if value else None
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM during a run: the first one cancels the run task, so the machine takes its abort edges.
+
+    A signal before the run starts cancels it as soon as it starts; one after it ended
+    (or a second one) changes nothing. Signal callbacks run on the event loop, only at
+    an ``await``, so arming and disarming around the run leaves no window.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+        self.loop = loop
+        self.task = task
+        self.received: int | None = None
+        self.cancelled_by: int | None = None
+        self.armed = False
+        for signum in self.SIGNALS:
+            loop.add_signal_handler(signum, self._received, signum)
+
+    def _received(self, signum: int) -> None:
+        if self.received is None:
+            self.received = signum
+            self._cancel_if_armed()
+
+    def _cancel_if_armed(self) -> None:
+        if self.armed and self.received is not None and self.cancelled_by is None:
+            self.cancelled_by = self.received
+            self.task.cancel()
+
+    def arm(self) -> None:
+        self.armed = True
+        self._cancel_if_armed()
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def close(self) -> None:
+        for signum in self.SIGNALS:
+            self.loop.remove_signal_handler(signum)
+
+    def exit_code(self, result: dict[str, Any]) -> int:
+        """128 + the signal's number after an interruption (like a shell), else 1 for an error result, else 0."""
+        if self.cancelled_by is not None:
+            return 128 + self.cancelled_by
+        return 1 if result["is_error"] else 0
 
 
 async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace) -> int:
-    server = None
-    if scenario is not None:
-        from .mockapi.server import MockServer
-
-        server = MockServer(scenario)
-        await server.start()
-        client = anthropic.AsyncAnthropic(api_key="offline-scenario", base_url=server.url, max_retries=0)
-    else:
-        client = anthropic.AsyncAnthropic(max_retries=0)
-    renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
-    program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
-    run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
-    loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    loop.add_signal_handler(signal.SIGINT, task.cancel)
+    interrupts = _Interrupts(asyncio.get_running_loop(), task)  # first: a signal while starting up is not fatal
+    server = None
+    client: anthropic.AsyncAnthropic | None = None
     try:
+        if scenario is not None:
+            from .mockapi.server import MockServer
+
+            server = MockServer(scenario)
+            await server.start()
+            client = anthropic.AsyncAnthropic(api_key="offline-scenario", base_url=server.url, max_retries=0)
+        else:
+            client = anthropic.AsyncAnthropic(max_retries=0)
+        renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
+        program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
+        run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
         renderer.start(
             model=options.model,
             cwd=str(options.cwd),
@@ -315,19 +392,25 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             fallback_models=list(options.fallback_models),
             machine=program.spec.name,
         )
+        interrupts.arm()
         try:
             async for item in run.events():
                 renderer.handle(item)
         except asyncio.CancelledError:
+            if interrupts.cancelled_by is None:
+                raise  # not ours
             task.uncancel()  # the machine took its abort edges; report the result like any other end
+        finally:
+            interrupts.disarm()
         result = run.result()
         renderer.finish(result, run.data)
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        await client.close()
+        if client is not None:
+            await client.close()
         if server is not None:
             await server.stop()
-    return 1 if result["is_error"] else 0
+        interrupts.close()
+    return interrupts.exit_code(result)
 
 
 if __name__ == "__main__":

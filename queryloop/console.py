@@ -5,18 +5,25 @@ streams the answer to stdout and prints one compact, coloured line per transitio
 stderr, with a spinner while waiting on the model (only on a terminal). ``json``
 prints the result object only; ``stream-json`` prints ``system/init``, ``assistant``,
 ``user`` (tool results), ``system/api_retry``, ``system/transition`` and ``result``,
-one JSON object per line. Hidden meta messages are never printed.
+one JSON object per line, plus ``system/hook_error`` for a hook that failed (in text
+mode those show with ``--verbose``). Hidden meta messages are never printed.
+
+Data is never markup: tool output, hook messages and API error text reach the terminal
+as :class:`rich.text.Text` built from plain strings, so ``[/x]`` or ``:smile:`` in them
+is printed as it is.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import uuid
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.status import Status
+from rich.text import Text
 
 from queryloop.fsm import Step
 from queryloop.handlers.context import CompactionDone
@@ -29,6 +36,9 @@ from .agent import AgentData
 __all__ = ["Renderer"]
 
 _ERROR_STATES_STYLE = "bold red"
+
+# How the hooks service words a hook failure: "<Event> hook error (<command>): <message>".
+_HOOK_ERROR = re.compile(r"(?P<event>[A-Za-z]+) hook error (?P<error>.*)", re.DOTALL)
 
 
 _WITHHELD = ("prompt_too_long", "media_too_large")  # shown only when recovery is spent (in the result)
@@ -91,13 +101,14 @@ class Renderer:
             self.status.stop()
             self.status = None
 
-    def _note(self, markup: str) -> None:
+    def _note(self, *parts: str | tuple[str, str]) -> None:
+        """One stderr line from plain strings and ``(text, style)`` pairs; nothing in them is markup."""
         self._spin(False)
         if not self.at_line_start and self.fmt == "text":
             self.out.write("\n")
             self.out.flush()
             self.at_line_start = True
-        self.err.print(markup)
+        self.err.print(Text.assemble(*parts))
 
     # ---- items -------------------------------------------------------------------------------
     def start(self, *, model: str, cwd: str, tools: list[str], fallback_models: list[str], machine: str) -> None:
@@ -115,7 +126,7 @@ class Renderer:
                 }
             )
         elif self.fmt == "text" and self.verbose:
-            self.err.print(f"[dim]queryloop: model {model}, cwd {cwd}[/dim]")
+            self.err.print(Text(f"queryloop: model {model}, cwd {cwd}", style="dim"))
         self._spin(True)
 
     def _request(self, log: RequestLog) -> None:
@@ -125,8 +136,11 @@ class Renderer:
         elif self.fmt == "text" and self.verbose:
             ttft = f", first token {log.ttft_ms:.0f} ms" if log.ttft_ms is not None else ""
             self._note(
-                f"[dim]  request {log.request_id} attempt {log.attempt} {log.model} → {log.status} "
-                f"{log.stop_reason or log.error_kind or ''} in {log.duration_ms:.0f} ms{ttft}[/dim]"
+                (
+                    f"  request {log.request_id} attempt {log.attempt} {log.model} → {log.status} "
+                    f"{log.stop_reason or log.error_kind or ''} in {log.duration_ms:.0f} ms{ttft}",
+                    "dim",
+                )
             )
 
     def handle(self, item: Any) -> None:
@@ -176,8 +190,11 @@ class Renderer:
                 )
             elif self.fmt == "text":
                 self._note(
-                    f"[yellow]  retrying in {item.retry_delay_ms} ms (attempt "
-                    f"{item.attempt}/{item.max_retries}, status {item.error_status})[/yellow]"
+                    (
+                        f"  retrying in {item.retry_delay_ms} ms (attempt "
+                        f"{item.attempt}/{item.max_retries}, status {item.error_status})",
+                        "yellow",
+                    )
                 )
         elif isinstance(item, CompactionDone):
             b = item.boundary
@@ -193,18 +210,35 @@ class Renderer:
                 )
             elif self.fmt == "text":
                 lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
-                self._note(f"[blue]  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}[/blue]")
-        elif isinstance(item, Notice) and self.verbose and self.fmt == "text":
-            self._note(f"[dim]  {item.text}[/dim]")
+                self._note((f"  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}", "blue"))
+        elif isinstance(item, Notice):
+            self._notice(item)
+
+    def _notice(self, notice: Notice) -> None:
+        """Verbose text shows every notice; stream-json reports the hook failures among them."""
+        if self.fmt == "text" and self.verbose:
+            self._note((f"  {notice.text}", "dim"))
+        elif self.fmt == "stream-json":
+            failed = _HOOK_ERROR.fullmatch(notice.text)
+            if failed is not None:
+                self._line(
+                    {
+                        "type": "system",
+                        "subtype": "hook_error",
+                        "hook_event_name": failed["event"],
+                        "error": failed["error"],
+                        "uuid": str(uuid.uuid4()),
+                    }
+                )
 
     def _tool_result(self, name: str, result: dict[str, Any]) -> None:
         self.emitted_results.add(str(result.get("tool_use_id")))
         if self.fmt == "stream-json":
             self._line({"type": "user", "message": {"role": "user", "content": [result]}, "uuid": str(uuid.uuid4())})
         elif self.fmt == "text":
-            mark = "[red]✗[/red]" if result.get("is_error") else "[green]✓[/green]"
+            mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
             first = str(result.get("content", "")).strip().splitlines()[:1]
-            self._note(f"  {mark} {name}: {first[0][:100] if first else ''}")
+            self._note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
 
     def _step(self, step: Step) -> None:
         if self.fmt == "stream-json":
@@ -227,8 +261,8 @@ class Renderer:
                 if step.progress
                 else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
             )
-            extra = f" [dim]{counters}[/dim]" if counters else ""
-            self._note(f"[{style}]· {step.reason}[/{style}] [dim]{step.source} → {step.dest}[/dim]{extra}")
+            extra = (f" {counters}", "dim") if counters else ""
+            self._note((f"· {step.reason}", style), " ", (f"{step.source} → {step.dest}", "dim"), extra)
         if step.dest == "calling_model" and not step.terminal:
             self._spin(True)
 
@@ -251,8 +285,9 @@ class Renderer:
                 if not self.at_line_start:
                     self.out.write("\n")
                 self.err.print(
-                    f"[{_ERROR_STATES_STYLE}]Error ({result['terminal_reason']}):[/{_ERROR_STATES_STYLE}] "
-                    f"{result['result']}"
+                    Text.assemble(
+                        (f"Error ({result['terminal_reason']}):", _ERROR_STATES_STYLE), f" {result['result']}"
+                    )
                 )
             else:
                 if not self.streamed_text and result["result"]:
@@ -264,8 +299,11 @@ class Renderer:
             if self.verbose:
                 cost = result["total_cost_usd"]
                 self.err.print(
-                    f"[dim]{result['num_turns']} turn(s), {result['duration_ms']} ms, cost "
-                    f"{'unknown' if cost is None else f'${cost:.4f}'}[/dim]"
+                    Text(
+                        f"{result['num_turns']} turn(s), {result['duration_ms']} ms, cost "
+                        f"{'unknown' if cost is None else f'${cost:.4f}'}",
+                        style="dim",
+                    )
                 )
         else:
             self._line(result)

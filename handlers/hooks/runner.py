@@ -3,8 +3,9 @@
 Owns: parsing the hooks configuration into records (:class:`HookConfig`), choosing
 the commands whose matcher fits an event, running them as real subprocesses in
 parallel (:func:`run_hooks`: ``bash -c``, own process group, per-hook timeout,
-stdin JSON, ``CLAUDE_PROJECT_DIR``), interpreting exit codes and JSON output, and
-folding every hook's result into one :class:`HookOutcome`.
+stdin JSON, ``CLAUDE_PROJECT_DIR``, stdout and stderr read with a cap: the first
+bytes are kept, the rest is read and dropped, and the outcome says so), interpreting
+exit codes and JSON output, and folding every hook's result into one :class:`HookOutcome`.
 
 Does not own: what the query loop does with the outcome (blocking a tool, feeding
 a Stop block back to the model, the cap on consecutive Stop blocks) — that is the
@@ -28,6 +29,7 @@ from typing import Any, Final, Literal
 import attrs
 
 __all__ = [
+    "CAPTURE_LIMIT_BYTES",
     "HOOK_EVENTS",
     "HookCommand",
     "HookConfig",
@@ -84,6 +86,9 @@ _CONTEXT_EVENTS: Final = frozenset({"UserPromptSubmit", "SessionStart"})
 
 _EXACT_MATCHER_RE: Final = re.compile(r"[A-Za-z0-9_|, -]+")
 _OUTPUT_LIMIT: Final = 10_000
+CAPTURE_LIMIT_BYTES: Final = 1 << 20
+"""The bytes of a hook's stdout (and of its stderr) that are kept; the rest is discarded unread into memory."""
+_READ_CHUNK: Final = 65536
 _PERMISSION_RANK: Final[Mapping[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -304,6 +309,64 @@ class _Run:
     plain_stdout: str | None = None
 
 
+@attrs.frozen(kw_only=True)
+class _Captured:
+    """The first bytes of one output stream and how many more were discarded."""
+
+    kept: bytes
+    dropped: int
+
+
+async def _read_capped(stream: asyncio.StreamReader | None, limit: int) -> _Captured:
+    kept = bytearray()
+    dropped = 0
+    while stream is not None and (chunk := await stream.read(_READ_CHUNK)):
+        room = max(limit - len(kept), 0)
+        kept += chunk[:room]
+        dropped += len(chunk) - min(room, len(chunk))
+    return _Captured(kept=bytes(kept), dropped=dropped)
+
+
+async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
+    if stream is None:
+        return
+    try:
+        stream.write(data)
+        await stream.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the hook does not read its stdin: allowed
+    finally:
+        stream.close()
+
+
+async def _communicate(proc: asyncio.subprocess.Process, stdin: bytes, limit: int) -> tuple[_Captured, _Captured]:
+    """Like ``Process.communicate``, but each output stream keeps at most ``limit`` bytes in memory."""
+    _, out, err = await asyncio.gather(
+        _feed(proc.stdin, stdin), _read_capped(proc.stdout, limit), _read_capped(proc.stderr, limit)
+    )
+    await proc.wait()
+    return out, err
+
+
+def _cut_note(out: _Captured, err: _Captured, limit: int) -> str | None:
+    notes = [
+        f"{name} was cut at {limit} bytes; {captured.dropped} more bytes were discarded"
+        for name, captured in (("stdout", out), ("stderr", err))
+        if captured.dropped
+    ]
+    return "; ".join(notes) or None
+
+
+def _with_note(run: _Run, note: str | None) -> _Run:
+    """``run`` whose outcome also says ``note`` (appended to its error, or as an error of its own)."""
+    if note is None:
+        return run
+    if run.errors:
+        first = run.errors[0]
+        return attrs.evolve(run, errors=(attrs.evolve(first, message=f"{first.message} ({note})"), *run.errors[1:]))
+    return attrs.evolve(run, errors=(HookError(command=run.result.command, message=note),))
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     # The hook runs in its own session, so its pid is its process-group id; killing
     # the group also takes any children it spawned (`sleep`, pipelines, ...).
@@ -312,7 +375,14 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _run_one(
-    hook: HookCommand, stdin: bytes, *, event: str, cwd: Path, env: Mapping[str, str], timeout_s: float
+    hook: HookCommand,
+    stdin: bytes,
+    *,
+    event: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    output_limit_bytes: int = CAPTURE_LIMIT_BYTES,
 ) -> _Run:
     started = time.monotonic()
 
@@ -336,7 +406,7 @@ async def _run_one(
         result = HookResult(command=command, exit_code=None, duration_ms=elapsed_ms(), stdout="", stderr="")
         return _Run(result=result, errors=(HookError(command=command, message=f"could not start the hook: {exc}"),))
     try:
-        out_b, err_b = await asyncio.wait_for(proc.communicate(stdin), timeout=timeout_s)
+        out, err = await asyncio.wait_for(_communicate(proc, stdin, output_limit_bytes), timeout=timeout_s)
     except TimeoutError:
         _kill_group(proc)
         await proc.wait()
@@ -351,13 +421,15 @@ async def _run_one(
         with contextlib.suppress(BaseException):
             await asyncio.shield(proc.wait())
         raise
-    stdout = out_b.decode("utf-8", errors="replace")
-    stderr = err_b.decode("utf-8", errors="replace")
+    stdout = out.kept.decode("utf-8", errors="replace")
+    stderr = err.kept.decode("utf-8", errors="replace")
     code = proc.returncode
     result = HookResult(
         command=command, exit_code=code, duration_ms=elapsed_ms(), stdout=_truncate(stdout), stderr=_truncate(stderr)
     )
-    return _interpret(result, stdout=stdout, stderr=stderr, event=event)
+    return _with_note(
+        _interpret(result, stdout=stdout, stderr=stderr, event=event), _cut_note(out, err, output_limit_bytes)
+    )
 
 
 def _interpret(result: HookResult, *, stdout: str, stderr: str, event: str) -> _Run:
@@ -525,6 +597,7 @@ async def run_hooks(
     permission_mode: str,
     timeout_default_s: float = 600,
     env: Mapping[str, str] | None = None,
+    output_limit_bytes: int = CAPTURE_LIMIT_BYTES,
 ) -> HookOutcome:
     """Run every hook of ``config`` matching ``event``/``payload`` in parallel and fold the results.
 
@@ -533,8 +606,10 @@ async def run_hooks(
     ``tool_response``, ``stop_hook_active``, ``prompt``, ...). It runs as ``bash -c``
     in its own process group with ``CLAUDE_PROJECT_DIR=cwd`` added to ``env`` (default:
     this process's environment) and is killed with its group after its ``timeout``
-    (default ``timeout_default_s``). Cancelling this coroutine kills every running hook
-    and re-raises. Hook failures never raise: they are ``HookOutcome.errors``.
+    (default ``timeout_default_s``). Of its stdout and of its stderr the first
+    ``output_limit_bytes`` are kept (a cut is reported as a hook error). Cancelling
+    this coroutine kills every running hook and re-raises. Hook failures never raise:
+    they are ``HookOutcome.errors``.
     """
     hooks = config.commands_for(event, payload)
     if not hooks:
@@ -559,6 +634,7 @@ async def run_hooks(
                 cwd=cwd_path,
                 env=hook_env,
                 timeout_s=hook.timeout_s if hook.timeout_s is not None else timeout_default_s,
+                output_limit_bytes=output_limit_bytes,
             )
         )
         for hook in hooks

@@ -6,10 +6,13 @@ materialises the transcript once per attempt (the SDK serialises it anyway); the
 scripted backend never looks at it, so in-process runs cost nothing per message.
 Backends keep nothing about the run: whether the server offers ``count_tokens`` is
 answered per call (:class:`TokenCount`) and remembered in the run data.
+:func:`with_request_deadline` gives every call of a backend the run's per-request
+deadline (``ModelCall.deadline_s``), which the HTTP backend enforces.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from collections.abc import Callable, Iterable
@@ -35,6 +38,7 @@ __all__ = [
     "TokenCount",
     "scripted_failure",
     "scripted_reply",
+    "with_request_deadline",
 ]
 
 
@@ -50,6 +54,8 @@ class ModelCall:
     stream: bool
     attempt: int
     idle_timeout_s: float
+    deadline_s: float | None = None
+    """The longest the whole attempt may take; past it the attempt is a ``retryable`` timeout."""
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -92,25 +98,53 @@ class AnthropicBackend:
             max_tokens=call.max_tokens,
             stream=call.stream,
             idle_timeout_s=call.idle_timeout_s,
+            deadline_s=call.deadline_s,
             attempt=call.attempt,
         )
         return await send_request(self.client, request, on_text=on_text)
 
     async def count_tokens(self, call: ModelCall) -> TokenCount:
-        """``/v1/messages/count_tokens``; a lasting client error says the server does not offer it."""
+        """``/v1/messages/count_tokens``; a lasting client error says the server does not offer it.
+
+        Bounded like a model call: the idle timeout for each wait, the deadline overall.
+        """
         kwargs: dict[str, Any] = {"model": call.model, "messages": call.messages.to_list()}
         if call.system:
             kwargs["system"] = call.system
         if call.tools:
             kwargs["tools"] = list(call.tools)
         try:
-            counted = await self.client.messages.count_tokens(**kwargs)
+            async with asyncio.timeout(call.deadline_s):
+                counted = await self.client.messages.count_tokens(**kwargs, timeout=call.idle_timeout_s)
         except anthropic.APIStatusError as exc:
             status = exc.status_code  # a client error other than a rate limit or timeout will not go away
             return TokenCount(tokens=None, offered=not (400 <= status < 500 and status not in (408, 409, 429)))
-        except anthropic.APIError:
+        except (anthropic.APIError, TimeoutError):
             return TokenCount(tokens=None)  # transient (connection, timeout, bad body): ask again next time
         return TokenCount(tokens=int(counted.input_tokens))
+
+
+class _DeadlineBackend:
+    """Hands every call to ``inner`` with ``deadline_s`` set."""
+
+    def __init__(self, inner: ModelBackend, deadline_s: float) -> None:
+        self.inner = inner
+        self.deadline_s = deadline_s
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        return await self.inner.send(attrs.evolve(call, deadline_s=self.deadline_s), on_text)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        return await self.inner.count_tokens(attrs.evolve(call, deadline_s=self.deadline_s))
+
+
+def with_request_deadline(backend: ModelBackend, deadline_s: float | None) -> ModelBackend:
+    """``backend`` giving every call (model, summary and count_tokens requests) ``deadline_s``; None: unchanged."""
+    if deadline_s is None:
+        return backend
+    if deadline_s <= 0:
+        raise ValueError(f"a request deadline must be > 0 seconds, got {deadline_s:g}")
+    return _DeadlineBackend(backend, deadline_s)
 
 
 _ids = itertools.count(1)

@@ -7,6 +7,12 @@ not retry, back off, switch models or decide recovery: the client it is handed i
 with ``max_retries=0`` and the state machine's edges own all of that. No exception
 escapes for an HTTP, SSE or JSON problem — each one is a :class:`ModelFailure`;
 ``asyncio.CancelledError`` propagates.
+
+Two clocks bound an attempt: the idle timeout (the longest silence: waiting for the
+response headers, the next SSE event, or the next bytes of a non-streamed body) and an
+optional deadline for the whole attempt. Either one running out is a ``retryable``
+failure with ``error_type`` ``timeout_error`` — except a stream gone idle after its
+headers, which is ``stream_broken`` (the machine's stream fallback).
 """
 
 from __future__ import annotations
@@ -84,7 +90,9 @@ class ModelRequest:
     max_tokens: int
     stream: bool = True
     idle_timeout_s: float = 90.0
-    """Streaming: the longest wait for the response headers or the next SSE event."""
+    """The longest wait for the response headers, the next SSE event or the next bytes of a body."""
+    deadline_s: float | None = None
+    """The longest the whole attempt may take (None: no limit but the idle timeout)."""
     attempt: int = 1
 
 
@@ -233,6 +241,7 @@ class _Attempt:
         self.stop_reason: str | None = None
         self.model = req.model
         self.note: str | None = None
+        self.assembler: _Assembler | None = None  # a streamed reply's blocks so far
 
     def elapsed_ms(self) -> float:
         return (time.monotonic() - self.started) * 1000.0
@@ -313,21 +322,34 @@ async def send_request(
     """Send ``req`` once through ``client`` (built with ``max_retries=0``) and classify the outcome.
 
     Streaming calls ``on_text`` with each text delta as it arrives. The idle timeout
-    bounds the wait for the response headers and for every following SSE event.
+    bounds the wait for the response headers and for every following SSE event (or
+    read of a non-streamed body); ``req.deadline_s`` bounds the whole attempt.
     """
     attempt = _Attempt(req)
-    if req.stream:
-        return await _send_streaming(client, req, attempt, on_text)
-    return await _send_plain(client, req, attempt)
+    sending = _send_streaming(client, req, attempt, on_text) if req.stream else _send_plain(client, req, attempt)
+    if req.deadline_s is None:
+        return await sending
+    try:
+        async with asyncio.timeout(req.deadline_s):
+            return await sending
+    except TimeoutError:
+        done = attempt.assembler.completed if attempt.assembler is not None else ()
+        return attempt.fail(
+            "retryable",
+            f"no complete response within the request deadline of {req.deadline_s:g} s",
+            error_type="timeout_error",
+            partial=done,
+        )
 
 
 async def _send_plain(
     client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
 ) -> ModelReply | ModelFailure:
     try:
-        # An explicit timeout: the SDK refuses non-streaming calls whose max_tokens
-        # suggests > 10 minutes unless one is given; our caller chose non-streaming.
-        raw = await client.messages.with_raw_response.create(**_params(req, attempt), timeout=600.0)
+        # The idle timeout is httpx's read timeout: the longest silence, not the whole
+        # answer (that is the deadline's). Explicit, too, because the SDK refuses
+        # non-streaming calls whose max_tokens suggests > 10 minutes unless one is given.
+        raw = await client.messages.with_raw_response.create(**_params(req, attempt), timeout=req.idle_timeout_s)
         attempt.status = raw.status_code
         attempt.request_id = raw.headers.get("request-id")
         text = await raw.text()
@@ -463,7 +485,7 @@ async def _send_streaming(
 
     attempt.status = stream.response.status_code
     attempt.request_id = stream.response.headers.get("request-id")
-    asm = _Assembler(on_text)
+    asm = attempt.assembler = _Assembler(on_text)
     try:
         iterator = stream.__aiter__()
         while True:

@@ -2,8 +2,9 @@
 
 Its states in ``machines/query_loop.yaml`` are ``gating_tools`` and ``running_tools``.
 Here: the slice of the run data it owns (``data``), the tools' shared records
-(``base``), the built-in tools (``files``, ``search``, ``bash``, gathered in
-``registry``), validation and scheduling (``dispatch``), permission rules
+(``base``), the built-in tools (``files``, ``search`` — whose matching runs in the
+``grep_worker`` child process — and ``bash``, gathered in ``registry``), validation,
+scheduling and deadlines (``dispatch``), permission rules
 (``permissions``), the gate (``gate``) and running the calls (``running``).
 """
 

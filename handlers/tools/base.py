@@ -5,31 +5,44 @@ plus the scheduling flags and the implementation), :class:`ToolContext` (the wor
 directory and limits a call runs under), :class:`ToolCall` (one parsed ``tool_use``
 block), :class:`ToolOutput` (what an implementation returns), :class:`ToolError` (an
 expected failure whose message goes to the model verbatim), the ``tool_result`` block
-shape, working-directory confinement and output truncation.
+shape, working-directory confinement (a symlink loop is a :class:`ToolError`), output
+truncation, and how blocking work runs off the event loop (:func:`threaded`,
+:func:`in_thread`): in a daemon thread that the caller stops waiting for at once on
+cancellation and that stops itself at its next :func:`raise_if_cancelled`.
 
 Does not own any tool (``files``, ``search``, ``bash``) nor the
-scheduling of calls (``dispatch``).
+scheduling of calls and their deadline (``dispatch``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import errno
+import functools
 import re
+import stat
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import attrs
 import jsonschema
 from jsonschema.protocols import Validator
 
 __all__ = [
+    "DEADLINE_GRACE_S",
     "ToolContext",
     "ToolError",
     "ToolOutput",
     "ToolRun",
     "ToolSpec",
     "display_path",
+    "in_thread",
+    "non_regular_kind",
+    "raise_if_cancelled",
     "resolve_inside_cwd",
     "split_budget",
     "threaded",
@@ -45,6 +58,11 @@ _MIN_OUTPUT_CHARS = 1000
 
 # Room kept for the truncation marker, so a truncated text stays within its limit.
 _MARKER_RESERVE = 120
+
+DEADLINE_GRACE_S: Final = 5.0
+"""What the dispatcher allows on top of the timeout a tool enforces itself (to clean up and report)."""
+
+R = TypeVar("R")
 
 
 class ToolError(Exception):
@@ -65,14 +83,16 @@ class ToolContext:
     """The environment a tool call runs in: working directory and output/time limits.
 
     ``cwd`` is resolved (symlinks and ``..`` removed) on construction; every file path
-    a tool touches must resolve inside it. ``bash_default_timeout_s`` applies when the
-    model gives no ``timeout``; a longer one is clamped to ``bash_max_timeout_s``.
-    ``max_output_chars`` bounds the ``content`` of every result: tools cut their own
-    output sensibly (Bash keeps start and end, Read stops at a whole line) and the
-    dispatcher cuts anything still longer.
+    a tool touches must resolve inside it. ``tool_timeout_s`` is the deadline of every
+    call (the dispatcher stops a call past it and reports an error) except Bash, whose
+    ``bash_default_timeout_s`` applies when the model gives no ``timeout``; a longer
+    one is clamped to ``bash_max_timeout_s``. ``max_output_chars`` bounds the
+    ``content`` of every result: tools cut their own output sensibly (Bash keeps start
+    and end, Read stops at a whole line) and the dispatcher cuts anything still longer.
     """
 
     cwd: Path = attrs.field(converter=_resolve_dir, validator=_check_cwd)
+    tool_timeout_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
     bash_default_timeout_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
     bash_max_timeout_s: float = attrs.field(default=600.0)
     max_output_chars: int = attrs.field(default=30_000, validator=attrs.validators.ge(_MIN_OUTPUT_CHARS))
@@ -118,7 +138,9 @@ class ToolSpec:
 
     ``concurrency_safe`` calls may run in parallel with neighbouring safe calls;
     ``read_only`` tools change nothing; ``idempotent`` tools can be re-run after an
-    abort without a different effect. The schema is compiled once, here.
+    abort without a different effect. ``own_timeout_s`` is set by a tool that enforces
+    a timeout itself (and reports what it got done by then): it gives that timeout for
+    an input. The schema is compiled once, here.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -128,6 +150,7 @@ class ToolSpec:
     read_only: bool
     idempotent: bool
     run: ToolRun = attrs.field(repr=False)
+    own_timeout_s: Callable[[Mapping[str, Any], ToolContext], float] | None = attrs.field(default=None, repr=False)
     schema_validator: Validator = attrs.field(init=False, eq=False, repr=False)
 
     @schema_validator.default
@@ -138,18 +161,30 @@ class ToolSpec:
         """The ``{"name", "description", "input_schema"}`` dict sent to the API."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
+    def deadline_s(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
+        """How long the dispatcher lets a call with ``tool_input`` run before stopping it."""
+        if self.own_timeout_s is None:
+            return ctx.tool_timeout_s
+        return self.own_timeout_s(tool_input, ctx) + DEADLINE_GRACE_S
+
 
 def resolve_inside_cwd(raw: str, ctx: ToolContext) -> Path:
     """Resolve ``raw`` (absolute, or relative to ``ctx.cwd``) and require it inside ``ctx.cwd``.
 
     ``..`` and symlinks (including a dangling one) are resolved first, so neither can
-    be used to escape. Raises :class:`ToolError` naming the path otherwise.
+    be used to escape. Raises :class:`ToolError` naming the path otherwise, and for a
+    path that is (or passes through) a symlink loop.
     """
     if not raw:
         raise ToolError("path is empty; give a path inside the working directory")
     if "\x00" in raw:
         raise ToolError(f"path {raw!r} contains a NUL character")
-    resolved = (ctx.cwd / raw).resolve()
+    try:
+        resolved = (ctx.cwd / raw).resolve()
+    except (RuntimeError, OSError) as exc:  # Python 3.11 raises RuntimeError for a loop, later ones OSError(ELOOP)
+        if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
+            raise ToolError(f"path {raw!r} cannot be resolved: {exc.strerror or exc}") from exc
+        raise ToolError(f"path {raw!r} is a symlink loop (a link that leads back to itself); it names no file") from exc
     if not resolved.is_relative_to(ctx.cwd):
         raise ToolError(
             f"path {raw!r} resolves to {str(resolved)!r}, which is outside the working directory "
@@ -191,15 +226,89 @@ def split_budget(limit: int) -> tuple[int, int]:
     return head, budget - head
 
 
-def threaded(fn: Callable[[Mapping[str, Any], ToolContext], ToolOutput]) -> ToolRun:
-    """Wrap a blocking implementation so it runs in a worker thread, off the event loop.
+def non_regular_kind(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file or a directory, else None.
 
-    This is what lets concurrency-safe file tools actually overlap. A cancelled call
-    stops waiting at once, but the thread finishes the operation it had started.
+    Reading a FIFO blocks until someone writes to it, a device may never end: tools
+    refuse those by name instead of opening them.
+    """
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
+_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("queryloop_tool_stop", default=None)
+
+
+def raise_if_cancelled() -> None:
+    """In work run by :func:`in_thread`: raise :class:`ToolError` if the caller stopped waiting.
+
+    Long loops (a directory walk, reading a file line by line) call it so a call that
+    was cancelled or ran past its deadline stops soon instead of running on unseen.
+    """
+    stop = _STOP.get()
+    if stop is not None and stop.is_set():
+        raise ToolError("stopped: the call was cancelled or ran past its deadline")
+
+
+async def in_thread(fn: Callable[[], R]) -> R:
+    """Run blocking ``fn()`` in a new daemon thread and await its result.
+
+    Cancelled, the caller stops waiting at once and ``fn`` sees :func:`raise_if_cancelled`
+    raise at its next check. The thread is a daemon so that one stuck in a system call
+    cannot keep the process from exiting (``asyncio.to_thread``'s pool threads would:
+    the loop joins them at shutdown).
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[R] = loop.create_future()
+    stop = threading.Event()
+
+    def deliver(settle: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(settle)
+
+    def finish(result: R | None, error: Exception | None) -> None:
+        if done.done():
+            return  # cancelled meanwhile
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]  # R when there is no error
+
+    def work() -> None:
+        _STOP.set(stop)
+        try:
+            result = fn()
+        except Exception as exc:
+            deliver(functools.partial(finish, None, exc))
+        except BaseException as exc:  # SystemExit in a thread: still an answer, never a caller left waiting
+            deliver(functools.partial(finish, None, RuntimeError(f"{type(exc).__name__} in a tool thread")))
+        else:
+            deliver(functools.partial(finish, result, None))
+
+    threading.Thread(target=work, name=f"queryloop-tool-{getattr(fn, '__name__', 'work')}", daemon=True).start()
+    try:
+        return await done
+    finally:
+        stop.set()
+
+
+def threaded(fn: Callable[[Mapping[str, Any], ToolContext], ToolOutput]) -> ToolRun:
+    """Wrap a blocking implementation so it runs in a worker thread (:func:`in_thread`), off the event loop.
+
+    This is what lets concurrency-safe file tools actually overlap.
     """
 
     async def run(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await asyncio.to_thread(fn, tool_input, ctx)
+        return await in_thread(lambda: fn(tool_input, ctx))
 
     run.__name__ = run.__qualname__ = fn.__name__
     run.__doc__ = fn.__doc__

@@ -6,6 +6,7 @@ The whole group is killed with SIGKILL when the command times out, when the call
 cancelled (the ``CancelledError`` then propagates), and also when ``bash`` itself
 exits, so background jobs left behind do not outlive the call. Output is captured
 streaming, keeping only its start and end, so a chatty command cannot exhaust memory.
+Its timeout is the call's (``own_timeout_s``): the dispatcher's deadline leaves it room.
 
 Does not own scheduling or error wrapping (``dispatch``).
 """
@@ -230,4 +231,5 @@ BASH: Final = ToolSpec(
     read_only=False,
     idempotent=False,
     run=_run_bash,
+    own_timeout_s=_timeout_seconds,
 )

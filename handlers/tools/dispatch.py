@@ -1,11 +1,12 @@
 """Running the model's tool calls: registry lookup, input validation, scheduling, results.
 
 Owns :class:`ToolRegistry` (tools by name, their API definitions built once, filtering
-by allowed names) and :func:`run_tool_calls`. The
-contract with the loop: every call gets exactly one ``tool_result`` block with its
-``tool_use_id``, in the model's order; every failure becomes an ``is_error`` result,
-and only ``asyncio.CancelledError`` escapes (the loop then synthesises results for
-the calls left dangling, keeping the ledger invariant of DESIGN.md).
+by allowed names) and :func:`run_tool_calls`. The contract with the loop: every call
+gets exactly one ``tool_result`` block with its ``tool_use_id``, in the model's order;
+every call runs under its deadline (:meth:`ToolSpec.deadline_s`) and is stopped past
+it; every failure becomes an ``is_error`` result, and only ``asyncio.CancelledError``
+escapes (the loop then synthesises results for the calls left dangling, keeping the
+ledger invariant of DESIGN.md).
 
 Does not own any tool implementation (``files``, ``search``, ``bash``).
 """
@@ -145,10 +146,19 @@ async def _run_one(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
     problems = validation_problems(tool, call.input)
     if problems:
         return tool_result_block(call.id, _invalid_input_message(tool, problems), is_error=True)
+    deadline = tool.deadline_s(call.input, ctx)
+    limit = asyncio.timeout(deadline)
     try:
-        output = await tool.run(call.input, ctx)
+        async with limit:
+            output = await tool.run(call.input, ctx)
     except ToolError as exc:
         return tool_result_block(call.id, f"{tool.name} failed: {exc}", is_error=True)
+    except TimeoutError as exc:
+        if not limit.expired():
+            return tool_result_block(call.id, f"{tool.name} failed with TimeoutError: {exc}", is_error=True)
+        return tool_result_block(
+            call.id, f"{tool.name} did not finish within {deadline:g} s and was stopped", is_error=True
+        )
     except Exception as exc:
         return tool_result_block(call.id, f"{tool.name} failed with {type(exc).__name__}: {exc}", is_error=True)
     if not isinstance(output, ToolOutput):

@@ -2,7 +2,12 @@
 
 Owns how a single file is shown to the model (numbered lines, paging hints) and how it
 is changed (whole-file write, exact-string replacement with a uniqueness rule). Every
-path goes through :func:`resolve_inside_cwd` first.
+path goes through :func:`resolve_inside_cwd` first; only regular files are opened
+(a FIFO, socket or device is refused by name, never opened to block). Read holds at
+most one cut line at a time, however long the file's lines are. Write and Edit are
+atomic: the new content goes to a temporary file beside the target, is flushed to
+disk and renamed over it, so a crash leaves the old file or the new one, never a
+torn one; the file's permission bits are kept.
 
 Does not own searching (``search``), commands (``bash``) or scheduling
 (``dispatch``). Blocking file I/O runs in a worker thread (:func:`threaded`).
@@ -10,10 +15,14 @@ Does not own searching (``search``), commands (``bash``) or scheduling
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Mapping
+import os
+import secrets
+import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 from .base import (
     ToolContext,
@@ -21,6 +30,8 @@ from .base import (
     ToolOutput,
     ToolSpec,
     display_path,
+    non_regular_kind,
+    raise_if_cancelled,
     resolve_inside_cwd,
     threaded,
 )
@@ -39,24 +50,72 @@ _BINARY_SNIFF_BYTES: Final = 8192
 # Room kept below max_output_chars for the closing "continue at offset" note (plus the path).
 _NOTE_RESERVE: Final = 160
 
+# The rest of a cut line is skipped in pieces of this many characters.
+_SKIP_CHARS: Final = 65536
 
-def _require_file(raw: str, ctx: ToolContext, *, missing_hint: str) -> tuple[Path, str]:
+
+def _require_file(raw: str, ctx: ToolContext, *, missing_hint: str, verb: str) -> tuple[Path, str]:
     path = resolve_inside_cwd(raw, ctx)
     shown = display_path(path, ctx)
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ToolError(f"file {shown} does not exist; {missing_hint}") from None
+    if stat.S_ISDIR(mode):
         raise ToolError(f"{shown} is a directory, not a file; use Glob (or Bash `ls`) to list what it contains")
-    if not path.exists():
-        raise ToolError(f"file {shown} does not exist; {missing_hint}")
+    _refuse_non_regular(mode, shown, verb)
     return path, shown
+
+
+def _refuse_non_regular(mode: int, shown: str, verb: str) -> None:
+    kind = non_regular_kind(mode)
+    if kind is not None:
+        raise ToolError(f"{shown} is {kind}, not a regular file; {verb} only regular files")
+
+
+def _open_regular(path: Path, shown: str, verb: str) -> IO[bytes]:
+    """``path`` opened for reading — without blocking even if it became a FIFO since it was checked."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _refuse_non_regular(os.fstat(fd).st_mode, shown, verb)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb")  # O_NONBLOCK changes nothing for a regular file
 
 
 def _is_binary(head: bytes) -> bool:
     return b"\x00" in head
 
 
+def _lines(text: IO[str], keep: int) -> Iterator[tuple[str, bool]]:
+    """Each line's first ``keep`` characters (line end removed) and whether it was longer.
+
+    The rest of a long line is read in pieces and dropped: one huge line never sits
+    in memory whole.
+    """
+    while True:
+        raise_if_cancelled()
+        head = text.readline(keep)
+        if not head:
+            return
+        cut = False
+        if not head.endswith("\n") and len(head) == keep:
+            while True:  # skip the rest of the line
+                rest = text.readline(_SKIP_CHARS)
+                if rest.rstrip("\r\n"):
+                    cut = True
+                if not rest or rest.endswith("\n"):
+                    break
+        yield head.rstrip("\r\n"), cut
+
+
 def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path, shown = _require_file(
-        tool_input["file_path"], ctx, missing_hint="check the path (Glob finds files by name pattern)"
+        tool_input["file_path"],
+        ctx,
+        missing_hint="check the path (Glob finds files by name pattern)",
+        verb="Read reads",
     )
     # offset is a 1-based line number; 0 is accepted and means the first line.
     offset: int = max(tool_input.get("offset", 1), 1)
@@ -68,13 +127,13 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     last_shown = 0
     stop_note = ""
     total_seen = 0
-    with path.open("rb") as raw:
+    with _open_regular(path, shown, "Read reads") as raw:
         if _is_binary(raw.read(_BINARY_SNIFF_BYTES)):
             raise ToolError(f"{shown} appears to be a binary file (it contains NUL bytes); Read only shows text")
         raw.seek(0)
         # Split on "\n" only, as Grep numbers lines, so both tools agree on line numbers.
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
-        for number, line in enumerate(text, start=1):
+        for number, (line, cut) in enumerate(_lines(text, READ_MAX_LINE_CHARS), start=1):
             total_seen = number
             if number < offset:
                 continue
@@ -83,9 +142,8 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
                     f"[{shown} continues after line {last_shown}; call Read with offset={last_shown + 1} to see more]"
                 )
                 break
-            line = line.rstrip("\r\n")
-            if len(line) > READ_MAX_LINE_CHARS:
-                line = line[:READ_MAX_LINE_CHARS] + f"... [line cut at {READ_MAX_LINE_CHARS} characters]"
+            if cut:
+                line += f"... [line cut at {READ_MAX_LINE_CHARS} characters]"
             numbered = f"{number:>6}\t{line}\n"
             if used + len(numbered) > budget and parts:
                 stop_note = (
@@ -109,25 +167,88 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content="".join(parts))
 
 
+def _temporary_beside(path: Path) -> tuple[int, Path]:
+    """A new, empty file in ``path``'s directory (mode 0666 less the umask), opened for writing."""
+    while True:
+        candidate = path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), candidate
+        except FileExistsError:
+            continue
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every filesystem allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _replace_atomically(path: Path, data: bytes, shown: str) -> None:
+    """Make ``data`` the content of ``path`` with one rename: temporary file, fsync, rename.
+
+    An existing file keeps its permission bits (and its owner, where this process may
+    set it). A call stopped meanwhile (cancelled, past its deadline) renames nothing.
+    """
+    try:
+        old: os.stat_result | None = path.stat()
+    except FileNotFoundError:
+        old = None
+    try:
+        fd, temporary = _temporary_beside(path)
+    except OSError as exc:
+        raise ToolError(f"writing {shown} failed ({exc.strerror or exc}); the file is unchanged") from exc
+    try:
+        with open(fd, "wb") as out:
+            if old is not None:
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                created = os.fstat(fd)
+                if (old.st_uid, old.st_gid) != (created.st_uid, created.st_gid):
+                    with contextlib.suppress(OSError):  # only a privileged process may give a file away
+                        os.fchown(fd, old.st_uid, old.st_gid)
+            out.write(data)
+            out.flush()
+            os.fsync(fd)
+        raise_if_cancelled()  # the model was told the call did not finish: change nothing
+        os.replace(temporary, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise ToolError(f"writing {shown} failed ({exc.strerror or exc}); the file is unchanged") from exc
+        raise
+    _fsync_directory(path.parent)
+
+
 def _write_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path = resolve_inside_cwd(tool_input["file_path"], ctx)
     shown = display_path(path, ctx)
     content: str = tool_input["content"]
-    if path.is_dir():
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise ToolError(f"{shown} is a directory; Write needs a file path")
-    existed = path.exists()
+    if mode is not None:
+        _refuse_non_regular(mode, shown, "Write replaces")
     path.parent.mkdir(parents=True, exist_ok=True)
-    # newline="" writes the text byte for byte: no newline translation.
-    with path.open("w", encoding="utf-8", newline="") as out:
-        out.write(content)
-    verb = "Overwrote" if existed else "Created"
+    # The text is written byte for byte: no newline translation.
+    _replace_atomically(path, content.encode("utf-8"), shown)
+    verb = "Overwrote" if mode is not None else "Created"
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     return ToolOutput(content=f"{verb} {shown} ({lines} lines, {len(content)} characters)")
 
 
 def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path, shown = _require_file(
-        tool_input["file_path"], ctx, missing_hint="Edit only changes existing files; use Write to create it"
+        tool_input["file_path"],
+        ctx,
+        missing_hint="Edit only changes existing files; use Write to create it",
+        verb="Edit changes",
     )
     old: str = tool_input["old_string"]
     new: str = tool_input["new_string"]
@@ -136,8 +257,10 @@ def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError("old_string is empty; give the exact text to replace (Write replaces a whole file)")
     if old == new:
         raise ToolError("old_string and new_string are identical, so the edit would change nothing")
+    with _open_regular(path, shown, "Edit changes") as raw:
+        data = raw.read()
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ToolError(
             f"{shown} is not valid UTF-8 ({exc.reason} at byte {exc.start}); Edit only changes UTF-8 text"
@@ -159,7 +282,7 @@ def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             f"old_string occurs {count} times in {shown}, but must occur exactly once. Include more "
             "surrounding lines to make it unique, or set replace_all to true to replace every occurrence"
         )
-    path.write_bytes(text.replace(old, new).encode("utf-8"))
+    _replace_atomically(path, text.replace(old, new).encode("utf-8"), shown)
     noun = "occurrence" if count == 1 else "occurrences"
     return ToolOutput(content=f"Edited {shown}: replaced {count} {noun} of old_string")
 

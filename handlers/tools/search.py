@@ -1,17 +1,26 @@
 """The search tools ``Glob`` (files by name pattern) and ``Grep`` (files by content regex).
 
 Owns the glob-pattern dialect (``*``, ``?``, ``**``, ``[...]``, ``{a,b}``), the directory
-walk both tools share (VCS directories skipped, symlinked directories not followed,
-symlinked files leaving the working directory ignored) and the output formats and caps.
-``Grep`` is pure Python (:mod:`re`): no ripgrep needed, Python regex syntax.
+walk both tools share (regular files only: FIFOs, sockets and devices are never opened;
+VCS directories skipped; symlinked directories not followed; symlinked files leaving
+the working directory, and symlink loops, ignored) and the output formats and caps.
+``Grep`` is pure Python (:mod:`re`): no ripgrep needed, Python regex syntax. The walk
+runs in a worker thread; the matching runs in a child process (``grep_worker``) that
+is killed at the call's deadline or on cancellation, because a backtracking pattern
+can run for ever while holding the GIL.
 
 Does not own single-file access (``files``) or scheduling (``dispatch``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import re
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +31,9 @@ from .base import (
     ToolOutput,
     ToolSpec,
     display_path,
+    in_thread,
+    non_regular_kind,
+    raise_if_cancelled,
     resolve_inside_cwd,
     threaded,
     truncate_text,
@@ -38,8 +50,11 @@ GREP_MAX_LINE_CHARS: Final = 500
 # Directories that hold version-control internals, never project files.
 _SKIPPED_DIRS: Final = frozenset({".git", ".hg", ".svn"})
 
-_BINARY_SNIFF_BYTES: Final = 8192
 _MAGIC_CHARS: Final = frozenset("*?[{\\")
+
+# The matching process: the standard library only (-S: no site-packages), isolated from
+# the environment (-I), so it starts in a few tens of milliseconds.
+_WORKER: Final = (sys.executable, "-I", "-S", str(Path(__file__).with_name("grep_worker.py")))
 
 
 def _split_top_level(body: str) -> list[str]:
@@ -131,31 +146,51 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
         raise ToolError(f"glob pattern {pattern!r} is malformed: {exc}") from exc
 
 
-def _walk_files(root: Path, ctx: ToolContext, max_depth: int | None = None) -> Iterator[Path]:
-    """Yield the files below ``root`` in a stable order, without leaving ``ctx.cwd``.
+def _linked_file(entry: os.DirEntry[str], ctx: ToolContext) -> bool:
+    """A symlink to a regular file inside the working directory (not a loop, not dangling)."""
+    try:
+        target = Path(entry.path).resolve()
+        return target.is_relative_to(ctx.cwd) and target.is_file()  # is_file: a regular file, never a FIFO
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError on Python 3.11), or gone meanwhile
+        return False
 
+
+def _walk_files(root: Path, ctx: ToolContext, max_depth: int | None = None) -> Iterator[Path]:
+    """Yield the regular files below ``root`` in a stable order, without leaving ``ctx.cwd``.
+
+    Each directory's files come sorted, then its subdirectories, sorted, each in turn.
     With ``max_depth``, only files at most that many components below ``root`` are
-    yielded (1: ``root``'s own files).
+    yielded (1: ``root``'s own files). Unreadable directories are skipped.
     """
-    root_depth = len(root.parts)
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        dirnames[:] = sorted(name for name in dirnames if name not in _SKIPPED_DIRS)
-        if max_depth is not None and len(here.parts) - root_depth >= max_depth - 1:
-            dirnames.clear()
-        for name in sorted(filenames):
-            path = here / name
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(ctx.cwd) or not target.is_file():
-                    continue
-            yield path
+    pending: list[tuple[Path, int]] = [(root, 0)]
+    while pending:
+        raise_if_cancelled()
+        here, depth = pending.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subdirectories: list[Path] = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in _SKIPPED_DIRS:
+                    subdirectories.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False) or (entry.is_symlink() and _linked_file(entry, ctx)):
+                yield Path(entry.path)
+        if max_depth is None or depth + 1 < max_depth:
+            pending.extend((directory, depth + 1) for directory in reversed(subdirectories))
 
 
 def _search_root(raw: str | None, ctx: ToolContext) -> Path:
     root = ctx.cwd if raw is None else resolve_inside_cwd(raw, ctx)
-    if not root.exists():
-        raise ToolError(f"path {display_path(root, ctx)} does not exist")
+    try:
+        mode = root.stat().st_mode
+    except FileNotFoundError:
+        raise ToolError(f"path {display_path(root, ctx)} does not exist") from None
+    kind = non_regular_kind(mode)
+    if kind is not None:
+        raise ToolError(f"path {display_path(root, ctx)} is {kind}, not a regular file or a directory")
     return root
 
 
@@ -186,7 +221,10 @@ def _glob(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     literal = 0
     while literal < len(components) - 1 and not _MAGIC_CHARS.intersection(components[literal]):
         literal += 1
-    start = root.joinpath(*components[:literal]).resolve() if literal else root
+    try:
+        start = root.joinpath(*components[:literal]).resolve() if literal else root
+    except (RuntimeError, OSError):  # the literal part runs into a symlink loop
+        return ToolOutput(content=f"No files match {pattern!r} in {display_path(root, ctx)}")
     if not start.is_relative_to(ctx.cwd) or not start.is_dir():
         return ToolOutput(content=f"No files match {pattern!r} in {display_path(root, ctx)}")
     bounded = "**" not in pattern and "{" not in pattern
@@ -205,91 +243,98 @@ def _glob(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content=truncate_text("\n".join(lines), ctx.max_output_chars))
 
 
-def _read_text(path: Path) -> str | None:
-    """The file's text, or ``None`` for a binary or unreadable file (Grep skips those)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        return None
-    return data.decode("utf-8", errors="replace")
-
-
-def _grep(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-    pattern: str = tool_input["pattern"]
-    mode: str = tool_input.get("output_mode", "files_with_matches")
-    flags = re.MULTILINE | (re.IGNORECASE if tool_input.get("-i", False) else 0)
-    try:
-        regex = re.compile(pattern, flags)
-    except re.error as exc:
-        raise ToolError(f"pattern {pattern!r} is not a valid Python regular expression: {exc}") from exc
+def _grep_candidates(tool_input: Mapping[str, Any], ctx: ToolContext) -> tuple[Path, list[Path]]:
+    """The search root and the files to search (walked, or the one file given), filtered by ``glob``."""
     root = _search_root(tool_input.get("path"), ctx)
-
     file_glob: str | None = tool_input.get("glob")
     name_filter = glob_to_regex(file_glob) if file_glob else None
     # Like ripgrep: a glob without '/' matches file names, one with '/' matches paths.
     filter_on_path = file_glob is not None and "/" in file_glob
-
-    if root.is_dir():
-        candidates: Iterator[Path] = _walk_files(root, ctx)
-    else:
-        candidates = iter((root,))
-
-    limit = ctx.max_output_chars
-    matched_files: list[Path] = []
-    out: list[str] = []
-    used = 0
-    total = 0
-    cut_short = False
+    candidates = _walk_files(root, ctx) if root.is_dir() else iter((root,))
+    files: list[Path] = []
     for path in candidates:
         if name_filter is not None:
             subject = path.relative_to(root).as_posix() if filter_on_path and root.is_dir() else path.name
             if not name_filter.match(subject):
                 continue
-        text = _read_text(path)
-        if text is None:
-            continue
-        if mode == "files_with_matches":
-            if regex.search(text):
-                matched_files.append(path)
-            continue
-        shown = display_path(path, ctx)
-        hits = 0
-        for number, line in enumerate(text.split("\n"), start=1):
-            line = line.rstrip("\r")
-            if not regex.search(line):
-                continue
-            hits += 1
-            if mode == "content":
-                if len(line) > GREP_MAX_LINE_CHARS:
-                    line = line[:GREP_MAX_LINE_CHARS] + "... [line cut]"
-                entry = f"{shown}:{number}:{line}"
-                out.append(entry)
-                used += len(entry) + 1
-                if used > limit:
-                    cut_short = True
-                    break
-        if hits and mode == "count":
-            out.append(f"{shown}:{hits}")
-            total += hits
-        if cut_short:
-            break
+        files.append(path)
+    return root, files
 
+
+async def _match_in_worker(request: Mapping[str, Any], timeout_s: float, ctx: ToolContext) -> dict[str, Any]:
+    """Run ``grep_worker`` on ``request``; kill it past ``timeout_s`` or when cancelled."""
+    if timeout_s <= 0:
+        raise ToolError(_too_slow(ctx))
+    proc = await asyncio.create_subprocess_exec(
+        *_WORKER,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(timeout_s):
+            out, err = await proc.communicate(json.dumps(request, ensure_ascii=False).encode("utf-8"))
+    except TimeoutError:
+        raise ToolError(_too_slow(ctx)) from None
+    finally:
+        if proc.returncode is None:  # past the deadline, or cancelled: the pattern may be backtracking
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.wait())
+    if proc.returncode != 0:
+        detail = err.decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no error message"]
+        raise ToolError(f"the search process failed (exit code {proc.returncode}): {detail[0]}")
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
+def _too_slow(ctx: ToolContext) -> str:
+    return (
+        f"the search did not finish within {ctx.tool_timeout_s:g} s and was stopped; a pattern with nested "
+        "repetition such as (a+)+ can take exponential time: simplify it, or narrow the path or glob"
+    )
+
+
+async def _grep(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    started = time.monotonic()
+    pattern: str = tool_input["pattern"]
+    mode: str = tool_input.get("output_mode", "files_with_matches")
+    flags = re.MULTILINE | (re.IGNORECASE if tool_input.get("-i", False) else 0)
+    try:
+        re.compile(pattern, flags)
+    except re.error as exc:
+        raise ToolError(f"pattern {pattern!r} is not a valid Python regular expression: {exc}") from exc
+    root, files = await in_thread(lambda: _grep_candidates(tool_input, ctx))
+    limit = ctx.max_output_chars
+    request = {
+        "pattern": pattern,
+        "flags": int(flags),
+        "mode": mode,
+        "files": [[str(path), display_path(path, ctx)] for path in files],
+        "limit": limit,
+        "max_line_chars": GREP_MAX_LINE_CHARS,
+    }
+    answer = await _match_in_worker(request, ctx.tool_timeout_s - (time.monotonic() - started), ctx)
     where = display_path(root, ctx)
     if mode == "files_with_matches":
+        matched_files = [files[index] for index in answer["matched"]]
         if not matched_files:
             return ToolOutput(content=f"No files under {where} match {pattern!r}")
         listing = [f"Found {len(matched_files)} files"]
-        listing.extend(display_path(path, ctx) for path in _newest_first(matched_files))
+        listing.extend(display_path(path, ctx) for path in await in_thread(lambda: _newest_first(matched_files)))
         return ToolOutput(content=truncate_text("\n".join(listing), limit, hint="narrow the pattern, path or glob"))
-    if not out:
-        return ToolOutput(content=f"No lines under {where} match {pattern!r}")
     if mode == "count":
-        out.append(f"Found {total} matching lines in {len(out)} files")
+        counts = [(display_path(files[index], ctx), hits) for index, hits in answer["counts"]]
+        if not counts:
+            return ToolOutput(content=f"No lines under {where} match {pattern!r}")
+        out = [f"{shown}:{hits}" for shown, hits in counts]
+        out.append(f"Found {sum(hits for _, hits in counts)} matching lines in {len(counts)} files")
         return ToolOutput(content=truncate_text("\n".join(out), limit, hint="narrow the pattern, path or glob"))
-    body = "\n".join(out)
-    if cut_short:
+    if not answer["lines"]:
+        return ToolOutput(content=f"No lines under {where} match {pattern!r}")
+    body = "\n".join(answer["lines"])
+    if answer["cut_short"]:
         hint = "more matching lines were not searched for; narrow the pattern, path or glob"
         return ToolOutput(content=truncate_text(body, limit - 200, hint=hint) + f"\n[... {hint} ...]")
     return ToolOutput(content=truncate_text(body, limit, hint="narrow the pattern, path or glob"))
@@ -351,5 +396,6 @@ GREP: Final = ToolSpec(
     concurrency_safe=True,
     read_only=True,
     idempotent=True,
-    run=threaded(_grep),
+    run=_grep,
+    own_timeout_s=lambda _input, ctx: ctx.tool_timeout_s,  # the walk and the match, then the worker is killed
 )

@@ -3,8 +3,9 @@
 Owns the HTTP side of the fake model: ``POST /v1/messages`` (JSON, or SSE in the real
 event order), ``POST /v1/messages/count_tokens``, error bodies and headers shaped like
 the real API's, the scripted faults (cut connection, ``event: error`` after a 200,
-stall, malformed SSE/JSON), and the log of every request it answered. It does not parse
-scenario files (``scenario``) and knows nothing about the query loop.
+stall, malformed SSE/JSON), and a bounded log of the requests it answered (the most
+recent ``max_recorded``, so a long run does not keep every transcript it was sent). It
+does not parse scenario files (``scenario``) and knows nothing about the query loop.
 
 Token estimates (documented, deterministic, shared by ``count_tokens`` and the ``usage``
 of replies): ``input_tokens = ceil(len(J) / 4)`` where ``J`` is the compact JSON
@@ -20,6 +21,7 @@ import json
 import math
 import sys
 import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -29,7 +31,17 @@ from aiohttp import web
 
 from .scenario import ErrorSpec, Rule, Scenario, Step, load_scenario
 
-__all__ = ["MockServer", "RecordedRequest", "estimate_input_tokens", "estimate_output_tokens", "serve_forever"]
+__all__ = [
+    "DEFAULT_MAX_RECORDED",
+    "MockServer",
+    "RecordedRequest",
+    "estimate_input_tokens",
+    "estimate_output_tokens",
+    "serve_forever",
+]
+
+DEFAULT_MAX_RECORDED = 200
+"""Requests a server keeps in ``requests`` unless told otherwise (each holds the whole transcript it was sent)."""
 
 _LOGGED_HEADERS = ("x-client-request-id", "anthropic-version", "anthropic-beta", "x-stainless-retry-count")
 
@@ -115,11 +127,13 @@ class _Disconnected(Exception):
 
 
 class MockServer:
-    """Serve ``scenario`` on loopback; ``requests`` logs every request answered."""
+    """Serve ``scenario`` on loopback; ``requests`` holds the ``max_recorded`` latest requests, oldest first."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, max_recorded: int = DEFAULT_MAX_RECORDED) -> None:
+        if max_recorded < 1:
+            raise ValueError(f"MockServer max_recorded must be at least 1, got {max_recorded}")
         self.scenario = scenario
-        self.requests: list[RecordedRequest] = []
+        self.requests: deque[RecordedRequest] = deque(maxlen=max_recorded)
         self._consumed: dict[str, int] = {}
         self._rule_hits: dict[int, int] = {}
         self._counter = 0

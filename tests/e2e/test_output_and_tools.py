@@ -250,7 +250,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
         out, err = proc.communicate(timeout=30)
     lines = [json.loads(line) for line in out.splitlines()]
     result = lines[-1]
-    assert proc.returncode == 1, err
+    assert proc.returncode == 130, err  # 128 + SIGINT, like a shell
     assert result["terminal_reason"] == "aborted_tools" and result["is_error"] is True
     transitions = [line["reason"] for line in lines if line.get("subtype") == "transition"]
     assert transitions == [
@@ -305,4 +305,4 @@ def test_sigint_while_waiting_on_the_model_ends_in_aborted_streaming(tmp_path: P
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     result = json.loads(out)
-    assert result["terminal_reason"] == "aborted_streaming" and proc.returncode == 1, err
+    assert result["terminal_reason"] == "aborted_streaming" and proc.returncode == 130, err

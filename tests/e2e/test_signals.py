@@ -1,0 +1,87 @@
+"""End-to-end: SIGINT and SIGTERM during a tool call — a typed result, the exit code, no process left.
+
+The real CLI runs in a subprocess against the embedded server; the model asks for a
+Bash command that records its process group, touches a marker and sleeps. The signal
+is sent once the marker exists (polled, no fixed sleep).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .harness import ROOT, MockApi, cli_env
+from .test_request_layer import scenario
+
+# bash records its pid (its process group: Bash runs in a new session) atomically, then sleeps.
+COMMAND = "echo $$ > pgid.tmp && mv pgid.tmp pgid; sleep 30; echo late > late.txt"
+SLEEPER = scenario(f"""  mock-primary:
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "{COMMAND}"}}}}}}]}}
+    - reply: {{content: [{{text: "never"}}]}}
+""")
+
+
+def live_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that are still running (zombies are dead already)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(path: Path, seconds: float = 20) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            return path.read_text()
+        time.sleep(0.01)
+    raise AssertionError(f"{path.name} never appeared")
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_a_bash_call_prints_an_aborted_result_kills_the_group_and_exits_128_plus_n(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    with MockApi(SLEEPER) as api:
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path)]
+        cmd += ["--permission-mode", "bypassPermissions", "-p", "sleep", "--model", "mock-primary"]
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(api),
+            cwd=ROOT,
+        )
+        try:
+            pgid = int(wait_for(tmp_path / "pgid"))
+            assert live_members(pgid), "the command is running"
+            proc.send_signal(signum)
+            stdout, stderr = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, stderr
+    result = json.loads(stdout.splitlines()[-1])
+    assert result["type"] == "result" and result["is_error"] is True, stdout
+    assert result["terminal_reason"] == "aborted_tools"
+    deadline = time.monotonic() + 5
+    while live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert live_members(pgid) == [], "a process of the Bash call's group survived"
+    assert not (tmp_path / "late.txt").exists()
+    assert len(api.requests) == 1
