@@ -298,6 +298,9 @@ class _Attempt:
         timed_out = isinstance(exc, anthropic.APITimeoutError)
         cause = exc.__cause__
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+        if type(cause).__name__ == "RemoteProtocolError" and "message body" in str(cause):  # the SDK's HTTP library
+            # the server answered and its body broke off mid-way: the answer, not the connection, broke
+            return self.fail("stream_broken", f"the response broke off before it was complete: {detail}")
         message = f"{'request timed out' if timed_out else 'connection error'}: {detail}"
         return self.fail("retryable", message, error_type="timeout_error" if timed_out else "connection_error")
 
@@ -357,8 +360,10 @@ async def _send_plain(
         return attempt.from_status_error(exc)
     except anthropic.APIConnectionError as exc:
         return attempt.from_transport_error(exc)
-    except Exception as exc:  # body read failed mid-way (httpx transport errors are not wrapped here)
-        return attempt.fail("retryable", f"reading the response failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # the 200's body broke off mid-way (httpx errors are not wrapped here)
+        return attempt.fail(
+            "stream_broken", f"the response broke off before it was complete: {type(exc).__name__}: {exc}"
+        )
     try:
         data = json.loads(text)
     except ValueError as exc:

@@ -55,7 +55,8 @@ A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers
   sends an ``event: error`` (default ``overloaded_error``) after K blocks and ends;
   ``stall: {after_block: K, seconds: S}`` stops sending for S seconds after K blocks;
   ``malformed: sse`` sends an event whose data is not JSON; ``malformed: json`` answers a
-  non-streaming request with a body that is not JSON.
+  non-streaming request with a body that is not JSON; ``cut_body: true`` answers a
+  non-streaming request with a 200 whose body stops half-way as the connection closes.
 
 A **rule** is a step plus ``when:`` (all conditions must hold: ``input_tokens_over: N``,
 ``system_contains: str``, ``last_user_contains: str``, ``model: name``) and optional
@@ -171,6 +172,7 @@ class Step:
     stall_after_block: int | None = None
     stall_seconds: float = 0.0
     malformed: Literal["sse", "json"] | None = None
+    cut_body: bool = False  # a non-streamed answer: the 200's JSON body stops half-way and the connection closes
 
 
 @attrs.frozen(kw_only=True)
@@ -286,6 +288,7 @@ _STEP_PROPERTIES: dict[str, Any] = {
     "repeat": {"type": "integer", "minimum": 1},
     "delay_ms": {"type": "integer", "minimum": 0},
     "cut_after_block": {"type": "integer", "minimum": 0},
+    "cut_body": {"type": "boolean"},
     "error_event_after_block": {
         "type": ["integer", "object"],
         "minimum": 0,
@@ -394,7 +397,9 @@ class _Builder:
             "repeat": raw.get("repeat", 1),
             "delay_ms": raw.get("delay_ms", 0),
         }
-        faults = [k for k in ("cut_after_block", "error_event_after_block", "stall", "malformed") if k in raw]
+        faults = [
+            k for k in ("cut_after_block", "error_event_after_block", "stall", "malformed", "cut_body") if k in raw
+        ]
         if kinds[0] == "error":
             if faults:
                 raise self.fail(
@@ -423,6 +428,8 @@ class _Builder:
                 "keep one of them",
             )
         fields: dict[str, Any] = {}
+        if raw.get("cut_body"):
+            fields["cut_body"] = True
         if "cut_after_block" in raw:
             fields["cut_after_block"] = self.block_index(raw["cut_after_block"], content, (*path, "cut_after_block"))
         if "error_event_after_block" in raw:

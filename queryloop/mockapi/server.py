@@ -332,7 +332,22 @@ class MockServer:
         stream = body.get("stream") is True
         if stream:
             return await self._stream_reply(request, step, rid, model, n_in)
+        if step.cut_body:
+            return await self._cut_json_reply(request, step, rid, model, n_in)
         return self._json_reply(step, rid, model, n_in)
+
+    async def _cut_json_reply(
+        self, request: web.Request, step: Step, rid: str, model: str, n_in: int
+    ) -> web.StreamResponse:
+        """A 200 whose JSON body stops half-way and the connection closes (``cut_body: true``)."""
+        blocks, _, msg_id = self._materialise(step, rid, model, n_in)
+        text = json.dumps({"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": blocks})
+        response = web.StreamResponse(status=200, headers={"request-id": rid, "content-type": "application/json"})
+        response.content_length = len(text.encode()) + 64  # promises more than it sends
+        await response.prepare(request)
+        await response.write(text[: len(text) // 2].encode())
+        self._cut(request)
+        return response
 
     def _scripted_error(self, spec: ErrorSpec, rid: str, model: str, n_in: int, limit: int) -> web.Response:
         message = spec.message.replace("{n}", str(n_in)).replace("{limit}", str(limit)).replace("{model}", model)

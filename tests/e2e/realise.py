@@ -188,7 +188,7 @@ class QueryLoopRealiser:
                 ("calling_model", "context_overflowed"): _main("error", 400, "prompt is too long: {n} tokens > 7900"),
                 ("calling_model", "media_too_large"): _main("error", 400, "image exceeds 5 MB maximum"),
                 ("calling_model", "response_malformed"): _main("malformed"),
-                ("calling_model", "stream_broken"): _main("cut"),
+                ("calling_model", "stream_broken"): _broken,
                 ("calling_model", "stream_cut_after_tool_use"): _main("cut_after_tool"),
                 ("gating_tools", "tools_permitted"): _gate("allowed"),
                 ("gating_tools", "tools_denied"): _gate("denied"),
@@ -281,11 +281,10 @@ class QueryLoopRealiser:
         fallbacks = step.counters.get("stream_fallbacks")  # call_model streams unless a stream fallback is in force
         if fallbacks is None or step.source != "calling_model":
             return None
-        if fallbacks > 0 and step.event in ("stream_broken", "stream_cut_after_tool_use"):
+        if fallbacks > 0 and step.event == "stream_cut_after_tool_use":
             return (
                 f"calling_model emits {step.event!r} only for a streamed request, and with stream_fallbacks = "
-                f"{fallbacks} call_model sends the request whole (a non-streamed answer that breaks is "
-                "failed_transiently, one that does not parse is response_malformed)"
+                f"{fallbacks} call_model sends the request whole (a whole body that breaks off is stream_broken)"
             )
         if fallbacks == 0 and step.event == "response_malformed":
             return "a streamed answer that does not parse is stream_broken; response_malformed is a whole body's"
@@ -362,6 +361,12 @@ def _main(kind: str, status: int = 0, message: str = "") -> Callable[[Facts, Pla
         return [(f, (("main", kind, status, message),))]
 
     return make
+
+
+def _broken(f: Facts, step: PlannedStep) -> list[Option]:
+    """A streamed answer cut between blocks, or (under the stream fallback) a whole body that breaks off."""
+    streamed = step.counters.get("stream_fallbacks", 0) == 0
+    return [(f, (("main", "cut" if streamed else "cut_body", 0, ""),))]
 
 
 def _summary(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
@@ -628,6 +633,8 @@ class _Builder:
             steps.append(
                 {"reply": {"content": [{"text": "first part"}, {"text": "second part"}]}, "cut_after_block": 1}
             )
+        elif kind == "cut_body":
+            steps.append({"reply": {"content": [{"text": "a whole body"}]}, "cut_body": True})
         elif kind == "cut_after_tool":
             self.tool = _tool_call("allowed", "small")
             content = [{"tool_use": self.tool}, {"text": "never sent whole"}]
