@@ -41,6 +41,7 @@ from queryloop.handlers.tools import (
     default_registry,
     hidden_tools,
 )
+from queryloop.handlers.tools.permissions import read_denied
 from queryloop.machines import MACHINES_DIR
 
 from .tracing import recorder_from_env
@@ -95,6 +96,7 @@ class AgentOptions:
     rules: PermissionRules = attrs.field(factory=PermissionRules)
     hooks: HookConfig = attrs.field(factory=HookConfig)
     interactive: bool = False
+    tool_env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -146,7 +148,9 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
-        tool_context=ToolContext(cwd=options.cwd),
+        tool_context=ToolContext(
+            cwd=options.cwd, env=options.tool_env, hidden=read_denied(options.rules, cwd=options.cwd)
+        ),
         hooks=HookRunner(
             config=options.hooks,
             cwd=options.cwd,

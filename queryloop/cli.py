@@ -301,6 +301,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         permission_mode=mode,
         rules=rules,
         hooks=settings.hooks,
+        tool_env=dict(settings.env),
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
         auto_compact_threshold=args.auto_compact_threshold / 100,
         escalated_max_tokens=args.escalated_max_output_tokens,

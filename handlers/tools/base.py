@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import errno
 import functools
+import os
 import re
 import stat
 import threading
@@ -33,6 +34,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 __all__ = [
+    "CREDENTIALS",
     "DEADLINE_GRACE_S",
     "ToolContext",
     "ToolError",
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 # The Anthropic API accepts tool names matching this pattern and no others.
+CREDENTIALS: Final = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
+"""Variables that never reach a model-proposed command unless a setting passes them on purpose."""
+
 _TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 # Below this the truncation marker and the notes tools add would eat most of the budget.
@@ -96,6 +101,14 @@ class ToolContext:
     bash_default_timeout_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
     bash_max_timeout_s: float = attrs.field(default=600.0)
     max_output_chars: int = attrs.field(default=30_000, validator=attrs.validators.ge(_MIN_OUTPUT_CHARS))
+    env: Mapping[str, str] = attrs.field(factory=dict)  # passed to commands on purpose (settings `env`)
+    hidden: Callable[[Path], bool] = attrs.field(default=lambda path: False)  # files Read deny rules cover
+
+    def command_environment(self) -> dict[str, str]:
+        """The environment a model-proposed command runs with: this process's, minus the
+        credentials queryloop itself uses, plus what ``env`` passes on purpose."""
+        inherited = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
+        return {**inherited, **self.env}
 
     @bash_max_timeout_s.validator
     def _check_max_timeout(self, _attribute: attrs.Attribute[float], value: float) -> None:

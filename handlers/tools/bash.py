@@ -146,6 +146,7 @@ async def _spawn(
             "-c",
             command,
             cwd=ctx.cwd,
+            env=ctx.command_environment(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 from urllib.parse import urlsplit
@@ -44,6 +44,7 @@ __all__ = [
     "hidden_tools",
     "parse_rule",
     "parse_rule_list",
+    "read_denied",
     "suggest_rules",
 ]
 
@@ -254,6 +255,21 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
             shown = "/" + str(Path(os.path.abspath(path)))  # `//abs/path`: an absolute path rule
         return (f"{tool_name}({shown})",)
     return (tool_name,)
+
+
+def read_denied(rules: PermissionRules, *, cwd: Path, home: Path | None = None) -> Callable[[Path], bool]:
+    """A test telling whether a file is covered by a ``Read(...)`` deny rule — for what Grep opens and Glob lists."""
+    base, home_dir = Path(os.path.abspath(cwd)), home if home is not None else Path.home()
+    patterns = [
+        _path_pattern(r.specifier, cwd=base, home=home_dir)
+        for r in rules.deny
+        if r.specifier is not None and _tool_name_matches(r.tool, "Read")
+    ]
+
+    def denied(path: Path) -> bool:
+        return any(_path_matches(p, path, require_all=False) for p in patterns)
+
+    return denied
 
 
 def hidden_tools(rules: PermissionRules) -> frozenset[str]:

@@ -177,7 +177,8 @@ def _walk_files(root: Path, ctx: ToolContext, max_depth: int | None = None) -> I
                 if entry.name not in _SKIPPED_DIRS:
                     subdirectories.append(Path(entry.path))
             elif entry.is_file(follow_symlinks=False) or (entry.is_symlink() and _linked_file(entry, ctx)):
-                yield Path(entry.path)
+                if not ctx.hidden(Path(entry.path)):  # a Read deny rule covers what Grep opens and Glob lists
+                    yield Path(entry.path)
         if max_depth is None or depth + 1 < max_depth:
             pending.extend((directory, depth + 1) for directory in reversed(subdirectories))
 
@@ -250,6 +251,8 @@ def _grep_candidates(tool_input: Mapping[str, Any], ctx: ToolContext) -> tuple[P
     name_filter = glob_to_regex(file_glob) if file_glob else None
     # Like ripgrep: a glob without '/' matches file names, one with '/' matches paths.
     filter_on_path = file_glob is not None and "/" in file_glob
+    if not root.is_dir() and ctx.hidden(root):
+        raise ToolError(f"{display_path(root, ctx)} is denied by a Read rule")
     candidates = _walk_files(root, ctx) if root.is_dir() else iter((root,))
     files: list[Path] = []
     for path in candidates:
