@@ -120,3 +120,9 @@ def test_a_file_that_is_not_utf8_is_one_error_line_naming_it(tmp_path: Path) -> 
         [sys.executable, "-m", "queryloop", "check", "--machine", str(path)], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_an_alias_bomb_in_a_scenario_is_refused_at_once() -> None:
+    bomb = "a: &a [x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b]\n"
+    with pytest.raises(ScenarioError, match=r"^bomb.yaml:5: alias \*a is not allowed"):
+        parse_scenario("schema_version: 1\nscenario: s\nmodel: m\n" + bomb, "bomb.yaml")
