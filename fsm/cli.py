@@ -19,7 +19,7 @@ import attrs
 import yaml
 
 from .check import CheckReport, check_spec
-from .coverage import coverage_of, format_coverage, read_runs
+from .coverage import Coverage, CoverageError, RunSteps, coverage_of, format_coverage, read_runs
 from .errors import FsmError, SpecError
 from .ladder import View, layer_names, views
 from .load import load_machine
@@ -130,15 +130,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_coverage(args: argparse.Namespace) -> int:
     """Which transitions the recorded runs in ``--coverage DIR`` took, per machine; 1 under ``--fail-under``."""
     runs = read_runs(args.coverage)
-    if args.machine:
-        specs = [load_machine(_display(Path(p)), bind=False).spec for p in args.machine]
-    else:
-        named = {name for run in runs for name in run.steps if name is not None}
-        loaded = [load_machine(_display(p), bind=False).spec for p in args.default_machines()]
-        specs = [spec for spec in loaded if spec.name in named]
-        if not specs:
-            print(f"{args.coverage}: no recorded step of any known machine (name one with --machine FILE)")
-            return 1
+    specs = _coverage_specs(args, runs)
+    if not specs:
+        print(f"{args.coverage}: no recorded step of any known machine (name one with --machine FILE)")
+        return 1
     reports = [coverage_of(spec, runs) for spec in specs]
     if args.format == "json":
         print(json.dumps([c.to_json() for c in reports], indent=2))
@@ -178,11 +173,13 @@ def _layer_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
     return tuple(View(kind="layer", layer=name) for name in layers)
 
 
-def render_view(spec: MachineSpec, view: View, fmt: str, trace: Trace | None = None) -> bytes:
+def render_view(
+    spec: MachineSpec, view: View, fmt: str, trace: Trace | None = None, coverage: Coverage | None = None
+) -> bytes:
     """One view of ``spec`` in ``fmt`` (dot/svg/png/mermaid), deterministic for dot and mermaid."""
     if fmt == "mermaid":
         return to_mermaid(spec, view=view).encode()
-    graph = to_dot(spec, view=view, trace=trace)
+    graph = to_dot(spec, view=view, trace=trace, coverage=coverage)
     if fmt == "dot":
         return str(graph.source).encode()
     data: bytes = graph.pipe(format=fmt)
@@ -212,7 +209,13 @@ def _orphans(paths: Sequence[Path], files: Sequence[DiagramFile], out: Path) -> 
         name = _spec(path).name
         for suffix in _SUFFIX.values():
             found.update(p for p in out.glob(f"{name}*{suffix}") if p.name.split(".")[0] == name)
-    return sorted(p for p in found - wanted if "trace" not in p.name.split(".")[1:])
+    return sorted(p for p in found - wanted if not _is_overlay(p))
+
+
+def _is_overlay(path: Path) -> bool:
+    """A run or coverage overlay (``*.trace.*``, ``<machine>.coverage.*``): never committed, never an orphan."""
+    parts = path.name.split(".")
+    return "trace" in parts[1:] or parts[1] == "coverage"
 
 
 def _trace_machine(args: argparse.Namespace, trace: Trace) -> MachineSpec:
@@ -254,7 +257,53 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coverage_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
+    """The named layers, else the full machine and, with two layers or more, each layer."""
+    if layers:
+        return _layer_views(spec, layers)
+    named = layer_names(spec)
+    return (View(kind="full"), *(View(kind="layer", layer=n) for n in named if len(named) > 1))
+
+
+def _coverage_specs(args: argparse.Namespace, runs: Sequence[RunSteps]) -> list[MachineSpec]:
+    """The machines named by --machine, else the shipped ones the runs name."""
+    if args.machine:
+        return [_spec(Path(p)) for p in args.machine]
+    named = {name for run in runs for name in run.steps if name is not None}
+    return [spec for spec in (_spec(p) for p in args.default_machines()) if spec.name in named]
+
+
+def cmd_diagram_coverage(args: argparse.Namespace) -> int:
+    """Draw which transitions the runs recorded in ``--coverage DIR`` took: ``<out>/<machine>.coverage[.<layer>].*``."""
+    if args.check or args.whole:
+        raise UsageError(f"--coverage draws every transition; it takes no {'--check' if args.check else '--whole'}")
+    formats = args.format or ["dot", "svg"]
+    if "mermaid" in formats:
+        raise UsageError("--coverage draws with Graphviz: use --format dot, svg or png")
+    runs = read_runs(args.coverage)
+    specs = _coverage_specs(args, runs)
+    if not specs:
+        raise CoverageError(f"{args.coverage}: no recorded step of any known machine (name one with --machine FILE)")
+    reports = [coverage_of(spec, runs) for spec in specs]
+    for cov in reports:
+        if not cov.runs:
+            raise CoverageError(f"{args.coverage}: no recorded run of machine {cov.machine!r} ({cov.path})")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for spec, cov in zip(specs, reports, strict=True):
+        for view in _coverage_views(spec, args.layer):
+            for fmt in formats:
+                target = out / f"{spec.name}.coverage{view.suffix}{_SUFFIX[fmt]}"
+                target.write_bytes(render_view(spec, view, fmt, coverage=cov))
+                print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
 def cmd_diagram(args: argparse.Namespace) -> int:
+    if args.coverage is not None:
+        if args.trace:
+            raise UsageError("--trace draws one run, --coverage many: give one of them")
+        return cmd_diagram_coverage(args)
     if args.trace:
         if args.check:
             raise UsageError("--check compares committed diagrams; it takes no --trace")
@@ -339,7 +388,7 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
         "--format",
         action="append",
         choices=DIAGRAM_FORMATS,
-        help="repeatable; default dot, svg, png and mermaid (with --trace: dot and svg)",
+        help="repeatable; default dot, svg, png and mermaid (with --trace or --coverage: dot and svg)",
     )
     diagram.add_argument("--out", default="diagrams", metavar="DIR")
     diagram.add_argument(
@@ -360,6 +409,12 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
         "--whole",
         action="store_true",
         help="with --trace: draw the whole machine under the run, not only the states it visited",
+    )
+    diagram.add_argument(
+        "--coverage",
+        metavar="DIR",
+        help="overlay the runs recorded in DIR (QUERYLOOP_TRACE_DIR): edges taken with their summed counts, "
+        "the others dashed red; writes <out>/<machine>.coverage[.<layer>].<format>",
     )
     diagram.set_defaults(func=cmd_diagram, default_machines=default_machines)
 

@@ -8,7 +8,9 @@ resets and destination; each candidate's edge leaves its own row, so self-loops
 read as loops through the decision. Progress, ``completes_request``, abort and
 error-ending edges are styled apart; a counter table (cap, scope, what resets it)
 sits above the picture. A run read by :mod:`fsm.trace` can be overlaid: edge
-counts, the states visited, the end reached and the failing step.
+counts, the states visited, the end reached and the failing step; so can the
+coverage of many runs (:mod:`fsm.coverage`): counts summed, the edges no run took
+dashed red, and the figure.
 
 Output is deterministic (YAML order) so the DOT text of committed diagrams can be
 compared in CI. The wording of conditions and resets is :mod:`fsm.ladder`'s; the
@@ -25,6 +27,7 @@ from typing import Any
 
 import graphviz
 
+from .coverage import Coverage
 from .ladder import (
     EDGE_MEANING,
     Candidate,
@@ -60,6 +63,7 @@ _EDGE: Mapping[EdgeKind, Mapping[str, str]] = {
 _TAKEN = "#ef6c00"
 _FAILED = "#d50000"
 _FADED = "#c8c8c8"
+_MISSING = "#d50000"
 
 
 def _tags(t: TransitionSpec) -> list[str]:
@@ -81,7 +85,7 @@ def _small(text: str, colour: str = "#555555", size: int = 9) -> str:
 _BR = '<BR ALIGN="LEFT"/>'
 
 
-def _legend_entries(overview: bool, run: bool) -> list[tuple[str, str, str]]:
+def _legend_entries(overview: bool, marks: _Marks | None) -> list[tuple[str, str, str]]:
     """(symbol cell attributes and text, meaning) for every convention a picture uses."""
     if overview:
         entries = [
@@ -111,18 +115,13 @@ def _legend_entries(overview: bool, run: bool) -> list[tuple[str, str, str]]:
         style = _EDGE[kind]
         glyph = "· · · ·" if style.get("style") == "dotted" else ("━━━" if kind == "progress" else "───")
         entries.append(("", f'<FONT COLOR="{style["color"]}"><B>{glyph}</B></FONT>', escape(EDGE_MEANING[kind])))
-    if run:
-        entries += [
-            ("", f'<FONT COLOR="{_TAKEN}"><B>━━━</B></FONT>', "taken by the run: ×count: step numbers"),
-            ("", f'<FONT COLOR="{_FAILED}"><B>━━━</B></FONT>', "the failing step (the last of an error run)"),
-            ("", f'<FONT COLOR="{_FADED}"><B>───</B></FONT>', "not taken by the run"),
-            ('BORDER="3"', "★", "where the run ended"),
-        ]
+    if marks is not None:
+        entries += marks.legend()
     return entries
 
 
-def _legend(overview: bool, run: bool, columns: int = 3) -> str:
-    entries = _legend_entries(overview, run)
+def _legend(overview: bool, marks: _Marks | None, columns: int = 3) -> str:
+    entries = _legend_entries(overview, marks)
     rows = []
     for i in range(0, len(entries), columns):
         cells = "".join(
@@ -162,13 +161,16 @@ def _key(
     params: Mapping[str, Any] | None,
     *,
     overview: bool = False,
-    run: bool = False,
+    marks: _Marks | None = None,
 ) -> str:
     """Title, doc, legend and counter table stacked above the picture (the graph's label)."""
     rows = [f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="20"><B>{escape(title)}</B></FONT></TD></TR>']
+    summary = marks.summary() if marks is not None else ""
+    if summary:
+        rows.append(f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="14"><B>{escape(summary)}</B></FONT></TD></TR>')
     if doc:
         rows.append(f'<TR><TD ALIGN="LEFT" BALIGN="LEFT">{_small(_lines(doc), "#333333", 11)}</TD></TR>')
-    rows.append(f'<TR><TD ALIGN="LEFT">{_legend(overview, run)}</TD></TR>')
+    rows.append(f'<TR><TD ALIGN="LEFT">{_legend(overview, marks)}</TD></TR>')
     table = _counter_table(spec, counters, params)
     if table:
         rows.append(f'<TR><TD ALIGN="LEFT">{table}</TD></TR>')
@@ -187,18 +189,62 @@ def _new_graph(spec: MachineSpec, name: str) -> graphviz.Digraph:
 
 
 class _Marks:
-    """How one run marks the picture: what each edge was taken for, and the step that failed."""
+    """How recorded runs mark the picture: how often each ``(source, reason)`` edge was taken."""
+
+    def __init__(self, counts: Mapping[tuple[str, str], int]) -> None:
+        self.counts = counts
+        self.visited = frozenset(s for (s, _), n in counts.items() if n)
+
+    def count(self, source: str, reason: str) -> int:
+        return self.counts.get((source, reason), 0)
+
+    def note(self, source: str, reason: str) -> str:
+        n = self.count(source, reason)
+        return f"×{n}" if n else ""
+
+    def colour(self, source: str, reason: str) -> str:
+        return _TAKEN if self.count(source, reason) else _FADED
+
+    def group_note(self, sources: Iterable[str], reason: str) -> str:
+        """The note of an edge several sources share (drawn through a junction)."""
+        return " ".join(n for n in (self.note(source, reason) for source in sources) if n)
+
+    def style(self, taken: bool, colour: str | None = None) -> dict[str, str]:
+        """What an edge's marking changes: colour and width (an edge no run took is faded)."""
+        colour = colour or (_TAKEN if taken else _FADED)
+        return {"color": colour, "penwidth": "1" if colour == _FADED else "4" if colour == _FAILED else "3"}
+
+    def edge_style(self, source: str, reason: str) -> dict[str, str]:
+        return self.style(self.count(source, reason) > 0, self.colour(source, reason))
+
+    def mark_state(self, s: StateSpec, out: dict[str, str]) -> None:
+        if s.name in self.visited:
+            out.update(penwidth="3", color=_TAKEN)
+        elif not s.terminal:
+            out.update(color=_FADED, fontcolor="#9e9e9e")
+
+    def title(self, title: str) -> str:
+        return title
+
+    def summary(self) -> str:
+        return ""
+
+    def legend(self) -> list[tuple[str, str, str]]:
+        return []
+
+
+class _RunMarks(_Marks):
+    """One run: the steps each edge was taken at, the state it ended in, and the step that failed."""
 
     def __init__(self, trace: Trace) -> None:
+        super().__init__(trace.edge_counts())
         self.trace = trace
+        self.visited = trace.visited
         self.steps: dict[tuple[str, str], list[int]] = {}
         for step in trace.steps:
             self.steps.setdefault((step.source, step.reason), []).append(step.number)
         failing = trace.failing_step
         self.failing = (failing.source, failing.reason) if failing else None
-
-    def count(self, source: str, reason: str) -> int:
-        return len(self.steps.get((source, reason), ()))
 
     def note(self, source: str, reason: str) -> str:
         """``×2: steps 3, 5`` (at most four step numbers), ``✗`` on the failing step."""
@@ -212,15 +258,90 @@ class _Marks:
     def colour(self, source: str, reason: str) -> str:
         if (source, reason) == self.failing:
             return _FAILED
-        return _TAKEN if self.count(source, reason) else _FADED
+        return super().colour(source, reason)
+
+    def mark_state(self, s: StateSpec, out: dict[str, str]) -> None:
+        trace = self.trace
+        if s.name == trace.final_state:
+            ended = trace.terminal_reason or s.name
+            out.update(penwidth="5", color=_FAILED if trace.is_error else "#2e7d32")
+            out["label"] = out.get("label", s.name) + f"\\n★ the run ended here: {ended}"
+        else:
+            super().mark_state(s, out)
+
+    def title(self, title: str) -> str:
+        t = self.trace
+        end = t.terminal_reason or t.final_state or "?"
+        return f"{title} · the run {t.path}: {len(t.steps)} steps, ended {end} ({'error' if t.is_error else 'success'})"
+
+    def legend(self) -> list[tuple[str, str, str]]:
+        return [
+            ("", f'<FONT COLOR="{_TAKEN}"><B>━━━</B></FONT>', "taken by the run: ×count: step numbers"),
+            ("", f'<FONT COLOR="{_FAILED}"><B>━━━</B></FONT>', "the failing step (the last of an error run)"),
+            ("", f'<FONT COLOR="{_FADED}"><B>───</B></FONT>', "not taken by the run"),
+            ('BORDER="3"', "★", "where the run ended"),
+        ]
+
+
+class _CoverageMarks(_Marks):
+    """Many runs: each edge's count summed over them; the edges none took dashed red, as missing."""
+
+    def __init__(self, cov: Coverage) -> None:
+        super().__init__(cov.taken)
+        self.cov = cov
+        self.visited |= frozenset(t.dest for t in cov.edges if self.count(t.source, t.reason))
+
+    def note(self, source: str, reason: str) -> str:
+        return super().note(source, reason) or "never taken"
+
+    def colour(self, source: str, reason: str) -> str:
+        return _TAKEN if self.count(source, reason) else _MISSING
+
+    def group_note(self, sources: Iterable[str], reason: str) -> str:
+        n = sum(self.count(source, reason) for source in sources)
+        return f"×{n}" if n else "never taken"
+
+    def style(self, taken: bool, colour: str | None = None) -> dict[str, str]:
+        if taken:
+            return {"color": colour or _TAKEN, "penwidth": "3"}
+        return {"color": _MISSING, "penwidth": "1.5", "style": "dashed"}
+
+    def title(self, title: str) -> str:
+        return f"{title} · transition coverage"
+
+    def summary(self) -> str:
+        c = self.cov
+        runs = f"{c.runs} run{'s' if c.runs != 1 else ''}"
+        text = f"{c.covered} of {c.total} transitions taken ({c.percent:.1f} %) by {runs}"
+        ignored = sum(c.foreign.values())
+        if ignored:
+            text += f"; {ignored} recorded step{'s' if ignored != 1 else ''} not in this machine ignored"
+        return text
+
+    def legend(self) -> list[tuple[str, str, str]]:
+        return [
+            ("", f'<FONT COLOR="{_TAKEN}"><B>━━━</B></FONT>', "taken by the recorded runs: ×count, summed"),
+            ("", f'<FONT COLOR="{_MISSING}"><B>╌╌╌</B></FONT>', "never taken by any recorded run (missing)"),
+        ]
 
 
 class _Picture:
     """Builds a full, layer or run diagram: states, decision points, edges, and the key above them."""
 
-    def __init__(self, spec: MachineSpec, view: View, params: Mapping[str, Any] | None, trace: Trace | None):
+    def __init__(
+        self,
+        spec: MachineSpec,
+        view: View,
+        params: Mapping[str, Any] | None,
+        trace: Trace | None,
+        coverage: Coverage | None = None,
+    ):
         self.spec, self.view, self.params = spec, view, params
-        self.marks = _Marks(trace) if trace is not None else None
+        self.marks: _Marks | None = None
+        if trace is not None:
+            self.marks = _RunMarks(trace)
+        elif coverage is not None:
+            self.marks = _CoverageMarks(coverage)
         every = decisions(spec, params)
         if view.kind == "run" and trace is not None:
             pairs = {(s.source, s.event) for s in trace.steps}
@@ -251,18 +372,8 @@ class _Picture:
             out.update(style="rounded,dashed", color=_STUB, fontcolor=_STUB, fontsize="9", fillcolor="white")
             out["label"] = f"{s.name}\\n({s.layer or 'no layer'})"
         if self.marks is not None:
-            self._mark_state(self.marks.trace, s, out)
+            self.marks.mark_state(s, out)
         return out
-
-    def _mark_state(self, trace: Trace, s: StateSpec, out: dict[str, str]) -> None:
-        if s.name == trace.final_state:
-            ended = trace.terminal_reason or s.name
-            out.update(penwidth="5", color=_FAILED if trace.is_error else "#2e7d32")
-            out["label"] = out.get("label", s.name) + f"\\n★ the run ended here: {ended}"
-        elif s.name in trace.visited:
-            out.update(penwidth="3", color=_TAKEN)
-        elif not s.terminal:
-            out.update(color=_FADED, fontcolor="#9e9e9e")
 
     def _add_state(self, target: graphviz.Digraph, s: StateSpec) -> None:
         target.node(s.name, **self._state_attrs(s))
@@ -275,10 +386,8 @@ class _Picture:
     def _edge_attrs(self, t: TransitionSpec, label: str = "") -> dict[str, str]:
         out = dict(_EDGE[edge_kind(self.spec, t)])
         if self.marks is not None:
-            colour = self.marks.colour(t.source, t.reason)
-            note = self.marks.note(t.source, t.reason)
-            out.update(color=colour, penwidth="1" if colour == _FADED else "4" if colour == _FAILED else "3")
-            label = f"{label} {note}".strip()
+            out.update(self.marks.edge_style(t.source, t.reason))
+            label = f"{label} {self.marks.note(t.source, t.reason)}".strip()
         out["fontcolor"] = out["color"]
         if label:
             out["label"] = label
@@ -293,10 +402,11 @@ class _Picture:
         if tags:
             lines.append(_small(escape(" · ".join(tags)), _EDGE["completes"]["color"]))
         bg = ""
-        if self.marks is not None and self.marks.count(t.source, t.reason):
+        note = self.marks.note(t.source, t.reason) if self.marks is not None else ""
+        if self.marks is not None and note:
             colour = self.marks.colour(t.source, t.reason)
-            bg = f' BGCOLOR="{"#ffcdd2" if colour == _FAILED else "#ffe0b2"}"'
-            lines.append(_small(escape(self.marks.note(t.source, t.reason)), colour, 10))
+            bg = f' BGCOLOR="{"#ffcdd2" if colour in (_FAILED, _MISSING) else "#ffe0b2"}"'
+            lines.append(_small(escape(note), colour, 10))
         return (
             f'<TR><TD VALIGN="TOP"{bg}><B>{c.order}</B></TD>'
             f'<TD ALIGN="LEFT" BALIGN="LEFT" PORT="c{c.order}"{bg}>{"<BR/>".join(lines)}</TD></TR>'
@@ -312,7 +422,7 @@ class _Picture:
         into.update(arrowhead="none", penwidth="1.2")
         if self.marks is not None:
             taken = sum(self.marks.count(d.source, c.reason) for c in d.candidates)
-            into.update(color=_TAKEN if taken else _FADED, penwidth="3" if taken else "1")
+            into.update(self.marks.style(taken > 0))
         self.graph.edge(d.source, f"{node}:h:w", **into)
         for c in d.candidates:
             self._reach(c.dest)
@@ -324,8 +434,7 @@ class _Picture:
         for reason, group in by_reason.items():
             t = group[0].candidates[0].transition
             self._reach(t.dest)
-            notes = [self.marks.note(d.source, reason) for d in group] if self.marks is not None else []
-            note = " ".join(n for n in notes if n)
+            note = self.marks.group_note([d.source for d in group], reason) if self.marks is not None else ""
             label = f"<<I>{escape(t.event)}</I><BR/>{escape(reason)}{'<BR/>' + escape(note) if note else ''}>"
             if len(group) == 1:
                 out = self._edge_attrs(t)
@@ -341,8 +450,9 @@ class _Picture:
                 self.graph.edge(d.source, junction, arrowhead="none", **part)
             out = self._edge_attrs(t)
             if self.marks is not None:
-                taken = any(self.marks.count(d.source, reason) for d in group)
-                out.update(color=_TAKEN if taken else _FADED, fontcolor=_TAKEN if taken else _FADED)
+                out = dict(_EDGE[edge_kind(self.spec, t)])
+                out.update(self.marks.style(any(self.marks.count(d.source, reason) for d in group)))
+                out["fontcolor"] = out["color"]
             out["label"] = label
             self.graph.edge(junction, t.dest, **out)
 
@@ -406,17 +516,13 @@ class _Picture:
         for name in self.drawn:
             self._add_state(g, spec.state(name))
         doc = spec.doc if self.view.kind == "full" else ""
-        key = _key(spec, self._title(), doc, self._counters(), self.params, run=self.marks is not None)
+        key = _key(spec, self._title(), doc, self._counters(), self.params, marks=self.marks)
         g.attr(label=key)
         return g
 
     def _title(self) -> str:
         title = f"{self.spec.name} · layer {self.view.layer}" if self.view.kind == "layer" else self.spec.name
-        if self.marks is None:
-            return title
-        t = self.marks.trace
-        end = t.terminal_reason or t.final_state or "?"
-        return f"{title} · the run {t.path}: {len(t.steps)} steps, ended {end} ({'error' if t.is_error else 'success'})"
+        return title if self.marks is None else self.marks.title(title)
 
 
 def to_dot(
@@ -425,20 +531,26 @@ def to_dot(
     *,
     view: View | None = None,
     trace: Trace | None = None,
+    coverage: Coverage | None = None,
 ) -> graphviz.Digraph:
     """A full, layer or run diagram as a ``graphviz.Digraph`` (``.source`` is the deterministic DOT text).
 
     ``view`` defaults to the full machine; an overview is :func:`to_overview`'s. With ``trace``, the run is
-    overlaid; a ``run`` view draws only the states it visited and the decisions it met.
+    overlaid; a ``run`` view draws only the states it visited and the decisions it met. With ``coverage``
+    (not with ``trace``), the counts of many runs are overlaid and the edges none took drawn as missing.
     """
     view = view or View(kind="full")
     if view.kind == "run" and trace is None:
         raise ValueError("a run view needs the trace of a run")
+    if trace is not None and coverage is not None:
+        raise ValueError("overlay one run or the coverage of many, not both")
+    if coverage is not None and view.kind == "overview":
+        raise ValueError("coverage is drawn per transition: on the full diagram or a layer, not the overview")
     if view.kind == "overview":
         return to_overview(spec, params)
     if view.kind == "layer" and view.layer not in layer_names(spec):
         raise ValueError(f"machine {spec.name!r} has no layer {view.layer!r} (layers: {', '.join(layer_names(spec))})")
-    return _Picture(spec, view, params, trace).build()
+    return _Picture(spec, view, params, trace, coverage).build()
 
 
 # ---- overview -------------------------------------------------------------------------------
