@@ -22,6 +22,7 @@ __all__ = [
     "ToolCall",
     "ToolResultBlock",
     "compact_json",
+    "ledger_problem",
     "message_tokens",
     "messages_tokens",
     "synthetic_error_results",
@@ -164,6 +165,25 @@ def synthetic_error_results(calls: Iterable[ToolCall], message: str) -> list[Too
     if not message:
         raise ValueError("synthetic_error_results needs a non-empty message to show the model")
     return [tool_result_block(call.id, message, is_error=True) for call in calls]
+
+
+def ledger_problem(messages: Iterable[Mapping[str, Any]]) -> str | None:
+    """What breaks the ledger invariant in ``messages``, or None: every tool_use is answered by
+    its tool_result, in order, in the next user message, before anything else is sent."""
+    open_ids: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        if message.get("role") == "user":
+            answered = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if answered != open_ids:
+                return f"tool_results {answered} do not answer {open_ids} in order"
+            open_ids = []
+        elif open_ids:
+            return f"tool_use {open_ids} left without results"
+        else:
+            open_ids = [b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return f"the messages end with unanswered tool_use {open_ids}" if open_ids else None
 
 
 def tool_calls_of(content: Sequence[Mapping[str, Any]]) -> tuple[ToolCall, ...]:

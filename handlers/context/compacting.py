@@ -119,8 +119,7 @@ def record_summary_attempt(
     log = event.data.log if isinstance(event.data, (Compacted, CompactionFailed, ModelFailure)) else None
     if log is None:
         return run
-    request = count_attempt(run.data.request, log)
-    return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms)
+    return count_attempt(run, log)
 
 
 # ---- guards ---------------------------------------------------------------------------------

@@ -82,14 +82,8 @@ def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | No
     outcome = event.data
     if not isinstance(outcome, (ModelReply, ModelFailure)):
         return run  # the abort event: no attempt finished
-    request = count_attempt(run.data.request, outcome.log)
+    run = count_attempt(run, outcome.log)
     real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
-    if real:
-        return with_request(
-            run,
-            usage=request.usage,
-            api_duration_ms=request.api_duration_ms,
-            real_input_tokens=real,
-            sent_message_tokens=run.data.messages.tokens,
-        )
-    return with_request(run, usage=request.usage, api_duration_ms=request.api_duration_ms)
+    if not real:
+        return run
+    return with_request(run, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens)

@@ -52,12 +52,6 @@ class RequestData:
     sent_message_tokens: int = 0  # the local estimate of that request's messages
 
 
-def count_attempt(request: RequestData, log: RequestLog) -> RequestData:
-    """``request`` with one more attempt's usage and API time added."""
-    usage = request.usage.add(log.model, log.usage) if log.usage else request.usage
-    return attrs.evolve(request, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms)
-
-
 def real_input_tokens(usage: Mapping[str, Any]) -> int:
     """Input tokens the API counted for a request, cache reads and writes included."""
     keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -77,6 +71,13 @@ R = TypeVar("R", bound=RequestRun)
 def with_request(run: RunState[R], **changes: Any) -> RunState[R]:
     """``run`` with its request slice changed as given."""
     return evolved(run, request=attrs.evolve(run.data.request, **changes))
+
+
+def count_attempt(run: RunState[R], log: RequestLog) -> RunState[R]:
+    """``run`` with one more attempt's usage and API time added to its request slice."""
+    request = run.data.request
+    usage = request.usage.add(log.model, log.usage) if log.usage else request.usage
+    return with_request(run, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms)
 
 
 class ModelServices(Protocol):

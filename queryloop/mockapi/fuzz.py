@@ -24,6 +24,7 @@ import attrs
 
 from queryloop.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.fsm import CheckReport, Step, check_spec
+from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request import AnthropicBackend
 
 from .scenario import parse_scenario
@@ -116,23 +117,6 @@ async def play(faults: Sequence[str], *, fallback: bool, report: CheckReport, ma
     return FaultRun(steps=run.steps, final_state=final.state, caps=final.caps, result=run.result(), requests=messages)
 
 
-def _ledger_problem(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    open_ids: list[str] = []
-    for message in messages:
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        if message.get("role") == "user":
-            answered = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-            if answered != open_ids:
-                return f"tool_results {answered} do not answer {open_ids}"
-            open_ids = []
-        elif open_ids:
-            return f"tool_use {open_ids} left without results"
-        else:
-            open_ids = [b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
-    return f"a request ends with unanswered tool_use {open_ids}" if open_ids else None
-
-
 def violations(run: FaultRun, report: CheckReport) -> list[str]:
     """Every invariant the run broke (empty: it kept them all)."""
     spec = query_loop_program().spec
@@ -157,7 +141,7 @@ def violations(run: FaultRun, report: CheckReport) -> list[str]:
             if requests > worst:
                 out.append(f"{requests} model requests in one turn, over the checker's bound {worst}")
     for i, messages in enumerate(run.requests):
-        problem = _ledger_problem(messages)
+        problem = ledger_problem(messages)
         if problem:
             out.append(f"request {i}: {problem}")
     return out

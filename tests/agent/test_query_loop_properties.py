@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from queryloop.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.fsm import check_spec
+from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request.backends import ModelCall, ScriptedBackend, scripted_failure, scripted_reply
 from queryloop.handlers.request.client import ModelFailure, ModelReply
 
@@ -84,18 +85,7 @@ def make(kind: str, call: ModelCall, n: int) -> ModelReply | ModelFailure:
 
 
 def ledger_closed(messages: list[dict[str, Any]]) -> bool:
-    open_ids: list[str] = []
-    for m in messages:
-        blocks = m["content"] if isinstance(m["content"], list) else []
-        if m["role"] == "user":
-            if [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"] != open_ids:
-                return False
-            open_ids = []
-        else:
-            if open_ids:
-                return False
-            open_ids = [b["id"] for b in blocks if b.get("type") == "tool_use"]
-    return not open_ids
+    return ledger_problem(messages) is None
 
 
 @settings(

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from queryloop.handlers.messages import ledger_problem
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, RecordedRequest
 
@@ -123,17 +124,5 @@ def run_cli(
 def assert_ledger_closed(requests: list[RecordedRequest]) -> None:
     """Every request has a tool_result for every earlier tool_use, in order (the ledger invariant)."""
     for request in requests:
-        open_ids: list[str] = []
-        for message in request.messages:
-            content = message.get("content")
-            blocks = content if isinstance(content, list) else []
-            if message.get("role") == "user":
-                answered = [
-                    b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
-                ]
-                assert answered == open_ids, f"tool_results {answered} do not answer {open_ids} in order"
-                open_ids = []
-            else:
-                assert not open_ids, f"tool_use {open_ids} left without results"
-                open_ids = [b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
-        assert not open_ids, f"request ends with unanswered tool_use {open_ids}"
+        problem = ledger_problem(request.messages)
+        assert problem is None, problem

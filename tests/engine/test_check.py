@@ -27,6 +27,10 @@ def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore
         readme = (ROOT / "README.md").read_text()
         quoted = re.search(r"at\s+most\s+\*\*(\d+) model requests per turn\*\*", readme)
         assert quoted and int(quoted.group(1)) == report.worst_case["model_requests"]
+        shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", readme)
+        assert shape and (int(shape.group(1)), int(shape.group(2))) == (report.states, report.transitions)
+        explored = re.search(r"about (\d+) (\d{3}) configurations", readme)
+        assert explored and abs(int(explored.group(1) + explored.group(2)) - report.configurations) < 1000
 
 
 def test_recovery_loop_without_a_counter_is_reported_as_unbounded() -> None:
