@@ -17,9 +17,10 @@ from .errors import (
 )
 from .load import Machine, load_machine, parse_machine
 from .render import to_dot, to_mermaid
-from .runtime import EffectContext, Event, Program, Runner, RunState, Step
+from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
 from .source import Source, read_json, read_yaml, schema_problems
 from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
+from .spin import SpinError, SpinNotFound, SpinReport, spin_check, to_promela
 
 __all__ = [
     "CheckFailed",
@@ -35,11 +36,15 @@ __all__ = [
     "MachineSpec",
     "ParamSpec",
     "Program",
+    "RunFailure",
     "RunState",
     "Runner",
     "Source",
     "SpecError",
     "SpecProblem",
+    "SpinError",
+    "SpinNotFound",
+    "SpinReport",
     "StateSpec",
     "Step",
     "TransitionError",
@@ -51,7 +56,9 @@ __all__ = [
     "read_json",
     "read_yaml",
     "schema_problems",
+    "spin_check",
     "to_dot",
     "to_mermaid",
+    "to_promela",
     "uses",
 ]

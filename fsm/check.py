@@ -1,34 +1,45 @@
 """The model checker: properties a machine declaration must have, proven from the YAML alone.
 
-Owns three numbered passes over a :class:`~fsm.spec.MachineSpec` (no handler is
-ever run; Python guards are treated as free booleans):
+Owns the passes over a :class:`~fsm.spec.MachineSpec` (no handler is ever run;
+Python guards are free booleans, one truth value per guard name and decision):
 
-1. graph — every state reachable from ``initial``, every state can reach a
-   terminal, no non-terminal dead end;
-2. termination — every cycle that avoids ``progress`` edges is broken by a capped
-   counter incremented and not reset inside it (recursive SCC decomposition);
-3. exploration — every reachable (state, counters) configuration over each
-   state's ``emits`` (plus the abort event) and both truth values of every guard:
-   nothing stuck, counters within caps, the product acyclic once ``progress``
-   edges are cut, edges that can never fire, and the worst-case number of effect
-   invocations between two progress steps.
+1. graph — every state reachable from ``initial``, every state able to reach a
+   terminal without the abort event, no non-terminal dead end, no edge shadowed by
+   an earlier candidate that fires whenever it could;
+2. termination — per turn: every cycle that avoids ``progress`` edges is broken by
+   a counter whose cap is finite for every value a caller may give (an int, or a
+   non-nullable ``int`` param), incremented and not reset inside it; per run: the
+   same with the ``progress`` edges, except those the machine lists under
+   ``unbounded_by_design`` (recursive SCC decomposition);
+3. bounds — every figure per turn and per run as an expression of the caps
+   (``fsm.bounds``), evaluated at the defaults (or ``--set``), checked against a
+   figure's declared ``max``;
+4. exploration (on request: it costs seconds at small caps) — every reachable
+   (state, counters) configuration at the params' ``check`` values: nothing stuck,
+   counters within caps, the product acyclic once ``progress`` edges are cut, edges
+   that can never fire, and the exact worst case between two progress steps, which
+   must not exceed the symbolic bound at the same caps.
 
-Does not import the runtime; findings carry a counterexample trace.
+Does not import the runtime; findings carry a counterexample trace where one exists.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import networkx as nx
 
+from .bounds import Expr, figure_bounds, figure_values, polynomial_text
+from .load import INTERNAL_ERROR
 from .spec import MachineSpec, TransitionSpec
 
 __all__ = ["CheckReport", "Finding", "check_spec"]
 
 _Config = tuple[str, tuple[int, ...]]
+_Cand = tuple[TransitionSpec, int | None, int, tuple[int, ...]]  # edge, counter index (tracked), cap, resets
 
 
 @attrs.frozen(kw_only=True)
@@ -49,18 +60,30 @@ class Finding:
 class CheckReport:
     """What the checker proved or found for one machine, with its figures.
 
-    ``reachable`` holds every explored (state, counters) configuration; counters whose
-    cap is unset (unbounded) are always 0 there.
+    ``per_turn`` / ``per_run`` are the symbolic bounds evaluated at ``at`` (the defaults,
+    updated by the caller's params); ``math.inf`` is unbounded. When the configurations
+    were explored (at ``params``), ``worst_case`` holds the exact per-turn figures there and
+    ``reachable`` every configuration (counters whose cap is unset are always 0 there).
     """
 
     machine: str
     path: str
     states: int
     transitions: int
-    configurations: int
     findings: tuple[Finding, ...]
-    worst_case: Mapping[str, int]  # figure or effect -> max invocations between two progress steps
-    params: Mapping[str, Any]
+    # per declared figure, per turn and per run: the bound's largest branch at `at`, as a polynomial of the caps
+    expressions: Mapping[str, tuple[str, str]] = attrs.field(factory=dict, repr=False)
+    at: Mapping[str, Any] = attrs.field(factory=dict)
+    per_turn: Mapping[str, float] = attrs.field(factory=dict)
+    per_run: Mapping[str, float] = attrs.field(factory=dict)
+    unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)
+    explored: bool = False
+    configurations: int = 0
+    params: Mapping[str, Any] = attrs.field(factory=dict)  # the caps explored with
+    worst_case: Mapping[str, int] = attrs.field(factory=dict)  # explored: max invocations between progress steps
+    worst_case_per_run: Mapping[str, int] = attrs.field(factory=dict)  # explored, when every run is bounded
+    symbolic_at_params: Mapping[str, float] = attrs.field(factory=dict)  # the bounds at the explored caps
+    symbolic_per_run_at_params: Mapping[str, float] = attrs.field(factory=dict)
     defaults: Mapping[str, Any] = attrs.field(factory=dict)
     reachable: frozenset[tuple[str, tuple[int, ...]]] = attrs.field(factory=frozenset, repr=False, eq=False)
 
@@ -69,47 +92,145 @@ class CheckReport:
         return not self.findings
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        def num(v: float) -> int | None:
+            return None if v == math.inf else int(v)
+
+        out: dict[str, Any] = {
             "machine": self.machine,
             "path": self.path,
             "ok": self.ok,
             "states": self.states,
             "transitions": self.transitions,
-            "configurations": self.configurations,
-            "worst_case_per_progress_step": dict(self.worst_case),
-            "params": dict(self.params),
+            "figures_at": dict(self.at),
+            "worst_case_per_turn": {k: num(v) for k, v in self.per_turn.items()},
+            "worst_case_per_run": {k: num(v) for k, v in self.per_run.items()},
+            "expressions": {name: {"per_turn": turn, "per_run": run} for name, (turn, run) in self.expressions.items()},
+            "unbounded_by_design": dict(self.unbounded_by_design),
             "param_defaults": dict(self.defaults),
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.explored:
+            out["explored"] = {
+                "params": dict(self.params),
+                "configurations": self.configurations,
+                "worst_case_per_turn": dict(self.worst_case),
+                "symbolic_per_turn": {k: num(v) for k, v in self.symbolic_at_params.items()},
+                "worst_case_per_run": dict(self.worst_case_per_run),
+                "symbolic_per_run": {k: num(v) for k, v in self.symbolic_per_run_at_params.items()},
+            }
+        return out
 
 
 def check_spec(
-    spec: MachineSpec, params: Mapping[str, Any] | None = None, *, max_configs: int = 2_000_000
+    spec: MachineSpec,
+    params: Mapping[str, Any] | None = None,
+    *,
+    explore: bool = True,
+    max_configs: int = 2_000_000,
 ) -> CheckReport:
-    """Run the three passes over ``spec``.
+    """Run the passes over ``spec``.
 
-    Caps come from ``params``, else each param's ``check`` value, else its default. Pass 2
-    (termination) holds for every cap value; passes 1 and 3 are exact for the caps used,
-    which are reported (exploring a small scope keeps the (state, counters) product small).
+    The figures are evaluated at the params' defaults updated by ``params``; the exploration
+    (when ``explore``) runs at each param's ``check`` value (else its default), updated by
+    ``params``, and is exact for those caps only. Passes 1 and 2 hold for every cap value.
     """
-    values = spec.param_check_values
-    values.update(params or {})
+    at = spec.param_defaults
+    at.update(params or {})
     findings = _graph_pass(spec)
-    findings += _termination_pass(spec, values)
-    explored, more, worst = _exploration_pass(spec, values, max_configs)
-    findings += more
-    return CheckReport(
+    findings += _shadow_pass(spec)
+    findings += _termination_pass(spec)
+    findings += _run_pass(spec)
+    bounds = figure_bounds(spec, spec.figures)
+    per_turn = figure_values(spec, at)
+    per_run = figure_values(spec, at, per_run=True)
+    for name, most in spec.figure_max.items():
+        if per_turn[name] > most:
+            findings.append(
+                Finding(
+                    check="figure",
+                    message=f"figure {name!r} can reach {_show(per_turn[name])} per turn at "
+                    f"{_settings(spec, at)}, above its declared max {most} "
+                    f"(there the bound is {_polynomial(bounds[name].per_turn, spec, at)})",
+                )
+            )
+    for name, limit in spec.figure_max_per_run.items():
+        run_most = spec.limit_of(limit, at)
+        if run_most is not None and per_run[name] > run_most:
+            findings.append(
+                Finding(
+                    check="figure",
+                    message=f"figure {name!r} can reach {_show(per_run[name])} per run at {_settings(spec, at)}, "
+                    f"above its declared max_per_run {limit} = {run_most} "
+                    f"(there the bound is {_polynomial(bounds[name].per_run, spec, at)})",
+                )
+            )
+    report = CheckReport(
         machine=spec.name,
         path=spec.path,
         states=len(spec.states),
         transitions=len(spec.transitions),
-        configurations=len(explored),
-        reachable=explored,
         findings=tuple(findings),
-        worst_case=worst,
-        params=values,
+        expressions={
+            name: (_polynomial(b.per_turn, spec, at), _polynomial(b.per_run, spec, at)) for name, b in bounds.items()
+        },
+        at=at,
+        per_turn=per_turn,
+        per_run=per_run,
+        unbounded_by_design=dict(spec.unbounded_by_design),
         defaults=spec.param_defaults,
     )
+    if not explore:
+        return report
+    values = spec.param_check_values
+    values.update(params or {})
+    explored, more, worst, worst_run = _exploration_pass(spec, values, max_configs)
+    shadowed = {f.reasons for f in findings if f.check == "dead_edge"}
+    more = [f for f in more if not (f.check == "dead_edge" and f.reasons in shadowed)]
+    symbolic = figure_values(spec, values)
+    symbolic_run = figure_values(spec, values, per_run=True)
+    for per, exact_values, bound_values in (("turn", worst, symbolic), ("run", worst_run, symbolic_run)):
+        for name, exact in exact_values.items():
+            if exact > bound_values[name]:
+                more.append(
+                    Finding(
+                        check="bound",
+                        message=f"{name!r}: exploration found {exact} per {per} at {_settings(spec, values)}, "
+                        f"above the symbolic bound {_show(bound_values[name])} (a checker bug: please report it)",
+                    )
+                )
+    return attrs.evolve(
+        report,
+        findings=(*report.findings, *more),
+        explored=True,
+        configurations=len(explored),
+        reachable=explored,
+        params=values,
+        worst_case=worst,
+        worst_case_per_run=worst_run,
+        symbolic_at_params=symbolic,
+        symbolic_per_run_at_params=symbolic_run,
+    )
+
+
+def _polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, Any]) -> str:
+    poly = bound.resolve(spec, at)
+    return "unbounded" if poly is None else polynomial_text(poly)
+
+
+def _few(names: tuple[str, ...], most: int = 8) -> str:
+    """``['a', 'b', …]``, at most ``most`` names and how many more."""
+    shown = ", ".join(repr(n) for n in names[:most])
+    return f"[{shown}, … {len(names) - most} more]" if len(names) > most else f"[{shown}]"
+
+
+def _show(value: float) -> str:
+    return "∞" if value == math.inf else str(int(value))
+
+
+def _settings(spec: MachineSpec, values: Mapping[str, Any]) -> str:
+    caps = {c.cap for c in spec.counters if isinstance(c.cap, str)}
+    shown = [f"{k}={values[k]}" for k in values if k in caps]
+    return ", ".join(shown) or "the declared caps"
 
 
 # ---- pass 1: graph ------------------------------------------------------------------------
@@ -122,7 +243,7 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
     g.add_edges_from((t.source, t.dest) for t in spec.transitions)
     reachable = nx.descendants(g, spec.initial) | {spec.initial}
     for s in spec.states:
-        if s.name not in reachable:
+        if s.name not in reachable and s.name != INTERNAL_ERROR:  # only the engine enters internal_error
             out.append(
                 Finding(
                     check="reachability",
@@ -130,12 +251,16 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
                     states=(s.name,),
                 )
             )
-    terminals = set(spec.terminals)
+    terminals = set(spec.terminals) - {INTERNAL_ERROR}
     if not terminals:
         out.append(Finding(check="termination", message="the machine declares no terminal state; no run can end"))
+    # every state has an abort edge to a terminal, so reaching one is only meaningful without it
+    calm: nx.DiGraph[str] = nx.DiGraph()
+    calm.add_nodes_from(s.name for s in spec.states)
+    calm.add_edges_from((t.source, t.dest) for t in spec.transitions if t.event != spec.abort_event)
     can_end: set[str] = set(terminals)
     for t in terminals:
-        can_end |= nx.ancestors(g, t)
+        can_end |= nx.ancestors(calm, t)
     for s in spec.states:
         if s.terminal:
             continue
@@ -148,19 +273,65 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
         elif s.name not in can_end:
             out.append(
                 Finding(
-                    check="dead_end", message=f"state {s.name!r} can never reach a terminal state", states=(s.name,)
+                    check="dead_end",
+                    message=f"state {s.name!r} can never reach a terminal state unless the run is interrupted "
+                    f"({spec.abort_event!r})",
+                    states=(s.name,),
                 )
             )
+    return out
+
+
+def _shadow_pass(spec: MachineSpec) -> list[Finding]:
+    """Candidates that can never be tried: an earlier one with no counter fires whenever they could."""
+    out: list[Finding] = []
+    for (source, event), cands in spec.candidates().items():
+        for i, t in enumerate(cands):
+            earlier = next((e for e in cands[:i] if e.counter is None and set(e.guards) <= set(t.guards)), None)
+            if earlier is not None:
+                held = f"guards {list(earlier.guards)}" if earlier.guards else "no guard"
+                out.append(
+                    Finding(
+                        check="dead_edge",
+                        message=f"transition {t.reason!r} from {source!r} on {event!r} can never fire "
+                        f"(shadowed by {earlier.reason!r} above it, which fires whenever it could: {held})",
+                        states=(source,),
+                        reasons=(t.reason,),
+                    )
+                )
     return out
 
 
 # ---- pass 2: termination (recursive SCC decomposition) ----------------------------------
 
 
-def _termination_pass(spec: MachineSpec, params: Mapping[str, Any]) -> list[Finding]:
+def _termination_pass(spec: MachineSpec) -> list[Finding]:
+    """Per turn: every cycle of non-progress edges is bounded by a counter for every cap value."""
+    return _unbounded_cycles(
+        spec,
+        [t for t in spec.transitions if not t.progress],
+        "unbounded recovery cycle",
+        "add a `counter:` with a cap to one of its edges, or mark a real forward step `progress: true`",
+    )
+
+
+def _run_pass(spec: MachineSpec) -> list[Finding]:
+    """Per run: progress edges bounded too, unless the machine lists them as unbounded by design."""
+    per_turn = {tuple(sorted(f.states)) for f in _termination_pass(spec)}
+    found = _unbounded_cycles(
+        spec,
+        [t for t in spec.transitions if t.reason not in spec.unbounded_by_design],
+        "unbounded run: a cycle",
+        "count one of its progress edges with a `session` counter whose cap is an int or a non-nullable "
+        "int param, or list a progress edge a user drives under `unbounded_by_design:` with what is unbounded",
+    )
+    return [attrs.evolve(f, check="progress_bound") for f in found if tuple(sorted(f.states)) not in per_turn]
+
+
+def _unbounded_cycles(spec: MachineSpec, edges: list[TransitionSpec], what: str, fix: str) -> list[Finding]:
     counters = spec.counter_map
-    capped = {name for name, c in counters.items() if spec.cap_of(c, params) is not None}
-    edges = [t for t in spec.transitions if not t.progress]
+    capped = {name for name, c in counters.items() if spec.bounds_always(c)}
+    maybe = {name for name in counters if name not in capped}  # capped by a param that may be null
     out: list[Finding] = []
 
     def analyse(edges: list[TransitionSpec]) -> None:
@@ -181,19 +352,22 @@ def _termination_pass(spec: MachineSpec, params: Mapping[str, Any]) -> list[Find
             states = tuple(s.name for s in spec.states if s.name in scc)
             reasons = tuple(dict.fromkeys(t.reason for t in inner))
             resets = sorted({t.counter for t in inner if t.counter in capped} & reset_inside)
-            detail = (
-                f"; counter(s) {', '.join(map(repr, resets))} are reset inside the cycle"
-                if resets
-                else "; no edge in it increments a capped counter"
-            )
+            nullable = sorted({t.counter for t in inner if t.counter in maybe and t.counter not in reset_inside})
+            progress = [t.reason for t in inner if t.progress]
+            detail = ""
+            if progress:
+                detail += f"; progress edge(s) {progress} are not counted by a bounded session counter"
+            if resets:
+                detail += f"; counter(s) {', '.join(map(repr, resets))} are reset inside the cycle"
+            if nullable:
+                caps = ", ".join(f"{c!r} (cap {counters[c].cap}, which may be null)" for c in nullable)
+                detail += f"; counter(s) {caps} bound it only when set"
+            if not detail:
+                detail = "; no edge in it increments a capped counter"
             out.append(
                 Finding(
                     check="termination",
-                    message=(
-                        f"unbounded recovery cycle through states {list(states)} via reasons {list(reasons)}"
-                        f"{detail} (add a `counter:` with a cap to one of its edges, or mark a real forward "
-                        "step `progress: true`)"
-                    ),
+                    message=f"{what} through states {_few(states)} via reasons {_few(reasons)}{detail} ({fix})",
                     states=states,
                     reasons=reasons,
                 )
@@ -208,14 +382,15 @@ def _termination_pass(spec: MachineSpec, params: Mapping[str, Any]) -> list[Find
 
 def _exploration_pass(
     spec: MachineSpec, params: Mapping[str, Any], max_configs: int
-) -> tuple[frozenset[_Config], list[Finding], dict[str, int]]:
+) -> tuple[frozenset[_Config], list[Finding], dict[str, int], dict[str, int]]:
     out: list[Finding] = []
     names = [c.name for c in spec.counters]
     index = {n: i for i, n in enumerate(names)}
     caps = [spec.cap_of(c, params) for c in spec.counters]
     groups = spec.candidates()
-    # per state: [(event, [(transition, counter index or None, cap, resets, shadows later ones), ...]), ...]
-    plan: dict[str, list[tuple[str, list[tuple[TransitionSpec, int | None, int, tuple[int, ...], bool]]]]] = {}
+    # per state: [(event, orders), ...]; an order is the candidates whose guards all hold under one
+    # truth assignment of the decision's guard names (one value per name), in YAML order
+    plan: dict[str, list[tuple[str, tuple[tuple[_Cand, ...], ...]]]] = {}
     for s in spec.states:
         if s.terminal:
             continue
@@ -225,18 +400,18 @@ def _exploration_pass(
             for t in groups.get((s.name, event), ()):
                 ci = None if t.counter is None or caps[index[t.counter]] is None else index[t.counter]
                 cap = caps[ci] if ci is not None else 0
-                # a counter whose cap is an unset param is untracked (always 0) but may be capped by a
-                # caller who sets the param, so it is a free guard: it does not shadow later candidates
-                shadows = not t.guards and (t.counter is None or ci is not None)
-                cands.append((t, ci, cap or 0, tuple(index[c] for c in spec.resets_of(t)), shadows))
-            plan[s.name].append((event, cands))
+                cands.append((t, ci, cap or 0, tuple(index[c] for c in spec.resets_of(t))))
+            plan[s.name].append((event, _orders(cands, caps, index)))
 
-    start: _Config = (spec.initial, (0,) * len(names))
+    zero = (0,) * len(names)
+    terminals = frozenset(spec.terminals)
+    start: _Config = (spec.initial, zero)
     ids: dict[_Config, int] = {start: 0}
     configs: list[_Config] = [start]
     parent: list[tuple[int, str] | None] = [None]
     succ: list[list[tuple[int, str]]] = [[]]  # non-progress edges only
     segment_starts = {0}
+    progress: list[list[tuple[int, str]]] = [[]]  # progress edges only
     fired: set[tuple[str, str]] = set()
     truncated = False
 
@@ -260,49 +435,58 @@ def _exploration_pass(
         steps = plan.get(state)
         if steps is None:
             continue
-        for event, cands in steps:
-            took = False
-            for t, ci, cap, resets, shadows in cands:
-                if ci is not None and counts[ci] >= cap:
-                    continue
-                if resets or ci is not None:
-                    nxt = list(counts)
-                    for r in resets:
-                        nxt[r] = 0
-                    if ci is not None:
-                        nxt[ci] += 1
-                    new_counts = tuple(nxt)
-                else:
-                    new_counts = counts
-                cfg: _Config = (t.dest, new_counts)
-                fired.add((t.source, t.reason))
-                took = True
-                target = ids.get(cfg)
-                if target is None:
-                    if len(configs) >= max_configs:
-                        truncated = True
+        for event, orders in steps:
+            taken: set[int] = set()  # candidates already followed from this configuration on this event
+            for tried in orders:
+                took = False
+                for t, ci, cap, resets in tried:
+                    if ci is not None and counts[ci] >= cap:
                         continue
-                    target = len(configs)
-                    ids[cfg] = target
-                    configs.append(cfg)
-                    parent.append((node, t.reason))
-                    succ.append([])
-                if t.progress:
-                    segment_starts.add(target)
-                else:
-                    succ[node].append((target, t.reason))
-                if shadows:
-                    break  # an unguarded edge always fires: later candidates are shadowed
-            if not took:
-                out.append(
-                    Finding(
-                        check="stuck",
-                        message=f"stuck configuration: in {state!r} {_fmt(names, counts)} "
-                        f"no edge can fire on {event!r}",
-                        states=(state,),
-                        trace=trace_to(node),
+                    if id(t) in taken:
+                        took = True
+                        break
+                    taken.add(id(t))
+                    if resets or ci is not None:
+                        nxt = list(counts)
+                        for r in resets:
+                            nxt[r] = 0
+                        if ci is not None:
+                            nxt[ci] += 1
+                        new_counts = tuple(nxt)
+                    else:
+                        new_counts = counts
+                    # a run that ended is its terminal state: its counters no longer matter
+                    cfg: _Config = (t.dest, zero) if t.dest in terminals else (t.dest, new_counts)
+                    fired.add((t.source, t.reason))
+                    took = True
+                    target = ids.get(cfg)
+                    if target is None:
+                        if len(configs) >= max_configs:
+                            truncated = True
+                            break
+                        target = len(configs)
+                        ids[cfg] = target
+                        configs.append(cfg)
+                        parent.append((node, t.reason))
+                        succ.append([])
+                        progress.append([])
+                    if t.progress:
+                        segment_starts.add(target)
+                        progress[node].append((target, t.reason))
+                    else:
+                        succ[node].append((target, t.reason))
+                    break  # the first candidate that can fire is taken
+                if not took:
+                    out.append(
+                        Finding(
+                            check="stuck",
+                            message=f"stuck configuration: in {state!r} {_fmt(names, counts)} "
+                            f"no edge can fire on {event!r}",
+                            states=(state,),
+                            trace=trace_to(node),
+                        )
                     )
-                )
+                    break
     if truncated:
         out.append(
             Finding(
@@ -324,6 +508,7 @@ def _exploration_pass(
             )
     order = _topological_order(succ)
     worst: dict[str, int] = {}
+    worst_run: dict[str, int] = {}
     if order is None:
         cycle = _find_cycle(succ)
         reasons = tuple(reason for _, reason in cycle)
@@ -339,7 +524,37 @@ def _exploration_pass(
         )
     else:
         worst = _worst_case(spec, configs, succ, order, segment_starts)
-    return frozenset(configs), out, worst
+        whole = [a + b for a, b in zip(succ, progress, strict=True)]
+        run_order = _topological_order(whole)
+        if run_order is not None and not truncated:  # every run is bounded at these caps
+            worst_run = _worst_case(spec, configs, whole, run_order, {0})
+    if truncated:
+        worst, worst_run = {}, {}  # a cut-off exploration proves no figure
+    return frozenset(configs), out, worst, worst_run
+
+
+def _orders(cands: list[_Cand], caps: list[int | None], index: Mapping[str, int]) -> tuple[tuple[_Cand, ...], ...]:
+    """The distinct candidate lists one decision can try, one per truth assignment of its guards.
+
+    A guard name has one truth value per decision (the runtime calls a guard once per
+    ``(run, event)``: a name cannot be true on one edge and false on the next). The cap of a
+    counter whose cap is an unset param is untracked and explored as a free guard of its own.
+    """
+    names: list[str] = []
+    for t, _, _, _ in cands:
+        names.extend(_guard_names(t, caps, index))
+    names = list(dict.fromkeys(names))
+    out: dict[tuple[int, ...], tuple[_Cand, ...]] = {}
+    for bits in range(1 << len(names)):
+        true = {n for i, n in enumerate(names) if bits >> i & 1}
+        chosen = tuple(i for i, c in enumerate(cands) if all(g in true for g in _guard_names(c[0], caps, index)))
+        out.setdefault(chosen, tuple(cands[i] for i in chosen))
+    return tuple(out.values())
+
+
+def _guard_names(t: TransitionSpec, caps: list[int | None], index: Mapping[str, int]) -> tuple[str, ...]:
+    free_cap = t.counter is not None and caps[index[t.counter]] is None
+    return (*t.guards, f"{t.counter} < unset cap") if free_cap else t.guards
 
 
 def _topological_order(succ: list[list[tuple[int, str]]]) -> list[int] | None:
@@ -400,12 +615,14 @@ def _worst_case(
         assert effect is not None
         figures.setdefault(effect, frozenset({effect}))
     worst: dict[str, int] = {}
+    targets = [list({t for t, _ in edges}) for edges in succ]
     for name, effects in figures.items():
         weight = [1 if effect_of.get(state) in effects else 0 for state, _ in configs]
         best = [0] * len(configs)
+        get = best.__getitem__
         for node in reversed(order):
-            edges = succ[node]
-            best[node] = weight[node] + (max(best[t] for t, _ in edges) if edges else 0)
+            ts = targets[node]
+            best[node] = weight[node] + max(map(get, ts)) if ts else weight[node]
         worst[name] = max((best[s] for s in starts), default=0)
     return worst
 
@@ -419,8 +636,9 @@ def _why_dead(
 ) -> str:
     cands = groups[(t.source, t.event)]
     for earlier in cands[: cands.index(t)]:
-        if not earlier.guards and earlier.counter is None:
-            return f"shadowed by the unguarded {earlier.reason!r} above it"
+        if earlier.counter is None and set(earlier.guards) <= set(t.guards):
+            held = f"guards {list(earlier.guards)}" if earlier.guards else "no guard"
+            return f"shadowed by {earlier.reason!r} above it, which fires whenever it could ({held})"
     if t.counter is not None and caps[index[t.counter]] == 0:
         return f"its counter {t.counter!r} has cap 0"
     if t.event not in spec.state(t.source).emits and t.event != spec.abort_event:

@@ -9,9 +9,11 @@ the program itself, with the agent's commands, is ``queryloop.cli``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,11 @@ from .check import CheckReport, check_spec
 from .coverage import Coverage, CoverageError, RunSteps, coverage_of, format_coverage, read_runs
 from .errors import FsmError, SpecError
 from .ladder import View, layer_names, views
-from .load import load_machine
+from .load import Machine, load_machine
 from .recovery import recovery_markdown
 from .render import to_dot, to_mermaid
 from .spec import MachineSpec
+from .spin import SpinNotFound, spin_beside
 from .trace import Trace, TraceError, check_trace, read_trace
 
 __all__ = [
@@ -71,29 +74,67 @@ def _display(path: Path) -> str:
 # ---- check ----------------------------------------------------------------------------------
 
 
-def _format_report(r: CheckReport) -> str:
-    head = (
-        f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions, "
-        f"{r.configurations} configurations explored"
+def _figures(values: Mapping[str, float], sign: str = "≤") -> str:
+    return ", ".join(
+        f"{name.rpartition('.')[2]} {sign} {'∞' if n == math.inf else int(n)}" for name, n in values.items()
     )
-    lines = [head]
-    defaults = {k: v for k, v in r.defaults.items() if r.params.get(k) != v}
-    if defaults:
-        lines.append(
-            "  explored with "
-            + ", ".join(f"{k}={r.params[k]} (default {v})" for k, v in defaults.items())
-            + "; change with --set NAME=VALUE"
+
+
+def _format_report(r: CheckReport) -> str:
+    lines = [f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions"]
+    changed = {k: v for k, v in r.at.items() if r.defaults.get(k) != v}
+    where = "at " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "at the defaults"
+    lines.append(f"  worst case per turn, {where} (a bound for every cap value): {_figures(r.per_turn)}")
+    for name, (turn, _) in r.expressions.items():
+        lines.append(f"    {name} per turn there = {turn}")
+    bounded = {k: v for k, v in r.per_run.items() if v != math.inf}
+    unbounded = [k.rpartition(".")[2] for k, v in r.per_run.items() if v == math.inf]
+    if bounded:
+        lines.append(f"  worst case per run, {where}: {_figures(bounded)}")
+        for name, (_, run) in r.expressions.items():
+            if name in bounded:
+                lines.append(f"    {name} per run there = {run}")
+    if unbounded:
+        why = "; ".join(f"{text} ({reason})" for reason, text in r.unbounded_by_design.items())
+        lines.append(f"  unbounded per run: {', '.join(unbounded)}" + (f" — by design: {why}" if why else ""))
+    if r.explored:
+        scope = {k: v for k, v in r.params.items() if r.defaults.get(k) != v}
+        caps = ", ".join(f"{k}={v} (default {r.defaults[k]})" for k, v in scope.items()) or "the defaults"
+        lines.append(f"  explored {r.configurations} configurations at {caps}:")
+        exact = ", ".join(
+            f"{name.rpartition('.')[2]} = {n} (bound {int(r.symbolic_at_params[name])})"
+            if r.symbolic_at_params.get(name) != n
+            else f"{name.rpartition('.')[2]} = {n}"
+            for name, n in r.worst_case.items()
         )
-    if r.worst_case:
-        figures = ", ".join(f"{name.rpartition('.')[2]} ≤ {n}" for name, n in r.worst_case.items())
-        lines.append(f"  worst case per progress step: {figures}")
+        lines.append(f"    exact worst case per turn: {exact or 'not computed (see the findings)'}")
     if r.ok:
-        lines.append("  ok: every state reachable, none stuck, every recovery cycle bounded")
+        lines.append(
+            "  ok: every state reachable and able to end without an interrupt, no edge shadowed, every recovery "
+            "cycle bounded" + (", nothing stuck" if r.explored else " (--explore: also every configuration)")
+        )
     for f in r.findings:
         lines.append(f"  FINDING [{f.check}] {f.message}")
         for t in f.trace:
             lines.append(f"      {t}")
     return "\n".join(lines)
+
+
+def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> None:
+    """``--set`` names a param of a checked machine with a value of its type, or it is a usage error."""
+    if not specs:
+        return  # nothing loaded: the spec errors are the report
+    for name, value in values.items():
+        owners = [p for spec in specs for p in spec.params if p.name == name]
+        if not owners:
+            known = sorted({p.name for spec in specs for p in spec.params})
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(known) or 'none'}"
+            raise UsageError(f"--set {name}: no checked machine has a param {name!r}{hint}")
+        for p in owners:
+            problem = p.problem_with(value)
+            if problem is not None:
+                raise UsageError(f"--set {name}={json.dumps(value)}: {name} {problem}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -105,23 +146,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     params = _param_overrides(args.set)
     reports: list[dict[str, Any]] = []
     failed = False
+    machines: list[Machine | SpecError] = []
     for path in paths:
         try:
-            machine = load_machine(_display(path))
+            machines.append(load_machine(_display(path)))
         except SpecError as exc:
+            machines.append(exc)
+    _checked_params(params, [m.spec for m in machines if not isinstance(m, SpecError)])
+    for machine in machines:
+        if isinstance(machine, SpecError):
             failed = True
             if args.format == "json":
-                reports.append({"path": _display(path), "ok": False, "spec_errors": [str(p) for p in exc.problems]})
+                path = machine.problems[0].path if machine.problems else ""
+                reports.append({"path": path, "ok": False, "spec_errors": [str(p) for p in machine.problems]})
             else:
-                print(f"{exc}", file=sys.stdout)
+                print(f"{machine}", file=sys.stdout)
             continue
         known = {p.name for p in machine.spec.params}
-        report = check_spec(machine.spec, {k: v for k, v in params.items() if k in known})
+        report = check_spec(
+            machine.spec, {k: v for k, v in params.items() if k in known}, explore=args.explore or args.spin
+        )
         failed |= not report.ok
         if args.format == "json":
             reports.append(report.to_json())
         else:
             print(_format_report(report))
+        if args.spin:
+            try:
+                failed |= not spin_beside(machine.spec, report, reports[-1] if args.format == "json" else None)
+            except SpinNotFound as exc:
+                raise UsageError(str(exc)) from None
     if args.format == "json":
         print(json.dumps(reports, indent=2))
     return 1 if failed else 0
@@ -376,6 +430,18 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
     )
     check.add_argument(
         "--fail-under", type=float, metavar="PCT", help="with --coverage: exit 1 when a machine's coverage is lower"
+    )
+    check.add_argument(
+        "--explore",
+        action="store_true",
+        help="also explore every (state, counters) configuration at the params' check values (seconds): "
+        "stuck configurations, edges that never fire, and the exact figures there beside the bounds",
+    )
+    check.add_argument(
+        "--spin",
+        action="store_true",
+        help="also verify each machine with SPIN (exported as Promela) and print its verdict beside ours "
+        "(implies --explore)",
     )
     check.set_defaults(func=cmd_check, default_machines=default_machines)
 

@@ -7,7 +7,8 @@ the one a ``system/init`` line of the file names — and the coverage of one mac
 every ``(source state, reason)`` pair it declares (an entry with several ``from``
 states counts once per source), how often each was taken, the percentage, and the
 missing ones with their YAML line. Steps a machine does not declare (traces of another
-version of it) are kept apart, never counted. Knows nothing of who wrote the traces.
+version of it) are kept apart, never counted; the engine's own step into
+``internal_error`` is no transition and is skipped. Knows nothing of who wrote the traces.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import attrs
 
 from .errors import FsmError
+from .load import INTERNAL_ERROR
 from .spec import MachineSpec, TransitionSpec
 
 __all__ = ["Coverage", "CoverageError", "RunSteps", "coverage_of", "format_coverage", "read_runs"]
@@ -144,6 +146,8 @@ def coverage_of(spec: MachineSpec, runs: Iterable[RunSteps]) -> Coverage:
             continue
         count += 1
         for source, event, reason, dest in mine:
+            if reason == event == dest == INTERNAL_ERROR:
+                continue  # the engine's step when the machine's Python raised: not a transition of the YAML
             t = declared.get((source, reason))
             if t is not None and (t.event, t.dest) == (event, dest):
                 taken[(source, reason)] += 1

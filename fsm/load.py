@@ -27,11 +27,13 @@ from .contract import uses_of
 from .errors import SpecError, SpecProblem
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
 from .source import read_yaml, schema_problems
-from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
+from .spec import CounterSpec, MachineSpec, ParamSpec, ParamType, StateSpec, TransitionSpec
 
-__all__ = ["Machine", "load_machine", "parse_machine"]
+__all__ = ["INTERNAL_ERROR", "Machine", "load_machine", "parse_machine"]
 
 _Path = tuple[Any, ...]
+
+INTERNAL_ERROR = "internal_error"  # the terminal the engine enters when an effect, guard or handler raises
 
 
 @attrs.frozen(kw_only=True)
@@ -127,14 +129,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         return package + name
 
     params = tuple(
-        ParamSpec(
-            name=name,
-            default=value["default"] if isinstance(value, dict) else value,
-            check=value.get("check") if isinstance(value, dict) else None,
-            doc=(value.get("doc", "") if isinstance(value, dict) else ""),
-            line=_line_of(lines, ("params", name)),
-        )
-        for name, value in (data.get("params") or {}).items()
+        _param(name, value, _line_of(lines, ("params", name))) for name, value in (data.get("params") or {}).items()
     )
     events = {name: (doc or "") for name, doc in data["events"].items()}
     guards: dict[str, str] = {}
@@ -204,9 +199,18 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         guard_docs=guard_docs,
         counters=counters,
         figures={
-            name: tuple(absolute(e, ("figures", name)) for e in effects)
-            for name, effects in (data.get("figures") or {}).items()
+            name: tuple(absolute(e, ("figures", name)) for e in (f["effects"] if isinstance(f, dict) else f))
+            for name, f in (data.get("figures") or {}).items()
         },
+        figure_max={
+            name: f["max"] for name, f in (data.get("figures") or {}).items() if isinstance(f, dict) and "max" in f
+        },
+        figure_max_per_run={
+            name: f["max_per_run"]
+            for name, f in (data.get("figures") or {}).items()
+            if isinstance(f, dict) and "max_per_run" in f
+        },
+        unbounded_by_design=dict(data.get("unbounded_by_design") or {}),
         states=states,
         transitions=tuple(transitions),
     )
@@ -218,6 +222,27 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
     if not bind:
         return Machine(spec=spec, effects={}, guards={}, handlers={})
     return _bind(spec, lines)
+
+
+_INFERRED: tuple[tuple[type, ParamType], ...] = ((bool, "boolean"), (int, "int"), (float, "number"), (str, "string"))
+
+
+def _param(name: str, value: Any, line: int | None) -> ParamSpec:
+    """A param from its short form (just the default) or its long form; the type is inferred from a
+    non-null default when not declared, and a null default makes it nullable."""
+    spec = value if isinstance(value, dict) else {"default": value}
+    default = spec["default"]
+    declared = spec.get("type")
+    inferred = next((t for py, t in _INFERRED if isinstance(default, py)), None)
+    return ParamSpec(
+        name=name,
+        default=default,
+        type=declared or inferred,
+        nullable=spec.get("nullable", default is None),
+        check=spec.get("check"),
+        doc=spec.get("doc", ""),
+        line=line,
+    )
 
 
 def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
@@ -276,9 +301,27 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
             f"the abort event {spec.abort_event!r} is not declared under `events:`",
             "declare it: cancelling a run injects it into the current state",
         )
+    for p in spec.params:
+        if p.default is None and not p.nullable:
+            add(p.line, f"param {p.name!r} has a null default but `nullable: false`", "give it a default value")
+        elif (why := p.problem_with(p.default)) is not None:
+            add(p.line, f"param {p.name!r}: its default {p.default!r} {why}", f"make the default a {p.type}")
+        if p.check is not None and p.type not in ("int", None):
+            add(p.line, f"param {p.name!r} is a {p.type} but has a `check` value", "drop `check` (it is for int caps)")
     for c in counters.values():
         if isinstance(c.cap, str):
-            known("param", c.cap, params, c.line, f"counter {c.name!r} cap")
+            if known("param", c.cap, params, c.line, f"counter {c.name!r} cap"):
+                p = spec.param_map[c.cap]
+                if p.type not in ("int", None):
+                    add(
+                        c.line, f"counter {c.name!r} cap names param {p.name!r}, a {p.type}", "cap it with an int param"
+                    )
+                elif p.type is None:
+                    add(
+                        p.line,
+                        f"param {p.name!r} caps counter {c.name!r} but has no type",
+                        "declare `type: int` (and `nullable: true` if null means no limit)",
+                    )
         elif c.cap_offset:
             add(
                 c.line,
@@ -296,6 +339,37 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                     f"counter {c.name!r} `streak_of` names event {e!r}, which no state emits",
                     "name an outcome some state emits",
                 )
+    for figure, limit in spec.figure_max_per_run.items():
+        if isinstance(limit, str):
+            known("param", limit.partition(" ")[0], params, _line_of(lines, ("figures", figure)), f"figure {figure!r}")
+    for c in counters.values():
+        own = sorted(r for r in c.consecutive if any(t.reason == r and t.counter == c.name for t in spec.transitions))
+        if own:
+            add(
+                c.line,
+                f"counter {c.name!r} `consecutive` names {own[0]!r}, the edge that counts it",
+                "an edge never resets the counter it increments; list the reasons that end the streak",
+            )
+    progress = {t.reason for t in spec.transitions if t.progress}
+    for reason in spec.unbounded_by_design:
+        kind = next((k for k in spec.reason_kinds if reason.endswith(f"_{k}")), None)
+        if kind is not None:
+            add(
+                _line_of(lines, ("unbounded_by_design", reason)),
+                f"`unbounded_by_design` lists {reason!r}, a recovery (`_{kind}`): a recovery is never unbounded "
+                "by design",
+                "bound it with a counter; list only forward progress a user drives",
+            )
+        if reason not in progress:
+            known_reason = reason in reasons
+            add(
+                _line_of(lines, ("unbounded_by_design", reason)),
+                f"`unbounded_by_design` lists {reason!r}, which is "
+                + ("not a `progress` edge" if known_reason else "not a reason of this machine"),
+                "list only progress edges a user drives (a retry is never unbounded by design)"
+                if known_reason
+                else _close(reason, progress) or "name the reason of a progress edge",
+            )
     for s in spec.states:
         if s.terminal:
             if s.effect or s.emits or s.exit:
@@ -357,6 +431,7 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 f"abort edge {t.reason!r} goes to {t.dest!r}, which is not terminal",
                 "an abort ends the run: send it to a terminal state",
             )
+    out.extend(_internal_error_problems(spec, lines))
     out.extend(_naming_problems(spec, lines))
     if out:
         return out
@@ -391,11 +466,45 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     graph.add_edges_from((t.source, t.dest) for t in spec.transitions)
     reachable = nx.descendants(graph, spec.initial) | {spec.initial}
     for s in spec.states:
-        if s.name not in reachable:
+        if s.name not in reachable and s.name != INTERNAL_ERROR:  # only the engine enters internal_error
             add(
                 s.line,
                 f"state {s.name!r} is unreachable from {spec.initial!r}",
                 "add a transition into it or remove it",
+            )
+    return out
+
+
+def _internal_error_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """Every machine declares the terminal ``internal_error``, which no transition enters (only the engine)."""
+    fix = (
+        "add under `states:`: `internal_error: {terminal: true, result: {is_error: true, "
+        "subtype: error_during_execution}}` — the engine ends a run there when an effect, guard or handler raises"
+    )
+    state = spec.state_map.get(INTERNAL_ERROR)
+    if state is None:
+        return [SpecProblem(spec.path, _line_of(lines, ("states",)), "no state `internal_error` is declared", fix)]
+    out: list[SpecProblem] = []
+    result = state.result
+    if not state.terminal or result.get("is_error") is not True or result.get("subtype") != "error_during_execution":
+        out.append(
+            SpecProblem(
+                spec.path,
+                state.line,
+                "state `internal_error` must be terminal with `result: {is_error: true, "
+                "subtype: error_during_execution}`",
+                fix,
+            )
+        )
+    for t in spec.transitions:
+        if t.dest == INTERNAL_ERROR:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    t.line,
+                    f"transition {t.reason!r} goes to `internal_error`, which only the engine enters",
+                    "send it to another terminal state",
+                )
             )
     return out
 

@@ -3,7 +3,10 @@
 Owns execution: choosing the edge for ``(state, event)`` (guards and counter caps
 in YAML order), counter bookkeeping (increments, scoped and explicit resets, caps),
 the trace, and the async driver that awaits each state's effect and feeds its one
-outcome event back. State bookkeeping runs on a synchronous ``transitions.Machine``
+outcome event back. Exits and edge handlers return the new run data only; the engine
+builds the next run state. An exception in an effect, guard, exit or edge handler ends
+the run in the terminal every machine declares, ``internal_error`` (the engine's own
+step, not a transition of the YAML). State bookkeeping runs on a synchronous ``transitions.Machine``
 (``auto_transitions=False``, logger quiet): every step is checked against the
 transitions it registered and its model's state is set through it, so an undeclared
 step is caught twice. Does not read YAML (see ``queryloop.fsm.load``) and knows
@@ -17,6 +20,7 @@ import asyncio
 import logging
 import operator
 import sys
+import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
@@ -24,12 +28,13 @@ import attrs
 import transitions
 
 from .errors import HandlerError, InternalError, TransitionError
-from .load import Machine
+from .load import INTERNAL_ERROR, Machine
 
 __all__ = [
     "EffectContext",
     "Event",
     "Program",
+    "RunFailure",
     "RunState",
     "Runner",
     "Step",
@@ -81,20 +86,6 @@ class RunState(Generic[D]):
     data: D
     steps: int = 0
 
-    def with_data(self, data: D) -> RunState[D]:
-        """This run state with new application data (what edge handlers return)."""
-        return RunState(
-            machine=self.machine,
-            state=self.state,
-            counter_names=self.counter_names,
-            caps=self.caps,
-            limits=self.limits,
-            counters=self.counters,
-            params=self.params,
-            data=data,
-            steps=self.steps,
-        )
-
     def count(self, name: str) -> int:
         """The current value of the counter ``name``."""
         return self.counters[self.counter_names.index(name)]
@@ -123,6 +114,33 @@ class Step:
 
     def counter_dict(self) -> dict[str, int]:
         return dict(zip(self.counter_names, self.counters, strict=True))
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class RunFailure:
+    """Why a run ended in ``internal_error``: the exception an effect, guard or handler raised, and its traceback."""
+
+    exception: Exception
+    traceback: str  # formatted, with the original cause chained
+
+    @property
+    def message(self) -> str:
+        return str(self.exception)
+
+
+def _with_data(run: RunState[D], data: D) -> RunState[D]:
+    """``run`` with other data: what an edge handler sees after the state's exit changed it."""
+    return RunState(
+        machine=run.machine,
+        state=run.state,
+        counter_names=run.counter_names,
+        caps=run.caps,
+        limits=run.limits,
+        counters=run.counters,
+        params=run.params,
+        data=data,
+        steps=run.steps,
+    )
 
 
 @attrs.frozen(slots=True)
@@ -207,11 +225,15 @@ class Program:
     def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState[Any]:
         """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
         values = self.spec.param_defaults
+        declared = self.spec.param_map
         for key, value in (params or {}).items():
             if key not in values:
                 raise TransitionError(
                     f"{self.spec.path}: unknown param {key!r}; known: {', '.join(sorted(values)) or 'none'}"
                 )
+            problem = declared[key].problem_with(value)
+            if problem is not None:
+                raise TransitionError(f"{self.spec.path}: param {key!r} {problem}, not {value!r}")
             values[key] = value
         caps = tuple(self.spec.cap_of(c, values) for c in self.spec.counters)
         return RunState(
@@ -287,30 +309,36 @@ class Program:
         )
 
     @staticmethod
-    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[Any]) -> RunState[Any]:
+    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[Any]) -> Any:
+        """``fn(run, event)``: the new run data, checked to be data (not a run state, not None for data)."""
         try:
-            new = fn(run, event)
+            data = fn(run, event)
         except Exception as exc:
             raise HandlerError(f"{what} raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(new, RunState) or new.state != run.state or new.counters is not run.counters:
+        old = run.data
+        if isinstance(data, RunState) or (old is not None and not isinstance(data, type(old))):
+            got = "a RunState" if isinstance(data, RunState) else f"{type(data).__name__} {data!r:.80}"
             raise HandlerError(
-                f"{what} must return the run state with only `data` changed (the machine chooses the state "
-                "and owns the counters)"
+                f"{what} returned {got}; exits and edge handlers return the new run data only "
+                f"(a {type(old).__name__}, e.g. `return run.data` when nothing changes): the engine builds the "
+                "next run state (the machine chooses the state and owns the counters)"
             )
-        return new
+        return data
 
     def step(self, run: RunState[Any], event: Event[Any], book: _Book | None = None) -> tuple[RunState[Any], Step]:
         """Take one transition: choose the edge, run the state's exit and the edge's handler, update counters.
 
-        Pure but for ``book``.
+        The exit and the handler each return the new run data; the next run state is built
+        here. Pure but for ``book``.
         """
         edge = self.choose(run, event)
-        new = run
+        data = run.data
         exit_handler = self.exits.get(run.state)
         if exit_handler is not None:
-            new = self._apply(exit_handler, f"exit handler of state {run.state!r}", new, event)
+            data = self._apply(exit_handler, f"exit handler of state {run.state!r}", run, event)
         if edge.handler is not None:
-            new = self._apply(edge.handler, f"edge handler of {edge.reason!r}", new, event)
+            seen = run if data is run.data else _with_data(run, data)
+            data = self._apply(edge.handler, f"edge handler of {edge.reason!r}", seen, event)
         counters = run.counters
         if edge.resets or edge.counter is not None:
             values = list(counters)
@@ -322,14 +350,14 @@ class Program:
         if book is not None:
             self._bookkeep(book, run.state, edge)
         nxt = RunState(
-            machine=new.machine,
+            machine=run.machine,
             state=edge.dest,
-            counter_names=new.counter_names,
-            caps=new.caps,
-            limits=new.limits,
+            counter_names=run.counter_names,
+            caps=run.caps,
+            limits=run.limits,
             counters=counters,
-            params=new.params,
-            data=new.data,
+            params=run.params,
+            data=data,
             steps=run.steps + 1,
         )
         step = Step(
@@ -343,6 +371,26 @@ class Program:
             counters=counters,
             terminal=edge.dest in self.terminals,
         )
+        return nxt, step
+
+    def fail(self, run: RunState[Any], book: _Book | None = None) -> tuple[RunState[Any], Step]:
+        """The engine's own step into ``internal_error`` (not a YAML transition): data and counters unchanged."""
+        if run.state in self.terminals:
+            raise InternalError(f"a run that ended in {run.state!r} cannot fail afterwards")
+        if book is not None:
+            self._book.set_state(INTERNAL_ERROR, book)
+        step = Step(
+            index=run.steps,
+            source=run.state,
+            event=INTERNAL_ERROR,
+            reason=INTERNAL_ERROR,
+            dest=INTERNAL_ERROR,
+            progress=False,
+            counter_names=self.counter_names,
+            counters=run.counters,
+            terminal=True,
+        )
+        nxt = attrs.evolve(run, state=INTERNAL_ERROR, steps=run.steps + 1)
         return nxt, step
 
 
@@ -385,11 +433,14 @@ class Runner(Generic[D, S]):
     """Drives one run: ``async for item in runner.run(): ...`` yields each :class:`Step` and
     whatever effects publish (unless ``on_publish`` takes them live), until a terminal state.
 
-    Cancelling the iterating task, or closing the generator, injects the machine's abort
-    event: the declared abort edges are taken and the run still ends in a terminal state
-    (visible in ``final`` and ``trace``). Task cancellation is then re-raised, never swallowed.
-    ``on_step`` is told every step as it is taken, however the run is driven (``run``,
-    ``step_once``, the abort edges): the place to record a run's path.
+    Cancelling the iterating task, or closing the generator, takes the machine's abort edge
+    from the current state (one step, straight into a terminal state; no effect runs), records
+    it (``final``, ``trace``, ``on_step``) and re-raises: nothing is yielded while cancelling,
+    and a cancellation is never swallowed. An exception in an effect, guard, exit or edge
+    handler is the engine's step into ``internal_error``; the run then ends normally with the
+    exception and its traceback in ``error`` (``CancelledError``, ``KeyboardInterrupt`` and
+    ``SystemExit`` are never caught). ``on_step`` is told every step as it is taken, however
+    the run is driven (``run``, ``step_once``, the abort edge): the place to record a run's path.
     """
 
     def __init__(
@@ -411,6 +462,7 @@ class Runner(Generic[D, S]):
         self._trace: list[Step] = []
         self._book = _Book()
         self.aborted = False
+        self.error: RunFailure | None = None  # set when the run ended in internal_error
 
     @property
     def trace(self) -> tuple[Step, ...]:
@@ -429,7 +481,8 @@ class Runner(Generic[D, S]):
         """Run the current state's effect and take its one step: the items it published, then the :class:`Step`.
 
         For callers that drive a run step by step (a snapshot after every step, a debugger).
-        Unlike :meth:`run` it does not take the abort edges when cancelled.
+        Unlike :meth:`run` it does not take the abort edge when cancelled. An exception of the
+        machine's Python is, as in :meth:`run`, the step into ``internal_error``.
         """
         if self.done:
             raise TransitionError(f"the run has ended in {self.final.state!r}")
@@ -438,16 +491,23 @@ class Runner(Generic[D, S]):
             program._book.add_model(self._book, initial=self.final.state)
         buffer: list[Any] = []
         try:
-            state_name = self.final.state
-            ctx = EffectContext(program, self.final, self.services, buffer, self.on_publish)
-            event = await self._effect(state_name, ctx)
-            step = self._advance(event, state_name)
+            step = await self._one_step(buffer)
         except BaseException:
             program._book.remove_model(self._book)
             raise
         if self.done:
             program._book.remove_model(self._book)
         return [*buffer, step]
+
+    async def _one_step(self, buffer: list[Any]) -> Step:
+        """The current state's effect and its step; an ``Exception`` of either becomes the step into internal_error."""
+        state_name = self.final.state
+        try:
+            ctx = EffectContext(self.program, self.final, self.services, buffer, self.on_publish)
+            event = await self._effect(state_name, ctx)
+            return self._advance(event, state_name)
+        except Exception as exc:
+            return self._fail(exc)
 
     async def _effect(self, state_name: str, ctx: EffectContext[D, S]) -> Any:
         try:
@@ -463,21 +523,30 @@ class Runner(Generic[D, S]):
         if not isinstance(event, Event):
             raise HandlerError(f"effect of state {state_name!r} returned {event!r}; expected an Event or an event name")
         if event.name == self.program.abort_event:
-            if not self.aborted:
-                raise HandlerError(
-                    f"effect of state {state_name!r} returned the abort event {event.name!r}; "
-                    "only cancelling the run takes the abort edges"
-                )
-        elif event.name not in self.program.emits[state_name]:
+            raise HandlerError(
+                f"effect of state {state_name!r} returned the abort event {event.name!r}; "
+                "only cancelling the run takes the abort edges"
+            )
+        if event.name not in self.program.emits[state_name]:
             raise HandlerError(
                 f"effect of state {state_name!r} returned event {event.name!r}, which the state does not "
                 f"declare in `emits` ({', '.join(sorted(self.program.emits[state_name]))})"
             )
-        self.final, step = self.program.step(self.final, event, self._book)
+        return self._take(self.program.step(self.final, event, self._book))
+
+    def _take(self, taken: tuple[RunState[Any], Step]) -> Step:
+        self.final, step = taken
         self._trace.append(step)
         if self.on_step is not None:
             self.on_step(step)
         return step
+
+    def _fail(self, exc: Exception) -> Step:
+        """The step into ``internal_error``, with ``exc`` and its traceback kept in :attr:`error`."""
+        if self.done:
+            raise exc  # the run had already ended (e.g. ``on_step`` raised on its last step): not the machine's
+        self.error = RunFailure(exception=exc, traceback="".join(traceback.format_exception(exc)))
+        return self._take(self.program.fail(self.final, self._book))
 
     async def run(self) -> AsyncGenerator[Any, None]:
         """The driver: ``event = await effect(run); run = step(run, event)`` until terminal.
@@ -493,44 +562,32 @@ class Runner(Generic[D, S]):
         buffer: list[Any] = []
         try:
             while self.final.state not in terminals:
-                state_name = self.final.state
-                ctx = EffectContext(program, self.final, self.services, buffer, self.on_publish)
-                event = await self._effect(state_name, ctx)
-                step = self._advance(event, state_name)  # taken before anything is yielded: a close keeps it
+                step = await self._one_step(buffer)  # taken before anything is yielded: a close keeps it
                 if buffer:
                     items = buffer[:]
                     buffer.clear()
                     for item in items:
                         yield item
                 yield step
-        except asyncio.CancelledError:
-            for item in await self._abort():
-                yield item
-            raise
-        except GeneratorExit:
-            await self._abort()
+        except (asyncio.CancelledError, GeneratorExit):
+            self._abort()  # recorded, never yielded
             raise
         finally:
             if self._book in program._book.models:
                 program._book.remove_model(self._book)
 
-    async def _abort(self) -> list[Any]:
-        """Take the machine's declared abort edges from wherever the run stands."""
-        out: list[Any] = []
-        if self.final.state in self.program.terminals:
-            return out
+    def _abort(self) -> None:
+        """Take the machine's abort edge from wherever the run stands: one step, straight into a terminal state.
+
+        The loader holds every abort edge to a terminal target, so no effect runs on this path;
+        an exception of the state's exit or the edge's handler is the step into internal_error.
+        """
+        if self.done:
+            return
         self.aborted = True
-        out.append(self._advance(Event(name=self.program.abort_event), self.final.state))
-        limit = 1 + 4 * len(self.program.spec.states)
-        while self.final.state not in self.program.terminals:
-            limit -= 1
-            if limit < 0:
-                raise InternalError(f"the abort path did not reach a terminal state (now in {self.final.state!r})")
-            buffer: list[Any] = []
-            state_name = self.final.state
-            event = await self.program.machine.effects[state_name](
-                EffectContext(self.program, self.final, self.services, buffer, self.on_publish)
-            )
-            out.extend(buffer)
-            out.append(self._advance(event, state_name))
-        return out
+        try:
+            self._take(self.program.step(self.final, Event(name=self.program.abort_event), self._book))
+        except Exception as exc:
+            self._fail(exc)
+        if not self.done:
+            raise InternalError(f"the abort edge did not reach a terminal state (now in {self.final.state!r})")

@@ -19,6 +19,7 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = {"type": "string", "pattern": rf"^(\.{_IDENT}(\.{_IDENT})*|{_IDENT}(\.{_IDENT})+)$"}
 _PACKAGE = {"type": "string", "pattern": rf"^{_IDENT}(\.{_IDENT})*$"}
 _DOC = {"type": "string"}
+_EFFECTS = {"type": "array", "items": _DOTTED, "minItems": 1, "uniqueItems": True}
 
 MACHINE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -44,7 +45,13 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "required": ["default"],
                         "additionalProperties": False,
-                        "properties": {"default": {}, "check": {"type": "integer", "minimum": 0}, "doc": _DOC},
+                        "properties": {
+                            "default": {},
+                            "type": {"enum": ["int", "number", "string", "boolean"]},
+                            "nullable": {"type": "boolean"},
+                            "check": {"type": "integer", "minimum": 0},
+                            "doc": _DOC,
+                        },
                     },
                 ]
             },
@@ -52,7 +59,32 @@ MACHINE_SCHEMA: dict[str, Any] = {
         "figures": {
             "type": "object",
             "propertyNames": _NAME,
-            "additionalProperties": {"type": "array", "items": _DOTTED, "minItems": 1, "uniqueItems": True},
+            "additionalProperties": {
+                "oneOf": [
+                    _EFFECTS,
+                    {
+                        "type": "object",
+                        "required": ["effects"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "effects": _EFFECTS,
+                            "max": {"type": "integer", "minimum": 0},
+                            "max_per_run": {
+                                "oneOf": [
+                                    {"type": "integer", "minimum": 0},
+                                    {"type": "string", "pattern": r"^[a-z][a-z0-9_]*( [+-] [0-9]+)?$"},
+                                ]
+                            },
+                            "doc": _DOC,
+                        },
+                    },
+                ]
+            },
+        },
+        "unbounded_by_design": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {"type": "string", "minLength": 1},
         },
         "events": {
             "type": "object",

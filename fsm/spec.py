@@ -7,6 +7,7 @@ names: ``fsm.load`` builds these records from YAML and binds the handlers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ __all__ = [
     "CounterSpec",
     "MachineSpec",
     "ParamSpec",
+    "ParamType",
     "Scope",
     "StateSpec",
     "TransitionSpec",
@@ -24,15 +26,42 @@ __all__ = [
 Scope = Literal["request", "turn", "session"]
 
 
+ParamType = Literal["int", "number", "string", "boolean"]
+
+
 @attrs.frozen(kw_only=True)
 class ParamSpec:
-    """A named default a caller may override (``None`` means unset, e.g. no turn limit)."""
+    """A named default a caller may override.
+
+    ``type`` is declared (``type: int``) or inferred from a non-null default; ``nullable``
+    says whether ``None`` (unset, e.g. no turn limit) is an allowed value — declared, or
+    true when the default is null. Only a non-nullable ``int`` param bounds a counter for
+    every value a caller may give it.
+    """
 
     name: str
     default: Any
+    type: ParamType | None = None  # None: untyped (a null default without `type`)
+    nullable: bool = False
     check: Any = None  # the smaller value the checker explores with (None: the default)
     doc: str = ""
     line: int | None = None
+
+    def problem_with(self, value: Any) -> str | None:
+        """Why ``value`` is not an allowed value of this param (``None`` when it is)."""
+        if value is None:
+            return None if self.nullable or self.type is None else "may not be null"
+        expected = {
+            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+            "string": lambda v: isinstance(v, str),
+            "boolean": lambda v: isinstance(v, bool),
+        }
+        if self.type is not None and not expected[self.type](value):
+            return f"must be {'an' if self.type == 'int' else 'a'} {self.type}{' or null' if self.nullable else ''}"
+        if self.type == "int" and value < 0:
+            return "must be 0 or more"
+        return None
 
 
 @attrs.frozen(kw_only=True)
@@ -104,6 +133,10 @@ class MachineSpec:
     guard_docs: Mapping[str, str] = attrs.field(factory=dict)
     counters: tuple[CounterSpec, ...] = ()
     figures: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # name -> effects summed by the checker
+    figure_max: Mapping[str, int] = attrs.field(factory=dict)  # name -> the most per turn `check` accepts
+    # name -> the most per run: an int, a param, or "param + N" / "param - N" (a null param: no limit)
+    figure_max_per_run: Mapping[str, int | str] = attrs.field(factory=dict)
+    unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> what is unbounded
     states: tuple[StateSpec, ...] = ()
     transitions: tuple[TransitionSpec, ...] = ()
 
@@ -111,11 +144,11 @@ class MachineSpec:
     def state(self, name: str) -> StateSpec:
         return self.state_map[name]
 
-    @property
+    @functools.cached_property
     def state_map(self) -> Mapping[str, StateSpec]:
         return {s.name: s for s in self.states}
 
-    @property
+    @functools.cached_property
     def counter_map(self) -> Mapping[str, CounterSpec]:
         return {c.name: c for c in self.counters}
 
@@ -156,6 +189,29 @@ class MachineSpec:
             # the edge's own counter is incremented, never reset by its own scope
             out.discard(t.counter)
         return frozenset(out)
+
+    @functools.cached_property
+    def param_map(self) -> Mapping[str, ParamSpec]:
+        return {p.name: p for p in self.params}
+
+    def bounds_always(self, counter: CounterSpec) -> bool:
+        """Whether ``counter``'s cap is finite for every value a caller may give: an int, or a
+        non-nullable ``int`` param."""
+        if isinstance(counter.cap, int):
+            return True
+        param = self.param_map.get(counter.cap)
+        return param is not None and param.type == "int" and not param.nullable
+
+    def limit_of(self, limit: int | str, params: Mapping[str, Any]) -> int | None:
+        """A figure's ``max_per_run`` under ``params``: an int, ``param``, or ``param ± N`` (``None``: no limit)."""
+        if isinstance(limit, int):
+            return limit
+        name, _, rest = limit.partition(" ")
+        value = params.get(name)
+        if value is None:
+            return None
+        sign, _, amount = rest.partition(" ")
+        return int(value) + (int(amount) if sign == "+" else -int(amount) if sign == "-" else 0)
 
     def cap_of(self, counter: CounterSpec, params: Mapping[str, Any] | None = None) -> int | None:
         """The counter's cap under ``params`` (defaults when omitted); ``None`` = unbounded."""

@@ -15,7 +15,7 @@ from typing import Any
 from .contract import uses
 from .runtime import EffectContext, Event, RunState
 
-__all__ = ["Script", "flag_a", "flag_b", "flag_c", "journal", "reads_retries", "scripted"]
+__all__ = ["Script", "broken_handler", "flag_a", "flag_b", "flag_c", "journal", "reads_retries", "scripted"]
 
 
 class Script:
@@ -59,9 +59,14 @@ def flag_c(run: RunState[Any], event: Event[Any]) -> bool:
     return _flag(event, "c")
 
 
-def journal(run: RunState[tuple[str, ...]], event: Event[Any]) -> RunState[tuple[str, ...]]:
+def journal(run: RunState[tuple[str, ...]], event: Event[Any]) -> tuple[str, ...]:
     """An exit or edge handler that appends ``state:event`` to the run's data (a tuple of strings)."""
-    return run.with_data((*run.data, f"{run.state}:{event.name}"))
+    return (*run.data, f"{run.state}:{event.name}")
+
+
+def broken_handler(run: RunState[Any], event: Event[Any]) -> Any:
+    """An exit or edge handler that always raises: the run ends in ``internal_error`` (tests of that path)."""
+    raise RuntimeError(f"broken_handler raised on purpose in {run.state!r} on {event.name!r}")
 
 
 @uses(counters=("retries",))

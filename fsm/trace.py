@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 
 from .errors import FsmError
+from .load import INTERNAL_ERROR
 from .spec import MachineSpec
 
 __all__ = ["Trace", "TraceError", "TraceStep", "check_trace", "read_trace"]
@@ -123,9 +124,15 @@ def read_trace(path: str | Path) -> Trace:
 
 
 def check_trace(spec: MachineSpec, trace: Trace) -> None:
-    """Every step must be a declared edge of ``spec``: a log of another machine or version is refused."""
+    """Every step must be a declared edge of ``spec``: a log of another machine or version is refused.
+
+    The engine's own step into ``internal_error`` (an effect, guard or handler raised) is
+    no edge of the YAML; it is accepted into the state of that name, which every machine declares.
+    """
     edges = {(t.source, t.reason): t for t in spec.transitions}
     for s in trace.steps:
+        if s.reason == s.event == s.dest == INTERNAL_ERROR and INTERNAL_ERROR in spec.state_map:
+            continue
         t = edges.get((s.source, s.reason))
         if t is None or (t.event, t.dest) != (s.event, s.dest):
             raise TraceError(

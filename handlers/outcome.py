@@ -14,8 +14,6 @@ from typing import Any, Protocol, Self, TypeVar
 
 import attrs
 
-from queryloop.fsm import RunState
-
 from .messages import MessageView
 
 __all__ = ["Notice", "Outcome", "SharedData", "evolved", "with_outcome"]
@@ -50,17 +48,17 @@ class SharedData(Protocol):
 T = TypeVar("T", bound=SharedData)
 
 
-def evolved(run: RunState[T], **changes: Any) -> RunState[T]:
-    """``run`` with the named slices of its data replaced — the body of most edge handlers."""
-    return run.with_data(run.data.evolve(**changes))
+def evolved(data: T, **changes: Any) -> T:
+    """The run data with the named slices replaced — the body of most edge handlers (which return data)."""
+    return data.evolve(**changes)
 
 
-def with_outcome(run: RunState[T], *, note: str | None = None, **changes: Any) -> RunState[T]:
-    """``run`` with its outcome changed as given; ``note`` appends a notice."""
-    outcome = run.data.outcome
+def with_outcome(data: T, *, note: str | None = None, **changes: Any) -> T:
+    """The run data with its outcome changed as given; ``note`` appends a notice."""
+    outcome = data.outcome
     if note is not None:
         changes["notices"] = (*outcome.notices, note)
-    return evolved(run, outcome=attrs.evolve(outcome, **changes))
+    return data.evolve(outcome=attrs.evolve(outcome, **changes))
 
 
 @attrs.frozen(slots=True)

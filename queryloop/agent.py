@@ -239,12 +239,17 @@ class AgentRun:
         return self.runner.trace
 
     def result(self) -> dict[str, Any]:
-        """The result object, as Claude Code's headless mode prints it (plus ``terminal_reason``)."""
+        """The result object, as Claude Code's headless mode prints it (plus ``terminal_reason``).
+
+        A run that ended in ``internal_error`` (the machine's Python raised) reports the
+        exception's message as its ``result``; its traceback is in ``runner.error``.
+        """
         runner = self.runner
         declared = runner.result
         data = self.data
         outcome = data.outcome
         is_error = bool(declared.get("is_error", True))
+        error = runner.error.message if runner.error is not None else outcome.error
         end = self.finished if self.finished is not None else time.monotonic()
         usage = data.request.usage
         return {
@@ -254,7 +259,7 @@ class AgentRun:
             "num_turns": 1 + runner.final.count("turns"),  # follow-up requests after tool turns
             "duration_ms": round((end - self.started) * 1000),
             "duration_api_ms": round(data.request.api_duration_ms),
-            "result": outcome.error if is_error and outcome.error else outcome.result_text,
+            "result": error if is_error and error else outcome.result_text,
             "stop_reason": outcome.stop_reason,
             "terminal_reason": declared.get("terminal_reason", runner.final.state),
             "api_error_status": outcome.api_error_status,

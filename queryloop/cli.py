@@ -5,9 +5,10 @@ given the shipped machines as their default), flag parsing and validation for th
 agent commands, the offline wiring (the embedded Anthropic-compatible server started
 in-process for ``--scenario``, its fresh working directory removed at the end),
 SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
-abort edges — killing running Bash commands — and still prints a result), and exit
-codes: 0 only when the result is not an error, 2 for a bad flag, 128 + the signal's
-number (130, 143) after an interruption.
+abort edge — killing running Bash commands — and the result is read from the run's
+final state and trace), the traceback of a run that ended in ``internal_error``
+(stderr only), and exit codes: 0 only when the result is not an error, 2 for a bad
+flag, 128 + the signal's number (130, 143) after an interruption.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-
+from queryloop.fsm import Step
 from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
@@ -36,6 +36,9 @@ from .agent import AgentOptions, AgentRun, query_loop_program
 from .console import Renderer
 from .mockapi.scenario import Scenario, ScenarioError, load_scenario
 from .settings import SettingsError, load_settings
+
+if TYPE_CHECKING:
+    import anthropic
 
 __all__ = ["build_parser", "main"]
 
@@ -369,6 +372,8 @@ class _Interrupts:
 
 
 async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace) -> int:
+    import anthropic  # here, not at the top: `queryloop check` and the other engine commands never need it
+
     task = asyncio.current_task()
     assert task is not None
     interrupts = _Interrupts(asyncio.get_running_loop(), task)  # first: a signal while starting up is not fatal
@@ -394,17 +399,25 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             machine=program.spec.name,
         )
         interrupts.arm()
+        shown = 0
         try:
             async for item in run.events():
                 renderer.handle(item)
+                shown += isinstance(item, Step)
         except asyncio.CancelledError:
             if interrupts.cancelled_by is None:
                 raise  # not ours
-            task.uncancel()  # the machine took its abort edges; report the result like any other end
+            task.uncancel()  # we asked for it: the run took its abort edge; report it like any other end
         finally:
             interrupts.disarm()
+        for step in run.steps[shown:]:  # the abort step: recorded by the runner, never yielded while cancelling
+            renderer.handle(step)
         result = run.result()
         renderer.finish(result, run.data)
+        failure = run.runner.error
+        if failure is not None:  # the machine's Python raised: its traceback goes to stderr, never stdout
+            sys.stderr.write(f"queryloop: the run ended in internal_error:\n{failure.traceback}")
+            sys.stderr.flush()
     finally:
         if client is not None:
             await client.close()

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from queryloop.fsm import CheckReport, check_spec, load_machine
+from queryloop.machines import shipped_machines
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 END_TO_END = ROOT / "tests" / "e2e"
@@ -20,6 +23,13 @@ END_TO_END = ROOT / "tests" / "e2e"
 def _only_end_to_end_runs_record_their_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if not request.path.is_relative_to(END_TO_END):
         monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def explored_machines() -> dict[Path, CheckReport]:
+    """Every shipped machine checked with exploration at its params' check values, once per test
+    session (the query loop's exploration costs seconds; several modules compare with it)."""
+    return {path: check_spec(load_machine(path, bind=False).spec) for path in shipped_machines()}
 
 
 @pytest.fixture

@@ -149,3 +149,15 @@ def test_importing_the_engine_loads_neither_the_handlers_nor_the_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
+
+
+def test_the_program_and_a_bound_query_loop_load_without_the_sdk() -> None:
+    """`queryloop check` and the other engine commands start fast: the anthropic SDK (over a second to
+    import) is imported only where a request is sent."""
+    code = (
+        "import sys, queryloop.cli, queryloop.agent; from queryloop.machines import shipped_machines; "
+        "from queryloop.fsm import load_machine; [load_machine(p) for p in shipped_machines()]; "
+        "print(sorted(m for m in sys.modules if m.startswith('anthropic')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"

@@ -112,14 +112,12 @@ async def wait_before_summary_retry(ctx: EffectContext[C, ContextServices]) -> E
     return Event(name="elapsed")
 
 
-def record_summary_attempt(
-    run: RunState[C], event: Event[Compacted | CompactionFailed | ModelFailure | None]
-) -> RunState[C]:
+def record_summary_attempt(run: RunState[C], event: Event[Compacted | CompactionFailed | ModelFailure | None]) -> C:
     """Exit of the compacting states: a summary request's usage and time count like any attempt's."""
     log = event.data.log if isinstance(event.data, (Compacted, CompactionFailed, ModelFailure)) else None
     if log is None:
-        return run
-    return count_attempt(run, log)
+        return run.data
+    return count_attempt(run.data, log)
 
 
 # ---- guards ---------------------------------------------------------------------------------
@@ -139,7 +137,7 @@ def can_drop_oldest_group(run: RunState[C], event: Event[object]) -> bool:
 # ---- edge handlers --------------------------------------------------------------------------
 
 
-def plan_compaction(run: RunState[C], event: Event[Measured | ModelFailure | ModelReply]) -> RunState[C]:
+def plan_compaction(run: RunState[C], event: Event[Measured | ModelFailure | ModelReply]) -> C:
     """Choose what the summary replaces: everything but the most recent whole groups."""
     if isinstance(event.data, Measured):  # over_threshold: the measured estimate
         estimate = event.data.estimate
@@ -147,12 +145,15 @@ def plan_compaction(run: RunState[C], event: Event[Measured | ModelFailure | Mod
         estimate = run.data.context.overhead + run.data.messages.tokens
     keep = int(effective_window(run) * KEEP_RECENT_FRACTION)
     plan = compaction.plan_compaction(run.data.messages.to_list(), keep_recent_tokens=keep)
+    data = run.data
     if isinstance(event.data, ModelFailure):  # the prompt-too-long answer is surfaced if the compaction fails
-        run = with_request(run, failure=event.data)
-    return with_context(run, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None, summary_failure=None)
+        data = with_request(data, failure=event.data)
+    return with_context(
+        data, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None, summary_failure=None
+    )
 
 
-def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> RunState[C]:
+def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> C:
     """The summary request is itself too long: drop its oldest third of groups (at least one; lossy) and retry."""
     context = run.data.context
     assert context.plan is not None
@@ -167,47 +168,49 @@ def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> RunSt
         dropped_messages += count
         dropped_groups += 1
     plan = attrs.evolve(context.plan, older=tuple(older), older_groups=context.plan.older_groups - dropped_groups)
-    return with_context(run, plan=plan, dropped_messages=context.dropped_messages + dropped_messages)
+    return with_context(run.data, plan=plan, dropped_messages=context.dropped_messages + dropped_messages)
 
 
-def apply_compaction(run: RunState[C], event: Event[Compacted]) -> RunState[C]:
+def apply_compaction(run: RunState[C], event: Event[Compacted]) -> C:
     """The summary replaces the older messages; the boundary is recorded."""
     context = run.data.context
     boundary = event.data.boundary
     note = f"compacted ({boundary.trigger}): {boundary.pre_tokens} → {boundary.post_tokens} tokens" + (
         f", lossy: {boundary.dropped_messages} message(s) dropped unsummarised" if boundary.lossy else ""
     )
-    run = evolved(run, messages=MessageView.of(event.data.messages))
-    run = with_context(
-        run,
+    data = evolved(run.data, messages=MessageView.of(event.data.messages))
+    data = with_context(
+        data,
         plan=None,
         staged=(),
         estimate=boundary.post_tokens,
-        compaction_turns=(*context.compaction_turns, run.data.tools.turn),
+        compaction_turns=(*context.compaction_turns, data.tools.turn),
         boundaries=(*context.boundaries, boundary),
     )
-    return with_outcome(run, note=note)
+    return with_outcome(data, note=note)
 
 
-def note_summary_failure(run: RunState[C], event: Event[ModelFailure]) -> RunState[C]:
+def note_summary_failure(run: RunState[C], event: Event[ModelFailure]) -> C:
     """The summary request failed in a way a retry may cure: keep it for the backoff (retry-after) and the notes."""
-    return with_context(run, summary_failure=event.data)
+    return with_context(run.data, summary_failure=event.data)
 
 
-def note_compaction_failure(run: RunState[C], event: Event[CompactionFailed | None]) -> RunState[C]:
+def note_compaction_failure(run: RunState[C], event: Event[CompactionFailed | None]) -> C:
     """The compaction failed; the request goes out uncompacted (the breaker counts the failure)."""
     detail = str(event.data) if event.data is not None else _summary_retries_spent(run)
-    return with_outcome(with_context(run, plan=None, compact_error=detail), note=f"auto-compaction failed: {detail}")
+    return with_outcome(
+        with_context(run.data, plan=None, compact_error=detail), note=f"auto-compaction failed: {detail}"
+    )
 
 
-def commit_staged_collapses(run: RunState[C], event: Event[ModelFailure | ModelReply]) -> RunState[C]:
+def commit_staged_collapses(run: RunState[C], event: Event[ModelFailure | ModelReply]) -> C:
     """Zero-API-cost recovery: the staged large old tool results become stubs."""
     staged = run.data.context.staged
     messages = compaction.commit_collapses(run.data.messages.to_list(), staged)
     freed = sum(s.tokens_freed for s in staged)
-    run = evolved(run, messages=MessageView.of(messages))
-    run = with_request(with_context(run, staged=()), failure=_failure(event))
-    return with_outcome(run, note=f"collapsed {len(staged)} old tool result(s), ~{freed} tokens freed")
+    data = evolved(run.data, messages=MessageView.of(messages))
+    data = with_request(with_context(data, staged=()), failure=_failure(event))
+    return with_outcome(data, note=f"collapsed {len(staged)} old tool result(s), ~{freed} tokens freed")
 
 
 def _failure(event: Event[object]) -> ModelFailure | None:
@@ -220,9 +223,7 @@ def _summary_retries_spent(run: RunState[C]) -> str:
 
 
 @uses(states=("reactive_compacting", "backing_off_reactive_summary"))
-def surface_prompt_too_long(
-    run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]
-) -> RunState[C]:
+def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]) -> C:
     """Recovery is spent or impossible: the withheld error becomes the result, with why."""
     data = run.data
     failure = _failure(event) or data.request.failure
@@ -243,5 +244,5 @@ def surface_prompt_too_long(
         message += "\nnothing to compact (fewer than 2 message groups); " + compaction.not_compactable_hint_from(
             history, overhead
         )
-    run = with_context(with_request(run, failure=failure), plan=None)
-    return with_outcome(run, error=message, api_error_status=failure.status if failure else None)
+    data = with_context(with_request(data, failure=failure), plan=None)
+    return with_outcome(data, error=message, api_error_status=failure.status if failure else None)

@@ -15,11 +15,8 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from queryloop.fsm import RunState
-
 from ..hooks.service import HookServices
 from ..messages import Message
-from ..outcome import evolved
 from ..request.client import ModelFailure, RequestLog
 from ..request.data import RequestRun, RequestServices
 from ..tools.base import ToolContext
@@ -68,9 +65,9 @@ class ContextRun(RequestRun, Protocol):
 C = TypeVar("C", bound=ContextRun)
 
 
-def with_context(run: RunState[C], **changes: Any) -> RunState[C]:
-    """``run`` with its context slice changed as given."""
-    return evolved(run, context=attrs.evolve(run.data.context, **changes))
+def with_context(data: C, **changes: Any) -> C:
+    """The run data with its context slice changed as given."""
+    return data.evolve(context=attrs.evolve(data.context, **changes))
 
 
 class ContextServices(RequestServices, HookServices, Protocol):

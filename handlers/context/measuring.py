@@ -95,12 +95,12 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
     return Event(name=name, data=Measured(estimate=estimate, staged=staged, count_tokens_offered=offered))
 
 
-def record_count_tokens_offer(run: RunState[C], event: Event[Measured | None]) -> RunState[C]:
+def record_count_tokens_offer(run: RunState[C], event: Event[Measured | None]) -> C:
     """Exit of ``checking_context``: once the server refuses ``count_tokens`` for good, stop asking."""
     measured = event.data
     if measured is None or measured.count_tokens_offered == run.data.context.count_tokens_offered:
-        return run
-    return with_context(run, count_tokens_offered=measured.count_tokens_offered)
+        return run.data
+    return with_context(run.data, count_tokens_offered=measured.count_tokens_offered)
 
 
 # ---- guards ---------------------------------------------------------------------------------
@@ -123,24 +123,24 @@ def refill_thrashing(run: RunState[C], event: Event[object]) -> bool:
 # ---- edge handlers --------------------------------------------------------------------------
 
 
-def record_measurement(run: RunState[C], event: Event[Measured]) -> RunState[C]:
+def record_measurement(run: RunState[C], event: Event[Measured]) -> C:
     """Keep the staged collapses (the estimate itself is recomputed whenever it is needed)."""
     measured = event.data
     if measured.staged == run.data.context.staged:
-        return run  # the common case: nothing to stage, nothing to record
-    return with_context(run, estimate=measured.estimate, staged=measured.staged)
+        return run.data  # the common case: nothing to stage, nothing to record
+    return with_context(run.data, estimate=measured.estimate, staged=measured.staged)
 
 
 @uses(counters=("auto_compact_failures",))
-def skip_compaction_breaker_open(run: RunState[C], event: Event[Measured]) -> RunState[C]:
+def skip_compaction_breaker_open(run: RunState[C], event: Event[Measured]) -> C:
     """The breaker is open: send without compacting, and say so."""
     failures = run.count("auto_compact_failures")
     note = f"auto-compaction skipped: {failures} attempts in a row failed (breaker open until a compaction succeeds)"
-    run = with_context(run, estimate=event.data.estimate, staged=event.data.staged)
-    return with_outcome(run, note=note)
+    data = with_context(run.data, estimate=event.data.estimate, staged=event.data.staged)
+    return with_outcome(data, note=note)
 
 
-def surface_thrashing(run: RunState[C], event: Event[Measured]) -> RunState[C]:
+def surface_thrashing(run: RunState[C], event: Event[Measured]) -> C:
     """The rapid-refill breaker: compacting again would only burn summary requests."""
     data: ContextData = run.data.context
     gaps = ", ".join(str(t) for t in data.compaction_turns[-2:])
@@ -149,4 +149,4 @@ def surface_thrashing(run: RunState[C], event: Event[Measured]) -> RunState[C]:
         f"and again at turn {run.data.tools.turn}); the session is thrashing. Start a new session or reduce "
         "large tool outputs."
     )
-    return with_outcome(run, error=message)
+    return with_outcome(run.data, error=message)

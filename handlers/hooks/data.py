@@ -10,9 +10,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from queryloop.fsm import RunState
-
-from ..outcome import SharedData, evolved
+from ..outcome import SharedData
 
 __all__ = ["HooksData", "HooksRun", "with_hooks"]
 
@@ -34,6 +32,6 @@ class HooksRun(SharedData, Protocol):
 H = TypeVar("H", bound=HooksRun)
 
 
-def with_hooks(run: RunState[H], **changes: Any) -> RunState[H]:
-    """``run`` with its hooks slice changed as given."""
-    return evolved(run, hooks=attrs.evolve(run.data.hooks, **changes))
+def with_hooks(data: H, **changes: Any) -> H:
+    """The run data with its hooks slice changed as given."""
+    return data.evolve(hooks=attrs.evolve(data.hooks, **changes))

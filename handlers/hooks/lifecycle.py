@@ -57,21 +57,21 @@ async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcom
     return Event(name="prompt_accepted", data=PromptAccepted(context=tuple(context)))
 
 
-def record_prompt_context(run: RunState[H], event: Event[PromptAccepted]) -> RunState[H]:
+def record_prompt_context(run: RunState[H], event: Event[PromptAccepted]) -> H:
     """Hook output for SessionStart/UserPromptSubmit becomes context after the prompt."""
     if not event.data.context:
-        return run
+        return run.data
     text = "\n\n".join(event.data.context)
-    return evolved(run, messages=run.data.messages.append({"role": "user", "content": text}, meta=True))
+    return evolved(run.data, messages=run.data.messages.append({"role": "user", "content": text}, meta=True))
 
 
-def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
+def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> H:
     """A hook stopped the run (or blocked the prompt): its reason is the result."""
     outcome = event.data
     reason = outcome.stop_reason or (
         "; ".join(outcome.block_reasons) if outcome.block_reasons else f"{outcome.event} hook stopped the run"
     )
-    return with_outcome(run, error=reason)
+    return with_outcome(run.data, error=reason)
 
 
 async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome | None]:
@@ -86,15 +86,17 @@ async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutco
     return Event(name="stop_accepted", data=outcome)
 
 
-def send_stop_feedback(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
+def send_stop_feedback(run: RunState[H], event: Event[HookOutcome]) -> H:
     """The hook's reason goes back to the model as the next user turn."""
     reason = "; ".join(event.data.block_reasons) or "A Stop hook asked you to continue."
     message = {"role": "user", "content": f"Stop hook feedback:\n{reason}"}
-    return with_hooks(evolved(run, messages=run.data.messages.append(message)), stop_hook_active=True)
+    return with_hooks(evolved(run.data, messages=run.data.messages.append(message)), stop_hook_active=True)
 
 
 @uses(counters=("stop_hook_blocks",))
-def record_block_limit(run: RunState[H], event: Event[HookOutcome]) -> RunState[H]:
+def record_block_limit(run: RunState[H], event: Event[HookOutcome]) -> H:
     """Stop hooks blocked as often as the cap allows: the run ends with a warning instead of looping."""
     limit = run.cap("stop_hook_blocks")
-    return with_outcome(run, error=f"Stop hooks blocked {limit} times in a row; stopping instead of looping (warning)")
+    return with_outcome(
+        run.data, error=f"Stop hooks blocked {limit} times in a row; stopping instead of looping (warning)"
+    )

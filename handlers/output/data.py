@@ -12,9 +12,6 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from queryloop.fsm import RunState
-
-from ..outcome import evolved
 from ..request.client import ModelReply
 from ..request.data import RequestRun
 
@@ -39,9 +36,9 @@ class OutputRun(RequestRun, Protocol):
 Out = TypeVar("Out", bound=OutputRun)
 
 
-def with_output(run: RunState[Out], **changes: Any) -> RunState[Out]:
-    """``run`` with its output slice changed as given."""
-    return evolved(run, output=attrs.evolve(run.data.output, **changes))
+def with_output(data: Out, **changes: Any) -> Out:
+    """The run data with its output slice changed as given."""
+    return data.evolve(output=attrs.evolve(data.output, **changes))
 
 
 class OutputServices(Protocol):

@@ -76,9 +76,9 @@ def classify_reply(reply: ModelReply) -> str:
     return "answered"
 
 
-def receive_reply(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def receive_reply(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """Keep the complete reply for ``reading_reply`` (its usage was counted on the way out of the call)."""
-    return with_output(run, reply=event.data)
+    return with_output(run.data, reply=event.data)
 
 
 async def read_reply(ctx: EffectContext[Out, OutputServices]) -> Event[ModelReply]:
@@ -97,37 +97,37 @@ def escalation_configured(run: RunState[Out], event: Event[object]) -> bool:
     return escalated is not None and escalated > run.data.request.max_tokens
 
 
-def record_answer(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def record_answer(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """The reply is the answer: append it; the result is all visible text of this turn."""
     reply = event.data
     outcome = run.data.outcome
-    run = evolved(run, messages=_with_reply(run.data.messages, reply))
+    data = evolved(run.data, messages=_with_reply(run.data.messages, reply))
     return with_outcome(
-        run,
+        data,
         stop_reason=reply.stop_reason,
         result_text=outcome.partial_text + visible_text(reply.content),
         partial_text="",
     )
 
 
-def escalate_max_tokens(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def escalate_max_tokens(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """Retry the same request once with the escalated cap; the truncated reply is discarded."""
     escalated = run.data.output.escalated_max_tokens
     assert escalated is not None  # the guard escalation_configured held
     note = f"max_tokens {run.data.request.max_tokens} hit; retrying with {escalated}"
-    return with_outcome(with_request(run, max_tokens=escalated), stop_reason=event.data.stop_reason, note=note)
+    return with_outcome(with_request(run.data, max_tokens=escalated), stop_reason=event.data.stop_reason, note=note)
 
 
-def continue_after_truncation(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def continue_after_truncation(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """Keep the partial answer and ask, in a hidden meta message, to continue exactly there."""
     reply = event.data
     messages = _with_reply(run.data.messages, reply).append({"role": "user", "content": CONTINUE_PROMPT}, meta=True)
     partial = run.data.outcome.partial_text + visible_text(reply.content)
-    return with_outcome(evolved(run, messages=messages), stop_reason=reply.stop_reason, partial_text=partial)
+    return with_outcome(evolved(run.data, messages=messages), stop_reason=reply.stop_reason, partial_text=partial)
 
 
 @uses(counters=("output_recoveries",))
-def surface_truncation(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def surface_truncation(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """Every continuation is spent: keep what was written and surface the withheld error."""
     reply = event.data
     text = run.data.outcome.partial_text + visible_text(reply.content)
@@ -135,44 +135,44 @@ def surface_truncation(run: RunState[Out], event: Event[ModelReply]) -> RunState
         f"Response truncated: the model hit its output limit of {run.data.request.max_tokens} tokens "
         f"{run.count('output_recoveries') + 1} times in a row this turn"
     )
-    run = evolved(run, messages=_with_reply(run.data.messages, reply))
-    return with_outcome(run, stop_reason=reply.stop_reason, result_text=text, partial_text="", error=error)
+    data = evolved(run.data, messages=_with_reply(run.data.messages, reply))
+    return with_outcome(data, stop_reason=reply.stop_reason, result_text=text, partial_text="", error=error)
 
 
-def drop_malformed_reply(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def drop_malformed_reply(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """A tool_use stop without a complete block is never executed, nor kept: ask again."""
     note = "tombstoned a tool_use reply without a complete tool_use block"
-    return with_outcome(run, stop_reason=event.data.stop_reason, note=note)
+    return with_outcome(run.data, stop_reason=event.data.stop_reason, note=note)
 
 
-def surface_malformed_tool_use(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def surface_malformed_tool_use(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """The second malformed tool_use reply this turn: tombstoned too, and the run ends with why."""
     return with_outcome(
-        run,
+        run.data,
         stop_reason=event.data.stop_reason,
         error="The model stopped to use a tool twice without sending a complete tool_use block",
         note="tombstoned a second malformed tool_use reply",
     )
 
 
-def nudge_for_visible_answer(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def nudge_for_visible_answer(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """The answer was only thinking: discard it and nudge once for visible text (hidden message)."""
     messages = run.data.messages.append({"role": "user", "content": NUDGE_PROMPT}, meta=True)
-    return with_outcome(evolved(run, messages=messages), stop_reason=event.data.stop_reason)
+    return with_outcome(evolved(run.data, messages=messages), stop_reason=event.data.stop_reason)
 
 
-def continue_paused_turn(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def continue_paused_turn(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """pause_turn: send the paused content back so the model can continue its turn."""
     reply = event.data
     partial = run.data.outcome.partial_text + visible_text(reply.content)
     return with_outcome(
-        evolved(run, messages=_with_reply(run.data.messages, reply)),
+        evolved(run.data, messages=_with_reply(run.data.messages, reply)),
         stop_reason=reply.stop_reason,
         partial_text=partial,
     )
 
 
-def record_over_budget(run: RunState[Out], event: Event[ModelReply]) -> RunState[Out]:
+def record_over_budget(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """The budget is spent: keep the reply; its tool calls are answered, not run, so the ledger stays closed."""
     reply = event.data
     messages = _with_reply(run.data.messages, reply)
@@ -181,9 +181,9 @@ def record_over_budget(run: RunState[Out], event: Event[ModelReply]) -> RunState
         results = synthetic_error_results(calls, "Not run: the run reached its --max-budget-usd limit")
         messages = messages.append({"role": "user", "content": list(results)})
     text = run.data.outcome.partial_text + visible_text(reply.content)
-    run = evolved(run, messages=messages)
+    data = evolved(run.data, messages=messages)
     return with_outcome(
-        run,
+        data,
         stop_reason=reply.stop_reason,
         result_text=text,
         partial_text="",

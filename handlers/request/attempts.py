@@ -73,7 +73,7 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
     return Event(name="replied", data=outcome)
 
 
-def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | None]) -> RunState[R]:
+def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | None]) -> R:
     """Exit of ``calling_model``: the attempt's usage and time count, whatever the machine does next.
 
     An answer's real input-token count is kept with the local estimate of the messages
@@ -81,9 +81,9 @@ def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | No
     """
     outcome = event.data
     if not isinstance(outcome, (ModelReply, ModelFailure)):
-        return run  # the abort event: no attempt finished
-    run = count_attempt(run, outcome.log)
+        return run.data  # the abort event: no attempt finished
+    data = count_attempt(run.data, outcome.log)
     real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
     if not real:
-        return run
-    return with_request(run, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens)
+        return data
+    return with_request(data, real_input_tokens=real, sent_message_tokens=data.messages.tokens)

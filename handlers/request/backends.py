@@ -16,12 +16,14 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anthropic
 import attrs
 
 from ..messages import MessageView
+
+if TYPE_CHECKING:
+    import anthropic
 from .client import (
     ModelFailure,
     ModelReply,
@@ -113,6 +115,8 @@ class AnthropicBackend:
             kwargs["system"] = call.system
         if call.tools:
             kwargs["tools"] = list(call.tools)
+        import anthropic  # already loaded: the client is an anthropic client
+
         try:
             async with asyncio.timeout(call.deadline_s):
                 counted = await self.client.messages.count_tokens(**kwargs, timeout=call.idle_timeout_s)

@@ -23,20 +23,15 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import anthropic
 import attrs
-from anthropic.types import (
-    RawContentBlockDeltaEvent,
-    RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
-    RawMessageDeltaEvent,
-    RawMessageStartEvent,
-    RawMessageStopEvent,
-)
 
 from .pricing import cost_usd
+
+if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
+    import anthropic
+    from anthropic.types import RawContentBlockDeltaEvent, RawContentBlockStartEvent, RawContentBlockStopEvent
 
 __all__ = [
     "FailureKind",
@@ -295,6 +290,8 @@ class _Attempt:
         return self.fail(kind, message, status=exc.status_code, error_type=etype, headers=headers, partial=partial)
 
     def from_transport_error(self, exc: anthropic.APIConnectionError) -> ModelFailure:
+        import anthropic
+
         timed_out = isinstance(exc, anthropic.APITimeoutError)
         cause = exc.__cause__
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
@@ -348,6 +345,8 @@ async def send_request(
 async def _send_plain(
     client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
 ) -> ModelReply | ModelFailure:
+    import anthropic
+
     try:
         # The idle timeout is httpx's read timeout: the longest silence, not the whole
         # answer (that is the deadline's). Explicit, too, because the SDK refuses
@@ -475,6 +474,16 @@ class _Assembler:
 async def _send_streaming(
     client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt, on_text: Callable[[str], None] | None
 ) -> ModelReply | ModelFailure:
+    import anthropic
+    from anthropic.types import (
+        RawContentBlockDeltaEvent,
+        RawContentBlockStartEvent,
+        RawContentBlockStopEvent,
+        RawMessageDeltaEvent,
+        RawMessageStartEvent,
+        RawMessageStopEvent,
+    )
+
     idle = req.idle_timeout_s
     try:
         async with asyncio.timeout(idle):

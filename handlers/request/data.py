@@ -16,9 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from queryloop.fsm import RunState
-
-from ..outcome import SharedData, evolved
+from ..outcome import SharedData
 from .backends import ModelBackend
 from .client import ModelFailure, RequestLog, UsageTotals
 
@@ -68,16 +66,16 @@ class RequestRun(SharedData, Protocol):
 R = TypeVar("R", bound=RequestRun)
 
 
-def with_request(run: RunState[R], **changes: Any) -> RunState[R]:
-    """``run`` with its request slice changed as given."""
-    return evolved(run, request=attrs.evolve(run.data.request, **changes))
+def with_request(data: R, **changes: Any) -> R:
+    """The run data with its request slice changed as given."""
+    return data.evolve(request=attrs.evolve(data.request, **changes))
 
 
-def count_attempt(run: RunState[R], log: RequestLog) -> RunState[R]:
-    """``run`` with one more attempt's usage and API time added to its request slice."""
-    request = run.data.request
+def count_attempt(data: R, log: RequestLog) -> R:
+    """The run data with one more attempt's usage and API time added to its request slice."""
+    request = data.request
     usage = request.usage.add(log.model, log.usage) if log.usage else request.usage
-    return with_request(run, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms)
+    return with_request(data, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms)
 
 
 class ModelServices(Protocol):

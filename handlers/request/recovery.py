@@ -84,12 +84,12 @@ def fallback_available(run: RunState[R], event: Event[object]) -> bool:
 # ---- edge handlers ----------------------------------------------------------------------------
 
 
-def note_failure(run: RunState[R], event: Event[ModelFailure]) -> RunState[R]:
+def note_failure(run: RunState[R], event: Event[ModelFailure]) -> R:
     """Remember the failed attempt (its retry-after, status) for the backoff and for surfacing."""
-    return with_request(run, failure=event.data)
+    return with_request(run.data, failure=event.data)
 
 
-def switch_to_fallback_model(run: RunState[R], event: Event[ModelFailure]) -> RunState[R]:
+def switch_to_fallback_model(run: RunState[R], event: Event[ModelFailure]) -> R:
     """Rerun the same logical turn on the next model; what the failed attempt produced is tombstoned."""
     request = run.data.request
     failure = event.data
@@ -97,20 +97,20 @@ def switch_to_fallback_model(run: RunState[R], event: Event[ModelFailure]) -> Ru
     note = f"model {request.model} {failure.kind.replace('_', ' ')} ({failure.status}); switched to {nxt}"
     if failure.partial_content:
         note += f"; tombstoned {len(failure.partial_content)} provisional block(s)"
-    run = with_request(run, model=nxt, fallback_models=rest, failure=failure)
-    return with_outcome(run, note=note)
+    data = with_request(run.data, model=nxt, fallback_models=rest, failure=failure)
+    return with_outcome(data, note=note)
 
 
 @uses(states=("backing_off",), counters=("api_retries",))
-def surface_failure(run: RunState[R], event: Event[ModelFailure | None]) -> RunState[R]:
+def surface_failure(run: RunState[R], event: Event[ModelFailure | None]) -> R:
     """The recovery budget is spent (or there is none): the withheld error becomes the result."""
     failure = event.data if isinstance(event.data, ModelFailure) else run.data.request.failure
     if failure is None:
-        return with_outcome(run, error="API Error: the request failed")
+        return with_outcome(run.data, error="API Error: the request failed")
     message = api_error_text(failure)
     if run.state == "backing_off":
         message += f" (gave up after {run.count('api_retries')} retries)"
-    return with_outcome(with_request(run, failure=failure), error=message, api_error_status=failure.status)
+    return with_outcome(with_request(run.data, failure=failure), error=message, api_error_status=failure.status)
 
 
 def api_error_text(failure: ModelFailure) -> str:

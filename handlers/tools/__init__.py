@@ -11,7 +11,7 @@ scheduling and deadlines (``dispatch``), permission rules
 from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
 from .dispatch import OnResult, ToolRegistry, run_tool_calls
-from .gate import GateOutcome, close_calls_and_stop, gate_tool_calls, record_gate
+from .gate import GateOutcome, close_calls_and_stop, gate_tool_calls, record_gate, stop_repeated_denial
 from .permissions import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, decide, hidden_tools
 from .registry import default_registry, default_tools
 from .running import (
@@ -56,4 +56,5 @@ __all__ = [
     "record_tool_results_at_turn_limit",
     "run_tool_calls",
     "run_tools",
+    "stop_repeated_denial",
 ]

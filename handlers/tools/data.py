@@ -2,7 +2,8 @@
 
 Owns :class:`ToolsData` (this turn's pending calls and the gate's refusals in the
 model's order, the permission denials of the run, the tools the user allowed
-"always", the count of completed tool turns), the protocols of the run data and
+"always", the count of completed tool turns, the signature of the last tool turn
+the gate denied whole), the protocols of the run data and
 services tool-layer handlers work on, and :class:`ToolResultPublished`.
 """
 
@@ -12,16 +13,14 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from queryloop.fsm import RunState
-
 from ..hooks.service import HookServices
-from ..messages import ToolCall
-from ..outcome import SharedData, evolved
+from ..messages import ToolCall, synthetic_error_results
+from ..outcome import SharedData
 from .base import ToolContext
 from .dispatch import ToolRegistry
 from .permissions import PermissionMode, PermissionRules
 
-__all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "with_tools"]
+__all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "close_open_calls", "with_tools"]
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -34,6 +33,7 @@ class ToolsData:
     permission_denials: tuple[dict[str, Any], ...] = ()  # {tool_name, tool_use_id, tool_input}, for the result
     always_allowed: frozenset[str] = frozenset()  # allow rules the user created by answering "always"
     turn: int = 0  # tool turns completed
+    last_denial: str | None = None  # the calls of the last tool turn when the gate denied them all (denial_signature)
 
 
 class ToolsRun(SharedData, Protocol):
@@ -46,9 +46,25 @@ class ToolsRun(SharedData, Protocol):
 T = TypeVar("T", bound=ToolsRun)
 
 
-def with_tools(run: RunState[T], **changes: Any) -> RunState[T]:
-    """``run`` with its tools slice changed as given."""
-    return evolved(run, tools=attrs.evolve(run.data.tools, **changes))
+def with_tools(data: T, **changes: Any) -> T:
+    """The run data with its tools slice changed as given."""
+    return data.evolve(tools=attrs.evolve(data.tools, **changes))
+
+
+def close_open_calls(data: T, message: str) -> T:
+    """The run data with every tool_use of this turn answered, so the ledger stays closed.
+
+    The gate's refusals keep their error results, the other pending calls get one saying
+    ``message``; results follow the model's order and nothing stays pending.
+    """
+    tools = data.tools
+    if tools.pending or tools.denied:
+        by_id = {str(r["tool_use_id"]): dict(r) for r in tools.denied}
+        by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(tools.pending, message))
+        order = tools.order or tuple(by_id)
+        content = [by_id[i] for i in order if i in by_id]
+        data = data.evolve(messages=data.messages.append({"role": "user", "content": content}))
+    return with_tools(data, pending=(), denied=(), order=())
 
 
 class ToolServices(HookServices, Protocol):

@@ -6,28 +6,39 @@ interactive terminal the user's y/n/always — its outcome record and the pure e
 handlers of the gate's transitions. Refused calls get their error results here, so
 the ledger stays closed whatever follows. An "always" answer creates allow rules as
 narrow as the call (a command prefix, a file; shown when asking), kept in the run
-data, not in a service.
+data, not in a service. A turn whose calls are all denied and are exactly the calls
+denied in the previous tool turn (``denial_signature``, kept in the tools slice) is
+``tools_denied_again``: the machine's repeated-denial breaker counts those.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from queryloop.fsm import EffectContext, Event, RunState
+from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks.runner import HookOutcome
 from ..hooks.service import hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
-from .data import T, ToolServices, with_tools
+from .data import T, ToolServices, close_open_calls, with_tools
 from .permissions import PermissionDecision, decide, parse_rule, suggest_rules
 
-__all__ = ["GateOutcome", "close_calls_and_stop", "gate_tool_calls", "record_gate"]
+__all__ = [
+    "GateOutcome",
+    "close_calls_and_stop",
+    "denial_signature",
+    "gate_tool_calls",
+    "record_gate",
+    "stop_repeated_denial",
+]
 
 _HOME = Path.home()  # read once: permission rules may name ~/ paths
 
@@ -40,6 +51,7 @@ class GateOutcome:
     denied: tuple[dict[str, Any], ...]  # their error tool_results
     denials: tuple[dict[str, Any], ...]  # {tool_name, tool_use_id, tool_input} for the result object
     always_allowed: frozenset[str] = frozenset()  # every tool allowed "always" so far in the run
+    signature: str | None = None  # when every call was denied: their denial_signature, else None
 
 
 async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str:
@@ -117,33 +129,66 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
                 dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True))
             )
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
+    signature = None if allowed else denial_signature(ctx.run.data.tools.pending)
     outcome = GateOutcome(
-        allowed=tuple(allowed), denied=tuple(denied), denials=tuple(denials), always_allowed=frozenset(always)
+        allowed=tuple(allowed),
+        denied=tuple(denied),
+        denials=tuple(denials),
+        always_allowed=frozenset(always),
+        signature=signature,
     )
-    return Event(name="tools_permitted" if allowed else "tools_denied", data=outcome)
+    if signature is None:
+        return Event(name="tools_permitted", data=outcome)
+    again = signature == ctx.run.data.tools.last_denial
+    return Event(name="tools_denied_again" if again else "tools_denied", data=outcome)
 
 
-def record_gate(run: RunState[T], event: Event[GateOutcome]) -> RunState[T]:
-    """Only the permitted calls stay pending; the refused ones already have their error results."""
+def denial_signature(calls: Iterable[ToolCall]) -> str:
+    """The calls as the model proposed them — names and inputs, in any order — as one canonical JSON text."""
+    canonical = sorted(json.dumps([c.name, c.input], sort_keys=True, separators=(",", ":")) for c in calls)
+    return json.dumps(canonical, separators=(",", ":"))
+
+
+def record_gate(run: RunState[T], event: Event[GateOutcome]) -> T:
+    """Only the permitted calls stay pending; the refused ones already have their error results.
+
+    A turn whose calls were all denied leaves their signature for the next gate to compare
+    (the repeated-denial breaker); any other turn clears it.
+    """
     tools = run.data.tools
     gate = event.data
-    if not gate.denied and gate.allowed == tools.pending and gate.always_allowed == tools.always_allowed:
-        return run  # everything runs as asked: the common case
+    if (
+        not gate.denied
+        and gate.allowed == tools.pending
+        and gate.always_allowed == tools.always_allowed
+        and tools.last_denial is None
+    ):
+        return run.data  # everything runs as asked: the common case
     return with_tools(
-        run,
+        run.data,
         order=tuple(c.id for c in tools.pending),
         pending=gate.allowed,
         denied=gate.denied,
         permission_denials=(*tools.permission_denials, *gate.denials),
         always_allowed=gate.always_allowed,
+        last_denial=gate.signature,
     )
 
 
-def close_calls_and_stop(run: RunState[T], event: Event[HookOutcome]) -> RunState[T]:
+@uses(params=("max_denied_call_repeats",))
+def stop_repeated_denial(run: RunState[T], event: Event[GateOutcome]) -> T:
+    """The model proposed the same denied calls again as often as allowed: they get their refusals, the run ends."""
+    data = close_open_calls(record_gate(run, event), "Not run: the run stopped")
+    repeats = run.params.get("max_denied_call_repeats")
+    text = f"Stopped: the model proposed the same denied tool call {repeats} times in a row"
+    return with_outcome(data, error=text)
+
+
+def close_calls_and_stop(run: RunState[T], event: Event[HookOutcome]) -> T:
     """A PreToolUse hook stopped everything: nothing runs, every call gets a result, the run ends."""
     reason = event.data.stop_reason or "a PreToolUse hook stopped the run"
     results = synthetic_error_results(run.data.tools.pending, f"Not run: {reason}")
-    run = with_tools(
-        evolved(run, messages=run.data.messages.append({"role": "user", "content": list(results)})), pending=()
+    data = with_tools(
+        evolved(run.data, messages=run.data.messages.append({"role": "user", "content": list(results)})), pending=()
     )
-    return with_outcome(run, error=reason)
+    return with_outcome(data, error=reason)

@@ -17,10 +17,10 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks.runner import HookOutcome
 from ..hooks.service import hook
-from ..messages import ToolCall, synthetic_error_results, tool_calls_of, visible_text
+from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import evolved, with_outcome
 from ..request.client import ModelFailure, ModelReply
-from .data import T, ToolResultPublished, ToolServices, with_tools
+from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
 from .dispatch import run_tool_calls
 
 __all__ = [
@@ -103,7 +103,7 @@ def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any
     return {**result, "content": content}
 
 
-def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure]) -> RunState[T]:
+def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure]) -> T:
     """Append the assistant message and remember its complete tool_use blocks as pending calls.
 
     After a stream cut only the blocks that completed are in the message (the cut block,
@@ -119,48 +119,42 @@ def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure
         content = list(source.content)
         notes = outcome.notices
         stop_reason = source.stop_reason
-    run = evolved(run, messages=run.data.messages.append({"role": "assistant", "content": content}))
-    run = with_tools(run, pending=tool_calls_of(content))
+    data = evolved(run.data, messages=run.data.messages.append({"role": "assistant", "content": content}))
+    data = with_tools(data, pending=tool_calls_of(content))
     return with_outcome(
-        run, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes
+        data, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes
     )
 
 
-def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
+def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
     """Append the tool_results as the next user message; nothing is pending any more."""
     messages = run.data.messages.append({"role": "user", "content": list(event.data.results)})
-    run = with_tools(evolved(run, messages=messages), pending=(), denied=(), order=(), turn=run.data.tools.turn + 1)
-    return with_outcome(run, partial_text="")
+    data = with_tools(
+        evolved(run.data, messages=messages), pending=(), denied=(), order=(), turn=run.data.tools.turn + 1
+    )
+    return with_outcome(data, partial_text="")
 
 
 @uses(params=("max_turns",))
-def record_tool_results_at_turn_limit(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
+def record_tool_results_at_turn_limit(run: RunState[T], event: Event[ToolsDone]) -> T:
     """The turn limit is reached: keep this turn's results (the ledger stays closed) and say why the run ends."""
-    run = record_tool_results(run, event)
-    return with_outcome(run, error=f"Reached the maximum number of turns ({run.params.get('max_turns')})")
+    data = record_tool_results(run, event)
+    return with_outcome(data, error=f"Reached the maximum number of turns ({run.params.get('max_turns')})")
 
 
-def record_tool_results_and_stop(run: RunState[T], event: Event[ToolsDone]) -> RunState[T]:
+def record_tool_results_and_stop(run: RunState[T], event: Event[ToolsDone]) -> T:
     """A PostToolUse hook stopped everything: the results are kept (ledger closed), the run ends."""
-    run = record_tool_results(run, event)
+    data = record_tool_results(run, event)
     stop = event.data.stop
     reason = (stop.stop_reason if stop else None) or "a PostToolUse hook stopped the run"
-    return with_outcome(run, error=reason)
+    return with_outcome(data, error=reason)
 
 
-def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> RunState[T]:
+def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> T:
     """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed).
 
     Calls the permission gate already refused keep their refusal; the others are marked
     interrupted. Results follow the model's order.
     """
-    tools = run.data.tools
-    if tools.pending or tools.denied:
-        by_id = {str(r["tool_use_id"]): dict(r) for r in tools.denied}
-        by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(tools.pending, INTERRUPTED))
-        order = tools.order or tuple(by_id)
-        run = evolved(
-            run, messages=run.data.messages.append({"role": "user", "content": [by_id[i] for i in order if i in by_id]})
-        )
-    run = with_tools(run, pending=(), denied=(), order=())
-    return with_outcome(run, result_text=run.data.outcome.partial_text, error="Interrupted by the user")
+    data = close_open_calls(run.data, INTERRUPTED)
+    return with_outcome(data, result_text=data.outcome.partial_text, error="Interrupted by the user")

@@ -79,6 +79,6 @@ def has_more_items(run: RunState[ItemsData], event: Event[object]) -> bool:
     return len(run.data.done) < wanted
 
 
-def record_item(run: RunState[ItemsData], event: Event[str]) -> RunState[ItemsData]:
-    """Remember the fetched item (edge handler)."""
-    return run.with_data(attrs.evolve(run.data, done=(*run.data.done, str(event.data))))
+def record_item(run: RunState[ItemsData], event: Event[str]) -> ItemsData:
+    """Remember the fetched item (edge handler: it returns the new run data)."""
+    return attrs.evolve(run.data, done=(*run.data.done, str(event.data)))

@@ -72,8 +72,10 @@ class FaultRun:
 
 
 def check_report() -> CheckReport:
-    """The checker's report at the params' check values (the caps every fuzzed run uses)."""
-    return check_spec(query_loop_program().spec)
+    """The checker's report with its figures at the params' check values (the caps every fuzzed run uses):
+    ``report.at`` are those caps and ``report.per_turn`` the proven bounds there."""
+    spec = query_loop_program().spec
+    return check_spec(spec, spec.param_check_values, explore=False)
 
 
 def scenario_text(faults: Sequence[str]) -> str:
@@ -90,7 +92,7 @@ async def play(faults: Sequence[str], *, fallback: bool, report: CheckReport, ma
     server = MockServer(parse_scenario(scenario_text(faults), "<fuzz>"))
     await server.start()
     client = anthropic.AsyncAnthropic(api_key="fuzz", base_url=server.url, max_retries=0)
-    params = {k: v for k, v in report.params.items() if k not in ("max_turns", "max_retries")}
+    params = {k: v for k, v in report.at.items() if k not in ("max_turns", "max_retries")}
     with tempfile.TemporaryDirectory(prefix="queryloop-fuzz-") as cwd:
         options = AgentOptions(
             prompt="go",
@@ -98,7 +100,7 @@ async def play(faults: Sequence[str], *, fallback: bool, report: CheckReport, ma
             fallback_models=("mock-fallback",) if fallback else (),
             cwd=Path(cwd),
             max_turns=max_turns,
-            max_retries=int(report.params["max_retries"]),
+            max_retries=int(report.at["max_retries"]),
             retry_base_delay_s=0.0005,
             idle_timeout_s=_IDLE_TIMEOUT_S,
             permission_mode="bypassPermissions",
@@ -126,7 +128,7 @@ def violations(run: FaultRun, report: CheckReport) -> list[str]:
         out.append(f"the run ended in {run.final_state!r}, not a terminal state")
     if run.result.get("type") != "result" or not run.result.get("terminal_reason"):
         out.append("no typed result")
-    worst = report.worst_case["model_requests"]
+    worst = report.per_turn["model_requests"]
     requests = 0
     for step in run.steps:
         if (step.source, step.reason, step.dest) not in declared:

@@ -23,8 +23,9 @@ from queryloop.handlers.request.client import ModelFailure, ModelReply
 PROGRAM = query_loop_program()
 SPEC = PROGRAM.spec
 DECLARED = {(t.source, t.reason, t.dest) for t in SPEC.transitions}
-REPORT = check_spec(SPEC)  # explored with the params' check values, which the runs below use too
-CHECK_PARAMS = {k: v for k, v in REPORT.params.items() if k not in ("max_turns", "max_retries")}
+# the proven bounds at the params' check values, which the runs below use too
+REPORT = check_spec(SPEC, SPEC.param_check_values, explore=False)
+CHECK_PARAMS = {k: v for k, v in REPORT.at.items() if k not in ("max_turns", "max_retries")}
 
 OUTCOMES = [
     "text",
@@ -114,7 +115,7 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
         fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)),
         cwd=cwd,
         max_turns=max_turns,
-        max_retries=REPORT.params["max_retries"],
+        max_retries=REPORT.at["max_retries"],
         retry_base_delay_s=0.0,
         escalated_max_tokens=64_000,
         params=CHECK_PARAMS,
@@ -130,7 +131,7 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
     assert final.state in SPEC.terminals
     caps = final.caps
     requests_this_turn = 0
-    worst = REPORT.worst_case["model_requests"]
+    worst = REPORT.per_turn["model_requests"]
     for step in run.steps:
         assert (step.source, step.reason, step.dest) in DECLARED
         assert all(cap is None or v <= cap for v, cap in zip(step.counters, caps, strict=True))
@@ -171,7 +172,7 @@ def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order
     )
     run = PROGRAM.initial_state(data)
     after = close_dangling_tool_uses(run, Event(name="abort"))
-    results = after.data.messages.last()["content"]
+    results = after.messages.last()["content"]
     assert [r["tool_use_id"] for r in results] == ["t0", "t1", "t2"]
     assert results[1]["content"] == "Permission denied" and "Interrupted" in results[0]["content"]
-    assert ledger_closed(after.data.messages.to_list())
+    assert ledger_closed(after.messages.to_list())

@@ -92,7 +92,7 @@ def test_an_always_approval_is_kept_in_the_run_state() -> None:
     run = query_loop_program().initial_state(data)
     outcome = GateOutcome(allowed=(call,), denied=(), denials=(), always_allowed=frozenset({"Bash"}))
     after = record_gate(run, Event(name="tools_permitted", data=outcome))
-    assert after.data.tools.always_allowed == frozenset({"Bash"})
+    assert after.tools.always_allowed == frozenset({"Bash"}), "an edge handler returns the new run data"
 
 
 @pytest.mark.parametrize(("status", "offered"), [(503, True), (429, True), (404, False), (400, False)])

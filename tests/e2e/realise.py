@@ -59,7 +59,7 @@ ALLOW = ["Bash(printf:*)"]  # printf runs; anything else asks, and a headless ru
 BIG_CHARS = 16_800
 SMALL_COMMAND = "printf %05d 0"
 BIG_COMMAND = f"printf %0{BIG_CHARS}d 0"
-DENIED_COMMAND = "touch denied.txt"
+DENIED_COMMAND = "touch denied-{n}.txt"  # the nth fresh denied call (a repeat keeps the previous n)
 BUDGET_USD = 1.0
 ABORT_MARK = "plan: abort here"
 THETA = {"low": 0.0005, "high": 1.0}  # the auto-compact threshold of each regime (fraction of the window)
@@ -102,6 +102,7 @@ class Facts:
     since: int = 0  # tool turns since the last compaction, capped at 3
     turn: int = 0
     pending: str = ""  # the gate's decision for this turn's call: allowed / denied
+    denied_last: bool = False  # the last gate denied every call (their signature is in the run data)
     # what the current step's effect produced, for its edge handler
     measured: tuple[int, ...] = ()
     result: str = ""
@@ -192,6 +193,7 @@ class QueryLoopRealiser:
                 ("calling_model", "stream_cut_after_tool_use"): _main("cut_after_tool"),
                 ("gating_tools", "tools_permitted"): _gate("allowed"),
                 ("gating_tools", "tools_denied"): _gate("denied"),
+                ("gating_tools", "tools_denied_again"): _denied_again,
                 ("gating_tools", "stopped_by_hook"): lambda f, s: [(f, (("hook", "PreToolUse", "stop"),))],
                 ("running_tools", "tools_finished"): _tools_finished,
                 ("running_tools", "stopped_by_hook"): _post_tool_stop,
@@ -251,7 +253,8 @@ class QueryLoopRealiser:
             "nudge_for_visible_answer": lambda f: _grow(f, META_HI),
             "continue_paused_turn": lambda f: attrs.evolve(f, groups=(*f.groups, ("small", ASSISTANT_HI))),
             "record_over_budget": _same,
-            "record_gate": _same,
+            "record_gate": lambda f: attrs.evolve(f, denied_last=f.pending == "denied"),
+            "stop_repeated_denial": _same,
             "close_calls_and_stop": _same,
             "record_tool_results": _record_tool_results,
             "record_tool_results_at_turn_limit": _same,
@@ -388,6 +391,13 @@ def _gate(decision: str) -> Callable[[Facts, PlannedStep], list[Option]]:
         return [(attrs.evolve(f, pending=decision), (("hook", "PreToolUse", "accept"), ("gate", decision)))]
 
     return make
+
+
+def _denied_again(f: Facts, step: PlannedStep) -> list[Option]:
+    """The model proposes the very call the last gate denied (a fresh denied call is ``tools_denied``)."""
+    if not f.denied_last:
+        return []
+    return [(attrs.evolve(f, pending="denied"), (("hook", "PreToolUse", "accept"), ("gate", "denied_again")))]
 
 
 def _tools_finished(f: Facts, step: PlannedStep) -> list[Option]:
@@ -544,9 +554,9 @@ def _reply(kind: str, tool: Mapping[str, Any] | None) -> dict[str, Any]:
     return replies[kind]
 
 
-def _tool_call(decision: str, size: str) -> dict[str, Any]:
-    if decision == "denied":
-        command = DENIED_COMMAND
+def _tool_call(decision: str, size: str, denials: int = 0) -> dict[str, Any]:
+    if decision in ("denied", "denied_again"):
+        command = DENIED_COMMAND.format(n=denials)
     else:
         command = BIG_COMMAND if size == "big" else SMALL_COMMAND
     return {"name": "Bash", "input": {"command": command}}
@@ -563,6 +573,7 @@ class _Builder:
         self.reply: dict[str, Any] | None = None  # the last reply step, until reading_reply says what it is
         self.tool: dict[str, Any] | None = None  # the last tool_use block, until the gate and the run say which
         self.decision = "allowed"
+        self.denials = 0  # fresh denied calls so far: each is another command, a repeat reuses the last
         self.budget = False
         self.abort_after: int | None = None
 
@@ -616,6 +627,7 @@ class _Builder:
             self.read(action[1])
         elif kind == "gate":
             self.decision = action[1]
+            self.denials += self.decision == "denied"
             self.set_tool("small")
         elif kind == "result":
             self.set_tool(action[1])
@@ -655,7 +667,7 @@ class _Builder:
     def set_tool(self, size: str) -> None:
         if self.tool is not None:
             self.tool.clear()
-            self.tool.update(_tool_call(self.decision, size))
+            self.tool.update(_tool_call(self.decision, size, self.denials))
 
     def finish_reply(self) -> None:
         self.reply = None  # a reply no step read (the run was interrupted first) stays a plain answer

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
+import attrs
 import pytest
 
-from queryloop.fsm import MachineSpec, SpecError, StateSpec, TransitionSpec, check_spec, load_machine
+from queryloop.fsm import (
+    CheckReport,
+    MachineSpec,
+    SpecError,
+    StateSpec,
+    TransitionSpec,
+    check_spec,
+    load_machine,
+    parse_machine,
+)
 from queryloop.fsm.spec import CounterSpec
 from queryloop.machines import shipped_machines
 
@@ -19,18 +30,67 @@ BUGS = FIXTURES / "bugs"
 
 @pytest.mark.parametrize("path", shipped_machines(), ids=lambda p: p.stem)
 def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore[no-untyped-def]
-    report = check_spec(load_machine(path).spec)
+    report = check_spec(load_machine(path).spec, explore=False)
     assert report.ok, [f.message for f in report.findings]
-    assert report.configurations > 0
-    assert report.worst_case
-    if path.stem == "query_loop":  # the README quotes the figure; it must be the checker's
+    assert report.per_turn and all(v < math.inf for v in report.per_turn.values())
+    if path.stem == "query_loop":  # the README quotes the figures; they must be the checker's
         readme = (ROOT / "README.md").read_text()
         quoted = re.search(r"at\s+most\s+\*\*(\d+) model requests per turn\*\*", readme)
-        assert quoted and int(quoted.group(1)) == report.worst_case["model_requests"]
+        assert quoted and int(quoted.group(1)) == report.per_turn["model_requests"]
+        formula = report.expressions["model_requests"][0]
+        assert f"`{formula}`" in " ".join(readme.split()), formula
         shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", readme)
         assert shape and (int(shape.group(1)), int(shape.group(2))) == (report.states, report.transitions)
-        explored = re.search(r"about (\d+) (\d{3}) configurations", readme)
-        assert explored and abs(int(explored.group(1) + explored.group(2)) - report.configurations) < 1000
+        assert report.per_run["model_requests"] == math.inf  # tool turns are unbounded unless --max-turns
+
+
+def test_the_query_loop_explored_at_its_check_values_matches_its_bounds_and_the_readme(
+    explored_machines: dict[Path, CheckReport],
+) -> None:
+    """The cross-check at the params' check values: every configuration, the exact worst case equal
+    to the symbolic bound there, and the README's figures are these."""
+    report = explored_machines[ROOT / "machines/query_loop.yaml"]
+    assert report.ok, [f.message for f in report.findings]
+    assert dict(report.worst_case) == {k: int(v) for k, v in report.symbolic_at_params.items()}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    explored = re.search(r"\*\*(\d+) (\d{3}) configurations\*\*", readme)
+    assert explored and int(explored.group(1) + explored.group(2)) == report.configurations
+    exact = re.search(r"exact worst case there is \*\*(\d+)\*\* model requests", readme)
+    assert exact and int(exact.group(1)) == report.worst_case["model_requests"]
+
+
+@pytest.mark.parametrize(
+    "caps",
+    [
+        {"max_retries": 1, "max_auto_compact_failures": 2, "max_denied_call_repeats": 2},
+        {
+            "max_retries": 2,
+            "overloaded_retries_before_fallback": 1,
+            "max_stop_hook_blocks": 1,
+            "max_fallback_hops": 2,
+            "max_output_recoveries": 0,
+            "max_pause_continues": 0,
+            "max_head_truncations": 0,
+        },
+        {
+            "max_retries": 1,
+            "max_turns": 2,
+            "max_stop_hook_blocks": 1,
+            "max_output_recoveries": 2,
+            "max_pause_continues": 0,
+            "max_head_truncations": 0,
+            "max_fallback_hops": 0,
+        },
+    ],
+    ids=["retries-1", "fallback-2", "two-turns"],
+)
+def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int]) -> None:
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    report = check_spec(spec, caps)
+    assert not [f for f in report.findings if f.check in ("bound", "exploration", "stuck", "termination")]
+    assert dict(report.worst_case) == {k: int(v) for k, v in report.symbolic_at_params.items()}
+    if report.worst_case_per_run:
+        assert all(report.worst_case_per_run[k] <= v for k, v in report.symbolic_per_run_at_params.items())
 
 
 def test_recovery_loop_without_a_counter_is_reported_as_unbounded() -> None:
@@ -68,7 +128,24 @@ def test_edge_shadowed_by_an_unguarded_candidate_is_reported_dead() -> None:
     report = check_spec(load_machine(BUGS / "dead_edge.yaml").spec)
     dead = {f.reasons[0]: f.message for f in report.findings if f.check == "dead_edge"}
     assert set(dead) == {"api_retry", "retries_exhausted"}
-    assert "shadowed by the unguarded 'gave_up' above it" in dead["api_retry"]
+    assert "shadowed by 'gave_up' above it, which fires whenever it could: no guard)" in dead["api_retry"]
+
+
+def test_an_edge_shadowed_by_an_earlier_edge_with_the_same_guard_is_dead() -> None:
+    """A guard name has one truth value per decision: swapping the breaker check before the
+    compaction makes auto-compaction unreachable, and the checker says so."""
+    path = ROOT / "machines/query_loop.yaml"
+    spec = load_machine(path).spec
+    cands = spec.candidates()[("checking_context", "over_threshold")]
+    order = [t.reason for t in cands]
+    swapped = [*cands]
+    i, j = order.index("auto_compact_start"), order.index("auto_compact_breaker")
+    swapped[i], swapped[j] = swapped[j], swapped[i]
+    rest = [t for t in spec.transitions if (t.source, t.event) != ("checking_context", "over_threshold")]
+    report = check_spec(attrs.evolve(spec, transitions=(*rest, *swapped)), explore=False)
+    dead = {f.reasons[0]: f.message for f in report.findings if f.check == "dead_edge"}
+    assert "auto_compact_start" in dead, report.findings
+    assert "shadowed by 'auto_compact_breaker'" in dead["auto_compact_start"]
 
 
 def _spec(transitions: list[TransitionSpec], counters: tuple[CounterSpec, ...] = ()) -> MachineSpec:
@@ -122,3 +199,86 @@ def test_a_state_that_cannot_reach_a_terminal_is_a_dead_end() -> None:
     )
     report = check_spec(spec)
     assert any(f.check == "dead_end" and "'a' can never reach a terminal" in f.message for f in report.findings)
+
+
+def _query_loop_text() -> str:
+    return (ROOT / "machines/query_loop.yaml").read_text()
+
+
+def _mutated(old: str, new: str) -> str:
+    text = _query_loop_text()
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def test_a_retry_cap_that_may_be_null_does_not_bound_its_cycle() -> None:
+    text = _mutated(
+        "  max_retries: {default: 10, check: 2,", "  max_retries: {default: null, type: int, nullable: true, check: 2,"
+    )
+    report = check_spec(parse_machine(text, "mutant.yaml", bind=False).spec, explore=False)
+    messages = [f.message for f in report.findings if f.check == "termination"]
+    assert any("'api_retries' (cap max_retries, which may be null) bound it only when set" in m for m in messages)
+
+
+def test_a_null_cap_param_without_a_type_is_refused_at_load() -> None:
+    text = _mutated("  max_retries: {default: 10, check: 2,", "  max_retries: {default: null, check: 2,")
+    with pytest.raises(SpecError) as info:
+        parse_machine(text, "mutant.yaml", bind=False)
+    assert "param 'max_retries' caps counter 'api_retries' but has no type" in str(info.value)
+
+
+def test_a_retry_edge_marked_progress_is_an_unbounded_run() -> None:
+    text = _mutated("    reason: api_retry\n    counter: api_retries\n", "    reason: api_retry\n    progress: true\n")
+    report = check_spec(parse_machine(text, "mutant.yaml", bind=False).spec, explore=False)
+    found = [f for f in report.findings if f.check == "progress_bound"]
+    assert found and "api_retry" in found[0].reasons, report.findings
+
+
+def test_unbounded_by_design_must_name_a_progress_edge() -> None:
+    text = _mutated(
+        '  next_turn: "tool turns: unbounded unless --max-turns is set"',
+        '  next_turn: "tool turns: unbounded unless --max-turns is set"\n  api_retry: "retries"',
+    )
+    with pytest.raises(SpecError) as info:
+        parse_machine(text, "mutant.yaml", bind=False)
+    assert "`unbounded_by_design` lists 'api_retry', which is not a `progress` edge" in str(info.value)
+
+
+def test_a_figure_above_its_declared_max_fails_the_check() -> None:
+    text = _mutated("    max: 400\n", "    max: 389\n")
+    report = check_spec(parse_machine(text, "mutant.yaml", bind=False).spec, explore=False)
+    found = [f for f in report.findings if f.check == "figure"]
+    assert found and "'model_requests' can reach 390 per turn" in found[0].message
+    assert "above its declared max 389" in found[0].message
+
+
+def test_every_state_must_be_able_to_end_without_an_interrupt(write_machine) -> None:  # type: ignore[no-untyped-def]
+    path = write_machine(
+        """schema_version: 1
+machine: spins
+initial: a
+events: {go: "", again: "", abort: ""}
+counters: {n: {cap: 3, scope: session}}
+states:
+  a: {effect: queryloop.fsm.testing.scripted, emits: [go]}
+  b: {effect: queryloop.fsm.testing.scripted, emits: [again]}
+  end: {terminal: true}
+  internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}
+transitions:
+  - {from: a, event: go, to: b, reason: start}
+  - {from: b, event: again, to: b, reason: spin, progress: true, counter: n}
+  - {from: b, event: again, to: b, reason: spin_more, progress: true}
+  - {from: [a, b], event: abort, to: end, reason: cancelled}
+"""
+    )
+    report = check_spec(load_machine(path).spec, explore=False)
+    assert any(
+        f.check == "dead_end" and "'b' can never reach a terminal state unless the run is interrupted" in f.message
+        for f in report.findings
+    ), report.findings
+
+
+def test_the_check_reports_per_run_figures_when_every_progress_edge_is_bounded() -> None:
+    report = check_spec(load_machine(ROOT / "machines/query_loop.yaml").spec, {"max_turns": 3}, explore=False)
+    assert report.per_run["model_requests"] == 3 * report.per_turn["model_requests"]
+    assert "max_turns" in report.expressions["model_requests"][1]

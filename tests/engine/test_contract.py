@@ -37,6 +37,7 @@ states:
     exit: .testing.journal
   done: {terminal: true}
   aborted: {terminal: true}
+  internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}
 transitions:
   - {from: calling, event: ok, to: done, reason: answered, do: .testing.journal}
   - {from: calling, event: overloaded, to: calling, reason: api_retry, counter: retries, guards: [budget_left]}
@@ -165,7 +166,7 @@ def test_an_abort_edge_into_a_non_terminal_state_is_refused() -> None:
 
 def test_an_effect_may_not_return_the_abort_event() -> None:
     runner = Runner(_program(), data=(), services=Script(["abort"]))
-    with pytest.raises(
-        HandlerError, match="returned the abort event 'abort'; only cancelling the run takes the abort edges"
-    ):
-        asyncio.run(runner.step_once())
+    asyncio.run(runner.step_once())
+    assert runner.final.state == "internal_error" and not runner.aborted, "not recorded as a user interrupt"
+    assert runner.error is not None and isinstance(runner.error.exception, HandlerError)
+    assert "returned the abort event 'abort'; only cancelling the run takes the abort edges" in runner.error.message

@@ -47,6 +47,7 @@ states:
   done: {terminal: true, result: {is_error: false}}
   broken: {terminal: true, doc: the job failed too often, result: {is_error: true, terminal_reason: gave_up}}
   cancelled: {terminal: true, result: {is_error: true}}
+  internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}
 transitions:
   - {from: working, event: finished, to: working, reason: job_done, progress: true, counter: failures}
   - {from: working, event: finished, to: done, reason: all_done}

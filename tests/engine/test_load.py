@@ -15,14 +15,14 @@ initial: calling
 params:
   max_retries: 3
 events: {ok: "", overloaded: "", abort: ""}
-guards:
-  can_retry: queryloop.fsm.testing.flag_a
+guards: {can_retry: queryloop.fsm.testing.flag_a}
 counters:
   retries: {cap: max_retries, scope: request}
 states:
   calling: {effect: queryloop.fsm.testing.scripted, emits: [ok, overloaded]}
   done: {terminal: true, result: {is_error: false}}
   aborted: {terminal: true}
+  internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}
 transitions:
   - {from: calling, event: ok, to: done, reason: answered}
   - {from: calling, event: overloaded, to: calling, reason: api_retry, counter: retries, guards: [can_retry]}

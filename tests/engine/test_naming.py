@@ -21,6 +21,7 @@ states:
   calling: {effect: queryloop.fsm.testing.scripted, emits: [ok, overloaded]}
   done: {terminal: true}
   aborted: {terminal: true}
+  internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}
 transitions:
   - {from: calling, event: ok, to: done, reason: answered}
   - {from: calling, event: overloaded, to: calling, reason: overloaded_retry, counter: retries}

@@ -148,6 +148,7 @@ def machines(draw: st.DrawFn) -> str:
                 transitions.append(t)
             last = {"from": s, "event": e, "to": draw(st.sampled_from(live + ends)), "reason": f"r{next(number)}"}
             transitions.append({**last, "progress": draw(st.booleans())})
+    states["internal_error"] = {"terminal": True, "result": {"is_error": True, "subtype": "error_during_execution"}}
     transitions.append({"from": live, "event": "abort", "to": "aborted", "reason": "cancelled"})
     doc = {
         "schema_version": 1,

@@ -65,7 +65,41 @@ def test_check_json_output_has_figures_and_findings(capsys: pytest.CaptureFixtur
     )
     report = json.loads(capsys.readouterr().out)[0]
     assert rc == 0 and report["ok"] is True
-    assert report["worst_case_per_progress_step"]["queryloop.machines.examples.effects.fetch_item"] == 5
+    fetch = "queryloop.machines.examples.effects.fetch_item"
+    assert report["figures_at"]["max_retries"] == 4
+    assert report["worst_case_per_turn"][fetch] == 5
+    assert report["worst_case_per_run"][fetch] == 15  # 3 items
+    assert "explored" not in report
+
+
+def test_check_explore_prints_the_exact_figures_beside_the_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    machine = str(ROOT / "machines/examples/retry_fetch.yaml")
+    rc = main(["check", "--explore", "--machine", machine, "--set", "max_retries=4", "--set", "items=2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "worst case per turn, at max_retries=4, items=2 (a bound for every cap value): fetch_item ≤ 5" in out
+    assert "worst case per run, at max_retries=4, items=2: fetch_item ≤ 10" in out
+    assert "configurations at max_retries=4 (default 3), items=2 (default 3):" in out
+    assert "exact worst case per turn: fetch_item = 5, wait_backoff = 4, store_item = 1" in out
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("max_retrys=4", "--set max_retrys: no checked machine has a param 'max_retrys'; did you mean 'max_retries'?"),
+        ("max_retries=abc", '--set max_retries="abc": max_retries must be an int'),
+        ("max_retries=null", "--set max_retries=null: max_retries may not be null"),
+        ("max_retries=-1", "--set max_retries=-1: max_retries must be 0 or more"),
+        ("max_retries", "--set expects NAME=VALUE, got 'max_retries'"),
+    ],
+)
+def test_check_refuses_a_bad_set_with_a_clear_error(
+    setting: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["check", "--machine", str(ROOT / "machines/examples/retry_fetch.yaml"), "--set", setting])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err == f"queryloop: error: {message}\n"
 
 
 def test_a_spec_error_is_printed_with_path_and_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,18 @@ from pathlib import Path
 import attrs
 import pytest
 
-from queryloop.fsm import Event, HandlerError, InternalError, Program, Runner, RunState, Step, load_machine
+from queryloop.fsm import (
+    Event,
+    HandlerError,
+    InternalError,
+    Program,
+    Runner,
+    RunState,
+    SpecError,
+    Step,
+    TransitionError,
+    load_machine,
+)
 from queryloop.machines.examples.effects import Feed, ItemsData
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -73,22 +84,172 @@ def test_unknown_param_override_is_refused() -> None:
         Runner(RETRY_FETCH, params={"max_retry": 1})
 
 
-def test_an_effect_returning_an_undeclared_event_is_a_handler_error() -> None:
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [(None, "may not be null"), ("3", "must be an int"), (True, "must be an int"), (-1, "must be 0 or more")],
+)
+def test_a_cap_param_refuses_a_value_outside_its_type(value: object, problem: str) -> None:
+    """A non-nullable int cap can never be made unbounded (or nonsensical) by a caller."""
+    with pytest.raises(TransitionError, match=f"param 'max_retries' {problem}"):
+        Runner(RETRY_FETCH, params={"max_retries": value})
+
+
+def test_a_nullable_cap_param_takes_null_as_no_limit() -> None:
+    program = Program(load_machine(ROOT / "machines/query_loop.yaml"))
+    assert program.initial_state(params={"max_turns": None}).cap("turns") is None
+    assert program.initial_state(params={"max_turns": 3}).cap("turns") == 2
+
+
+def _ended_in_internal_error(runner: Runner, source: str) -> Step:
+    assert runner.final.state == "internal_error" and runner.done
+    assert runner.result == {"is_error": True, "subtype": "error_during_execution"}
+    last = runner.trace[-1]
+    assert (last.source, last.event, last.reason, last.dest, last.terminal) == (
+        source,
+        "internal_error",
+        "internal_error",
+        "internal_error",
+        True,
+    )
+    assert runner.error is not None and runner.error.traceback.startswith("Traceback")
+    return last
+
+
+def test_an_effect_returning_an_undeclared_event_ends_in_internal_error() -> None:
     async def bad(ctx):  # type: ignore[no-untyped-def]
         return Event(name="stored")
 
     machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": bad})
-    with pytest.raises(HandlerError, match="returned event 'stored', which the state does not declare"):
-        _drive(Runner(machine, data=ItemsData(), services=Feed([])))
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    items = _drive(runner)
+    _ended_in_internal_error(runner, "fetching")
+    assert items == list(runner.trace), "the step into internal_error is yielded like any step"
+    assert isinstance(runner.error.exception, HandlerError)  # type: ignore[union-attr]
+    assert "returned event 'stored', which the state does not declare" in runner.error.message  # type: ignore[union-attr]
 
 
-def test_an_edge_handler_may_not_choose_the_state() -> None:
+def test_an_effect_that_raises_ends_the_run_in_internal_error_with_counters_unchanged() -> None:
+    calls = []
+
+    async def flaky(ctx):  # type: ignore[no-untyped-def]
+        calls.append(ctx.run.count("retries"))
+        if len(calls) == 2:
+            raise ValueError("the disk is on fire")
+        return Event(name="failed_transiently")
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": flaky})
+    steps: list[Step] = []
+    runner = Runner(machine, data=ItemsData(), services=Feed([]), on_step=steps.append)
+    _drive(runner)
+    last = _ended_in_internal_error(runner, "fetching")
+    assert _reasons(runner) == ["fetch_backoff", "fetch_retry", "internal_error"]
+    before = runner.trace[-2].counter_dict()
+    assert before["retries"] == 1
+    assert last.counter_dict() == before == runner.final.counter_dict(), "the engine's step counts nothing"
+    assert steps == list(runner.trace), "on_step is told of the step into internal_error too"
+    assert runner.error is not None
+    assert runner.error.message == "effect of state 'fetching' raised ValueError: the disk is on fire"
+    assert "ValueError: the disk is on fire" in runner.error.traceback, "the original cause is in the traceback"
+
+
+def test_a_guard_that_raises_ends_the_run_in_internal_error() -> None:
+    def broken(run: RunState, event: Event) -> bool:
+        raise KeyError("items")
+
+    machine = attrs.evolve(RETRY_FETCH, guards={"has_more_items": broken})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    _drive(runner)
+    _ended_in_internal_error(runner, "storing")
+    assert runner.final.data.done == ("item-1",), "the data is the last good step's"
+    assert "guard of transition 'next_item' raised KeyError" in runner.error.message  # type: ignore[union-attr]
+
+
+def test_an_exit_that_raises_ends_the_run_in_internal_error() -> None:
+    def broken(run: RunState, event: Event) -> ItemsData:
+        raise RuntimeError("bookkeeping failed")
+
+    machine = attrs.evolve(RETRY_FETCH, exits={"storing": broken})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    _drive(runner)
+    _ended_in_internal_error(runner, "storing")
+    assert "exit handler of state 'storing' raised RuntimeError" in runner.error.message  # type: ignore[union-attr]
+
+
+def test_an_edge_handler_returning_a_run_state_ends_in_internal_error_saying_to_return_data() -> None:
     def sneaky(run: RunState, event: Event) -> RunState:
         return attrs.evolve(run, state="done")
 
     machine = attrs.evolve(RETRY_FETCH, handlers={"item_fetched": sneaky})
-    with pytest.raises(HandlerError, match="only `data` changed"):
-        _drive(Runner(machine, data=ItemsData(), services=Feed([])))
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    _drive(runner)
+    _ended_in_internal_error(runner, "fetching")
+    message = runner.error.message  # type: ignore[union-attr]
+    assert "edge handler of 'item_fetched' returned a RunState" in message
+    assert "return the new run data only" in message
+
+
+def test_an_edge_handler_returning_none_is_refused_too() -> None:
+    machine = attrs.evolve(RETRY_FETCH, handlers={"item_fetched": lambda run, event: None})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    _drive(runner)
+    _ended_in_internal_error(runner, "fetching")
+    assert "returned NoneType None" in runner.error.message  # type: ignore[union-attr]
+
+
+def test_handlers_return_data_and_the_engine_builds_the_next_run_state() -> None:
+    program = Program(RETRY_FETCH)
+    run = program.initial_state(ItemsData())
+    nxt, step = program.step(run, Event(name="fetched", data="item-1"))
+    assert nxt.data == ItemsData(done=("item-1",)) and nxt.state == "storing" and step.reason == "item_fetched"
+    assert not hasattr(RunState, "with_data"), "handlers cannot build a run state"
+
+
+def test_step_once_also_ends_in_internal_error() -> None:
+    async def boom(ctx):  # type: ignore[no-untyped-def]
+        raise OSError("no route")
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": boom})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    items = asyncio.run(runner.step_once())
+    assert items == [runner.trace[-1]]
+    _ended_in_internal_error(runner, "fetching")
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_keyboard_interrupt_and_system_exit_are_not_caught(error: type[BaseException]) -> None:
+    async def stop(ctx):  # type: ignore[no-untyped-def]
+        raise error()
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": stop})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    with pytest.raises(error):
+        asyncio.run(runner.step_once())
+    assert runner.error is None and runner.final.state == "fetching"
+
+
+def test_a_machine_without_internal_error_fails_to_load_naming_the_fix(tmp_path: Path) -> None:
+    text = (ROOT / "machines/examples/retry_fetch.yaml").read_text()
+    start = text.index("  internal_error:")
+    path = tmp_path / "m.yaml"
+    path.write_text(text[:start] + text[text.index("transitions:") :])
+    with pytest.raises(SpecError) as info:
+        load_machine(path)
+    message = str(info.value)
+    assert f"{path}:" in message and "no state `internal_error` is declared" in message
+    assert "internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}" in message
+
+
+def test_internal_error_is_entered_by_the_engine_only(tmp_path: Path) -> None:
+    text = (ROOT / "machines/examples/retry_fetch.yaml").read_text()
+    path = tmp_path / "m.yaml"
+    path.write_text(text.replace("to: failed, reason: fetch_failed", "to: internal_error, reason: fetch_failed"))
+    with pytest.raises(SpecError, match="transition 'fetch_failed' goes to `internal_error`, which only the engine"):
+        load_machine(path)
+    path.write_text(
+        text.replace("result: {is_error: true, subtype: error_during_execution}", "result: {is_error: true}")
+    )
+    with pytest.raises(SpecError, match=r"must be terminal with `result: \{is_error: true, subtype: error_during"):
+        load_machine(path)
 
 
 def test_an_undeclared_step_is_an_internal_error() -> None:
@@ -110,9 +271,10 @@ def test_counters_outside_their_caps_cannot_exist() -> None:
         attrs.evolve(run, counters=(4,))
 
 
-def test_cancelling_the_task_takes_the_abort_edge_and_re_raises() -> None:
-    async def main() -> Runner:
-        runner = Runner(RETRY_FETCH, data=ItemsData(), services=Feed(["transient"], backoff_s=30))
+def test_cancelling_the_task_takes_the_abort_edge_re_raises_and_yields_nothing_more() -> None:
+    async def main() -> tuple[Runner, list[object], list[Step]]:
+        told: list[Step] = []
+        runner = Runner(RETRY_FETCH, data=ItemsData(), services=Feed(["transient"], backoff_s=30), on_step=told.append)
         seen: list[object] = []
 
         async def consume() -> None:
@@ -122,15 +284,44 @@ def test_cancelling_the_task_takes_the_abort_edge_and_re_raises() -> None:
         task = asyncio.create_task(consume())
         while not any(isinstance(i, Step) for i in seen):
             await asyncio.sleep(0.01)
+        at_cancel = len(seen)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert isinstance(seen[-1], Step) and seen[-1].reason == "fetch_aborted", "the abort step is still yielded"
+        assert len(seen) == at_cancel, "nothing is yielded while cancelling"
+        return runner, seen, told
+
+    runner, seen, told = asyncio.run(main())
+    assert _reasons(runner) == ["fetch_backoff", "fetch_aborted"]
+    assert [s.reason for s in seen if isinstance(s, Step)] == ["fetch_backoff"]
+    assert told == list(runner.trace), "the abort step is recorded and told to on_step"
+    assert runner.final.state == "aborted" and runner.aborted
+
+
+def test_an_abort_handler_that_raises_ends_in_internal_error_and_the_cancellation_still_propagates() -> None:
+    def broken(run: RunState, event: Event) -> ItemsData:
+        raise RuntimeError("cleanup failed")
+
+    machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "fetch_aborted": broken})
+
+    async def main() -> Runner:
+        runner = Runner(machine, data=ItemsData(), services=Feed(["transient"], backoff_s=30))
+
+        async def consume() -> None:
+            async for _ in runner.run():
+                pass
+
+        task = asyncio.create_task(consume())
+        while not runner.trace:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
         return runner
 
     runner = asyncio.run(main())
-    assert _reasons(runner) == ["fetch_backoff", "fetch_aborted"]
-    assert runner.final.state == "aborted" and runner.aborted
+    _ended_in_internal_error(runner, "backing_off")
+    assert "edge handler of 'fetch_aborted' raised RuntimeError" in runner.error.message  # type: ignore[union-attr]
 
 
 def test_closing_the_generator_ends_the_run_in_a_terminal_state() -> None:

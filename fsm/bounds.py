@@ -1,0 +1,492 @@
+"""Symbolic worst cases: each figure as an expression of the caps, from the machine's structure alone.
+
+Owns the bound of a figure (invocations of a set of effects) over every run a machine
+allows, per turn (between two ``progress`` steps) and per run, as an :class:`Expr`
+of the caps — sums, products and maxima of params and constants — that evaluates
+instantly at the defaults or any other setting. Does not explore configurations
+(``fsm.check`` does, at small caps, and a test holds the two to the same figures).
+
+The bound comes from the recursive decomposition into strongly connected components
+that termination uses. A walk that stays inside a component ``C`` is cut by the
+component's *bounding* edges — edges counting a capped counter that no edge of ``C``
+resets — into pieces that each stay in ``C`` without a bounding edge. A counter
+``c`` never reset inside ``C`` can be counted at most ``cap(c)`` times there, so
+with ``R(u)`` the bound of a piece starting in ``u`` (the same analysis, recursively,
+on ``C`` without its bounding edges)::
+
+    W(C) = max_u R(u) + Σ_c cap(c) · max_{b counts c} R(target(b))
+
+and a walk through the acyclic graph of components adds the ``W`` of each component
+it passes. Every step of this is an upper bound, so the figure is sound for every
+value of every cap; it is exact when every piece can take its longest path after
+every bounding edge (the shipped machines; a test compares it with exhaustive
+exploration at several small settings). A cycle with no bounding edge is unbounded
+(``∞``), as is a cap whose param is null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+import attrs
+import networkx as nx
+
+from .spec import CounterSpec, MachineSpec, TransitionSpec
+
+__all__ = ["Bound", "Expr", "figure_bounds", "figure_values", "polynomial_text"]
+
+Value = float  # a bound's value: an integer, or math.inf
+V = TypeVar("V")
+
+
+# ---- expressions --------------------------------------------------------------------------
+
+
+@attrs.frozen(cache_hash=True)
+class Expr:
+    """A bound as an expression: ``op`` is ``const``, ``cap``, ``sum``, ``prod`` or ``max``."""
+
+    op: str
+    value: float = 0  # const: the number (math.inf for unbounded)
+    counter: str = ""  # cap: the counter whose cap it is
+    args: tuple[Expr, ...] = ()
+
+    def evaluate(self, spec: MachineSpec, params: Mapping[str, Any]) -> Value:
+        """The expression's value with the caps ``params`` give (``math.inf``: unbounded)."""
+        if self.op == "const":
+            return self.value
+        if self.op == "cap":
+            cap = spec.cap_of(spec.counter_map[self.counter], params)
+            return math.inf if cap is None else cap
+        values = [a.evaluate(spec, params) for a in self.args]
+        if self.op == "sum":
+            return math.inf if math.inf in values else sum(values)
+        if self.op == "max":
+            return max(values)
+        if self.op == "min":
+            return min(values)
+        if self.op == "when":
+            return values[1] if values[0] > 0 else -math.inf
+        out: Value = 1
+        for v in values:
+            if v == 0:
+                return 0  # no traversal (or a piece of no invocation): nothing, however often
+            out *= v
+        return out
+
+    def resolve(self, spec: MachineSpec, params: Mapping[str, Any]) -> dict[tuple[str, ...], float] | None:
+        """The branch of the bound that is largest at ``params``, as a polynomial in the cap params
+        (monomial → coefficient); ``None`` when it is unbounded or no branch is possible there.
+
+        It equals the bound at ``params`` and shows how the bound grows with each cap around them.
+        """
+        if self.op == "const":
+            return None if abs(self.value) == math.inf else ({(): self.value} if self.value else {})
+        if self.op == "cap":
+            c = spec.counter_map[self.counter]
+            if isinstance(c.cap, int):
+                return {(): c.cap} if c.cap else {}
+            value = self.evaluate(spec, params)
+            if value == math.inf:
+                return None
+            if value == 0 and c.cap_offset < 0:
+                return {}  # clamped at 0 here
+            return {(c.cap,): 1, (): c.cap_offset} if c.cap_offset else {(c.cap,): 1}
+        if self.op in ("max", "min"):
+            values = [a.evaluate(spec, params) for a in self.args]
+            best = (max if self.op == "max" else min)(values)
+            return self.args[values.index(best)].resolve(spec, params)
+        if self.op == "when":
+            return self.args[1].resolve(spec, params) if self.args[0].evaluate(spec, params) > 0 else None
+        if self.op == "prod" and any(a.evaluate(spec, params) == 0 for a in self.args):
+            return {}  # nothing, however large the other factors (an unbounded cap times no invocation)
+        polys = [a.resolve(spec, params) for a in self.args]
+        if any(p is None for p in polys):
+            return None
+        out: dict[tuple[str, ...], float] = {}
+        if self.op == "sum":
+            for p in polys:
+                assert p is not None
+                for mono, k in p.items():
+                    out[mono] = out.get(mono, 0) + k
+        else:
+            out = {(): 1}
+            for p in polys:
+                assert p is not None
+                out = _times(out, p)
+        return {mono: k for mono, k in out.items() if k}
+
+    def text(self, spec: MachineSpec) -> str:
+        """Readable form over the caps' params: ``1 + max_retries·(2 + …)``."""
+        if self.op == "const":
+            return "∞" if self.value == math.inf else str(int(self.value))
+        if self.op == "cap":
+            c = spec.counter_map[self.counter]
+            if isinstance(c.cap, int):
+                return str(c.cap)
+            return (
+                f"({c.cap} − {-c.cap_offset})"
+                if c.cap_offset < 0
+                else c.cap + (f" + {c.cap_offset}" if c.cap_offset else "")
+            )
+        parts = [a.text(spec) for a in self.args]
+        if self.op == "sum":
+            return " + ".join(parts)
+        if self.op == "prod":
+            return "·".join(f"({p})" if a.op in ("sum",) else p for a, p in zip(self.args, parts, strict=True))
+        if self.op == "when":
+            return f"[{parts[0]} ≥ 1]·({parts[1]})"
+        return f"{self.op}(" + ", ".join(parts) + ")"
+
+
+def _times(a: Mapping[tuple[str, ...], float], b: Mapping[tuple[str, ...], float]) -> dict[tuple[str, ...], float]:
+    out: dict[tuple[str, ...], float] = {}
+    for m1, k1 in a.items():
+        for m2, k2 in b.items():
+            mono = tuple(sorted(m1 + m2))
+            out[mono] = out.get(mono, 0) + k1 * k2
+    return out
+
+
+def polynomial_text(poly: Mapping[tuple[str, ...], float]) -> str:
+    """``3·max_retries + max_fallback_hops·max_retries + 11``: highest degree first, the constant last."""
+    terms = []
+    for mono, k in sorted(poly.items(), key=lambda item: (-len(item[0]), item[0])):
+        if not mono:
+            continue
+        factor = "" if k == 1 else f"{int(k)}·" if k == int(k) else f"{k}·"
+        terms.append(factor + "·".join(mono))
+    constant = poly.get((), 0)
+    text = " + ".join(terms)
+    if constant or not text:
+        text = f"{text} {'−' if constant < 0 else '+'} {abs(int(constant))}" if text else str(int(constant))
+    return text.replace("+ −", "−")
+
+
+ZERO = Expr("const", 0)
+INF = Expr("const", math.inf)
+
+
+def const(n: float) -> Expr:
+    return Expr("const", n)
+
+
+def add(terms: Iterable[Expr]) -> Expr:
+    flat: list[Expr] = []
+    total: float = 0
+    for t in terms:
+        for a in t.args if t.op == "sum" else (t,):
+            if a.op == "const":
+                total += a.value
+            else:
+                flat.append(a)
+    if total == math.inf:
+        return INF
+    if total:
+        flat.append(const(total))
+    return flat[0] if len(flat) == 1 else Expr("sum", args=tuple(flat)) if flat else ZERO
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    if ZERO in (a, b):
+        return ZERO
+    if a == const(1):
+        return b
+    if b == const(1):
+        return a
+    if a.op == "const" and b.op == "const":
+        return const(a.value * b.value)
+    return Expr("prod", args=(*(a.args if a.op == "prod" else (a,)), *(b.args if b.op == "prod" else (b,))))
+
+
+def maximum(terms: Iterable[Expr]) -> Expr:
+    seen: dict[Expr, None] = {}
+    top = -math.inf
+    for t in terms:
+        for a in t.args if t.op == "max" else (t,):
+            if a.op == "const":
+                top = max(top, a.value)
+            else:
+                seen[a] = None
+    flat = list(seen)
+    if top == math.inf:
+        return INF
+    if top > -math.inf and not (top <= 0 and flat) and not any(_at_least(a, top) for a in flat):
+        flat.append(const(top))
+    return flat[0] if len(flat) == 1 else Expr("max", args=tuple(flat))
+
+
+def _at_least(e: Expr, n: float) -> bool:
+    """Whether ``e`` is at least ``n`` for every cap value (a sum holding a constant ≥ n)."""
+    return e.op == "sum" and any(a.op == "const" and a.value >= n for a in e.args)
+
+
+# ---- the decomposition ----------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Bound:
+    """One figure's worst case, per turn (between two progress steps) and per run, as expressions."""
+
+    name: str
+    effects: frozenset[str]
+    per_turn: Expr
+    per_run: Expr
+
+
+def figure_bounds(spec: MachineSpec, names: Iterable[str] | None = None) -> dict[str, Bound]:
+    """The bounds of the figures ``names`` (default: every declared figure, then every effect's own)
+    as expressions, keyed as ``CheckReport.worst_case``."""
+    sym = _Sym()
+    wanted = None if names is None else set(names)
+    return {
+        name: Bound(
+            name=name,
+            effects=effects,
+            per_turn=_figure(spec, effects, sym, per_run=False),
+            per_run=_figure(spec, effects, sym, per_run=True),
+        )
+        for name, effects in _figures(spec).items()
+        if wanted is None or name in wanted
+    }
+
+
+def figure_values(spec: MachineSpec, params: Mapping[str, Any], *, per_run: bool = False) -> dict[str, Value]:
+    """Every figure's bound evaluated at ``params`` (each cap as ``spec.cap_of`` resolves it), directly."""
+    num = _Num(spec, params)
+    return {name: _figure(spec, effects, num, per_run=per_run) for name, effects in _figures(spec).items()}
+
+
+def _figures(spec: MachineSpec) -> dict[str, frozenset[str]]:
+    figures = {name: frozenset(effects) for name, effects in spec.figures.items()}
+    for s in spec.states:
+        if s.effect:
+            figures.setdefault(s.effect, frozenset({s.effect}))
+    return figures
+
+
+class _Algebra(Protocol[V]):
+    """How bounds are combined: as numbers at fixed caps (:class:`_Num`) or as expressions (:class:`_Sym`)."""
+
+    def const(self, n: float) -> V: ...
+    def cap(self, counter: CounterSpec) -> V: ...
+    def add(self, terms: Iterable[V]) -> V: ...
+    def sub(self, a: V, b: V) -> V: ...
+    def mul(self, a: V, b: V) -> V: ...
+    def max(self, terms: Iterable[V]) -> V: ...
+    def min(self, terms: Iterable[V]) -> V: ...
+    def when(self, cap: V, value: V) -> V: ...
+
+
+class _Num:
+    def __init__(self, spec: MachineSpec, params: Mapping[str, Any]) -> None:
+        self.spec, self.params = spec, params
+
+    def const(self, n: float) -> float:
+        return n
+
+    def cap(self, counter: CounterSpec) -> float:
+        cap = self.spec.cap_of(counter, self.params)
+        return math.inf if cap is None else cap
+
+    def add(self, terms: Iterable[float]) -> float:
+        values = list(terms)
+        return math.inf if math.inf in values else sum(values)
+
+    def sub(self, a: float, b: float) -> float:
+        return math.inf if a == math.inf else a - b
+
+    def mul(self, a: float, b: float) -> float:
+        return 0 if 0 in (a, b) else a * b
+
+    def max(self, terms: Iterable[float]) -> float:
+        return max(terms)
+
+    def min(self, terms: Iterable[float]) -> float:
+        return min(terms)
+
+    def when(self, cap: float, value: float) -> float:
+        return value if cap > 0 else -math.inf
+
+
+class _Sym:
+    def const(self, n: float) -> Expr:
+        return const(n)
+
+    def cap(self, counter: CounterSpec) -> Expr:
+        return const(counter.cap) if isinstance(counter.cap, int) else Expr("cap", counter=counter.name)
+
+    def add(self, terms: Iterable[Expr]) -> Expr:
+        return add(terms)
+
+    def sub(self, a: Expr, b: Expr) -> Expr:
+        return add((a, mul(const(-1), b)))
+
+    def mul(self, a: Expr, b: Expr) -> Expr:
+        return mul(a, b)
+
+    def max(self, terms: Iterable[Expr]) -> Expr:
+        return maximum(terms)
+
+    def min(self, terms: Iterable[Expr]) -> Expr:
+        args = tuple(dict.fromkeys(terms))
+        return args[0] if len(args) == 1 else Expr("min", args=args)
+
+    def when(self, cap: Expr, value: Expr) -> Expr:
+        if cap.op == "const":
+            return value if cap.value > 0 else const(-math.inf)
+        return Expr("when", args=(cap, value))
+
+
+def _figure(spec: MachineSpec, effects: frozenset[str], alg: _Algebra[V], *, per_run: bool) -> V:
+    weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
+    nodes = list(spec.state_map)
+    turn_edges = [t for t in spec.transitions if not t.progress]
+    starts = list(dict.fromkeys([spec.initial, *(t.dest for t in spec.transitions if t.progress)]))
+    pairs = _pairs(spec, turn_edges, nodes, weight, alg)
+    per_turn = alg.max(value for (v, _), value in pairs.items() if v in starts)
+    if not per_run:
+        return per_turn
+    pairs = _pairs(spec, list(spec.transitions), nodes, weight, alg)
+    whole = alg.max(value for (v, _), value in pairs.items() if v == spec.initial)
+    # Also: a run is at most 1 + (progress steps) turns, when every progress edge is counted by a
+    # counter nothing resets (the sum of those caps bounds the progress steps).
+    never_reset = {c.name for c in spec.counters} - {r for t in spec.transitions for r in spec.resets_of(t)}
+    counted = [t.counter for t in spec.transitions if t.progress]
+    if all(c is not None and c in never_reset for c in counted):
+        steps = alg.add(alg.cap(spec.counter_map[c]) for c in dict.fromkeys(counted) if c is not None)
+        return alg.min((whole, alg.mul(alg.add((alg.const(1), steps)), per_turn)))
+    return whole
+
+
+def _pairs(
+    spec: MachineSpec, edges: list[TransitionSpec], nodes: list[str], weight: Mapping[str, int], alg: _Algebra[V]
+) -> dict[tuple[str, str], V]:
+    """``(v, w) ->`` a bound of the weight of a walk from ``v`` to ``w`` over ``edges`` (both ends counted);
+    a pair no walk joins is absent."""
+    g: nx.MultiDiGraph[str] = nx.MultiDiGraph()
+    g.add_nodes_from(nodes)
+    for t in edges:
+        g.add_edge(t.source, t.dest, key=t.reason)
+    dag = nx.condensation(g)
+    members: Mapping[int, set[str]] = nx.get_node_attributes(dag, "members")
+    comp_of: Mapping[str, int] = dag.graph["mapping"]
+    inside: dict[int, dict[tuple[str, str], V]] = {}
+    for comp, states in members.items():
+        inner = [t for t in edges if t.source in states and t.dest in states]
+        order = [n for n in nodes if n in states]
+        inside[comp] = (
+            _component_pairs(spec, inner, order, weight, alg)
+            if inner
+            else {(order[0], order[0]): alg.const(weight[order[0]])}
+        )
+    entering: dict[int, list[tuple[str, str]]] = {}
+    for t in edges:
+        if comp_of[t.source] != comp_of[t.dest]:
+            entering.setdefault(comp_of[t.dest], []).append((t.source, t.dest))
+    topo = list(nx.topological_sort(dag))
+    rank = {comp: i for i, comp in enumerate(topo)}
+    out: dict[tuple[str, str], V] = {}
+    for v in nodes:
+        reach: dict[str, V] = {w: value for (a, w), value in inside[comp_of[v]].items() if a == v}
+        for comp in topo[rank[comp_of[v]] + 1 :]:
+            into: dict[str, list[V]] = {}
+            for x, y in entering.get(comp, ()):
+                if x in reach:
+                    into.setdefault(y, []).append(reach[x])
+            if not into:
+                continue
+            best = {y: alg.max(values) for y, values in into.items()}
+            found: dict[str, list[V]] = {}
+            for (a, w), value in inside[comp].items():
+                if a in best:
+                    found.setdefault(w, []).append(alg.add((best[a], value)))
+            for w, values in found.items():
+                reach[w] = alg.max(values)
+        for w, value in reach.items():
+            out[(v, w)] = value
+    return out
+
+
+def _component_pairs(
+    spec: MachineSpec, inner: list[TransitionSpec], states: list[str], weight: Mapping[str, int], alg: _Algebra[V]
+) -> dict[tuple[str, str], V]:
+    """Pair bounds inside one strongly connected component (see the module docstring)."""
+    reset_inside: set[str] = set()
+    for t in inner:
+        reset_inside |= spec.resets_of(t)
+    bounding = [t for t in inner if t.counter is not None and t.counter not in reset_inside]
+    if not bounding:
+        endless = alg.const(math.inf if any(weight[s] for s in states) else 0)
+        return {(v, w): endless for v in states for w in states}
+    residual = _pairs(spec, [t for t in inner if t not in bounding], states, weight, alg)
+    # A bounding self-loop that resets nothing returns where it left with every other budget as it
+    # was: taking it out of a walk leaves a walk the rest of the analysis bounds, so its traversals
+    # only add their target's weight, at most cap times — they cut no piece.
+    loops: dict[str, V] = {}
+    plain = [t for t in bounding if t.source == t.dest and not spec.resets_of(t)]
+    for t in plain:
+        assert t.counter is not None
+        loops[t.counter] = alg.max((loops.get(t.counter, alg.const(0)), alg.const(weight[t.dest])))
+    looped = alg.add(alg.mul(alg.cap(spec.counter_map[c]), value) for c, value in loops.items())
+    bounding = [t for t in bounding if t not in plain]
+    if not bounding:
+        return {pair: alg.add((value, looped)) for pair, value in residual.items()}
+    targets = list(dict.fromkeys(t.dest for t in bounding))
+    counted: dict[str, list[TransitionSpec]] = {}
+    for t in bounding:
+        assert t.counter is not None
+        counted.setdefault(t.counter, []).append(t)
+    # A walk v → w crossing K ≥ 1 bounding edges b1..bK is: a first piece v → src(b1), K−1 middle
+    # pieces target(b_i) → src(b_i+1), a last piece target(bK) → w. A middle piece is charged either
+    # to the edge that ends it ("before") or to the one that starts it ("after"); each charging gives
+    # a bound (a counter c is crossed at most cap(c) times), and the smaller of the two holds.
+    before: dict[str, V] = {}
+    after: dict[str, V] = {}
+    for counter, ts in counted.items():
+        pieces = [residual[(a, t.source)] for t in ts for a in targets if (a, t.source) in residual]
+        if pieces:
+            before[counter] = alg.max(pieces)
+        pieces = [residual[(t.dest, b.source)] for t in ts for b in bounding if (t.dest, b.source) in residual]
+        if pieces:
+            after[counter] = alg.max(pieces)
+    zero = alg.const(0)
+
+    def middle(charge: Mapping[str, V]) -> V:
+        return alg.add(alg.mul(alg.cap(spec.counter_map[c]), value) for c, value in charge.items())
+
+    def possible(t: TransitionSpec, value: V) -> V:
+        """``value`` when ``t`` can be crossed at all (its cap is not 0), else nothing."""
+        assert t.counter is not None
+        return alg.when(alg.cap(spec.counter_map[t.counter]), value)
+
+    middle_before, middle_after = middle(before), middle(after)
+    out: dict[tuple[str, str], V] = {}
+    for v in states:
+        starts = [(t, residual[(v, t.source)]) for t in bounding if (v, t.source) in residual]
+        for w in states:
+            candidates = [residual[(v, w)]] if (v, w) in residual else []
+            ends = [(t, residual[(t.dest, w)]) for t in bounding if (t.dest, w) in residual]
+            if starts and ends:
+                # charged before: b1's own charge is not paid (its piece is the first one)
+                by_before = alg.add(
+                    (
+                        alg.max(possible(t, alg.sub(p, before.get(t.counter or "", zero))) for t, p in starts),
+                        middle_before,
+                        alg.max(possible(t, p) for t, p in ends),
+                    )
+                )
+                # charged after: bK's own charge is not paid (its piece is the last one)
+                by_after = alg.add(
+                    (
+                        alg.max(possible(t, p) for t, p in starts),
+                        middle_after,
+                        alg.max(possible(t, alg.sub(p, after.get(t.counter or "", zero))) for t, p in ends),
+                    )
+                )
+                candidates.append(alg.min((by_before, by_after)))
+            if candidates:
+                out[(v, w)] = alg.add((alg.max(candidates), looped))
+    return out
