@@ -2,26 +2,35 @@
 
 Owns the bound of a figure (invocations of a set of effects) over every run a machine
 allows, per turn (between two ``progress`` steps) and per run, as an :class:`Expr`
-of the caps — sums, products and maxima of params and constants — that evaluates
-instantly at the defaults or any other setting. Does not explore configurations
-(``fsm.check`` does, at small caps, and a test holds the two to the same figures).
+of the caps — sums, products, maxima and minima of params and constants — that
+evaluates instantly at the defaults or any other setting, and the same construction
+evaluated directly at given caps (:func:`figure_values`). Does not explore
+configurations (``fsm.check`` does, at small caps, and tests hold the two together).
 
-The bound comes from the recursive decomposition into strongly connected components
-that termination uses. A walk that stays inside a component ``C`` is cut by the
-component's *bounding* edges — edges counting a capped counter that no edge of ``C``
-resets — into pieces that each stay in ``C`` without a bounding edge. A counter
-``c`` never reset inside ``C`` can be counted at most ``cap(c)`` times there, so
-with ``R(u)`` the bound of a piece starting in ``u`` (the same analysis, recursively,
-on ``C`` without its bounding edges)::
+The construction is the recursive decomposition into strongly connected components
+that termination uses, computed for every pair of states: ``L(v, w)`` bounds the
+weight of a walk from ``v`` to ``w`` (both ends counted). Through the acyclic graph
+of components a walk adds the pair bound of each component it crosses. Inside a
+component ``C``, the *bounding* edges are those counting a counter no edge of ``C``
+resets; such a counter ``c`` can be counted at most ``cap(c)`` times in ``C``. With
+``R`` the pair bounds of ``C`` without its bounding edges (recursively), a walk
+``v → w`` crossing ``K ≥ 1`` bounding edges ``b1 … bK`` is a first piece
+``v → src(b1)``, middle pieces ``dst(b_i) → src(b_i+1)`` and a last piece
+``dst(bK) → w``. A middle piece is charged either to the edge that ends it or to the
+one that starts it; each charging bounds the middle by ``Σ_c cap(c) · charge(c)``,
+minus the charge of the first (or last) edge, whose piece is counted apart; the
+smaller of the two bounds holds, and so does the walk with no bounding edge,
+``R(v, w)``. An edge whose cap is 0 is never crossed (``when``). A bounding self-loop
+that resets nothing returns where it left with every other budget intact, so it
+cuts no piece and only adds its target's weight, at most ``cap`` times. A cycle with
+no bounding edge is unbounded (``∞``), as is a cap whose param is null. Per run, a
+figure is also at most (1 + the caps of the progress counters) times the per-turn
+figure when every progress edge is counted by a counter nothing resets.
 
-    W(C) = max_u R(u) + Σ_c cap(c) · max_{b counts c} R(target(b))
-
-and a walk through the acyclic graph of components adds the ``W`` of each component
-it passes. Every step of this is an upper bound, so the figure is sound for every
-value of every cap; it is exact when every piece can take its longest path after
-every bounding edge (the shipped machines; a test compares it with exhaustive
-exploration at several small settings). A cycle with no bounding edge is unbounded
-(``∞``), as is a cap whose param is null.
+Every step is an upper bound, so a figure is a bound for every value of every cap. It
+is exact where each piece can take its longest path next to each bounding edge: the
+shipped query loop at its check values and at the settings its tests list. It is above
+the exact figure where a counter is reset on some paths of a cycle only.
 """
 
 from __future__ import annotations
@@ -46,7 +55,9 @@ V = TypeVar("V")
 
 @attrs.frozen(cache_hash=True)
 class Expr:
-    """A bound as an expression: ``op`` is ``const``, ``cap``, ``sum``, ``prod`` or ``max``."""
+    """A bound as an expression: ``op`` is ``const``, ``cap`` (a counter's cap), ``sum``, ``prod``,
+    ``max``, ``min`` or ``when`` (its second argument if its first, a cap, is at least 1; else
+    nothing, ``-inf``)."""
 
     op: str
     value: float = 0  # const: the number (math.inf for unbounded)
@@ -117,28 +128,6 @@ class Expr:
                 assert p is not None
                 out = _times(out, p)
         return {mono: k for mono, k in out.items() if k}
-
-    def text(self, spec: MachineSpec) -> str:
-        """Readable form over the caps' params: ``1 + max_retries·(2 + …)``."""
-        if self.op == "const":
-            return "∞" if self.value == math.inf else str(int(self.value))
-        if self.op == "cap":
-            c = spec.counter_map[self.counter]
-            if isinstance(c.cap, int):
-                return str(c.cap)
-            return (
-                f"({c.cap} − {-c.cap_offset})"
-                if c.cap_offset < 0
-                else c.cap + (f" + {c.cap_offset}" if c.cap_offset else "")
-            )
-        parts = [a.text(spec) for a in self.args]
-        if self.op == "sum":
-            return " + ".join(parts)
-        if self.op == "prod":
-            return "·".join(f"({p})" if a.op in ("sum",) else p for a, p in zip(self.args, parts, strict=True))
-        if self.op == "when":
-            return f"[{parts[0]} ≥ 1]·({parts[1]})"
-        return f"{self.op}(" + ", ".join(parts) + ")"
 
 
 def _times(a: Mapping[tuple[str, ...], float], b: Mapping[tuple[str, ...], float]) -> dict[tuple[str, ...], float]:
