@@ -22,6 +22,7 @@ __all__ = [
     "ToolCall",
     "ToolResultBlock",
     "compact_json",
+    "final_text",
     "ledger_problem",
     "message_tokens",
     "messages_tokens",
@@ -115,6 +116,16 @@ class MessageView:
     def last(self) -> Message | None:
         return self._store[self._length - 1][0] if self._length else None
 
+    def added_since(self, earlier: MessageView) -> list[tuple[Message, bool]] | None:
+        """``(message, meta)`` appended after ``earlier`` when this view extends it, else None.
+
+        O(appended): a view extends ``earlier`` when it shares its store and is at least as
+        long (a branch copies its prefix, and a rebuilt view — a compaction — has its own store).
+        """
+        if self._store is not earlier._store or self._length < earlier._length:
+            return None
+        return [(entry[0], entry[1]) for entry in self._store[earlier._length : self._length]]
+
     def __repr__(self) -> str:
         return f"MessageView({self._length} messages, ~{self.tokens} tokens)"
 
@@ -194,3 +205,14 @@ def tool_calls_of(content: Sequence[Mapping[str, Any]]) -> tuple[ToolCall, ...]:
 def visible_text(content: Sequence[Mapping[str, Any]]) -> str:
     """The text a user sees in an assistant message's content (text blocks only)."""
     return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def final_text(content: Sequence[Mapping[str, Any]]) -> str:
+    """The text of an assistant message's last block when that block is text, else ``""``.
+
+    What Claude Code reports as a run's ``result`` and a Stop hook's
+    ``last_assistant_message``: it keeps one content block per message, so its "last
+    message" is the reply's last block (text, then thinking, gives ``""``).
+    """
+    last = content[-1] if content else None
+    return str(last.get("text", "")) if last is not None and last.get("type") == "text" else ""

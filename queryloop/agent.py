@@ -27,11 +27,13 @@ from queryloop.fsm import Program, Runner, RunState, Step, load_machine
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookConfig, HookRunner, HooksData
-from queryloop.handlers.messages import MessageView
+from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
-from queryloop.handlers.output import OutputData
+from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
 from queryloop.handlers.request import ModelBackend, RequestData
-from queryloop.handlers.request.backends import with_request_deadline
+from queryloop.handlers.request.backends import ModelCall, TokenCount, with_request_deadline
+from queryloop.handlers.request.client import ModelFailure, ModelReply
+from queryloop.handlers.request.pricing import model_info
 from queryloop.handlers.tools import (
     PermissionMode,
     PermissionRules,
@@ -44,6 +46,7 @@ from queryloop.handlers.tools import (
 from queryloop.handlers.tools.permissions import read_denied
 from queryloop.machines import MACHINES_DIR
 
+from .memory import InstructionFile, instructions_tokens, with_instructions
 from .tracing import recorder_from_env
 
 __all__ = [
@@ -97,6 +100,7 @@ class AgentOptions:
     hooks: HookConfig = attrs.field(factory=HookConfig)
     interactive: bool = False
     tool_env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
+    instructions: tuple[InstructionFile, ...] = ()  # CLAUDE.md files (queryloop.memory), sent with every request
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -110,10 +114,42 @@ class AgentData:
     hooks: HooksData = attrs.field(factory=HooksData)
     tools: ToolsData = attrs.field(factory=ToolsData)
     context: ContextData = attrs.field(factory=ContextData)
+    user_turns: int = 0  # user messages the loop added after the prompt, as Claude Code counts them (_turns_in)
 
     def evolve(self, **changes: Any) -> Self:
-        """A copy with the named slices replaced."""
+        """A copy with the named slices replaced; user messages appended to the transcript are counted.
+
+        Every layer changes the transcript through here, so this is the one place that sees
+        each message arrive; a rebuilt transcript (a compaction) adds none (its summary is
+        counted from the context slice's boundaries).
+        """
+        messages = changes.get("messages")
+        if messages is not None and "user_turns" not in changes:
+            added = messages.added_since(self.messages)
+            if added:
+                changes["user_turns"] = self.user_turns + sum(_turns_in(m, meta) for m, meta in added)
         return attrs.evolve(self, **changes)
+
+
+def _turns_in(message: Message, meta: bool) -> int:
+    """How many of Claude Code's turns one message appended to the transcript makes.
+
+    Claude Code 2.1.235 counts each user message its loop adds after the prompt: every tool
+    result is a message of its own, and so are a Stop hook's feedback and the note that a
+    tool call was malformed (which it shows; ours is hidden, so it is named here). Hidden
+    continuations of a truncated answer are no turn (a reply cut three times, then
+    finished: 1), nor is our thinking-only nudge.
+    """
+    if message.get("role") != "user":
+        return 0
+    content = message.get("content")
+    if isinstance(content, list):
+        results = sum(1 for block in content if isinstance(block, dict) and block.get("type") == "tool_result")
+        if results:
+            return results
+    if meta:
+        return int(content == MALFORMED_TOOL_USE_PROMPT)
+    return 1
 
 
 @attrs.frozen(kw_only=True)
@@ -138,13 +174,11 @@ class AgentServices:
 
 
 def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
-    system = options.system_prompt
-    if options.append_system_prompt:
-        system = f"{system}\n\n{options.append_system_prompt}"
+    system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
     allowed = [t for t in (options.tools or default_registry().names) if t not in hidden_tools(options.rules)]
     registry = default_registry(allowed)
     return AgentServices(
-        backend=with_request_deadline(backend, options.request_timeout_s),
+        backend=with_instructions(with_request_deadline(backend, options.request_timeout_s), options.instructions),
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
@@ -176,9 +210,29 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
         output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
         context=ContextData(
             auto_compact=options.auto_compact,
-            overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions),
+            overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)
+            + instructions_tokens(options.instructions),
         ),
     )
+
+
+class _FirstTokenClock:
+    """A backend that tells its owner when an answer's first token arrived (the result's ``ttft_ms``)."""
+
+    def __init__(self, inner: ModelBackend, seen: Callable[[float], None]) -> None:
+        self.inner = inner
+        self.seen = seen
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        sent = time.monotonic()
+        outcome = await self.inner.send(call, on_text)
+        if isinstance(outcome, ModelReply):  # a reply not streamed has no first token: its arrival stands in
+            log = outcome.log
+            self.seen(sent + (log.ttft_ms if log.ttft_ms is not None else log.duration_ms) / 1000)
+        return outcome
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        return await self.inner.count_tokens(call)
 
 
 class AgentRun:
@@ -201,7 +255,8 @@ class AgentRun:
         if len(options.fallback_models) > 3:
             raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
         self.options = options
-        self.services = _services(options, backend)
+        self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
+        self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token))
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
         self.runner: Runner[AgentData, AgentServices] = Runner(
@@ -230,6 +285,10 @@ class AgentRun:
             self.finished = time.monotonic()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
 
+    def _saw_first_token(self, at: float) -> None:
+        if self.first_token is None:
+            self.first_token = at
+
     @property
     def data(self) -> AgentData:
         return self.runner.final.data
@@ -241,35 +300,82 @@ class AgentRun:
     def result(self) -> dict[str, Any]:
         """The result object, as Claude Code's headless mode prints it (plus ``terminal_reason``).
 
-        A run that ended in ``internal_error`` (the machine's Python raised) reports the
-        exception's message as its ``result``; its traceback is in ``runner.error``.
+        Claude Code's shapes: a run that ended with ``subtype: success`` has ``result`` (the
+        answer, or the surfaced error when ``is_error``) and ``api_error_status``, and
+        ``ttft_ms`` when it is no error; an error subtype (``error_max_turns``,
+        ``error_max_budget_usd``, ``error_during_execution``) has ``errors`` instead — a run
+        that ended in ``internal_error`` (the machine's Python raised) lists the exception's
+        message there, its traceback is in ``runner.error``.
         """
         runner = self.runner
         declared = runner.result
         data = self.data
         outcome = data.outcome
+        subtype = str(declared.get("subtype", "error_during_execution"))
         is_error = bool(declared.get("is_error", True))
         error = runner.error.message if runner.error is not None else outcome.error
         end = self.finished if self.finished is not None else time.monotonic()
         usage = data.request.usage
-        return {
+        result: dict[str, Any] = {
             "type": "result",
-            "subtype": declared.get("subtype", "error_during_execution"),
+            "subtype": subtype,
             "is_error": is_error,
-            "num_turns": 1 + runner.final.count("turns"),  # follow-up requests after tool turns
+            "num_turns": self.num_turns(),
             "duration_ms": round((end - self.started) * 1000),
             "duration_api_ms": round(data.request.api_duration_ms),
-            "result": error if is_error and error else outcome.result_text,
+            "result": error if error and (is_error or not outcome.result_text) else outcome.result_text,
             "stop_reason": outcome.stop_reason,
             "terminal_reason": declared.get("terminal_reason", runner.final.state),
             "api_error_status": outcome.api_error_status,
             "session_id": self.options.session_id,
             "total_cost_usd": usage.total_cost_usd,
             "usage": usage.usage(),
-            "model_usage": usage.model_usage(),
+            "modelUsage": self._model_usage(),
             "permission_denials": [dict(d) for d in data.tools.permission_denials],
             "uuid": str(uuid.uuid4()),
         }
+        if subtype != "success":
+            del result["result"], result["api_error_status"]
+            result["errors"] = self._errors(subtype, error)
+        elif not is_error and self.first_token is not None:
+            result["ttft_ms"] = round((self.first_token - self.started) * 1000)
+        return result
+
+    def num_turns(self) -> int:
+        """Claude Code's ``num_turns``: 1 + the user messages its loop added after the prompt.
+
+        Probed against Claude Code 2.1.235: each tool result counts (two parallel Reads then
+        an answer: 3), as do a Stop hook's feedback, the note that a tool call was malformed
+        and a compaction's summary (three tool rounds and a reactive compaction: 5); hidden
+        continuations do not (:func:`_turns_in`). A run its prompt hooks ended sent nothing:
+        0. At ``--max-turns N`` it reports the turn it refused to start: N + 1, however many
+        tool results the N turns had.
+        """
+        max_turns = self.options.max_turns
+        if self.runner.result.get("subtype") == "error_max_turns" and max_turns is not None:
+            return max_turns + 1
+        if self.runner.final.steps <= 1:  # the run ended at its first step: the prompt never reached the loop
+            return 0
+        data = self.data
+        return 1 + data.user_turns + len(data.context.boundaries)
+
+    def _errors(self, subtype: str, error: str | None) -> list[str]:
+        """What an error result lists (Claude Code's wording for its limits)."""
+        if subtype == "error_max_turns":
+            return [f"Reached maximum number of turns ({self.options.max_turns})"]
+        if subtype == "error_max_budget_usd" and self.options.max_budget_usd is not None:
+            return [f"Reached maximum budget (${self.options.max_budget_usd:g})"]
+        return [error] if error else []
+
+    def _model_usage(self) -> dict[str, dict[str, Any]]:
+        """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
+        by_model = self.data.request.usage.model_usage()
+        for model, entry in by_model.items():
+            info = model_info(model)
+            entry["webSearchRequests"] = 0
+            entry["contextWindow"] = info.context_window if info is not None else None
+            entry["maxOutputTokens"] = self.data.request.max_tokens
+        return by_model
 
 
 # ---- snapshots ---------------------------------------------------------------------------------

@@ -1,8 +1,12 @@
-"""The ``queryloop`` program: the engine's ``check`` and ``diagram``, and the agent's ``run`` and ``mock-api``.
+"""The ``queryloop`` program: ``queryloop [options] [prompt]`` runs the agent; ``check``, ``diagram``, ``docs``.
 
-Owns the program's parser (the engine's commands come from ``queryloop.fsm.cli``,
-given the shipped machines as their default), flag parsing and validation for the
-agent commands, the offline wiring (the embedded Anthropic-compatible server started
+Owns the program's two parsers and the choice between them — Claude Code's shape: a
+first word that names a command (``check``, ``diagram``, ``docs``, ``mock-api``, or
+``run``, the agent by name, kept for scripts) runs it, anything else is the agent's
+options and prompt (the engine's commands come from ``queryloop.fsm.cli``, given the
+shipped machines as their default); flag parsing and validation for the agent (one
+line and exit 2 for a bad flag); the prompt (the argument, stdin, or both joined by a
+newline); the offline wiring (the embedded Anthropic-compatible server started
 in-process for ``--scenario``, its fresh working directory removed at the end),
 SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
 abort edge — killing running Bash commands — and the result is read from the run's
@@ -17,13 +21,14 @@ import argparse
 import asyncio
 import math
 import os
+import select
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from queryloop.fsm import Step
 from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
@@ -32,8 +37,10 @@ from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
 from queryloop.handlers.tools.permissions import parse_rule_list
 from queryloop.machines import shipped_machines
 
-from .agent import AgentOptions, AgentRun, query_loop_program
+from . import __version__
+from .agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
 from .console import Renderer
+from .memory import MEMORY_KINDS, MemoryKind, load_instructions, memory_paths
 from .mockapi.scenario import Scenario, ScenarioError, load_scenario
 from .settings import SettingsError, load_settings
 
@@ -44,9 +51,11 @@ __all__ = ["build_parser", "main"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 OFFLINE_HINT = (
-    "queryloop: ANTHROPIC_API_KEY is not set. To run offline against the embedded server, try: "
-    "queryloop run --scenario machines/scenarios/fallback_chain.yaml -p 'bump the checkpoint'"
+    "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
+    "server, try: queryloop --scenario machines/scenarios/fallback_chain.yaml 'bump the checkpoint'"
 )
+STDIN_WAIT_S = 3.0
+"""How long a run given a prompt argument waits for the first byte on a piped stdin (as Claude Code does)."""
 
 
 def _positive_int(text: str) -> int:
@@ -105,6 +114,15 @@ def _percent(text: str) -> float:
     return value
 
 
+def _sources(text: str) -> tuple[MemoryKind, ...]:
+    """A ``--setting-sources`` value: a comma-separated subset of user, project, local ('' for none)."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    wrong = [n for n in names if n not in MEMORY_KINDS]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(MEMORY_KINDS)}, got {', '.join(wrong)}")
+    return tuple(k for k in MEMORY_KINDS if k in names)
+
+
 def _models(text: str) -> tuple[str, ...]:
     models = tuple(m.strip() for m in text.split(",") if m.strip())
     if not models:
@@ -114,30 +132,93 @@ def _models(text: str) -> tuple[str, ...]:
     return models
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole program's parser: engine commands, then agent commands."""
-    parser = argparse.ArgumentParser(
-        prog="queryloop", description="An agent query loop run as a YAML-declared state machine."
-    )
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line on stderr (``PROG: error: …``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
+    """The commands' parser and their names: the engine's, ``mock-api``, and ``run`` (the agent, by name)."""
+    parser = _Parser(prog="queryloop", description="The queryloop commands; the agent itself is `queryloop [prompt]`.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_engine_commands(sub, default_machines=shipped_machines)
-    _add_agent_commands(sub)
+    run = sub.add_parser("run", help="the same as no command: run the agent (kept for scripts that name it)")
+    _add_agent_options(run)
+    mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
+    mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
+    mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
+    mock.set_defaults(func=cmd_mock_api)
+    return parser, tuple(sub.choices)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The commands' parser: ``check``, ``diagram``, ``docs``, ``mock-api`` and ``run``."""
+    return _commands()[0]
+
+
+def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParser:
+    """``queryloop [options] [prompt]``: the agent, as Claude Code's command line is shaped."""
+    names = ", ".join(c for c in commands if c != "run")
+    parser = _Parser(
+        prog="queryloop",
+        usage="%(prog)s [options] [prompt]\n       %(prog)s COMMAND ...",
+        description="Run the agent query loop on PROMPT (an argument, or stdin) and print the answer; "
+        "online, or offline against the embedded server with --scenario.",
+        epilog=f"commands (a first word that names one): {names}; `queryloop COMMAND --help` for each. "
+        "`queryloop run [options] [prompt]` is the same as no command.",
+    )
+    _add_agent_options(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
+    words = list(sys.argv[1:] if argv is None else argv)
+    commands, names = _commands()
+    if words and words[0] in names:
+        return run_command(commands.parse_args(words))
+    agent = build_agent_parser(names)
+    if not words and sys.stdin.isatty():  # no prompt can come: say what the program is instead
+        agent.print_help(sys.stderr)
         return 2
-    return run_command(args)
+    return run_command(agent.parse_args(words))
 
 
-def _add_agent_commands(sub: Any) -> None:
-    run = sub.add_parser("run", help="run the agent query loop (online, or offline with --scenario)")
-    run.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt (default: read from stdin)")
+def _add_agent_options(run: argparse.ArgumentParser) -> None:
+    """The agent's options, the same for ``queryloop [options] [prompt]`` and ``queryloop run``."""
+    _add_io_options(run)
+    _add_model_options(run)
+    _add_limit_options(run)
+    _add_context_options(run)
+    _add_permission_options(run)
+    run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
+    run.add_argument(
+        "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
+    )
+    run.add_argument(
+        "--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE"
+    )
+    run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+
+
+def _add_io_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("prompt", nargs="?", help="the prompt (default: stdin; given both, the prompt, then stdin)")
+    run.add_argument(
+        "-p",
+        "--print",
+        action="store_true",
+        help="print the answer and exit: accepted for Claude Code's command line (queryloop has no other mode)",
+    )
+    run.add_argument("-v", "--version", action="version", version=f"{__version__} (queryloop)")
     run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    run.add_argument(
+        "--input-format", choices=("text", "stream-json"), default="text", help="text only, for now (the default)"
+    )
+
+
+def _add_model_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
     run.add_argument(
         "--fallback-model",
@@ -145,11 +226,29 @@ def _add_agent_commands(sub: Any) -> None:
         metavar="A[,B,C]",
         help="models to fall back to on overload/unavailability (≤ 3)",
     )
+    run.add_argument("--system-prompt", metavar="TEXT", help="replaces the default system prompt ('' for none)")
+    run.add_argument("--append-system-prompt", metavar="TEXT", help="appended to the system prompt")
+    run.add_argument(
+        "--max-thinking-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="accepted for Claude Code's command line and ignored: extended thinking is not requested yet",
+    )
+
+
+def _add_limit_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--max-turns", type=_at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
     )
     run.add_argument(
         "--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)"
+    )
+    run.add_argument(
+        "--max-retry-after",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="the longest retry-after to wait for; a longer one ends the run with when to retry (default 60)",
     )
     run.add_argument("--max-budget-usd", type=_budget, metavar="X", help="stop once the run has cost this much")
     run.add_argument(
@@ -159,7 +258,6 @@ def _add_agent_commands(sub: Any) -> None:
         help="deadline of each model request attempt, then retried like a timeout "
         "(default: $QUERYLOOP_REQUEST_TIMEOUT_S, else none)",
     )
-    run.add_argument("--append-system-prompt", metavar="TEXT")
     run.add_argument(
         "--max-output-tokens",
         type=_at_least_one,
@@ -173,6 +271,9 @@ def _add_agent_commands(sub: Any) -> None:
         metavar="N",
         help="retry a truncated answer once with this max_tokens before continuing it",
     )
+
+
+def _add_context_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--auto-compact-threshold",
         type=_percent,
@@ -183,40 +284,35 @@ def _add_agent_commands(sub: Any) -> None:
     run.add_argument(
         "--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)"
     )
-    run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
-    run.add_argument(
-        "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
-    )
-    run.add_argument(
-        "--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE"
-    )
     run.add_argument(
         "--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files"
     )
     run.add_argument(
+        "--setting-sources",
+        type=_sources,
+        metavar="user,project,local",
+        help="which settings and CLAUDE.md files to read (default: all three; '' for none)",
+    )
+
+
+def _add_permission_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
         "--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'"
     )
-    run.add_argument(
-        "--allowed-tools",
-        "--allowedTools",
-        type=_rules,
-        metavar="RULES",
-        help='rules to allow, e.g. "Read Bash(git diff:*)"',
-    )
-    run.add_argument(
-        "--disallowed-tools",
-        "--disallowedTools",
-        type=_rules,
-        metavar="RULES",
-        help='rules to deny, e.g. "Bash(rm:*) WebFetch"',
-    )
-    run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
-    run.set_defaults(func=cmd_run)
-
-    mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
-    mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
-    mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
-    mock.set_defaults(func=cmd_mock_api)
+    for flag, camel, verb, example in (
+        ("--allowed-tools", "--allowedTools", "allow", "Read Bash(git diff:*)"),
+        ("--disallowed-tools", "--disallowedTools", "deny", "Bash(rm:*) WebFetch"),
+    ):
+        run.add_argument(
+            flag,
+            camel,
+            type=_rules,
+            nargs="+",
+            action="extend",
+            metavar="RULES",
+            help=f'rules to {verb}, comma or space separated, one or more words, e.g. "{example}" '
+            "(end the list with -- before a prompt)",
+        )
 
 
 def cmd_mock_api(args: argparse.Namespace) -> int:
@@ -231,15 +327,34 @@ def cmd_mock_api(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace, scenario: Scenario | None) -> str:
-    if args.prompt is not None:
-        return str(args.prompt)
-    if not sys.stdin.isatty():
-        text = sys.stdin.read()
-        if text.strip():
-            return text
+    """The prompt argument and stdin, as Claude Code joins them (the argument, a newline, stdin)."""
+    given: str | None = args.prompt
+    piped = None if sys.stdin.isatty() else _read_stdin(wait_s=STDIN_WAIT_S if given else None)
+    text = f"{given}\n{piped}" if given and piped else (given or piped or "")
+    if text.strip():
+        return text
     if scenario is not None and scenario.cli.get("prompt"):
         return str(scenario.cli["prompt"])
-    raise UsageError("no prompt: pass -p PROMPT or pipe the prompt on stdin")
+    if text:
+        raise UsageError("the prompt is only whitespace: give it as an argument or on stdin")
+    raise UsageError("no prompt: give it as an argument (queryloop -p 'PROMPT') or on stdin")
+
+
+def _read_stdin(*, wait_s: float | None) -> str | None:
+    """All of a piped stdin; with ``wait_s``, None when nothing has come by then (a pipe nobody writes to)."""
+    if wait_s is not None:
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], wait_s)
+        except (OSError, ValueError):  # not selectable (e.g. closed): read it as it is
+            ready = [sys.stdin]
+        if not ready:
+            print(
+                f"queryloop: nothing on stdin after {wait_s:g} s; going on with the prompt argument alone "
+                "(redirect stdin from /dev/null to skip the wait)",
+                file=sys.stderr,
+            )
+            return None
+    return sys.stdin.read()
 
 
 def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
@@ -261,7 +376,24 @@ def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
     return cwd
 
 
+def _refuse_unsupported(args: argparse.Namespace) -> None:
+    """Flags accepted for Claude Code's command line that this runtime cannot honour (yet): refused or noted."""
+    if args.input_format == "stream-json":
+        raise UsageError("--input-format stream-json is not supported yet: give the prompt as an argument or on stdin")
+    if args.max_thinking_tokens is not None:
+        print(
+            "queryloop: warning: --max-thinking-tokens is ignored: extended thinking is not requested yet",
+            file=sys.stderr,
+        )
+
+
+def _has_credentials() -> bool:
+    """An API key (``x-api-key``) or an auth token (``Authorization: Bearer``); the SDK reads either."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    _refuse_unsupported(args)
     scenario: Scenario | None = None
     if args.scenario is not None:
         try:
@@ -269,21 +401,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ScenarioError as exc:
             print(f"queryloop: {exc}", file=sys.stderr)
             return 1
-    elif not os.environ.get("ANTHROPIC_API_KEY"):
+    elif not _has_credentials():
         print(OFFLINE_HINT, file=sys.stderr)
         return 1
     hints = scenario.cli if scenario else {}
     prompt = _prompt(args, scenario)
     settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    sources = MEMORY_KINDS if args.setting_sources is None else args.setting_sources
     allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
     disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
     try:  # every settings or rule problem is reported before anything is created or run
-        settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"))
+        settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"), sources=sources)
         rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
     except (SettingsError, PermissionRuleError) as exc:
         print(f"queryloop: {exc}", file=sys.stderr)
         return 1
     cwd = _prepare_cwd(args, scenario)
+    instructions = load_instructions(cwd, sources=sources)  # where the tools work, as Claude Code's cwd
     if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
         rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
     mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
@@ -297,8 +431,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         cwd=cwd,
         max_turns=max_turns,
         max_retries=args.max_retries,
+        params={"max_retry_after_s": args.max_retry_after},
         max_budget_usd=args.max_budget_usd,
+        system_prompt=DEFAULT_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt,
         append_system_prompt=args.append_system_prompt,
+        instructions=instructions,
         max_tokens=args.max_output_tokens,
         auto_compact=not args.no_auto_compact,
         permission_mode=mode,
@@ -397,6 +534,8 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             tools=list(run.services.tools.names),
             fallback_models=list(options.fallback_models),
             machine=program.spec.name,
+            memory_paths=memory_paths(options.instructions),
+            permission_mode=options.permission_mode,
         )
         interrupts.arm()
         shown = 0

@@ -3,10 +3,13 @@
 Owns what goes to stdout and stderr while a run goes on and when it ends. Text mode
 streams the answer to stdout and prints one compact, coloured line per transition to
 stderr, with a spinner while waiting on the model (only on a terminal). ``json``
-prints the result object only; ``stream-json`` prints ``system/init``, ``assistant``,
-``user`` (tool results), ``system/api_retry``, ``system/transition`` and ``result``,
-one JSON object per line, plus ``system/hook_error`` for a hook that failed (in text
-mode those show with ``--verbose``). Hidden meta messages are never printed.
+prints the result object only; ``stream-json`` prints ``system/init``, ``assistant``
+(one line per content block, with the API's message id), ``user`` (one per tool
+result, with ``tool_use_result``), ``system/api_retry``, ``system/model_fallback``,
+``system/transition`` and ``result``, one JSON object per line, plus
+``system/hook_error`` for a hook that failed (in text mode those show with
+``--verbose``) — Claude Code 2.1.235's shapes, and our own transition and request
+lines. Hidden meta messages are never printed.
 
 Data is never markup: tool output, hook messages and API error text reach the terminal
 as :class:`rich.text.Text` built from plain strings, so ``[/x]`` or ``:smile:`` in them
@@ -16,6 +19,7 @@ is printed as it is.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import uuid
@@ -42,6 +46,20 @@ _HOOK_ERROR = re.compile(r"(?P<event>[A-Za-z]+) hook error (?P<error>.*)", re.DO
 
 
 _WITHHELD = ("prompt_too_long", "media_too_large")  # shown only when recovery is spent (in the result)
+
+# The transitions that switch to the next --fallback-model, and the trigger Claude Code names for each.
+_MODEL_FALLBACKS = {"model_fallback": "overloaded", "unavailable_model_fallback": "model_not_found"}
+
+_TOOL_USE_ERROR = re.compile(r"</?tool_use_error>")
+
+
+def _tool_use_result(result: dict[str, Any]) -> str:
+    """A ``user`` line's ``tool_use_result``: the tool's text; an error reads ``Error: …`` (Claude Code's form)."""
+    content = result.get("content", "")
+    if isinstance(content, list):
+        content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    text = _TOOL_USE_ERROR.sub("", str(content))
+    return text if not result.get("is_error") or text.startswith("Error") else f"Error: {text}"
 
 
 def _log_fields(log: RequestLog) -> dict[str, Any]:
@@ -84,6 +102,8 @@ class Renderer:
         self.streamed_text = False
         self.at_line_start = True
         self.emitted_results: set[str] = set()
+        self.model = ""  # the model the run is on, and the fallbacks left (start() sets them)
+        self.fallbacks: list[str] = []
 
     # ---- plumbing -------------------------------------------------------------------------
     def _line(self, obj: dict[str, Any]) -> None:
@@ -111,16 +131,40 @@ class Renderer:
         self.err.print(Text.assemble(*parts))
 
     # ---- items -------------------------------------------------------------------------------
-    def start(self, *, model: str, cwd: str, tools: list[str], fallback_models: list[str], machine: str) -> None:
+    def start(
+        self,
+        *,
+        model: str,
+        cwd: str,
+        tools: list[str],
+        fallback_models: list[str],
+        machine: str,
+        memory_paths: dict[str, list[str]] | None = None,  # the CLAUDE.md files read, by kind
+        permission_mode: str = "default",
+        api_key_source: str | None = None,  # None: ANTHROPIC_API_KEY when it is set, else "none"
+    ) -> None:
+        self.model, self.fallbacks = model, list(fallback_models)
         if self.fmt == "stream-json":
+            if api_key_source is None:
+                api_key_source = "ANTHROPIC_API_KEY" if os.environ.get("ANTHROPIC_API_KEY") else "none"
             self._line(
                 {
                     "type": "system",
                     "subtype": "init",
                     "cwd": cwd,
-                    "model": model,
+                    "session_id": self.session_id,
                     "tools": tools,
-                    "fallback_models": fallback_models,
+                    "mcp_servers": [],  # Claude Code's fields; queryloop has none of these yet
+                    "model": model,
+                    "permissionMode": permission_mode,
+                    "slash_commands": [],
+                    "apiKeySource": api_key_source,
+                    "output_style": "default",
+                    "agents": [],
+                    "skills": [],
+                    "plugins": [],
+                    "memory_paths": memory_paths or {},
+                    "fallback_models": fallback_models,  # ours: the chain, and the machine the run executes
                     "machine": machine,
                     "uuid": str(uuid.uuid4()),
                 }
@@ -159,16 +203,7 @@ class Renderer:
             self._step(item)
         elif isinstance(item, AssistantMessage):
             if self.fmt == "stream-json":
-                message = {
-                    "id": item.log.request_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": item.model,
-                    **item.message,
-                }
-                message["stop_reason"] = item.log.stop_reason
-                message["usage"] = dict(item.log.usage)
-                self._line({"type": "assistant", "message": message, "uuid": str(uuid.uuid4())})
+                self._assistant(item)
             elif self.fmt == "text" and not item.log.stream:
                 text = "".join(b.get("text", "") for b in item.message["content"] if b.get("type") == "text")
                 if text:  # a non-streamed reply (stream fallback): print it whole
@@ -214,6 +249,30 @@ class Renderer:
         elif isinstance(item, Notice):
             self._notice(item)
 
+    def _assistant(self, item: AssistantMessage) -> None:
+        """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""
+        message_id = item.message_id or f"msg_{uuid.uuid4().hex}"  # a scripted backend's reply has none
+        for block in item.message["content"]:
+            message = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": item.model,
+                "content": [block],
+                "stop_reason": item.log.stop_reason,
+                "stop_sequence": None,
+                "usage": dict(item.log.usage),
+            }
+            self._line(
+                {
+                    "type": "assistant",
+                    "message": message,
+                    "parent_tool_use_id": None,  # the main conversation: no subagent's tool call
+                    "uuid": str(uuid.uuid4()),
+                    "request_id": item.log.request_id,
+                }
+            )
+
     def _notice(self, notice: Notice) -> None:
         """Verbose text shows every notice; stream-json reports the hook failures among them."""
         if self.fmt == "text" and self.verbose:
@@ -234,7 +293,15 @@ class Renderer:
     def _tool_result(self, name: str, result: dict[str, Any]) -> None:
         self.emitted_results.add(str(result.get("tool_use_id")))
         if self.fmt == "stream-json":
-            self._line({"type": "user", "message": {"role": "user", "content": [result]}, "uuid": str(uuid.uuid4())})
+            self._line(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": [result]},
+                    "parent_tool_use_id": None,
+                    "uuid": str(uuid.uuid4()),
+                    "tool_use_result": _tool_use_result(result),
+                }
+            )
         elif self.fmt == "text":
             mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
             first = str(result.get("content", "")).strip().splitlines()[:1]
@@ -254,6 +321,8 @@ class Renderer:
                     "progress": step.progress,
                 }
             )
+            if step.reason in _MODEL_FALLBACKS:
+                self._model_fallback(step)
         elif self.fmt == "text":
             counters = " ".join(f"{k}={v}" for k, v in step.counter_dict().items() if v)
             style = (
@@ -265,6 +334,24 @@ class Renderer:
             self._note((f"· {step.reason}", style), " ", (f"{step.source} → {step.dest}", "dim"), extra)
         if step.dest == "calling_model" and not step.terminal:
             self._spin(True)
+
+    def _model_fallback(self, step: Step) -> None:
+        """Claude Code's ``system/model_fallback`` line: which model the turn continues on, and why."""
+        original = self.model
+        self.model = self.fallbacks.pop(0) if self.fallbacks else original
+        trigger = _MODEL_FALLBACKS[step.reason]
+        why = "is overloaded" if trigger == "overloaded" else "is not available"
+        self._line(
+            {
+                "type": "system",
+                "subtype": "model_fallback",
+                "trigger": trigger,
+                "original_model": original,
+                "fallback_model": self.model,
+                "content": f"{original} {why}; the turn goes on with {self.model}",
+                "uuid": str(uuid.uuid4()),
+            }
+        )
 
     # ---- the end -----------------------------------------------------------------------------
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
@@ -284,15 +371,14 @@ class Renderer:
             if result["is_error"]:
                 if not self.at_line_start:
                     self.out.write("\n")
-                self.err.print(
-                    Text.assemble(
-                        (f"Error ({result['terminal_reason']}):", _ERROR_STATES_STYLE), f" {result['result']}"
-                    )
-                )
+                text = result.get("result") or "; ".join(result.get("errors", []))
+                label = f"Error ({result['terminal_reason']}):"
+                self.err.print(Text.assemble((label, _ERROR_STATES_STYLE), f" {text}"))
             else:
-                if not self.streamed_text and result["result"]:
-                    self.out.write(result["result"])
-                    self.at_line_start = result["result"].endswith("\n")
+                answer = result.get("result") or ""
+                if not self.streamed_text and answer:
+                    self.out.write(answer)
+                    self.at_line_start = answer.endswith("\n")
                 if not self.at_line_start:
                     self.out.write("\n")
             self.out.flush()

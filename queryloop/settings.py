@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, cast
@@ -42,6 +42,7 @@ from queryloop.handlers.tools.permissions import (
 __all__ = [
     "PermissionSettings",
     "SETTINGS_SCHEMA",
+    "SETTING_SOURCES",
     "Settings",
     "SettingsError",
     "load_settings",
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 _RULE_LIST: Final[dict[str, Any]] = {"type": "array", "items": {"type": "string"}}
+
+SETTING_SOURCES: Final = ("user", "project", "local")
+"""The settings files by source, lowest precedence first (``--setting-sources`` picks among them)."""
 
 #: JSON Schema for the settings keys queryloop reads. Unknown keys are allowed at
 #: every level: users bring Claude Code settings, which have many more.
@@ -240,29 +244,32 @@ def load_settings(
     cwd: Path,
     home: Path | None = None,
     settings_arg: str | None = None,
+    sources: Collection[str] = SETTING_SOURCES,
 ) -> Settings:
     """Load, validate and merge every settings source that exists.
 
     ``settings_arg`` is the ``--settings`` value: inline JSON if it starts with
     ``{``, otherwise a file path (relative to ``cwd``) that must exist. Missing user,
-    project and local files are skipped. Raises :class:`SettingsError`.
+    project and local files are skipped; ``sources`` (``--setting-sources``) names the
+    ones read at all, ``--settings`` always is. Raises :class:`SettingsError`.
     """
     home_dir = home if home is not None else Path.home()
-    candidates = [
-        home_dir / ".queryloop" / "settings.json",
-        cwd / ".queryloop" / "settings.json",
-        cwd / ".queryloop" / "settings.local.json",
-    ]
+    files = {
+        "user": home_dir / ".queryloop" / "settings.json",
+        "project": cwd / ".queryloop" / "settings.json",
+        "local": cwd / ".queryloop" / "settings.local.json",
+    }
+    candidates = [path for source, path in files.items() if source in sources]
     merged: dict[str, Any] = {}
-    sources: list[Path | str] = []
+    read: list[Path | str] = []
     for path in candidates:
         if path.is_file():
             merged = merge_settings(merged, _read_file(path, _label(path, cwd=cwd, home=home_dir)))
-            sources.append(path)
+            read.append(path)
     if settings_arg is not None:
         if settings_arg.lstrip().startswith("{"):
             merged = merge_settings(merged, _parse_json(settings_arg, "--settings"))
-            sources.append(settings_arg)
+            read.append(settings_arg)
         else:
             if settings_arg == "~" or settings_arg.startswith("~/"):
                 path = home_dir / settings_arg[2:]
@@ -274,8 +281,8 @@ def load_settings(
                     " (pass a path to a JSON file or an inline JSON object)"
                 )
             merged = merge_settings(merged, _read_file(path, _label(path, cwd=cwd, home=home_dir)))
-            sources.append(path)
-    return _build(merged, sources=tuple(sources))
+            read.append(path)
+    return _build(merged, sources=tuple(read))
 
 
 def _build(document: Mapping[str, Any], *, sources: tuple[Path | str, ...]) -> Settings:

@@ -25,7 +25,14 @@ FOLDERS = {
 }
 LAYERS = ("request", "output", "hooks", "tools", "context")  # each may import only the ones before it
 SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome")
-ABOVE_THE_LAYERS = ("queryloop.agent", "queryloop.cli", "queryloop.console", "queryloop.settings", "queryloop.mockapi")
+ABOVE_THE_LAYERS = (
+    "queryloop.agent",
+    "queryloop.cli",
+    "queryloop.console",
+    "queryloop.memory",
+    "queryloop.settings",
+    "queryloop.mockapi",
+)
 
 
 def _modules() -> dict[str, Path]:

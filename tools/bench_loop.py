@@ -103,7 +103,7 @@ def check_result(run: AgentRun, turns: int, label: str) -> None:
         raise SystemExit(
             f"bench_loop: the {label} run with {turns} tool turns did not complete as scripted: "
             f"subtype={result['subtype']!r}, num_turns={result['num_turns']} (expected {turns + 1}), "
-            f"terminal_reason={result['terminal_reason']!r}, result={result['result']!r}"
+            f"terminal_reason={result['terminal_reason']!r}, result={result.get('result') or result.get('errors')!r}"
         )
 
 

@@ -2,21 +2,27 @@
 
 Its states in ``machines/query_loop.yaml`` are ``checking_context``,
 ``auto_compacting`` and ``reactive_compacting``. Here: the slice of the run data it
-owns (``data``), the pure services (``compaction``), the measurement before each
-request (``measuring``) and compaction and prompt-too-long recovery (``compacting``).
+owns (``data``), the pure services (``compaction``; ``reactive``: what a reactive
+compaction keeps), the measurement before each request (``measuring``) and compaction
+and prompt-too-long recovery (``compacting``).
 """
 
 from .compacting import (
     apply_compaction,
     can_drop_oldest_group,
+    can_keep_more_rounds,
     commit_staged_collapses,
     compact_transcript,
     drop_oldest_group,
     has_staged_collapses,
+    keep_more_rounds,
     note_compaction_failure,
     note_summary_failure,
+    nothing_older_to_summarise,
     plan_compaction,
+    plan_reactive_compaction,
     record_summary_attempt,
+    surface_context_window_exceeded,
     surface_prompt_too_long,
     wait_before_summary_retry,
 )
@@ -48,20 +54,25 @@ __all__ = [
     "apply_compaction",
     "can_compact",
     "can_drop_oldest_group",
+    "can_keep_more_rounds",
     "commit_staged_collapses",
     "compact_transcript",
     "drop_oldest_group",
     "effective_window",
     "has_staged_collapses",
+    "keep_more_rounds",
     "measure_context",
     "note_compaction_failure",
     "note_summary_failure",
+    "nothing_older_to_summarise",
     "plan_compaction",
+    "plan_reactive_compaction",
     "record_count_tokens_offer",
     "record_measurement",
     "record_summary_attempt",
     "refill_thrashing",
     "skip_compaction_breaker_open",
+    "surface_context_window_exceeded",
     "surface_prompt_too_long",
     "surface_thrashing",
     "wait_before_summary_retry",

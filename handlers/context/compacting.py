@@ -1,12 +1,13 @@
-"""Context layer, compaction: summarising older messages, head truncation, collapses, surfacing prompt-too-long.
+"""Context layer, compaction: summarising older messages, shrinking a summary request, collapses, surfacing.
 
 Owns the ``compact_transcript`` effect (PreCompact hooks, then the summary request),
 the backoff before a summary request is sent again (the request layer's), the exit
 of the compacting states that counts the summary request's usage, and the
-pure edge handlers and guards of the compaction and prompt-too-long transitions. The
-pure services (API-round groups, collapse staging, summary requests, attachments)
-live in ``compaction``. Which path is taken — collapse, reactive compaction, head
-truncation, surfacing — is decided by ``machines/query_loop.yaml``.
+pure edge handlers and guards of the compaction, prompt-too-long and context-window
+transitions. The pure services live in ``compaction`` (API-round groups, collapse
+staging, summary requests, attachments) and ``reactive`` (what a reactive compaction
+summarises and keeps). Which path is taken — collapse, reactive compaction, a smaller
+summary request, surfacing — is decided by ``machines/query_loop.yaml``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from ..outcome import evolved, with_outcome
 from ..request.backends import ModelCall
 from ..request.client import ModelFailure, ModelReply
 from ..request.data import RequestLogged, count_attempt, with_request
-from ..request.recovery import api_error_text, back_off
-from . import compaction
+from ..request.recovery import api_error_text, back_off, retry_after_cap_s
+from . import compaction, reactive
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window
 
@@ -31,14 +32,19 @@ __all__ = [
     "SUMMARY_MAX_TOKENS",
     "apply_compaction",
     "can_drop_oldest_group",
+    "can_keep_more_rounds",
     "commit_staged_collapses",
     "compact_transcript",
     "drop_oldest_group",
     "has_staged_collapses",
+    "keep_more_rounds",
     "note_compaction_failure",
     "note_summary_failure",
+    "nothing_older_to_summarise",
     "plan_compaction",
+    "plan_reactive_compaction",
     "record_summary_attempt",
+    "surface_context_window_exceeded",
     "surface_prompt_too_long",
     "wait_before_summary_retry",
 ]
@@ -48,7 +54,7 @@ _TRANSIENT = ("retryable", "overloaded", "malformed_response")  # a summary requ
 KEEP_RECENT_FRACTION = 0.3  # of the effective window, kept verbatim (whole groups) by a compaction
 
 
-@uses(states=("auto_compacting",))
+@uses(states=("auto_compacting",), params=("max_retry_after_s",))
 async def compact_transcript(
     ctx: EffectContext[C, ContextServices],
 ) -> Event[Compacted] | Event[CompactionFailed] | Event[ModelFailure]:
@@ -80,8 +86,12 @@ async def compact_transcript(
     if isinstance(outcome, ModelFailure):
         if outcome.kind == "prompt_too_long":
             return Event(name="summary_too_long", data=CompactionFailed(reason=outcome.message, log=outcome.log))
-        if outcome.kind in _TRANSIENT:
+        cap = retry_after_cap_s(run)
+        if outcome.kind in _TRANSIENT and (outcome.retry_after_s is None or outcome.retry_after_s <= cap):
             return Event(name="summary_failed_transiently", data=outcome)
+        if outcome.kind in _TRANSIENT:  # not slept through, as a model request's would not be
+            reason = f"{api_error_text(outcome)} (asked to retry in {outcome.retry_after_s:g} s, over {cap:g} s)"
+            return Event(name="summary_failed", data=CompactionFailed(reason=reason, log=outcome.log))
         reason = f"{outcome.kind} {outcome.status or ''}: {outcome.message}".strip()
         return Event(name="summary_failed", data=CompactionFailed(reason=reason, log=outcome.log))
     summary = visible_text(outcome.content).strip()
@@ -134,23 +144,55 @@ def can_drop_oldest_group(run: RunState[C], event: Event[object]) -> bool:
     return plan is not None and compaction.drop_oldest_group(plan.older) is not None
 
 
+@uses(counters=("reactive_compacts",))
+def nothing_older_to_summarise(run: RunState[C], event: Event[ModelFailure | ModelReply]) -> bool:
+    """A reactive compaction could be tried (on, not yet this turn), but no round is older than the ones it keeps."""
+    if not run.data.context.auto_compact or run.count("reactive_compacts") >= (run.cap("reactive_compacts") or 0):
+        return False
+    return reactive.reactive_plan(run.data.messages.to_list(), gap=_gap(event)) is None
+
+
+def can_keep_more_rounds(run: RunState[C], event: Event[CompactionFailed]) -> bool:
+    """The summary request was too long; with more newest rounds kept, it still summarises a round."""
+    plan = run.data.context.plan
+    return plan is not None and reactive.shrunk_plan(plan, gap=_gap(event)) is not None
+
+
+def _gap(event: Event[object]) -> int | None:
+    """By how many tokens the answer that brought ``event`` says the request was over."""
+    data = event.data
+    if isinstance(data, ModelFailure):
+        return reactive.token_gap(data.message)
+    return reactive.token_gap(data.reason) if isinstance(data, CompactionFailed) else None
+
+
 # ---- edge handlers --------------------------------------------------------------------------
 
 
-def plan_compaction(run: RunState[C], event: Event[Measured | ModelFailure | ModelReply]) -> C:
-    """Choose what the summary replaces: everything but the most recent whole groups."""
-    if isinstance(event.data, Measured):  # over_threshold: the measured estimate
-        estimate = event.data.estimate
-    else:  # prompt_too_long: the running local estimate
-        estimate = run.data.context.overhead + run.data.messages.tokens
+def plan_compaction(run: RunState[C], event: Event[Measured]) -> C:
+    """Auto-compaction: the summary replaces everything but the most recent whole groups that fit 30 % of the window."""
     keep = int(effective_window(run) * KEEP_RECENT_FRACTION)
     plan = compaction.plan_compaction(run.data.messages.to_list(), keep_recent_tokens=keep)
-    data = run.data
-    if isinstance(event.data, ModelFailure):  # the prompt-too-long answer is surfaced if the compaction fails
-        data = with_request(data, failure=event.data)
+    return with_context(
+        run.data, plan=plan, dropped_messages=0, estimate=event.data.estimate, compact_error=None, summary_failure=None
+    )
+
+
+def plan_reactive_compaction(run: RunState[C], event: Event[ModelFailure]) -> C:
+    """The request was too long: summarise the oldest rounds, keep the newest verbatim (see ``reactive``)."""
+    plan = reactive.reactive_plan(run.data.messages.to_list(), gap=_gap(event))
+    estimate = run.data.context.overhead + run.data.messages.tokens  # the running local estimate
+    data = with_request(run.data, failure=event.data)  # surfaced if the compaction fails
     return with_context(
         data, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None, summary_failure=None
     )
+
+
+def keep_more_rounds(run: RunState[C], event: Event[CompactionFailed]) -> C:
+    """The summary request was itself too long: the newest rounds it held are kept verbatim instead (lossless)."""
+    plan = run.data.context.plan
+    assert plan is not None  # can_keep_more_rounds held
+    return with_context(run.data, plan=reactive.shrunk_plan(plan, gap=_gap(event)))
 
 
 def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> C:
@@ -222,27 +264,48 @@ def _summary_retries_spent(run: RunState[C]) -> str:
     return "the summary request kept failing" + (f" ({api_error_text(failure)})" if failure else "")
 
 
+PROMPT_TOO_LONG = "Prompt is too long"
+REQUEST_TOO_LARGE = "Request too large: the request is over the API's size limit; remove large attachments or images"
+CONTEXT_WINDOW_EXCEEDED = "API Error: the model reached the end of its context window"
+
+
 @uses(states=("reactive_compacting", "backing_off_reactive_summary"))
-def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | ModelReply | CompactionFailed]) -> C:
-    """Recovery is spent or impossible: the withheld error becomes the result, with why."""
+def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | CompactionFailed | None]) -> C:
+    """Recovery is spent or impossible: the withheld error becomes the result, as Claude Code reports it.
+
+    ``Prompt is too long`` with status 400 whatever the API said — or, for a 413 (a body
+    over the size limit, not a window), that, with status 413 — and, only when the
+    summary request failed (an error, its retries spent, a PreCompact hook), why
+    compaction failed. The API's message and what fills the request are kept as a notice.
+    """
     data = run.data
     failure = _failure(event) or data.request.failure
-    if isinstance(event.data, ModelReply):
-        message = "Prompt is too long: the model stopped at its context window (model_context_window_exceeded)"
-    elif failure is not None and failure.kind == "prompt_too_long":
-        message = api_error_text(failure)
-    else:
-        message = "Prompt is too long"
+    too_large = failure is not None and failure.status == 413
+    result = REQUEST_TOO_LARGE if too_large else PROMPT_TOO_LONG
     history, overhead = data.messages.tokens, data.context.overhead
-    if run.state == "reactive_compacting":
-        message += f"\nautomatic compaction failed: {event.data}"
+    why = [api_error_text(failure)] if failure is not None else []
+    if run.state == "reactive_compacting" and event.name == "summary_failed":
+        result += f"; automatic compaction failed: {event.data}"
     elif run.state == "backing_off_reactive_summary":
-        message += f"\nautomatic compaction failed: {_summary_retries_spent(run)}"
+        result += f"; automatic compaction failed: {_summary_retries_spent(run)}"
+    elif run.state == "reactive_compacting":  # the summary request stayed too long however much was kept
+        why.append("the summary request was itself too long with every round but the first kept")
     elif not data.context.auto_compact:
-        message += "\nautomatic compaction is disabled; " + compaction.not_compactable_hint_from(history, overhead)
-    elif len(compaction.api_round_groups(data.messages.to_list())) < 2:
-        message += "\nnothing to compact (fewer than 2 message groups); " + compaction.not_compactable_hint_from(
-            history, overhead
-        )
+        why.append("automatic compaction is disabled; " + compaction.not_compactable_hint_from(history, overhead))
+    else:
+        why.append("nothing could be compacted; " + compaction.not_compactable_hint_from(history, overhead))
     data = with_context(with_request(data, failure=failure), plan=None)
-    return with_outcome(data, error=message, api_error_status=failure.status if failure else None)
+    return with_outcome(data, note="; ".join(why), error=result, api_error_status=413 if too_large else 400)
+
+
+@uses(counters=("output_recoveries",))
+def surface_context_window_exceeded(run: RunState[C], event: Event[ModelReply]) -> C:
+    """The model stopped at its context window again after every continuation: an API error, no status."""
+    reply = event.data
+    data = run.data
+    if reply.content:  # kept in the transcript, as a truncated answer is
+        data = evolved(data, messages=data.messages.append({"role": "assistant", "content": list(reply.content)}))
+    note = f"stopped at the context window {run.count('output_recoveries') + 1} times this turn"
+    return with_outcome(
+        data, note=note, stop_reason=reply.stop_reason, error=CONTEXT_WINDOW_EXCEEDED, api_error_status=None
+    )

@@ -10,12 +10,15 @@ or crashes is a non-blocking error (published for verbose output).
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
+from ..messages import final_text
 from ..outcome import evolved, with_outcome
-from .data import H, with_hooks
+from .data import H, HooksRun, with_hooks
 from .runner import HookOutcome
 from .service import HookServices, hook, stopped
 
@@ -26,6 +29,7 @@ __all__ = [
     "record_prompt_context",
     "run_stop_hooks",
     "send_stop_feedback",
+    "stop_hook_input",
     "submit_prompt",
 ]
 
@@ -76,7 +80,7 @@ def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> H:
 
 async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome | None]:
     """The model answered: Stop hooks may accept the end, block it (feedback for the model) or stop."""
-    outcome = await hook(ctx, "Stop", {"stop_hook_active": ctx.run.data.hooks.stop_hook_active})
+    outcome = await hook(ctx, "Stop", stop_hook_input(ctx.run.data))
     if outcome is None:
         return Event(name="stop_accepted")
     if stopped(outcome):
@@ -84,6 +88,19 @@ async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutco
     if outcome.blocked or outcome.decision == "block":
         return Event(name="stop_blocked", data=outcome)
     return Event(name="stop_accepted", data=outcome)
+
+
+def stop_hook_input(data: HooksRun) -> dict[str, Any]:
+    """What a Stop hook reads besides the common fields: ``stop_hook_active`` and ``last_assistant_message``.
+
+    As in Claude Code, ``last_assistant_message`` is the answer's text (:func:`final_text`,
+    trimmed) and is left out when the answer ends without text (only thinking, say).
+    """
+    last = data.messages.last() or {}
+    content = last.get("content") if last.get("role") == "assistant" else None
+    text = final_text(content).strip() if isinstance(content, list) else ""
+    active = {"stop_hook_active": data.hooks.stop_hook_active}
+    return {**active, "last_assistant_message": text} if text else active
 
 
 def send_stop_feedback(run: RunState[H], event: Event[HookOutcome]) -> H:

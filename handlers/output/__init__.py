@@ -7,11 +7,11 @@ data it owns (``data``) and the edge handlers (``replies``).
 from .data import OutputData, OutputRun, OutputServices
 from .replies import (
     CONTINUE_PROMPT,
+    MALFORMED_TOOL_USE_PROMPT,
     NUDGE_PROMPT,
     classify_reply,
     continue_after_truncation,
     continue_paused_turn,
-    drop_malformed_reply,
     escalate_max_tokens,
     escalation_configured,
     nudge_for_visible_answer,
@@ -19,12 +19,14 @@ from .replies import (
     receive_reply,
     record_answer,
     record_over_budget,
+    report_malformed_tool_use,
     surface_malformed_tool_use,
     surface_truncation,
 )
 
 __all__ = [
     "CONTINUE_PROMPT",
+    "MALFORMED_TOOL_USE_PROMPT",
     "NUDGE_PROMPT",
     "OutputData",
     "OutputRun",
@@ -32,7 +34,6 @@ __all__ = [
     "classify_reply",
     "continue_after_truncation",
     "continue_paused_turn",
-    "drop_malformed_reply",
     "escalate_max_tokens",
     "escalation_configured",
     "nudge_for_visible_answer",
@@ -40,6 +41,7 @@ __all__ = [
     "receive_reply",
     "record_answer",
     "record_over_budget",
+    "report_malformed_tool_use",
     "surface_malformed_tool_use",
     "surface_truncation",
 ]

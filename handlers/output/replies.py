@@ -5,15 +5,17 @@ Owns ``receive_reply`` (the reply is kept for reading), the ``read_reply`` effec
 the pure edge handlers of the answer, ``max_output_tokens_*``,
 ``malformed_tool_use_*``, ``thinking_only_*``, ``pause_turn_*``, the refusal and the
 budget, and the guard ``escalation_configured``. Hidden meta messages (the
-continuation prompt, the nudge) are appended with ``meta=True``: sent to the model,
-never shown to the user.
+continuation prompt, the nudge, the note that a tool call was malformed) are
+appended with ``meta=True``: sent to the model, never shown to the user. The
+result is the text of the last reply alone (Claude Code's), however many pieces
+continuations added before it.
 """
 
 from __future__ import annotations
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..messages import Message, MessageView, synthetic_error_results, tool_calls_of, visible_text
+from ..messages import Message, MessageView, final_text, synthetic_error_results, tool_calls_of, visible_text
 from ..outcome import evolved, with_outcome
 from ..request.client import ModelReply
 from ..request.data import with_request
@@ -21,11 +23,11 @@ from .data import Out, OutputServices, with_output
 
 __all__ = [
     "CONTINUE_PROMPT",
+    "MALFORMED_TOOL_USE_PROMPT",
     "NUDGE_PROMPT",
     "classify_reply",
     "continue_after_truncation",
     "continue_paused_turn",
-    "drop_malformed_reply",
     "escalate_max_tokens",
     "escalation_configured",
     "nudge_for_visible_answer",
@@ -33,6 +35,7 @@ __all__ = [
     "receive_reply",
     "record_answer",
     "record_over_budget",
+    "report_malformed_tool_use",
     "surface_malformed_tool_use",
     "surface_truncation",
 ]
@@ -44,6 +47,10 @@ CONTINUE_PROMPT = (
     "already wrote; if the remaining work is large, split it into smaller steps."
 )
 NUDGE_PROMPT = "Your last response contained only reasoning. Please give your answer to the user as visible text."
+MALFORMED_TOOL_USE_PROMPT = (
+    "Your last response stopped to use a tool, but the tool call was incomplete and could not be read, "
+    "so nothing ran. Send the tool call again, complete."
+)
 
 
 def _assistant(reply: ModelReply) -> Message:
@@ -98,16 +105,14 @@ def escalation_configured(run: RunState[Out], event: Event[object]) -> bool:
 
 
 def record_answer(run: RunState[Out], event: Event[ModelReply]) -> Out:
-    """The reply is the answer: append it; the result is all visible text of this turn."""
+    """The reply is the answer: append it; the result is its text (:func:`final_text`), not the turn's pieces.
+
+    After max_tokens or pause_turn continuations the earlier pieces are in the transcript
+    and were streamed as they came; like Claude Code, the result is the last reply's.
+    """
     reply = event.data
-    outcome = run.data.outcome
     data = evolved(run.data, messages=_with_reply(run.data.messages, reply))
-    return with_outcome(
-        data,
-        stop_reason=reply.stop_reason,
-        result_text=outcome.partial_text + visible_text(reply.content),
-        partial_text="",
-    )
+    return with_outcome(data, stop_reason=reply.stop_reason, result_text=final_text(reply.content), partial_text="")
 
 
 def escalate_max_tokens(run: RunState[Out], event: Event[ModelReply]) -> Out:
@@ -139,10 +144,20 @@ def surface_truncation(run: RunState[Out], event: Event[ModelReply]) -> Out:
     return with_outcome(data, stop_reason=reply.stop_reason, result_text=text, partial_text="", error=error)
 
 
-def drop_malformed_reply(run: RunState[Out], event: Event[ModelReply]) -> Out:
-    """A tool_use stop without a complete block is never executed, nor kept: ask again."""
-    note = "tombstoned a tool_use reply without a complete tool_use block"
-    return with_outcome(run.data, stop_reason=event.data.stop_reason, note=note)
+def report_malformed_tool_use(run: RunState[Out], event: Event[ModelReply]) -> Out:
+    """A tool_use stop without a complete block: keep what did arrive, tell the model, ask again.
+
+    The incomplete block never reached the reply (the client drops it), so nothing runs;
+    the reply's other blocks stay in the transcript and a hidden message tells the model
+    its call was malformed — as Claude Code does — instead of re-sending the identical
+    request, which would likely get the identical reply.
+    """
+    reply = event.data
+    told = {"role": "user", "content": MALFORMED_TOOL_USE_PROMPT}
+    data = evolved(run.data, messages=_with_reply(run.data.messages, reply).append(told, meta=True))
+    partial = run.data.outcome.partial_text + visible_text(reply.content)
+    note = "a tool_use reply without a complete tool_use block: its text kept, the model told, asked again"
+    return with_outcome(data, stop_reason=reply.stop_reason, partial_text=partial, note=note)
 
 
 def surface_malformed_tool_use(run: RunState[Out], event: Event[ModelReply]) -> Out:

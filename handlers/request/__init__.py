@@ -27,7 +27,9 @@ from .recovery import (
     api_error_text,
     fallback_available,
     note_failure,
+    retry_after_over_cap,
     surface_failure,
+    surface_long_retry_after,
     switch_to_fallback_model,
     wait_before_retry,
 )
@@ -57,7 +59,9 @@ __all__ = [
     "fallback_available",
     "note_failure",
     "record_attempt",
+    "retry_after_over_cap",
     "surface_failure",
+    "surface_long_retry_after",
     "switch_to_fallback_model",
     "wait_before_retry",
 ]

@@ -69,7 +69,7 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
         publish(RequestFailed(failure=outcome))
         return Event(name=classify_failure(outcome), data=outcome)
     message = {"role": "assistant", "content": list(outcome.content)}
-    publish(AssistantMessage(message=message, model=outcome.model, log=outcome.log))
+    publish(AssistantMessage(message=message, model=outcome.model, log=outcome.log, message_id=outcome.message_id))
     return Event(name="replied", data=outcome)
 
 

@@ -122,6 +122,8 @@ class ModelReply:
     model: str
     request_id: str | None
     log: RequestLog
+    message_id: str | None = None
+    """The API's id of the message (``msg_…``), when the server sent one."""
 
 
 @attrs.frozen(kw_only=True)
@@ -133,6 +135,8 @@ class ModelFailure:
     error_type: str | None
     message: str
     retry_after_s: float | None = None
+    retry_at: float | None = None
+    """When the server asked to be retried (Unix time): ``retry_after_s`` after the answer arrived."""
     should_retry: bool | None = None
     partial_content: tuple[dict[str, Any], ...] = ()
     """Blocks completed (``content_block_stop`` seen, tool input parsed) before a mid-stream failure."""
@@ -269,12 +273,14 @@ class _Attempt:
     ) -> ModelFailure:
         if status is not None:
             self.status = status
+        retry_after = _retry_after(headers)
         return ModelFailure(
             kind=kind,
             status=self.status,
             error_type=error_type,
             message=message,
-            retry_after_s=_retry_after(headers),
+            retry_after_s=retry_after,
+            retry_at=None if retry_after is None else time.time() + retry_after,
             should_retry=_should_retry(headers),
             partial_content=partial,
             log=self.log(kind, message),
@@ -385,6 +391,7 @@ async def _send_plain(
         model=str(data.get("model") or req.model),
         request_id=attempt.request_id,
         log=attempt.log(),
+        message_id=data.get("id") if isinstance(data.get("id"), str) else None,
     )
 
 
@@ -500,6 +507,7 @@ async def _send_streaming(
     attempt.status = stream.response.status_code
     attempt.request_id = stream.response.headers.get("request-id")
     asm = attempt.assembler = _Assembler(on_text)
+    message_id: str | None = None
     try:
         iterator = stream.__aiter__()
         while True:
@@ -527,6 +535,7 @@ async def _send_streaming(
                 )
             if isinstance(event, RawMessageStartEvent):
                 attempt.model = event.message.model or req.model
+                message_id = event.message.id or None
                 attempt.usage.update(_usage_dict(event.message.usage))
             elif isinstance(event, RawContentBlockStartEvent):
                 asm.start(event)
@@ -559,6 +568,7 @@ async def _send_streaming(
         model=attempt.model,
         request_id=attempt.request_id,
         log=attempt.log(),
+        message_id=message_id,
     )
 
 

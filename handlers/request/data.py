@@ -124,6 +124,7 @@ class AssistantMessage:
     message: dict[str, Any]
     model: str
     log: RequestLog
+    message_id: str | None = None  # the API's ``msg_…`` id, for the stream-json ``assistant`` lines
 
 
 @attrs.frozen(kw_only=True, slots=True)

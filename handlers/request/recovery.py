@@ -12,6 +12,7 @@ than re-deriving its caps.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
@@ -21,14 +22,22 @@ from .client import ModelFailure
 from .data import ApiRetry, R, RequestServices, with_request
 
 __all__ = [
+    "RETRY_JITTER",
     "api_error_text",
     "back_off",
+    "backoff_delay_s",
     "fallback_available",
     "note_failure",
+    "retry_after_cap_s",
+    "retry_after_over_cap",
     "surface_failure",
+    "surface_long_retry_after",
     "switch_to_fallback_model",
     "wait_before_retry",
 ]
+
+RETRY_JITTER = 0.25
+"""Up to this fraction of the backoff is added at random, so clients don't retry in lockstep."""
 
 
 @uses(counters=("api_retries",))
@@ -45,22 +54,22 @@ async def back_off(
     counter: str,
     retry_reasons: tuple[str, ...],
 ) -> None:
-    """Sleep before a retry: ``failure``'s retry-after(-ms) when the server sent one, else backoff with jitter.
+    """Sleep before a retry: the larger of ``failure``'s retry-after(-ms) and the backoff (:func:`backoff_delay_s`).
 
     ``counter`` counts the retries so far; ``retry_reasons`` are the edges on ``elapsed``
-    that retry. When the machine would take another edge (the retry budget is spent,
-    it surfaces the failure instead), the sleep would only delay that: it is skipped.
+    that retry. When the machine would take another edge (the retry budget is spent, the
+    server asked for a wait over the cap, it surfaces the failure instead), the sleep
+    would only delay that: it is skipped.
     """
     if ctx.next_reason("elapsed") not in retry_reasons:
         return
     run = ctx.run
     services = ctx.services
     retries = run.count(counter)
+    delay = backoff_delay_s(retries, services.retry_base_delay_s, services.retry_max_delay_s, services.rng.random())
     if failure is not None and failure.retry_after_s is not None:
-        delay = max(0.0, failure.retry_after_s)
-    else:
-        delay = min(services.retry_base_delay_s * (2**retries), services.retry_max_delay_s)
-        delay *= 1.0 - 0.25 * services.rng.random()  # jitter, so clients don't retry in lockstep
+        # Claude Code waits the larger of the two: a retry-after of 0 still backs off.
+        delay = max(failure.retry_after_s, delay)
     ctx.publish(
         ApiRetry(
             attempt=retries + 1,
@@ -73,7 +82,29 @@ async def back_off(
     await asyncio.sleep(delay)
 
 
+def backoff_delay_s(retries: int, base_s: float, max_s: float, draw: float) -> float:
+    """The wait before retry ``retries + 1``: ``min(base·2^retries, max)`` plus up to 25 % of it (``draw`` in [0, 1)).
+
+    Claude Code's backoff (observed as ``retry_delay_ms`` of 552, 1 106, 2 381, 4 292,
+    8 480 ms for five retries at a base of 500 ms), rounded to whole milliseconds.
+    """
+    delay: float = min(base_s * 2.0**retries, max_s)
+    return round(delay * (1.0 + RETRY_JITTER * draw), 3)
+
+
+def retry_after_cap_s(run: RunState[Any]) -> float:
+    """The longest retry-after the run waits for (``--max-retry-after``); a handler calling this declares the param."""
+    return float(run.params["max_retry_after_s"])
+
+
 # ---- guards ---------------------------------------------------------------------------------
+
+
+@uses(params=("max_retry_after_s",))
+def retry_after_over_cap(run: RunState[R], event: Event[object]) -> bool:
+    """The server asked to be retried later than the run waits for (``max_retry_after_s``)."""
+    failure = run.data.request.failure
+    return failure is not None and failure.retry_after_s is not None and failure.retry_after_s > retry_after_cap_s(run)
 
 
 def fallback_available(run: RunState[R], event: Event[object]) -> bool:
@@ -111,6 +142,22 @@ def surface_failure(run: RunState[R], event: Event[ModelFailure | None]) -> R:
     if run.state == "backing_off":
         message += f" (gave up after {run.count('api_retries')} retries)"
     return with_outcome(with_request(run.data, failure=failure), error=message, api_error_status=failure.status)
+
+
+@uses(params=("max_retry_after_s",))
+def surface_long_retry_after(run: RunState[R], event: Event[None]) -> R:
+    """The server asked for a wait longer than the cap: not slept through; the result says until when."""
+    failure = run.data.request.failure
+    assert failure is not None and failure.retry_after_s is not None  # retry_after_over_cap held
+    when = ""
+    if failure.retry_at is not None:
+        at = datetime.datetime.fromtimestamp(failure.retry_at, datetime.UTC)
+        when = f" at {at.isoformat(timespec='seconds').replace('+00:00', 'Z')}"
+    message = (
+        f"{api_error_text(failure)} (the server asked to be retried in {failure.retry_after_s:g} s{when}, "
+        f"longer than the {retry_after_cap_s(run):g} s this run waits: --max-retry-after)"
+    )
+    return with_outcome(run.data, error=message, api_error_status=failure.status)
 
 
 def api_error_text(failure: ModelFailure) -> str:

@@ -28,7 +28,7 @@ class ToolsData:
     """What the tool layer keeps between steps."""
 
     pending: tuple[ToolCall, ...] = ()  # tool_use blocks of the last assistant message still without results
-    denied: tuple[dict[str, Any], ...] = ()  # error results of the calls the gate refused this turn
+    denied: tuple[dict[str, Any], ...] = ()  # error results of this turn's calls that do not run (unknown, refused)
     order: tuple[str, ...] = ()  # tool_use ids of this turn in the model's order (set when the gate refused some)
     permission_denials: tuple[dict[str, Any], ...] = ()  # {tool_name, tool_use_id, tool_input}, for the result
     always_allowed: frozenset[str] = frozenset()  # allow rules the user created by answering "always"

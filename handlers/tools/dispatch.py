@@ -1,7 +1,9 @@
 """Running the model's tool calls: registry lookup, input validation, scheduling, results.
 
 Owns :class:`ToolRegistry` (tools by name, their API definitions built once, filtering
-by allowed names) and :func:`run_tool_calls`. The contract with the loop: every call
+by allowed names), :func:`run_tool_calls` and the error result of a call naming no
+tool (:func:`unknown_tool_result`, which the permission gate answers before anything
+else, as Claude Code does). The contract with the loop: every call
 gets exactly one ``tool_result`` block with its ``tool_use_id``, in the model's order;
 every call runs under its deadline (:meth:`ToolSpec.deadline_s`) and is stopped past
 it; every failure becomes an ``is_error`` result, and only ``asyncio.CancelledError``
@@ -24,7 +26,7 @@ import jsonschema
 from ..messages import ToolCall, ToolResultBlock, tool_result_block
 from .base import ToolContext, ToolError, ToolOutput, ToolSpec, truncate_text
 
-__all__ = ["OnResult", "ToolRegistry", "run_tool_calls", "validation_problems"]
+__all__ = ["OnResult", "ToolRegistry", "run_tool_calls", "unknown_tool_result", "validation_problems"]
 
 OnResult = Callable[[ToolCall, ToolResultBlock], None]
 """Called with each call and its result block as soon as that call completes."""
@@ -137,12 +139,22 @@ def _invalid_input_message(tool: ToolSpec, problems: list[str]) -> str:
     return f"Invalid input for tool {tool.name}; it was not run:\n{body}{tail}"
 
 
+def unknown_tool_result(call: ToolCall, *, removed_by_deny_rule: bool = False) -> ToolResultBlock:
+    """The error result of a call naming a tool this run does not offer — Claude Code's exact text.
+
+    Scripts and models already read it, so the wording is Claude Code's; a tool a bare deny
+    rule keeps out of the run says so (in our words) after it.
+    """
+    why = f". A deny rule keeps {call.name} out of this run's tools" if removed_by_deny_rule else ""
+    text = f"<tool_use_error>Error: No such tool available: {call.name}{why}</tool_use_error>"
+    return tool_result_block(call.id, text, is_error=True)
+
+
 async def _run_one(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> ToolResultBlock:
     """Run one call to completion; every failure but cancellation becomes an error block."""
     tool = registry.get(call.name)
     if tool is None:
-        available = ", ".join(registry.names) or "(none)"
-        return tool_result_block(call.id, f"Unknown tool {call.name!r}; available tools: {available}", is_error=True)
+        return unknown_tool_result(call)
     problems = validation_problems(tool, call.input)
     if problems:
         return tool_result_block(call.id, _invalid_input_message(tool, problems), is_error=True)

@@ -1,13 +1,15 @@
 """Tool layer, the permission gate: who may run, PreToolUse hooks, the user's answer, the refusals.
 
-Owns the ``gate_tool_calls`` effect — deny → ask → allow rules and the permission
+Owns the ``gate_tool_calls`` effect — first the tool lookup (a call naming no tool
+this run offers gets its "No such tool available" error, with no hook, no rule and
+no denial, as in Claude Code), then deny → ask → allow rules and the permission
 mode (``permissions``), PreToolUse hooks (through the hook service), in an
 interactive terminal the user's y/n/always — its outcome record and the pure edge
-handlers of the gate's transitions. Refused calls get their error results here, so
-the ledger stays closed whatever follows. An "always" answer creates allow rules as
+handlers of the gate's transitions. Calls that will not run get their error results
+here, so the ledger stays closed whatever follows. An "always" answer creates allow rules as
 narrow as the call (a command prefix, a file; shown when asking), kept in the run
-data, not in a service. A turn whose calls are all denied and are exactly the calls
-denied in the previous tool turn (``denial_signature``, kept in the tools slice) is
+data, not in a service. A turn whose calls are all denied (an unknown tool is no
+denial) and are exactly the calls denied in the previous tool turn (``denial_signature``, kept in the tools slice) is
 ``tools_denied_again``: the machine's repeated-denial breaker counts those.
 """
 
@@ -29,6 +31,7 @@ from ..hooks.service import hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from .data import T, ToolServices, close_open_calls, with_tools
+from .dispatch import unknown_tool_result
 from .permissions import PermissionDecision, decide, parse_rule, suggest_rules
 
 __all__ = [
@@ -48,8 +51,8 @@ class GateOutcome:
     """What the gate decided for this turn's calls: who runs (possibly with new input), who is refused."""
 
     allowed: tuple[ToolCall, ...]
-    denied: tuple[dict[str, Any], ...]  # their error tool_results
-    denials: tuple[dict[str, Any], ...]  # {tool_name, tool_use_id, tool_input} for the result object
+    denied: tuple[dict[str, Any], ...]  # the error tool_results of the calls that do not run: unknown or refused
+    denials: tuple[dict[str, Any], ...]  # {tool_name, tool_use_id, tool_input} of the refused, for the result
     always_allowed: frozenset[str] = frozenset()  # every tool allowed "always" so far in the run
     signature: str | None = None  # when every call was denied: their denial_signature, else None
 
@@ -96,13 +99,18 @@ def _with_hook_verdict(behavior: str, reason: str, pre: HookOutcome | None) -> t
 
 
 async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
-    """Decide every pending call: PreToolUse hooks (deny > ask > allow) and rules (deny always wins)."""
+    """Decide every pending call: the lookup, PreToolUse hooks (deny > ask > allow), rules (deny always wins)."""
     services = ctx.services
     always = set(ctx.run.data.tools.always_allowed)  # rules the user created by answering "always"
     allowed: list[ToolCall] = []
     denied: list[dict[str, Any]] = []
     denials: list[dict[str, Any]] = []
+    unknown = False
     for call in ctx.run.data.tools.pending:
+        if call.name not in services.tools:  # no such tool: nothing to ask a hook or a rule about
+            denied.append(dict(unknown_tool_result(call, removed_by_deny_rule=services.rules.hides(call.name))))
+            unknown = True
+            continue
         pre = await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
         if stopped(pre):
             assert pre is not None
@@ -129,7 +137,8 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
                 dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True))
             )
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
-    signature = None if allowed else denial_signature(ctx.run.data.tools.pending)
+    # Only a turn whose every call was refused is a denial the repeated-denial breaker counts.
+    signature = None if allowed or unknown else denial_signature(ctx.run.data.tools.pending)
     outcome = GateOutcome(
         allowed=tuple(allowed),
         denied=tuple(denied),

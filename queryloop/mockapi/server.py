@@ -43,7 +43,14 @@ __all__ = [
 DEFAULT_MAX_RECORDED = 200
 """Requests a server keeps in ``requests`` unless told otherwise (each holds the whole transcript it was sent)."""
 
-_LOGGED_HEADERS = ("x-client-request-id", "anthropic-version", "anthropic-beta", "x-stainless-retry-count")
+_LOGGED_HEADERS = (
+    "x-client-request-id",
+    "anthropic-version",
+    "anthropic-beta",
+    "x-stainless-retry-count",
+    "x-api-key",  # which credential reached the server (a test server: keys are fake)
+    "authorization",
+)
 
 
 @attrs.frozen(kw_only=True)

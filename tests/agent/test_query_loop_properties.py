@@ -145,8 +145,9 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
     assert ledger_closed(run.data.messages.to_list()) or final.state == "completed"
     result = run.result()
     assert result["terminal_reason"] == PROGRAM.results[final.state].get("terminal_reason", final.state)
-    if result["is_error"]:
-        assert result["result"], "an error result always surfaces its error"
+    if result["is_error"]:  # Claude Code's shapes: the text in `result`, or in `errors` for an error subtype
+        surfaced = result["result"] if result["subtype"] == "success" else "; ".join(result["errors"])
+        assert surfaced, "an error result always surfaces its error"
 
 
 def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order() -> None:

@@ -611,9 +611,9 @@ def test_missing_and_unexpected_fields_are_both_reported(ctx: ToolContext) -> No
     assert "('path' was unexpected)" in message
 
 
-def test_unknown_tool_is_an_error_listing_the_available_tools(ctx: ToolContext) -> None:
+def test_unknown_tool_is_claude_codes_no_such_tool_error(ctx: ToolContext) -> None:
     message = err(call(ctx, "Bash", {"command": "true"}, registry=default_registry({"Read", "Grep"})))
-    assert message == "Unknown tool 'Bash'; available tools: Read, Grep"
+    assert message == "<tool_use_error>Error: No such tool available: Bash</tool_use_error>"
 
 
 def test_an_exception_raised_by_a_tool_becomes_an_error_with_its_type_and_text(ctx: ToolContext) -> None:

@@ -103,6 +103,8 @@ class Facts:
     turn: int = 0
     pending: str = ""  # the gate's decision for this turn's call: allowed / denied
     denied_last: bool = False  # the last gate denied every call (their signature is in the run data)
+    long_wait: bool = False  # the last failed attempt asked to be retried later than max_retry_after_s
+    reacted: bool = False  # a reactive compaction was tried this turn
     # what the current step's effect produced, for its edge handler
     measured: tuple[int, ...] = ()
     result: str = ""
@@ -182,11 +184,11 @@ class QueryLoopRealiser:
                 ("checking_context", "within_threshold"): lambda f, s: self._measure(f, over=False),
                 ("checking_context", "over_threshold"): lambda f, s: self._measure(f, over=True),
                 ("calling_model", "replied"): _main("reply"),
-                ("calling_model", "failed_transiently"): _main("error", 500, "Internal server error"),
-                ("calling_model", "overloaded"): _main("error", 529, "Overloaded"),
+                ("calling_model", "failed_transiently"): _main("error", 500, "Internal server error", wait=True),
+                ("calling_model", "overloaded"): _main("error", 529, "Overloaded", wait=True),
                 ("calling_model", "model_unavailable"): _main("error", 404, "model: {model} not found"),
                 ("calling_model", "rejected"): _main("error", 400, "messages: roles must alternate"),
-                ("calling_model", "context_overflowed"): _main("error", 400, "prompt is too long: {n} tokens > 7900"),
+                ("calling_model", "context_overflowed"): _main("error", 400, "prompt is too long"),
                 ("calling_model", "media_too_large"): _main("error", 400, "image exceeds 5 MB maximum"),
                 ("calling_model", "response_malformed"): _main("malformed"),
                 ("calling_model", "stream_broken"): _broken,
@@ -221,6 +223,9 @@ class QueryLoopRealiser:
             "refill_thrashing": lambda f, v: [f] if _thrashing(f) == v else [],
             "has_staged_collapses": lambda f, v: [f] if bool(f.staged) == v else [],
             "can_drop_oldest_group": lambda f, v: [f] if (f.plan is not None and f.plan[0] >= 2) == v else [],
+            "nothing_older_to_summarise": _nothing_older_to_summarise,
+            "can_keep_more_rounds": lambda f, v: [f] if (f.plan is not None and f.plan[0] >= 3) == v else [],
+            "retry_after_over_cap": lambda f, v: [f] if f.long_wait == v else [],
         }
         self.open_caps: dict[str, Callable[[Facts, bool], list[Facts]]] = {"turns": _turns_allow}
         self.effects: dict[str | None, Callable[[Facts], Facts | None]] = {
@@ -231,6 +236,10 @@ class QueryLoopRealiser:
             "skip_compaction_breaker_open": lambda f: attrs.evolve(f, staged=f.measured),
             "surface_thrashing": _same,
             "plan_compaction": _plan_compaction,
+            "plan_reactive_compaction": _plan_reactive_compaction,
+            "keep_more_rounds": lambda f: (
+                None if f.plan is None else attrs.evolve(f, plan=(f.plan[0] - 1, f.plan[1] + 1))
+            ),
             "apply_compaction": _apply_compaction,
             "drop_oldest_group": _drop_oldest_group,
             "note_compaction_failure": lambda f: attrs.evolve(f, plan=None),
@@ -241,6 +250,8 @@ class QueryLoopRealiser:
             "note_failure": _same,
             "switch_to_fallback_model": lambda f: attrs.evolve(f, hops=f.hops + 1),
             "surface_failure": _same,
+            "surface_long_retry_after": _same,
+            "surface_context_window_exceeded": _same,
             "record_tool_request": lambda f: attrs.evolve(f, groups=(*f.groups, ("tool", ASSISTANT_HI))),
             "record_answer": lambda f: attrs.evolve(f, groups=(*f.groups, ("small", ASSISTANT_HI))),
             "escalate_max_tokens": lambda f: attrs.evolve(f, escalated=True),
@@ -248,7 +259,9 @@ class QueryLoopRealiser:
                 attrs.evolve(f, groups=(*f.groups, ("small", ASSISTANT_HI))), META_HI
             ),
             "surface_truncation": _same,
-            "drop_malformed_reply": _same,
+            "report_malformed_tool_use": lambda f: _grow(
+                attrs.evolve(f, groups=(*f.groups, ("small", ASSISTANT_HI))), META_HI
+            ),
             "surface_malformed_tool_use": _same,
             "nudge_for_visible_answer": lambda f: _grow(f, META_HI),
             "continue_paused_turn": lambda f: attrs.evolve(f, groups=(*f.groups, ("small", ASSISTANT_HI))),
@@ -359,9 +372,16 @@ def _prompt(action: str) -> Callable[[Facts, PlannedStep], list[Option]]:
     return make
 
 
-def _main(kind: str, status: int = 0, message: str = "") -> Callable[[Facts, PlannedStep], list[Option]]:
+def _main(
+    kind: str, status: int = 0, message: str = "", *, wait: bool = False
+) -> Callable[[Facts, PlannedStep], list[Option]]:
+    """An answer of the server; ``wait``: also as an error asking to be retried in an hour (over the cap)."""
+
     def make(f: Facts, step: PlannedStep) -> list[Option]:
-        return [(f, (("main", kind, status, message),))]
+        options: list[Option] = [(attrs.evolve(f, long_wait=False), (("main", kind, status, message),))]
+        if wait:
+            options.append((attrs.evolve(f, long_wait=True), (("main", "error_wait", status, message),)))
+        return options
 
     return make
 
@@ -369,7 +389,7 @@ def _main(kind: str, status: int = 0, message: str = "") -> Callable[[Facts, Pla
 def _broken(f: Facts, step: PlannedStep) -> list[Option]:
     """A streamed answer cut between blocks, or (under the stream fallback) a whole body that breaks off."""
     streamed = step.counters.get("stream_fallbacks", 0) == 0
-    return [(f, (("main", "cut" if streamed else "cut_body", 0, ""),))]
+    return [(attrs.evolve(f, long_wait=False), (("main", "cut" if streamed else "cut_body", 0, ""),))]
 
 
 def _summary(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
@@ -451,6 +471,17 @@ def _can_compact(f: Facts, value: bool) -> list[Facts]:
     return [attrs.evolve(f, auto_compact=False)] if f.auto_compact is not True else []
 
 
+def _nothing_older_to_summarise(f: Facts, value: bool) -> list[Facts]:
+    """Compaction on, none tried this turn, and no round older than the newest (a reactive compaction keeps
+    one: the prompt's group and one round are not enough)."""
+    few = len(f.groups) < 3 and not f.reacted
+    if value:
+        return [attrs.evolve(f, auto_compact=True)] if few and f.auto_compact is not False else []
+    if not few:
+        return [f]
+    return [attrs.evolve(f, auto_compact=False)] if f.auto_compact is not True else []
+
+
 def _turns_allow(f: Facts, value: bool) -> list[Facts]:
     """next_turn fires while turns < max_turns − 1; max_turns_reached once it does not."""
     if value:
@@ -470,6 +501,11 @@ def _turns_allow(f: Facts, value: bool) -> list[Facts]:
 def _plan_compaction(f: Facts) -> Facts | None:
     plan = _plan(f)
     return None if plan is None else attrs.evolve(f, plan=plan)
+
+
+def _plan_reactive_compaction(f: Facts) -> Facts | None:
+    """The newest round kept, the older ones summarised (the realiser's prompt-too-long gives no gap)."""
+    return None if len(f.groups) < 3 else attrs.evolve(f, plan=(len(f.groups) - 1, 1), reacted=True)
 
 
 def _apply_compaction(f: Facts) -> Facts | None:
@@ -511,6 +547,7 @@ def _record_tool_results(f: Facts) -> Facts | None:
         turn=f.turn + 1,
         since=min(3, f.since + 1),
         pending="",
+        reacted=False,
     )
 
 
@@ -639,6 +676,8 @@ class _Builder:
         steps = self.steps.setdefault(model, [])
         if kind == "error":
             steps.append({"error": {"status": status, "message": message}})
+        elif kind == "error_wait":  # asks to be retried in an hour: over max_retry_after_s (60)
+            steps.append({"error": {"status": status, "message": message, "headers": {"retry-after": "3600"}}})
         elif kind == "malformed":
             steps.append({"reply": {"content": [{"text": "x"}]}, "malformed": "json"})
         elif kind == "cut":
@@ -676,8 +715,8 @@ class _Builder:
 def _summary_step(kind: str) -> dict[str, Any]:
     if kind == "ok":
         return {"reply": {"content": [{"text": "Summary: the user asked for outputs; they were printed."}]}}
-    if kind == "too_long":
-        return {"error": {"status": 400, "message": "prompt is too long: {n} tokens > 1000 maximum"}}
+    if kind == "too_long":  # no gap: a reactive compaction then keeps one more round
+        return {"error": {"status": 400, "message": "prompt is too long"}}
     if kind == "transient":
         return {"error": {"status": 529}}
     return {"error": {"status": 403, "message": "summariser forbidden"}}

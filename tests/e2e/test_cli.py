@@ -22,8 +22,8 @@ def test_without_a_key_or_scenario_one_line_says_how_to_run_offline(tmp_path: Pa
     run = run_cli(["-p", "hi"], api=None, cwd=tmp_path, fmt="text")
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
-        "queryloop: ANTHROPIC_API_KEY is not set. To run offline against the embedded server, try: "
-        "queryloop run --scenario machines/scenarios/fallback_chain.yaml -p 'bump the checkpoint'"
+        "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
+        "server, try: queryloop --scenario machines/scenarios/fallback_chain.yaml 'bump the checkpoint'"
     ]
     assert run.stdout == ""
 
@@ -96,7 +96,7 @@ def test_json_mode_prints_exactly_one_result_object_with_the_documented_fields(t
         "session_id",
         "total_cost_usd",
         "usage",
-        "model_usage",
+        "modelUsage",
         "permission_denials",
         "uuid",
     ):

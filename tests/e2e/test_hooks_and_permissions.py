@@ -75,11 +75,17 @@ def test_a_stop_hook_that_always_blocks_ends_after_8_blocks(tmp_path: Path) -> N
             api=api,
             cwd=tmp_path,
         )
-    assert run.returncode == 1
+    assert run.returncode == 0, "no error: Claude Code ends a run its Stop hooks keep blocking as a success"
     assert run.reasons.count("stop_hook_continue") == 8
     assert run.reasons[-1] == "stop_hook_blocks_exhausted"
     assert len(api.requests) == 9
-    assert run.result["terminal_reason"] == "stop_hook_block_limit" and "8 times" in run.result["result"]
+    result = run.result
+    assert (result["subtype"], result["is_error"], result["terminal_reason"]) == (
+        "success",
+        False,
+        "stop_hook_block_limit",
+    )
+    assert result["result"] == "done" and result["num_turns"] == 9, "the last answer; 1 + 8 feedback messages"
 
 
 def test_pre_tool_use_exit_2_and_json_deny_keep_a_side_effect_from_running(tmp_path: Path) -> None:
@@ -208,9 +214,10 @@ def test_continue_false_ends_the_run_with_hook_stopped(tmp_path: Path) -> None:
             api=api,
             cwd=tmp_path,
         )
-    assert run.returncode == 1
+    assert run.returncode == 0, "a hook's stop is no error (Claude Code: success, is_error false)"
     assert run.reasons[-1] == "post_tool_hook_stopped"
     assert run.result["terminal_reason"] == "hook_stopped" and run.result["result"] == "budget freeze"
+    assert run.result["is_error"] is False
     assert len(api.requests) == 1 and (tmp_path / "side_effect.log").read_text() == "ran\n"
 
 
@@ -270,8 +277,9 @@ def test_user_prompt_submit_context_reaches_the_model_and_a_block_stops_the_run(
             api=api,
             cwd=tmp_path,
         )
-    assert run.returncode == 1 and api.requests == []
+    assert run.returncode == 0 and api.requests == [], "a blocked prompt is no error (Claude Code)"
     assert run.reasons == ["prompt_hook_blocked"] and "secrets in prompt" in run.result["result"]
+    assert run.result["num_turns"] == 0, "nothing reached the loop"
 
 
 def test_a_malformed_settings_file_is_one_clear_error_and_nothing_runs(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 The real CLI runs a copy of the shipped machine (``--machine``) whose ``answer_recorded``
 edge handler raises: the run still prints a Claude-Code-shaped result line
-(``error_during_execution``, the exception's message as ``result``), and the traceback
+(``error_during_execution``, the exception's message in ``errors``), and the traceback
 goes to stderr, never to stdout. The recorded run is readable by ``queryloop diagram --trace``.
 """
 
@@ -54,7 +54,7 @@ def test_a_handler_that_raises_ends_in_internal_error_with_a_result_and_the_trac
         True,
         "internal_error",
     )
-    assert result["result"].startswith(message)
+    assert "result" not in result and len(result["errors"]) == 1 and result["errors"][0].startswith(message)
     if fmt == "stream-json":
         last = run.of("system", "transition")[-1]
         assert (last["from"], last["event"], last["reason"], last["to"]) == (
