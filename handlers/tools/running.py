@@ -60,6 +60,15 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     def on_result(call: ToolCall, result: dict[str, object]) -> None:
         publish(ToolResultPublished(call=call, result=result))
 
+    if tools.denied:  # the gate's refusals are complete already: shown before anything runs
+        last = ctx.run.data.messages.last()
+        content = last["content"] if last and last["role"] == "assistant" else ()
+        asked = {c.id: c for c in tool_calls_of(content)} if isinstance(content, list) else {}
+        for refusal in tools.denied:
+            call = asked.get(str(refusal["tool_use_id"]))
+            if call is not None:
+                on_result(call, dict(refusal))
+
     ran = await run_tool_calls(tools.pending, services.tools, services.tool_context, on_result=on_result)  # type: ignore[arg-type]
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
     stop: HookOutcome | None = None

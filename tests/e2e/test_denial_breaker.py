@@ -84,3 +84,16 @@ def test_max_turns_still_ends_a_run_of_repeated_denials_first(tmp_path: Path) ->
     assert len(api.requests) == 2
     assert run.reasons[-2:] == ["repeated_denial_accepted", "max_turns_reached"]
     assert run.result["terminal_reason"] == "max_turns" and run.result["subtype"] == "error_max_turns"
+
+
+def test_a_denied_call_is_shown_as_it_is_decided_before_the_next_request(tmp_path: Path) -> None:
+    """A refusal is complete at the gate: its `user` line comes before the next request, not at the end."""
+    with MockApi(_replies(f"{{content: [{TOUCH}, {ALLOWED}]}}", '{content: [{text: "done"}]}')) as api:
+        run = run_cli(ARGS, api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    kinds = [(line["type"], line.get("subtype")) for line in run.lines]
+    users = [i for i, k in enumerate(kinds) if k == ("user", None)]
+    requests = [i for i, k in enumerate(kinds) if k == ("system", "api_request")]
+    assert len(users) == 2 and len(requests) == 2
+    assert max(users) < requests[1], "both tool results, the refusal included, precede the second request"
+    assert not any("(synthetic)" in str(line) for line in run.lines)
