@@ -397,7 +397,7 @@ class Program:
 class EffectContext(Generic[D, S_co]):
     """What an effect sees: the run state, the caller's services, and ``publish`` for progress."""
 
-    __slots__ = ("_buffer", "_live", "_program", "run", "services")
+    __slots__ = ("_buffer", "_keep", "_live", "_program", "run", "services")
 
     def __init__(
         self,
@@ -406,12 +406,24 @@ class EffectContext(Generic[D, S_co]):
         services: S_co,
         buffer: list[Any],
         live: Callable[[Any], None] | None = None,
+        keep: Callable[[D], None] | None = None,
     ) -> None:
         self._program = program
         self.run = run
         self.services = services
         self._buffer = buffer
         self._live = live
+        self._keep = keep
+
+    def save(self, data: D) -> None:
+        """The run data as it stands part-way through this effect: what the abort edge sees if the run is
+        cancelled before the effect returns (work already done is then not reported as undone).
+
+        The event the effect returns still starts from the run state it was given; only an
+        abort reads what was saved, and only until the effect's step is taken.
+        """
+        if self._keep is not None:
+            self._keep(data)
 
     def next_reason(self, event: str) -> str:
         """The reason of the edge the machine would take if the effect returned ``event`` (no payload) now.
@@ -435,7 +447,8 @@ class Runner(Generic[D, S]):
 
     Cancelling the iterating task, or closing the generator, takes the machine's abort edge
     from the current state (one step, straight into a terminal state; no effect runs), records
-    it (``final``, ``trace``, ``on_step``) and re-raises: nothing is yielded while cancelling,
+    it (``final``, ``trace``, ``on_step``) and re-raises — from the data the cancelled effect
+    saved last (:meth:`EffectContext.save`), if it saved any: nothing is yielded while cancelling,
     and a cancellation is never swallowed. An exception in an effect, guard, exit or edge
     handler is the engine's step into ``internal_error``; the run then ends normally with the
     exception and its traceback in ``error`` (``CancelledError``, ``KeyboardInterrupt`` and
@@ -463,6 +476,7 @@ class Runner(Generic[D, S]):
         self._book = _Book()
         self.aborted = False
         self.error: RunFailure | None = None  # set when the run ended in internal_error
+        self._saved: D | None = None  # what the running effect saved (EffectContext.save), for the abort edge
 
     @property
     def trace(self) -> tuple[Step, ...]:
@@ -502,12 +516,18 @@ class Runner(Generic[D, S]):
     async def _one_step(self, buffer: list[Any]) -> Step:
         """The current state's effect and its step; an ``Exception`` of either becomes the step into internal_error."""
         state_name = self.final.state
+        self._saved = None
         try:
-            ctx = EffectContext(self.program, self.final, self.services, buffer, self.on_publish)
+            ctx = EffectContext(self.program, self.final, self.services, buffer, self.on_publish, self._save)
             event = await self._effect(state_name, ctx)
+            self._saved = None
             return self._advance(event, state_name)
         except Exception as exc:
+            self._saved = None
             return self._fail(exc)
+
+    def _save(self, data: D) -> None:
+        self._saved = data
 
     async def _effect(self, state_name: str, ctx: EffectContext[D, S]) -> Any:
         try:
@@ -585,6 +605,9 @@ class Runner(Generic[D, S]):
         if self.done:
             return
         self.aborted = True
+        if self._saved is not None:  # the effect got part of its work done before it was cancelled
+            self.final = attrs.evolve(self.final, data=self._saved)
+            self._saved = None
         try:
             self._take(self.program.step(self.final, Event(name=self.program.abort_event), self._book))
         except Exception as exc:

@@ -4,8 +4,11 @@ The packages: ``queryloop.fsm`` (the generic engine: load, run, check, draw),
 ``queryloop.handlers`` (the query loop's Python, one subpackage per layer of
 ``machines/query_loop.yaml``), ``queryloop.machines`` (the YAML), and here, above
 them, the agent assembled from the layers (``agent``), its output (``console``), its
-settings (``settings``), the ``queryloop`` program (``cli``) and the embedded
-fault-injecting Anthropic-compatible server (``mockapi``, a testing and demo facility).
+settings (``settings``), the ``queryloop`` program (``cli``), the Python API
+(``api``: :func:`query` and :class:`QueryClient`, with the ``messages`` and ``options``
+of the Claude Agent SDK's shapes, and ``tool``, which makes a Python function a tool) and
+the embedded fault-injecting Anthropic-compatible server (``mockapi``, a testing and demo
+facility).
 
 The names below are imported on first use, so ``import queryloop.fsm`` loads the
 engine alone.
@@ -17,7 +20,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from queryloop.handlers.tools import ToolContext, ToolDefinitionError, ToolOutput, ToolSpec, tool
+
     from .agent import AgentData, AgentOptions, AgentRun, AgentServices, restore_run, snapshot_run
+    from .api import ClaudeSDKClient, QueryClient, query
+    from .messages import (
+        AssistantMessage,
+        ContentBlock,
+        Message,
+        ResultMessage,
+        SystemMessage,
+        TextBlock,
+        ThinkingBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        UserMessage,
+    )
+    from .options import (
+        ClaudeAgentOptions,
+        HookMatcher,
+        OptionsError,
+        PermissionResultAllow,
+        PermissionResultDeny,
+        QueryOptions,
+        ToolPermissionContext,
+    )
     from .settings import Settings, SettingsError, load_settings
 
 __all__ = [
@@ -25,11 +52,36 @@ __all__ = [
     "AgentOptions",
     "AgentRun",
     "AgentServices",
+    "AssistantMessage",
+    "ClaudeAgentOptions",
+    "ClaudeSDKClient",
+    "ContentBlock",
+    "HookMatcher",
+    "Message",
+    "OptionsError",
+    "PermissionResultAllow",
+    "PermissionResultDeny",
+    "QueryClient",
+    "QueryOptions",
+    "ResultMessage",
     "Settings",
     "SettingsError",
+    "SystemMessage",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolOutput",
+    "ToolPermissionContext",
+    "ToolResultBlock",
+    "ToolSpec",
+    "ToolUseBlock",
+    "UserMessage",
     "load_settings",
+    "query",
     "restore_run",
     "snapshot_run",
+    "tool",
 ]
 
 __version__ = "0.1.0"
@@ -44,6 +96,41 @@ _HOME = {
     "Settings": "settings",
     "SettingsError": "settings",
     "load_settings": "settings",
+    "ClaudeSDKClient": "api",
+    "QueryClient": "api",
+    "query": "api",
+    "ToolContext": "handlers.tools",
+    "ToolDefinitionError": "handlers.tools",
+    "ToolOutput": "handlers.tools",
+    "ToolSpec": "handlers.tools",
+    "tool": "handlers.tools",
+    **dict.fromkeys(
+        (
+            "AssistantMessage",
+            "ContentBlock",
+            "Message",
+            "ResultMessage",
+            "SystemMessage",
+            "TextBlock",
+            "ThinkingBlock",
+            "ToolResultBlock",
+            "ToolUseBlock",
+            "UserMessage",
+        ),
+        "messages",
+    ),
+    **dict.fromkeys(
+        (
+            "ClaudeAgentOptions",
+            "HookMatcher",
+            "OptionsError",
+            "PermissionResultAllow",
+            "PermissionResultDeny",
+            "QueryOptions",
+            "ToolPermissionContext",
+        ),
+        "options",
+    ),
 }
 
 

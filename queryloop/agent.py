@@ -16,7 +16,7 @@ import functools
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -34,12 +34,15 @@ from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.client import ModelFailure, ModelReply
 from queryloop.handlers.request.pricing import model_info
+from queryloop.handlers.session import SessionData, SessionPaths, SessionStore, queryloop_home
 from queryloop.handlers.tools import (
+    AskPermission,
     PermissionMode,
     PermissionRules,
     ToolContext,
     ToolRegistry,
     ToolsData,
+    ToolSpec,
     default_registry,
     hidden_tools,
 )
@@ -48,6 +51,7 @@ from queryloop.machines import MACHINES_DIR
 
 from .memory import InstructionFile, instructions_tokens, with_instructions
 from .tracing import recorder_from_env
+from .transcript import TranscriptWriter
 
 __all__ = [
     "AgentData",
@@ -72,6 +76,30 @@ def query_loop_program(path: str | None = None) -> Program:
     return Program(load_machine(path or MACHINES_DIR / "query_loop.yaml"))
 
 
+def _tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
+    return tuple(tools)
+
+
+def _check_custom_tools(
+    _instance: object, _attribute: attrs.Attribute[tuple[ToolSpec, ...]], tools: tuple[ToolSpec, ...]
+) -> None:
+    """Custom tools are ToolSpecs (``@queryloop.tool``) whose names neither a built-in tool nor another one has."""
+    builtins = default_registry().names
+    seen: set[str] = set()
+    for spec in tools:
+        if not isinstance(spec, ToolSpec):
+            what = getattr(spec, "__qualname__", type(spec).__name__)
+            raise TypeError(f"custom tools must be ToolSpecs: decorate {what} with @queryloop.tool first")
+        if spec.name in builtins:
+            raise ValueError(
+                f"the custom tool {spec.name!r} has the name of a built-in tool; give it another name "
+                f"(built-in tools: {', '.join(builtins)})"
+            )
+        if spec.name in seen:
+            raise ValueError(f"two custom tools are named {spec.name!r}; tool names must be unique")
+        seen.add(spec.name)
+
+
 @attrs.frozen(kw_only=True)
 class AgentOptions:
     """What one run was asked to do (the CLI flags, as values)."""
@@ -92,6 +120,9 @@ class AgentOptions:
     idle_timeout_s: float = 90.0
     request_timeout_s: float | None = None  # deadline of each model request attempt; None = only the idle timeout
     tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
+    # tools of the caller's own (ToolSpecs, e.g. from @queryloop.tool), offered after the built-ins
+    custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_specs, validator=_check_custom_tools)
+    can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
     auto_compact: bool = True
     auto_compact_threshold: float = 0.8  # of the effective window
     params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
@@ -101,6 +132,21 @@ class AgentOptions:
     interactive: bool = False
     tool_env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
     instructions: tuple[InstructionFile, ...] = ()  # CLAUDE.md files (queryloop.memory), sent with every request
+    # the session: kept under home (None: $QUERYLOOP_HOME, else ~/.queryloop) unless persist is off
+    persist: bool = True
+    home: Path | None = None
+    stored_as: SessionPaths | None = None  # where this run's session is kept (default: home, cwd, session_id)
+    resume_from: SessionPaths | None = None  # the stored session whose history this run continues (itself, or a fork's)
+    prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))  # the prompt's transcript uuid
+    start_source: str = "startup"  # what SessionStart hooks are told: startup, resume or fork
+    max_checkpoints: int = 100
+
+    def session_paths(self) -> SessionPaths:
+        """Where this run's session is kept (by default in this working directory's project folder)."""
+        if self.stored_as is not None:
+            return self.stored_as
+        home = self.home if self.home is not None else queryloop_home()
+        return SessionPaths(home=home, cwd=self.cwd.resolve(), session_id=self.session_id)
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -114,6 +160,7 @@ class AgentData:
     hooks: HooksData = attrs.field(factory=HooksData)
     tools: ToolsData = attrs.field(factory=ToolsData)
     context: ContextData = attrs.field(factory=ContextData)
+    session: SessionData = attrs.field(factory=SessionData)
     user_turns: int = 0  # user messages the loop added after the prompt, as Claude Code counts them (_turns_in)
 
     def evolve(self, **changes: Any) -> Self:
@@ -170,13 +217,35 @@ class AgentServices:
     permission_mode: PermissionMode = "default"
     rules: PermissionRules = attrs.field(factory=PermissionRules)
     interactive: bool = False  # ask the user (y/n/always) instead of denying what would ask
+    can_use_tool: AskPermission | None = None  # the permission callback: asked before the user, instead of denying
+    session: SessionStore | None = None  # the session's ledger and checkpoints (None: nothing is kept)
     rng: random.Random = attrs.field(factory=random.Random)
+
+
+def _store(options: AgentOptions) -> SessionStore | None:
+    """The session's store; None when nothing is kept and nothing is read back."""
+    if not options.persist and options.resume_from is None:
+        return None
+    return SessionStore(
+        options.session_paths(),
+        source=options.resume_from,
+        max_checkpoints=options.max_checkpoints,
+        writes=options.persist,
+    )
+
+
+def _registry(options: AgentOptions) -> ToolRegistry:
+    """The allowed built-in tools in their order, then the custom ones; a bare deny rule keeps either out."""
+    hidden = hidden_tools(options.rules)
+    builtins = options.tools if options.tools is not None else default_registry().names
+    custom = tuple(spec for spec in options.custom_tools if spec.name not in hidden)
+    return ToolRegistry(tools=(*default_registry([t for t in builtins if t not in hidden]).tools, *custom))
 
 
 def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
     system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
-    allowed = [t for t in (options.tools or default_registry().names) if t not in hidden_tools(options.rules)]
-    registry = default_registry(allowed)
+    registry = _registry(options)
+    store = _store(options)
     return AgentServices(
         backend=with_instructions(with_request_deadline(backend, options.request_timeout_s), options.instructions),
         system_prompt=system,
@@ -189,6 +258,7 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
             config=options.hooks,
             cwd=options.cwd,
             session_id=options.session_id,
+            transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
             permission_mode=options.permission_mode,
         ),
         max_budget_usd=options.max_budget_usd,
@@ -198,21 +268,25 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
         permission_mode=options.permission_mode,
         rules=options.rules,
         interactive=options.interactive,
+        can_use_tool=options.can_use_tool,
+        session=store,
     )
 
 
 def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
     return AgentData(
-        messages=MessageView().append({"role": "user", "content": options.prompt}),
+        messages=MessageView(),  # the session opens first: a stored history, then the prompt
         request=RequestData(
             model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
         ),
         output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
+        hooks=HooksData(start_source=options.start_source),
         context=ContextData(
             auto_compact=options.auto_compact,
             overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)
             + instructions_tokens(options.instructions),
         ),
+        session=SessionData(prompt=options.prompt, prompt_id=options.prompt_id, resume=options.resume_from is not None),
     )
 
 
@@ -240,7 +314,9 @@ class AgentRun:
 
     ``state`` continues a run from a run state (e.g. one :func:`restore_run` read back)
     instead of starting from ``options.prompt``. When ``QUERYLOOP_TRACE_DIR`` is set, every
-    step the run takes is recorded there (``queryloop.tracing``).
+    step the run takes is recorded there (``queryloop.tracing``). Unless
+    ``options.persist`` is off, the session's transcript is written as the run goes
+    (``queryloop.transcript``), its ledger and checkpoints kept beside it.
     """
 
     def __init__(
@@ -259,14 +335,24 @@ class AgentRun:
         self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token))
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
+        store = self.services.session
+        self.transcript = (
+            TranscriptWriter(store.paths, in_place=store.source == store.paths)
+            if store is not None and store.writes
+            else None
+        )
+        if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
+            self.transcript.continue_after(state.data.messages)
+        self._publish = on_publish
+        self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
         self.runner: Runner[AgentData, AgentServices] = Runner(
             program,
             data=_initial_data(options, self.services) if state is None else None,
             services=self.services,
             params=params,
             state=state,
-            on_publish=on_publish,
-            on_step=recorder_from_env(machine=program.spec.name, session_id=options.session_id),
+            on_publish=self._published if on_publish is not None else None,
+            on_step=self._stepped,
         )
         self.started = time.monotonic()
         self.finished: float | None = None
@@ -280,10 +366,33 @@ class AgentRun:
         try:
             async with contextlib.aclosing(self.runner.run()) as items:
                 async for item in items:
+                    if self.transcript is not None and not isinstance(item, Step):
+                        self.transcript.observe(item)
                     yield item
         finally:
             self.finished = time.monotonic()
+            self._close_session()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
+
+    def _published(self, item: Any) -> None:
+        if self.transcript is not None:
+            self.transcript.observe(item)
+        assert self._publish is not None
+        self._publish(item)
+
+    def _stepped(self, step: Step) -> None:
+        if self._trace_step is not None:
+            self._trace_step(step)
+        if self.transcript is not None:
+            self.transcript.record(step, self.runner.final.data)
+
+    def _close_session(self) -> None:
+        """The transcript's closing entry (once the run has ended) and the ledger file closed."""
+        if self.transcript is not None and self.runner.done:
+            self.transcript.finish(self.result())
+            self.transcript = None
+        if self.services.session is not None:
+            self.services.session.close()
 
     def _saw_first_token(self, at: float) -> None:
         if self.first_token is None:
@@ -354,8 +463,9 @@ class AgentRun:
         max_turns = self.options.max_turns
         if self.runner.result.get("subtype") == "error_max_turns" and max_turns is not None:
             return max_turns + 1
-        if self.runner.final.steps <= 1:  # the run ended at its first step: the prompt never reached the loop
-            return 0
+        trace = self.runner.trace
+        if trace and trace[-1].source in ("opening_session", "submitting_prompt"):
+            return 0  # the run ended before its prompt reached the loop (a prompt hook, an interrupt)
         data = self.data
         return 1 + data.user_turns + len(data.context.boundaries)
 

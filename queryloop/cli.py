@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import select
@@ -26,6 +27,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import uuid
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -42,6 +44,7 @@ from .agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_pro
 from .console import Renderer
 from .memory import MEMORY_KINDS, MemoryKind, load_instructions, memory_paths
 from .mockapi.scenario import Scenario, ScenarioError, load_scenario
+from .sessions import SessionChoiceError, add_session_commands, choose_session
 from .settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -150,6 +153,7 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
     mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
     mock.set_defaults(func=cmd_mock_api)
+    add_session_commands(sub)
     return parser, tuple(sub.choices)
 
 
@@ -192,6 +196,7 @@ def _add_agent_options(run: argparse.ArgumentParser) -> None:
     _add_limit_options(run)
     _add_context_options(run)
     _add_permission_options(run)
+    _add_session_options(run)
     run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
     run.add_argument(
         "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
@@ -315,6 +320,22 @@ def _add_permission_options(run: argparse.ArgumentParser) -> None:
         )
 
 
+def _add_session_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("-r", "--resume", metavar="SESSION_ID", help="continue the stored session SESSION_ID")
+    run.add_argument(
+        "-c", "--continue", dest="continue_", action="store_true", help="continue the newest session of this directory"
+    )
+    run.add_argument(
+        "--fork-session", action="store_true", help="with --resume/--continue: continue under a new session id"
+    )
+    run.add_argument("--session-id", metavar="UUID", help="the new session's id (default: a fresh one)")
+    run.add_argument(
+        "--no-session-persistence",
+        action="store_true",
+        help="keep nothing: no transcript, no checkpoints, no ledger on disk ($QUERYLOOP_HOME, else ~/.queryloop)",
+    )
+
+
 def cmd_mock_api(args: argparse.Namespace) -> int:
     from .mockapi.server import serve_forever
 
@@ -387,6 +408,22 @@ def _refuse_unsupported(args: argparse.Namespace) -> None:
         )
 
 
+def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
+    """The result line of a run refused before it started (no such session): nothing ran, nothing cost."""
+    return {
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": True,
+        "num_turns": 0,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "session_id": session_id or str(uuid.uuid4()),
+        "total_cost_usd": 0,
+        "errors": [message],
+        "uuid": str(uuid.uuid4()),
+    }
+
+
 def _has_credentials() -> bool:
     """An API key (``x-api-key``) or an auth token (``Authorization: Bearer``); the SDK reads either."""
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
@@ -417,6 +454,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"queryloop: {exc}", file=sys.stderr)
         return 1
     cwd = _prepare_cwd(args, scenario)
+    try:
+        session = choose_session(
+            cwd=cwd,
+            resume=args.resume,
+            continue_=args.continue_,
+            fork=args.fork_session,
+            session_id=args.session_id,
+        )
+    except SessionChoiceError as exc:
+        if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
+            shutil.rmtree(cwd, ignore_errors=True)
+        print(exc, file=sys.stderr)
+        if args.output_format == "stream-json":  # as Claude Code: the error as the stream's result line too
+            print(json.dumps(_refused_result(str(exc), args.resume or args.session_id)))
+        return 1
     instructions = load_instructions(cwd, sources=sources)  # where the tools work, as Claude Code's cwd
     if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
         rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
@@ -448,6 +500,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
         idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
         request_timeout_s=args.request_timeout if args.request_timeout is not None else _env_request_timeout(),
+        session_id=session.session_id,
+        persist=not args.no_session_persistence,
+        stored_as=session.stored_as,
+        resume_from=session.resume_from,
+        start_source=session.start_source,
     )
     try:
         return asyncio.run(_run(options, scenario, args))

@@ -274,8 +274,11 @@ class Renderer:
             )
 
     def _notice(self, notice: Notice) -> None:
-        """Verbose text shows every notice; stream-json reports the hook failures among them."""
-        if self.fmt == "text" and self.verbose:
+        """A warning goes to stderr in every format; verbose text shows every notice; stream-json reports the
+        hook failures among them."""
+        if notice.text.startswith("warning: "):
+            self._note((f"queryloop: {notice.text}", "yellow"))
+        elif self.fmt == "text" and self.verbose:
             self._note((f"  {notice.text}", "dim"))
         elif self.fmt == "stream-json":
             failed = _HOOK_ERROR.fullmatch(notice.text)

@@ -20,6 +20,15 @@ END_TO_END = ROOT / "tests" / "e2e"
 
 
 @pytest.fixture(autouse=True)
+def _sessions_kept_in_a_fresh_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every run a test makes (in process or in a subprocess) keeps its sessions in a fresh
+    ``$QUERYLOOP_HOME``, never in the user's ``~/.queryloop``."""
+    home = tmp_path_factory.mktemp("queryloop-home")
+    monkeypatch.setenv("QUERYLOOP_HOME", str(home))
+    return home
+
+
+@pytest.fixture(autouse=True)
 def _only_end_to_end_runs_record_their_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if not request.path.is_relative_to(END_TO_END):
         monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)

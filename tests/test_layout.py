@@ -23,10 +23,13 @@ FOLDERS = {
     "queryloop.handlers": ROOT / "handlers",
     "queryloop.machines": ROOT / "machines",
 }
-LAYERS = ("request", "output", "hooks", "tools", "context")  # each may import only the ones before it
+LAYERS = ("request", "output", "hooks", "session", "tools", "context")  # each may import only the ones before it
 SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome")
 ABOVE_THE_LAYERS = (
     "queryloop.agent",
+    "queryloop.api",
+    "queryloop.messages",
+    "queryloop.options",
     "queryloop.cli",
     "queryloop.console",
     "queryloop.memory",

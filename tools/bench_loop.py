@@ -42,6 +42,7 @@ import cProfile
 import io
 import itertools
 import json
+import os
 import pstats
 import statistics
 import tempfile
@@ -350,6 +351,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (5 in-process, 1 HTTP)")
     parser.add_argument("--profile", action="store_true", help="also cProfile one in-process run at the largest N")
     args = parser.parse_args()
+    # Sessions are kept as a user's are (transcript, ledger, checkpoints), in a folder of our own.
+    os.environ["QUERYLOOP_HOME"] = tempfile.mkdtemp(prefix="bench-loop-home-")
     try:
         ns = sorted({int(part) for part in args.n.split(",") if part.strip()})
     except ValueError:

@@ -17,12 +17,13 @@ import attrs
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks.service import hook
-from ..messages import MessageView, message_tokens, visible_text
+from ..messages import Message, MessageView, message_tokens, visible_text
 from ..outcome import evolved, with_outcome
 from ..request.backends import ModelCall
 from ..request.client import ModelFailure, ModelReply
 from ..request.data import RequestLogged, count_attempt, with_request
 from ..request.recovery import api_error_text, back_off, retry_after_cap_s
+from ..session import hidden_calls, hidden_calls_note
 from . import compaction, reactive
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window
@@ -220,7 +221,8 @@ def apply_compaction(run: RunState[C], event: Event[Compacted]) -> C:
     note = f"compacted ({boundary.trigger}): {boundary.pre_tokens} → {boundary.post_tokens} tokens" + (
         f", lossy: {boundary.dropped_messages} message(s) dropped unsummarised" if boundary.lossy else ""
     )
-    data = evolved(run.data, messages=MessageView.of(event.data.messages))
+    messages = _with_hidden_calls_note(run.data, list(event.data.messages))
+    data = evolved(run.data, messages=MessageView.of(messages))
     data = with_context(
         data,
         plan=None,
@@ -230,6 +232,19 @@ def apply_compaction(run: RunState[C], event: Event[Compacted]) -> C:
         boundaries=(*context.boundaries, boundary),
     )
     return with_outcome(data, note=note)
+
+
+def _with_hidden_calls_note(data: C, messages: list[Message]) -> list[Message]:
+    """The compacted transcript, its summary message telling which completed calls it summarised away.
+
+    A call of a tool that is not idempotent the model can no longer see must not be run
+    again by mistake: the summary message lists each with its recorded result (the ledger).
+    """
+    note = hidden_calls_note(hidden_calls(data.session, messages)) if data.session.ledger else ""
+    if not note or not messages or not isinstance(messages[0].get("content"), list):
+        return messages
+    first = messages[0]
+    return [{**first, "content": [*first["content"], {"type": "text", "text": note}]}, *messages[1:]]
 
 
 def note_summary_failure(run: RunState[C], event: Event[ModelFailure]) -> C:

@@ -19,6 +19,7 @@ from ..hooks.service import HookServices
 from ..messages import Message
 from ..request.client import ModelFailure, RequestLog
 from ..request.data import RequestRun, RequestServices
+from ..session import SessionData
 from ..tools.base import ToolContext
 from ..tools.data import ToolsData
 from .compaction import CompactBoundary, CompactionPlan, StagedCollapse
@@ -60,6 +61,9 @@ class ContextRun(RequestRun, Protocol):
 
     @property
     def tools(self) -> ToolsData: ...
+
+    @property
+    def session(self) -> SessionData: ...
 
 
 C = TypeVar("C", bound=ContextRun)

@@ -1,4 +1,4 @@
-"""The hook layer: Claude Code's hooks as real subprocesses, and the prompt and Stop hook states.
+"""The hook layer: Claude Code's hooks as real subprocesses or Python callbacks, and the prompt and Stop hook states.
 
 Its states in ``machines/query_loop.yaml`` are ``submitting_prompt`` and
 ``running_stop_hooks``. Here: the hooks configuration and runner (``runner``), the
@@ -17,10 +17,12 @@ from .lifecycle import (
     submit_prompt,
 )
 from .runner import (
+    HookCallback,
     HookCommand,
     HookConfig,
     HookConfigError,
     HookError,
+    HookFunction,
     HookMatcher,
     HookOutcome,
     parse_hook_config,
@@ -29,10 +31,12 @@ from .runner import (
 from .service import HookRunner, HookServices, hook
 
 __all__ = [
+    "HookCallback",
     "HookCommand",
     "HookConfig",
     "HookConfigError",
     "HookError",
+    "HookFunction",
     "HookMatcher",
     "HookOutcome",
     "HookRunner",

@@ -20,6 +20,7 @@ class HooksData:
     """What the hook layer keeps between steps."""
 
     stop_hook_active: bool = False  # the next Stop hook runs after one of its blocks (stdin `stop_hook_active`)
+    start_source: str = "startup"  # SessionStart's `source`: startup, resume (--resume/--continue) or fork
 
 
 class HooksRun(SharedData, Protocol):

@@ -46,7 +46,7 @@ async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcom
     first = ctx.run.data.messages.last() or {}
     prompt = first.get("content") if isinstance(first.get("content"), str) else ""
     context: list[str] = []
-    start = await hook(ctx, "SessionStart", {"source": "startup"})
+    start = await hook(ctx, "SessionStart", {"source": ctx.run.data.hooks.start_source})
     if stopped(start):
         assert start is not None
         return Event(name="stopped_by_hook", data=start)

@@ -1,11 +1,15 @@
 """Hooks: the Claude Code ``hooks`` settings block and running its commands.
 
 Owns: parsing the hooks configuration into records (:class:`HookConfig`), choosing
-the commands whose matcher fits an event, running them as real subprocesses in
-parallel (:func:`run_hooks`: ``bash -c``, own process group, per-hook timeout,
+the hooks whose matcher fits an event, running them in parallel (:func:`run_hooks`):
+commands as real subprocesses (``bash -c``, own process group, per-hook timeout,
 stdin JSON, ``CLAUDE_PROJECT_DIR``, stdout and stderr read with a cap: the first
-bytes are kept, the rest is read and dropped, and the outcome says so), interpreting
-exit codes and JSON output, and folding every hook's result into one :class:`HookOutcome`.
+bytes are kept, the rest is read and dropped, and the outcome says so) and Python
+callbacks (:class:`HookFunction`, the Claude Agent SDK's ``(input_data, tool_use_id,
+context)`` signature, awaited under the same timeout; the dict they return is read as
+a command's JSON output, and an exception or a malformed dict is a hook error like a
+failing command's), interpreting exit codes and JSON output, and folding every hook's
+result into one :class:`HookOutcome`.
 
 Does not own: what the query loop does with the outcome (blocking a tool, feeding
 a Stop block back to the model, the cap on consecutive Stop blocks) — that is the
@@ -17,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import re
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -30,12 +35,15 @@ import attrs
 
 __all__ = [
     "CAPTURE_LIMIT_BYTES",
+    "HOOK_CALLBACK_TIMEOUT_S",
     "HOOK_EVENTS",
+    "HookCallback",
     "HookCommand",
     "HookConfig",
     "HookConfigError",
     "HookError",
     "HookEvent",
+    "HookFunction",
     "HookMatcher",
     "HookOutcome",
     "HookResult",
@@ -113,6 +121,41 @@ class HookCommand:
     timeout_s: float | None = None
 
 
+HookCallback = Callable[[dict[str, Any], str | None, dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
+"""A Python hook: ``(input_data, tool_use_id, context)`` → the JSON output a command hook would print."""
+
+HOOK_CALLBACK_TIMEOUT_S: Final = 60.0
+"""How long a Python hook may take by default (the Claude Agent SDK's default); a command's is 600 s."""
+
+
+def _check_callable(_instance: object, _attribute: attrs.Attribute[HookCallback], value: HookCallback) -> None:
+    if not callable(value):
+        raise TypeError(
+            f"a Python hook must be an async function (input_data, tool_use_id, context) -> dict, got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class HookFunction:
+    """One Python hook: an async callable with the Claude Agent SDK's hook signature.
+
+    It gets the fields a command hook reads on stdin as ``input_data``, the call's
+    ``tool_use_id`` (None outside tool events) and ``{"signal": None}`` as ``context``,
+    and returns what a command hook prints as JSON (``continue_`` may stand for
+    ``continue``, as in the SDK); None is an empty answer.
+    """
+
+    callback: HookCallback = attrs.field(validator=_check_callable)
+    timeout_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        """How errors name this hook: ``python:<module>.<qualified name>``."""
+        name = getattr(self.callback, "__qualname__", None) or type(self.callback).__qualname__
+        module = getattr(self.callback, "__module__", None)
+        return f"python:{module}.{name}" if module else f"python:{name}"
+
+
 def _compile_matcher(matcher: str) -> re.Pattern[str] | frozenset[str] | None:
     """``None`` matches everything; a frozenset is exact names; else an unanchored regex."""
     text = matcher.strip()
@@ -129,7 +172,7 @@ class HookMatcher:
 
     event: str
     matcher: str = ""
-    hooks: tuple[HookCommand, ...] = ()
+    hooks: tuple[HookCommand | HookFunction, ...] = ()
     _compiled: re.Pattern[str] | frozenset[str] | None = attrs.field(
         init=False,
         eq=False,
@@ -155,20 +198,25 @@ class HookConfig:
 
     matchers: tuple[HookMatcher, ...] = ()
 
-    def commands_for(self, event: str, payload: Mapping[str, Any]) -> tuple[HookCommand, ...]:
-        """The command hooks to run for ``event``; identical command lines run once."""
+    def commands_for(self, event: str, payload: Mapping[str, Any]) -> tuple[HookCommand | HookFunction, ...]:
+        """The hooks to run for ``event``: commands and Python callbacks; identical ones run once."""
         field = _MATCH_FIELD.get(event)
         value = payload.get(field) if field is not None else None
-        seen: set[str] = set()
-        out: list[HookCommand] = []
+        seen: set[object] = set()
+        out: list[HookCommand | HookFunction] = []
         for group in self.matchers:
             if group.event != event or not group.matches(value if isinstance(value, str) else None):
                 continue
             for hook in group.hooks:
-                if hook.type == "command" and hook.command not in seen:
-                    seen.add(hook.command)
+                key = hook.command if isinstance(hook, HookCommand) else id(hook.callback)
+                if (isinstance(hook, HookFunction) or hook.type == "command") and key not in seen:
+                    seen.add(key)
                     out.append(hook)
         return tuple(out)
+
+    def merged(self, other: HookConfig) -> HookConfig:
+        """This configuration's matcher groups, then ``other``'s (all of them run)."""
+        return HookConfig(matchers=(*self.matchers, *other.matchers))
 
 
 def _kind(value: object) -> str:
@@ -432,6 +480,51 @@ async def _run_one(
     )
 
 
+async def _call_function(hook: HookFunction, input_data: Mapping[str, Any], *, event: str, timeout_s: float) -> _Run:
+    """Await one Python hook; what it returns is read as a command's JSON output, what it raises is a hook error."""
+    started = time.monotonic()
+    label = hook.label
+
+    def ended(*, ok: bool, timed_out: bool = False) -> HookResult:
+        duration_ms = int((time.monotonic() - started) * 1000)
+        code = 0 if ok else None
+        return HookResult(
+            command=label, exit_code=code, duration_ms=duration_ms, stdout="", stderr="", timed_out=timed_out
+        )
+
+    tool_use_id = input_data.get("tool_use_id")
+    try:
+        async with asyncio.timeout(timeout_s):
+            answer: object = hook.callback(
+                dict(input_data), tool_use_id if isinstance(tool_use_id, str) else None, {"signal": None}
+            )
+            if inspect.isawaitable(answer):
+                answer = await answer
+    except TimeoutError:
+        error = HookError(command=label, message=f"timed out after {timeout_s:g} s; it was cancelled")
+        return _Run(result=ended(ok=False, timed_out=True), errors=(error,))
+    except Exception as exc:
+        error = HookError(command=label, message=f"raised {type(exc).__name__}: {exc}")
+        return _Run(result=ended(ok=False), errors=(error,))
+    output, problem = _python_output(answer, event)
+    if problem is not None:
+        error = HookError(command=label, message=f"returned output that was ignored: {problem}")
+        return _Run(result=ended(ok=False), errors=(error,))
+    return _Run(result=ended(ok=True), output=output)
+
+
+def _python_output(answer: object, event: str) -> tuple[Mapping[str, Any], str | None]:
+    """A Python hook's answer as a command's JSON output (the SDK's ``continue_`` read as ``continue``), or why not."""
+    if answer is None:
+        return {}, None
+    if not isinstance(answer, Mapping):
+        return {}, f"expected a dict, found {type(answer).__name__}"
+    if "async_" in answer or "async" in answer:
+        return {}, "asynchronous hook output (async_) is not supported; return the answer itself"
+    output = {("continue" if key == "continue_" else key): value for key, value in answer.items()}
+    return output, _output_problem(output, event)
+
+
 def _interpret(result: HookResult, *, stdout: str, stderr: str, event: str) -> _Run:
     command, code = result.command, result.exit_code
     if code == 0:
@@ -607,9 +700,10 @@ async def run_hooks(
     in its own process group with ``CLAUDE_PROJECT_DIR=cwd`` added to ``env`` (default:
     this process's environment) and is killed with its group after its ``timeout``
     (default ``timeout_default_s``). Of its stdout and of its stderr the first
-    ``output_limit_bytes`` are kept (a cut is reported as a hook error). Cancelling
-    this coroutine kills every running hook and re-raises. Hook failures never raise:
-    they are ``HookOutcome.errors``.
+    ``output_limit_bytes`` are kept (a cut is reported as a hook error). A Python hook
+    gets the same fields as its ``input_data`` and is cancelled after its timeout
+    (default :data:`HOOK_CALLBACK_TIMEOUT_S`). Cancelling this coroutine kills every
+    running hook and re-raises. Hook failures never raise: they are ``HookOutcome.errors``.
     """
     hooks = config.commands_for(event, payload)
     if not hooks:
@@ -627,7 +721,14 @@ async def run_hooks(
     hook_env = {**(os.environ if env is None else env), "CLAUDE_PROJECT_DIR": str(cwd_path)}
     tasks = [
         asyncio.ensure_future(
-            _run_one(
+            _call_function(
+                hook,
+                stdin_doc,
+                event=event,
+                timeout_s=hook.timeout_s if hook.timeout_s is not None else HOOK_CALLBACK_TIMEOUT_S,
+            )
+            if isinstance(hook, HookFunction)
+            else _run_one(
                 hook,
                 stdin,
                 event=event,

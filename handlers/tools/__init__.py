@@ -3,7 +3,8 @@
 Its states in ``machines/query_loop.yaml`` are ``gating_tools`` and ``running_tools``.
 Here: the slice of the run data it owns (``data``), the tools' shared records
 (``base``), the built-in tools (``files``, ``search`` — whose matching runs in the
-``grep_worker`` child process — and ``bash``, gathered in ``registry``), validation,
+``grep_worker`` child process — and ``bash``, gathered in ``registry``), tools written
+as Python functions (``python_tools``: ``@tool``), validation,
 scheduling and deadlines (``dispatch``), permission rules
 (``permissions``), the gate (``gate``) and running the calls (``running``).
 """
@@ -11,8 +12,26 @@ scheduling and deadlines (``dispatch``), permission rules
 from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
 from .dispatch import OnResult, ToolRegistry, run_tool_calls
-from .gate import GateOutcome, close_calls_and_stop, gate_tool_calls, record_gate, stop_repeated_denial
-from .permissions import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, decide, hidden_tools
+from .gate import (
+    GateOutcome,
+    checkpoint_taken,
+    close_calls_and_stop,
+    gate_tool_calls,
+    record_gate,
+    stop_repeated_denial,
+    stop_repeated_replay,
+)
+from .permissions import (
+    PERMISSION_MODES,
+    AskPermission,
+    PermissionAnswer,
+    PermissionMode,
+    PermissionRuleError,
+    PermissionRules,
+    decide,
+    hidden_tools,
+)
+from .python_tools import ToolDefinitionError, tool
 from .registry import default_registry, default_tools
 from .running import (
     ToolsDone,
@@ -25,13 +44,16 @@ from .running import (
 )
 
 __all__ = [
+    "AskPermission",
     "GateOutcome",
     "OnResult",
     "PERMISSION_MODES",
+    "PermissionAnswer",
     "PermissionMode",
     "PermissionRuleError",
     "PermissionRules",
     "ToolContext",
+    "ToolDefinitionError",
     "ToolError",
     "ToolOutput",
     "ToolRegistry",
@@ -42,6 +64,7 @@ __all__ = [
     "ToolsData",
     "ToolsDone",
     "ToolsRun",
+    "checkpoint_taken",
     "close_calls_and_stop",
     "close_dangling_tool_uses",
     "decide",
@@ -57,4 +80,6 @@ __all__ = [
     "run_tool_calls",
     "run_tools",
     "stop_repeated_denial",
+    "stop_repeated_replay",
+    "tool",
 ]

@@ -151,9 +151,12 @@ class ToolSpec:
 
     ``concurrency_safe`` calls may run in parallel with neighbouring safe calls;
     ``read_only`` tools change nothing; ``idempotent`` tools can be re-run after an
-    abort without a different effect. ``own_timeout_s`` is set by a tool that enforces
-    a timeout itself (and reports what it got done by then): it gives that timeout for
-    an input. The schema is compiled once, here.
+    abort without a different effect (every completed call of any other tool goes to
+    the session's side-effect ledger); ``changes_file`` names the input field holding
+    the file a call changes, whose bytes are checkpointed before it runs.
+    ``own_timeout_s`` is set by a tool that enforces a timeout itself (and reports what
+    it got done by then): it gives that timeout for an input. The schema is compiled
+    once, here.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -164,6 +167,7 @@ class ToolSpec:
     idempotent: bool
     run: ToolRun = attrs.field(repr=False)
     own_timeout_s: Callable[[Mapping[str, Any], ToolContext], float] | None = attrs.field(default=None, repr=False)
+    changes_file: str | None = None  # the input field naming the file a call changes (checkpointed before it runs)
     schema_validator: Validator = attrs.field(init=False, eq=False, repr=False)
 
     @schema_validator.default

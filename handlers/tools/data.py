@@ -16,9 +16,10 @@ import attrs
 from ..hooks.service import HookServices
 from ..messages import ToolCall, synthetic_error_results
 from ..outcome import SharedData
+from ..session import SessionData, SessionServices
 from .base import ToolContext
 from .dispatch import ToolRegistry
-from .permissions import PermissionMode, PermissionRules
+from .permissions import AskPermission, PermissionMode, PermissionRules
 
 __all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "close_open_calls", "with_tools"]
 
@@ -34,6 +35,7 @@ class ToolsData:
     always_allowed: frozenset[str] = frozenset()  # allow rules the user created by answering "always"
     turn: int = 0  # tool turns completed
     last_denial: str | None = None  # the calls of the last tool turn when the gate denied them all (denial_signature)
+    completed: tuple[dict[str, Any], ...] = ()  # results of calls that finished while the turn runs (seen on abort)
 
 
 class ToolsRun(SharedData, Protocol):
@@ -41,6 +43,9 @@ class ToolsRun(SharedData, Protocol):
 
     @property
     def tools(self) -> ToolsData: ...
+
+    @property
+    def session(self) -> SessionData: ...
 
 
 T = TypeVar("T", bound=ToolsRun)
@@ -54,20 +59,22 @@ def with_tools(data: T, **changes: Any) -> T:
 def close_open_calls(data: T, message: str) -> T:
     """The run data with every tool_use of this turn answered, so the ledger stays closed.
 
-    The gate's refusals keep their error results, the other pending calls get one saying
-    ``message``; results follow the model's order and nothing stays pending.
+    The gate's refusals keep their error results, calls that completed keep their real
+    results, the other pending calls get one saying ``message``; results follow the
+    model's order and nothing stays pending.
     """
     tools = data.tools
     if tools.pending or tools.denied:
         by_id = {str(r["tool_use_id"]): dict(r) for r in tools.denied}
         by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(tools.pending, message))
+        by_id.update((str(r["tool_use_id"]), dict(r)) for r in tools.completed)
         order = tools.order or tuple(by_id)
         content = [by_id[i] for i in order if i in by_id]
         data = data.evolve(messages=data.messages.append({"role": "user", "content": content}))
-    return with_tools(data, pending=(), denied=(), order=())
+    return with_tools(data, pending=(), denied=(), order=(), completed=())
 
 
-class ToolServices(HookServices, Protocol):
+class ToolServices(HookServices, SessionServices, Protocol):
     """What tool-layer effects use: the tools, where they run, the permission settings, the hooks."""
 
     @property
@@ -84,6 +91,9 @@ class ToolServices(HookServices, Protocol):
 
     @property
     def interactive(self) -> bool: ...
+
+    @property
+    def can_use_tool(self) -> AskPermission | None: ...  # answers what would ask, before any terminal prompt
 
 
 @attrs.frozen(kw_only=True, slots=True)

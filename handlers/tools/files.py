@@ -336,8 +336,9 @@ WRITE: Final = ToolSpec(
     },
     concurrency_safe=False,
     read_only=False,
-    idempotent=True,
+    idempotent=False,  # the file may have changed since: writing it again is another change
     run=threaded(_write_file),
+    changes_file="file_path",
 )
 
 EDIT: Final = ToolSpec(
@@ -367,4 +368,5 @@ EDIT: Final = ToolSpec(
     read_only=False,
     idempotent=False,
     run=threaded(_edit_file),
+    changes_file="file_path",
 )

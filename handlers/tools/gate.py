@@ -3,10 +3,16 @@
 Owns the ``gate_tool_calls`` effect — first the tool lookup (a call naming no tool
 this run offers gets its "No such tool available" error, with no hook, no rule and
 no denial, as in Claude Code), then deny → ask → allow rules and the permission
-mode (``permissions``), PreToolUse hooks (through the hook service), in an
-interactive terminal the user's y/n/always — its outcome record and the pure edge
+mode (``permissions``), PreToolUse hooks (through the hook service), the run's
+permission callback when it has one (``can_use_tool``: it answers what would ask,
+maybe with new input; one that raises denies), else in an interactive terminal the
+user's y/n/always — its outcome record and the pure edge
 handlers of the gate's transitions. Calls that will not run get their error results
-here, so the ledger stays closed whatever follows. An "always" answer creates allow rules as
+here, so the ledger stays closed whatever follows. A permitted call that repeats a
+completed call of this user turn the model can no longer see (``session.ledger``) is
+not run: it gets the recorded result (``tools_already_done``). Before a permitted Write
+or Edit runs, the file's bytes are checkpointed in the session's store (a checkpoint
+that cannot be stored refuses the call: nothing is changed unprotected). An "always" answer creates allow rules as
 narrow as the call (a command prefix, a file; shown when asking), kept in the run
 data, not in a service. A turn whose calls are all denied (an unknown tool is no
 denial) and are exactly the calls denied in the previous tool turn (``denial_signature``, kept in the tools slice) is
@@ -30,17 +36,21 @@ from ..hooks.runner import HookOutcome
 from ..hooks.service import hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
+from ..session import hidden_calls, matching_entry, replayed_result
+from .base import ToolError, resolve_inside_cwd
 from .data import T, ToolServices, close_open_calls, with_tools
 from .dispatch import unknown_tool_result
-from .permissions import PermissionDecision, decide, parse_rule, suggest_rules
+from .permissions import AskPermission, PermissionDecision, decide, parse_rule, suggest_rules
 
 __all__ = [
     "GateOutcome",
+    "checkpoint_taken",
     "close_calls_and_stop",
     "denial_signature",
     "gate_tool_calls",
     "record_gate",
     "stop_repeated_denial",
+    "stop_repeated_replay",
 ]
 
 _HOME = Path.home()  # read once: permission rules may name ~/ paths
@@ -55,6 +65,8 @@ class GateOutcome:
     denials: tuple[dict[str, Any], ...]  # {tool_name, tool_use_id, tool_input} of the refused, for the result
     always_allowed: frozenset[str] = frozenset()  # every tool allowed "always" so far in the run
     signature: str | None = None  # when every call was denied: their denial_signature, else None
+    replayed: int = 0  # calls answered from the ledger (not run again)
+    checkpoints: int = 0  # files checkpointed before the permitted Write/Edit calls
 
 
 async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str:
@@ -67,8 +79,24 @@ async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str
     return answer.strip().lower()
 
 
+async def _ask_callback(ask: AskPermission, call: ToolCall, reason: str) -> tuple[ToolCall, str, str]:
+    """The permission callback's answer: the call (its input maybe replaced), allow or deny, and why."""
+    try:
+        answer = await ask(call, reason)
+    except Exception as exc:  # the callback's bug denies the call; it never ends the run
+        return call, "deny", f"the permission callback raised {type(exc).__name__}: {exc}"
+    if not answer.allow:
+        return call, "deny", answer.message or "the permission callback said no"
+    if answer.updated_input is not None:
+        call = ToolCall(id=call.id, name=call.name, input=dict(answer.updated_input))
+    return call, "allow", reason
+
+
 def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> PermissionDecision:
-    """The rules' verdict, with the rules the user created by answering "always" added to the allow rules."""
+    """The rules' verdict, with the rules the user created by answering "always" added to the allow rules.
+
+    A run with a permission callback can ask, so what would ask stays "ask" (for the callback).
+    """
     rules = services.rules
     if always:
         rules = attrs.evolve(rules, allow=(*rules.allow, *(parse_rule(r) for r in sorted(always))))
@@ -78,7 +106,7 @@ def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> Permiss
         mode=services.permission_mode,
         rules=rules,
         cwd=services.tool_context.cwd,
-        interactive=services.interactive,
+        interactive=services.interactive or services.can_use_tool is not None,
         home=_HOME,
     )
 
@@ -105,8 +133,11 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
     allowed: list[ToolCall] = []
     denied: list[dict[str, Any]] = []
     denials: list[dict[str, Any]] = []
-    unknown = False
-    for call in ctx.run.data.tools.pending:
+    unknown = False  # a call got an error that is no denial (no such tool, no checkpoint)
+    data = ctx.run.data
+    hidden = hidden_calls(data.session, data.messages) if data.session.ledger else []
+    replayed = checkpoints = 0
+    for call in data.tools.pending:
         if call.name not in services.tools:  # no such tool: nothing to ask a hook or a rule about
             denied.append(dict(unknown_tool_result(call, removed_by_deny_rule=services.rules.hides(call.name))))
             unknown = True
@@ -120,7 +151,9 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         verdict = _decide(call, services, always)
         behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
         if behavior == "ask":
-            if services.interactive:
+            if services.can_use_tool is not None:
+                call, behavior, reason = await _ask_callback(services.can_use_tool, call, reason)
+            elif services.interactive:
                 offer = suggest_rules(call.name, call.input, cwd=services.tool_context.cwd)
                 answer = await _ask_user(call, reason, offer)
                 yes = answer in ("y", "yes") or (bool(offer) and answer in ("always", "a"))
@@ -131,6 +164,18 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
             else:
                 behavior, reason = "deny", f"{reason} (this run cannot ask, so it is denied)"
         if behavior == "allow":
+            entry = matching_entry(call, hidden) if hidden else None
+            if entry is not None:  # it already ran: its recorded result, not a second run
+                denied.append(dict(replayed_result(call, entry)))
+                replayed += 1
+                continue
+            try:
+                checkpoints += await _checkpoint(ctx, call)
+            except OSError as exc:
+                why = f"Not run: the checkpoint of the file it changes could not be stored ({exc}); nothing was changed"
+                denied.append(dict(tool_result_block(call.id, why, is_error=True)))
+                unknown = True
+                continue
             allowed.append(call)
         else:
             denied.append(
@@ -138,18 +183,47 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
             )
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
     # Only a turn whose every call was refused is a denial the repeated-denial breaker counts.
-    signature = None if allowed or unknown else denial_signature(ctx.run.data.tools.pending)
+    signature = None if allowed or unknown or replayed else denial_signature(data.tools.pending)
     outcome = GateOutcome(
         allowed=tuple(allowed),
         denied=tuple(denied),
         denials=tuple(denials),
         always_allowed=frozenset(always),
         signature=signature,
+        replayed=replayed,
+        checkpoints=checkpoints,
     )
+    if replayed:
+        return Event(name="tools_already_done", data=outcome)
     if signature is None:
         return Event(name="tools_permitted", data=outcome)
     again = signature == ctx.run.data.tools.last_denial
     return Event(name="tools_denied_again" if again else "tools_denied", data=outcome)
+
+
+async def _checkpoint(ctx: EffectContext[T, ToolServices], call: ToolCall) -> int:
+    """Checkpoint the file ``call`` will change: how many were stored (0: none, or nothing kept); OSError if it fails.
+
+    A path the tool would refuse (outside the working directory, not a string) is left
+    to the tool: it changes nothing.
+    """
+    store = ctx.services.session
+    tool = ctx.services.tools.get(call.name)
+    raw = call.input.get(tool.changes_file) if tool is not None and tool.changes_file else None
+    if store is None or not store.writes or not isinstance(raw, str):
+        return 0
+    try:
+        path = resolve_inside_cwd(raw, ctx.services.tool_context)
+    except ToolError:
+        return 0
+    prompt_id = ctx.run.data.session.prompt_id
+    saved = await asyncio.to_thread(store.checkpoints.save, prompt_id=prompt_id, tool_use_id=call.id, files=[path])
+    return len(saved)
+
+
+def checkpoint_taken(run: RunState[T], event: Event[GateOutcome]) -> bool:
+    """Guard: the gate checkpointed a file a permitted call will change."""
+    return event.data.checkpoints > 0
 
 
 def denial_signature(calls: Iterable[ToolCall]) -> str:
@@ -190,6 +264,15 @@ def stop_repeated_denial(run: RunState[T], event: Event[GateOutcome]) -> T:
     data = close_open_calls(record_gate(run, event), "Not run: the run stopped")
     repeats = run.params.get("max_denied_call_repeats")
     text = f"Stopped: the model proposed the same denied tool call {repeats} times in a row"
+    return with_outcome(data, error=text)
+
+
+@uses(params=("max_ledger_replays",))
+def stop_repeated_replay(run: RunState[T], event: Event[GateOutcome]) -> T:
+    """The model kept re-proposing completed calls: this turn's calls get their results, nothing runs, the run ends."""
+    data = close_open_calls(record_gate(run, event), "Not run: the run stopped")
+    turns = run.params.get("max_ledger_replays")
+    text = f"Stopped: the model re-proposed calls that had already completed {turns} tool turns in a row"
     return with_outcome(data, error=text)
 
 

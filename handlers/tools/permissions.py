@@ -5,12 +5,13 @@ records, the ``--allowed-tools`` / ``--disallowed-tools`` flag syntax, matching 
 rule against a tool call (Bash command patterns, gitignore-style path patterns,
 exact specifiers for everything else), the permission modes, and the decision
 ``allow`` / ``ask`` / ``deny`` for one call (:func:`decide`), plus the set of
-tools hidden from the model (:func:`hidden_tools`).
+tools hidden from the model (:func:`hidden_tools`) and the shape of a permission
+callback (:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`).
 
 Does not own: reading settings files (``queryloop.settings`` builds the rules
 from them), running PreToolUse hooks (``queryloop.handlers.hooks``), prompting a
-human or recording ``permission_denials`` (the gate, ``gate``, does both with the
-decision returned here).
+human, asking the callback or recording ``permission_denials`` (the gate, ``gate``,
+does those with the decision returned here).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 from urllib.parse import urlsplit
@@ -26,13 +27,16 @@ from urllib.parse import urlsplit
 import attrs
 import pathspec
 
+from ..messages import ToolCall
 from .shell import ShellCommand, analyse, is_read_only
 
 __all__ = [
+    "AskPermission",
     "BASH_TOOLS",
     "DEFAULT_READ_ONLY_TOOLS",
     "EDIT_TOOLS",
     "PERMISSION_MODES",
+    "PermissionAnswer",
     "PermissionBehavior",
     "PermissionDecision",
     "PermissionMode",
@@ -497,6 +501,19 @@ class PermissionDecision:
     behavior: PermissionBehavior
     rule: str | None
     reason: str
+
+
+@attrs.frozen(kw_only=True)
+class PermissionAnswer:
+    """A permission callback's answer for one call that would ask: allowed (maybe with new input) or not, and why."""
+
+    allow: bool
+    updated_input: Mapping[str, Any] | None = None  # allowed with this input instead of the model's
+    message: str = ""  # why it was denied: the model reads it in the error result
+
+
+AskPermission = Callable[[ToolCall, str], Awaitable[PermissionAnswer]]
+"""A permission callback: given a call that would ask and the reason it asks, the answer."""
 
 
 def decide(

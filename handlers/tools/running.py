@@ -4,7 +4,10 @@ Owns the ``run_tools`` effect (the permitted calls of the last assistant message
 through ``dispatch.run_tool_calls``, then the PostToolUse hooks) and the edge
 handlers that keep the ledger invariant: every tool_use sent to the model is
 followed by its tool_result, including after an abort or a hook stop (synthetic
-error results for dangling calls).
+error results for dangling calls; a call that completed before the abort keeps its
+real result). Every completed call of a tool that is not idempotent goes to the
+session's side-effect ledger the moment it completes — on disk first, then in the run
+data — so neither a compaction nor a killed process can make it run twice unseen.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 from ..hooks.runner import HookOutcome
 from ..hooks.service import hook
 from ..messages import ToolCall, tool_calls_of, visible_text
-from ..outcome import evolved, with_outcome
+from ..outcome import Notice, evolved, with_outcome
 from ..request.client import ModelFailure, ModelReply
+from ..session import LedgerEntry, input_hash, with_session
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
 from .dispatch import run_tool_calls
 
@@ -43,6 +47,7 @@ class ToolsDone:
 
     results: tuple[dict[str, Any], ...]
     stop: HookOutcome | None = None
+    ledger: tuple[LedgerEntry, ...] = ()  # the completed calls of tools that are not idempotent, as recorded
 
 
 async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
@@ -52,13 +57,37 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     model, an ``updatedOutput`` replaces the output (an invalid one keeps the original and
     attaches the hook error), ``continue: false`` ends the run once every result is in.
     """
-    tools = ctx.run.data.tools
+    data = ctx.run.data
+    tools = data.tools
     services = ctx.services
     publish = ctx.publish
     calls = {c.id: c for c in tools.pending}
+    completed: list[dict[str, Any]] = []
+    recorded: list[LedgerEntry] = []
 
     def on_result(call: ToolCall, result: dict[str, object]) -> None:
         publish(ToolResultPublished(call=call, result=result))
+        if call.id not in calls:
+            return  # a refusal of the gate: it never ran
+        tool = services.tools.get(call.name)
+        if tool is not None and not tool.idempotent:
+            entry = LedgerEntry(
+                tool_use_id=call.id,
+                name=call.name,
+                input_hash=input_hash(call.name, call.input),
+                input=dict(call.input),
+                result=dict(result),
+                prompt_id=data.session.prompt_id,
+            )
+            if services.session is not None:
+                try:
+                    services.session.record(entry)  # durable before anything else: a kill now still knows it ran
+                except OSError as exc:  # the run goes on; the entry is kept in the run data, not on disk
+                    publish(Notice(f"warning: cannot write the side-effect ledger ({exc}); {call.name} is not on disk"))
+            recorded.append(entry)
+        completed.append(dict(result))
+        partial = with_tools(data, completed=tuple(completed))  # what an abort now reports as done
+        ctx.save(with_session(partial, ledger=(*data.session.ledger, *recorded)))
 
     if tools.denied:  # the gate's refusals are complete already: shown before anything runs
         last = ctx.run.data.messages.last()
@@ -92,7 +121,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     order = tools.order or tuple(calls)
     results = tuple(by_id[i] for i in order if i in by_id)
     return Event(
-        name="stopped_by_hook" if stop is not None else "tools_finished", data=ToolsDone(results=results, stop=stop)
+        name="stopped_by_hook" if stop is not None else "tools_finished",
+        data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded)),
     )
 
 
@@ -139,8 +169,15 @@ def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
     """Append the tool_results as the next user message; nothing is pending any more."""
     messages = run.data.messages.append({"role": "user", "content": list(event.data.results)})
     data = with_tools(
-        evolved(run.data, messages=messages), pending=(), denied=(), order=(), turn=run.data.tools.turn + 1
+        evolved(run.data, messages=messages),
+        pending=(),
+        denied=(),
+        order=(),
+        completed=(),
+        turn=run.data.tools.turn + 1,
     )
+    if event.data.ledger:
+        data = with_session(data, ledger=(*data.session.ledger, *event.data.ledger))
     return with_outcome(data, partial_text="")
 
 
@@ -162,8 +199,9 @@ def record_tool_results_and_stop(run: RunState[T], event: Event[ToolsDone]) -> T
 def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> T:
     """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed).
 
-    Calls the permission gate already refused keep their refusal; the others are marked
-    interrupted. Results follow the model's order.
+    Calls the permission gate already refused keep their refusal, calls that completed
+    their real result (and their ledger entries); the others are marked interrupted.
+    Results follow the model's order.
     """
     data = close_open_calls(run.data, INTERRUPTED)
     return with_outcome(data, result_text=data.outcome.partial_text, error="Interrupted by the user")

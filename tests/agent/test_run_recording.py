@@ -55,7 +55,7 @@ def test_every_step_of_a_run_is_appended_to_its_own_trace_file(tmp_path: Path, m
 def test_no_trace_is_written_without_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
     run = _run(tmp_path)
-    assert run.runner.on_step is None
+    assert run._trace_step is None
 
 
 def test_an_unwritable_trace_directory_is_said_once_and_never_fails_a_run(
@@ -76,8 +76,8 @@ def test_closing_a_run_takes_its_abort_edge_at_once_and_records_it(
 ) -> None:
     traces = tmp_path / "traces"
     monkeypatch.setenv("QUERYLOOP_TRACE_DIR", str(traces))
-    run = _run(tmp_path, close_after=2)
-    assert [s.reason for s in run.steps] == ["prompt_submitted", "context_ok", "request_aborted"]
+    run = _run(tmp_path, close_after=3)
+    assert [s.reason for s in run.steps] == ["session_started", "prompt_submitted", "context_ok", "request_aborted"]
     assert run.runner.final.state == "aborted_streaming", "taken when the run was closed, not when collected"
     (path,) = traces.glob("*.jsonl")
     assert json.loads(path.read_text().splitlines()[-1])["reason"] == "request_aborted"

@@ -132,7 +132,7 @@ def test_default_tools_have_claude_code_names_and_scheduling_flags() -> None:
     flags = {t.name: (t.concurrency_safe, t.read_only, t.idempotent) for t in default_tools()}
     assert flags == {
         "Read": (True, True, True),
-        "Write": (False, False, True),
+        "Write": (False, False, False),
         "Edit": (False, False, False),
         "Bash": (False, False, False),
         "Glob": (True, True, True),

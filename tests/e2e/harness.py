@@ -70,7 +70,16 @@ class CliRun:
     def all_reasons(self) -> list[str]:
         return [line["reason"] for line in self.lines if line.get("subtype") == "transition"]
 
-    ROUTINE = frozenset({"prompt_submitted", "context_ok", "reply_received", "permission_granted", "stop_hooks_passed"})
+    ROUTINE = frozenset(
+        {
+            "session_started",
+            "prompt_submitted",
+            "context_ok",
+            "reply_received",
+            "permission_granted",
+            "stop_hooks_passed",
+        }
+    )
 
     @property
     def reasons(self) -> list[str]:
@@ -126,3 +135,18 @@ def assert_ledger_closed(requests: list[RecordedRequest]) -> None:
     for request in requests:
         problem = ledger_problem(request.messages)
         assert problem is None, problem
+
+
+def live_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that are still running (zombies are dead already)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found

@@ -27,6 +27,7 @@ import asyncio
 import json
 import shlex
 import stat
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from queryloop.fsm.paths import PlannedPath, PlannedStep
 from queryloop.handlers.context.compaction import SUMMARY_MARKER, request_overhead_tokens
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import AnthropicBackend
+from queryloop.handlers.session import SessionPaths
 from queryloop.handlers.tools import default_registry
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, RecordedRequest
@@ -54,11 +56,12 @@ MODELS = ("mock-small-context", "mock-fallback", "mock-fallback-2", "mock-primar
 WINDOWS = (8_000, 200_000, 200_000, 200_000)  # their context windows (handlers/request/models.yaml)
 MAX_TOKENS = 100
 ESCALATED_MAX_TOKENS = 200
-HIDDEN_TOOLS = "Read Write Edit Glob Grep"  # only Bash is offered: a small, fixed request overhead
-ALLOW = ["Bash(printf:*)"]  # printf runs; anything else asks, and a headless run denies it
+HIDDEN_TOOLS = "Read Glob Grep"  # Write, Edit and Bash are offered (a deny rule for Edit would cover Write too)
+ALLOW = ["Bash(printf:*)", "Write"]  # printf and Write run; anything else asks, and a headless run denies it
 BIG_CHARS = 16_800
-SMALL_COMMAND = "printf %05d 0"
-BIG_COMMAND = f"printf %0{BIG_CHARS}d 0"
+SMALL_COMMAND = "printf %05d {n}"  # the nth tool turn's: every call differs, so none repeats a completed one
+BIG_COMMAND = f"printf %0{BIG_CHARS}d {{n}}"
+WRITTEN_FILE = "out-{n}.txt"  # a Write's file (checkpointed first: it does not exist yet)
 DENIED_COMMAND = "touch denied-{n}.txt"  # the nth fresh denied call (a repeat keeps the previous n)
 BUDGET_USD = 1.0
 ABORT_MARK = "plan: abort here"
@@ -67,12 +70,17 @@ CLI_THETA = {"low": 0.01, "high": 1.0}  # the CLI takes 1..100 %
 
 # ---- token bounds (upper bounds of the small parts; the big result's lower bound) ------------
 
-OVERHEAD = request_overhead_tokens(DEFAULT_SYSTEM_PROMPT, tuple(default_registry(["Bash"]).api_definitions()))
+OVERHEAD = request_overhead_tokens(
+    DEFAULT_SYSTEM_PROMPT, tuple(default_registry(["Write", "Edit", "Bash"]).api_definitions())
+)
 PROMPT_HI = 60
 ASSISTANT_HI = 200
 RESULT_HI = 150
 META_HI = 150  # a hidden continuation or nudge message, Stop-hook feedback
 SUMMARY_HI = 400
+NOTE_HI = 70  # the summary's list of completed calls it summarised away: its opening
+NOTE_CALL_HI = 100  # and one line per call
+RESUME_HI = 300  # a resumed session's history: a prompt, an answer or a tool_use and its result
 STUB_HI = 150
 BIG_LO = BIG_CHARS // 4
 MARGIN = 150  # no threshold decision is taken closer than this to the line
@@ -101,7 +109,10 @@ class Facts:
     gaps: tuple[int, ...] = ()  # turns between the last compactions (and the start), capped at 3
     since: int = 0  # tool turns since the last compaction, capped at 3
     turn: int = 0
-    pending: str = ""  # the gate's decision for this turn's call: allowed / denied
+    pending: str = ""  # the gate's decision for this turn's call: allowed / denied / replay
+    write: bool = False  # this turn's call is a Write (checkpointed by the gate), not a Bash command
+    ran: tuple[tuple[int, int], ...] = ()  # (group, turn) of every completed call the transcript still shows
+    hidden: tuple[int, ...] = ()  # turns whose completed call a compaction summarised away (the ledger has it)
     denied_last: bool = False  # the last gate denied every call (their signature is in the run data)
     long_wait: bool = False  # the last failed attempt asked to be retried later than max_retry_after_s
     reacted: bool = False  # a reactive compaction was tried this turn
@@ -178,6 +189,9 @@ class QueryLoopRealiser:
             self.events[(state, "elapsed")] = _nothing
         self.events.update(
             {
+                ("opening_session", "session_new"): _nothing,
+                ("opening_session", "history_restored"): _resume("intact"),
+                ("opening_session", "dangling_calls_found"): _resume("dangling"),
                 ("submitting_prompt", "prompt_accepted"): _prompt("accept"),
                 ("submitting_prompt", "prompt_blocked"): _prompt("block"),
                 ("submitting_prompt", "stopped_by_hook"): _prompt("stop"),
@@ -196,6 +210,7 @@ class QueryLoopRealiser:
                 ("gating_tools", "tools_permitted"): _gate("allowed"),
                 ("gating_tools", "tools_denied"): _gate("denied"),
                 ("gating_tools", "tools_denied_again"): _denied_again,
+                ("gating_tools", "tools_already_done"): _replay,
                 ("gating_tools", "stopped_by_hook"): lambda f, s: [(f, (("hook", "PreToolUse", "stop"),))],
                 ("running_tools", "tools_finished"): _tools_finished,
                 ("running_tools", "stopped_by_hook"): _post_tool_stop,
@@ -226,10 +241,14 @@ class QueryLoopRealiser:
             "nothing_older_to_summarise": _nothing_older_to_summarise,
             "can_keep_more_rounds": lambda f, v: [f] if (f.plan is not None and f.plan[0] >= 3) == v else [],
             "retry_after_over_cap": lambda f, v: [f] if f.long_wait == v else [],
+            "checkpoint_taken": lambda f, v: [f] if f.write == v else [],
         }
         self.open_caps: dict[str, Callable[[Facts, bool], list[Facts]]] = {"turns": _turns_allow}
         self.effects: dict[str | None, Callable[[Facts], Facts | None]] = {
             None: _same,
+            "start_session": _same,
+            "resume_history": _same,
+            "answer_dangling_calls": _same,
             "record_prompt_context": _same,
             "record_hook_stop": _same,
             "record_measurement": lambda f: attrs.evolve(f, staged=f.measured),
@@ -268,6 +287,7 @@ class QueryLoopRealiser:
             "record_over_budget": _same,
             "record_gate": lambda f: attrs.evolve(f, denied_last=f.pending == "denied"),
             "stop_repeated_denial": _same,
+            "stop_repeated_replay": _same,
             "close_calls_and_stop": _same,
             "record_tool_results": _record_tool_results,
             "record_tool_results_at_turn_limit": _same,
@@ -285,6 +305,8 @@ class QueryLoopRealiser:
         """What no data can change: what the realiser does not know, whether a request streams, the CLI's aborts."""
         if step.event == "aborted":
             return "the CLI is interrupted only by a signal, whose timing a test cannot fix" if self.cli else None
+        if self.cli and step.source == "opening_session" and step.event != "session_new":
+            return "the CLI's planned runs start new sessions (resumed ones are driven in process)"
         if (step.source, step.event) not in self.events:
             return f"the realiser does not know how to make {step.source!r} emit {step.event!r}"
         unknown = [g for g in step.guards if g not in self.guards] + [
@@ -327,6 +349,8 @@ class QueryLoopRealiser:
         return out
 
     def _abort(self, data: Facts, step: PlannedStep) -> Iterable[Option]:
+        if step.source == "opening_session":  # cancelled before the run's first await: reading the session
+            return [(data, (("abort_at_start",),))]
         if step.source == "submitting_prompt":
             # Cancelled inside the prompt hooks: SessionStart says so, UserPromptSubmit is where it lands.
             return [(data, (("abort",), ("hook", "SessionStart", "notice"), ("hook", "UserPromptSubmit", "accept")))]
@@ -363,6 +387,15 @@ def _same(f: Facts) -> Facts:
 
 def _nothing(f: Facts, step: PlannedStep) -> list[Option]:
     return [(f, ())]
+
+
+def _resume(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
+    """A stored session to resume: its history answered (``intact``) or ending with an unanswered tool_use."""
+
+    def make(f: Facts, step: PlannedStep) -> list[Option]:
+        return [(_grow(f, RESUME_HI), (("resume", kind),))]
+
+    return make
 
 
 def _prompt(action: str) -> Callable[[Facts, PlannedStep], list[Option]]:
@@ -407,29 +440,48 @@ def _read(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
 
 
 def _gate(decision: str) -> Callable[[Facts, PlannedStep], list[Option]]:
+    """The gate's decision; an allowed call is a Bash command or a Write (whose file the gate checkpoints)."""
+
     def make(f: Facts, step: PlannedStep) -> list[Option]:
-        return [(attrs.evolve(f, pending=decision), (("hook", "PreToolUse", "accept"), ("gate", decision)))]
+        hook = ("hook", "PreToolUse", "accept")
+        options = [(attrs.evolve(f, pending=decision, write=False), (hook, ("gate", decision, f.turn)))]
+        if decision == "allowed":
+            options.append((attrs.evolve(f, pending=decision, write=True), (hook, ("gate", "write", f.turn))))
+        return options
 
     return make
+
+
+def _replay(f: Facts, step: PlannedStep) -> list[Option]:
+    """The model proposes again a completed call a compaction summarised away: the ledger answers it."""
+    if not f.hidden:
+        return []
+    note = (("hook", "PreToolUse", "accept"), ("gate", "replay", f.hidden[0]))
+    return [(attrs.evolve(f, pending="replay", write=False), note)]
 
 
 def _denied_again(f: Facts, step: PlannedStep) -> list[Option]:
     """The model proposes the very call the last gate denied (a fresh denied call is ``tools_denied``)."""
     if not f.denied_last:
         return []
-    return [(attrs.evolve(f, pending="denied"), (("hook", "PreToolUse", "accept"), ("gate", "denied_again")))]
+    note = (("hook", "PreToolUse", "accept"), ("gate", "denied_again", f.turn))
+    return [(attrs.evolve(f, pending="denied"), note)]
 
 
 def _tools_finished(f: Facts, step: PlannedStep) -> list[Option]:
-    if f.pending == "denied":
-        return [(attrs.evolve(f, result="denied"), ())]
+    if f.pending in ("denied", "replay"):  # nothing ran: no PostToolUse hook
+        return [(attrs.evolve(f, result=f.pending), ())]
     hook = ("hook", "PostToolUse", "accept")
+    if f.write:
+        return [(attrs.evolve(f, result="small"), (hook, ("result", "small")))]
     return [(attrs.evolve(f, result=size), (hook, ("result", size))) for size in ("small", "big")]
 
 
 def _post_tool_stop(f: Facts, step: PlannedStep) -> list[Option]:
     if f.pending != "allowed":
         return []  # PostToolUse hooks run only for the calls that ran
+    if f.write:
+        return [(f, (("hook", "PostToolUse", "stop"),))]
     return [(f, (("hook", "PostToolUse", "stop"), ("result", "small")))]
 
 
@@ -511,10 +563,15 @@ def _plan_reactive_compaction(f: Facts) -> Facts | None:
 def _apply_compaction(f: Facts) -> Facts | None:
     if f.plan is None:
         return None
-    kept = f.groups[len(f.groups) - f.plan[1] :]
+    cut = len(f.groups) - f.plan[1]
+    kept = f.groups[cut:]
+    hidden = (*f.hidden, *(turn for group, turn in f.ran if group < cut))
+    summary = SUMMARY_HI + (NOTE_HI + NOTE_CALL_HI * len(hidden) if hidden else 0)
     return attrs.evolve(
         f,
-        groups=(("summary", SUMMARY_HI), *kept),
+        groups=(("summary", summary), *kept),
+        ran=tuple((group - cut + 1, turn) for group, turn in f.ran if group >= cut),
+        hidden=hidden,
         staged=(),
         plan=None,
         gaps=(*f.gaps, f.since)[-2:],
@@ -541,9 +598,12 @@ def _record_tool_results(f: Facts) -> Facts | None:
     if kind != "tool" or not f.result:
         return None
     size = "big" if f.result == "big" else "small"
+    ran = ((len(f.groups) - 1, f.turn),) if f.pending == "allowed" else ()
     return attrs.evolve(
         f,
         groups=(*f.groups[:-1], (size, small + RESULT_HI)),
+        ran=(*f.ran, *ran),
+        write=False,
         turn=f.turn + 1,
         since=min(3, f.since + 1),
         pending="",
@@ -562,7 +622,9 @@ class RunPlan:
     scenario: dict[str, Any]
     options: dict[str, Any]  # AgentOptions fields (and params) beyond the prompt, model and cwd
     hooks: dict[str, list[str]]  # hook event -> one action per invocation ("accept" when it has nothing to say)
-    abort_after: int | None  # close the run after this many steps (0: cancel inside the prompt hooks)
+    abort_after: int | None  # interrupt the run after this many steps
+    abort_how: str = "close"  # close the run's generator; "hooks": cancel inside the prompt hooks; "start": at once
+    resume: str | None = None  # a stored session the run resumes: "intact", or "dangling" (an unanswered tool_use)
 
     @property
     def reasons(self) -> list[str]:
@@ -591,11 +653,13 @@ def _reply(kind: str, tool: Mapping[str, Any] | None) -> dict[str, Any]:
     return replies[kind]
 
 
-def _tool_call(decision: str, size: str, denials: int = 0) -> dict[str, Any]:
+def _tool_call(decision: str, size: str, denials: int = 0, turn: int = 0, write: bool = False) -> dict[str, Any]:
     if decision in ("denied", "denied_again"):
         command = DENIED_COMMAND.format(n=denials)
+    elif write:
+        return {"name": "Write", "input": {"file_path": WRITTEN_FILE.format(n=turn), "content": "x"}}
     else:
-        command = BIG_COMMAND if size == "big" else SMALL_COMMAND
+        command = (BIG_COMMAND if size == "big" else SMALL_COMMAND).format(n=turn)
     return {"name": "Bash", "input": {"command": command}}
 
 
@@ -610,9 +674,14 @@ class _Builder:
         self.reply: dict[str, Any] | None = None  # the last reply step, until reading_reply says what it is
         self.tool: dict[str, Any] | None = None  # the last tool_use block, until the gate and the run say which
         self.decision = "allowed"
+        self.write = False  # the allowed call is a Write
+        self.turn = 0  # the tool turn of the call being decided
+        self.calls: dict[int, dict[str, Any]] = {}  # every tool turn's call, for a replay of it
         self.denials = 0  # fresh denied calls so far: each is another command, a repeat reuses the last
         self.budget = False
         self.abort_after: int | None = None
+        self.abort_how = "close"
+        self.resume: str | None = None
 
     def build(self, cli: bool, params: Mapping[str, Any]) -> RunPlan:
         hops = 0
@@ -650,7 +719,15 @@ class _Builder:
         hooks = {e: acts for e, acts in self.hooks.items() if any(a != "accept" for a in acts)}
         if "SessionStart" in hooks and "UserPromptSubmit" not in hooks:
             hooks["UserPromptSubmit"] = self.hooks["UserPromptSubmit"]  # where the cancellation lands
-        return RunPlan(path=self.path, scenario=scenario, options=options, hooks=hooks, abort_after=self.abort_after)
+        return RunPlan(
+            path=self.path,
+            scenario=scenario,
+            options=options,
+            hooks=hooks,
+            abort_after=self.abort_after,
+            abort_how=self.abort_how,
+            resume=self.resume,
+        )
 
     def apply(self, index: int, model: str, action: tuple[Any, ...]) -> None:
         kind = action[0]
@@ -658,12 +735,25 @@ class _Builder:
             self.hooks.setdefault(action[1], []).append(action[2])
         elif kind == "abort":
             self.abort_after = index
+            self.abort_how = "hooks" if self.path.steps[index].source == "submitting_prompt" else "close"
+        elif kind == "abort_at_start":
+            self.abort_after, self.abort_how = index, "start"
+        elif kind == "resume":
+            self.resume = action[1]
         elif kind == "main":
             self.main(model, action[1], action[2], action[3])
         elif kind == "read":
             self.read(action[1])
         elif kind == "gate":
-            self.decision = action[1]
+            decision, self.turn = action[1], action[2]
+            if decision == "replay":  # the very call of that turn again
+                self.decision, self.write = "replay", False
+                if self.tool is not None:
+                    self.tool.clear()
+                    self.tool.update(json.loads(json.dumps(self.calls[self.turn])))
+                return
+            self.decision = "allowed" if decision == "write" else decision
+            self.write = decision == "write"
             self.denials += self.decision == "denied"
             self.set_tool("small")
         elif kind == "result":
@@ -706,7 +796,8 @@ class _Builder:
     def set_tool(self, size: str) -> None:
         if self.tool is not None:
             self.tool.clear()
-            self.tool.update(_tool_call(self.decision, size, self.denials))
+            self.tool.update(_tool_call(self.decision, size, self.denials, self.turn, self.write))
+            self.calls[self.turn] = self.tool
 
     def finish_reply(self) -> None:
         self.reply = None  # a reply no step read (the run was interrupted first) stays a plain answer
@@ -761,9 +852,30 @@ def settings_json(plan: RunPlan, home: Path) -> str:
     return json.dumps({"permissions": {"allow": ALLOW}, "hooks": hooks})
 
 
+def stored_session(kind: str, cwd: Path, home: Path) -> SessionPaths:
+    """A session as an earlier run left it: a prompt and its answer, or a tool_use the run died before answering."""
+    paths = SessionPaths(home=home / "sessions", cwd=cwd, session_id=str(uuid.uuid4()))
+    answer: list[dict[str, Any]] = [{"type": "text", "text": "an earlier answer"}]
+    if kind == "dangling":
+        answer.append({"type": "tool_use", "id": "toolu_earlier", "name": "Bash", "input": {"command": "true"}})
+    entries = [("user", "an earlier prompt"), ("assistant", answer)]
+    paths.transcript.parent.mkdir(parents=True, exist_ok=True)
+    parent = None
+    with paths.transcript.open("w", encoding="utf-8") as out:
+        for role, content in entries:
+            entry = {"type": role, "uuid": str(uuid.uuid4()), "parentUuid": parent, "sessionId": paths.session_id}
+            out.write(json.dumps({**entry, "message": {"role": role, "content": content}}) + "\n")
+            parent = entry["uuid"]
+    return paths
+
+
 def agent_options(plan: RunPlan, cwd: Path, home: Path) -> AgentOptions:
     settings = load_settings(cwd=cwd, home=home, settings_arg=settings_json(plan, home))
     rules = settings.permissions.to_rules(cwd=cwd, disallowed_tools=HIDDEN_TOOLS)
+    session: dict[str, Any] = {"home": home / "sessions"}
+    if plan.resume is not None:
+        stored = stored_session(plan.resume, cwd, home)
+        session.update(session_id=stored.session_id, stored_as=stored, resume_from=stored, start_source="resume")
     return AgentOptions(
         prompt="go",
         model=MODELS[0],
@@ -772,6 +884,7 @@ def agent_options(plan: RunPlan, cwd: Path, home: Path) -> AgentOptions:
         hooks=settings.hooks,
         permission_mode="default",
         retry_base_delay_s=0.001,
+        **session,
         **plan.options,
     )
 
@@ -802,12 +915,19 @@ async def _play(plan: RunPlan, cwd: Path, home: Path) -> Played:
             run = AgentRun(
                 agent_options(plan, cwd, home),
                 AnthropicBackend(client),
-                on_publish=cancel_at_mark if plan.abort_after == 0 else None,
+                on_publish=cancel_at_mark if plan.abort_how == "hooks" else None,
             )
             events = run.events()
+            if plan.abort_how == "start":
+                task.cancel()  # lands at the run's first await: opening the session
             try:
                 async for item in events:
-                    if isinstance(item, Step) and plan.abort_after is not None and len(run.steps) == plan.abort_after:
+                    if (
+                        isinstance(item, Step)
+                        and plan.abort_how == "close"
+                        and plan.abort_after is not None
+                        and len(run.steps) == plan.abort_after
+                    ):
                         await events.aclose()  # the machine takes its abort edge from the state just entered
                         break
             except asyncio.CancelledError:

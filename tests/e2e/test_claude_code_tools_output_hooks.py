@@ -252,7 +252,9 @@ def test_the_stop_hook_reads_the_last_assistant_message_trimmed_after_each_answe
         (True, "Delta."),
     ]
     assert list(inputs[0])[-2:] == ["stop_hook_active", "last_assistant_message"]
-    assert inputs[0]["hook_event_name"] == "Stop" and inputs[0]["transcript_path"] == "", "sessions come later"
+    assert inputs[0]["hook_event_name"] == "Stop"
+    transcript = Path(inputs[0]["transcript_path"])
+    assert transcript.name == f"{run.result['session_id']}.jsonl" and transcript.is_file(), "the real transcript"
     assert run.result["result"] == "Delta.\n"
 
 

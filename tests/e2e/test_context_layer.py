@@ -18,12 +18,13 @@ SUMMARY_RULE = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
 """
 
 
-def bash(chars: int) -> str:
-    return f'{{tool_use: {{name: Bash, input: {{command: "printf %0{chars}d 0"}}}}}}'
+def bash(chars: int, turn: int = 0) -> str:
+    """A command printing ``chars`` digits; each turn's differs (the same one after a compaction is a ledger hit)."""
+    return f'{{tool_use: {{name: Bash, input: {{command: "printf %0{chars}d {turn}"}}}}}}'
 
 
 def turns(*sizes: int, final: str = "done") -> str:
-    steps = "".join(f"    - reply: {{content: [{bash(n)}]}}\n" for n in sizes)
+    steps = "".join(f"    - reply: {{content: [{bash(n, i)}]}}\n" for i, n in enumerate(sizes))
     return steps + f'    - reply: {{content: [{{text: "{final}"}}]}}\n'
 
 

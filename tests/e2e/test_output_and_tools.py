@@ -256,6 +256,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     assert result["terminal_reason"] == "aborted_tools" and result["is_error"] is True
     transitions = [line["reason"] for line in lines if line.get("subtype") == "transition"]
     assert transitions == [
+        "session_started",
         "prompt_submitted",
         "context_ok",
         "reply_received",
@@ -272,6 +273,14 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
         if b["type"] == "tool_use"
     ]
     assert sorted(answered) == sorted(tool_uses) and len(tool_uses) == 2
+    results = {
+        line["message"]["content"][0]["tool_use_id"]: line["message"]["content"][0]
+        for line in lines[:-1]
+        if line["type"] == "user"
+    }
+    read, bash = (results[i] for i in tool_uses)
+    assert read["is_error"] is False and "a" in read["content"], "the Read that completed keeps its real result"
+    assert bash["is_error"] is True and "Interrupted" in bash["content"], "only the unfinished call is interrupted"
     assert len(api.requests) == 1
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, MockApi, cli_env
+from .harness import ROOT, MockApi, cli_env, live_members
 from .test_request_layer import scenario
 
 # bash records its pid (its process group: Bash runs in a new session) atomically, then sleeps.
@@ -25,21 +25,6 @@ SLEEPER = scenario(f"""  mock-primary:
     - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "{COMMAND}"}}}}}}]}}
     - reply: {{content: [{{text: "never"}}]}}
 """)
-
-
-def live_members(pgid: int) -> list[int]:
-    """The processes of group ``pgid`` that are still running (zombies are dead already)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def wait_for(path: Path, seconds: float = 20) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -298,11 +299,8 @@ def test_cancelling_the_task_takes_the_abort_edge_re_raises_and_yields_nothing_m
     assert runner.final.state == "aborted" and runner.aborted
 
 
-def test_an_abort_handler_that_raises_ends_in_internal_error_and_the_cancellation_still_propagates() -> None:
-    def broken(run: RunState, event: Event) -> ItemsData:
-        raise RuntimeError("cleanup failed")
-
-    machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "fetch_aborted": broken})
+def _cancelled_while_backing_off(machine: Any) -> Runner:
+    """A run of ``machine`` on one transient failure, cancelled once it backs off (the first step taken)."""
 
     async def main() -> Runner:
         runner = Runner(machine, data=ItemsData(), services=Feed(["transient"], backoff_s=30))
@@ -314,12 +312,22 @@ def test_an_abort_handler_that_raises_ends_in_internal_error_and_the_cancellatio
         task = asyncio.create_task(consume())
         while not runner.trace:
             await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # into the effect of the state it stepped to
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         return runner
 
-    runner = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_an_abort_handler_that_raises_ends_in_internal_error_and_the_cancellation_still_propagates() -> None:
+    def broken(run: RunState, event: Event) -> ItemsData:
+        raise RuntimeError("cleanup failed")
+
+    machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "fetch_aborted": broken})
+
+    runner = _cancelled_while_backing_off(machine)
     _ended_in_internal_error(runner, "backing_off")
     assert "edge handler of 'fetch_aborted' raised RuntimeError" in runner.error.message  # type: ignore[union-attr]
 
@@ -336,3 +344,42 @@ def test_closing_the_generator_ends_the_run_in_a_terminal_state() -> None:
     runner = asyncio.run(main())
     assert runner.final.state == "aborted"
     assert _reasons(runner) == ["item_fetched", "fetch_aborted"], "the finished fetch is kept, then the abort edge"
+
+
+def test_an_effect_cancelled_part_way_hands_the_abort_edge_the_data_it_saved() -> None:
+    """Work an effect finished before the interrupt is not reported as undone (``EffectContext.save``)."""
+
+    async def wait_having_done_part(ctx):  # type: ignore[no-untyped-def]
+        ctx.save(attrs.evolve(ctx.run.data, done=("half-way",)))
+        await asyncio.sleep(30)
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "backing_off": wait_having_done_part})
+    seen: list[ItemsData] = []
+
+    def aborted(run: RunState, event: Event) -> ItemsData:
+        seen.append(run.data)
+        return run.data
+
+    machine = attrs.evolve(machine, handlers={**machine.handlers, "fetch_aborted": aborted})
+
+    runner = _cancelled_while_backing_off(machine)
+    assert _reasons(runner) == ["fetch_backoff", "fetch_aborted"]
+    assert seen == [ItemsData(done=("half-way",))] and runner.final.data.done == ("half-way",)
+
+
+def test_saved_data_is_forgotten_once_the_effect_returns() -> None:
+    async def fetch_saving(ctx):  # type: ignore[no-untyped-def]
+        ctx.save(attrs.evolve(ctx.run.data, done=("never kept",)))
+        return Event(name="fetched", data="item-1")
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": fetch_saving})
+
+    async def main() -> Runner:
+        runner = Runner(machine, data=ItemsData(), services=Feed(["ok"], backoff_s=30))
+        gen = runner.run()
+        await gen.__anext__()
+        await gen.aclose()
+        return runner
+
+    runner = asyncio.run(main())
+    assert runner.final.state == "aborted" and "never kept" not in runner.final.data.done

@@ -1,0 +1,133 @@
+"""MCP layer, configuration: the servers a run may start, in Claude Code's ``mcpServers`` schema.
+
+Owns :class:`McpServerConfig` (one server: a command over stdio, or a URL over
+streamable HTTP or SSE), :func:`parse_mcp_servers` (one ``{"mcpServers": {...}}``
+document, checked against the schema with ``jsonschema``; ``${VAR}`` and
+``${VAR:-default}`` expanded as Claude Code expands them) and :class:`McpConfigError`,
+whose message names the source, the JSON path and the fix. Which sources apply
+(``--mcp-config``, the project's ``.mcp.json`` once approved, settings) is decided above
+the layers (``queryloop.settings``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+import jsonschema
+
+__all__ = ["McpConfigError", "McpServerConfig", "parse_mcp_servers", "tool_name"]
+
+Transport = Literal["stdio", "http", "sse"]
+
+_NAME = r"^[A-Za-z0-9_-]+$"
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["mcpServers"],
+    "properties": {
+        "mcpServers": {
+            "type": "object",
+            "propertyNames": {"pattern": _NAME},
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "type": {"enum": ["stdio", "http", "sse"]},
+                    "command": {"type": "string", "minLength": 1},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "env": _STRINGS,
+                    "url": {"type": "string", "pattern": "^https?://"},
+                    "headers": _STRINGS,
+                },
+                "oneOf": [
+                    {"required": ["command"], "properties": {"type": {"const": "stdio"}}},
+                    {"required": ["url", "type"], "properties": {"type": {"enum": ["http", "sse"]}}},
+                ],
+            },
+        }
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NOT_IN_A_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpConfigError(ValueError):
+    """A malformed MCP configuration: where (source and JSON path), what, and how to fix it."""
+
+
+@attrs.frozen(kw_only=True)
+class McpServerConfig:
+    """One MCP server: ``stdio`` starts ``command`` with ``args`` and ``env``; ``http``/``sse`` connects to ``url``."""
+
+    name: str
+    type: Transport = "stdio"
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # may hold credentials: never printed
+    source: str = ""  # where it was declared (a file, --mcp-config, settings)
+
+
+def tool_name(server: str, tool: str) -> str:
+    """The name the model sees: ``mcp__<server>__<tool>``, characters the API refuses replaced by ``_``."""
+    return f"mcp__{_NOT_IN_A_TOOL_NAME.sub('_', server)}__{_NOT_IN_A_TOOL_NAME.sub('_', tool)}"
+
+
+def _expand(value: str, where: str, source: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = os.environ.get(name)
+        if found is not None:
+            return found
+        if default is not None:
+            return default
+        raise McpConfigError(
+            f"{source}: {where}: environment variable {name} is not set; set it, "
+            f"or give a default as ${{{name}:-value}}"
+        )
+
+    return _VARIABLE.sub(one, value)
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "(top level)"
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    if error.validator == "oneOf":
+        return (
+            "a server needs either a command (type stdio, the default) or a url with type http or sse, "
+            "not both and not neither"
+        )
+    if error.validator == "pattern" and error.absolute_path and error.absolute_path[-1] == "url":
+        return f"url must start with http:// or https://, got {error.instance!r}"
+    if error.validator == "propertyNames":
+        return f"server name {error.instance!r} may hold only letters, digits, '_' and '-'"
+    return error.message
+
+
+def parse_mcp_servers(raw: Any, source: str) -> dict[str, McpServerConfig]:
+    """The servers of one ``{"mcpServers": {...}}`` document; :class:`McpConfigError` naming the fault otherwise."""
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(raw))
+    if error is not None:
+        raise McpConfigError(f"{source}: at {_path(error)}: {_explain(error)}")
+    servers: dict[str, McpServerConfig] = {}
+    for name, entry in raw["mcpServers"].items():
+        where = f"mcpServers.{name}"
+        kind: Transport = entry.get("type", "stdio")
+        servers[name] = McpServerConfig(
+            name=name,
+            type=kind,
+            command=_expand(entry["command"], f"{where}.command", source) if "command" in entry else None,
+            args=tuple(_expand(a, f"{where}.args", source) for a in entry.get("args", ())),
+            env={k: _expand(v, f"{where}.env.{k}", source) for k, v in entry.get("env", {}).items()},
+            url=_expand(entry["url"], f"{where}.url", source) if "url" in entry else None,
+            headers={k: _expand(v, f"{where}.headers.{k}", source) for k, v in entry.get("headers", {}).items()},
+            source=source,
+        )
+    return servers

@@ -1,0 +1,41 @@
+"""The session layer: what survives the process — transcripts, resume, file checkpoints, the side-effect ledger.
+
+Its state in ``machines/query_loop.yaml`` is ``opening_session`` (a new session, or a
+stored one resumed with its dangling calls answered); its reasons elsewhere are a file
+checkpoint taken before a Write or Edit (``file_checkpoint_taken``, in the gate) and a
+ledger hit (``ledger_hit_replayed``: a completed call the model re-proposed after it
+lost sight of it is answered with its recorded result, not run again). Here: the slice
+of the run data it owns and the ledger's records (``data``), the files on disk
+(``store``), reading a transcript back (``transcript``), which completed calls the model
+can no longer see (``ledger``) and opening a session (``opening``). Writing the
+transcript is above the layers (``queryloop.transcript``), where the whole run data is known.
+"""
+
+from .data import LedgerEntry, Restored, SessionData, SessionServices, SessionStore, input_hash, with_session
+from .ledger import hidden_calls, hidden_calls_note, matching_entry, replayed_result
+from .opening import answer_dangling_calls, open_session, resume_history, start_session
+from .store import MAX_CHECKPOINTS, CheckpointEntry, CheckpointStore, SessionPaths, encode_cwd, queryloop_home
+
+__all__ = [
+    "CheckpointEntry",
+    "CheckpointStore",
+    "LedgerEntry",
+    "MAX_CHECKPOINTS",
+    "Restored",
+    "SessionData",
+    "SessionPaths",
+    "SessionServices",
+    "SessionStore",
+    "answer_dangling_calls",
+    "encode_cwd",
+    "hidden_calls",
+    "hidden_calls_note",
+    "input_hash",
+    "matching_entry",
+    "open_session",
+    "queryloop_home",
+    "replayed_result",
+    "resume_history",
+    "start_session",
+    "with_session",
+]
