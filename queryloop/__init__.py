@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         PermissionResultDeny,
         QueryOptions,
         ToolPermissionContext,
+        create_sdk_mcp_server,
     )
     from .settings import Settings, SettingsError, load_settings
 
@@ -77,6 +78,7 @@ __all__ = [
     "ToolSpec",
     "ToolUseBlock",
     "UserMessage",
+    "create_sdk_mcp_server",
     "load_settings",
     "query",
     "restore_run",
@@ -128,6 +130,7 @@ _HOME = {
             "PermissionResultDeny",
             "QueryOptions",
             "ToolPermissionContext",
+            "create_sdk_mcp_server",
         ),
         "options",
     ),

@@ -27,6 +27,7 @@ from queryloop.fsm import Program, Runner, RunState, Step, load_machine
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookConfig, HookRunner, HooksData
+from queryloop.handlers.mcp import McpData, McpManager, McpServerConfig
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
@@ -54,6 +55,7 @@ from .tracing import recorder_from_env
 from .transcript import TranscriptWriter
 
 __all__ = [
+    "DEFAULT_MODEL",
     "AgentData",
     "AgentOptions",
     "AgentRun",
@@ -63,6 +65,8 @@ __all__ = [
     "restore_run",
     "snapshot_run",
 ]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a coding agent working in the user's directory through tools (Read, Write, Edit, "
@@ -123,6 +127,7 @@ class AgentOptions:
     # tools of the caller's own (ToolSpecs, e.g. from @queryloop.tool), offered after the built-ins
     custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_specs, validator=_check_custom_tools)
     can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
+    mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
     auto_compact: bool = True
     auto_compact_threshold: float = 0.8  # of the effective window
     params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
@@ -161,6 +166,7 @@ class AgentData:
     tools: ToolsData = attrs.field(factory=ToolsData)
     context: ContextData = attrs.field(factory=ContextData)
     session: SessionData = attrs.field(factory=SessionData)
+    mcp: McpData = attrs.field(factory=McpData)
     user_turns: int = 0  # user messages the loop added after the prompt, as Claude Code counts them (_turns_in)
 
     def evolve(self, **changes: Any) -> Self:
@@ -219,7 +225,12 @@ class AgentServices:
     interactive: bool = False  # ask the user (y/n/always) instead of denying what would ask
     can_use_tool: AskPermission | None = None  # the permission callback: asked before the user, instead of denying
     session: SessionStore | None = None  # the session's ledger and checkpoints (None: nothing is kept)
+    mcp: McpManager | None = None  # the MCP servers (None: none configured)
     rng: random.Random = attrs.field(factory=random.Random)
+
+    def extra_tool(self, name: str) -> ToolSpec | None:
+        """An MCP server's tool by the name the model calls it (None if no server lists it now)."""
+        return self.mcp.tool_spec(name) if self.mcp is not None else None
 
 
 def _store(options: AgentOptions) -> SessionStore | None:
@@ -242,7 +253,7 @@ def _registry(options: AgentOptions) -> ToolRegistry:
     return ToolRegistry(tools=(*default_registry([t for t in builtins if t not in hidden]).tools, *custom))
 
 
-def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
+def _services(options: AgentOptions, backend: ModelBackend, mcp: McpManager | None) -> AgentServices:
     system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
     registry = _registry(options)
     store = _store(options)
@@ -270,6 +281,7 @@ def _services(options: AgentOptions, backend: ModelBackend) -> AgentServices:
         interactive=options.interactive,
         can_use_tool=options.can_use_tool,
         session=store,
+        mcp=mcp,
     )
 
 
@@ -316,7 +328,9 @@ class AgentRun:
     instead of starting from ``options.prompt``. When ``QUERYLOOP_TRACE_DIR`` is set, every
     step the run takes is recorded there (``queryloop.tracing``). Unless
     ``options.persist`` is off, the session's transcript is written as the run goes
-    (``queryloop.transcript``), its ledger and checkpoints kept beside it.
+    (``queryloop.transcript``), its ledger and checkpoints kept beside it. ``mcp``: MCP
+    servers already connected (a conversation of several runs shares them); without it,
+    the run connects ``options.mcp_servers`` itself when it starts and closes them at its end.
     """
 
     def __init__(
@@ -327,12 +341,16 @@ class AgentRun:
         program: Program | None = None,
         on_publish: Callable[[Any], None] | None = None,
         state: RunState[AgentData] | None = None,
+        mcp: McpManager | None = None,
     ) -> None:
         if len(options.fallback_models) > 3:
             raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
         self.options = options
         self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
-        self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token))
+        self._owns_mcp = mcp is None and bool(options.mcp_servers)
+        if self._owns_mcp:
+            mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides)
+        self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token), mcp)
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
         store = self.services.session
@@ -364,6 +382,7 @@ class AgentRun:
         at once: the runner's generator is closed with it, not left to the garbage collector.
         """
         try:
+            await self.connect_mcp()
             async with contextlib.aclosing(self.runner.run()) as items:
                 async for item in items:
                     if self.transcript is not None and not isinstance(item, Step):
@@ -372,7 +391,15 @@ class AgentRun:
         finally:
             self.finished = time.monotonic()
             self._close_session()
+            if self._owns_mcp and self.services.mcp is not None:
+                await self.services.mcp.close()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
+
+    async def connect_mcp(self) -> None:
+        """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this."""
+        mcp = self.services.mcp
+        if mcp is not None and not mcp.started:
+            await mcp.start()
 
     def _published(self, item: Any) -> None:
         if self.transcript is not None:

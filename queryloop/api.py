@@ -31,6 +31,7 @@ from typing import Any, Self
 import attrs
 
 from queryloop.fsm import Step
+from queryloop.handlers.mcp import McpManager
 from queryloop.handlers.request import AnthropicBackend, ModelBackend
 
 from .agent import AgentOptions, AgentRun, query_loop_program
@@ -57,7 +58,7 @@ class _Conversation:
         )
         self.template = agent_options(options, can_use_tool=asker)
         try:
-            self.session: SessionChoice = choose_session(
+            session = choose_session(
                 cwd=self.template.cwd,
                 resume=options.resume,
                 continue_=options.continue_conversation,
@@ -67,8 +68,15 @@ class _Conversation:
             )
         except SessionChoiceError as exc:
             raise OptionsError(str(exc)) from None
+        self._begin(self.template, session, options.backend)
+
+    def _begin(self, template: AgentOptions, session: SessionChoice, backend: ModelBackend | None) -> None:
+        """Nothing played yet: the options every prompt starts from, the session and the backend."""
+        self.template = template
+        self.session: SessionChoice = session
         self.prompts = 0  # prompts played so far
-        self.backend: ModelBackend | None = options.backend
+        self.backend: ModelBackend | None = backend
+        self.mcp: McpManager | None = None  # MCP servers kept across prompts (None: each prompt connects its own)
         self.client: Any = None  # the anthropic client this conversation made (closed with it), if any
         self.playing: asyncio.Task[Any] | None = None
         self.interrupting = False  # an interrupt() cancelled (or will cancel) the prompt being played
@@ -95,8 +103,9 @@ class _Conversation:
         """Cancel the prompt being played (its abort edges run); False when none is."""
         if self.playing is None or self.playing.done():
             return False
-        self.interrupting = True
-        self.playing.cancel()
+        if not self.interrupting:  # once: a second cancel would outlive the one interrupt() takes back
+            self.interrupting = True
+            self.playing.cancel()
         return True
 
     def _run_options(self, prompt: str) -> AgentOptions:
@@ -131,18 +140,26 @@ class _Conversation:
             options = self._run_options(prompt)
             assert self.backend is not None, "open() the conversation first"
             sink = io.StringIO()
-            renderer = Renderer("stream-json", session_id=options.session_id, stdout=sink)
+            renderer = self._renderer(options, sink)
 
             def publish(item: Any) -> None:
                 renderer.handle(item)
                 _drain(sink, emit)
 
             program = query_loop_program()
-            run = AgentRun(options, self.backend, program=program, on_publish=publish)
+            run = AgentRun(options, self.backend, program=program, on_publish=publish, mcp=self.mcp)
+            try:
+                await run.connect_mcp()  # as the CLI: the init message lists each MCP server's status and tools
+            except asyncio.CancelledError:
+                if not self._was_interrupt():
+                    raise
+                interrupted = True  # the run takes its abort edge as it starts
+            mcp = run.services.mcp
             renderer.start(
                 model=options.model,
                 cwd=str(options.cwd),
-                tools=list(run.services.tools.names),
+                tools=[*run.services.tools.names, *(t.name for t in (mcp.catalog() if mcp else ()))],
+                mcp_servers=mcp.statuses() if mcp else [],
                 fallback_models=list(options.fallback_models),
                 machine=program.spec.name,
                 memory_paths=memory_paths(options.instructions),
@@ -159,6 +176,19 @@ class _Conversation:
             self.playing = None
             self.interrupting = False
 
+    def _renderer(self, options: AgentOptions, sink: io.StringIO) -> Renderer:
+        """How a prompt is shown: its stream-json lines go to ``sink``, read back as messages."""
+        return Renderer("stream-json", session_id=options.session_id, stdout=sink)
+
+    def _was_interrupt(self) -> bool:
+        """Whether the cancellation being handled is interrupt()'s (then it is taken back), not the caller's."""
+        task = asyncio.current_task()
+        if not self.interrupting or task is None:
+            return False
+        task.uncancel()
+        self.interrupting = False
+        return True
+
     async def _drive(self, run: AgentRun, publish: Callable[[Any], None]) -> None:
         """Every step and item of ``run``; an interrupt ends it through its abort edge, not with an exception."""
         shown = 0
@@ -167,10 +197,8 @@ class _Conversation:
                 publish(item)
                 shown += isinstance(item, Step)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not self.interrupting or task is None:
-                raise  # not ours: the caller is cancelling
-            task.uncancel()
+            if not self._was_interrupt():
+                raise
         for step in run.steps[shown:]:  # the abort step: recorded by the runner, never yielded while cancelling
             publish(step)
 

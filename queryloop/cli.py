@@ -34,16 +34,20 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from queryloop.fsm import Step
 from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
+from queryloop.handlers.mcp import McpConfigError
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
 from queryloop.handlers.tools.permissions import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from . import __version__
-from .agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
+from .agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
 from .console import Renderer
+from .mcp_config import load_mcp_servers
 from .memory import MEMORY_KINDS, MemoryKind, load_instructions, memory_paths
 from .mockapi.scenario import Scenario, ScenarioError, load_scenario
+from .sdk_flags import add_sdk_options, prepare_sdk_flags
+from .sdk_protocol import serve_sdk_session
 from .sessions import SessionChoiceError, add_session_commands, choose_session
 from .settings import SettingsError, load_settings
 
@@ -52,7 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
 OFFLINE_HINT = (
     "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
     "server, try: queryloop --scenario machines/scenarios/fallback_chain.yaml 'bump the checkpoint'"
@@ -153,6 +156,10 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
     mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
     mock.set_defaults(func=cmd_mock_api)
+    deploy = sub.add_parser("mock-mcp-deploy", help="serve the small deploy MCP server of the seed's chain (stdio)")
+    deploy.add_argument("--state", type=Path, default=Path("deployments.json"), metavar="FILE")
+    deploy.add_argument("--http", type=_positive_int, metavar="PORT", help="serve streamable HTTP instead of stdio")
+    deploy.set_defaults(func=cmd_mock_mcp_deploy)
     add_session_commands(sub)
     return parser, tuple(sub.choices)
 
@@ -196,7 +203,9 @@ def _add_agent_options(run: argparse.ArgumentParser) -> None:
     _add_limit_options(run)
     _add_context_options(run)
     _add_permission_options(run)
+    _add_mcp_options(run)
     _add_session_options(run)
+    add_sdk_options(run)
     run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
     run.add_argument(
         "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
@@ -219,7 +228,10 @@ def _add_io_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("-v", "--version", action="version", version=f"{__version__} (queryloop)")
     run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
     run.add_argument(
-        "--input-format", choices=("text", "stream-json"), default="text", help="text only, for now (the default)"
+        "--input-format",
+        choices=("text", "stream-json"),
+        default="text",
+        help="stream-json: prompts and control requests as JSON lines on stdin (the Claude Agent SDK's session)",
     )
 
 
@@ -320,6 +332,21 @@ def _add_permission_options(run: argparse.ArgumentParser) -> None:
         )
 
 
+def _add_mcp_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--mcp-config",
+        metavar="FILE|JSON",
+        action="extend",
+        nargs="+",
+        help='MCP servers, {"mcpServers": {...}} in a file or inline (repeatable; wins over .mcp.json and settings)',
+    )
+    run.add_argument(
+        "--strict-mcp-config",
+        action="store_true",
+        help="use only the servers of --mcp-config (not .mcp.json nor settings)",
+    )
+
+
 def _add_session_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("-r", "--resume", metavar="SESSION_ID", help="continue the stored session SESSION_ID")
     run.add_argument(
@@ -344,6 +371,13 @@ def cmd_mock_api(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"queryloop: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_mock_mcp_deploy(args: argparse.Namespace) -> int:
+    from .mockapi.deploy_mcp import main as serve
+
+    serve(["--state", str(args.state), *(["--http", str(args.http)] if args.http else [])])
     return 0
 
 
@@ -399,8 +433,7 @@ def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
 
 def _refuse_unsupported(args: argparse.Namespace) -> None:
     """Flags accepted for Claude Code's command line that this runtime cannot honour (yet): refused or noted."""
-    if args.input_format == "stream-json":
-        raise UsageError("--input-format stream-json is not supported yet: give the prompt as an argument or on stdin")
+    prepare_sdk_flags(args)
     if args.max_thinking_tokens is not None:
         print(
             "queryloop: warning: --max-thinking-tokens is ignored: extended thinking is not requested yet",
@@ -442,16 +475,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(OFFLINE_HINT, file=sys.stderr)
         return 1
     hints = scenario.cli if scenario else {}
-    prompt = _prompt(args, scenario)
+    prompt = "" if args.input_format == "stream-json" else _prompt(args, scenario)  # stream-json: on stdin
     settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     sources = MEMORY_KINDS if args.setting_sources is None else args.setting_sources
     allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
     disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
+    hinted_mcp = hints.get("mcp_config", [])  # a scenario's: file names or documents
     try:  # every settings or rule problem is reported before anything is created or run
         settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"), sources=sources)
         rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
-    except (SettingsError, PermissionRuleError) as exc:
-        print(f"queryloop: {exc}", file=sys.stderr)
+        mcp_servers, mcp_warnings = load_mcp_servers(
+            cwd=settings_cwd,
+            settings=settings.raw,
+            mcp_config=args.mcp_config or [c if isinstance(c, str) else json.dumps(c) for c in hinted_mcp],
+            strict=args.strict_mcp_config,
+        )
+    except (SettingsError, PermissionRuleError, McpConfigError) as exc:
+        what = "invalid MCP configuration: " if isinstance(exc, McpConfigError) else ""
+        print(f"queryloop: {what}{exc}", file=sys.stderr)
         return 1
     cwd = _prepare_cwd(args, scenario)
     try:
@@ -505,7 +546,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         stored_as=session.stored_as,
         resume_from=session.resume_from,
         start_source=session.start_source,
+        mcp_servers=mcp_servers,
+        tools=args.tools,
     )
+    for warning in mcp_warnings:
+        print(f"queryloop: warning: {warning}", file=sys.stderr)
     try:
         return asyncio.run(_run(options, scenario, args))
     finally:
@@ -582,13 +627,19 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             client = anthropic.AsyncAnthropic(api_key="offline-scenario", base_url=server.url, max_retries=0)
         else:
             client = anthropic.AsyncAnthropic(max_retries=0)
+        if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
+            return await serve_sdk_session(options, AnthropicBackend(client), args)
         renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
         program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
         run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
+        await run.connect_mcp()  # the init line lists each server's status and tools
+        mcp = run.services.mcp
+        mcp_tools = [t.name for t in mcp.catalog()] if mcp else []
         renderer.start(
             model=options.model,
             cwd=str(options.cwd),
-            tools=list(run.services.tools.names),
+            tools=[*run.services.tools.names, *mcp_tools],
+            mcp_servers=mcp.statuses() if mcp else [],
             fallback_models=list(options.fallback_models),
             machine=program.spec.name,
             memory_paths=memory_paths(options.instructions),

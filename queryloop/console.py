@@ -138,6 +138,7 @@ class Renderer:
         cwd: str,
         tools: list[str],
         fallback_models: list[str],
+        mcp_servers: list[dict[str, str]] | None = None,  # [{name, status}]
         machine: str,
         memory_paths: dict[str, list[str]] | None = None,  # the CLAUDE.md files read, by kind
         permission_mode: str = "default",
@@ -154,7 +155,7 @@ class Renderer:
                     "cwd": cwd,
                     "session_id": self.session_id,
                     "tools": tools,
-                    "mcp_servers": [],  # Claude Code's fields; queryloop has none of these yet
+                    "mcp_servers": mcp_servers or [],
                     "model": model,
                     "permissionMode": permission_mode,
                     "slash_commands": [],

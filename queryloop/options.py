@@ -4,13 +4,16 @@ Owns :class:`QueryOptions` (the SDK's ``ClaudeAgentOptions`` field names where
 queryloop has the feature — ``system_prompt``, ``allowed_tools``, ``disallowed_tools``,
 ``permission_mode``, ``max_turns``, ``max_budget_usd``, ``model``, ``fallback_model``,
 ``cwd``, ``resume``, ``continue_conversation``, ``fork_session``, ``session_id``,
-``settings``, ``setting_sources``, ``env``, ``hooks``, ``can_use_tool`` — plus
-queryloop's own: ``custom_tools``, a model ``backend``, where sessions are kept, the
-retry and output caps), the SDK's :class:`HookMatcher` and permission results
-(:class:`PermissionResultAllow`, :class:`PermissionResultDeny`,
-:class:`ToolPermissionContext`), and :func:`agent_options`, which reads settings and
-rules once and gives the :class:`~queryloop.agent.AgentOptions` every prompt of a
-conversation starts from. A problem with them is an :class:`OptionsError` naming the fix.
+``settings``, ``setting_sources``, ``env``, ``hooks``, ``can_use_tool``,
+``mcp_servers``, ``strict_mcp_config`` — plus queryloop's own: ``custom_tools``, a model
+``backend``, where sessions are kept, the retry and output caps), the SDK's
+:class:`HookMatcher`, permission results (:class:`PermissionResultAllow`,
+:class:`PermissionResultDeny`, :class:`ToolPermissionContext`) and
+:func:`create_sdk_mcp_server` (Python tools offered as one in-process server's,
+``mcp__<server>__<tool>``), and :func:`agent_options`, which reads settings, rules and
+MCP configurations once and gives the :class:`~queryloop.agent.AgentOptions` every
+prompt of a conversation starts from. A problem with them is an :class:`OptionsError`
+naming the fix.
 
 Does not own running anything (``queryloop.api``) nor the session a prompt continues
 (``queryloop.sessions`` chooses it, ``queryloop.api`` keeps it across prompts).
@@ -18,16 +21,21 @@ Does not own running anything (``queryloop.api``) nor the session a prompt conti
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import Any, Literal, cast
 
 import attrs
 
 from queryloop.handlers.hooks import HookCallback, HookConfig, HookFunction
 from queryloop.handlers.hooks import HookMatcher as MatcherGroup
 from queryloop.handlers.hooks.runner import HOOK_EVENTS
+from queryloop.handlers.mcp import McpConfigError, McpServerConfig
+from queryloop.handlers.mcp.config import tool_name
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import ModelBackend
 from queryloop.handlers.tools import (
@@ -39,7 +47,8 @@ from queryloop.handlers.tools import (
     ToolSpec,
 )
 
-from .agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
+from .agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions
+from .mcp_config import load_mcp_servers
 from .memory import MEMORY_KINDS, MemoryKind, load_instructions
 from .settings import SettingsError, load_settings
 
@@ -53,12 +62,13 @@ __all__ = [
     "PermissionResultAllow",
     "PermissionResultDeny",
     "QueryOptions",
+    "SdkMcpServer",
     "ToolPermissionContext",
     "agent_options",
+    "create_sdk_mcp_server",
     "permission_asker",
 ]
 
-DEFAULT_MODEL: Final = "claude-sonnet-4-5"
 """The model a prompt uses when neither the options nor the settings name one (the CLI's default)."""
 
 
@@ -120,6 +130,24 @@ class HookMatcher:
     timeout: float | None = None
 
 
+@attrs.frozen(kw_only=True)
+class SdkMcpServer:
+    """Python tools served in process under one server name (what :func:`create_sdk_mcp_server` makes)."""
+
+    name: str
+    version: str = "1.0.0"
+    tools: tuple[ToolSpec, ...] = ()
+
+
+def create_sdk_mcp_server(name: str, version: str = "1.0.0", tools: Iterable[ToolSpec] | None = None) -> dict[str, Any]:
+    """The SDK's in-process server of ``@tool`` functions, for ``QueryOptions(mcp_servers={name: ...})``.
+
+    Its tools are offered as ``mcp__<name>__<tool>`` (permission rules name them so, or
+    ``mcp__<name>`` for all of them); they run in this process like ``custom_tools``.
+    """
+    return {"type": "sdk", "name": name, "instance": SdkMcpServer(name=name, version=version, tools=tuple(tools or ()))}
+
+
 # ---- the options --------------------------------------------------------------------------------
 
 
@@ -154,7 +182,11 @@ class QueryOptions:
     files are read: ``user``, ``project``, ``local``; None reads none, as the SDK),
     ``env`` (passed to the tools' commands), ``hooks`` (``{"PreToolUse":
     [HookMatcher(...)]}``) and ``can_use_tool`` (answers what would ask; without it a
-    call that would ask is denied).
+    call that would ask is denied), ``mcp_servers`` (``{name: {"command": ..., "args":
+    [...]}}`` or ``{"type": "http", "url": ...}``, Claude Code's ``mcpServers`` entries,
+    or a JSON file or text holding ``{"mcpServers": ...}``; a :func:`create_sdk_mcp_server`
+    value serves Python tools) and ``strict_mcp_config`` (only those servers, not the
+    settings' or an approved ``.mcp.json``'s).
 
     queryloop's own: ``custom_tools`` (``@queryloop.tool`` functions, offered after the
     built-ins), ``backend`` (the model backend; default: the ``anthropic`` SDK with
@@ -183,6 +215,8 @@ class QueryOptions:
     env: Mapping[str, str] = attrs.field(factory=dict)
     hooks: Mapping[str, tuple[HookMatcher, ...]] = attrs.field(factory=dict, converter=_hook_map)
     can_use_tool: CanUseTool | None = None
+    mcp_servers: Mapping[str, Mapping[str, Any]] | str | Path = attrs.field(factory=dict)
+    strict_mcp_config: bool = False
     # queryloop's own
     custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_specs)
     backend: ModelBackend | None = None
@@ -245,6 +279,41 @@ def _python_hooks(hooks: Mapping[str, tuple[HookMatcher, ...]]) -> HookConfig:
     return HookConfig(matchers=tuple(groups))
 
 
+def _mcp_servers(options: QueryOptions, cwd: Path, settings: Mapping[str, Any]) -> tuple[McpServerConfig, ...]:
+    """The MCP servers to start, as ``--mcp-config`` (and ``--strict-mcp-config``) would give them."""
+    value = options.mcp_servers
+    if isinstance(value, Mapping):
+        remote = {name: dict(entry) for name, entry in value.items() if entry.get("type") != "sdk"}
+        configs = [json.dumps({"mcpServers": remote})] if remote else []
+    else:
+        configs = [str(value)]
+    try:
+        servers, warnings = load_mcp_servers(
+            cwd=cwd, settings=settings, mcp_config=configs, strict=options.strict_mcp_config
+        )
+    except McpConfigError as exc:
+        raise OptionsError(f"mcp_servers: {exc}") from None
+    for warning in warnings:
+        print(f"queryloop: warning: {warning}", file=sys.stderr)
+    return servers
+
+
+def _served_tools(options: QueryOptions) -> tuple[ToolSpec, ...]:
+    """The tools of the in-process servers (:func:`create_sdk_mcp_server`), named ``mcp__<server>__<tool>``."""
+    value = options.mcp_servers
+    tools: list[ToolSpec] = []
+    for name, entry in value.items() if isinstance(value, Mapping) else ():
+        if entry.get("type") != "sdk":
+            continue
+        server = entry.get("instance")
+        if not isinstance(server, SdkMcpServer):
+            raise OptionsError(
+                f"mcp_servers[{name!r}] is an sdk server without tools: make it with create_sdk_mcp_server"
+            )
+        tools.extend(attrs.evolve(spec, name=tool_name(name, spec.name)) for spec in server.tools)
+    return tuple(tools)
+
+
 def agent_options(options: QueryOptions, *, can_use_tool: AskPermission | None) -> AgentOptions:
     """The run options every prompt of a conversation starts from (its prompt and session are set per prompt).
 
@@ -276,7 +345,8 @@ def agent_options(options: QueryOptions, *, can_use_tool: AskPermission | None) 
             append_system_prompt=append,
             retry_base_delay_s=options.retry_base_delay_s,
             tools=options.tools,
-            custom_tools=options.custom_tools,
+            custom_tools=(*options.custom_tools, *_served_tools(options)),
+            mcp_servers=_mcp_servers(options, cwd, settings.raw),
             can_use_tool=can_use_tool,
             params=dict(options.params),
             permission_mode=options.permission_mode or settings.permissions.default_mode or "default",
@@ -302,6 +372,7 @@ def permission_asker(callback: CanUseTool, *, on_interrupt: Callable[[], object]
         if isinstance(result, PermissionResultDeny):
             if result.interrupt:
                 on_interrupt()
+                await asyncio.sleep(0)  # the interrupt lands here, at the gate, whose abort edge ends the prompt
             return PermissionAnswer(allow=False, message=result.message)
         raise TypeError(
             f"can_use_tool returned {type(result).__name__}; return PermissionResultAllow() or "

@@ -99,6 +99,10 @@ SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
         },
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "model": {"type": "string"},
+        "mcpServers": {"type": "object", "additionalProperties": {"type": "object"}},  # checked in full when used
+        "enableAllProjectMcpServers": {"type": "boolean"},
+        "enabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
+        "disabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
     },
 }
 

@@ -23,13 +23,16 @@ FOLDERS = {
     "queryloop.handlers": ROOT / "handlers",
     "queryloop.machines": ROOT / "machines",
 }
-LAYERS = ("request", "output", "hooks", "session", "tools", "context")  # each may import only the ones before it
+LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context")  # each may import only the ones before it
 SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome")
 ABOVE_THE_LAYERS = (
     "queryloop.agent",
     "queryloop.api",
     "queryloop.messages",
     "queryloop.options",
+    "queryloop.sdk_channel",
+    "queryloop.sdk_flags",
+    "queryloop.sdk_protocol",
     "queryloop.cli",
     "queryloop.console",
     "queryloop.memory",

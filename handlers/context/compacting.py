@@ -182,7 +182,8 @@ def plan_compaction(run: RunState[C], event: Event[Measured]) -> C:
 def plan_reactive_compaction(run: RunState[C], event: Event[ModelFailure]) -> C:
     """The request was too long: summarise the oldest rounds, keep the newest verbatim (see ``reactive``)."""
     plan = reactive.reactive_plan(run.data.messages.to_list(), gap=_gap(event))
-    estimate = run.data.context.overhead + run.data.messages.tokens  # the running local estimate
+    data = run.data
+    estimate = data.context.overhead + data.request.tool_catalog_tokens + data.messages.tokens  # the running estimate
     data = with_request(run.data, failure=event.data)  # surfaced if the compaction fails
     return with_context(
         data, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None, summary_failure=None

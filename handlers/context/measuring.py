@@ -57,10 +57,11 @@ def estimate_of(run: RunState[C]) -> int:
     """The next request's estimate: system and tools, the messages, corrected by the last real count."""
     data = run.data
     context, request = data.context, data.request
+    overhead = context.overhead + request.tool_catalog_tokens
     correction = (
-        request.real_input_tokens - (context.overhead + request.sent_message_tokens) if request.real_input_tokens else 0
+        request.real_input_tokens - (overhead + request.sent_message_tokens) if request.real_input_tokens else 0
     )
-    return context.overhead + data.messages.tokens + correction
+    return overhead + data.messages.tokens + correction
 
 
 async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measured]:
@@ -81,7 +82,7 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
             model=data.request.model,
             messages=data.messages,
             system=services.system_prompt,
-            tools=services.tool_definitions,
+            tools=(*services.tool_definitions, *data.request.tool_catalog),
             max_tokens=data.request.max_tokens,
             stream=False,
             attempt=1,

@@ -42,10 +42,6 @@ _SCHEMA: dict[str, Any] = {
                     "url": {"type": "string", "pattern": "^https?://"},
                     "headers": _STRINGS,
                 },
-                "oneOf": [
-                    {"required": ["command"], "properties": {"type": {"const": "stdio"}}},
-                    {"required": ["url", "type"], "properties": {"type": {"enum": ["http", "sse"]}}},
-                ],
             },
         }
     },
@@ -67,7 +63,7 @@ class McpServerConfig:
     type: Transport = "stdio"
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = attrs.field(factory=dict)
+    env: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # may hold credentials: never printed
     url: str | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # may hold credentials: never printed
     source: str = ""  # where it was declared (a file, --mcp-config, settings)
@@ -98,15 +94,24 @@ def _path(error: jsonschema.ValidationError) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "(top level)"
 
 
+def _shape_problem(entry: Mapping[str, Any]) -> str | None:
+    """What is wrong with a server entry the schema let through: the transport and its address must agree."""
+    kind = entry.get("type", "stdio")
+    if kind == "stdio" and "url" in entry:
+        return "a url needs type http or sse (a stdio server has a command instead)"
+    if kind == "stdio" and "command" not in entry:
+        return "a server needs either a command (type stdio, the default) or a url with type http or sse"
+    if kind != "stdio" and "command" in entry:
+        return f"a server of type {kind} has a url, not a command (a command needs type stdio)"
+    if kind != "stdio" and "url" not in entry:
+        return f"a server of type {kind} needs a url"
+    return None
+
+
 def _explain(error: jsonschema.ValidationError) -> str:
-    if error.validator == "oneOf":
-        return (
-            "a server needs either a command (type stdio, the default) or a url with type http or sse, "
-            "not both and not neither"
-        )
     if error.validator == "pattern" and error.absolute_path and error.absolute_path[-1] == "url":
         return f"url must start with http:// or https://, got {error.instance!r}"
-    if error.validator == "propertyNames":
+    if "propertyNames" in error.absolute_schema_path:
         return f"server name {error.instance!r} may hold only letters, digits, '_' and '-'"
     return error.message
 
@@ -119,6 +124,9 @@ def parse_mcp_servers(raw: Any, source: str) -> dict[str, McpServerConfig]:
     servers: dict[str, McpServerConfig] = {}
     for name, entry in raw["mcpServers"].items():
         where = f"mcpServers.{name}"
+        problem = _shape_problem(entry)
+        if problem:
+            raise McpConfigError(f"{source}: at .{where}: {problem}")
         kind: Transport = entry.get("type", "stdio")
         servers[name] = McpServerConfig(
             name=name,

@@ -57,7 +57,9 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
         model=request.model,
         messages=run.data.messages,
         system=services.system_prompt,
-        tools=services.tool_definitions,
+        tools=(*services.tool_definitions, *request.tool_catalog)
+        if request.tool_catalog
+        else services.tool_definitions,
         max_tokens=request.max_tokens,
         stream=run.count("stream_fallbacks") == 0,
         attempt=run.count("api_retries") + 1,

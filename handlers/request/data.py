@@ -21,6 +21,7 @@ from .backends import ModelBackend
 from .client import ModelFailure, RequestLog, UsageTotals
 
 __all__ = [
+    "BackoffServices",
     "ApiRetry",
     "AssistantMessage",
     "ModelServices",
@@ -48,6 +49,9 @@ class RequestData:
     api_duration_ms: float = 0.0
     real_input_tokens: int = 0  # input tokens the API counted for the last answered request (0: none yet)
     sent_message_tokens: int = 0  # the local estimate of that request's messages
+    # tools offered beside the registry's (MCP servers'): set only at a request boundary (syncing_tools)
+    tool_catalog: tuple[dict[str, Any], ...] = ()
+    tool_catalog_tokens: int = 0  # its share of the request's estimate (the JSON's length / 4)
 
 
 def real_input_tokens(usage: Mapping[str, Any]) -> int:
@@ -94,8 +98,8 @@ class ModelServices(Protocol):
     def idle_timeout_s(self) -> float: ...
 
 
-class RequestServices(ModelServices, Protocol):
-    """What the backoff uses besides: its base and ceiling, a random source for jitter."""
+class BackoffServices(Protocol):
+    """What a backoff uses: its base and ceiling, a random source for jitter."""
 
     @property
     def retry_base_delay_s(self) -> float: ...
@@ -105,6 +109,10 @@ class RequestServices(ModelServices, Protocol):
 
     @property
     def rng(self) -> random.Random: ...
+
+
+class RequestServices(ModelServices, BackoffServices, Protocol):
+    """What request-layer effects use: the model, and the backoff between its attempts."""
 
 
 # ---- what request-layer effects publish (rendered by queryloop.console) ----------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -33,9 +33,14 @@ __all__ = [
 ]
 
 
-def input_hash(name: str, tool_input: Mapping[str, Any]) -> str:
-    """What makes two calls the same call: the tool's name and its input, canonical JSON, sha256."""
-    canonical = json.dumps([name, tool_input], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def input_hash(name: str, tool_input: Mapping[str, Any], ignore: Collection[str] = ()) -> str:
+    """What makes two calls the same call: the tool's name and its input but ``ignore``, canonical JSON, sha256.
+
+    ``ignore``: the tool's fields that name one attempt (an idempotency key): a call proposed
+    again with a fresh key is still the same action.
+    """
+    kept = {k: v for k, v in tool_input.items() if k not in ignore} if ignore else tool_input
+    canonical = json.dumps([name, kept], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

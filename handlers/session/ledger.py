@@ -16,7 +16,7 @@ gate answers it with :func:`replayed_result`, the recorded result marked as such
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..messages import ToolCall, ToolResultBlock, tool_result_block
@@ -66,9 +66,9 @@ def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, Any]]) ->
     return [e for e in mine if e.tool_use_id not in visible or e.tool_use_id in recovered]
 
 
-def matching_entry(call: ToolCall, hidden: Sequence[LedgerEntry]) -> LedgerEntry | None:
-    """The hidden completed call ``call`` repeats exactly (same tool, same input), if any."""
-    digest = input_hash(call.name, call.input)
+def matching_entry(call: ToolCall, hidden: Sequence[LedgerEntry], ignore: Collection[str] = ()) -> LedgerEntry | None:
+    """The hidden completed call ``call`` repeats (same tool, same input but the ``ignore`` fields), if any."""
+    digest = input_hash(call.name, call.input, ignore)
     return next((e for e in hidden if e.name == call.name and e.input_hash == digest), None)
 
 
@@ -82,7 +82,7 @@ def _content_text(result: Mapping[str, Any]) -> str:
 def replayed_result(call: ToolCall, entry: LedgerEntry) -> ToolResultBlock:
     """The answer to a call that repeats a completed one: not run again, the recorded result instead."""
     text = (
-        f"Not run again: this exact {call.name} call already completed earlier in this turn "
+        f"Not run again: this {call.name} call repeats one that already completed earlier in this turn "
         f"(as {entry.tool_use_id}); its effects are in place. Its recorded result:\n{_content_text(entry.result)}"
     )
     return tool_result_block(call.id, text, is_error=bool(entry.result.get("is_error")))

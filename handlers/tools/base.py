@@ -153,7 +153,9 @@ class ToolSpec:
     ``read_only`` tools change nothing; ``idempotent`` tools can be re-run after an
     abort without a different effect (every completed call of any other tool goes to
     the session's side-effect ledger); ``changes_file`` names the input field holding
-    the file a call changes, whose bytes are checkpointed before it runs.
+    the file a call changes, whose bytes are checkpointed before it runs; ``attempt_fields``
+    are input fields that name one attempt (an idempotency key, a request id), left out
+    when the ledger asks whether a call repeats a completed one.
     ``own_timeout_s`` is set by a tool that enforces a timeout itself (and reports what
     it got done by then): it gives that timeout for an input. The schema is compiled
     once, here.
@@ -168,6 +170,7 @@ class ToolSpec:
     run: ToolRun = attrs.field(repr=False)
     own_timeout_s: Callable[[Mapping[str, Any], ToolContext], float] | None = attrs.field(default=None, repr=False)
     changes_file: str | None = None  # the input field naming the file a call changes (checkpointed before it runs)
+    attempt_fields: tuple[str, ...] = ()  # input fields naming an attempt (an idempotency key): not the call's identity
     schema_validator: Validator = attrs.field(init=False, eq=False, repr=False)
 
     @schema_validator.default

@@ -16,8 +16,9 @@ import attrs
 from ..hooks.service import HookServices
 from ..messages import ToolCall, synthetic_error_results
 from ..outcome import SharedData
+from ..request.data import RequestData
 from ..session import SessionData, SessionServices
-from .base import ToolContext
+from .base import ToolContext, ToolSpec
 from .dispatch import ToolRegistry
 from .permissions import AskPermission, PermissionMode, PermissionRules
 
@@ -46,6 +47,9 @@ class ToolsRun(SharedData, Protocol):
 
     @property
     def session(self) -> SessionData: ...
+
+    @property
+    def request(self) -> RequestData: ...  # its tool_catalog: the tools beyond the registry offered this turn
 
 
 T = TypeVar("T", bound=ToolsRun)
@@ -82,6 +86,10 @@ class ToolServices(HookServices, SessionServices, Protocol):
 
     @property
     def tool_context(self) -> ToolContext: ...
+
+    def extra_tool(self, name: str) -> ToolSpec | None:
+        """A tool beyond the registry (an MCP server's) by the name the model calls it, as it can run now."""
+        ...
 
     @property
     def permission_mode(self) -> PermissionMode: ...

@@ -37,7 +37,8 @@ from ..hooks.service import hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from ..session import hidden_calls, matching_entry, replayed_result
-from .base import ToolError, resolve_inside_cwd
+from .base import ToolError, ToolSpec, resolve_inside_cwd
+from .catalog import find_tool
 from .data import T, ToolServices, close_open_calls, with_tools
 from .dispatch import unknown_tool_result
 from .permissions import AskPermission, PermissionDecision, decide, parse_rule, suggest_rules
@@ -138,7 +139,8 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
     hidden = hidden_calls(data.session, data.messages) if data.session.ledger else []
     replayed = checkpoints = 0
     for call in data.tools.pending:
-        if call.name not in services.tools:  # no such tool: nothing to ask a hook or a rule about
+        tool = find_tool(services, data.request.tool_catalog, call.name)
+        if tool is None:  # no such tool: nothing to ask a hook or a rule about
             denied.append(dict(unknown_tool_result(call, removed_by_deny_rule=services.rules.hides(call.name))))
             unknown = True
             continue
@@ -164,13 +166,13 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
             else:
                 behavior, reason = "deny", f"{reason} (this run cannot ask, so it is denied)"
         if behavior == "allow":
-            entry = matching_entry(call, hidden) if hidden else None
+            entry = matching_entry(call, hidden, tool.attempt_fields) if hidden else None
             if entry is not None:  # it already ran: its recorded result, not a second run
                 denied.append(dict(replayed_result(call, entry)))
                 replayed += 1
                 continue
             try:
-                checkpoints += await _checkpoint(ctx, call)
+                checkpoints += await _checkpoint(ctx, call, tool)
             except OSError as exc:
                 why = f"Not run: the checkpoint of the file it changes could not be stored ({exc}); nothing was changed"
                 denied.append(dict(tool_result_block(call.id, why, is_error=True)))
@@ -201,15 +203,14 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
     return Event(name="tools_denied_again" if again else "tools_denied", data=outcome)
 
 
-async def _checkpoint(ctx: EffectContext[T, ToolServices], call: ToolCall) -> int:
+async def _checkpoint(ctx: EffectContext[T, ToolServices], call: ToolCall, tool: ToolSpec) -> int:
     """Checkpoint the file ``call`` will change: how many were stored (0: none, or nothing kept); OSError if it fails.
 
     A path the tool would refuse (outside the working directory, not a string) is left
     to the tool: it changes nothing.
     """
     store = ctx.services.session
-    tool = ctx.services.tools.get(call.name)
-    raw = call.input.get(tool.changes_file) if tool is not None and tool.changes_file else None
+    raw = call.input.get(tool.changes_file) if tool.changes_file else None
     if store is None or not store.writes or not isinstance(raw, str):
         return 0
     try:

@@ -23,7 +23,7 @@ import functools
 import inspect
 import json
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, NotRequired, overload
 
 import pydantic
@@ -44,6 +44,7 @@ InputSchema = Mapping[str, Any] | type
 _NOT_SCHEMAS = frozenset({"default", "const", "enum", "examples"})
 _NAMED_SCHEMAS = frozenset({"properties", "$defs", "patternProperties"})
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_WRAPPERS = (NotRequired, typing_extensions.NotRequired, typing_extensions.Required)  # a TypedDict key's required-ness
 
 
 class ToolDefinitionError(TypeError):
@@ -98,17 +99,16 @@ def _from_typed_dict(cls: type) -> type:
         raise ToolDefinitionError(
             f"the TypedDict {cls.__qualname__} names a type that cannot be found: {exc}"
         ) from None
-    fields = {key: _described(_plain(value)) for key, value in hints.items()}
-    required = frozenset(getattr(cls, "__required_keys__", hints))
-    return _typed_dict(cls.__name__, fields, required, extra="forbid")
-
-
-def _plain(annotation: Any) -> Any:
-    """A TypedDict field's type without the Required/NotRequired wrapper (required-ness is read separately)."""
-    origin = typing.get_origin(annotation)
-    if origin is NotRequired or origin is typing_extensions.Required or origin is typing_extensions.NotRequired:
-        return typing.get_args(annotation)[0]
-    return annotation
+    required = set(getattr(cls, "__required_keys__", hints))
+    fields: dict[str, Any] = {}
+    for key, hint in hints.items():
+        origin = typing.get_origin(hint)
+        # Under `from __future__ import annotations` Python 3.11 cannot see NotRequired when it builds the
+        # class (its required keys list every field): the resolved hint still says it.
+        if origin in _WRAPPERS:
+            (required.add if origin is typing_extensions.Required else required.discard)(key)
+        fields[key] = _described(typing.get_args(hint)[0] if origin in _WRAPPERS else hint)
+    return _typed_dict(cls.__name__, fields, frozenset(required), extra="forbid")
 
 
 def _adapter(name: str, shape: type) -> pydantic.TypeAdapter[Any]:
@@ -156,6 +156,11 @@ def _schema_of(name: str, input_schema: InputSchema) -> dict[str, Any]:
     return _json_schema(name, _adapter(name, shape))
 
 
+def _is_context(annotation: object) -> bool:
+    """A parameter that gets the call's ToolContext (by its annotation, resolved or not)."""
+    return annotation is ToolContext or annotation == "ToolContext"
+
+
 class _Call:
     """How one tool function is called: its parameters, the input model, where the context goes."""
 
@@ -164,13 +169,11 @@ class _Call:
         self.fn = fn
         try:
             signature = inspect.signature(fn, eval_str=True)
-        except (NameError, TypeError, SyntaxError) as exc:
-            raise ToolDefinitionError(
-                f"tool {name!r}: the annotations of {fn.__qualname__} cannot be read: {exc}"
-            ) from None
+        except NameError:  # a class defined in a function: its name stays a string, which only types need
+            signature = inspect.signature(fn)
         params = list(signature.parameters.values())
-        self.context = next((p.name for p in params if p.annotation is ToolContext), None)
-        self.params = [p for p in params if p.annotation is not ToolContext]
+        self.context = next((p.name for p in params if _is_context(p.annotation)), None)
+        self.params = [p for p in params if not _is_context(p.annotation)]
         if any(p.kind is p.VAR_POSITIONAL for p in self.params):
             raise ToolDefinitionError(
                 f"tool {name!r}: {fn.__qualname__} takes *args, which a model cannot give; use a list parameter"
@@ -197,6 +200,11 @@ class _Call:
         for param in self.params:
             if param.kind is param.VAR_KEYWORD:
                 continue
+            if isinstance(param.annotation, str):
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: the type {param.annotation!r} of parameter {param.name!r} cannot be "
+                    "resolved (a class defined inside a function?): define it at module level, or pass input_schema="
+                )
             annotation = Any if param.annotation is param.empty else _described(param.annotation)
             if param.default is param.empty:
                 required.add(param.name)
@@ -283,6 +291,7 @@ def _make_tool(
     read_only: bool | None,
     idempotent: bool | None,
     concurrency_safe: bool | None,
+    attempt_fields: Iterable[str],
 ) -> ToolSpec:
     if not inspect.iscoroutinefunction(fn):
         raise ToolDefinitionError(
@@ -297,8 +306,13 @@ def _make_tool(
             f"{fn.__qualname__} a docstring"
         )
     call = _Call(tool_name, fn, input_schema)
+    unknown = sorted(set(attempt_fields) - set(call.schema.get("properties", {})))
+    if unknown:
+        raise ToolDefinitionError(f"tool {tool_name!r}: attempt_fields {unknown} are not fields of its input")
     read_only = read_only if read_only is not None else bool(_hint(annotations, "readOnlyHint"))
-    idempotent = idempotent if idempotent is not None else (_hint(annotations, "idempotentHint") or read_only)
+    if idempotent is None:
+        hinted = _hint(annotations, "idempotentHint")
+        idempotent = hinted if hinted is not None else read_only
     try:
         return ToolSpec(
             name=tool_name,
@@ -307,6 +321,7 @@ def _make_tool(
             read_only=read_only,
             idempotent=idempotent,
             concurrency_safe=concurrency_safe if concurrency_safe is not None else read_only,
+            attempt_fields=tuple(attempt_fields),
             run=call,
         )
     except ValueError as exc:
@@ -327,6 +342,7 @@ def tool(
     read_only: bool | None = None,
     idempotent: bool | None = None,
     concurrency_safe: bool | None = None,
+    attempt_fields: Iterable[str] = (),
 ) -> Callable[[ToolFunction], ToolSpec]: ...
 
 
@@ -339,6 +355,7 @@ def tool(
     read_only: bool | None = None,
     idempotent: bool | None = None,
     concurrency_safe: bool | None = None,
+    attempt_fields: Iterable[str] = (),
 ) -> ToolSpec | Callable[[ToolFunction], ToolSpec]:
     """Turn an async function into a tool — the Claude Agent SDK's ``@tool(name, description, input_schema)``.
 
@@ -352,7 +369,9 @@ def tool(
     ``idempotent`` (default: ``idempotentHint``, else ``read_only``; a tool that is not is
     recorded in the side-effect ledger and never re-run blindly) and
     ``concurrency_safe`` (default ``read_only``: may run beside other safe calls) tell the
-    loop how to schedule it. Used bare (``@tool``) or called (``@tool("add", "Add two
+    loop how to schedule it; ``attempt_fields`` name input fields that identify one
+    attempt (an idempotency key), which the ledger leaves out when it asks whether a
+    call repeats one that completed. Used bare (``@tool``) or called (``@tool("add", "Add two
     numbers")``); returns a :class:`~.base.ToolSpec`.
     """
     make = functools.partial(
@@ -363,6 +382,7 @@ def tool(
         read_only=read_only,
         idempotent=idempotent,
         concurrency_safe=concurrency_safe,
+        attempt_fields=attempt_fields,
     )
     if callable(name):  # used bare: @tool
         return make(name, name=None)

@@ -24,6 +24,7 @@ from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import Notice, evolved, with_outcome
 from ..request.client import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
+from .catalog import turn_registry
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
 from .dispatch import run_tool_calls
 
@@ -62,6 +63,7 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     services = ctx.services
     publish = ctx.publish
     calls = {c.id: c for c in tools.pending}
+    registry = turn_registry(services, data.request.tool_catalog)
     completed: list[dict[str, Any]] = []
     recorded: list[LedgerEntry] = []
 
@@ -69,12 +71,12 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
         publish(ToolResultPublished(call=call, result=result))
         if call.id not in calls:
             return  # a refusal of the gate: it never ran
-        tool = services.tools.get(call.name)
+        tool = registry.get(call.name)
         if tool is not None and not tool.idempotent:
             entry = LedgerEntry(
                 tool_use_id=call.id,
                 name=call.name,
-                input_hash=input_hash(call.name, call.input),
+                input_hash=input_hash(call.name, call.input, tool.attempt_fields),
                 input=dict(call.input),
                 result=dict(result),
                 prompt_id=data.session.prompt_id,
@@ -98,7 +100,7 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
             if call is not None:
                 on_result(call, dict(refusal))
 
-    ran = await run_tool_calls(tools.pending, services.tools, services.tool_context, on_result=on_result)  # type: ignore[arg-type]
+    ran = await run_tool_calls(tools.pending, registry, services.tool_context, on_result=on_result)  # type: ignore[arg-type]
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
     stop: HookOutcome | None = None
     if services.hooks.configured:

@@ -127,6 +127,7 @@ CLI_HINTS = {
     "output_format": {"enum": ["text", "json", "stream-json"]},
     "allowed_tools": {"type": "array", "items": {"type": "string"}},
     "disallowed_tools": {"type": "array", "items": {"type": "string"}},
+    "mcp_config": {"type": "array", "items": {"type": ["string", "object"]}},  # as --mcp-config: files or documents
     "append_system_prompt": {"type": "string"},
     "settings": {"type": "object"},
     "verbose": {"type": "boolean"},

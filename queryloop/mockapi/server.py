@@ -65,6 +65,8 @@ class RecordedRequest:
     system: Any
     tools: tuple[str, ...]
     """The names of the tools offered."""
+    tool_definitions: tuple[Mapping[str, Any], ...]
+    """The tools offered, whole (name, description, input_schema)."""
     headers: Mapping[str, str]
     """The subset of request headers in ``_LOGGED_HEADERS`` that was sent."""
     request_id: str
@@ -257,6 +259,7 @@ class MockServer:
                 messages=tuple(messages) if isinstance(messages, list) else (),
                 system=body.get("system"),
                 tools=names,
+                tool_definitions=tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else (),
                 headers={h: request.headers[h] for h in _LOGGED_HEADERS if h in request.headers},
                 **fields,
             )

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.hooks.runner import HookConfig, HookConfigError, HookOutcome, parse_hook_config, run_hooks
+from queryloop.handlers.hooks.runner import (
+    HookConfig,
+    HookConfigError,
+    HookFunction,
+    HookMatcher,
+    HookOutcome,
+    parse_hook_config,
+    run_hooks,
+)
 
 
 def _config(event: str, *groups: tuple[str | None, Sequence[str | dict[str, Any]]]) -> HookConfig:
@@ -52,6 +60,18 @@ def _run(
 
 
 _TOOL = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_1"}
+
+
+def _pre_tool_use_input(cwd: Path, permission_mode: str) -> dict[str, Any]:
+    """What a PreToolUse hook for ``_TOOL`` is given (on stdin, or as a Python hook's ``input_data``)."""
+    return {
+        "session_id": "sess-1",
+        "transcript_path": str(cwd / "t.jsonl"),
+        "cwd": str(cwd),
+        "permission_mode": permission_mode,
+        "hook_event_name": "PreToolUse",
+        **_TOOL,
+    }
 
 
 # ------------------------------------------------------------------------ matcher
@@ -128,14 +148,7 @@ def test_stdin_json_and_environment_seen_by_the_hook(tmp_path: Path) -> None:
     assert outcome.errors == ()
     seen = json.loads(dump.read_text())
     assert seen == {
-        "session_id": "sess-1",
-        "transcript_path": str(tmp_path / "t.jsonl"),
-        "cwd": str(tmp_path),
-        "permission_mode": "plan",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": "ls"},
-        "tool_use_id": "toolu_1",
+        **_pre_tool_use_input(tmp_path, "plan"),
         "env_project_dir": str(tmp_path),
         "process_cwd": str(tmp_path),
     }
@@ -335,3 +348,107 @@ def test_cancelling_run_hooks_kills_the_hook_processes(tmp_path: Path) -> None:
 def test_no_matching_hooks_gives_a_neutral_outcome(tmp_path: Path) -> None:
     outcome = _run("PreToolUse", _TOOL, _config("PreToolUse", ("Edit", ["exit 2"])), tmp_path)
     assert outcome == HookOutcome(event="PreToolUse")
+
+
+# ------------------------------------------------------------------ Python hooks
+
+
+def _python(event: str, matcher: str, *callbacks: Any, timeout_s: float | None = None) -> HookConfig:
+    hooks = tuple(HookFunction(callback=c, timeout_s=timeout_s) for c in callbacks)
+    return HookConfig(matchers=(HookMatcher(event=event, matcher=matcher, hooks=hooks),))
+
+
+def test_a_python_hook_gets_the_command_hooks_input_and_its_answer_folds_like_their_json(tmp_path: Path) -> None:
+    seen: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
+
+    async def deny_rm(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
+        seen.append((input_data, tool_use_id, context))
+        return {
+            "systemMessage": "checked",
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "no rm",
+            },
+        }
+
+    outcome = _run("PreToolUse", _TOOL, _python("PreToolUse", "Bash", deny_rm), tmp_path)
+    ((input_data, tool_use_id, context),) = seen
+    assert input_data == _pre_tool_use_input(tmp_path, "default")
+    assert (tool_use_id, context) == ("toolu_1", {"signal": None})
+    assert (outcome.permission_decision, outcome.permission_decision_reason) == ("deny", "no rm")
+    assert outcome.system_messages == ("checked",) and outcome.errors == ()
+    assert outcome.results[0].command.startswith("python:") and outcome.results[0].command.endswith("deny_rm")
+
+
+def test_a_python_hook_says_continue_with_the_sdks_continue_underscore(tmp_path: Path) -> None:
+    async def stop(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
+        return {"continue_": False, "stopReason": "budget review"}
+
+    def block(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
+        return {"decision": "block", "reason": "tests first"}  # a plain function works too
+
+    outcome = _run("Stop", {"stop_hook_active": False}, _python("Stop", "", stop, block), tmp_path)
+    assert (outcome.continue_, outcome.stop_reason) == (False, "budget review")
+    assert outcome.blocked and outcome.block_reasons == ("tests first",)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (RuntimeError("bug"), "raised RuntimeError: bug"),
+        (["not", "a", "dict"], "returned output that was ignored: expected a dict, found list"),
+        ({"continue_": "no"}, "returned output that was ignored: 'continue' has the wrong type"),
+        ({"async_": True}, "asynchronous hook output (async_) is not supported"),
+        (
+            {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "Deny"}},
+            "'hookSpecificOutput.permissionDecision' must be allow, deny or ask",
+        ),
+    ],
+)
+def test_a_python_hook_that_raises_or_answers_badly_is_a_hook_error_and_decides_nothing(
+    answer: object, message: str, tmp_path: Path
+) -> None:
+    async def hook(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> Any:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    outcome = _run("PreToolUse", _TOOL, _python("PreToolUse", "", hook), tmp_path)
+    assert outcome.permission_decision is None and not outcome.blocked and outcome.continue_
+    (error,) = outcome.errors
+    assert message in error.message and error.command.endswith("hook")
+
+
+def test_a_python_hook_past_its_timeout_is_cancelled_while_the_others_answer(tmp_path: Path) -> None:
+    cancelled: list[bool] = []
+
+    async def slow(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return {}
+
+    async def fine(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> None:
+        return None  # no opinion
+
+    started = time.monotonic()
+    outcome = _run("PreToolUse", _TOOL, _python("PreToolUse", "", slow, fine, timeout_s=0.2), tmp_path)
+    assert time.monotonic() - started < 5 and cancelled == [True]
+    (error,) = outcome.errors
+    assert "timed out after 0.2 s" in error.message and error.command.endswith("slow")
+    assert [r.timed_out for r in outcome.results] == [True, False]
+
+
+def test_python_and_command_hooks_run_together_and_one_callback_listed_twice_runs_once(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def note(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> None:
+        calls.append(input_data["tool_name"])
+
+    config = _config("PreToolUse", ("Bash", ["exit 2"])).merged(_python("PreToolUse", "*", note, note))
+    outcome = _run("PreToolUse", _TOOL, config, tmp_path)
+    assert calls == ["Bash"]
+    assert outcome.blocked and len(outcome.results) == 2

@@ -76,8 +76,14 @@ def test_closing_a_run_takes_its_abort_edge_at_once_and_records_it(
 ) -> None:
     traces = tmp_path / "traces"
     monkeypatch.setenv("QUERYLOOP_TRACE_DIR", str(traces))
-    run = _run(tmp_path, close_after=3)
-    assert [s.reason for s in run.steps] == ["session_started", "prompt_submitted", "context_ok", "request_aborted"]
+    run = _run(tmp_path, close_after=4)
+    assert [s.reason for s in run.steps] == [
+        "session_started",
+        "prompt_submitted",
+        "tool_catalog_current",
+        "context_ok",
+        "request_aborted",
+    ]
     assert run.runner.final.state == "aborted_streaming", "taken when the run was closed, not when collected"
     (path,) = traces.glob("*.jsonl")
     assert json.loads(path.read_text().splitlines()[-1])["reason"] == "request_aborted"

@@ -74,6 +74,7 @@ class CliRun:
         {
             "session_started",
             "prompt_submitted",
+            "tool_catalog_current",
             "context_ok",
             "reply_received",
             "permission_granted",

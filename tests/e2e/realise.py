@@ -27,6 +27,7 @@ import asyncio
 import json
 import shlex
 import stat
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun
 from queryloop.fsm import Step
 from queryloop.fsm.paths import PlannedPath, PlannedStep
 from queryloop.handlers.context.compaction import SUMMARY_MARKER, request_overhead_tokens
+from queryloop.handlers.mcp import McpServerConfig
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.session import SessionPaths
@@ -48,7 +50,9 @@ from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, RecordedRequest
 from queryloop.settings import load_settings
 
-from .harness import MockApi, run_cli
+from .harness import ROOT, MockApi, run_cli
+
+FLAKY_SERVER = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
 
 # ---- the run's fixed choices ----------------------------------------------------------------
 
@@ -84,6 +88,8 @@ RESUME_HI = 300  # a resumed session's history: a prompt, an answer or a tool_us
 STUB_HI = 150
 BIG_LO = BIG_CHARS // 4
 MARGIN = 150  # no threshold decision is taken closer than this to the line
+MCP_HI = 150  # the MCP server's one tool (echo) in the catalog offered
+MCP_STATES = ("syncing_tools", "reconnecting_mcp_servers")
 
 Group = tuple[str, int]  # (kind, upper bound of its small tokens): prompt, summary, small, tool, big, collapsed
 
@@ -116,6 +122,7 @@ class Facts:
     denied_last: bool = False  # the last gate denied every call (their signature is in the run data)
     long_wait: bool = False  # the last failed attempt asked to be retried later than max_retry_after_s
     reacted: bool = False  # a reactive compaction was tried this turn
+    mcp: str = ""  # the MCP server: "" not decided, "none", "down" (reconnecting), "listed", "up" (offered), "dropped"
     # what the current step's effect produced, for its edge handler
     measured: tuple[int, ...] = ()
     result: str = ""
@@ -135,7 +142,7 @@ def _bounds(g: Group) -> tuple[int, int]:
 
 
 def _estimate(f: Facts) -> tuple[int, int]:
-    lo = hi = OVERHEAD
+    lo, hi = OVERHEAD, OVERHEAD + (MCP_HI if f.mcp == "up" else 0)
     for g in f.groups:
         glo, ghi = _bounds(g)
         lo += glo
@@ -171,10 +178,16 @@ def _grow(f: Facts, extra: int) -> Facts:
 
 
 class QueryLoopRealiser:
-    """Makes the query loop's steps happen against the embedded server (``cli``: only what the CLI can set)."""
+    """Makes the query loop's steps happen against the embedded server (``cli``: only what the CLI can set).
 
-    def __init__(self, *, cli: bool = False) -> None:
+    ``mcp``: the runs may have an MCP server (the test server, whose starts work or fail as
+    the path needs); without it every request boundary finds no server, which keeps the
+    search for the other transitions as small as it was.
+    """
+
+    def __init__(self, *, cli: bool = False, mcp: bool = False) -> None:
         self.cli = cli
+        self.mcp = mcp
         self.theta = CLI_THETA if cli else THETA
         self.events: dict[tuple[str, str], Callable[[Facts, PlannedStep], list[Option]]] = {}
         for state in ("auto_compacting", "reactive_compacting"):
@@ -192,6 +205,11 @@ class QueryLoopRealiser:
                 ("opening_session", "session_new"): _nothing,
                 ("opening_session", "history_restored"): _resume("intact"),
                 ("opening_session", "dangling_calls_found"): _resume("dangling"),
+                ("syncing_tools", "tools_in_sync"): _mcp_in_sync,
+                ("syncing_tools", "tool_list_changed"): _mcp_first_start(True),
+                ("syncing_tools", "servers_down"): _mcp_first_start(False),
+                ("reconnecting_mcp_servers", "servers_reconnected"): _mcp_reconnect(True),
+                ("reconnecting_mcp_servers", "reconnect_failed"): _mcp_reconnect(False),
                 ("submitting_prompt", "prompt_accepted"): _prompt("accept"),
                 ("submitting_prompt", "prompt_blocked"): _prompt("block"),
                 ("submitting_prompt", "stopped_by_hook"): _prompt("stop"),
@@ -250,6 +268,10 @@ class QueryLoopRealiser:
             "resume_history": _same,
             "answer_dangling_calls": _same,
             "record_prompt_context": _same,
+            "apply_catalog": lambda f: attrs.evolve(f, mcp="up"),
+            "start_reconnect": _same,
+            "apply_reconnected": lambda f: attrs.evolve(f, mcp="up"),
+            "drop_servers": lambda f: attrs.evolve(f, mcp="dropped"),
             "record_hook_stop": _same,
             "record_measurement": lambda f: attrs.evolve(f, staged=f.measured),
             "skip_compaction_breaker_open": lambda f: attrs.evolve(f, staged=f.measured),
@@ -307,6 +329,11 @@ class QueryLoopRealiser:
             return "the CLI is interrupted only by a signal, whose timing a test cannot fix" if self.cli else None
         if self.cli and step.source == "opening_session" and step.event != "session_new":
             return "the CLI's planned runs start new sessions (resumed ones are driven in process)"
+        if step.source in MCP_STATES and step.event not in ("tools_in_sync", "aborted"):
+            if self.cli:
+                return "the CLI's planned runs have no MCP server (runs with one are driven in process)"
+            if not self.mcp:
+                return "this plan's runs have no MCP server (the MCP transitions are planned with one)"
         if (step.source, step.event) not in self.events:
             return f"the realiser does not know how to make {step.source!r} emit {step.event!r}"
         unknown = [g for g in step.guards if g not in self.guards] + [
@@ -394,6 +421,35 @@ def _resume(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
 
     def make(f: Facts, step: PlannedStep) -> list[Option]:
         return [(_grow(f, RESUME_HI), (("resume", kind),))]
+
+    return make
+
+
+def _mcp_in_sync(f: Facts, step: PlannedStep) -> list[Option]:
+    """No MCP server (decided at the first boundary), or its catalog is offered already, or it was dropped."""
+    if f.mcp in ("", "none"):
+        return [(attrs.evolve(f, mcp="none"), ())]
+    return [(f, ())] if f.mcp in ("up", "dropped") else []
+
+
+def _mcp_first_start(ok: bool) -> Callable[[Facts, PlannedStep], list[Option]]:
+    """The first boundary with an MCP server whose first start works (its tools are new) or fails (it is down)."""
+
+    def make(f: Facts, step: PlannedStep) -> list[Option]:
+        if f.mcp != "":
+            return []
+        return [(attrs.evolve(f, mcp="listed" if ok else "down"), (("mcp", ok),))]
+
+    return make
+
+
+def _mcp_reconnect(ok: bool) -> Callable[[Facts, PlannedStep], list[Option]]:
+    """One more start of the down server: it works (its tools are listed afresh) or fails again."""
+
+    def make(f: Facts, step: PlannedStep) -> list[Option]:
+        if f.mcp != "down":
+            return []
+        return [(attrs.evolve(f, mcp="listed" if ok else "down"), (("mcp", ok),))]
 
     return make
 
@@ -625,6 +681,7 @@ class RunPlan:
     abort_after: int | None  # interrupt the run after this many steps
     abort_how: str = "close"  # close the run's generator; "hooks": cancel inside the prompt hooks; "start": at once
     resume: str | None = None  # a stored session the run resumes: "intact", or "dangling" (an unanswered tool_use)
+    mcp_starts: tuple[bool, ...] = ()  # an MCP server whose starts succeed or fail in this order (none if empty)
 
     @property
     def reasons(self) -> list[str]:
@@ -682,6 +739,7 @@ class _Builder:
         self.abort_after: int | None = None
         self.abort_how = "close"
         self.resume: str | None = None
+        self.mcp_starts: list[bool] = []
 
     def build(self, cli: bool, params: Mapping[str, Any]) -> RunPlan:
         hops = 0
@@ -727,6 +785,7 @@ class _Builder:
             abort_after=self.abort_after,
             abort_how=self.abort_how,
             resume=self.resume,
+            mcp_starts=tuple(self.mcp_starts),
         )
 
     def apply(self, index: int, model: str, action: tuple[Any, ...]) -> None:
@@ -740,6 +799,8 @@ class _Builder:
             self.abort_after, self.abort_how = index, "start"
         elif kind == "resume":
             self.resume = action[1]
+        elif kind == "mcp":
+            self.mcp_starts.append(action[1])
         elif kind == "main":
             self.main(model, action[1], action[2], action[3])
         elif kind == "read":
@@ -876,6 +937,8 @@ def agent_options(plan: RunPlan, cwd: Path, home: Path) -> AgentOptions:
     if plan.resume is not None:
         stored = stored_session(plan.resume, cwd, home)
         session.update(session_id=stored.session_id, stored_as=stored, resume_from=stored, start_source="resume")
+    if plan.mcp_starts:
+        session["mcp_servers"] = (mcp_server(plan.mcp_starts, home / "mcp"),)
     return AgentOptions(
         prompt="go",
         model=MODELS[0],
@@ -887,6 +950,14 @@ def agent_options(plan: RunPlan, cwd: Path, home: Path) -> AgentOptions:
         **session,
         **plan.options,
     )
+
+
+def mcp_server(starts: Sequence[bool], folder: Path) -> McpServerConfig:
+    """The test MCP server offering one tool (echo), its starts failing or working as ``starts`` says."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fail = [n for n, ok in enumerate(starts, start=1) if not ok]
+    (folder / "plan.json").write_text(json.dumps({"fail_starts": fail, "tools": ["echo"]}))
+    return McpServerConfig(name="flaky", command=sys.executable, args=(str(FLAKY_SERVER), str(folder)))
 
 
 # ---- driving a run ----------------------------------------------------------------------------------

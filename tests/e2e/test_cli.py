@@ -114,6 +114,7 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
         ("system", "transition"),
         ("system", "transition"),
         ("system", "transition"),
+        ("system", "transition"),
         ("system", "api_request"),
         ("assistant", None),
         ("system", "transition"),
@@ -123,19 +124,20 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
     ]
     init = run.lines[0]
     assert init["model"] == "mock-primary" and init["tools"] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
-    request = run.lines[4]
+    request = run.lines[5]
     assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
     assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]
     assert request["ttft_ms"] is not None and request["usage"]["output_tokens"] > 0
-    assert [run.lines[i]["reason"] for i in (1, 2, 3, 6, 7, 8)] == [
+    assert [run.lines[i]["reason"] for i in (1, 2, 3, 4, 7, 8, 9)] == [
         "session_started",
         "prompt_submitted",
+        "tool_catalog_current",
         "context_ok",
         "reply_received",
         "answer_recorded",
         "stop_hooks_passed",
     ]
-    transition = run.lines[6]
+    transition = run.lines[7]
     assert (
         transition["from"] == "calling_model"
         and transition["to"] == "reading_reply"

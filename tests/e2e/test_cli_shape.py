@@ -259,7 +259,7 @@ def test_max_thinking_tokens_is_accepted_with_a_warning(tmp_path: Path) -> None:
         (["--bogus-flag", "hi"], "unrecognized arguments: --bogus-flag"),
         (["one", "two"], "unrecognized arguments: two"),
         (["--output-format", "xml", "hi"], "argument --output-format: invalid choice: 'xml'"),
-        (["--input-format", "stream-json"], "--input-format stream-json is not supported yet"),
+        (["--input-format", "stream-json"], "--input-format stream-json requires --output-format stream-json"),
         (["--setting-sources", "user,team", "hi"], "--setting-sources: expected some of user, project, local"),
         (["--allowedTools", "Bash(ls", "--", "hi"], "unbalanced '(' in a rule"),
         (["--max-thinking-tokens", "-1", "hi"], "--max-thinking-tokens: expected a number >= 0"),

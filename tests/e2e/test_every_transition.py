@@ -22,7 +22,7 @@ from queryloop.fsm import load_machine
 from queryloop.fsm.paths import PathPlan, plan_paths
 from queryloop.machines import MACHINES_DIR
 
-from .realise import QueryLoopRealiser, RunPlan, build_run, play_cli, play_in_process
+from .realise import MCP_STATES, QueryLoopRealiser, RunPlan, build_run, play_cli, play_in_process
 
 SPEC = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
 TARGETS = list(dict.fromkeys((t.source, t.reason) for t in SPEC.transitions))
@@ -36,13 +36,27 @@ CLI_TARGETS = (  # played through `queryloop run`, with the CLI's own flags and 
 )
 
 
+MCP_TARGETS = tuple(t for t in TARGETS if t[0] in MCP_STATES)  # planned with an MCP server in the runs
+
+
 @functools.cache
-def planned(cli: bool) -> PathPlan:
-    """In process: the params' check values (the smallest caps that exhaust the machine); the CLI: its defaults."""
-    if not cli:
-        return plan_paths(SPEC, realiser=QueryLoopRealiser())
+def planned(how: str) -> PathPlan:
+    """In process: the params' check values (the smallest caps that exhaust the machine); the CLI: its defaults.
+
+    ``mcp``: the MCP states' transitions, with a test MCP server in the runs; ``in_process``: the
+    others, whose runs have none (a server would multiply every path the search looks at).
+    """
+    if how == "mcp":
+        return plan_paths(SPEC, realiser=QueryLoopRealiser(mcp=True), targets=MCP_TARGETS)
+    if how == "in_process":
+        others = [t for t in TARGETS if t not in MCP_TARGETS]
+        return plan_paths(SPEC, realiser=QueryLoopRealiser(), targets=others)
     defaults = {**SPEC.param_defaults, "max_retries": 2}  # --max-retries is a flag
     return plan_paths(SPEC, params=defaults, realiser=QueryLoopRealiser(cli=True), targets=CLI_TARGETS)
+
+
+def _how(target: tuple[str, str]) -> str:
+    return "cli" if target in CLI_TARGETS else "mcp" if target in MCP_TARGETS else "in_process"
 
 
 def _explain(plan: RunPlan, reasons: list[str], result: dict[str, object]) -> str:
@@ -57,9 +71,9 @@ def _explain(plan: RunPlan, reasons: list[str], result: dict[str, object]) -> st
 
 
 def test_the_planner_finds_a_path_for_every_transition_or_says_why() -> None:
-    plan = planned(False)
-    assert set(plan.paths) | set(plan.missing) == set(TARGETS)
-    for path in plan.paths.values():
+    plans = [planned("in_process"), planned("mcp")]
+    assert set().union(*(set(p.paths) | set(p.missing) for p in plans)) == set(TARGETS)
+    for path in (path for plan in plans for path in plan.paths.values()):
         assert (path.steps[path.taken_at].source, path.steps[path.taken_at].reason) == path.target
         assert path.steps[-1].terminal and not any(s.terminal for s in path.steps[:-1])
 
@@ -67,7 +81,7 @@ def test_the_planner_finds_a_path_for_every_transition_or_says_why() -> None:
 @pytest.mark.parametrize("target", TARGETS, ids=[f"{source}-{reason}" for source, reason in TARGETS])
 def test_a_planned_run_takes_the_transition_end_to_end(target: tuple[str, str], tmp_path: Path) -> None:
     cli = target in CLI_TARGETS
-    plan = planned(cli)
+    plan = planned(_how(target))
     if target not in plan.paths:
         source, reason = target
         pytest.fail(

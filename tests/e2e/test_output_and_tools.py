@@ -258,6 +258,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     assert transitions == [
         "session_started",
         "prompt_submitted",
+        "tool_catalog_current",
         "context_ok",
         "reply_received",
         "tools_requested",

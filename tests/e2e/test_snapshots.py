@@ -81,7 +81,13 @@ def test_a_run_rebuilt_from_its_snapshot_after_every_step_ends_like_an_uninterru
     (tmp_path / "rebuilt").mkdir()
     straight = asyncio.run(_play(tmp_path / "straight", rebuild_every_step=False))
     rebuilt = asyncio.run(_play(tmp_path / "rebuilt", rebuild_every_step=True))
-    assert straight[3][:4] == ["session_started", "prompt_submitted", "context_ok", "overloaded_backoff"]
+    assert straight[3][:5] == [
+        "session_started",
+        "prompt_submitted",
+        "tool_catalog_current",
+        "context_ok",
+        "overloaded_backoff",
+    ]
     assert "model_fallback" in straight[3] and straight[3][-1] == "stop_hooks_passed"
     assert straight[0]["terminal_reason"] == "completed" and straight[0]["num_turns"] == 3
     assert rebuilt == straight

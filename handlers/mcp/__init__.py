@@ -1,0 +1,40 @@
+"""The MCP layer: tools from Model Context Protocol servers, and their recovery.
+
+Its states in ``machines/query_loop.yaml`` are ``syncing_tools`` (the request boundary
+where the catalog the model sees may change) and ``reconnecting_mcp_servers``
+(bounded reconnects with backoff; a server that stays down is dropped from the
+catalog). Here: the configuration in Claude Code's ``mcpServers`` schema (``config``),
+the connections through the official ``mcp`` client (``client``), the slice of the run
+data it owns (``data``) and the boundary's effects and handlers (``syncing``). Its
+tools run through the tool layer's gate and dispatcher like any other
+(``ToolServices.extra_tool``); annotations decide scheduling and the side-effect ledger.
+"""
+
+from .client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
+from .config import McpConfigError, McpServerConfig, parse_mcp_servers, tool_name
+from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
+from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
+
+__all__ = [
+    "CatalogUpdate",
+    "FailureKind",
+    "McpConfigError",
+    "McpData",
+    "McpFailure",
+    "McpManager",
+    "McpRun",
+    "McpServerConfig",
+    "McpServices",
+    "McpTool",
+    "ServerStatus",
+    "ServersDown",
+    "apply_catalog",
+    "apply_reconnected",
+    "drop_servers",
+    "parse_mcp_servers",
+    "reconnect_servers",
+    "start_reconnect",
+    "sync_tools",
+    "tool_name",
+    "with_mcp",
+]

@@ -1,0 +1,169 @@
+"""MCP layer, the request boundary: servers that went down reconnected, changed tool lists put in the catalog.
+
+Owns the effects of ``syncing_tools`` (before each turn's first request: a server
+that announced a changed list is listed again; a server that is down starts a
+reconnect; the catalog the model will see is rebuilt when a generation moved) and
+``reconnecting_mcp_servers`` (reconnect every down server at once, after a backoff from
+the second attempt on), and the edge handlers that change what the requests offer —
+only here, never while a request is being retried, so the model never sees a schema
+change mid-request and never keeps a stale one after the refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from queryloop.fsm import EffectContext, Event, RunState, uses
+
+from ..messages import compact_json
+from ..outcome import Notice, with_outcome
+from ..request.data import BackoffServices, with_request
+from ..request.recovery import backoff_delay_s
+from .client import McpManager
+from .config import tool_name
+from .data import CatalogUpdate, M, McpRun, McpServices, ServersDown, with_mcp
+
+__all__ = [
+    "apply_catalog",
+    "drop_servers",
+    "apply_reconnected",
+    "reconnect_servers",
+    "start_reconnect",
+    "sync_tools",
+]
+
+
+class SyncServices(McpServices, BackoffServices, Protocol):
+    """The MCP services plus the backoff settings the request layer uses too."""
+
+
+def _publish_warnings(ctx: EffectContext[Any, Any], manager: McpManager) -> None:
+    for warning in manager.take_warnings():
+        ctx.publish(Notice(f"warning: {warning}"))
+
+
+def _catalog_tokens(definitions: Sequence[dict[str, Any]]) -> int:
+    return math.ceil(len(compact_json(list(definitions))) / 4) if definitions else 0
+
+
+def _changes(old: Iterable[dict[str, Any]], new: Iterable[dict[str, Any]], servers: Iterable[str]) -> tuple[str, ...]:
+    """One line per server whose offered tools changed: added, removed, changed."""
+    before = {str(d["name"]): d for d in old}
+    after = {str(d["name"]): d for d in new}
+    lines = []
+    for server in servers:
+        prefix = tool_name(server, "")
+        mine_before = {n: d for n, d in before.items() if n.startswith(prefix)}
+        mine_after = {n: d for n, d in after.items() if n.startswith(prefix)}
+        added = sorted(set(mine_after) - set(mine_before))
+        removed = sorted(set(mine_before) - set(mine_after))
+        changed = sorted(n for n in set(mine_before) & set(mine_after) if mine_before[n] != mine_after[n])
+        parts = [f"+{n}" for n in added] + [f"-{n}" for n in removed] + [f"~{n}" for n in changed]
+        if parts:
+            lines.append(f"{server}: {' '.join(parts)}")
+    return tuple(lines)
+
+
+async def sync_tools(ctx: EffectContext[M, McpServices]) -> Event[Any]:
+    """At a request boundary: relist the servers that announced a change; report the down ones or a new catalog."""
+    manager = ctx.services.mcp
+    data = ctx.run.data
+    if manager is None:
+        await asyncio.sleep(0)  # nothing to sync; still a point where an interrupt lands
+        return Event(name="tools_in_sync")
+    if not manager.started:
+        await manager.start()
+    dropped = data.mcp.dropped
+    changed = [n for n in manager.changed() if n not in dropped]
+    if changed:
+        await manager.relist(changed)
+    _publish_warnings(ctx, manager)
+    down = manager.down(exclude=dropped)
+    if down:
+        failures = tuple(f for n in down if (f := manager.failure(n)) is not None)
+        return Event(name="servers_down", data=ServersDown(names=down, failures=failures))
+    update = _catalog_update(manager, data)
+    if update.generations == data.mcp.generations:
+        return Event(name="tools_in_sync")
+    return Event(name="tool_list_changed", data=update)
+
+
+def _catalog_update(manager: McpManager, data: McpRun) -> CatalogUpdate:
+    """The catalog the connected servers' current listings make (the dropped ones left out)."""
+    dropped = data.mcp.dropped
+    definitions = tuple(t.definition() for t in manager.catalog(exclude=dropped))
+    return CatalogUpdate(
+        definitions=definitions,
+        tokens=_catalog_tokens(definitions),
+        generations=tuple(manager.generations(exclude=dropped).items()),
+        changes=_changes(data.request.tool_catalog, definitions, manager.names),
+    )
+
+
+@uses(counters=("mcp_reconnects",))
+async def reconnect_servers(ctx: EffectContext[M, SyncServices]) -> Event[Any]:
+    """Reconnect every server that is down (at once); each retry after a backoff. Reconnected: the new catalog."""
+    services = ctx.services
+    manager = services.mcp
+    assert manager is not None, "servers are only down when some are configured"
+    retries = ctx.run.count("mcp_reconnects")
+    if retries:
+        draw = services.rng.random()
+        await asyncio.sleep(backoff_delay_s(retries - 1, services.retry_base_delay_s, services.retry_max_delay_s, draw))
+    names = ctx.run.data.mcp.down
+    connected = await manager.reconnect(names)
+    _publish_warnings(ctx, manager)
+    still = tuple(n for n in names if not connected[n])
+    if still:
+        failures = tuple(f for n in still if (f := manager.failure(n)) is not None)
+        for failure in failures:
+            ctx.publish(Notice(f"warning: MCP server {failure.server!r} is still down after attempt {retries + 1}"))
+        return Event(name="reconnect_failed", data=ServersDown(names=still, failures=failures))
+    return Event(name="servers_reconnected", data=_catalog_update(manager, ctx.run.data))
+
+
+def _with_catalog(data: M, update: CatalogUpdate) -> M:
+    data = with_request(data, tool_catalog=update.definitions, tool_catalog_tokens=update.tokens)
+    data = with_mcp(data, generations=update.generations)
+    if not update.changes:
+        return data
+    return with_outcome(data, note="MCP tools refreshed: " + "; ".join(update.changes))
+
+
+def apply_catalog(run: RunState[M], event: Event[CatalogUpdate]) -> M:
+    """From the next request on, the model is offered the new catalog."""
+    return _with_catalog(run.data, event.data)
+
+
+def start_reconnect(run: RunState[M], event: Event[ServersDown]) -> M:
+    """The servers to reconnect, and why they are down."""
+    down = event.data
+    why = "; ".join(f"{f.server}: {f.kind}: {f.message}" for f in down.failures) or ", ".join(down.names)
+    return with_outcome(with_mcp(run.data, down=down.names), note=f"MCP servers down, reconnecting: {why}")
+
+
+def apply_reconnected(run: RunState[M], event: Event[CatalogUpdate]) -> M:
+    """Every down server is connected again; the catalog is rebuilt from the fresh listings."""
+    names = ", ".join(run.data.mcp.down)
+    data = with_outcome(with_mcp(run.data, down=()), note=f"MCP servers reconnected: {names}")
+    return _with_catalog(data, event.data)
+
+
+def drop_servers(run: RunState[M], event: Event[ServersDown]) -> M:
+    """Servers that stayed down leave the catalog for the rest of the run; a call naming their tools gets an error."""
+    names = event.data.names
+    prefixes = tuple(tool_name(n, "") for n in names)
+    catalog = tuple(d for d in run.data.request.tool_catalog if not str(d["name"]).startswith(prefixes))
+    data = with_request(run.data, tool_catalog=catalog, tool_catalog_tokens=_catalog_tokens(catalog))
+    mcp = data.mcp
+    data = with_mcp(
+        data,
+        down=(),
+        dropped=(*mcp.dropped, *names),
+        generations=tuple((n, g) for n, g in mcp.generations if n not in names),
+    )
+    why = "; ".join(f"{f.server}: {f.kind}: {f.message}" for f in event.data.failures) or ", ".join(names)
+    return with_outcome(data, note=f"MCP servers dropped from the tools offered (they stayed down): {why}")

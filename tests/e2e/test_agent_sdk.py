@@ -1,0 +1,368 @@
+"""End-to-end: the real Claude Agent SDK (pinned in the test extra) drives queryloop as its CLI (``cli_path``).
+
+The SDK starts ``python -m queryloop`` through a small wrapper with ``--input-format
+stream-json --output-format stream-json`` and speaks its control protocol on stdin and
+stdout; queryloop talks to the embedded server over loopback. Every line queryloop
+writes goes through the SDK's own message parser: a line it refused would raise here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    HookMatcher,
+    Message,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+    ToolPermissionContext,
+    ToolUseBlock,
+    UserMessage,
+    create_sdk_mcp_server,
+    query,
+    tool,
+)
+
+from .harness import MockApi
+from .test_request_layer import scenario
+
+
+@pytest.fixture
+def cli_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An executable that runs queryloop, as ``cli_path`` names a CLI; the SDK's version check is skipped."""
+    monkeypatch.setenv("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")  # queryloop is not Claude Code, and says so
+    wrapper = tmp_path / "queryloop-cli"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m queryloop "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _options(api: MockApi, cli_path: Path, tmp_path: Path, **options: Any) -> ClaudeAgentOptions:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = {
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "QUERYLOOP_HOME": str(tmp_path / "home"),
+        "QUERYLOOP_RETRY_BASE_DELAY_MS": "1",
+    }
+    return ClaudeAgentOptions(cli_path=cli_path, cwd=work, model="mock-primary", env=env, **options)
+
+
+async def _collect(messages: AsyncIterator[Message]) -> list[Message]:
+    return [m async for m in messages]
+
+
+def _result(messages: list[Message]) -> ResultMessage:
+    assert isinstance(messages[-1], ResultMessage), messages
+    return messages[-1]
+
+
+def _texts(messages: list[Message]) -> list[str]:
+    return [b.text for m in messages if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, TextBlock)]
+
+
+def _tool_results(request_messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        b
+        for m in request_messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+
+
+def _run(play: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(play(), 60))
+
+
+def test_a_one_shot_query_through_the_sdk_gets_init_the_answer_and_the_result(tmp_path: Path, cli_path: Path) -> None:
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "Hello from queryloop."}]}\n')) as api:
+        messages = _run(lambda: _collect(query(prompt="hi", options=_options(api, cli_path, tmp_path))))
+    init = messages[0]
+    assert isinstance(init, SystemMessage) and init.subtype == "init"
+    assert init.data["model"] == "mock-primary" and "claude_code_version" not in init.data
+    assert _texts(messages) == ["Hello from queryloop."]
+    result = _result(messages)
+    assert (result.is_error, result.result, result.terminal_reason) == (False, "Hello from queryloop.", "completed")
+    assert result.session_id == init.data["session_id"]
+    assert list(api.requests[0].messages) == [{"role": "user", "content": "hi"}]
+
+
+def test_a_client_conversation_of_three_prompts_carries_the_first_two_exchanges(tmp_path: Path, cli_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{text: "Hello Ada."}]}
+    - reply: {content: [{text: "Noted: blue."}]}
+    - reply: {content: [{text: "Ada, blue."}]}
+""")
+
+    async def play(api: MockApi) -> list[list[Message]]:
+        responses = []
+        async with ClaudeSDKClient(_options(api, cli_path, tmp_path)) as client:
+            for prompt in ("My name is Ada.", "My colour is blue.", "Who am I?"):
+                await client.query(prompt)
+                responses.append(await _collect(client.receive_response()))
+        return responses
+
+    with MockApi(text) as api:
+        responses = _run(lambda: play(api))
+        assert [m["content"] for m in api.requests[2].messages] == [
+            "My name is Ada.",
+            [{"type": "text", "text": "Hello Ada."}],
+            "My colour is blue.",
+            [{"type": "text", "text": "Noted: blue."}],
+            "Who am I?",
+        ]
+    results = [_result(r) for r in responses]
+    assert [r.result for r in results] == ["Hello Ada.", "Noted: blue.", "Ada, blue."]
+    assert len({r.session_id for r in results}) == 1
+    assert _texts(responses[2]) == ["Ada, blue."], "each response holds only its own answer"
+
+
+def test_interrupt_while_bash_sleeps_ends_the_prompt_through_its_abort_edge_and_the_session_goes_on(
+    tmp_path: Path, cli_path: Path
+) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "sleep 30"}}}]}
+    - reply: {content: [{text: "ok, stopped"}]}
+""")
+
+    async def play(api: MockApi) -> tuple[list[Message], list[Message], float]:
+        options = _options(api, cli_path, tmp_path, allowed_tools=["Bash(sleep:*)"])
+        async with ClaudeSDKClient(options) as client:
+            await client.query("wait a while")
+            first: list[Message] = []
+            async for message in client.receive_response():
+                first.append(message)
+                if isinstance(message, AssistantMessage) and any(isinstance(b, ToolUseBlock) for b in message.content):
+                    await asyncio.sleep(0.5)  # the command is running now
+                    started = asyncio.get_running_loop().time()
+                    await client.interrupt()
+            stopped_after = asyncio.get_running_loop().time() - started
+            await client.query("never mind")
+            return first, await _collect(client.receive_response()), stopped_after
+
+    with MockApi(text) as api:
+        first, second, stopped_after = _run(lambda: play(api))
+        carried = api.requests[1].messages
+    stopped = _result(first)
+    assert (stopped.is_error, stopped.terminal_reason) == (True, "aborted_tools")
+    assert stopped_after < 10, "the interrupt stopped the sleep; it did not wait it out"
+    assert carried[0]["content"] == "wait a while" and carried[-1]["content"] == "never mind"
+    assert [r["is_error"] for r in _tool_results(carried)] == [True], "the interrupted call got an error result"
+    assert (_result(second).terminal_reason, _result(second).result) == ("completed", "ok, stopped")
+
+
+def test_python_pre_tool_use_and_stop_hooks_run_in_the_sdk_process(tmp_path: Path, cli_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "rm -rf build"}}}]}
+    - reply: {content: [{text: "I will not delete it."}]}
+""")
+    seen: list[tuple[str, Any]] = []
+
+    async def guard(input_data: Any, tool_use_id: str | None, context: Any) -> Any:
+        seen.append(("PreToolUse", (input_data["tool_name"], input_data["tool_input"], tool_use_id)))
+        reason = {"permissionDecision": "deny", "permissionDecisionReason": "no deleting builds"}
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", **reason}}
+
+    async def on_stop(input_data: Any, tool_use_id: str | None, context: Any) -> Any:
+        seen.append(("Stop", input_data["hook_event_name"]))
+        return {}
+
+    hooks: Any = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[guard])], "Stop": [HookMatcher(hooks=[on_stop])]}
+    with MockApi(text) as api:
+        options = _options(api, cli_path, tmp_path, hooks=hooks, permission_mode="bypassPermissions")
+        messages = _run(lambda: _collect(query(prompt="clean up", options=options)))
+        denied = _tool_results(api.requests[1].messages)
+    assert seen[0][0] == "PreToolUse" and seen[0][1][:2] == ("Bash", {"command": "rm -rf build"})
+    assert seen[0][1][2], "the hook got the call's tool_use_id"
+    assert seen[1:] == [("Stop", "Stop")]
+    assert denied[0]["is_error"] and "no deleting builds" in str(denied[0]["content"])
+    assert _result(messages).result == "I will not delete it."
+
+
+def test_can_use_tool_denies_a_call_that_would_ask_and_the_model_reads_why(tmp_path: Path, cli_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Write, input: {file_path: notes.txt, content: "x"}}}]}
+    - reply: {content: [{text: "Understood."}]}
+""")
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def can_use_tool(
+        name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        asked.append((name, tool_input))
+        return PermissionResultDeny(message="writing is off today")
+
+    async def prompts() -> AsyncIterator[dict[str, Any]]:
+        yield {"type": "user", "message": {"role": "user", "content": "write notes"}}
+
+    with MockApi(text) as api:
+        options = _options(api, cli_path, tmp_path, can_use_tool=can_use_tool)
+        messages = _run(lambda: _collect(query(prompt=prompts(), options=options)))
+        denied = _tool_results(api.requests[1].messages)
+    assert asked == [("Write", {"file_path": "notes.txt", "content": "x"})]
+    assert denied[0]["is_error"] and "writing is off today" in str(denied[0]["content"])
+    assert not (tmp_path / "work" / "notes.txt").exists()
+    result = _result(messages)
+    assert result.result == "Understood."
+    assert [d["tool_name"] for d in result.permission_denials or []] == ["Write"]
+
+
+def test_a_tool_of_an_in_process_sdk_server_is_called_through_the_control_protocol(
+    tmp_path: Path, cli_path: Path
+) -> None:
+    calls: list[dict[str, Any]] = []
+
+    @tool("add", "Add two numbers", {"a": float, "b": float})
+    async def add(args: dict[str, Any]) -> dict[str, Any]:
+        calls.append(args)
+        return {"content": [{"type": "text", "text": str(args["a"] + args["b"])}]}
+
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: mcp__calc__add, input: {a: 2, b: 3}}}]}
+    - reply: {content: [{text: "2 + 3 = 5"}]}
+""")
+    with MockApi(text) as api:
+        options = _options(
+            api,
+            cli_path,
+            tmp_path,
+            mcp_servers={"calc": create_sdk_mcp_server("calc", tools=[add])},
+            allowed_tools=["mcp__calc__add"],
+        )
+        messages = _run(lambda: _collect(query(prompt="add 2 and 3", options=options)))
+        offered = api.requests[0].tools
+        results = _tool_results(api.requests[1].messages)
+    assert "mcp__calc__add" in offered
+    assert calls == [{"a": 2, "b": 3}]
+    assert results[0]["content"] == "5" and not results[0].get("is_error")
+    init = messages[0]
+    assert isinstance(init, SystemMessage)
+    assert {"name": "calc", "status": "connected"}.items() <= init.data["mcp_servers"][0].items()
+
+
+def test_resume_continues_a_finished_session_with_its_history(tmp_path: Path, cli_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{text: "Hello Ada."}]}
+    - reply: {content: [{text: "You are Ada."}]}
+""")
+    with MockApi(text) as api:
+        first = _run(lambda: _collect(query(prompt="I am Ada.", options=_options(api, cli_path, tmp_path))))
+        session_id = _result(first).session_id
+        options = _options(api, cli_path, tmp_path, resume=session_id)
+        second = _run(lambda: _collect(query(prompt="Who am I?", options=options)))
+        carried = [m["content"] for m in api.requests[1].messages]
+    assert carried == ["I am Ada.", [{"type": "text", "text": "Hello Ada."}], "Who am I?"]
+    assert (_result(second).session_id, _result(second).result) == (session_id, "You are Ada.")
+
+
+def test_rewind_files_puts_a_file_back_as_it_was_before_the_prompt(tmp_path: Path, cli_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Write, input: {file_path: config.txt, content: "broken\\n"}}}]}
+    - reply: {content: [{text: "Rewrote it."}]}
+""")
+    (tmp_path / "work").mkdir()
+    config = tmp_path / "work" / "config.txt"
+    config.write_text("working\n", encoding="utf-8")
+
+    async def play(api: MockApi) -> list[Message]:
+        options = _options(
+            api,
+            cli_path,
+            tmp_path,
+            permission_mode="acceptEdits",
+            enable_file_checkpointing=True,
+            extra_args={"replay-user-messages": None},
+        )
+        async with ClaudeSDKClient(options) as client:
+            await client.query("rewrite the config")
+            messages = await _collect(client.receive_response())
+            assert config.read_text(encoding="utf-8") == "broken\n"
+            prompt_ids = [m.uuid for m in messages if isinstance(m, UserMessage) and m.content == "rewrite the config"]
+            assert len(prompt_ids) == 1 and prompt_ids[0]
+            await client.rewind_files(prompt_ids[0])
+        return messages
+
+    with MockApi(text) as api:
+        messages = _run(lambda: play(api))
+    assert _result(messages).result == "Rewrote it."
+    assert config.read_text(encoding="utf-8") == "working\n"
+
+
+def _stream_json_session(cli_path: Path, tmp_path: Path, lines: list[str]) -> subprocess.CompletedProcess[str]:
+    """queryloop fed ``lines`` on stdin as the SDK starts it (no prompt: nothing reaches a model)."""
+    flags = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+    return subprocess.run(
+        [str(cli_path), *flags],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "test-key", "QUERYLOOP_HOME": str(tmp_path / "home")},
+    )
+
+
+def test_malformed_control_requests_get_error_responses_and_the_session_goes_on(tmp_path: Path, cli_path: Path) -> None:
+    run = _stream_json_session(
+        cli_path,
+        tmp_path,
+        [
+            '{"type": "control_request", "request_id": "a", "request": {"subtype": "teleport"}}',
+            '{"type": "control_request", "request_id": "b", "request": "interrupt"}',
+            '{"type": "control_request", "request": {"subtype": "interrupt"}}',
+            "{this is not json",
+            json.dumps(
+                {
+                    "type": "control_request",
+                    "request_id": "c",
+                    "request": {"subtype": "set_permission_mode", "mode": "x"},
+                }
+            ),
+            '{"type": "control_request", "request_id": "d", "request": {"subtype": "interrupt"}}',
+        ],
+    )
+    answers = {r["request_id"]: r for r in (json.loads(line)["response"] for line in run.stdout.splitlines())}
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert (
+        answers["a"]["subtype"] == "error" and "Unsupported control request subtype: teleport" in answers["a"]["error"]
+    )
+    assert answers["b"]["subtype"] == "error" and answers["b"]["error_code"] == "invalid_request"
+    assert answers["c"]["subtype"] == "error" and answers["c"]["error_code"] == "invalid_mode"
+    assert answers["d"] == {"subtype": "success", "request_id": "d", "response": {}}
+    assert "a control_request without a request_id cannot be answered" in run.stderr
+    assert "stdin line 4 is not a JSON object" in run.stderr
+
+
+def test_a_flag_whose_promise_queryloop_cannot_keep_is_refused_before_anything_runs(
+    tmp_path: Path, cli_path: Path
+) -> None:
+    run = subprocess.run(
+        [str(cli_path), "--input-format", "stream-json", "--output-format", "stream-json", "--json-schema", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2
+    assert "--json-schema is not supported: structured output" in run.stderr and run.stdout == ""
+
+
+def test_queryloop_reports_its_own_version(cli_path: Path) -> None:
+    run = subprocess.run([str(cli_path), "-v"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip().endswith("(queryloop)")
