@@ -332,13 +332,15 @@ class _Sym:
 def _figure(spec: MachineSpec, effects: frozenset[str], alg: _Algebra[V], *, per_run: bool) -> V:
     weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
     nodes = list(spec.state_map)
-    turn_edges = [t for t in spec.transitions if not t.progress]
-    starts = list(dict.fromkeys([spec.initial, *(t.dest for t in spec.transitions if t.progress)]))
+    # An edge whose counter's cap is 0 is never taken: it joins nothing, not even a cycle.
+    taken = [t for t in spec.transitions if not spec.never_fires(t)]
+    turn_edges = [t for t in taken if not t.progress]
+    starts = list(dict.fromkeys([spec.initial, *(t.dest for t in taken if t.progress)]))
     pairs = _pairs(spec, turn_edges, nodes, weight, alg)
     per_turn = alg.max(value for (v, _), value in pairs.items() if v in starts)
     if not per_run:
         return per_turn
-    pairs = _pairs(spec, list(spec.transitions), nodes, weight, alg)
+    pairs = _pairs(spec, taken, nodes, weight, alg)
     whole = alg.max(value for (v, _), value in pairs.items() if v == spec.initial)
     # Also: a run is at most 1 + (progress steps) turns, when every progress edge is counted by a
     # counter nothing resets (the sum of those caps bounds the progress steps).

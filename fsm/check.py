@@ -309,7 +309,7 @@ def _termination_pass(spec: MachineSpec) -> list[Finding]:
     """Per turn: every cycle of non-progress edges is bounded by a counter for every cap value."""
     return _unbounded_cycles(
         spec,
-        [t for t in spec.transitions if not t.progress],
+        [t for t in spec.transitions if not t.progress and not spec.never_fires(t)],
         "unbounded recovery cycle",
         "add a `counter:` with a cap to one of its edges, or mark a real forward step `progress: true`",
     )
@@ -318,9 +318,14 @@ def _termination_pass(spec: MachineSpec) -> list[Finding]:
 def _run_pass(spec: MachineSpec) -> list[Finding]:
     """Per run: progress edges bounded too, unless the machine lists them as unbounded by design."""
     per_turn = {tuple(sorted(f.states)) for f in _termination_pass(spec)}
+    fires = [t for t in spec.transitions if not spec.never_fires(t)]
+    reach: nx.DiGraph[str] = nx.DiGraph()
+    reach.add_node(spec.initial)
+    reach.add_edges_from((t.source, t.dest) for t in fires)
+    reached = {spec.initial} | nx.descendants(reach, spec.initial)  # a cycle no run reaches bounds no run
     found = _unbounded_cycles(
         spec,
-        [t for t in spec.transitions if t.reason not in spec.unbounded_by_design],
+        [t for t in fires if t.reason not in spec.unbounded_by_design and t.source in reached],
         "unbounded run: a cycle",
         "count one of its progress edges with a `session` counter whose cap is an int or a non-nullable "
         "int param, or list a progress edge a user drives under `unbounded_by_design:` with what is unbounded",

@@ -213,6 +213,13 @@ class MachineSpec:
         sign, _, amount = rest.partition(" ")
         return int(value) + (int(amount) if sign == "+" else -int(amount) if sign == "-" else 0)
 
+    def never_fires(self, t: TransitionSpec) -> bool:
+        """True for an edge counted by a counter whose cap is the constant 0: no run takes it, whatever the params."""
+        if t.counter is None:
+            return False
+        cap = self.counter_map[t.counter].cap
+        return isinstance(cap, int) and cap <= 0
+
     def cap_of(self, counter: CounterSpec, params: Mapping[str, Any] | None = None) -> int | None:
         """The counter's cap under ``params`` (defaults when omitted); ``None`` = unbounded."""
         if isinstance(counter.cap, int):

@@ -144,6 +144,9 @@ class AgentOptions:
     resume_from: SessionPaths | None = None  # the stored session whose history this run continues (itself, or a fork's)
     prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))  # the prompt's transcript uuid
     start_source: str = "startup"  # what SessionStart hooks are told: startup, resume or fork
+    # the run compacts the session's history instead of sending ``prompt`` (/compact): the user's
+    # instructions for the summary ("" for none); None: an ordinary prompt
+    compact: str | None = None
     max_checkpoints: int = 100
 
     def session_paths(self) -> SessionPaths:
@@ -292,7 +295,7 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
             model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
         ),
         output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
-        hooks=HooksData(start_source=options.start_source),
+        hooks=HooksData(start_source=options.start_source, manual_compact=options.compact),
         context=ContextData(
             auto_compact=options.auto_compact,
             overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)

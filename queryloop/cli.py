@@ -6,8 +6,9 @@ first word that names a command (``check``, ``diagram``, ``docs``, ``mock-api``,
 options and prompt (the engine's commands come from ``queryloop.fsm.cli``, given the
 shipped machines as their default); flag parsing and validation for the agent (one
 line and exit 2 for a bad flag); the prompt (the argument, stdin, or both joined by a
-newline); the offline wiring (the embedded Anthropic-compatible server started
-in-process for ``--scenario``, its fresh working directory removed at the end),
+newline), or the interactive session when none can come on a terminal
+(``queryloop.interactive``); the offline wiring (the embedded Anthropic-compatible server
+started in-process for ``--scenario``, its fresh working directory removed at the end),
 SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
 abort edge — killing running Bash commands — and the result is read from the run's
 final state and trace), the traceback of a run that ended in ``internal_error``
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words and words[0] in names:
         return run_command(commands.parse_args(words))
     agent = build_agent_parser(names)
-    if not words and sys.stdin.isatty():  # no prompt can come: say what the program is instead
+    if not words and sys.stdin.isatty() and not sys.stdout.isatty():  # no prompt can come, no session to open
         agent.print_help(sys.stderr)
         return 2
     return run_command(agent.parse_args(words))
@@ -475,7 +476,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(OFFLINE_HINT, file=sys.stderr)
         return 1
     hints = scenario.cli if scenario else {}
-    prompt = "" if args.input_format == "stream-json" else _prompt(args, scenario)  # stream-json: on stdin
+    args.interactive = _opens_session(args)
+    no_prompt = args.input_format == "stream-json" or args.interactive  # on stdin, or typed in the session
+    prompt = "" if no_prompt else _prompt(args, scenario)
     settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     sources = MEMORY_KINDS if args.setting_sources is None else args.setting_sources
     allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
@@ -558,6 +561,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             shutil.rmtree(cwd, ignore_errors=True)
 
 
+def _opens_session(args: argparse.Namespace) -> bool:
+    """No prompt and no ``-p`` on a terminal: the interactive session (``queryloop.interactive``)."""
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    return terminal and args.prompt is None and not args.print and args.output_format == "text"
+
+
 def _env_request_timeout() -> float | None:
     value = os.environ.get("QUERYLOOP_REQUEST_TIMEOUT_S")
     return float(value) if value else None
@@ -629,6 +638,11 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             client = anthropic.AsyncAnthropic(max_retries=0)
         if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
             return await serve_sdk_session(options, AnthropicBackend(client), args)
+        if args.interactive:
+            from .interactive import serve_interactive  # here: prompt_toolkit loads only for a session
+
+            interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
+            return await serve_interactive(options, AnthropicBackend(client), args)
         renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
         program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
         run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)

@@ -30,12 +30,14 @@ from queryloop.handlers.session.store import CheckpointEntry, read_jsonl
 from queryloop.handlers.session.transcript import load_ledger
 
 __all__ = [
+    "PROMPT_REASONS",
     "SessionChoice",
     "SessionChoiceError",
     "add_session_commands",
     "choose_session",
     "list_sessions",
     "plan_rewind",
+    "print_rewind",
 ]
 
 
@@ -142,7 +144,7 @@ def _summary(path: Path) -> SessionSummary:
     ends = [e for e in entries if e.get("type") == "system" and e.get("subtype") == "result"]
     costs = [e.get("total_cost_usd") for e in ends]
     known = [float(c) for c in costs if isinstance(c, (int, float))]
-    prompts = sum(1 for e in entries if e.get("type") == "user" and e.get("reason") in _PROMPT_REASONS)
+    prompts = sum(1 for e in entries if e.get("type") == "user" and e.get("reason") in PROMPT_REASONS)
     return SessionSummary(
         session_id=path.stem,
         started=str(entries[0].get("timestamp", "")) if entries else "",
@@ -154,7 +156,7 @@ def _summary(path: Path) -> SessionSummary:
     )
 
 
-_PROMPT_REASONS = ("session_started", "session_resumed", "dangling_calls_answered")
+PROMPT_REASONS = ("session_started", "session_resumed", "dangling_calls_answered")
 
 
 def list_sessions(cwd: Path, home: Path | None = None) -> list[SessionSummary]:
@@ -207,7 +209,7 @@ class RewindPlan:
 def _prompt_order(paths: SessionPaths) -> list[str]:
     """The session's user prompts (their uuids), in the order they were written."""
     entries, _ = read_jsonl(paths.transcript)
-    return [str(e["uuid"]) for e in entries if e.get("type") == "user" and e.get("reason") in _PROMPT_REASONS]
+    return [str(e["uuid"]) for e in entries if e.get("type") == "user" and e.get("reason") in PROMPT_REASONS]
 
 
 def plan_rewind(paths: SessionPaths, to: str | None = None) -> RewindPlan:
@@ -300,7 +302,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         return 1
     for warning in plan.warnings:
         print(f"queryloop: warning: {warning}", file=sys.stderr)
-    _report(plan, dry_run=args.dry_run)
+    print_rewind(plan, dry_run=args.dry_run)
     if args.dry_run:
         print("dry run: nothing was changed")
         return 0
@@ -309,7 +311,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(plan: RewindPlan, *, dry_run: bool) -> None:
+def print_rewind(plan: RewindPlan, *, dry_run: bool) -> None:
     where = f"before user message {plan.target}" if plan.target else "before the session's first change"
     changed = [f for f in plan.files if f.before != f.now]
     print(f"rewind {where}: {len(changed)} file(s) to restore" + (" (dry run)" if dry_run else ""))

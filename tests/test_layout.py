@@ -33,6 +33,7 @@ ABOVE_THE_LAYERS = (
     "queryloop.sdk_channel",
     "queryloop.sdk_flags",
     "queryloop.sdk_protocol",
+    "queryloop.interactive",
     "queryloop.cli",
     "queryloop.console",
     "queryloop.memory",

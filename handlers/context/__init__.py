@@ -1,14 +1,15 @@
 """The context layer: token accounting, auto-compaction and its breaker, collapses, reactive compaction.
 
 Its states in ``machines/query_loop.yaml`` are ``checking_context``,
-``auto_compacting`` and ``reactive_compacting``. Here: the slice of the run data it
-owns (``data``), the pure services (``compaction``; ``reactive``: what a reactive
-compaction keeps), the measurement before each request (``measuring``) and compaction
-and prompt-too-long recovery (``compacting``).
+``auto_compacting``, ``reactive_compacting`` and ``manual_compacting`` (/compact), with
+their backoffs. Here: the slice of the run data it owns (``data``), the pure services
+(``compaction``; ``reactive``: what a reactive compaction keeps), the measurement before
+each request (``measuring``) and compaction and prompt-too-long recovery (``compacting``).
 """
 
 from .compacting import (
     apply_compaction,
+    apply_manual_compaction,
     can_drop_oldest_group,
     can_keep_more_rounds,
     commit_staged_collapses,
@@ -20,9 +21,11 @@ from .compacting import (
     note_summary_failure,
     nothing_older_to_summarise,
     plan_compaction,
+    plan_manual_compaction,
     plan_reactive_compaction,
     record_summary_attempt,
     surface_context_window_exceeded,
+    surface_manual_compaction_failure,
     surface_prompt_too_long,
     wait_before_summary_retry,
 )
@@ -52,6 +55,7 @@ __all__ = [
     "SUMMARY_MARKER",
     "StagedCollapse",
     "apply_compaction",
+    "apply_manual_compaction",
     "can_compact",
     "can_drop_oldest_group",
     "can_keep_more_rounds",
@@ -66,6 +70,7 @@ __all__ = [
     "note_summary_failure",
     "nothing_older_to_summarise",
     "plan_compaction",
+    "plan_manual_compaction",
     "plan_reactive_compaction",
     "record_count_tokens_offer",
     "record_measurement",
@@ -73,6 +78,7 @@ __all__ = [
     "refill_thrashing",
     "skip_compaction_breaker_open",
     "surface_context_window_exceeded",
+    "surface_manual_compaction_failure",
     "surface_prompt_too_long",
     "surface_thrashing",
     "wait_before_summary_retry",

@@ -32,6 +32,7 @@ __all__ = [
     "KEEP_RECENT_FRACTION",
     "SUMMARY_MAX_TOKENS",
     "apply_compaction",
+    "apply_manual_compaction",
     "can_drop_oldest_group",
     "can_keep_more_rounds",
     "commit_staged_collapses",
@@ -43,9 +44,11 @@ __all__ = [
     "note_summary_failure",
     "nothing_older_to_summarise",
     "plan_compaction",
+    "plan_manual_compaction",
     "plan_reactive_compaction",
     "record_summary_attempt",
     "surface_context_window_exceeded",
+    "surface_manual_compaction_failure",
     "surface_prompt_too_long",
     "wait_before_summary_retry",
 ]
@@ -53,9 +56,10 @@ __all__ = [
 SUMMARY_MAX_TOKENS = 8_192
 _TRANSIENT = ("retryable", "overloaded", "malformed_response")  # a summary request that may work when sent again
 KEEP_RECENT_FRACTION = 0.3  # of the effective window, kept verbatim (whole groups) by a compaction
+_TRIGGERS: dict[str, compaction.CompactTrigger] = {"auto_compacting": "auto", "manual_compacting": "manual"}
 
 
-@uses(states=("auto_compacting",), params=("max_retry_after_s",))
+@uses(states=("auto_compacting", "manual_compacting"), params=("max_retry_after_s",))
 async def compact_transcript(
     ctx: EffectContext[C, ContextServices],
 ) -> Event[Compacted] | Event[CompactionFailed] | Event[ModelFailure]:
@@ -67,14 +71,15 @@ async def compact_transcript(
     plan = context.plan
     if plan is None:  # the guard can_compact held on the way in
         return Event(name="summary_failed", data=CompactionFailed(reason="nothing to summarise"))
-    trigger: compaction.CompactTrigger = "auto" if run.state == "auto_compacting" else "reactive"
-    pre = await hook(ctx, "PreCompact", {"trigger": trigger, "custom_instructions": None})
+    trigger: compaction.CompactTrigger = _TRIGGERS.get(run.state, "reactive")
+    instructions = data.hooks.manual_compact if trigger == "manual" else None
+    pre = await hook(ctx, "PreCompact", {"trigger": trigger, "custom_instructions": instructions or None})
     if pre is not None and (pre.blocked or not pre.continue_):
         reason = "; ".join(pre.block_reasons) or pre.stop_reason or "a PreCompact hook blocked the compaction"
         return Event(name="summary_failed", data=CompactionFailed(reason=reason))
     call = ModelCall(
         model=data.request.model,
-        messages=MessageView.of(compaction.summary_request_messages(plan.older)),
+        messages=MessageView.of(compaction.summary_request_messages(plan.older, instructions)),
         system=compaction.SUMMARY_SYSTEM_PROMPT,
         tools=(),
         max_tokens=min(SUMMARY_MAX_TOKENS, data.request.max_tokens),
@@ -118,7 +123,7 @@ async def compact_transcript(
 @uses(counters=("summary_retries",))
 async def wait_before_summary_retry(ctx: EffectContext[C, ContextServices]) -> Event[None]:
     """Sleep before the summary request's retry, as a model request's retry would (see ``back_off``)."""
-    retries = ("auto_summary_retry", "reactive_summary_retry")
+    retries = ("auto_summary_retry", "reactive_summary_retry", "manual_summary_retry")
     await back_off(ctx, ctx.run.data.context.summary_failure, counter="summary_retries", retry_reasons=retries)
     return Event(name="elapsed")
 
@@ -179,6 +184,16 @@ def plan_compaction(run: RunState[C], event: Event[Measured]) -> C:
     )
 
 
+def plan_manual_compaction(run: RunState[C], event: Event[None]) -> C:
+    """A manual compaction (/compact): the whole history is summarised, nothing kept verbatim (None: too little)."""
+    messages = run.data.messages
+    plan = compaction.plan_compaction(messages.to_list(), keep_recent_tokens=0, min_recent_groups=0)
+    estimate = run.data.context.overhead + run.data.request.tool_catalog_tokens + messages.tokens
+    return with_context(
+        run.data, plan=plan, dropped_messages=0, estimate=estimate, compact_error=None, summary_failure=None
+    )
+
+
 def plan_reactive_compaction(run: RunState[C], event: Event[ModelFailure]) -> C:
     """The request was too long: summarise the oldest rounds, keep the newest verbatim (see ``reactive``)."""
     plan = reactive.reactive_plan(run.data.messages.to_list(), gap=_gap(event))
@@ -235,6 +250,15 @@ def apply_compaction(run: RunState[C], event: Event[Compacted]) -> C:
     return with_outcome(data, note=note)
 
 
+def apply_manual_compaction(run: RunState[C], event: Event[Compacted]) -> C:
+    """The summary replaces the history (see :func:`apply_compaction`); the result says what it freed."""
+    boundary = event.data.boundary
+    text = f"Compacted the conversation: {boundary.pre_tokens} → {boundary.post_tokens} tokens" + (
+        f" ({boundary.dropped_messages} message(s) dropped unsummarised)" if boundary.lossy else ""
+    )
+    return with_outcome(apply_compaction(run, event), result_text=text)
+
+
 def _with_hidden_calls_note(data: C, messages: list[Message]) -> list[Message]:
     """The compacted transcript, its summary message telling which completed calls it summarised away.
 
@@ -278,6 +302,14 @@ def _failure(event: Event[object]) -> ModelFailure | None:
 def _summary_retries_spent(run: RunState[C]) -> str:
     failure = run.data.context.summary_failure
     return "the summary request kept failing" + (f" ({api_error_text(failure)})" if failure else "")
+
+
+def surface_manual_compaction_failure(run: RunState[C], event: Event[CompactionFailed | None]) -> C:
+    """A manual compaction could not be done: why is the result; the history stays as it was."""
+    detail = str(event.data) if event.data is not None else _summary_retries_spent(run)
+    return with_outcome(
+        with_context(run.data, plan=None, compact_error=detail), error=f"Error during compaction: {detail}"
+    )
 
 
 PROMPT_TOO_LONG = "Prompt is too long"

@@ -369,14 +369,18 @@ def _render_message(message: Mapping[str, Any]) -> str:
     return "\n\n".join(part for part in (_render_block(b) for b in _blocks(message)) if part.strip())
 
 
-def summary_request_messages(older: Sequence[Mapping[str, Any]]) -> list[Message]:
+def summary_request_messages(older: Sequence[Mapping[str, Any]], instructions: str | None = None) -> list[Message]:
     """The messages of the summary request for ``older``, valid without tool definitions.
 
     Every message becomes plain text (tool calls and results rendered inline, thinking
     dropped, images replaced by a placeholder); empty messages are dropped; adjacent
     messages of the same role are merged; a transcript that opens with the assistant (its
-    head was dropped) gets a note first; the last user message asks for the summary.
+    head was dropped) gets a note first; the last user message asks for the summary,
+    followed by the user's ``instructions`` for it when a manual compaction has some.
     """
+    request = _SUMMARY_REQUEST
+    if instructions and instructions.strip():
+        request += f"\n\nThe user's instructions for this summary:\n{instructions.strip()}"
     merged: list[Message] = []
     for message in older:
         text = _render_message(message)
@@ -390,9 +394,9 @@ def summary_request_messages(older: Sequence[Mapping[str, Any]]) -> list[Message
     if merged and merged[0]["role"] == "assistant":
         merged.insert(0, {"role": "user", "content": _DROPPED_HEAD_NOTE})
     if merged and merged[-1]["role"] == "user":
-        merged[-1] = {"role": "user", "content": f"{merged[-1]['content']}\n\n{_SUMMARY_REQUEST}"}
+        merged[-1] = {"role": "user", "content": f"{merged[-1]['content']}\n\n{request}"}
     else:
-        merged.append({"role": "user", "content": _SUMMARY_REQUEST})
+        merged.append({"role": "user", "content": request})
     return merged
 
 

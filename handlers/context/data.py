@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
+from ..hooks.data import HooksData
 from ..hooks.service import HookServices
 from ..messages import Message
 from ..request.client import ModelFailure, RequestLog
@@ -64,6 +65,9 @@ class ContextRun(RequestRun, Protocol):
 
     @property
     def session(self) -> SessionData: ...
+
+    @property
+    def hooks(self) -> HooksData: ...
 
 
 C = TypeVar("C", bound=ContextRun)

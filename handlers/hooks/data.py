@@ -1,6 +1,7 @@
 """The hook layer's slice of the run data and what its handlers need.
 
-Owns :class:`HooksData` (whether the model is answering a Stop hook's block) and
+Owns :class:`HooksData` (whether the model is answering a Stop hook's block, whether the
+run submits a prompt or a manual compaction) and
 the protocol of the run data hook-layer handlers work on.
 """
 
@@ -21,6 +22,9 @@ class HooksData:
 
     stop_hook_active: bool = False  # the next Stop hook runs after one of its blocks (stdin `stop_hook_active`)
     start_source: str = "startup"  # SessionStart's `source`: startup, resume (--resume/--continue) or fork
+    # the run compacts the session's history instead of sending a prompt (/compact): the user's
+    # instructions for the summary ("" for none); None: an ordinary prompt
+    manual_compact: str | None = None
 
 
 class HooksRun(SharedData, Protocol):

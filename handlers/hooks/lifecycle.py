@@ -41,8 +41,14 @@ class PromptAccepted:
     context: tuple[str, ...] = ()
 
 
-async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome] | Event[PromptAccepted]:
-    """SessionStart then UserPromptSubmit: context is added, a block erases the prompt."""
+async def submit_prompt(
+    ctx: EffectContext[H, HookServices],
+) -> Event[HookOutcome] | Event[PromptAccepted] | Event[None]:
+    """SessionStart then UserPromptSubmit: context is added, a block erases the prompt.
+
+    A run started to compact the history (/compact) has no prompt: SessionStart runs, then
+    the compaction is requested (UserPromptSubmit is a prompt's hook).
+    """
     first = ctx.run.data.messages.last() or {}
     prompt = first.get("content") if isinstance(first.get("content"), str) else ""
     context: list[str] = []
@@ -50,6 +56,8 @@ async def submit_prompt(ctx: EffectContext[H, HookServices]) -> Event[HookOutcom
     if stopped(start):
         assert start is not None
         return Event(name="stopped_by_hook", data=start)
+    if ctx.run.data.hooks.manual_compact is not None:
+        return Event(name="compaction_requested")
     if start is not None:
         context.extend(start.additional_context)
     submit = await hook(ctx, "UserPromptSubmit", {"prompt": prompt})

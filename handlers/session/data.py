@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
+from ..hooks.data import HooksData
 from ..messages import Message
 from ..outcome import SharedData
 from .store import CheckpointStore, JsonlLog, SessionPaths
@@ -100,6 +101,9 @@ class SessionRun(HasSession, Protocol):
 
     @property
     def user_turns(self) -> int: ...
+
+    @property
+    def hooks(self) -> HooksData: ...
 
 
 S = TypeVar("S", bound=SessionRun)

@@ -53,7 +53,12 @@ async def open_session(ctx: EffectContext[S, SessionServices]) -> Event[Restored
 
 
 def _with_prompt(data: S, messages: MessageView) -> S:
-    """``messages`` then this run's prompt; the prompt is no turn of its own (user_turns unchanged)."""
+    """``messages`` then this run's prompt; the prompt is no turn of its own (user_turns unchanged).
+
+    A run that compacts the history (/compact) brings no prompt: ``messages`` alone.
+    """
+    if data.hooks.manual_compact is not None:
+        return data.evolve(messages=messages, user_turns=data.user_turns)
     prompt = {"role": "user", "content": data.session.prompt}
     return data.evolve(messages=messages.append(prompt), user_turns=data.user_turns)
 

@@ -69,6 +69,7 @@ WRITTEN_FILE = "out-{n}.txt"  # a Write's file (checkpointed first: it does not 
 DENIED_COMMAND = "touch denied-{n}.txt"  # the nth fresh denied call (a repeat keeps the previous n)
 BUDGET_USD = 1.0
 ABORT_MARK = "plan: abort here"
+COMPACT_INSTRUCTIONS = "keep the printed outputs"  # a manual compaction's instructions (/compact …)
 THETA = {"low": 0.0005, "high": 1.0}  # the auto-compact threshold of each regime (fraction of the window)
 CLI_THETA = {"low": 0.01, "high": 1.0}  # the CLI takes 1..100 %
 
@@ -122,6 +123,7 @@ class Facts:
     denied_last: bool = False  # the last gate denied every call (their signature is in the run data)
     long_wait: bool = False  # the last failed attempt asked to be retried later than max_retry_after_s
     reacted: bool = False  # a reactive compaction was tried this turn
+    resumed: bool = False  # the run continues a stored session (a prompt and an answer, in two groups)
     mcp: str = ""  # the MCP server: "" not decided, "none", "down" (reconnecting), "listed", "up" (offered), "dropped"
     # what the current step's effect produced, for its edge handler
     measured: tuple[int, ...] = ()
@@ -190,7 +192,7 @@ class QueryLoopRealiser:
         self.mcp = mcp
         self.theta = CLI_THETA if cli else THETA
         self.events: dict[tuple[str, str], Callable[[Facts, PlannedStep], list[Option]]] = {}
-        for state in ("auto_compacting", "reactive_compacting"):
+        for state in ("auto_compacting", "reactive_compacting", "manual_compacting"):
             for event, kind in (
                 ("compacted", "ok"),
                 ("summary_too_long", "too_long"),
@@ -198,7 +200,12 @@ class QueryLoopRealiser:
                 ("summary_failed", "failed"),
             ):
                 self.events[(state, event)] = _summary(kind)
-        for state in ("backing_off", "backing_off_auto_summary", "backing_off_reactive_summary"):
+        for state in (
+            "backing_off",
+            "backing_off_auto_summary",
+            "backing_off_reactive_summary",
+            "backing_off_manual_summary",
+        ):
             self.events[(state, "elapsed")] = _nothing
         self.events.update(
             {
@@ -213,6 +220,7 @@ class QueryLoopRealiser:
                 ("submitting_prompt", "prompt_accepted"): _prompt("accept"),
                 ("submitting_prompt", "prompt_blocked"): _prompt("block"),
                 ("submitting_prompt", "stopped_by_hook"): _prompt("stop"),
+                ("submitting_prompt", "compaction_requested"): _compaction_requested,
                 ("checking_context", "within_threshold"): lambda f, s: self._measure(f, over=False),
                 ("checking_context", "over_threshold"): lambda f, s: self._measure(f, over=True),
                 ("calling_model", "replied"): _main("reply"),
@@ -278,6 +286,11 @@ class QueryLoopRealiser:
             "surface_thrashing": _same,
             "plan_compaction": _plan_compaction,
             "plan_reactive_compaction": _plan_reactive_compaction,
+            "plan_manual_compaction": lambda f: attrs.evolve(
+                f, plan=(len(f.groups), 0) if len(f.groups) >= 2 else None
+            ),
+            "apply_manual_compaction": _apply_compaction,
+            "surface_manual_compaction_failure": lambda f: attrs.evolve(f, plan=None),
             "keep_more_rounds": lambda f: (
                 None if f.plan is None else attrs.evolve(f, plan=(f.plan[0] - 1, f.plan[1] + 1))
             ),
@@ -329,6 +342,8 @@ class QueryLoopRealiser:
             return "the CLI is interrupted only by a signal, whose timing a test cannot fix" if self.cli else None
         if self.cli and step.source == "opening_session" and step.event != "session_new":
             return "the CLI's planned runs start new sessions (resumed ones are driven in process)"
+        if self.cli and step.event == "compaction_requested":
+            return "a manual compaction is the interactive session's /compact (driven in process)"
         if step.source in MCP_STATES and step.event not in ("tools_in_sync", "aborted"):
             if self.cli:
                 return "the CLI's planned runs have no MCP server (runs with one are driven in process)"
@@ -420,7 +435,7 @@ def _resume(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
     """A stored session to resume: its history answered (``intact``) or ending with an unanswered tool_use."""
 
     def make(f: Facts, step: PlannedStep) -> list[Option]:
-        return [(_grow(f, RESUME_HI), (("resume", kind),))]
+        return [(attrs.evolve(_grow(f, RESUME_HI), resumed=True), (("resume", kind),))]
 
     return make
 
@@ -461,6 +476,13 @@ def _prompt(action: str) -> Callable[[Facts, PlannedStep], list[Option]]:
     return make
 
 
+def _compaction_requested(f: Facts, step: PlannedStep) -> list[Option]:
+    """A run started as a manual compaction (/compact): no prompt; the history, if resumed, is two groups
+    (the earlier prompt, then the answer with whatever answered it)."""
+    groups: tuple[Group, ...] = (("prompt", RESUME_HI), ("small", RESUME_HI)) if f.resumed else ()
+    return [(attrs.evolve(f, groups=groups), (("hook", "SessionStart", "accept"), ("compact",)))]
+
+
 def _main(
     kind: str, status: int = 0, message: str = "", *, wait: bool = False
 ) -> Callable[[Facts, PlannedStep], list[Option]]:
@@ -483,6 +505,8 @@ def _broken(f: Facts, step: PlannedStep) -> list[Option]:
 
 def _summary(kind: str) -> Callable[[Facts, PlannedStep], list[Option]]:
     def make(f: Facts, step: PlannedStep) -> list[Option]:
+        if step.source == "manual_compacting" and f.plan is None:  # nothing to summarise: no hook, no request
+            return [(f, ())] if kind == "failed" else []
         return [(f, (("hook", "PreCompact", "accept"), ("summary", kind)))]
 
     return make
@@ -740,6 +764,7 @@ class _Builder:
         self.abort_how = "close"
         self.resume: str | None = None
         self.mcp_starts: list[bool] = []
+        self.compact: str | None = None  # the run is a manual compaction with these instructions
 
     def build(self, cli: bool, params: Mapping[str, Any]) -> RunPlan:
         hops = 0
@@ -773,6 +798,7 @@ class _Builder:
             "auto_compact": end.auto_compact is not False,
             "auto_compact_threshold": theta,
             "params": {k: v for k, v in params.items() if k not in ("max_turns", "max_retries")},
+            "compact": self.compact,
         }
         hooks = {e: acts for e, acts in self.hooks.items() if any(a != "accept" for a in acts)}
         if "SessionStart" in hooks and "UserPromptSubmit" not in hooks:
@@ -801,6 +827,8 @@ class _Builder:
             self.resume = action[1]
         elif kind == "mcp":
             self.mcp_starts.append(action[1])
+        elif kind == "compact":
+            self.compact = COMPACT_INSTRUCTIONS
         elif kind == "main":
             self.main(model, action[1], action[2], action[3])
         elif kind == "read":

@@ -140,7 +140,13 @@ def test_a_shipped_machine_loads_from_relative_names(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent.parent
     machine = load_machine(root / "machines" / "query_loop.yaml")
     assert machine.spec.package == "queryloop.handlers"
-    assert set(machine.exits) == {"checking_context", "auto_compacting", "reactive_compacting", "calling_model"}
+    assert set(machine.exits) == {
+        "checking_context",
+        "auto_compacting",
+        "reactive_compacting",
+        "manual_compacting",
+        "calling_model",
+    }
 
 
 def test_an_async_guard_is_refused_at_load_because_a_coroutine_is_always_true() -> None:
