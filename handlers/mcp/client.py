@@ -33,7 +33,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ..tools.base import ToolContext, ToolOutput, ToolSpec
+from ..tools.base import ToolContext, ToolOutput, ToolRun, ToolSpec
 from .config import McpServerConfig, tool_name
 
 __all__ = ["FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"]
@@ -239,7 +239,7 @@ class McpManager:
         self._specs[name] = (tool, spec)
         return spec
 
-    def _runner(self, tool: McpTool) -> Any:
+    def _runner(self, tool: McpTool) -> ToolRun:
         async def run(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             return await self.call(tool, arguments, timeout_s=ctx.tool_timeout_s)
 

@@ -49,15 +49,21 @@ def _catalog_tokens(definitions: Sequence[dict[str, Any]]) -> int:
     return math.ceil(len(compact_json(list(definitions))) / 4) if definitions else 0
 
 
+def _owner(name: str, servers: Iterable[str]) -> str | None:
+    """The server whose tool ``name`` is: the longest ``mcp__<server>__`` it starts with (``a`` is not ``a__b``)."""
+    owners = [s for s in servers if name.startswith(tool_name(s, ""))]
+    return max(owners, key=len) if owners else None
+
+
 def _changes(old: Iterable[dict[str, Any]], new: Iterable[dict[str, Any]], servers: Iterable[str]) -> tuple[str, ...]:
     """One line per server whose offered tools changed: added, removed, changed."""
+    known = tuple(servers)
     before = {str(d["name"]): d for d in old}
     after = {str(d["name"]): d for d in new}
     lines = []
-    for server in servers:
-        prefix = tool_name(server, "")
-        mine_before = {n: d for n, d in before.items() if n.startswith(prefix)}
-        mine_after = {n: d for n, d in after.items() if n.startswith(prefix)}
+    for server in known:
+        mine_before = {n: d for n, d in before.items() if _owner(n, known) == server}
+        mine_after = {n: d for n, d in after.items() if _owner(n, known) == server}
         added = sorted(set(mine_after) - set(mine_before))
         removed = sorted(set(mine_before) - set(mine_after))
         changed = sorted(n for n in set(mine_before) & set(mine_after) if mine_before[n] != mine_after[n])
@@ -155,8 +161,8 @@ def apply_reconnected(run: RunState[M], event: Event[CatalogUpdate]) -> M:
 def drop_servers(run: RunState[M], event: Event[ServersDown]) -> M:
     """Servers that stayed down leave the catalog for the rest of the run; a call naming their tools gets an error."""
     names = event.data.names
-    prefixes = tuple(tool_name(n, "") for n in names)
-    catalog = tuple(d for d in run.data.request.tool_catalog if not str(d["name"]).startswith(prefixes))
+    known = (*names, *(n for n, _ in run.data.mcp.generations))
+    catalog = tuple(d for d in run.data.request.tool_catalog if _owner(str(d["name"]), known) not in names)
     data = with_request(run.data, tool_catalog=catalog, tool_catalog_tokens=_catalog_tokens(catalog))
     mcp = data.mcp
     data = with_mcp(

@@ -91,6 +91,12 @@ def test_a_catalog_change_says_per_server_what_was_added_removed_and_changed() -
     assert _changes(old, new, ["a", "b"]) == ("a: +mcp__a__w -mcp__a__y ~mcp__a__x",)
 
 
+def test_a_servers_tools_are_told_from_those_of_a_server_whose_name_it_begins() -> None:
+    old = [{"name": "mcp__a__x"}, {"name": "mcp__a__b__y"}]
+    new = [{"name": "mcp__a__b__y"}]
+    assert _changes(old, new, ["a", "a__b"]) == ("a: -mcp__a__x",), "a__b's tool is not a's"
+
+
 def _project(tmp_path: Path) -> Path:
     (tmp_path / ".mcp.json").write_text('{"mcpServers": {"p": {"command": "p"}, "q": {"command": "q"}}}')
     return tmp_path
