@@ -50,7 +50,7 @@ from queryloop.handlers.tools import (
 from queryloop.handlers.tools.permissions import read_denied
 from queryloop.machines import MACHINES_DIR
 
-from .memory import InstructionFile, instructions_tokens, with_instructions
+from .memory import InstructionFile, instructions_tokens, memory_paths, with_instructions
 from .tracing import recorder_from_env
 from .transcript import TranscriptWriter
 
@@ -356,6 +356,7 @@ class AgentRun:
         self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token), mcp)
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
+        self.program = program
         store = self.services.session
         self.transcript = (
             TranscriptWriter(store.paths, in_place=store.source == store.paths)
@@ -397,6 +398,21 @@ class AgentRun:
             if self._owns_mcp and self.services.mcp is not None:
                 await self.services.mcp.close()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
+
+    def init_fields(self) -> dict[str, Any]:
+        """What the ``init`` line says of this run (``Renderer.start``'s fields); after :meth:`connect_mcp`."""
+        options, services = self.options, self.services
+        mcp = services.mcp
+        return {
+            "model": options.model,
+            "cwd": str(options.cwd),
+            "tools": [*services.tools.names, *(t.name for t in (mcp.catalog() if mcp else ()))],
+            "mcp_servers": mcp.statuses() if mcp else [],
+            "fallback_models": list(options.fallback_models),
+            "machine": self.program.spec.name,
+            "memory_paths": memory_paths(options.instructions),
+            "permission_mode": options.permission_mode,
+        }
 
     async def connect_mcp(self) -> None:
         """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this."""

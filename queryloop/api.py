@@ -34,9 +34,8 @@ from queryloop.fsm import Step
 from queryloop.handlers.mcp import McpManager
 from queryloop.handlers.request import AnthropicBackend, ModelBackend
 
-from .agent import AgentOptions, AgentRun, query_loop_program
+from .agent import AgentOptions, AgentRun
 from .console import Renderer
-from .memory import memory_paths
 from .messages import Message, ResultMessage, parse_message
 from .options import OptionsError, QueryOptions, agent_options, permission_asker
 from .sessions import SessionChoice, SessionChoiceError, choose_session
@@ -146,25 +145,14 @@ class _Conversation:
                 renderer.handle(item)
                 _drain(sink, emit)
 
-            program = query_loop_program()
-            run = AgentRun(options, self.backend, program=program, on_publish=publish, mcp=self.mcp)
+            run = AgentRun(options, self.backend, on_publish=publish, mcp=self.mcp)
             try:
                 await run.connect_mcp()  # as the CLI: the init message lists each MCP server's status and tools
             except asyncio.CancelledError:
                 if not self._was_interrupt():
                     raise
                 interrupted = True  # the run takes its abort edge as it starts
-            mcp = run.services.mcp
-            renderer.start(
-                model=options.model,
-                cwd=str(options.cwd),
-                tools=[*run.services.tools.names, *(t.name for t in (mcp.catalog() if mcp else ()))],
-                mcp_servers=mcp.statuses() if mcp else [],
-                fallback_models=list(options.fallback_models),
-                machine=program.spec.name,
-                memory_paths=memory_paths(options.instructions),
-                permission_mode=options.permission_mode,
-            )
+            renderer.start(**run.init_fields())
             _drain(sink, emit)
             if interrupted:
                 self.interrupt()

@@ -45,7 +45,7 @@ from . import __version__
 from .agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
 from .console import Renderer
 from .mcp_config import load_mcp_servers
-from .memory import MEMORY_KINDS, MemoryKind, load_instructions, memory_paths
+from .memory import MEMORY_KINDS, MemoryKind, load_instructions
 from .mockapi.scenario import Scenario, ScenarioError, load_scenario
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
 from .sdk_protocol import serve_sdk_session
@@ -647,18 +647,7 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
         program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
         run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
         await run.connect_mcp()  # the init line lists each server's status and tools
-        mcp = run.services.mcp
-        mcp_tools = [t.name for t in mcp.catalog()] if mcp else []
-        renderer.start(
-            model=options.model,
-            cwd=str(options.cwd),
-            tools=[*run.services.tools.names, *mcp_tools],
-            mcp_servers=mcp.statuses() if mcp else [],
-            fallback_models=list(options.fallback_models),
-            machine=program.spec.name,
-            memory_paths=memory_paths(options.instructions),
-            permission_mode=options.permission_mode,
-        )
+        renderer.start(**run.init_fields())
         interrupts.arm()
         shown = 0
         try:

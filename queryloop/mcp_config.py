@@ -59,7 +59,7 @@ def load_mcp_servers(
             servers.update(parse_mcp_servers({"mcpServers": settings["mcpServers"]}, "settings"))
         project = cwd / ".mcp.json"
         if project.is_file():
-            document, label = _read(str(project), cwd=cwd, flag=".mcp.json")
+            document, _ = _read(str(project), cwd=cwd, flag=".mcp.json")
             enable_all = settings.get("enableAllProjectMcpServers") is True
             enabled = set(settings.get("enabledMcpjsonServers") or ())
             disabled = set(settings.get("disabledMcpjsonServers") or ())

@@ -136,6 +136,7 @@ class _Connection:
     task: asyncio.Task[None] | None = None
     stop: asyncio.Event = attrs.field(factory=asyncio.Event)
     tools: tuple[McpTool, ...] = ()
+    specs: dict[str, ToolSpec] = attrs.field(factory=dict)  # each tool as the tool layer runs it, by name
     generation: int = 0  # bumped whenever a listing differs from the one before
     list_changed: bool = False  # the server said its list changed; listed again at the next sync
     warnings: list[str] = attrs.field(factory=list)
@@ -165,7 +166,6 @@ class McpManager:
         self.log_dir = log_dir
         self.hidden = hidden
         self._logs: list[TextIO] = []
-        self._specs: dict[str, tuple[McpTool, ToolSpec]] = {}
         self.started = False
 
     # ---- what the loop asks -----------------------------------------------------------------
@@ -217,27 +217,20 @@ class McpManager:
 
     def tool_spec(self, name: str) -> ToolSpec | None:
         """The tool the model calls as ``name``, as the tool layer runs it (None if no server lists it now)."""
-        tool = next((t for c in self._connections.values() for t in c.tools if t.name == name), None)
-        if tool is None:
-            return None
-        cached = self._specs.get(name)
-        if cached is not None and cached[0] is tool:  # the same listing: its schema is compiled already
-            return cached[1]
-        try:
-            spec = ToolSpec(
-                name=tool.name,
-                description=tool.description,
-                input_schema=tool.input_schema,
-                concurrency_safe=tool.read_only,
-                read_only=tool.read_only,
-                idempotent=tool.idempotent or tool.read_only,
-                attempt_fields=tool.attempt_fields(),
-                run=self._runner(tool),
-            )
-        except ValueError:  # a schema the listing already refused; never offered
-            return None
-        self._specs[name] = (tool, spec)
-        return spec
+        return next((c.specs[name] for c in self._connections.values() if name in c.specs), None)
+
+    def _spec(self, tool: McpTool) -> ToolSpec:
+        """``tool`` as the tool layer runs it (its schema compiled once, here); ValueError if the API refuses it."""
+        return ToolSpec(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            concurrency_safe=tool.read_only,
+            read_only=tool.read_only,
+            idempotent=tool.idempotent or tool.read_only,
+            attempt_fields=tool.attempt_fields(),
+            run=self._runner(tool),
+        )
 
     def _runner(self, tool: McpTool) -> ToolRun:
         async def run(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -301,7 +294,7 @@ class McpManager:
         name = connection.config.name
         try:
             async with self._client(connection) as client:
-                await self._absorb(connection, await self._list(client))
+                self._absorb(connection, await self._list(client))
                 connection.client = client
                 connection.status = "connected"
                 connection.error = None
@@ -385,13 +378,13 @@ class McpManager:
             self._fail(connection, McpFailure(server=connection.config.name, kind=kind, message=message))
             connection.stop.set()
             return
-        await self._absorb(connection, listed)
+        self._absorb(connection, listed)
 
-    async def _absorb(self, connection: _Connection, listed: Sequence[mcp.types.Tool]) -> None:
+    def _absorb(self, connection: _Connection, listed: Sequence[mcp.types.Tool]) -> None:
         """Take a listing: the tools that can be offered, warnings for the others, a new generation if it differs."""
         server = connection.config.name
         tools: list[McpTool] = []
-        seen: set[str] = set()
+        specs: dict[str, ToolSpec] = {}
         for raw in listed:
             name = tool_name(server, raw.name)
             annotations = raw.annotations
@@ -405,15 +398,20 @@ class McpManager:
                 idempotent=bool(annotations and annotations.idempotent_hint),
                 destructive=annotations is None or annotations.destructive_hint is not False,
             )
-            problem = _unofferable(tool, seen)
-            if problem:
-                connection.warnings.append(f"MCP server {server!r}: tool {raw.name!r} is not offered: {problem}")
+            try:
+                if len(name) > 64:
+                    raise ValueError(f"its name as offered, {name!r}, is longer than the API's 64 characters")
+                if name in specs:
+                    raise ValueError(f"another tool of the server is offered as {name!r}")
+                specs[name] = self._spec(tool)
+            except ValueError as exc:
+                connection.warnings.append(f"MCP server {server!r}: tool {raw.name!r} is not offered: {exc}")
                 continue
-            seen.add(name)
             tools.append(tool)
         if tuple(tools) != connection.tools or connection.generation == 0:
             connection.generation += 1
         connection.tools = tuple(tools)
+        connection.specs = specs
 
     # ---- calling ------------------------------------------------------------------------------
 
@@ -437,28 +435,3 @@ class McpManager:
                 connection.stop.set()
             return ToolOutput(content=failure.text(), is_error=True)
         return ToolOutput(content=_content_text(result, tool.name), is_error=bool(result.is_error))
-
-
-def _unofferable(tool: McpTool, seen: set[str]) -> str | None:
-    """Why the API would refuse ``tool``, if it would (name pattern and length, schema, a clash)."""
-    if len(tool.name) > 64:
-        return f"its name as offered, {tool.name!r}, is longer than the API's 64 characters"
-    if tool.name in seen:
-        return f"another tool of the server is offered as {tool.name!r}"
-    try:
-        ToolSpec(
-            name=tool.name,
-            description=tool.description,
-            input_schema=tool.input_schema,
-            concurrency_safe=False,
-            read_only=False,
-            idempotent=False,
-            run=_never,
-        )
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-async def _never(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:  # pragma: no cover - a probe only
-    raise AssertionError("a probe spec is never run")

@@ -91,10 +91,9 @@ async def sync_tools(ctx: EffectContext[M, McpServices]) -> Event[Any]:
     if down:
         failures = tuple(f for n in down if (f := manager.failure(n)) is not None)
         return Event(name="servers_down", data=ServersDown(names=down, failures=failures))
-    update = _catalog_update(manager, data)
-    if update.generations == data.mcp.generations:
-        return Event(name="tools_in_sync")
-    return Event(name="tool_list_changed", data=update)
+    if tuple(manager.generations(exclude=dropped).items()) == data.mcp.generations:
+        return Event(name="tools_in_sync")  # the usual turn: nothing to rebuild
+    return Event(name="tool_list_changed", data=_catalog_update(manager, data))
 
 
 def _catalog_update(manager: McpManager, data: McpRun) -> CatalogUpdate:
