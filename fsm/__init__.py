@@ -2,25 +2,58 @@
 
 Knows nothing about agents, Anthropic or tools and imports nothing of queryloop
 outside itself; machines name the Python they need. Installed as ``queryloop.fsm``.
+The names below are imported on first use (``lazy``), so a caller that only runs a
+machine never loads the checker, the renderer or graphviz, and one that only checks
+never loads the runtime.
 """
 
-from .check import CheckReport, Finding, check_spec
-from .contract import Uses, uses
-from .errors import (
-    CheckFailed,
-    FsmError,
-    HandlerError,
-    InternalError,
-    SpecError,
-    SpecProblem,
-    TransitionError,
-)
-from .load import Machine, load_machine, parse_machine
-from .render import to_dot, to_mermaid
-from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
-from .source import Source, read_json, read_yaml, schema_problems
-from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
-from .spin import SpinError, SpinNotFound, SpinReport, spin_check, to_promela
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .check import CheckReport, Finding, check_spec
+    from .contract import Uses, uses
+    from .errors import (
+        CheckFailed,
+        FsmError,
+        HandlerError,
+        InternalError,
+        SpecError,
+        SpecProblem,
+        TransitionError,
+    )
+    from .load import Machine, load_machine, parse_machine
+    from .render import to_dot, to_mermaid
+    from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
+    from .source import Source, read_json, read_yaml, schema_problems
+    from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
+    from .spin import SpinError, SpinNotFound, SpinReport, spin_check, to_promela
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".check": ("CheckReport", "Finding", "check_spec"),
+            ".contract": ("Uses", "uses"),
+            ".errors": (
+                "CheckFailed",
+                "FsmError",
+                "HandlerError",
+                "InternalError",
+                "SpecError",
+                "SpecProblem",
+                "TransitionError",
+            ),
+            ".load": ("Machine", "load_machine", "parse_machine"),
+            ".render": ("to_dot", "to_mermaid"),
+            ".runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
+            ".source": ("Source", "read_json", "read_yaml", "schema_problems"),
+            ".spec": ("CounterSpec", "MachineSpec", "ParamSpec", "StateSpec", "TransitionSpec"),
+            ".spin": ("SpinError", "SpinNotFound", "SpinReport", "spin_check", "to_promela"),
+        },
+    )
 
 __all__ = [
     "CheckFailed",

@@ -64,14 +64,26 @@ class Expr:
     counter: str = ""  # cap: the counter whose cap it is
     args: tuple[Expr, ...] = ()
 
-    def evaluate(self, spec: MachineSpec, params: Mapping[str, Any]) -> Value:
-        """The expression's value with the caps ``params`` give (``math.inf``: unbounded)."""
+    def evaluate(self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None) -> Value:
+        """The expression's value with the caps ``params`` give (``math.inf``: unbounded).
+
+        ``memo`` keeps each sub-expression's value for one ``params``: bounds share their pieces,
+        and :meth:`resolve` evaluates the same ones again at every level.
+        """
         if self.op == "const":
             return self.value
+        if memo is None:
+            memo = {}
+        elif self in memo:
+            return memo[self]
+        memo[self] = value = self._evaluate(spec, params, memo)
+        return value
+
+    def _evaluate(self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]) -> Value:
         if self.op == "cap":
             cap = spec.cap_of(spec.counter_map[self.counter], params)
             return math.inf if cap is None else cap
-        values = [a.evaluate(spec, params) for a in self.args]
+        values = [a.evaluate(spec, params, memo) for a in self.args]
         if self.op == "sum":
             return math.inf if math.inf in values else sum(values)
         if self.op == "max":
@@ -87,33 +99,37 @@ class Expr:
             out *= v
         return out
 
-    def resolve(self, spec: MachineSpec, params: Mapping[str, Any]) -> dict[tuple[str, ...], float] | None:
+    def resolve(
+        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None
+    ) -> dict[tuple[str, ...], float] | None:
         """The branch of the bound that is largest at ``params``, as a polynomial in the cap params
         (monomial → coefficient); ``None`` when it is unbounded or no branch is possible there.
 
         It equals the bound at ``params`` and shows how the bound grows with each cap around them.
+        ``memo`` keeps the values of the sub-expressions at ``params`` (see :meth:`evaluate`).
         """
+        memo = {} if memo is None else memo
         if self.op == "const":
             return None if abs(self.value) == math.inf else ({(): self.value} if self.value else {})
         if self.op == "cap":
             c = spec.counter_map[self.counter]
             if isinstance(c.cap, int):
                 return {(): c.cap} if c.cap else {}
-            value = self.evaluate(spec, params)
+            value = self.evaluate(spec, params, memo)
             if value == math.inf:
                 return None
             if value == 0 and c.cap_offset < 0:
                 return {}  # clamped at 0 here
             return {(c.cap,): 1, (): c.cap_offset} if c.cap_offset else {(c.cap,): 1}
         if self.op in ("max", "min"):
-            values = [a.evaluate(spec, params) for a in self.args]
+            values = [a.evaluate(spec, params, memo) for a in self.args]
             best = (max if self.op == "max" else min)(values)
-            return self.args[values.index(best)].resolve(spec, params)
+            return self.args[values.index(best)].resolve(spec, params, memo)
         if self.op == "when":
-            return self.args[1].resolve(spec, params) if self.args[0].evaluate(spec, params) > 0 else None
-        if self.op == "prod" and any(a.evaluate(spec, params) == 0 for a in self.args):
+            return self.args[1].resolve(spec, params, memo) if self.args[0].evaluate(spec, params, memo) > 0 else None
+        if self.op == "prod" and any(a.evaluate(spec, params, memo) == 0 for a in self.args):
             return {}  # nothing, however large the other factors (an unbounded cap times no invocation)
-        polys = [a.resolve(spec, params) for a in self.args]
+        polys = [a.resolve(spec, params, memo) for a in self.args]
         if any(p is None for p in polys):
             return None
         out: dict[tuple[str, ...], float] = {}

@@ -4,6 +4,11 @@ Owns their flags, their output and :func:`run_command` (exit codes, one-line use
 errors, no tracebacks for user mistakes). Which machines are checked or drawn when
 none is named is the caller's (the ``queryloop`` program passes the shipped ones);
 the program itself, with the agent's commands, is ``queryloop.cli``.
+
+Building the parser imports nothing heavy: each command imports the parts of the engine
+it runs (the checker and networkx, the renderer and graphviz, …) when it runs, so
+``queryloop --help`` and ``queryloop diagram`` do not pay for the checker, nor ``check``
+for the renderer.
 """
 
 from __future__ import annotations
@@ -16,21 +21,19 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import yaml
 
-from .check import CheckReport, check_spec
-from .coverage import Coverage, CoverageError, RunSteps, coverage_of, format_coverage, read_runs
 from .errors import FsmError, SpecError
-from .ladder import View, layer_names, views
-from .load import Machine, load_machine
-from .recovery import recovery_markdown
-from .render import to_dot, to_mermaid
-from .spec import MachineSpec
-from .spin import SpinNotFound, spin_beside
-from .trace import Trace, TraceError, check_trace, read_trace
+
+if TYPE_CHECKING:
+    from .check import CheckReport
+    from .coverage import Coverage, RunSteps
+    from .ladder import View
+    from .load import Machine
+    from .spec import MachineSpec
+    from .trace import Trace
 
 __all__ = [
     "DiagramFile",
@@ -56,6 +59,8 @@ DefaultMachines = Callable[[], Sequence[Path]]
 
 
 def _param_overrides(values: Sequence[str]) -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for item in values:
         name, sep, raw = item.partition("=")
@@ -139,6 +144,10 @@ def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from .check import check_spec
+    from .load import load_machine
+    from .spin import SpinNotFound, spin_beside
+
     if args.coverage is not None:
         return cmd_coverage(args)
     if args.fail_under is not None:
@@ -184,6 +193,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     """Which transitions the recorded runs in ``--coverage DIR`` took, per machine; 1 under ``--fail-under``."""
+    from .coverage import coverage_of, format_coverage, read_runs
+
     runs = read_runs(args.coverage)
     specs = _coverage_specs(args, runs)
     if not specs:
@@ -217,10 +228,14 @@ class DiagramFile:
 
 
 def _spec(path: Path) -> MachineSpec:
+    from .load import load_machine
+
     return load_machine(_display(path), bind=False).spec
 
 
 def _layer_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
+    from .ladder import View, layer_names
+
     known = layer_names(spec)
     missing = [name for name in layers if name not in known]
     if missing:
@@ -232,6 +247,8 @@ def render_view(
     spec: MachineSpec, view: View, fmt: str, trace: Trace | None = None, coverage: Coverage | None = None
 ) -> bytes:
     """One view of ``spec`` in ``fmt`` (dot/svg/png/mermaid), deterministic for dot and mermaid."""
+    from .render import to_dot, to_mermaid
+
     if fmt == "mermaid":
         return to_mermaid(spec, view=view).encode()
     graph = to_dot(spec, view=view, trace=trace, coverage=coverage)
@@ -245,6 +262,8 @@ def diagram_files(
     paths: Sequence[Path], formats: Sequence[str], out: Path, layers: Sequence[str] = ()
 ) -> list[DiagramFile]:
     """Every file to write: per machine its overview and layers (or its full diagram), in each format."""
+    from .ladder import views
+
     files = []
     for path in paths:
         spec = _spec(path)
@@ -275,6 +294,8 @@ def _is_overlay(path: Path) -> bool:
 
 def _trace_machine(args: argparse.Namespace, trace: Trace) -> MachineSpec:
     """The machine a run is drawn on: the one named by --machine, else the shipped one the log names or fits."""
+    from .trace import TraceError, check_trace
+
     if args.machine:
         if len(args.machine) > 1:
             raise UsageError("--trace draws one run on one machine; give --machine once")
@@ -295,6 +316,9 @@ def _trace_machine(args: argparse.Namespace, trace: Trace) -> MachineSpec:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from .ladder import View
+    from .trace import read_trace
+
     trace = read_trace(args.trace)
     spec = _trace_machine(args, trace)
     formats = args.format or ["dot", "svg"]
@@ -314,6 +338,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def _coverage_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
     """The named layers, else the full machine and, with two layers or more, each layer."""
+    from .ladder import View, layer_names
+
     if layers:
         return _layer_views(spec, layers)
     named = layer_names(spec)
@@ -330,6 +356,8 @@ def _coverage_specs(args: argparse.Namespace, runs: Sequence[RunSteps]) -> list[
 
 def cmd_diagram_coverage(args: argparse.Namespace) -> int:
     """Draw which transitions the runs recorded in ``--coverage DIR`` took: ``<out>/<machine>.coverage[.<layer>].*``."""
+    from .coverage import CoverageError, coverage_of, read_runs
+
     if args.check or args.whole:
         raise UsageError(f"--coverage draws every transition; it takes no {'--check' if args.check else '--whole'}")
     formats = args.format or ["dot", "svg"]
@@ -397,6 +425,8 @@ def _is_stale(f: DiagramFile) -> bool:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
+    from .recovery import recovery_markdown
+
     paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
     text = recovery_markdown([_spec(p) for p in paths]).encode()
     target = Path(args.out)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import networkx as nx
 
 from .contract import uses_of
 from .errors import SpecError, SpecProblem
@@ -461,10 +460,7 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 f"the edges from {source!r} on {event!r} end with {last.reason!r}, which is guarded",
                 "the last candidate must be an unguarded catch-all (no guards, no counter)",
             )
-    graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
-    graph.add_nodes_from(states)
-    graph.add_edges_from((t.source, t.dest) for t in spec.transitions)
-    reachable = nx.descendants(graph, spec.initial) | {spec.initial}
+    reachable = _reachable(spec)
     for s in spec.states:
         if s.name not in reachable and s.name != INTERNAL_ERROR:  # only the engine enters internal_error
             add(
@@ -473,6 +469,22 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 "add a transition into it or remove it",
             )
     return out
+
+
+def _reachable(spec: MachineSpec) -> set[str]:
+    """The states some run can enter from the initial one (a plain search: every run loads a machine, and
+    networkx, which the checker uses, would cost it more to import than the whole load)."""
+    successors: dict[str, list[str]] = {}
+    for t in spec.transitions:
+        successors.setdefault(t.source, []).append(t.dest)
+    seen = {spec.initial}
+    todo = [spec.initial]
+    while todo:
+        for dest in successors.get(todo.pop(), ()):
+            if dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    return seen
 
 
 def _internal_error_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:

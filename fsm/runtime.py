@@ -20,6 +20,7 @@ import asyncio
 import logging
 import operator
 import sys
+import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 logging.getLogger("transitions").setLevel(logging.WARNING)
+
+YIELD_EVERY_S = 0.002
+"""The longest the driver runs steps without handing the event loop a turn (``Runner.run``)."""
 
 D = TypeVar("D")
 S = TypeVar("S")
@@ -200,11 +204,22 @@ class Program:
         )
         for t in spec.transitions:
             self._book.add_transition(trigger=t.reason, source=t.source, dest=t.dest)
-        self._book_transitions = {
+        registered = {
             (source, reason): event.transitions[source][0].dest
             for reason, event in self._book.events.items()
             for source in event.transitions
         }
+        # each candidate edge's target as the machine registered it for (source, reason): looked up once
+        # here, so an edge the machine did not register cannot even be built, and a step only sets the state
+        self._book_targets: dict[tuple[str, str], transitions.State] = {}
+        for (source, _event), edges in self.edges.items():
+            for edge in edges:
+                dest = registered.get((source, edge.reason))
+                if dest != edge.dest:
+                    raise InternalError(
+                        f"the bookkeeping machine has no step {source!r} --{edge.reason}--> {edge.dest!r}"
+                    )
+                self._book_targets[source, edge.reason] = self._book.get_state(dest)
 
     def _bookkeep(self, book: _Book, source: str, edge: _Edge) -> None:
         """Take the same step on the ``transitions`` machine; a step it does not declare is an engine bug.
@@ -214,11 +229,12 @@ class Program:
         dispatch is not used: no callbacks are registered (effects and handlers run outside
         the transition, by design), so it would only cost time on every step.
         """
-        if book.state != source or self._book_transitions.get((source, edge.reason)) != edge.dest:
+        target = self._book_targets.get((source, edge.reason)) if book.state == source else None
+        if target is None or target.value != edge.dest:
             raise InternalError(
                 f"undeclared step {book.state!r} --{edge.reason}--> {edge.dest!r} (the run is in {source!r})"
             )
-        self._book.set_state(edge.dest, book)
+        self._book.set_state(target, book)
         if book.state != edge.dest:
             raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
 
@@ -406,7 +422,7 @@ class EffectContext(Generic[D, S_co]):
         services: S_co,
         buffer: list[Any],
         live: Callable[[Any], None] | None = None,
-        keep: Callable[[D], None] | None = None,
+        keep: Callable[[D | Callable[[], D]], None] | None = None,
     ) -> None:
         self._program = program
         self.run = run
@@ -415,12 +431,14 @@ class EffectContext(Generic[D, S_co]):
         self._live = live
         self._keep = keep
 
-    def save(self, data: D) -> None:
+    def save(self, data: D | Callable[[], D]) -> None:
         """The run data as it stands part-way through this effect: what the abort edge sees if the run is
         cancelled before the effect returns (work already done is then not reported as undone).
 
         The event the effect returns still starts from the run state it was given; only an
-        abort reads what was saved, and only until the effect's step is taken.
+        abort reads what was saved, and only until the effect's step is taken. A function
+        instead of the data is called only if the abort edge is taken, so nothing is built on
+        the common path; it builds the data from what the effect has done by then.
         """
         if self._keep is not None:
             self._keep(data)
@@ -476,7 +494,8 @@ class Runner(Generic[D, S]):
         self._book = _Book()
         self.aborted = False
         self.error: RunFailure | None = None  # set when the run ended in internal_error
-        self._saved: D | None = None  # what the running effect saved (EffectContext.save), for the abort edge
+        # what the running effect saved (EffectContext.save), for the abort edge: the data, or how to build it
+        self._saved: D | Callable[[], D] | None = None
 
     @property
     def trace(self) -> tuple[Step, ...]:
@@ -526,7 +545,7 @@ class Runner(Generic[D, S]):
             self._saved = None
             return self._fail(exc)
 
-    def _save(self, data: D) -> None:
+    def _save(self, data: D | Callable[[], D]) -> None:
         self._saved = data
 
     async def _effect(self, state_name: str, ctx: EffectContext[D, S]) -> Any:
@@ -575,13 +594,20 @@ class Runner(Generic[D, S]):
         one (live progress such as streamed text), else yielded right after the effect
         returns, before its step. The effect is awaited in the iterating task itself: no
         extra task per step, and cancelling that task cancels the effect where it waits.
+        The driver hands the event loop a turn at least every :data:`YIELD_EVERY_S` (between
+        steps), so a cancellation or a signal lands even when the effects never wait.
         """
         program = self.program
         terminals = program.terminals
         program._book.add_model(self._book, initial=self.final.state)
         buffer: list[Any] = []
+        clock = time.monotonic
+        yielded = clock()
         try:
             while self.final.state not in terminals:
+                if clock() - yielded > YIELD_EVERY_S:  # effects that never wait would keep the loop away
+                    await asyncio.sleep(0)
+                    yielded = clock()
                 step = await self._one_step(buffer)  # taken before anything is yielded: a close keeps it
                 if buffer:
                     items = buffer[:]
@@ -605,10 +631,10 @@ class Runner(Generic[D, S]):
         if self.done:
             return
         self.aborted = True
-        if self._saved is not None:  # the effect got part of its work done before it was cancelled
-            self.final = attrs.evolve(self.final, data=self._saved)
-            self._saved = None
         try:
+            saved, self._saved = self._saved, None
+            if saved is not None:  # the effect got part of its work done before it was cancelled
+                self.final = _with_data(self.final, saved() if callable(saved) else saved)
             self._take(self.program.step(self.final, Event(name=self.program.abort_event), self._book))
         except Exception as exc:
             self._fail(exc)

@@ -35,9 +35,12 @@ __all__ = [
 Message = dict[str, Any]
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: json.dumps builds one a call
+
+
 def compact_json(value: Any) -> str:
     """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
 
 
 def message_tokens(message: Mapping[str, Any]) -> int:
@@ -50,22 +53,69 @@ def messages_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
+class _ResultIndex:
+    """The store position of every tool_result in one append-only store, extended as it is asked."""
+
+    __slots__ = ("_indexed", "_positions")
+
+    def __init__(self) -> None:
+        self._positions: dict[str, int] = {}
+        self._indexed = 0  # store entries looked at so far
+
+    def position(self, store: list[tuple[Message, bool, int, int]], tool_use_id: str) -> int | None:
+        positions = self._positions
+        for index in range(self._indexed, len(store)):
+            message = store[index][0]
+            content = message.get("content")
+            if message.get("role") == "user" and isinstance(content, list):
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        positions.setdefault(str(block.get("tool_use_id")), index)
+        self._indexed = len(store)
+        return positions.get(tool_use_id)
+
+
+class _Store:
+    """The shared, append-only storage behind views: entries, and every message's compact JSON.
+
+    ``entries[i]`` is ``(message, meta, tokens, end)``: ``tokens`` the running total of the
+    local estimate up to and including the message, ``end`` where its bytes end in
+    ``encoded`` — the messages' compact JSON (UTF-8) joined by commas, written once when a
+    message is appended (the estimate measures the same JSON), so a request body is built
+    from it without serialising the history again.
+    """
+
+    __slots__ = ("__weakref__", "encoded", "entries", "results")
+
+    def __init__(self, entries: list[tuple[Message, bool, int, int]], encoded: bytearray) -> None:
+        self.entries = entries
+        self.encoded = encoded
+        self.results = _ResultIndex()  # where each tool_result sits (built as it is asked)
+
+    def prefix(self, length: int) -> _Store:
+        """A new store holding the first ``length`` entries (a branch starts from it)."""
+        end = self.entries[length - 1][3] if length else 0
+        return _Store(self.entries[:length], self.encoded[:end])
+
+
 class MessageView:
     """An immutable view of the first ``len(self)`` entries of a shared, append-only store.
 
     ``append`` extends the store in place when this view is its newest prefix (the
     common, linear case: O(1)); a view that is not the newest (a branch taken after a
     tombstone or an abort) copies its prefix first, so no earlier view ever changes.
-    Each entry is ``(message, meta, tokens)``: meta messages are sent to the model but
-    hidden from the user's output; ``tokens`` is the running total of the local token
-    estimate up to and including the entry, so :attr:`tokens` is O(1).
+    Each entry keeps the message, whether it is meta (sent to the model but hidden from
+    the user's output), the running total of the local token estimate (so :attr:`tokens`
+    is O(1)) and the message's compact JSON, serialised once on append
+    (:meth:`encode_between` builds a request body from it). A message must not be
+    changed once appended: its JSON is not written again.
     """
 
     __slots__ = ("_length", "_store")
 
-    def __init__(self, store: list[tuple[Message, bool, int]] | None = None, length: int | None = None) -> None:
-        self._store = store if store is not None else []
-        self._length = len(self._store) if length is None else length
+    def __init__(self, store: _Store | None = None, length: int | None = None) -> None:
+        self._store = store if store is not None else _Store([], bytearray())
+        self._length = len(self._store.entries) if length is None else length
 
     @classmethod
     def of(cls, messages: Iterable[Message], meta: Iterable[bool] = ()) -> MessageView:
@@ -78,22 +128,27 @@ class MessageView:
 
     def append(self, message: Message, *, meta: bool = False) -> MessageView:
         store = self._store
-        if len(store) != self._length:
-            store = store[: self._length]
-        store.append((message, meta, self.tokens + message_tokens(message)))
+        if len(store.entries) != self._length:
+            store = store.prefix(self._length)
+        text = compact_json(message)
+        encoded = store.encoded
+        if encoded:
+            encoded += b","
+        encoded += text.encode("utf-8")
+        store.entries.append((message, meta, self.tokens + math.ceil(len(text) / 4), len(encoded)))
         return MessageView(store, self._length + 1)
 
     @property
     def tokens(self) -> int:
         """The local token estimate of all messages in the view."""
-        return self._store[self._length - 1][2] if self._length else 0
+        return self._store.entries[self._length - 1][2] if self._length else 0
 
     def __len__(self) -> int:
         return self._length
 
     def __iter__(self) -> Iterator[Message]:
-        store = self._store
-        return (store[i][0] for i in range(self._length))
+        entries = self._store.entries
+        return (entries[i][0] for i in range(self._length))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageView):
@@ -103,18 +158,60 @@ class MessageView:
     __hash__ = None  # type: ignore[assignment]
 
     def is_meta(self, index: int) -> bool:
-        return self._store[index][1]
+        return self._store.entries[index][1]
 
     def entries(self) -> list[tuple[Message, bool]]:
         """``(message, meta)`` for every message in the view (what a snapshot keeps)."""
-        return [(entry[0], entry[1]) for entry in self._store[: self._length]]
+        return [(entry[0], entry[1]) for entry in self._store.entries[: self._length]]
 
     def to_list(self) -> list[Message]:
         """The messages as the API expects them (one O(N) pass, only when a request is built)."""
-        return [entry[0] for entry in self._store[: self._length]]
+        return [entry[0] for entry in self._store.entries[: self._length]]
+
+    @property
+    def lineage(self) -> object:
+        """An opaque token the views of one store share: such a view at least as long as another extends it.
+
+        For caches of facts about a history that only grow as it does (weakly referenced: it lives as
+        long as a view of the store).
+        """
+        return self._store
+
+    def holds_result(self, tool_use_id: str) -> bool:
+        """Whether a message of this view holds the tool_result of ``tool_use_id`` (O(1) amortised)."""
+        store = self._store
+        position = store.results.position(store.entries, tool_use_id)
+        return position is not None and position < self._length
 
     def last(self) -> Message | None:
-        return self._store[self._length - 1][0] if self._length else None
+        return self._store.entries[self._length - 1][0] if self._length else None
+
+    def at(self, index: int) -> Message:
+        """Message ``index`` (0-based, negative from the end), in O(1)."""
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError(f"message index {index} out of range for a view of {self._length} messages")
+        return self._store.entries[position][0]
+
+    def encoded(self, index: int) -> bytes:
+        """The compact JSON (UTF-8) of message ``index``, as it was serialised on append."""
+        entries = self._store.entries
+        if not 0 <= index < self._length:
+            raise IndexError(f"message index {index} out of range for a view of {self._length} messages")
+        start = entries[index - 1][3] + 1 if index else 0
+        return bytes(self._store.encoded[start : entries[index][3]])
+
+    def encode_between(self, head: bytes, count: int, tail: bytes) -> bytes:
+        """``head``, the first ``count`` messages' JSON joined by commas, then ``tail``, in one copy.
+
+        The messages' bytes are the ones written on append: building a request body this
+        way costs a copy of the bytes, never a serialisation of the history.
+        """
+        if not 0 <= count <= self._length:
+            raise IndexError(f"cannot encode {count} messages of a view of {self._length}")
+        end = self._store.entries[count - 1][3] if count else 0
+        with memoryview(self._store.encoded) as encoded:  # released before any later append resizes it
+            return b"".join((head, encoded[:end], tail))
 
     def added_since(self, earlier: MessageView) -> list[tuple[Message, bool]] | None:
         """``(message, meta)`` appended after ``earlier`` when this view extends it, else None.
@@ -124,7 +221,7 @@ class MessageView:
         """
         if self._store is not earlier._store or self._length < earlier._length:
             return None
-        return [(entry[0], entry[1]) for entry in self._store[earlier._length : self._length]]
+        return [(entry[0], entry[1]) for entry in self._store.entries[earlier._length : self._length]]
 
     def __repr__(self) -> str:
         return f"MessageView({self._length} messages, ~{self.tokens} tokens)"

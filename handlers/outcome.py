@@ -15,6 +15,7 @@ from typing import Any, Protocol, Self, TypeVar
 import attrs
 
 from .messages import MessageView
+from .records import evolve
 
 __all__ = ["Notice", "Outcome", "SharedData", "evolved", "with_outcome"]
 
@@ -58,7 +59,7 @@ def with_outcome(data: T, *, note: str | None = None, **changes: Any) -> T:
     outcome = data.outcome
     if note is not None:
         changes["notices"] = (*outcome.notices, note)
-    return data.evolve(outcome=attrs.evolve(outcome, **changes))
+    return data.evolve(outcome=evolve(outcome, **changes))
 
 
 @attrs.frozen(slots=True)

@@ -16,8 +16,9 @@ engine alone.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from queryloop.handlers.tools import ToolContext, ToolDefinitionError, ToolOutput, ToolSpec, tool
@@ -47,6 +48,38 @@ if TYPE_CHECKING:
         create_sdk_mcp_server,
     )
     from .settings import Settings, SettingsError, load_settings
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "queryloop.handlers.tools": ("ToolContext", "ToolDefinitionError", "ToolOutput", "ToolSpec", "tool"),
+            ".agent": ("AgentData", "AgentOptions", "AgentRun", "AgentServices", "restore_run", "snapshot_run"),
+            ".api": ("ClaudeSDKClient", "QueryClient", "query"),
+            ".messages": (
+                "AssistantMessage",
+                "ContentBlock",
+                "Message",
+                "ResultMessage",
+                "SystemMessage",
+                "TextBlock",
+                "ThinkingBlock",
+                "ToolResultBlock",
+                "ToolUseBlock",
+                "UserMessage",
+            ),
+            ".options": (
+                "ClaudeAgentOptions",
+                "HookMatcher",
+                "OptionsError",
+                "PermissionResultAllow",
+                "PermissionResultDeny",
+                "QueryOptions",
+                "ToolPermissionContext",
+                "create_sdk_mcp_server",
+            ),
+            ".settings": ("Settings", "SettingsError", "load_settings"),
+        },
+    )
 
 __all__ = [
     "AgentData",
@@ -87,58 +120,3 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
-
-_HOME = {
-    "AgentData": "agent",
-    "AgentOptions": "agent",
-    "AgentRun": "agent",
-    "AgentServices": "agent",
-    "restore_run": "agent",
-    "snapshot_run": "agent",
-    "Settings": "settings",
-    "SettingsError": "settings",
-    "load_settings": "settings",
-    "ClaudeSDKClient": "api",
-    "QueryClient": "api",
-    "query": "api",
-    "ToolContext": "handlers.tools",
-    "ToolDefinitionError": "handlers.tools",
-    "ToolOutput": "handlers.tools",
-    "ToolSpec": "handlers.tools",
-    "tool": "handlers.tools",
-    **dict.fromkeys(
-        (
-            "AssistantMessage",
-            "ContentBlock",
-            "Message",
-            "ResultMessage",
-            "SystemMessage",
-            "TextBlock",
-            "ThinkingBlock",
-            "ToolResultBlock",
-            "ToolUseBlock",
-            "UserMessage",
-        ),
-        "messages",
-    ),
-    **dict.fromkeys(
-        (
-            "ClaudeAgentOptions",
-            "HookMatcher",
-            "OptionsError",
-            "PermissionResultAllow",
-            "PermissionResultDeny",
-            "QueryOptions",
-            "ToolPermissionContext",
-            "create_sdk_mcp_server",
-        ),
-        "options",
-    ),
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'queryloop' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -31,6 +31,7 @@ from queryloop.handlers.mcp import McpData, McpManager, McpServerConfig
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
+from queryloop.handlers.records import evolve
 from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.client import ModelFailure, ModelReply
@@ -50,6 +51,7 @@ from queryloop.handlers.tools import (
 from queryloop.handlers.tools.permissions import read_denied
 from queryloop.machines import MACHINES_DIR
 
+from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
 from .memory import InstructionFile, instructions_tokens, memory_paths, with_instructions
 from .tracing import recorder_from_env
 from .transcript import TranscriptWriter
@@ -65,13 +67,6 @@ __all__ = [
     "restore_run",
     "snapshot_run",
 ]
-
-DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a coding agent working in the user's directory through tools (Read, Write, Edit, "
-    "Bash, Glob, Grep). Use tools when they help, keep changes minimal, and answer concisely."
-)
 
 
 @functools.cache
@@ -184,7 +179,7 @@ class AgentData:
             added = messages.added_since(self.messages)
             if added:
                 changes["user_turns"] = self.user_turns + sum(_turns_in(m, meta) for m, meta in added)
-        return attrs.evolve(self, **changes)
+        return evolve(self, **changes)
 
 
 def _turns_in(message: Message, meta: bool) -> int:
@@ -256,10 +251,12 @@ def _registry(options: AgentOptions) -> ToolRegistry:
     return ToolRegistry(tools=(*default_registry([t for t in builtins if t not in hidden]).tools, *custom))
 
 
-def _services(options: AgentOptions, backend: ModelBackend, mcp: McpManager | None) -> AgentServices:
+def _services(
+    options: AgentOptions, backend: ModelBackend, mcp: McpManager | None, store: SessionStore | None = None
+) -> AgentServices:
     system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
     registry = _registry(options)
-    store = _store(options)
+    store = store if store is not None else _store(options)
     return AgentServices(
         backend=with_instructions(with_request_deadline(backend, options.request_timeout_s), options.instructions),
         system_prompt=system,
@@ -334,6 +331,8 @@ class AgentRun:
     (``queryloop.transcript``), its ledger and checkpoints kept beside it. ``mcp``: MCP
     servers already connected (a conversation of several runs shares them); without it,
     the run connects ``options.mcp_servers`` itself when it starts and closes them at its end.
+    ``store``: the session's store, when it is not the files under ``options.home``
+    (``queryloop.fleet`` keeps a session's ledger and checkpoints in its database).
     """
 
     def __init__(
@@ -345,6 +344,7 @@ class AgentRun:
         on_publish: Callable[[Any], None] | None = None,
         state: RunState[AgentData] | None = None,
         mcp: McpManager | None = None,
+        store: SessionStore | None = None,
     ) -> None:
         if len(options.fallback_models) > 3:
             raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
@@ -353,7 +353,7 @@ class AgentRun:
         self._owns_mcp = mcp is None and bool(options.mcp_servers)
         if self._owns_mcp:
             mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides)
-        self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token), mcp)
+        self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token), mcp, store)
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
         self.program = program

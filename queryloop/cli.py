@@ -19,7 +19,6 @@ flag, 128 + the signal's number (130, 143) after an interruption.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
@@ -33,27 +32,28 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from queryloop.fsm import Step
 from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
-from queryloop.handlers.mcp import McpConfigError
-from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
 from queryloop.handlers.tools.permissions import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from . import __version__
-from .agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun, query_loop_program
-from .console import Renderer
-from .mcp_config import load_mcp_servers
-from .memory import MEMORY_KINDS, MemoryKind, load_instructions
-from .mockapi.scenario import Scenario, ScenarioError, load_scenario
+from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
+from .fleet.commands import add_fleet_commands
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
-from .sdk_protocol import serve_sdk_session
-from .sessions import SessionChoiceError, add_session_commands, choose_session
-from .settings import SettingsError, load_settings
+from .sessions import add_session_commands
+from .startup import Startup
 
+# Only what building the parsers needs is imported above: `--help`, `--version`, `check` and `diagram`
+# never load the agent, the SDKs, the embedded server or rich. A run imports them in `cmd_run` and `_run`.
 if TYPE_CHECKING:
+    import asyncio
+
     import anthropic
+
+    from .agent import AgentOptions
+    from .memory import MemoryKind
+    from .mockapi.scenario import Scenario
 
 __all__ = ["build_parser", "main"]
 
@@ -123,6 +123,8 @@ def _percent(text: str) -> float:
 
 def _sources(text: str) -> tuple[MemoryKind, ...]:
     """A ``--setting-sources`` value: a comma-separated subset of user, project, local ('' for none)."""
+    from .memory import MEMORY_KINDS
+
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     wrong = [n for n in names if n not in MEMORY_KINDS]
     if wrong:
@@ -162,6 +164,7 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     deploy.add_argument("--http", type=_positive_int, metavar="PORT", help="serve streamable HTTP instead of stdio")
     deploy.set_defaults(func=cmd_mock_mcp_deploy)
     add_session_commands(sub)
+    add_fleet_commands(sub)
     return parser, tuple(sub.choices)
 
 
@@ -365,6 +368,7 @@ def _add_session_options(run: argparse.ArgumentParser) -> None:
 
 
 def cmd_mock_api(args: argparse.Namespace) -> int:
+    from .mockapi.scenario import ScenarioError
     from .mockapi.server import serve_forever
 
     try:
@@ -464,7 +468,26 @@ def _has_credentials() -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _refuse_unsupported(args)
+    _refuse_unsupported(args)  # a refused flag starts nothing
+    startup = Startup()  # the SDK loads in the background while the agent's imports, settings and session go on
+    try:
+        return _prepare_and_run(args, startup)
+    finally:
+        startup.close()  # the garbage collector runs again, whichever way the run ended
+
+
+def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
+    import asyncio
+
+    from queryloop.handlers.mcp import McpConfigError
+
+    from .agent import AgentOptions
+    from .mcp_config import load_mcp_servers
+    from .memory import MEMORY_KINDS, load_instructions
+    from .mockapi.scenario import ScenarioError, load_scenario
+    from .sessions import SessionChoiceError, choose_session
+    from .settings import SettingsError, load_settings
+
     scenario: Scenario | None = None
     if args.scenario is not None:
         try:
@@ -555,7 +578,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for warning in mcp_warnings:
         print(f"queryloop: warning: {warning}", file=sys.stderr)
     try:
-        return asyncio.run(_run(options, scenario, args))
+        return asyncio.run(_run(options, scenario, args, startup))
     finally:
         if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
             shutil.rmtree(cwd, ignore_errors=True)
@@ -619,24 +642,42 @@ class _Interrupts:
         return 1 if result["is_error"] else 0
 
 
-async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace) -> int:
-    import anthropic  # here, not at the top: `queryloop check` and the other engine commands never need it
+async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace, startup: Startup) -> int:
+    import asyncio
+
+    from queryloop.fsm import Step
+    from queryloop.handlers.request import AnthropicBackend
+
+    from .agent import AgentRun, query_loop_program
+    from .console import Renderer
 
     task = asyncio.current_task()
     assert task is not None
     interrupts = _Interrupts(asyncio.get_running_loop(), task)  # first: a signal while starting up is not fatal
     server = None
-    client: anthropic.AsyncAnthropic | None = None
+    client: anthropic.AsyncAnthropic | None = None  # annotations are not evaluated: the SDK is imported below
     try:
         if scenario is not None:
             from .mockapi.server import MockServer
 
             server = MockServer(scenario)
             await server.start()
-            client = anthropic.AsyncAnthropic(api_key="offline-scenario", base_url=server.url, max_retries=0)
+        # The machine loads (its handlers imported) while the SDK may still be loading in the background; a
+        # session (stream-json, interactive) runs the shipped one.
+        serving = args.input_format == "stream-json" or args.interactive
+        program = query_loop_program(str(args.machine)) if args.machine and not serving else query_loop_program()
+        http_client = startup.http_client()  # here the run waits for the SDK, if it is still loading
+        import anthropic  # loaded by now; not at the top: `queryloop check` and the engine commands never need it
+
+        if server is not None:
+            client = anthropic.AsyncAnthropic(
+                api_key="offline-scenario", base_url=server.url, max_retries=0, http_client=http_client
+            )
         else:
-            client = anthropic.AsyncAnthropic(max_retries=0)
+            client = anthropic.AsyncAnthropic(max_retries=0, http_client=http_client)
         if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
+            from .sdk_protocol import serve_sdk_session
+
             return await serve_sdk_session(options, AnthropicBackend(client), args)
         if args.interactive:
             from .interactive import serve_interactive  # here: prompt_toolkit loads only for a session
@@ -644,7 +685,6 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
             return await serve_interactive(options, AnthropicBackend(client), args)
         renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
-        program = query_loop_program(str(args.machine)) if args.machine else query_loop_program()
         run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
         await run.connect_mcp()  # the init line lists each server's status and tools
         renderer.start(**run.init_fields())

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 from queryloop.fsm.cli import UsageError
-from queryloop.handlers.tools.registry import default_registry
 
 __all__ = ["add_sdk_options", "prepare_sdk_flags"]
 
@@ -92,6 +91,8 @@ def _set(args: argparse.Namespace, name: str) -> bool:
 
 def _tools(text: str) -> tuple[str, ...] | None:
     """``--tools``: ``default`` is every built-in tool; names Claude Code has and queryloop not are dropped."""
+    from queryloop.handlers.tools.registry import default_registry  # here: building the parser loads no tool
+
     if text.strip() == "default":
         return None
     names = [n.strip() for n in text.replace(" ", ",").split(",") if n.strip()]

@@ -24,7 +24,7 @@ FOLDERS = {
     "queryloop.machines": ROOT / "machines",
 }
 LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context")  # each may import only the ones before it
-SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome")
+SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome", "queryloop.handlers.records")
 ABOVE_THE_LAYERS = (
     "queryloop.agent",
     "queryloop.api",
@@ -38,6 +38,8 @@ ABOVE_THE_LAYERS = (
     "queryloop.console",
     "queryloop.memory",
     "queryloop.settings",
+    "queryloop.defaults",
+    "queryloop.startup",
     "queryloop.mockapi",
 )
 

@@ -7,40 +7,95 @@ their backoffs. Here: the slice of the run data it owns (``data``), the pure ser
 each request (``measuring``) and compaction and prompt-too-long recovery (``compacting``).
 """
 
-from .compacting import (
-    apply_compaction,
-    apply_manual_compaction,
-    can_drop_oldest_group,
-    can_keep_more_rounds,
-    commit_staged_collapses,
-    compact_transcript,
-    drop_oldest_group,
-    has_staged_collapses,
-    keep_more_rounds,
-    note_compaction_failure,
-    note_summary_failure,
-    nothing_older_to_summarise,
-    plan_compaction,
-    plan_manual_compaction,
-    plan_reactive_compaction,
-    record_summary_attempt,
-    surface_context_window_exceeded,
-    surface_manual_compaction_failure,
-    surface_prompt_too_long,
-    wait_before_summary_retry,
-)
-from .compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
-from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
-from .measuring import (
-    can_compact,
-    effective_window,
-    measure_context,
-    record_count_tokens_offer,
-    record_measurement,
-    refill_thrashing,
-    skip_compaction_breaker_open,
-    surface_thrashing,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .compacting import (
+        apply_compaction,
+        apply_manual_compaction,
+        can_drop_oldest_group,
+        can_keep_more_rounds,
+        commit_staged_collapses,
+        compact_transcript,
+        drop_oldest_group,
+        has_staged_collapses,
+        keep_more_rounds,
+        note_compaction_failure,
+        note_summary_failure,
+        nothing_older_to_summarise,
+        plan_compaction,
+        plan_manual_compaction,
+        plan_reactive_compaction,
+        record_summary_attempt,
+        surface_context_window_exceeded,
+        surface_manual_compaction_failure,
+        surface_prompt_too_long,
+        wait_before_summary_retry,
+    )
+    from .compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
+    from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
+    from .measuring import (
+        can_compact,
+        effective_window,
+        measure_context,
+        record_count_tokens_offer,
+        record_measurement,
+        refill_thrashing,
+        skip_compaction_breaker_open,
+        surface_thrashing,
+    )
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".compacting": (
+                "apply_compaction",
+                "apply_manual_compaction",
+                "can_drop_oldest_group",
+                "can_keep_more_rounds",
+                "commit_staged_collapses",
+                "compact_transcript",
+                "drop_oldest_group",
+                "has_staged_collapses",
+                "keep_more_rounds",
+                "note_compaction_failure",
+                "note_summary_failure",
+                "nothing_older_to_summarise",
+                "plan_compaction",
+                "plan_manual_compaction",
+                "plan_reactive_compaction",
+                "record_summary_attempt",
+                "surface_context_window_exceeded",
+                "surface_manual_compaction_failure",
+                "surface_prompt_too_long",
+                "wait_before_summary_retry",
+            ),
+            ".compaction": ("SUMMARY_MARKER", "CompactBoundary", "CompactionPlan", "StagedCollapse"),
+            ".data": (
+                "Compacted",
+                "CompactionDone",
+                "CompactionFailed",
+                "ContextData",
+                "ContextRun",
+                "ContextServices",
+                "Measured",
+            ),
+            ".measuring": (
+                "can_compact",
+                "effective_window",
+                "measure_context",
+                "record_count_tokens_offer",
+                "record_measurement",
+                "refill_thrashing",
+                "skip_compaction_breaker_open",
+                "surface_thrashing",
+            ),
+        },
+    )
 
 __all__ = [
     "CompactBoundary",

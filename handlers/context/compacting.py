@@ -86,6 +86,7 @@ async def compact_transcript(
         stream=False,
         attempt=1,
         idle_timeout_s=services.idle_timeout_s,
+        prompt_cache=False,  # its own system prompt and the history as text: no prefix another request reads
     )
     outcome = await services.backend.send(call, None)
     ctx.publish(RequestLogged(outcome.log))

@@ -18,6 +18,7 @@ import attrs
 from ..hooks.data import HooksData
 from ..hooks.service import HookServices
 from ..messages import Message
+from ..records import evolve
 from ..request.client import ModelFailure, RequestLog
 from ..request.data import RequestRun, RequestServices
 from ..session import SessionData
@@ -75,7 +76,7 @@ C = TypeVar("C", bound=ContextRun)
 
 def with_context(data: C, **changes: Any) -> C:
     """The run data with its context slice changed as given."""
-    return data.evolve(context=attrs.evolve(data.context, **changes))
+    return data.evolve(context=evolve(data.context, **changes))
 
 
 class ContextServices(RequestServices, HookServices, Protocol):

@@ -6,29 +6,65 @@ service other layers call to run hooks (``service``), the slice of the run data 
 owns (``data``) and its effects and edge handlers (``lifecycle``).
 """
 
-from .data import HooksData, HooksRun
-from .lifecycle import (
-    PromptAccepted,
-    record_block_limit,
-    record_hook_stop,
-    record_prompt_context,
-    run_stop_hooks,
-    send_stop_feedback,
-    submit_prompt,
-)
-from .runner import (
-    HookCallback,
-    HookCommand,
-    HookConfig,
-    HookConfigError,
-    HookError,
-    HookFunction,
-    HookMatcher,
-    HookOutcome,
-    parse_hook_config,
-    run_hooks,
-)
-from .service import HookRunner, HookServices, hook
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .data import HooksData, HooksRun
+    from .lifecycle import (
+        PromptAccepted,
+        record_block_limit,
+        record_hook_stop,
+        record_prompt_context,
+        run_stop_hooks,
+        send_stop_feedback,
+        submit_prompt,
+    )
+    from .runner import (
+        HookCallback,
+        HookCommand,
+        HookConfig,
+        HookConfigError,
+        HookError,
+        HookFunction,
+        HookMatcher,
+        HookOutcome,
+        parse_hook_config,
+        run_hooks,
+    )
+    from .service import HookRunner, HookServices, hook
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".data": ("HooksData", "HooksRun"),
+            ".lifecycle": (
+                "PromptAccepted",
+                "record_block_limit",
+                "record_hook_stop",
+                "record_prompt_context",
+                "run_stop_hooks",
+                "send_stop_feedback",
+                "submit_prompt",
+            ),
+            ".runner": (
+                "HookCallback",
+                "HookCommand",
+                "HookConfig",
+                "HookConfigError",
+                "HookError",
+                "HookFunction",
+                "HookMatcher",
+                "HookOutcome",
+                "parse_hook_config",
+                "run_hooks",
+            ),
+            ".service": ("HookRunner", "HookServices", "hook"),
+        },
+    )
 
 __all__ = [
     "HookCallback",

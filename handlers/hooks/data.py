@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ..outcome import SharedData
+from ..records import evolve
 
 __all__ = ["HooksData", "HooksRun", "with_hooks"]
 
@@ -39,4 +40,4 @@ H = TypeVar("H", bound=HooksRun)
 
 def with_hooks(data: H, **changes: Any) -> H:
     """The run data with its hooks slice changed as given."""
-    return data.evolve(hooks=attrs.evolve(data.hooks, **changes))
+    return data.evolve(hooks=evolve(data.hooks, **changes))

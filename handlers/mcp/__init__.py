@@ -10,10 +10,34 @@ tools run through the tool layer's gate and dispatcher like any other
 (``ToolServices.extra_tool``); annotations decide scheduling and the side-effect ledger.
 """
 
-from .client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
-from .config import McpConfigError, McpServerConfig, parse_mcp_servers, tool_name
-from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
-from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
+    from .config import McpConfigError, McpServerConfig, parse_mcp_servers, tool_name
+    from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
+    from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".client": ("FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"),
+            ".config": ("McpConfigError", "McpServerConfig", "parse_mcp_servers", "tool_name"),
+            ".data": ("CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"),
+            ".syncing": (
+                "apply_catalog",
+                "apply_reconnected",
+                "drop_servers",
+                "reconnect_servers",
+                "start_reconnect",
+                "sync_tools",
+            ),
+        },
+    )
 
 __all__ = [
     "CatalogUpdate",

@@ -23,18 +23,17 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import attrs
-import httpx2
-import mcp.types
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from ..tools.base import ToolContext, ToolOutput, ToolRun, ToolSpec
 from .config import McpServerConfig, tool_name
+
+if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server is connected: a run without one,
+    # and `queryloop check`, never pay for it
+    import mcp.types
+    from mcp import Client
 
 __all__ = ["FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"]
 
@@ -89,6 +88,10 @@ class McpFailure:
 
 def _describe(exc: BaseException) -> tuple[FailureKind, str]:
     """The kind and a one-line message of a failure to connect, list or call."""
+    import httpx2
+    import mcp.types
+    from mcp import MCPError
+
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _describe(exc.exceptions[0])
     if isinstance(exc, TimeoutError):
@@ -116,6 +119,8 @@ def _description(raw: mcp.types.Tool) -> str:
 
 
 def _content_text(result: mcp.types.CallToolResult, tool: str) -> str:
+    import mcp.types
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp.types.TextContent):
@@ -312,6 +317,13 @@ class McpManager:
                 ready.set_result(None)
 
     def _client(self, connection: _Connection) -> Client:
+        import httpx2
+        import mcp.types
+        from mcp import Client, StdioServerParameters
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         config = connection.config
 
         async def on_message(message: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ..outcome import SharedData
+from ..records import evolve
 from ..request.data import RequestData
 from .client import McpFailure, McpManager
 
@@ -43,7 +44,7 @@ M = TypeVar("M", bound=McpRun)
 
 def with_mcp(data: M, **changes: Any) -> M:
     """The run data with its MCP slice changed as given."""
-    return data.evolve(mcp=attrs.evolve(data.mcp, **changes))
+    return data.evolve(mcp=evolve(data.mcp, **changes))
 
 
 class McpServices(Protocol):

@@ -78,8 +78,7 @@ async def sync_tools(ctx: EffectContext[M, McpServices]) -> Event[Any]:
     manager = ctx.services.mcp
     data = ctx.run.data
     if manager is None:
-        await asyncio.sleep(0)  # nothing to sync; still a point where an interrupt lands
-        return Event(name="tools_in_sync")
+        return Event(name="tools_in_sync")  # nothing to sync (the driver hands the loop a turn now and then)
     if not manager.started:
         await manager.start()
     dropped = data.mcp.dropped

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
+from ..records import evolve
 from ..request.client import ModelReply
 from ..request.data import RequestRun
 
@@ -38,7 +39,7 @@ Out = TypeVar("Out", bound=OutputRun)
 
 def with_output(data: Out, **changes: Any) -> Out:
     """The run data with its output slice changed as given."""
-    return data.evolve(output=attrs.evolve(data.output, **changes))
+    return data.evolve(output=evolve(data.output, **changes))
 
 
 class OutputServices(Protocol):

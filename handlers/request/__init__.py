@@ -4,35 +4,73 @@ Its states in ``machines/query_loop.yaml`` are ``calling_model`` (one attempt an
 it ended) and ``backing_off``; the summary requests of compaction use its client and
 its backoff too.
 Here: the slice of the run data it owns (``data``), the typed client for one attempt
-(``client``), the backends that send it (``backends``), prices and limits
+(``client``), the request body built from the stored bytes of the transcript, with its
+prompt-cache breakpoints (``body``), the backends that send it (``backends``), prices and limits
 (``pricing``), the attempt's effect and exit (``attempts``) and the recovery edges
 (``recovery``).
 """
 
-from .attempts import call_model, classify_failure, record_attempt
-from .backends import AnthropicBackend, ModelBackend, ModelCall, ScriptedBackend, TokenCount
-from .client import ModelFailure, ModelReply, RequestLog, UsageTotals
-from .data import (
-    ApiRetry,
-    AssistantMessage,
-    ModelServices,
-    RequestData,
-    RequestFailed,
-    RequestLogged,
-    RequestRun,
-    RequestServices,
-    TextDelta,
-)
-from .recovery import (
-    api_error_text,
-    fallback_available,
-    note_failure,
-    retry_after_over_cap,
-    surface_failure,
-    surface_long_retry_after,
-    switch_to_fallback_model,
-    wait_before_retry,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .attempts import call_model, classify_failure, record_attempt
+    from .backends import AnthropicBackend, ModelBackend, ModelCall, ScriptedBackend, TokenCount
+    from .client import ModelFailure, ModelReply, RequestLog, UsageTotals
+    from .data import (
+        ApiRetry,
+        AssistantMessage,
+        ModelServices,
+        RequestData,
+        RequestFailed,
+        RequestLogged,
+        RequestRun,
+        RequestServices,
+        TextDelta,
+    )
+    from .recovery import (
+        api_error_text,
+        fallback_available,
+        note_failure,
+        retry_after_over_cap,
+        surface_failure,
+        surface_long_retry_after,
+        switch_to_fallback_model,
+        wait_before_retry,
+    )
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".attempts": ("call_model", "classify_failure", "record_attempt"),
+            ".backends": ("AnthropicBackend", "ModelBackend", "ModelCall", "ScriptedBackend", "TokenCount"),
+            ".client": ("ModelFailure", "ModelReply", "RequestLog", "UsageTotals"),
+            ".data": (
+                "ApiRetry",
+                "AssistantMessage",
+                "ModelServices",
+                "RequestData",
+                "RequestFailed",
+                "RequestLogged",
+                "RequestRun",
+                "RequestServices",
+                "TextDelta",
+            ),
+            ".recovery": (
+                "api_error_text",
+                "fallback_available",
+                "note_failure",
+                "retry_after_over_cap",
+                "surface_failure",
+                "surface_long_retry_after",
+                "switch_to_fallback_model",
+                "wait_before_retry",
+            ),
+        },
+    )
 
 __all__ = [
     "AnthropicBackend",

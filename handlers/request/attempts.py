@@ -22,7 +22,6 @@ from .data import (
     TextDelta,
     count_attempt,
     real_input_tokens,
-    with_request,
 )
 
 __all__ = ["call_model", "classify_failure", "record_attempt"]
@@ -84,8 +83,7 @@ def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | No
     outcome = event.data
     if not isinstance(outcome, (ModelReply, ModelFailure)):
         return run.data  # the abort event: no attempt finished
-    data = count_attempt(run.data, outcome.log)
     real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
     if not real:
-        return data
-    return with_request(data, real_input_tokens=real, sent_message_tokens=data.messages.tokens)
+        return count_attempt(run.data, outcome.log)
+    return count_attempt(run.data, outcome.log, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens)

@@ -2,8 +2,10 @@
 
 Owns :class:`ModelCall` (one attempt as the loop asks for it), the
 :class:`ModelBackend` protocol and how a call becomes an attempt. The HTTP backend
-materialises the transcript once per attempt (the SDK serialises it anyway); the
-scripted backend never looks at it, so in-process runs cost nothing per message.
+hands the SDK a prepared body (:func:`~queryloop.handlers.request.body.encode_request`:
+the transcript's stored bytes, serialised once per message, with the prompt-cache
+breakpoints); the scripted backend never looks at it, so in-process runs cost nothing
+per message.
 Backends keep nothing about the run: whether the server offers ``count_tokens`` is
 answered per call (:class:`TokenCount`) and remembered in the run data.
 :func:`with_request_deadline` gives every call of a backend the run's per-request
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ..messages import MessageView
+from .body import encode_request, prompt_caching_disabled
 
 if TYPE_CHECKING:
     import anthropic
@@ -58,6 +61,8 @@ class ModelCall:
     idle_timeout_s: float
     deadline_s: float | None = None
     """The longest the whole attempt may take; past it the attempt is a ``retryable`` timeout."""
+    prompt_cache: bool = True
+    """Whether the request may carry ``cache_control`` breakpoints (the backend may still send none)."""
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -84,24 +89,28 @@ class ModelBackend(Protocol):
 
 
 class AnthropicBackend:
-    """Sends attempts with the official SDK; the client must be built with ``max_retries=0``."""
+    """Sends attempts with the official SDK; the client must be built with ``max_retries=0``.
 
-    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+    ``prompt_caching`` None reads ``DISABLE_PROMPT_CACHING`` from the environment once,
+    here (as Claude Code does): set to a true value, no request carries a breakpoint.
+    """
+
+    def __init__(self, client: anthropic.AsyncAnthropic, *, prompt_caching: bool | None = None) -> None:
         if client.max_retries != 0:
             raise ValueError("the state machine owns retries: build the client with max_retries=0")
         self.client = client
+        self.prompt_caching = not prompt_caching_disabled() if prompt_caching is None else prompt_caching
 
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        body = encode_request(call, stream=call.stream, prompt_cache=call.prompt_cache and self.prompt_caching)
         request = ModelRequest(
             model=call.model,
-            messages=tuple(call.messages.to_list()),
-            system=call.system,
-            tools=call.tools,
             max_tokens=call.max_tokens,
             stream=call.stream,
             idle_timeout_s=call.idle_timeout_s,
             deadline_s=call.deadline_s,
             attempt=call.attempt,
+            body=body,
         )
         return await send_request(self.client, request, on_text=on_text)
 

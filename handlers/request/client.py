@@ -1,12 +1,15 @@
 """One HTTP attempt at the Messages API, turned into a typed outcome.
 
 Owns :func:`send_request` (one attempt through the official ``anthropic`` SDK, streamed
-or not), the classification of every failure into a :data:`FailureKind`, the per-attempt
-:class:`RequestLog`, and :class:`UsageTotals` (usage and cost summed per model). It does
-not retry, back off, switch models or decide recovery: the client it is handed is built
-with ``max_retries=0`` and the state machine's edges own all of that. No exception
-escapes for an HTTP, SSE or JSON problem — each one is a :class:`ModelFailure`;
-``asyncio.CancelledError`` propagates.
+or not: the SDK's ``post`` of ``/v1/messages`` with a body already serialised, see
+``body``, and the options ``messages.create`` would add, so the headers, idempotency
+key, errors and stream events are the SDK's own), the classification of every failure
+into a :data:`FailureKind`, the per-attempt :class:`RequestLog`, and
+:class:`UsageTotals` (usage, cache reads and writes included, and cost summed per
+model). It does not retry, back off, switch models or decide recovery: the client it
+is handed is built with ``max_retries=0`` and the state machine's edges own all of
+that. No exception escapes for an HTTP, SSE or JSON problem — each one is a
+:class:`ModelFailure`; ``asyncio.CancelledError`` propagates.
 
 Two clocks bound an attempt: the idle timeout (the longest silence: waiting for the
 response headers, the next SSE event, or the next bytes of a non-streamed body) and an
@@ -23,10 +26,11 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
+from .body import encode_params
 from .pricing import cost_usd
 
 if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
@@ -76,19 +80,27 @@ _STATUS_OF_TYPE: Mapping[str, int] = {
 
 @attrs.frozen(kw_only=True)
 class ModelRequest:
-    """Everything one attempt sends; ``attempt`` counts attempts of one logical request."""
+    """Everything one attempt sends; ``attempt`` counts attempts of one logical request.
+
+    ``body`` is the prepared JSON body (:func:`~queryloop.handlers.request.body.encode_request`
+    builds it from the stored bytes of the transcript, with cache breakpoints); without
+    one, the body is encoded from ``messages``, ``system`` and ``tools`` in one pass.
+    ``model`` and ``stream`` must agree with a prepared body: they label the attempt.
+    """
 
     model: str
-    messages: tuple[dict[str, Any], ...]
-    system: str | None
-    tools: tuple[dict[str, Any], ...]
     max_tokens: int
+    messages: tuple[dict[str, Any], ...] = ()
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
     stream: bool = True
     idle_timeout_s: float = 90.0
     """The longest wait for the response headers, the next SSE event or the next bytes of a body."""
     deadline_s: float | None = None
     """The longest the whole attempt may take (None: no limit but the idle timeout)."""
     attempt: int = 1
+    body: bytes | None = None
+    """The JSON body as sent (None: encoded from the fields above, without breakpoints)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -308,18 +320,40 @@ class _Attempt:
         return self.fail("retryable", message, error_type="timeout_error" if timed_out else "connection_error")
 
 
-def _params(req: ModelRequest, attempt: _Attempt) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "model": req.model,
-        "messages": list(req.messages),
-        "max_tokens": req.max_tokens,
-        "extra_headers": {"x-client-request-id": attempt.client_request_id},
+def _body(req: ModelRequest) -> bytes:
+    if req.body is not None:
+        return req.body
+    return encode_params(
+        model=req.model,
+        messages=req.messages,
+        system=req.system,
+        tools=req.tools,
+        max_tokens=req.max_tokens,
+        stream=req.stream,
+    )
+
+
+def _options(attempt: _Attempt, *, raw: bool = False, timeout: float | None = None) -> Any:
+    """The request options ``messages.create`` would pass, for a body we prepared ourselves.
+
+    Everything else ``messages.create`` adds comes from the client on any request: the
+    default headers (``anthropic-version``, the key, ``X-Stainless-*``, the user agent,
+    ``Content-Type``), the idempotency key and the retry count. It also names the
+    tracing span, kept here; what it does not do for us is compute a default timeout for
+    a non-streamed call from ``max_tokens`` (ours always has the idle timeout) and warn
+    about a deprecated model name.
+    """
+    headers = {"x-client-request-id": attempt.client_request_id, "content-type": "application/json"}
+    if raw:
+        headers["X-Stainless-Raw-Response"] = "raw"  # what with_raw_response sets: the response, unparsed
+    options: dict[str, Any] = {
+        "headers": headers,
+        "span_name": "anthropic.messages.create",
+        "span_route": "/v1/messages",
     }
-    if req.system is not None:
-        params["system"] = req.system
-    if req.tools:
-        params["tools"] = list(req.tools)
-    return params
+    if timeout is not None:
+        options["timeout"] = timeout
+    return options
 
 
 async def send_request(
@@ -352,12 +386,19 @@ async def _send_plain(
     client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
 ) -> ModelReply | ModelFailure:
     import anthropic
+    from anthropic.types import Message
 
     try:
         # The idle timeout is httpx's read timeout: the longest silence, not the whole
         # answer (that is the deadline's). Explicit, too, because the SDK refuses
         # non-streaming calls whose max_tokens suggests > 10 minutes unless one is given.
-        raw = await client.messages.with_raw_response.create(**_params(req, attempt), timeout=req.idle_timeout_s)
+        answer = await client.post(
+            "/v1/messages",
+            cast_to=Message,
+            content=_body(req),
+            options=_options(attempt, raw=True, timeout=req.idle_timeout_s),
+        )
+        raw = cast("anthropic.AsyncAPIResponse[Message]", answer)  # the raw-response header: the response, unparsed
         attempt.status = raw.status_code
         attempt.request_id = raw.headers.get("request-id")
         text = await raw.text()
@@ -483,18 +524,27 @@ async def _send_streaming(
 ) -> ModelReply | ModelFailure:
     import anthropic
     from anthropic.types import (
+        Message,
         RawContentBlockDeltaEvent,
         RawContentBlockStartEvent,
         RawContentBlockStopEvent,
         RawMessageDeltaEvent,
         RawMessageStartEvent,
         RawMessageStopEvent,
+        RawMessageStreamEvent,
     )
 
     idle = req.idle_timeout_s
     try:
         async with asyncio.timeout(idle):
-            stream = await client.messages.create(**_params(req, attempt), stream=True)
+            stream = await client.post(
+                "/v1/messages",
+                cast_to=Message,
+                content=_body(req),
+                options=_options(attempt),
+                stream=True,
+                stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+            )
     except TimeoutError:
         return attempt.fail(
             "retryable", f"no response headers within the idle timeout of {idle:g} s", error_type="timeout_error"

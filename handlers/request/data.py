@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ..outcome import SharedData
+from ..records import evolve
 from .backends import ModelBackend
 from .client import ModelFailure, RequestLog, UsageTotals
 
@@ -72,14 +73,14 @@ R = TypeVar("R", bound=RequestRun)
 
 def with_request(data: R, **changes: Any) -> R:
     """The run data with its request slice changed as given."""
-    return data.evolve(request=attrs.evolve(data.request, **changes))
+    return data.evolve(request=evolve(data.request, **changes))
 
 
-def count_attempt(data: R, log: RequestLog) -> R:
-    """The run data with one more attempt's usage and API time added to its request slice."""
+def count_attempt(data: R, log: RequestLog, **changes: Any) -> R:
+    """The run data with one more attempt's usage and API time added to its request slice (and ``changes``)."""
     request = data.request
     usage = request.usage.add(log.model, log.usage) if log.usage else request.usage
-    return with_request(data, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms)
+    return with_request(data, usage=usage, api_duration_ms=request.api_duration_ms + log.duration_ms, **changes)
 
 
 class ModelServices(Protocol):

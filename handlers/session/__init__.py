@@ -11,10 +11,42 @@ can no longer see (``ledger``) and opening a session (``opening``). Writing the
 transcript is above the layers (``queryloop.transcript``), where the whole run data is known.
 """
 
-from .data import LedgerEntry, Restored, SessionData, SessionServices, SessionStore, input_hash, with_session
-from .ledger import hidden_calls, hidden_calls_note, matching_entry, replayed_result
-from .opening import answer_dangling_calls, open_session, resume_history, start_session
-from .store import MAX_CHECKPOINTS, CheckpointEntry, CheckpointStore, SessionPaths, encode_cwd, queryloop_home
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .data import LedgerEntry, Restored, SessionData, SessionServices, SessionStore, input_hash, with_session
+    from .ledger import hidden_calls, hidden_calls_note, matching_entry, replayed_result
+    from .opening import answer_dangling_calls, open_session, resume_history, start_session
+    from .store import MAX_CHECKPOINTS, CheckpointEntry, CheckpointStore, SessionPaths, encode_cwd, queryloop_home
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".data": (
+                "LedgerEntry",
+                "Restored",
+                "SessionData",
+                "SessionServices",
+                "SessionStore",
+                "input_hash",
+                "with_session",
+            ),
+            ".ledger": ("hidden_calls", "hidden_calls_note", "matching_entry", "replayed_result"),
+            ".opening": ("answer_dangling_calls", "open_session", "resume_history", "start_session"),
+            ".store": (
+                "MAX_CHECKPOINTS",
+                "CheckpointEntry",
+                "CheckpointStore",
+                "SessionPaths",
+                "encode_cwd",
+                "queryloop_home",
+            ),
+        },
+    )
 
 __all__ = [
     "CheckpointEntry",

@@ -19,6 +19,7 @@ import attrs
 from ..hooks.data import HooksData
 from ..messages import Message
 from ..outcome import SharedData
+from ..records import evolve
 from .store import CheckpointStore, JsonlLog, SessionPaths
 
 __all__ = [
@@ -112,7 +113,7 @@ W = TypeVar("W", bound=HasSession)
 
 def with_session(data: W, **changes: Any) -> W:
     """The run data with its session slice changed as given."""
-    return data.evolve(session=attrs.evolve(data.session, **changes))
+    return data.evolve(session=evolve(data.session, **changes))
 
 
 class SessionStore:

@@ -16,10 +16,13 @@ gate answers it with :func:`replayed_result`, the recorded result marked as such
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..messages import ToolCall, ToolResultBlock, tool_result_block
+import attrs
+
+from ..messages import MessageView, ToolCall, ToolResultBlock, tool_result_block
 from .data import LedgerEntry, SessionData, input_hash
 
 __all__ = [
@@ -52,6 +55,27 @@ def visible_result_ids(messages: Iterable[Mapping[str, Any]]) -> set[str]:
     return ids
 
 
+@attrs.frozen
+class _Checked:
+    """What :func:`hidden_calls` found for a history of one lineage: its answer, and what it looked at."""
+
+    length: int  # of the history
+    ledger: tuple[LedgerEntry, ...]  # the ledger it looked at
+    prompt_id: str
+    recovered: frozenset[str]
+    hidden: tuple[LedgerEntry, ...]
+
+
+# per lineage of histories (MessageView.lineage): a longer view of it extends the one checked, so only
+# ledger entries recorded since, and the calls hidden then, need looking at (a tool turn costs O(1), not O(N))
+_CHECKED: weakref.WeakKeyDictionary[object, _Checked] = weakref.WeakKeyDictionary()
+
+
+def _mine(session: SessionData, entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
+    recovered = session.recovered
+    return [e for e in entries if e.prompt_id == session.prompt_id or e.tool_use_id in recovered]
+
+
 def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, Any]]) -> list[LedgerEntry]:
     """Completed calls the model lost sight of, in the order they ran.
 
@@ -59,11 +83,31 @@ def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, Any]]) ->
     recovered from the ledger (their result is shown now, but only because the ledger had it).
     """
     recovered = session.recovered
-    mine = [e for e in session.ledger if e.prompt_id == session.prompt_id or e.tool_use_id in recovered]
-    if not mine:
-        return []
-    visible = visible_result_ids(messages)
-    return [e for e in mine if e.tool_use_id not in visible or e.tool_use_id in recovered]
+    if not isinstance(messages, MessageView):
+        mine = _mine(session, session.ledger)
+        if not mine:
+            return []
+        visible = visible_result_ids(messages)
+        return [e for e in mine if e.tool_use_id not in visible or e.tool_use_id in recovered]
+    ledger = session.ledger
+    checked = _CHECKED.get(messages.lineage)
+    if (
+        checked is not None
+        and checked.length <= len(messages)
+        and len(checked.ledger) <= len(ledger)
+        and (not checked.ledger or ledger[len(checked.ledger) - 1] is checked.ledger[-1])
+        and checked.prompt_id == session.prompt_id
+        and checked.recovered == recovered
+    ):
+        candidates = [*checked.hidden, *_mine(session, ledger[len(checked.ledger) :])]
+    else:
+        candidates = _mine(session, ledger)
+    holds = messages.holds_result
+    hidden = tuple(e for e in candidates if not holds(e.tool_use_id) or e.tool_use_id in recovered)
+    _CHECKED[messages.lineage] = _Checked(
+        length=len(messages), ledger=ledger, prompt_id=session.prompt_id, recovered=recovered, hidden=hidden
+    )
+    return list(hidden)
 
 
 def matching_entry(call: ToolCall, hidden: Sequence[LedgerEntry], ignore: Collection[str] = ()) -> LedgerEntry | None:

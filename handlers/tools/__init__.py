@@ -9,39 +9,85 @@ scheduling and deadlines (``dispatch``), permission rules
 (``permissions``), the gate (``gate``) and running the calls (``running``).
 """
 
-from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
-from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
-from .dispatch import OnResult, ToolRegistry, run_tool_calls
-from .gate import (
-    GateOutcome,
-    checkpoint_taken,
-    close_calls_and_stop,
-    gate_tool_calls,
-    record_gate,
-    stop_repeated_denial,
-    stop_repeated_replay,
-)
-from .permissions import (
-    PERMISSION_MODES,
-    AskPermission,
-    PermissionAnswer,
-    PermissionMode,
-    PermissionRuleError,
-    PermissionRules,
-    decide,
-    hidden_tools,
-)
-from .python_tools import ToolDefinitionError, tool
-from .registry import default_registry, default_tools
-from .running import (
-    ToolsDone,
-    close_dangling_tool_uses,
-    record_tool_request,
-    record_tool_results,
-    record_tool_results_and_stop,
-    record_tool_results_at_turn_limit,
-    run_tools,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+    from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
+    from .dispatch import OnResult, ToolRegistry, run_tool_calls
+    from .gate import (
+        GateOutcome,
+        checkpoint_taken,
+        close_calls_and_stop,
+        gate_tool_calls,
+        record_gate,
+        stop_repeated_denial,
+        stop_repeated_replay,
+    )
+    from .permissions import (
+        PERMISSION_MODES,
+        AskPermission,
+        PermissionAnswer,
+        PermissionMode,
+        PermissionRuleError,
+        PermissionRules,
+        decide,
+        hidden_tools,
+    )
+    from .python_tools import ToolDefinitionError, tool
+    from .registry import default_registry, default_tools
+    from .running import (
+        ToolsDone,
+        close_dangling_tool_uses,
+        record_tool_request,
+        record_tool_results,
+        record_tool_results_and_stop,
+        record_tool_results_at_turn_limit,
+        run_tools,
+    )
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".base": ("ToolContext", "ToolError", "ToolOutput", "ToolRun", "ToolSpec"),
+            ".data": ("ToolResultPublished", "ToolsData", "ToolServices", "ToolsRun"),
+            ".dispatch": ("OnResult", "ToolRegistry", "run_tool_calls"),
+            ".gate": (
+                "GateOutcome",
+                "checkpoint_taken",
+                "close_calls_and_stop",
+                "gate_tool_calls",
+                "record_gate",
+                "stop_repeated_denial",
+                "stop_repeated_replay",
+            ),
+            ".permissions": (
+                "PERMISSION_MODES",
+                "AskPermission",
+                "PermissionAnswer",
+                "PermissionMode",
+                "PermissionRuleError",
+                "PermissionRules",
+                "decide",
+                "hidden_tools",
+            ),
+            ".python_tools": ("ToolDefinitionError", "tool"),
+            ".registry": ("default_registry", "default_tools"),
+            ".running": (
+                "ToolsDone",
+                "close_dangling_tool_uses",
+                "record_tool_request",
+                "record_tool_results",
+                "record_tool_results_and_stop",
+                "record_tool_results_at_turn_limit",
+                "run_tools",
+            ),
+        },
+    )
 
 __all__ = [
     "AskPermission",

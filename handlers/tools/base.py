@@ -172,10 +172,27 @@ class ToolSpec:
     changes_file: str | None = None  # the input field naming the file a call changes (checkpointed before it runs)
     attempt_fields: tuple[str, ...] = ()  # input fields naming an attempt (an idempotency key): not the call's identity
     schema_validator: Validator = attrs.field(init=False, eq=False, repr=False)
+    # the same schema compiled by jsonschema-rs, which answers "is it valid?" some 30 times faster;
+    # ``schema_validator`` lists the problems of an input it refuses (None: it could not compile it)
+    fast_validator: Any = attrs.field(init=False, eq=False, repr=False)
 
     @schema_validator.default
     def _compile_validator(self) -> Validator:
         return jsonschema.Draft202012Validator(self.input_schema)
+
+    @fast_validator.default
+    def _compile_fast_validator(self) -> Any:
+        import jsonschema_rs
+
+        try:  # formats are annotations in draft 2020-12, as for ``schema_validator``: not asserted
+            return jsonschema_rs.Draft202012Validator(dict(self.input_schema), validate_formats=False)
+        except (ValueError, jsonschema_rs.ValidationError):
+            return None
+
+    def is_valid_input(self, tool_input: Any) -> bool:
+        """Whether ``tool_input`` satisfies the input schema (both validators implement draft 2020-12)."""
+        fast = self.fast_validator
+        return bool(fast.is_valid(tool_input)) if fast is not None else bool(self.schema_validator.is_valid(tool_input))
 
     def api_definition(self) -> dict[str, Any]:
         """The ``{"name", "description", "input_schema"}`` dict sent to the API."""

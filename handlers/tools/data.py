@@ -16,6 +16,7 @@ import attrs
 from ..hooks.service import HookServices
 from ..messages import ToolCall, synthetic_error_results
 from ..outcome import SharedData
+from ..records import evolve
 from ..request.data import RequestData
 from ..session import SessionData, SessionServices
 from .base import ToolContext, ToolSpec
@@ -57,7 +58,7 @@ T = TypeVar("T", bound=ToolsRun)
 
 def with_tools(data: T, **changes: Any) -> T:
     """The run data with its tools slice changed as given."""
-    return data.evolve(tools=attrs.evolve(data.tools, **changes))
+    return data.evolve(tools=evolve(data.tools, **changes))
 
 
 def close_open_calls(data: T, message: str) -> T:

@@ -8,7 +8,9 @@ gets exactly one ``tool_result`` block with its ``tool_use_id``, in the model's 
 every call runs under its deadline (:meth:`ToolSpec.deadline_s`) and is stopped past
 it; every failure becomes an ``is_error`` result, and only ``asyncio.CancelledError``
 escapes (the loop then synthesises results for the calls left dangling, keeping the
-ledger invariant of DESIGN.md).
+ledger invariant of DESIGN.md). An embedding that records each call's execution sets
+:data:`CALL_RUNNER` (``queryloop.fleet`` runs each call as a durable DBOS step); the
+call then runs through it.
 
 Does not own any tool implementation (``files``, ``search``, ``bash``).
 """
@@ -16,8 +18,9 @@ Does not own any tool implementation (``files``, ``search``, ``bash``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import difflib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -26,10 +29,24 @@ import jsonschema
 from ..messages import ToolCall, ToolResultBlock, tool_result_block
 from .base import ToolContext, ToolError, ToolOutput, ToolSpec, truncate_text
 
-__all__ = ["OnResult", "ToolRegistry", "run_tool_calls", "unknown_tool_result", "validation_problems"]
+__all__ = [
+    "CALL_RUNNER",
+    "CallRunner",
+    "OnResult",
+    "ToolRegistry",
+    "run_tool_calls",
+    "unknown_tool_result",
+    "validation_problems",
+]
 
 OnResult = Callable[[ToolCall, ToolResultBlock], None]
 """Called with each call and its result block as soon as that call completes."""
+
+CallRunner = Callable[[ToolCall, ToolSpec | None, Callable[[], Awaitable[ToolResultBlock]]], Awaitable[ToolResultBlock]]
+"""Runs one call given the call, its tool (None: no such tool) and the call's execution, which it awaits (or not)."""
+
+CALL_RUNNER: contextvars.ContextVar[CallRunner | None] = contextvars.ContextVar("queryloop_call_runner", default=None)
+"""Set by an embedding that records each call's execution (``queryloop.fleet``: one durable step per call)."""
 
 # At most this many schema violations are listed in one error result.
 _MAX_LISTED_PROBLEMS = 5
@@ -127,6 +144,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def validation_problems(tool: ToolSpec, tool_input: Any) -> list[str]:
     """Every way ``tool_input`` violates ``tool``'s schema, one sentence each; empty if valid."""
+    if tool.is_valid_input(tool_input):
+        return []  # the usual call: nothing to collect or sort
     errors = sorted(tool.schema_validator.iter_errors(tool_input), key=lambda e: (list(map(str, e.path)), e.message))
     return [_describe(error) for error in errors]
 
@@ -151,6 +170,14 @@ def unknown_tool_result(call: ToolCall, *, removed_by_deny_rule: bool = False) -
 
 
 async def _run_one(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> ToolResultBlock:
+    """Run one call to completion (through :data:`CALL_RUNNER` when one is set)."""
+    runner = CALL_RUNNER.get()
+    if runner is None:
+        return await _execute(call, registry, ctx)
+    return await runner(call, registry.get(call.name), lambda: _execute(call, registry, ctx))
+
+
+async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> ToolResultBlock:
     """Run one call to completion; every failure but cancellation becomes an error block."""
     tool = registry.get(call.name)
     if tool is None:

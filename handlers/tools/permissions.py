@@ -21,14 +21,16 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 from urllib.parse import urlsplit
 
 import attrs
-import pathspec
 
 from ..messages import ToolCall
 from .shell import ShellCommand, analyse, is_read_only
+
+if TYPE_CHECKING:
+    import pathspec
 
 __all__ = [
     "AskPermission",
@@ -349,6 +351,8 @@ def _path_pattern(specifier: str, *, cwd: Path, home: Path) -> _PathPattern:
 
 @functools.lru_cache(maxsize=1024)
 def _compiled_path_spec(pattern: str) -> pathspec.GitIgnoreSpec:
+    import pathspec  # here: only a path rule needs it
+
     return pathspec.GitIgnoreSpec.from_lines([pattern])
 
 
@@ -516,6 +520,16 @@ AskPermission = Callable[[ToolCall, str], Awaitable[PermissionAnswer]]
 """A permission callback: given a call that would ask and the reason it asks, the answer."""
 
 
+def _absolute(cwd: Path) -> Path:
+    """``cwd`` made absolute and normal; an absolute one (a run asks with the same one every call) once."""
+    return _normal(cwd) if os.path.isabs(cwd) else Path(os.path.abspath(cwd))
+
+
+@functools.lru_cache(maxsize=64)
+def _normal(cwd: Path) -> Path:
+    return Path(os.path.normpath(cwd))
+
+
 def decide(
     tool_name: str,
     tool_input: Mapping[str, Any],
@@ -540,8 +554,8 @@ def decide(
     ctx = _CallContext(
         tool_name=tool_name,
         tool_input=tool_input,
-        cwd=Path(os.path.abspath(cwd)),
-        home=Path(home) if home is not None else Path.home(),
+        cwd=_absolute(cwd),
+        home=home if isinstance(home, Path) else Path(home) if home is not None else Path.home(),
     )
     shell = _shell_of(ctx)
     rule = _first_restricting_match(rules.deny, ctx, shell)

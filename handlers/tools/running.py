@@ -22,6 +22,7 @@ from ..hooks.runner import HookOutcome
 from ..hooks.service import hook
 from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import Notice, evolved, with_outcome
+from ..records import evolve
 from ..request.client import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
 from .catalog import turn_registry
@@ -88,8 +89,11 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
                     publish(Notice(f"warning: cannot write the side-effect ledger ({exc}); {call.name} is not on disk"))
             recorded.append(entry)
         completed.append(dict(result))
-        partial = with_tools(data, completed=tuple(completed))  # what an abort now reports as done
-        ctx.save(with_session(partial, ledger=(*data.session.ledger, *recorded)))
+        ctx.save(done_so_far)  # what an abort now reports as done
+
+    def done_so_far() -> T:
+        partial = with_tools(data, completed=tuple(completed))
+        return with_session(partial, ledger=(*data.session.ledger, *recorded)) if recorded else partial
 
     if tools.denied:  # the gate's refusals are complete already: shown before anything runs
         last = ctx.run.data.messages.last()
@@ -160,27 +164,28 @@ def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure
         content = list(source.content)
         notes = outcome.notices
         stop_reason = source.stop_reason
-    data = evolved(run.data, messages=run.data.messages.append({"role": "assistant", "content": content}))
-    data = with_tools(data, pending=tool_calls_of(content))
-    return with_outcome(
-        data, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes
+    data = run.data
+    return evolved(  # one copy of the run data: this runs on every tool turn
+        data,
+        messages=data.messages.append({"role": "assistant", "content": content}),
+        tools=evolve(data.tools, pending=tool_calls_of(content)),
+        outcome=evolve(
+            outcome, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes
+        ),
     )
 
 
 def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
     """Append the tool_results as the next user message; nothing is pending any more."""
-    messages = run.data.messages.append({"role": "user", "content": list(event.data.results)})
-    data = with_tools(
-        evolved(run.data, messages=messages),
-        pending=(),
-        denied=(),
-        order=(),
-        completed=(),
-        turn=run.data.tools.turn + 1,
-    )
+    data = run.data
+    changes: dict[str, Any] = {
+        "messages": data.messages.append({"role": "user", "content": list(event.data.results)}),
+        "tools": evolve(data.tools, pending=(), denied=(), order=(), completed=(), turn=data.tools.turn + 1),
+        "outcome": evolve(data.outcome, partial_text=""),
+    }
     if event.data.ledger:
-        data = with_session(data, ledger=(*data.session.ledger, *event.data.ledger))
-    return with_outcome(data, partial_text="")
+        changes["session"] = evolve(data.session, ledger=(*data.session.ledger, *event.data.ledger))
+    return evolved(data, **changes)  # one copy of the run data: this runs on every tool turn
 
 
 @uses(params=("max_turns",))

@@ -22,8 +22,6 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import attrs
-import bashlex
-import bashlex.errors
 
 __all__ = ["ShellCommand", "SimpleCommand", "analyse", "is_read_only"]
 
@@ -68,6 +66,9 @@ class _Unclear(Exception):
 
 def analyse(line: str) -> ShellCommand:
     """Every simple command and written file of ``line``; ``problem`` says what could not be read."""
+    import bashlex  # here: a run without a Bash call, and `queryloop check`, do not pay for its parser tables
+    import bashlex.errors
+
     if "$'" in line:
         return ShellCommand(problem="ANSI-C quoting ($'…') is not checked")
     try:

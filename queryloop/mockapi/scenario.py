@@ -33,6 +33,7 @@ Format
     default:                          # steps for any model not named under models:
       - reply: {content: [{text: "hi"}]}
     otherwise: {error: {status: 529}} # answer once a model's steps are exhausted
+    prompt_cache: {min_tokens: 1024}  # the shortest prefix the server caches (default 1024)
 
 A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers:
 
@@ -65,6 +66,10 @@ A **rule** is a step plus ``when:`` (all conditions must hold: ``input_tokens_ov
 When a model's steps are exhausted the server answers its ``otherwise`` step (the
 model's own, else the top-level one), else a 500 ``api_error`` reading ``scenario
 exhausted for model X after N requests``.
+
+``prompt_cache: {min_tokens: N}`` sets the shortest prefix (in server tokens) the
+server's prompt cache writes (``queryloop.mockapi.prompt_cache`` describes the model);
+replies report the cache reads and writes of requests that carry ``cache_control``.
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ import attrs
 
 from queryloop.fsm import SpecError, read_yaml, schema_problems
 from queryloop.fsm.source import Source
+
+from .prompt_cache import DEFAULT_MIN_TOKENS
 
 __all__ = [
     "ERROR_TYPE_BY_STATUS",
@@ -224,6 +231,8 @@ class Scenario:
     models: Mapping[str, ModelScript] = attrs.field(factory=dict)
     default: ModelScript | None = None
     otherwise: Step | None = None
+    cache_min_tokens: int = DEFAULT_MIN_TOKENS
+    """The shortest prefix (server tokens) the server's prompt cache writes."""
 
     def script_for(self, model: str) -> ModelScript | None:
         """The script a request to ``model`` consumes: its own, else ``default``."""
@@ -349,6 +358,11 @@ SCHEMA: dict[str, Any] = {
         "cli": {"type": "object", "properties": CLI_HINTS, "additionalProperties": False},
         "files": {"type": "object", "additionalProperties": {"type": "string"}},
         "rules": {"type": "array", "items": _RULE},
+        "prompt_cache": {
+            "type": "object",
+            "properties": {"min_tokens": {"type": "integer", "minimum": 0}},
+            "additionalProperties": False,
+        },
         "models": {
             "type": "object",
             "additionalProperties": {
@@ -572,6 +586,7 @@ def parse_scenario(text: str, path: str = "<string>") -> Scenario:
         models=models,
         default=default,
         otherwise=otherwise,
+        cache_min_tokens=int((data.get("prompt_cache") or {}).get("min_tokens", DEFAULT_MIN_TOKENS)),
     )
 
 

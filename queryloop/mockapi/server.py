@@ -4,14 +4,19 @@ Owns the HTTP side of the fake model: ``POST /v1/messages`` (JSON, or SSE in the
 event order), ``POST /v1/messages/count_tokens``, error bodies and headers shaped like
 the real API's, the scripted faults (cut connection, ``event: error`` after a 200,
 stall, malformed SSE/JSON), and a bounded log of the requests it answered (the most
-recent ``max_recorded``, so a long run does not keep every transcript it was sent). It
+recent ``max_recorded``, so a long run does not keep every transcript it was sent; the
+prompt as the model reads it, with where the ``cache_control`` markers were kept apart). It
 does not parse scenario files (``scenario``) and knows nothing about the query loop.
 
 Token estimates (documented, deterministic, shared by ``count_tokens`` and the ``usage``
-of replies): ``input_tokens = ceil(len(J) / 4)`` where ``J`` is the compact JSON
-(``separators=(",", ":")``, ``ensure_ascii=False``) of ``{"system": ..., "messages":
-..., "tools": ...}`` as sent; ``output_tokens = max(1, ceil(C / 4))`` where ``C`` counts
-the characters of the reply's text, thinking, tool names and compact tool-input JSON.
+of replies): a request's input is ``ceil(len(J) / 4)`` tokens where ``J`` is the compact
+JSON (``separators=(",", ":")``, ``ensure_ascii=False``) of ``{"system": ..., "messages":
+..., "tools": ...}`` as sent, less any ``cache_control`` markers; ``output_tokens = max(1,
+ceil(C / 4))`` where ``C`` counts the characters of the reply's text, thinking, tool names
+and compact tool-input JSON. A request with ``cache_control`` breakpoints has its input
+split into ``input_tokens``, ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` by the server's prompt cache (``prompt_cache``, per model,
+as the real API does); more than four breakpoints is the real API's 400.
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ from typing import Any
 import attrs
 from aiohttp import web
 
+from .prompt_cache import (
+    CacheUsage,
+    PromptCache,
+    breakpoint_paths,
+    breakpoint_problem,
+    has_breakpoints,
+    usage_fields,
+    without_breakpoints,
+)
 from .scenario import ErrorSpec, Rule, Scenario, Step, load_scenario
 
 __all__ = [
@@ -75,10 +89,30 @@ class RecordedRequest:
     """Which scenario entry answered: ``models.mock-primary[0]``, ``rules[1]``,
     ``otherwise``, ``exhausted``, ``count_tokens`` or ``invalid_request``."""
     input_tokens: int
+    """The server's estimate of the whole input (cached parts included, markers not counted)."""
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_breakpoints: tuple[str, ...] = ()
+    """Where the request's ``cache_control`` markers were: ``system[0]``, ``tools[2]``, ``messages[4][0]``."""
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _prompt(body: Mapping[str, Any], marked: bool) -> tuple[Any, Any, Any]:
+    """``(system, messages, tools)`` of a request body, without cache markers (what the estimate counts)."""
+    system, messages, tools = body.get("system"), body.get("messages"), body.get("tools")
+    return without_breakpoints(system, messages, tools) if marked else (system, messages, tools)
+
+
+def _as_read(system: Any) -> Any:
+    """A system prompt as the model reads it: one plain text block is the string it holds."""
+    if isinstance(system, list) and len(system) == 1 and isinstance(system[0], dict):
+        block = system[0]
+        if set(block) == {"type", "text"} and block["type"] == "text" and isinstance(block["text"], str):
+            return block["text"]
+    return system
 
 
 def estimate_input_tokens(system: Any, messages: Any, tools: Any) -> int:
@@ -143,6 +177,7 @@ class MockServer:
             raise ValueError(f"MockServer max_recorded must be at least 1, got {max_recorded}")
         self.scenario = scenario
         self.requests: deque[RecordedRequest] = deque(maxlen=max_recorded)
+        self.prompt_cache = PromptCache(min_tokens=scenario.cache_min_tokens)
         self._consumed: dict[str, int] = {}
         self._rule_hits: dict[int, int] = {}
         self._counter = 0
@@ -246,10 +281,18 @@ class MockServer:
         body = {"type": "error", "error": {"type": etype, "message": message}, "request_id": request_id}
         return web.json_response(body, status=status, headers={"request-id": request_id, **headers})
 
-    def _record(self, request: web.Request, body: Mapping[str, Any], **fields: Any) -> None:
-        tools = body.get("tools")
+    def _record(self, request: web.Request, body: Mapping[str, Any], *, marked: bool = False, **fields: Any) -> None:
+        """Log the request; with cache markers, the prompt is logged as the model reads it, the markers apart.
+
+        The markers are not part of the prompt: ``messages``, ``system`` and
+        ``tool_definitions`` are logged without them (and a system prompt sent as one text
+        block for its marker, as its string), ``cache_breakpoints`` says where they were.
+        """
+        system, messages, tools = _prompt(body, marked)
+        if marked:
+            system = _as_read(system)
+            fields["cache_breakpoints"] = breakpoint_paths(body.get("system"), body.get("messages"), body.get("tools"))
         names = tuple(t.get("name", "") for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ()
-        messages = body.get("messages")
         self.requests.append(
             RecordedRequest(
                 path=request.path,
@@ -257,7 +300,7 @@ class MockServer:
                 stream=body.get("stream") is True,
                 max_tokens=body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None,
                 messages=tuple(messages) if isinstance(messages, list) else (),
-                system=body.get("system"),
+                system=system,
                 tools=names,
                 tool_definitions=tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else (),
                 headers={h: request.headers[h] for h in _LOGGED_HEADERS if h in request.headers},
@@ -265,16 +308,18 @@ class MockServer:
             )
         )
 
-    async def _read_body(self, request: web.Request) -> tuple[dict[str, Any] | None, str]:
+    async def _read_body(self, request: web.Request) -> tuple[dict[str, Any] | None, str, bool]:
+        """The JSON body (or the problem with it), and whether its bytes mention ``cache_control``."""
+        raw = await request.read()
         try:
-            body = json.loads(await request.read())
+            body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            return None, "the request body is not valid JSON"
+            return None, "the request body is not valid JSON", False
         if not isinstance(body, dict):
-            return None, "the request body must be a JSON object"
-        return body, ""
+            return None, "the request body must be a JSON object", False
+        return body, "", has_breakpoints(raw)  # only a marked body's prompt is walked for markers
 
-    def _invalid(self, request: web.Request, body: Mapping[str, Any] | None) -> str | None:
+    def _invalid(self, request: web.Request, body: Mapping[str, Any] | None, marked: bool) -> str | None:
         """A 400/401 message the real API would give this request, else None."""
         if "x-api-key" not in request.headers and "authorization" not in request.headers:
             return "x-api-key header is required"
@@ -286,48 +331,66 @@ class MockServer:
             return "messages: Field required"
         if request.path == "/v1/messages" and not isinstance(body.get("max_tokens"), int):
             return "max_tokens: Field required"
+        if marked:
+            return breakpoint_problem(body.get("system"), body["messages"], body.get("tools"))
         return None
 
     async def _handle_unknown(self, request: web.Request) -> web.Response:
         rid = self._next_request_id()
         return self._error_response(404, "not_found_error", f"Not found: {request.method} {request.path}", rid)
 
-    async def _accept(self, request: web.Request, rid: str) -> tuple[dict[str, Any] | None, web.Response | None]:
-        """The request's JSON body, or the real API's 401/400 answer (recorded) when it is unusable."""
-        body, problem = await self._read_body(request)
-        problem = problem or self._invalid(request, body) or ""
+    async def _accept(self, request: web.Request, rid: str) -> tuple[dict[str, Any] | None, bool, web.Response | None]:
+        """The request's JSON body and whether it carries cache markers, or the real API's 401/400 answer
+        (recorded) when it is unusable."""
+        body, problem, marked = await self._read_body(request)
+        problem = problem or self._invalid(request, body, marked) or ""
         if body is None or problem:
             status = 401 if problem.startswith("x-api-key") else 400
             self._record(
                 request, body or {}, request_id=rid, response_status=status, step="invalid_request", input_tokens=0
             )
             etype = "authentication_error" if status == 401 else "invalid_request_error"
-            return None, self._error_response(status, etype, problem, rid)
-        return body, None
+            return None, marked, self._error_response(status, etype, problem, rid)
+        return body, marked, None
 
     async def _handle_count_tokens(self, request: web.Request) -> web.Response:
         rid = self._next_request_id()
-        body, rejection = await self._accept(request, rid)
+        body, marked, rejection = await self._accept(request, rid)
         if rejection is not None:
             return rejection
         assert body is not None
-        n = estimate_input_tokens(body.get("system"), body.get("messages"), body.get("tools"))
-        self._record(request, body, request_id=rid, response_status=200, step="count_tokens", input_tokens=n)
+        n = estimate_input_tokens(*_prompt(body, marked))
+        self._record(
+            request, body, marked=marked, request_id=rid, response_status=200, step="count_tokens", input_tokens=n
+        )
         return web.json_response({"input_tokens": n}, headers={"request-id": rid})
 
     async def _handle_messages(self, request: web.Request) -> web.StreamResponse:
         rid = self._next_request_id()
-        body, rejection = await self._accept(request, rid)
+        body, marked, rejection = await self._accept(request, rid)
         if rejection is not None:
             return rejection
         assert body is not None
 
         model: str = body["model"]
         system, messages = body.get("system"), body["messages"]
-        n_in = estimate_input_tokens(system, messages, body.get("tools"))
+        n_in = estimate_input_tokens(*_prompt(body, marked))
         step, where, limit = self._choose(model, system, messages, n_in)
         status = 500 if step is None else (step.error.status if step.error is not None else 200)
-        self._record(request, body, request_id=rid, response_status=status, step=where, input_tokens=n_in)
+        cache = CacheUsage()
+        if status == 200 and marked:  # an answered prompt is cached; a refused one is not
+            cache = self.prompt_cache.account(model, system, messages, body.get("tools"))
+        self._record(
+            request,
+            body,
+            request_id=rid,
+            response_status=status,
+            step=where,
+            input_tokens=n_in,
+            cache_read_input_tokens=cache.read,
+            cache_creation_input_tokens=cache.write,
+            marked=marked,
+        )
 
         if step is None:
             consumed = self._consumed.get(model, 0)
@@ -340,17 +403,18 @@ class MockServer:
         if step.error is not None:
             return self._scripted_error(step.error, rid, model, n_in, limit)
         stream = body.get("stream") is True
+        input_usage = usage_fields(n_in, cache)
         if stream:
-            return await self._stream_reply(request, step, rid, model, n_in)
+            return await self._stream_reply(request, step, rid, model, input_usage)
         if step.cut_body:
-            return await self._cut_json_reply(request, step, rid, model, n_in)
-        return self._json_reply(step, rid, model, n_in)
+            return await self._cut_json_reply(request, step, rid, model, input_usage)
+        return self._json_reply(step, rid, model, input_usage)
 
     async def _cut_json_reply(
-        self, request: web.Request, step: Step, rid: str, model: str, n_in: int
+        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, int]
     ) -> web.StreamResponse:
         """A 200 whose JSON body stops half-way and the connection closes (``cut_body: true``)."""
-        blocks, _, msg_id = self._materialise(step, rid, model, n_in)
+        blocks, _, msg_id = self._materialise(step, rid, model, input_usage)
         text = json.dumps({"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": blocks})
         response = web.StreamResponse(status=200, headers={"request-id": rid, "content-type": "application/json"})
         response.content_length = len(text.encode()) + 64  # promises more than it sends
@@ -364,9 +428,12 @@ class MockServer:
         return self._error_response(spec.status, spec.type, message, rid, spec.headers)
 
     def _materialise(
-        self, step: Step, rid: str, model: str, n_in: int
+        self, step: Step, rid: str, model: str, input_usage: Mapping[str, int]
     ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-        """Reply blocks with ids and signatures filled in, the final usage, and a message id."""
+        """Reply blocks with ids and signatures filled in, the final usage, and a message id.
+
+        ``input_usage`` is the input side of the usage (uncached, read and written tokens).
+        """
         base = rid.removeprefix("req_mock_")
         blocks: list[dict[str, Any]] = []
         for i, template in enumerate(step.content):
@@ -377,16 +444,16 @@ class MockServer:
                 block["signature"] = f"sig_mock_{base}_{i}"
             blocks.append(block)
         usage: dict[str, Any] = {
-            "input_tokens": n_in,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "input_tokens": input_usage["input_tokens"],
+            "cache_creation_input_tokens": input_usage["cache_creation_input_tokens"],
+            "cache_read_input_tokens": input_usage["cache_read_input_tokens"],
             "output_tokens": estimate_output_tokens(blocks),
         }
         usage.update(step.usage)
         return blocks, usage, f"msg_mock_{base}"
 
-    def _json_reply(self, step: Step, rid: str, model: str, n_in: int) -> web.Response:
-        blocks, usage, msg_id = self._materialise(step, rid, model, n_in)
+    def _json_reply(self, step: Step, rid: str, model: str, input_usage: Mapping[str, int]) -> web.Response:
+        blocks, usage, msg_id = self._materialise(step, rid, model, input_usage)
         headers = {"request-id": rid}
         if step.malformed == "json":
             broken = '{"id": "' + msg_id + '", "type": "message", "role": "assistant", "content": [{"type": "te'
@@ -404,9 +471,9 @@ class MockServer:
         return web.json_response(message, headers=headers)
 
     async def _stream_reply(
-        self, request: web.Request, step: Step, rid: str, model: str, n_in: int
+        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, int]
     ) -> web.StreamResponse:
-        blocks, usage, msg_id = self._materialise(step, rid, model, n_in)
+        blocks, usage, msg_id = self._materialise(step, rid, model, input_usage)
         response = web.StreamResponse(
             status=200,
             headers={

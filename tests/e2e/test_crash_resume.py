@@ -104,20 +104,52 @@ def observe(work: Path, paths: SessionPaths) -> Observed:
     )
 
 
-def end_orphans(work: Path) -> None:
-    """Kill the Bash calls a kill -9 of the CLI left running (each runs in its own group, recorded in ``pgids``)."""
-    try:
-        groups = {int(x) for x in (work / "pgids").read_text().split()}
-    except FileNotFoundError:
-        return
-    for pgid in groups:
+def _groups_working_in(work: Path) -> set[int]:
+    """The process groups of live processes whose working directory is ``work`` (the run's Bash calls)."""
+    groups = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
         try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+            if Path(os.readlink(entry / "cwd")) != work:
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            groups.add(int(fields[2]))
+    return groups
+
+
+def end_orphans(work: Path) -> None:
+    """Kill the Bash calls a kill -9 of the CLI left running (each runs in its own group).
+
+    Each call records its group in ``pgids`` first thing, but one the CLI spawned just before
+    it was killed may not have got that far: every live process working in ``work`` is found
+    too, for a while after the kill (a call still between its fork and its exec lands there).
+    """
+    work = work.resolve()
+    groups: set[int] = set()
+    quiet_since = None
     deadline = time.monotonic() + 5
-    while any(live_members(g) for g in groups) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    while time.monotonic() < deadline:
+        try:
+            groups |= {int(x) for x in (work / "pgids").read_text().split()}
+        except FileNotFoundError:
+            pass
+        groups |= _groups_working_in(work)
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if any(live_members(g) for g in groups) or _groups_working_in(work):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 0.3:
+            return  # nothing left, and nothing new started for a while
+        time.sleep(0.02)
 
 
 @dataclass

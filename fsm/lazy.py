@@ -1,0 +1,45 @@
+"""Re-exports imported on first use (PEP 562), so importing a package costs only what its caller touches.
+
+Owns :func:`lazy_exports`, which a package's ``__init__`` uses in place of eager
+``from .module import name`` lines: it gives the package a ``__getattr__`` that imports a
+name's home module the first time the name is asked for (and keeps it, so later lookups
+are plain attribute reads) and a ``__dir__`` that lists the exports beside what is
+already loaded. Why: ``queryloop --help`` and ``queryloop check`` must not pay for the
+SDKs a run needs. Does not own what each package exports: its ``__all__`` (sorted,
+checked by a test) and its ``if TYPE_CHECKING:`` imports, which mypy reads, stay in
+the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+__all__ = ["lazy_exports"]
+
+
+def lazy_exports(
+    package: str, homes: Mapping[str, Iterable[str]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``, given each home module (relative or absolute) and its names.
+
+    Use it in the ``else`` branch of the package's ``if TYPE_CHECKING:`` imports, so mypy
+    sees the real names and never a catch-all ``__getattr__``.
+    """
+    home_of = {name: module for module, names in homes.items() for name in names}
+    namespace = sys.modules[package].__dict__
+
+    def __getattr__(name: str) -> Any:
+        module = home_of.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, package), name)
+        namespace[name] = value  # the next lookup does not come here
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *home_of})
+
+    return __getattr__, __dir__

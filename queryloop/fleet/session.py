@@ -1,0 +1,124 @@
+"""A fleet session: what ``queryloop submit`` enqueues, and the DBOS workflow a worker runs it as.
+
+Owns :class:`SessionSpec` (the prompt and options of one session, plain JSON values: the
+workflow's input, stored by DBOS), how a spec becomes the agent's options, and
+:func:`run_session`, the body of the one workflow per session: the normal
+:class:`~queryloop.agent.AgentRun` driven to its end, with every model request and tool
+call a DBOS step (``steps``) and the transcript, the ledger and the checkpoints in the
+database (``store``). The run itself is the one ``queryloop -p`` runs; its result object
+is the workflow's output (what ``queryloop -p --output-format json`` prints).
+
+Not here: the worker process, its heartbeat and recovery (``worker``), enqueueing
+(``submit``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun
+from queryloop.handlers.request import AnthropicBackend
+from queryloop.handlers.tools.dispatch import CALL_RUNNER
+from queryloop.settings import load_settings
+
+from .database import FleetDatabase
+from .steps import StepBackend, ToolSteps
+from .store import FleetSessionStore, FleetTranscript
+
+__all__ = ["QUEUE", "WORKFLOW", "SessionSpec", "run_session", "session_options"]
+
+WORKFLOW = "queryloop.session"
+"""The DBOS workflow every session runs as (its registered name)."""
+
+QUEUE = "queryloop-sessions"
+"""The DBOS queue ``queryloop submit`` puts sessions on and workers take them from."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionSpec:
+    """One submitted session: what the workflow is given (no credential: each worker has its own)."""
+
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    prompt: str
+    model: str
+    fallback_models: tuple[str, ...] = ()
+    base_url: str | None = None  # the Messages API to use (None: the worker's ANTHROPIC_BASE_URL, else Anthropic's)
+    cwd: str  # the tools' working directory: a path every worker reaches
+    max_turns: int | None = None
+    max_retries: int = 10
+    max_budget_usd: float | None = None
+    permission_mode: str = "default"
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()
+    system_prompt: str | None = None
+    append_system_prompt: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> SessionSpec:
+        fields = {a.name for a in attrs.fields(cls)}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in fields}
+        return cls(**values)
+
+
+def session_options(spec: SessionSpec) -> AgentOptions:
+    """The agent's options for a fleet session (no settings file is read: a worker's own are not the session's)."""
+    cwd = Path(spec.cwd)
+    settings = load_settings(cwd=cwd, sources=())
+    rules = settings.permissions.to_rules(
+        cwd=cwd,
+        allowed_tools=list(spec.allowed_tools) or None,
+        disallowed_tools=list(spec.disallowed_tools) or None,
+    )
+    return AgentOptions(
+        prompt=spec.prompt,
+        prompt_id=spec.prompt_id,
+        session_id=spec.session_id,
+        model=spec.model,
+        fallback_models=spec.fallback_models,
+        cwd=cwd,
+        max_turns=spec.max_turns,
+        max_retries=spec.max_retries,
+        max_budget_usd=spec.max_budget_usd,
+        permission_mode=spec.permission_mode,  # type: ignore[arg-type]  # checked by submit
+        rules=rules,
+        system_prompt=DEFAULT_SYSTEM_PROMPT if spec.system_prompt is None else spec.system_prompt,
+        append_system_prompt=spec.append_system_prompt,
+        retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
+        home=Path(tempfile.gettempdir()) / "queryloop-fleet",  # never written: the store is the database
+    )
+
+
+async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """Run one session to its end on this worker (the workflow's body); its result object."""
+    import anthropic
+
+    spec = SessionSpec.from_json(raw)
+    options = session_options(spec)
+    paths = options.session_paths()
+    client = anthropic.AsyncAnthropic(base_url=spec.base_url, max_retries=0)
+    calls = CALL_RUNNER.set(ToolSteps(db, session_id=spec.session_id, executor_id=executor_id))
+    try:
+        run = AgentRun(options, StepBackend(AnthropicBackend(client)), store=FleetSessionStore(db, paths))
+        run.transcript = FleetTranscript(db, paths)  # the transcript in the database, not the worker's disk
+        async for _item in run.events():
+            pass
+        if db.closing.is_set():  # the worker stopped meanwhile: its transcript is cut, so the session is not over
+            raise asyncio.CancelledError  # here: DBOS records no result, and the worker recovering it finishes it
+        result = run.result()
+        if run.runner.error is not None:
+            result["traceback"] = run.runner.error.traceback
+        return result
+    finally:
+        CALL_RUNNER.reset(calls)
+        await client.close()

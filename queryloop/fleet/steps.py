@@ -1,0 +1,142 @@
+"""One DBOS step per effect of a session: each model request, each token count, each tool call.
+
+Owns :class:`StepBackend` (a model backend whose every ``send`` and ``count_tokens`` is a
+DBOS step) and :class:`ToolSteps` (what runs each tool call, set as the tool layer's
+``CALL_RUNNER``: one DBOS step per call). DBOS records a step's output in its database
+the moment the step returns; when a workflow is recovered it runs again from its start
+and every step it has recorded returns that output instead of running — so the run,
+deterministic given its effects' outputs, takes the same path up to where it stopped,
+and no completed request or call is made again.
+
+Each step's name carries its idempotency key, and DBOS checks a replayed step's name
+against the recorded one: a model request's is its number in the session and a digest
+of what it sends (model, system prompt, tools, messages), a tool call's its tool_use id.
+A replay that would send something else fails loudly (``DBOSUnexpectedStepError``)
+instead of returning another request's answer.
+
+DBOS steps are at-least-once: a step that was running when its worker died runs again.
+That is harmless for a model request (nothing was recorded; the request is sent again)
+and for a tool that declares itself idempotent (Read, Glob, Grep; MCP tools with
+``readOnlyHint``/``idempotentHint``). For every other tool (Bash, Write, Edit, …) the call
+is recorded under its key before it runs and its result after it completes
+(``queryloop_tool_calls``): run again, the step returns the recorded result of a call
+that completed, and for a call that started but never completed it does not run the
+tool again — the result says it was interrupted and may have partly run, as a resumed
+local session says of a dangling call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from queryloop.handlers.messages import ToolCall, ToolResultBlock, tool_result_block
+from queryloop.handlers.request import ModelBackend, ModelCall, TokenCount
+from queryloop.handlers.request.client import ModelFailure, ModelReply
+from queryloop.handlers.tools import ToolSpec
+
+from .database import FleetDatabase
+
+__all__ = ["INTERRUPTED_ON_A_WORKER", "StepBackend", "ToolSteps", "call_key", "request_digest"]
+
+INTERRUPTED_ON_A_WORKER = (
+    "The worker running this {tool} call stopped before it finished; it may have partly run, and it was "
+    "not run again (it is not safe to repeat). Check its effects before running it again."
+)
+
+
+def request_digest(call: ModelCall) -> str:
+    """What a model request sends, as a short digest: the same request replayed has the same one."""
+    body = {
+        "model": call.model,
+        "system": call.system,
+        "tools": [t.get("name") for t in call.tools],
+        "max_tokens": call.max_tokens,
+        "stream": call.stream,
+        "attempt": call.attempt,
+        "messages": call.messages.to_list(),
+    }
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def call_key(session_id: str, tool_use_id: str) -> str:
+    """A tool call's idempotency key: the session and the tool_use id the model gave it."""
+    return f"{session_id}/{tool_use_id}"
+
+
+class StepBackend:
+    """``inner`` with each request a DBOS step named by its number in the session and its digest."""
+
+    def __init__(self, inner: ModelBackend) -> None:
+        self.inner = inner
+        self.requests = 0  # counted again from 0 by a recovered run: the same numbers in the same order
+        self.counts = 0
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        from dbos import DBOS
+
+        self.requests += 1
+        name = f"model request {self.requests} {request_digest(call)}"
+
+        async def request() -> ModelReply | ModelFailure:
+            return await self.inner.send(call, on_text)
+
+        return await DBOS.run_step_async({"name": name}, request)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        from dbos import DBOS
+
+        self.counts += 1
+        name = f"count tokens {self.counts} {request_digest(call)}"
+
+        async def count() -> TokenCount:
+            return await self.inner.count_tokens(call)
+
+        return await DBOS.run_step_async({"name": name}, count)
+
+
+class ToolSteps:
+    """Runs each tool call as a DBOS step keyed by its tool_use id (the tool layer's ``CALL_RUNNER``)."""
+
+    def __init__(self, db: FleetDatabase, *, session_id: str, executor_id: str) -> None:
+        self.db = db
+        self.session_id = session_id
+        self.executor_id = executor_id
+
+    async def __call__(
+        self, call: ToolCall, tool: ToolSpec | None, execute: Callable[[], Awaitable[ToolResultBlock]]
+    ) -> ToolResultBlock:
+        if tool is None:  # no such tool: an error result, nothing runs
+            return await execute()
+        from dbos import DBOS
+
+        async def again() -> ToolResultBlock:  # safe to repeat: a step cut short simply runs it again
+            return await execute()
+
+        async def once() -> ToolResultBlock:
+            return await self._at_most_once(call, execute)
+
+        return await DBOS.run_step_async({"name": f"tool {call.name} {call.id}"}, again if tool.idempotent else once)
+
+    async def _at_most_once(self, call: ToolCall, execute: Callable[[], Awaitable[ToolResultBlock]]) -> ToolResultBlock:
+        if self.db.closing.is_set():  # this worker is stopping: leave the call to the one that recovers the session
+            raise asyncio.CancelledError
+        key = call_key(self.session_id, call.id)
+        prior = self.db.begin_call(key, session_id=self.session_id, tool=call.name, executor_id=self.executor_id)
+        if prior is not None and prior.result is not None:
+            return _block(prior.result)  # it ended, but its worker died before DBOS recorded the step
+        if prior is not None:  # started, never ended: it may have partly run
+            interrupted = tool_result_block(call.id, INTERRUPTED_ON_A_WORKER.format(tool=call.name), is_error=True)
+            self.db.complete_call(key, interrupted, state="interrupted")
+            return interrupted
+        result = await execute()
+        self.db.complete_call(key, result)
+        return result
+
+
+def _block(raw: dict[str, Any]) -> ToolResultBlock:
+    return raw  # type: ignore[return-value]  # the block as it was recorded (a tool_result block)

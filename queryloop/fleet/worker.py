@@ -1,0 +1,133 @@
+"""``queryloop worker``: a DBOS executor that runs submitted sessions, beats a heartbeat and recovers dead peers.
+
+Owns the worker process: DBOS launched on the fleet's database (its executor id, a fixed
+application version so that every worker may recover every other's workflows), the
+session workflow registered, the sessions queue declared, and the heartbeat loop.
+
+Self-hosted DBOS recovers, by itself, only the workflows of the executor id it starts
+with (a worker restarted under the same id takes its own sessions back); another
+executor's are recovered only when someone asks, which DBOS's hosted conductor would do
+and which is not reachable here. So each worker writes a heartbeat (``queryloop_workers``)
+every ``heartbeat_s`` and, each time, claims the peers whose heartbeat is older than
+``dead_after_s`` — one conditional update per peer, so exactly one worker claims each —
+and asks DBOS to recover the claimed peer's pending workflows
+(``DBOS._recover_pending_workflows``, which puts them back on DBOS's internal queue, from
+which exactly one worker takes each). The recovered workflow runs again from its start,
+its recorded steps replayed (``steps``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from typing import Any
+
+import attrs
+
+from .database import FleetDatabase
+from .session import QUEUE, WORKFLOW, run_session
+
+__all__ = ["APPLICATION_VERSION", "WorkerConfig", "serve"]
+
+APPLICATION_VERSION = "queryloop-fleet-1"
+"""The DBOS application version of every worker: DBOS recovers a workflow only on the version that started it.
+
+Bump it when a change makes a session's steps differ (a recovered workflow replays its
+recorded steps in order, so an old workflow cannot run on new code that sends other requests).
+"""
+
+
+@attrs.frozen(kw_only=True)
+class WorkerConfig:
+    """How one worker runs."""
+
+    database_url: str
+    executor_id: str = attrs.field(factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
+    concurrency: int = 8  # sessions this worker runs at once
+    heartbeat_s: float = 2.0
+    dead_after_s: float = 15.0  # a peer silent this long is dead: its sessions are recovered
+
+
+_worker: tuple[FleetDatabase, str] | None = None  # this process's database and executor id, for the workflow
+
+
+async def _session_workflow(spec: dict[str, Any]) -> dict[str, Any]:
+    if _worker is None:
+        raise RuntimeError("the session workflow runs only in a `queryloop worker` process")
+    db, executor_id = _worker
+    return await run_session(db, executor_id, spec)
+
+
+def _launch(config: WorkerConfig, db: FleetDatabase) -> None:
+    from dbos import DBOS, DBOSConfig
+
+    DBOS.workflow(name=WORKFLOW)(_session_workflow)
+    dbos_config: DBOSConfig = {
+        "name": "queryloop",
+        "system_database_url": config.database_url,
+        "executor_id": config.executor_id,
+        "application_version": APPLICATION_VERSION,
+        "log_level": os.environ.get("QUERYLOOP_DBOS_LOG_LEVEL", "WARNING"),
+    }
+    DBOS(config=dbos_config)
+    DBOS.launch()
+    DBOS.register_queue(QUEUE, worker_concurrency=config.concurrency, polling_interval_sec=0.5)
+
+
+def _recover_dead_peers(config: WorkerConfig, db: FleetDatabase) -> None:
+    from dbos import DBOS
+
+    for peer in db.claim_dead(config.executor_id, dead_after_s=config.dead_after_s):
+        handles = DBOS._recover_pending_workflows([peer])
+        ids = ", ".join(h.get_workflow_id() for h in handles) or "none"
+        _say(f"worker {peer} is gone (stopped, or silent for {config.dead_after_s:g} s): recovered its sessions: {ids}")
+
+
+def _say(text: str) -> None:
+    print(f"queryloop worker: {text}", file=sys.stderr, flush=True)
+
+
+def serve(config: WorkerConfig, *, stop: threading.Event | None = None) -> int:
+    """Run the worker until SIGINT or SIGTERM (or ``stop``); 0 after a clean stop."""
+    global _worker
+    stop = stop or threading.Event()
+    db = FleetDatabase(config.database_url)
+    db.create_tables()
+    _worker = (db, config.executor_id)
+    logging.getLogger("dbos").setLevel(os.environ.get("QUERYLOOP_DBOS_LOG_LEVEL", "WARNING"))
+
+    def stopping(*_: object) -> None:
+        db.closing.set()  # first: the sessions' abort edges are not written to their transcripts
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stopping)
+    host, pid = socket.gethostname(), os.getpid()
+    db.beat(config.executor_id, pid=pid, host=host)  # alive before DBOS takes anything from the queue
+    _launch(config, db)
+    _say(f"{config.executor_id} (pid {pid}) runs sessions from {_safe_url(config.database_url)}")
+    from dbos import DBOS
+
+    try:
+        while not stop.wait(config.heartbeat_s):
+            db.beat(config.executor_id, pid=pid, host=host)
+            _recover_dead_peers(config, db)
+    finally:
+        _say(f"{config.executor_id} stopping; its unfinished sessions go to the other workers")
+        db.closing.set()
+        db.stopped(config.executor_id)
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+        db.close()
+    return 0
+
+
+def _safe_url(url: str) -> str:
+    """The database URL without its password (for messages)."""
+    import sqlalchemy as sa
+
+    return sa.make_url(url).render_as_string(hide_password=True)

@@ -1,0 +1,398 @@
+"""The fleet end to end: `queryloop worker` and `queryloop submit` on a real database, one worker killed mid-session.
+
+A real PostgreSQL cluster is created and started by the test (on a free port, in a temp
+dir, as the `postgres` user when the test runs as root: PostgreSQL refuses root); two
+real worker processes run against it; the model is the embedded fault-injecting server
+over loopback HTTP, reached through the real `anthropic` SDK; the tools work on a real
+temp directory. The worker running the session is killed with SIGKILL while a Bash call
+sleeps (in a second run, stopped with SIGTERM), and the other worker finishes the
+session: no completed step ran again (every side effect is in the file once, the server
+answered each request once), and the transcript in the database is whole. PostgreSQL
+that cannot be started fails the test with the reason; nothing is skipped. A SQLite run
+checks the single-machine default.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from queryloop.fleet.database import FleetDatabase
+from queryloop.handlers.messages import ledger_problem
+from queryloop.handlers.session.transcript import load_history
+
+from .harness import ROOT, MockApi
+
+TIMEOUT_S = 90.0  # generous: every wait polls and returns as soon as its condition holds
+
+FLEET_SCENARIO = """
+schema_version: 1
+scenario: fleet_failover
+model: mock-primary
+models:
+  mock-primary:
+    - reply:
+        content:
+          - text: "First the checkpoint."
+          - tool_use: {name: Edit, input: {file_path: checkpoint.txt, old_string: ORIGINAL, new_string: MODIFIED}}
+    - reply:
+        content:
+          - tool_use: {name: Bash, input: {command: "echo effect-1 >> effects.log", description: one}}
+    - reply:
+        content:
+          - tool_use: {name: Bash, input: {command: "echo effect-2 >> effects.log && sleep 20", description: two}}
+    - reply:
+        content:
+          - tool_use: {name: Bash, input: {command: "echo effect-3 >> effects.log", description: three}}
+    - reply:
+        content:
+          - tool_use: {name: Read, input: {file_path: effects.log}}
+    - reply:
+        content:
+          - text: "All three effects are in place."
+"""
+
+SQLITE_SCENARIO = """
+schema_version: 1
+scenario: fleet_sqlite
+model: mock-primary
+models:
+  mock-primary:
+    - reply:
+        content:
+          - tool_use: {name: Bash, input: {command: "echo local-1 >> effects.log", description: one}}
+    - reply:
+        content:
+          - tool_use: {name: Read, input: {file_path: effects.log}}
+          - tool_use: {name: Glob, input: {pattern: "*.log"}}
+    - reply:
+        content:
+          - text: "Done on one machine."
+"""
+
+
+def _wait_for(what: str, check: Callable[[], Any], timeout_s: float = TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_bin() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(initdb).parent
+    pytest.fail(
+        "PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin nor on PATH): "
+        "run tools/test.sh, which installs it with apt-get, or `apt-get install postgresql`"
+    )
+
+
+def _as_cluster_owner(argv: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: as root, run its tools as the `postgres` user."""
+    if os.geteuid() != 0:
+        return argv
+    return ["runuser", "-u", "postgres", "--", *argv]
+
+
+@pytest.fixture
+def postgres() -> Iterator[str]:
+    """A fresh PostgreSQL cluster on a free port, stopped and removed afterwards; its URL."""
+    bin_dir = _pg_bin()
+    root = Path(tempfile.mkdtemp(prefix="queryloop-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    data, log = root / "data", root / "server.log"
+    port = _free_port()
+
+    def run(argv: list[str]) -> None:
+        done = subprocess.run(_as_cluster_owner(argv), capture_output=True, text=True, timeout=120, cwd=root)
+        if done.returncode != 0:
+            server_log = log.read_text(errors="replace") if log.exists() else ""
+            pytest.fail(f"PostgreSQL could not be started: {' '.join(argv)}\n{done.stdout}{done.stderr}{server_log}")
+
+    run([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"])
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            _as_cluster_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            capture_output=True,
+            timeout=60,
+            cwd=root,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(ANTHROPIC_API_KEY="fleet-test-key", QUERYLOOP_RETRY_BASE_DELAY_MS="10", **extra)
+    return env
+
+
+class Workers:
+    """`queryloop worker` processes, each with its stderr in a file; all stopped at the end."""
+
+    def __init__(self, url: str, logs: Path) -> None:
+        self.url = url
+        self.logs = logs
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.files: list[Any] = []
+
+    def start(self, executor_id: str) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"{executor_id}.log").open("wb")
+        self.files.append(log)
+        argv = [sys.executable, "-m", "queryloop", "worker", "--database-url", self.url]
+        argv += ["--executor-id", executor_id, "--heartbeat", "0.3", "--dead-after", "5"]
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+        self.procs[executor_id] = proc
+        return proc
+
+    def running(self) -> bool:
+        """True while every worker runs; a worker that exited fails the test at once, with its log."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise AssertionError(f"worker {name} exited with {proc.returncode}:\n{self.log(name)}")
+        return True
+
+    def log(self, executor_id: str) -> str:
+        return (self.logs / f"{executor_id}.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        for log in self.files:
+            log.close()
+
+
+def _queryloop(*args: str, timeout_s: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "queryloop", *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=timeout_s, check=False)
+
+
+def _submit(url: str, api: MockApi, cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _queryloop(
+        "submit",
+        "--database-url",
+        url,
+        "--base-url",
+        api.url,
+        "--model",
+        "mock-primary",
+        "--cwd",
+        str(cwd),
+        "--permission-mode",
+        "bypassPermissions",
+        *extra,
+        "Make the three effects.",
+    )
+
+
+def _effects(cwd: Path) -> list[str]:
+    path = cwd / "effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _check_transcript(db: FleetDatabase, session_id: str, out: Path) -> list[dict[str, Any]]:
+    """The database's transcript, exported and read back with the normal loader: whole, every tool_use answered."""
+    path = db.export_transcript(session_id, out / f"{session_id}.jsonl")
+    history = load_history(path)
+    assert not history.warnings, history.warnings
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    uuids = [e["uuid"] for e in entries]
+    assert len(uuids) == len(set(uuids)), "a transcript entry was written twice"
+    chained = [e for e in entries if e["type"] in ("user", "assistant")]
+    assert len(history.messages) == len(chained), "the parentUuid chain is broken"
+    assert ledger_problem(history.messages) is None, ledger_problem(history.messages)
+    assert entries[-1].get("subtype") == "result" and entries[-1]["terminal_reason"] == "completed"
+    return list(history.messages)
+
+
+def _sent_once(api: MockApi) -> None:
+    """The server answered each request once: every request sent more than the one before it."""
+    sent = [json.dumps(r.messages, sort_keys=True) for r in api.requests]
+    assert len(sent) == len(set(sent)), "a completed model request was sent again"
+    sizes = [len(r.messages) for r in api.requests]
+    assert sizes == sorted(set(sizes)), sizes
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
+    postgres: str, tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    """SIGKILL: the worker dies at once, its peer finds its heartbeat stale. SIGTERM: it stops and hands over."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "checkpoint.txt").write_text("ORIGINAL\n")
+    workers = Workers(postgres, tmp_path)
+    db = FleetDatabase(postgres)
+    try:
+        with MockApi(FLEET_SCENARIO) as api:
+            for name in ("worker-a", "worker-b"):
+                workers.start(name)
+            _wait_for(
+                "both workers' heartbeats",
+                lambda: workers.running() and _tables_ready(db) and len(db.live_workers(dead_after_s=5)) == 2,
+            )
+            submitted = _submit(postgres, api, cwd)
+            assert submitted.returncode == 0, submitted.stderr
+            session_id = submitted.stdout.strip()
+
+            _wait_for("the second effect (its Bash call then sleeps)", lambda: "effect-2" in _effects(cwd))
+            running = _wait_for("the call's record", lambda: _started(db, session_id, count=3))
+            victim = running[-1]["executor_id"]
+            survivor = "worker-b" if victim == "worker-a" else "worker-a"
+            workers.procs[victim].send_signal(stop_signal)
+            workers.procs[victim].wait(30)
+
+            done = _queryloop("submit", "--database-url", postgres, "--result", session_id, "--timeout", "80")
+            assert done.returncode == 0, done.stderr + workers.log(survivor)
+            result = json.loads(done.stdout)
+            assert result["subtype"] == "success" and result["terminal_reason"] == "completed", result
+            assert result["result"] == "All three effects are in place."
+            assert _effects(cwd) == ["effect-1", "effect-2", "effect-3"], _debug(db, session_id, workers)
+            assert len(api.requests) == 6, _debug(db, session_id, workers)
+            _sent_once(api)
+            kinds = [" ".join(name.split()[:2]) for name in _steps(db, session_id)]  # one step per effect, in order
+            turns = ["tool Edit", "tool Bash", "tool Bash", "tool Bash", "tool Read"]
+            assert kinds == [*(k for tool in turns for k in ("model request", tool)), "model request"]
+            assert (cwd / "checkpoint.txt").read_text() == "MODIFIED\n"
+            (checkpoint,) = db.checkpoints(session_id)  # taken once: the replay did not store the changed bytes
+            assert db.blob(checkpoint["blob"]) == b"ORIGINAL\n"
+            messages = _check_transcript(db, session_id, tmp_path)
+            interrupted = [
+                b
+                for m in messages
+                if isinstance(m.get("content"), list)
+                for b in m["content"]
+                if b.get("type") == "tool_result" and b.get("is_error")
+            ]
+            assert len(interrupted) == 1 and "stopped before it finished" in str(interrupted[0]["content"])
+            assert f"worker {victim} is gone" in workers.log(survivor)
+            calls = db.calls(session_id)
+            assert [(c["tool"], c["state"]) for c in calls] == [
+                ("Edit", "completed"),
+                ("Bash", "completed"),
+                ("Bash", "interrupted"),
+                ("Bash", "completed"),
+            ]
+            assert calls[-1]["executor_id"] == survivor
+            ledger = db.ledger(session_id)
+            assert [e["name"] for e in ledger] == ["Edit", "Bash", "Bash", "Bash"]  # once each: replays add nothing
+    finally:
+        workers.stop()
+        db.close()
+
+
+def _steps(db: FleetDatabase, session_id: str) -> list[str]:
+    """The names of the DBOS steps recorded for a session's workflow, in order (DBOS's own table)."""
+    import sqlalchemy as sa
+
+    table = "operation_outputs" if db.is_sqlite else "dbos.operation_outputs"  # PostgreSQL: DBOS's own schema
+    query = sa.text(f"SELECT function_name FROM {table} WHERE workflow_uuid = :w ORDER BY function_id")
+    with db.engine.connect() as conn:
+        return [str(name) for (name,) in conn.execute(query, {"w": session_id})]
+
+
+def _debug(db: FleetDatabase, session_id: str, workers: Workers) -> str:
+    logs = "\n".join(workers.log(n) for n in workers.procs)
+    return f"calls: {db.calls(session_id)}\nsteps: {_steps(db, session_id)}\n{logs}"
+
+
+def _tables_ready(db: FleetDatabase) -> bool:
+    try:
+        db.workers()
+    except Exception:
+        return False
+    return True
+
+
+def _started(db: FleetDatabase, session_id: str, *, count: int) -> list[dict[str, Any]] | None:
+    calls = db.calls(session_id)
+    return calls if len(calls) >= count else None
+
+
+def test_a_session_submitted_on_sqlite_runs_on_a_worker_and_prints_the_result(tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    workers = Workers(url, tmp_path)
+    db = FleetDatabase(url)
+    try:
+        with MockApi(SQLITE_SCENARIO) as api:
+            workers.start("solo")
+            _wait_for(
+                "the worker's heartbeat",
+                lambda: workers.running() and _tables_ready(db) and db.live_workers(dead_after_s=5),
+            )
+            done = _submit(url, api, cwd, "--wait", "--timeout", "80")
+            assert done.returncode == 0, done.stderr + workers.log("solo")
+            result = json.loads(done.stdout)
+            assert result["subtype"] == "success" and result["result"] == "Done on one machine.", result
+            assert result["num_turns"] == 4
+            assert _effects(cwd) == ["local-1"]
+            assert len(api.requests) == 3
+            _check_transcript(db, result["session_id"], tmp_path)
+            steps = _steps(db, result["session_id"])  # the two parallel calls are steps of their own
+            assert [" ".join(s.split()[:2]) for s in steps] == [
+                "model request",
+                "tool Bash",
+                "model request",
+                "tool Read",
+                "tool Glob",
+                "model request",
+            ]
+    finally:
+        workers.stop()
+        db.close()
+
+
+def test_submit_explains_a_bad_database_url_an_unknown_session_and_a_fleet_without_workers(tmp_path: Path) -> None:
+    bad = _queryloop("submit", "--database-url", "mysql://somewhere/db", "hello")
+    assert bad.returncode == 1 and "unsupported database 'mysql'" in bad.stderr and "Traceback" not in bad.stderr
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    unknown = _queryloop("submit", "--database-url", url, "--result", "00000000-0000-4000-8000-000000000000")
+    assert unknown.returncode == 1 and "no session 00000000-0000-4000-8000-000000000000" in unknown.stderr
+    lonely = _queryloop("submit", "--database-url", url, "--cwd", str(tmp_path), "--wait", "hello")
+    assert lonely.returncode == 1 and "no worker is running" in lonely.stderr, lonely.stderr
+
+
+def test_the_help_of_the_program_does_not_import_dbos() -> None:
+    code = "import sys; from queryloop.cli import build_parser; build_parser(); print('dbos' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "False"
