@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from queryloop.handlers.messages import ToolCall
+from queryloop.handlers.messages import MessageView, ToolCall
 from queryloop.handlers.session import (
     CheckpointStore,
     LedgerEntry,
@@ -141,6 +141,38 @@ def test_a_call_a_resume_recovered_from_the_ledger_is_hidden_in_the_resumed_turn
     assert hidden_calls(session, shown) == [], "an earlier turn's calls, not recovered"
     recovered = attrs.evolve(session, recovered=frozenset({"a"}))
     assert [e.tool_use_id for e in hidden_calls(recovered, shown)] == ["a"]
+
+
+def _result(tool_use_id: str) -> dict[str, object]:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": "ok"}]}
+
+
+def test_the_history_checked_turn_by_turn_gives_what_a_check_from_scratch_gives() -> None:
+    """hidden_calls remembers what it found for a history and looks only at what is new; it must agree with the
+    list it is given (checked from scratch) as the history grows, branches and is rebuilt."""
+    view, ledger = MessageView.of([{"role": "user", "content": "go"}]), ()
+
+    def agree(view: MessageView, ledger: tuple[LedgerEntry, ...], expected: list[str]) -> None:
+        session = SessionData(prompt_id="p1", ledger=ledger)
+        assert [e.tool_use_id for e in hidden_calls(session, view)] == expected
+        assert [e.tool_use_id for e in hidden_calls(session, view.to_list())] == expected
+
+    for n in range(3):  # each call recorded, then its result appended: nothing hidden
+        ledger = (*ledger, _entry(f"t{n}", f"cmd {n}"))
+        agree(view, ledger, [f"t{n}"])  # recorded, its result not appended yet
+        view = view.append(_result(f"t{n}"))
+        agree(view, ledger, [])
+    earlier = view
+    ledger = (*ledger, _entry("t3", "cmd 3"))
+    view = view.append({"role": "assistant", "content": "no result for t3"})
+    agree(view, ledger, ["t3"])
+    view = view.append(_result("t3"))
+    agree(view, ledger, [])
+    agree(earlier, ledger, ["t3"])  # an earlier view of the same history still lacks it
+    branch = earlier.append(_result("t9"))  # a branch copies its prefix
+    agree(branch, ledger, ["t3"])
+    rebuilt = MessageView.of([{"role": "user", "content": "summary"}, _result("t1")])  # a compaction
+    agree(rebuilt, ledger, ["t0", "t2", "t3"])
 
 
 def test_an_identical_call_matches_its_hidden_entry_and_gets_the_recorded_result_marked() -> None:
