@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import select
 import shutil
@@ -38,7 +37,8 @@ from queryloop.handlers.tools.permissions import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from . import __version__
-from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
+from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
+from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
 from .fleet.commands import add_fleet_commands
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
 from .sessions import add_session_commands
@@ -65,33 +65,6 @@ STDIN_WAIT_S = 3.0
 """How long a run given a prompt argument waits for the first byte on a piped stdin (as Claude Code does)."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
-
-
-def _at_least_one(text: str) -> int:
-    value = _positive_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an amount in USD, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite amount > 0, got {text!r}")
-    return value
-
-
 def _rules(text: str) -> str:
     """A ``--allowed-tools`` / ``--disallowed-tools`` value, checked here so a bad rule is a usage error."""
     try:
@@ -99,26 +72,6 @@ def _rules(text: str) -> str:
     except PermissionRuleError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value:g}")
-    return value
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
-    if not 1 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage between 1 and 100, got {value:g}")
-    return value
 
 
 def _sources(text: str) -> tuple[MemoryKind, ...]:
@@ -130,15 +83,6 @@ def _sources(text: str) -> tuple[MemoryKind, ...]:
     if wrong:
         raise argparse.ArgumentTypeError(f"expected some of {', '.join(MEMORY_KINDS)}, got {', '.join(wrong)}")
     return tuple(k for k in MEMORY_KINDS if k in names)
-
-
-def _models(text: str) -> tuple[str, ...]:
-    models = tuple(m.strip() for m in text.split(",") if m.strip())
-    if not models:
-        raise argparse.ArgumentTypeError("expected one to three model names, comma separated")
-    if len(models) > 3:
-        raise argparse.ArgumentTypeError(f"at most 3 fallback models, got {len(models)}")
-    return models
 
 
 class _Parser(argparse.ArgumentParser):
@@ -157,11 +101,11 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     _add_agent_options(run)
     mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
     mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
-    mock.add_argument("--port", type=_positive_int, default=0, metavar="N", help="port (default: any free one)")
+    mock.add_argument("--port", type=positive_int, default=0, metavar="N", help="port (default: any free one)")
     mock.set_defaults(func=cmd_mock_api)
     deploy = sub.add_parser("mock-mcp-deploy", help="serve the small deploy MCP server of the seed's chain (stdio)")
     deploy.add_argument("--state", type=Path, default=Path("deployments.json"), metavar="FILE")
-    deploy.add_argument("--http", type=_positive_int, metavar="PORT", help="serve streamable HTTP instead of stdio")
+    deploy.add_argument("--http", type=positive_int, metavar="PORT", help="serve streamable HTTP instead of stdio")
     deploy.set_defaults(func=cmd_mock_mcp_deploy)
     add_session_commands(sub)
     add_fleet_commands(sub)
@@ -243,7 +187,7 @@ def _add_model_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
     run.add_argument(
         "--fallback-model",
-        type=_models,
+        type=models,
         metavar="A[,B,C]",
         help="models to fall back to on overload/unavailability (≤ 3)",
     )
@@ -251,7 +195,7 @@ def _add_model_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--append-system-prompt", metavar="TEXT", help="appended to the system prompt")
     run.add_argument(
         "--max-thinking-tokens",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="accepted for Claude Code's command line and ignored: extended thinking is not requested yet",
     )
@@ -259,36 +203,36 @@ def _add_model_options(run: argparse.ArgumentParser) -> None:
 
 def _add_limit_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
-        "--max-turns", type=_at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
+        "--max-turns", type=at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
     )
     run.add_argument(
-        "--max-retries", type=_positive_int, default=10, metavar="N", help="retries per request (default 10)"
+        "--max-retries", type=positive_int, default=10, metavar="N", help="retries per request (default 10)"
     )
     run.add_argument(
         "--max-retry-after",
-        type=_seconds,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="the longest retry-after to wait for; a longer one ends the run with when to retry (default 60)",
     )
-    run.add_argument("--max-budget-usd", type=_budget, metavar="X", help="stop once the run has cost this much")
+    run.add_argument("--max-budget-usd", type=budget, metavar="X", help="stop once the run has cost this much")
     run.add_argument(
         "--request-timeout",
-        type=_seconds,
+        type=seconds,
         metavar="SECONDS",
         help="deadline of each model request attempt, then retried like a timeout "
         "(default: $QUERYLOOP_REQUEST_TIMEOUT_S, else none)",
     )
     run.add_argument(
         "--max-output-tokens",
-        type=_at_least_one,
+        type=at_least_one,
         default=32_000,
         metavar="N",
         help="max_tokens per request (default 32000)",
     )
     run.add_argument(
         "--escalated-max-output-tokens",
-        type=_at_least_one,
+        type=at_least_one,
         metavar="N",
         help="retry a truncated answer once with this max_tokens before continuing it",
     )
@@ -297,7 +241,7 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
 def _add_context_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--auto-compact-threshold",
-        type=_percent,
+        type=percent,
         default=80,
         metavar="PCT",
         help="compact before sending past PCT%% of the effective context window (default 80)",
@@ -564,7 +508,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
         auto_compact_threshold=args.auto_compact_threshold / 100,
         escalated_max_tokens=args.escalated_max_output_tokens,
-        retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
+        retry_base_delay_s=retry_base_delay_s(),
         idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
         request_timeout_s=args.request_timeout if args.request_timeout is not None else _env_request_timeout(),
         session_id=session.session_id,

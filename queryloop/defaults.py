@@ -1,13 +1,15 @@
-"""What a run uses when nothing names it: the model and the system prompt.
+"""What a run uses when nothing names it: the model, the system prompt, the first retry's delay.
 
-Owns only these two values, in a module that imports nothing, so the program's
+Owns only these values, in a module that imports nothing but ``os``, so the program's
 ``--help`` can show them without loading the agent (``queryloop.agent`` re-exports
 them). Does not own the models' limits and prices (``queryloop.handlers.request.pricing``).
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_SYSTEM_PROMPT"]
+import os
+
+__all__ = ["DEFAULT_MODEL", "DEFAULT_SYSTEM_PROMPT", "retry_base_delay_s"]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
 
@@ -15,3 +17,8 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are a coding agent working in the user's directory through tools (Read, Write, Edit, "
     "Bash, Glob, Grep). Use tools when they help, keep changes minimal, and answer concisely."
 )
+
+
+def retry_base_delay_s() -> float:
+    """The backoff's first delay: 0.5 s, or ``QUERYLOOP_RETRY_BASE_DELAY_MS`` (tests and demos shorten it)."""
+    return float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000

@@ -40,6 +40,8 @@ ABOVE_THE_LAYERS = (
     "queryloop.settings",
     "queryloop.defaults",
     "queryloop.startup",
+    "queryloop.argtypes",
+    "queryloop.fleet",
     "queryloop.mockapi",
 )
 

@@ -15,8 +15,7 @@ hits them alike:
   zero-latency model that, for every attempt, first builds the request body as the
   HTTP backend must (``encode_request(call, stream=call.stream)`` from
   ``handlers/request/body.py``, the exact bytes the HTTP backend sends with prompt
-  caching on, its default; ``json.dumps`` of the full params if that module is
-  missing — the script prints which) and then answers with a scripted reply.
+  caching on, its default) and then answers with a scripted reply.
   ``persist=False``: no transcript, ledger or checkpoints on disk.
 * **in-process, persistence on** — the same with the session kept as a user's is, in
   a temporary ``QUERYLOOP_HOME``: its transcript written as the run goes (a read-only
@@ -66,7 +65,7 @@ import time
 from pathlib import Path
 
 import anthropic
-from bench.agent import MaterialisingBackend, bench_options, check_run, encoder_name, run_agent
+from bench.agent import MaterialisingBackend, bench_options, check_run, run_agent
 from bench.bare_sdk import bare_sdk_loop
 from bench.machine import Spread, describe_machine
 from bench.server import MockApiProcess, tool_turn_scenario
@@ -193,7 +192,6 @@ def report(
 ) -> None:
     lo, hi = ns[0], ns[-1]
     print(f"machine: {describe_machine()}")
-    print(f"in-process backend encodes each request with: {encoder_name()}")
     print(
         f"client-side wall time per tool turn (one run's time / N): median (min–max) over {repeats[0]} "
         f"in-process and {repeats[1]} HTTP repeats; no-op tool allowed by a rule in default mode"

@@ -16,7 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from queryloop.argtypes import at_least_one, seconds
 from queryloop.defaults import DEFAULT_MODEL
+from queryloop.handlers.tools import PERMISSION_MODES
 
 __all__ = ["add_fleet_commands", "cmd_submit", "cmd_worker"]
 
@@ -24,27 +26,6 @@ _DB_HELP = (
     "the fleet's database: sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
     "(default: $QUERYLOOP_DATABASE_URL, else a SQLite file under $QUERYLOOP_HOME)"
 )
-_PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value:g}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
 def _session_id(text: str) -> str:
@@ -59,13 +40,13 @@ def add_fleet_commands(sub: Any) -> None:
     worker = sub.add_parser("worker", help="run submitted sessions (a DBOS executor); recover dead workers' sessions")
     worker.add_argument("--database-url", metavar="URL", help=_DB_HELP)
     worker.add_argument("--executor-id", metavar="ID", help="this worker's name in the fleet (default: a fresh one)")
-    worker.add_argument("--concurrency", type=_count, default=8, metavar="N", help="sessions at once (default 8)")
+    worker.add_argument("--concurrency", type=at_least_one, default=8, metavar="N", help="sessions at once (default 8)")
     worker.add_argument(
-        "--heartbeat", type=_seconds, default=2.0, metavar="SECONDS", help="heartbeat interval (default 2)"
+        "--heartbeat", type=seconds, default=2.0, metavar="SECONDS", help="heartbeat interval (default 2)"
     )
     worker.add_argument(
         "--dead-after",
-        type=_seconds,
+        type=seconds,
         default=15.0,
         metavar="SECONDS",
         help="a worker silent this long is dead and its sessions are recovered (default 15)",
@@ -78,9 +59,9 @@ def add_fleet_commands(sub: Any) -> None:
     submit.add_argument("--fallback-model", metavar="A[,B,C]", help="models to fall back to on overload (≤ 3)")
     submit.add_argument("--base-url", metavar="URL", help="the Messages API the workers call (default: theirs)")
     submit.add_argument("--cwd", type=Path, help="the tools' working directory, reached by every worker (default: .)")
-    submit.add_argument("--max-turns", type=_count, metavar="N", help="tool-use turns before stopping")
+    submit.add_argument("--max-turns", type=at_least_one, metavar="N", help="tool-use turns before stopping")
     submit.add_argument("--max-budget-usd", type=float, metavar="X", help="stop once the session has cost this much")
-    submit.add_argument("--permission-mode", choices=_PERMISSION_MODES, default="default")
+    submit.add_argument("--permission-mode", choices=PERMISSION_MODES, default="default")
     submit.add_argument("--allowed-tools", nargs="+", action="extend", metavar="RULES", help="rules to allow")
     submit.add_argument("--disallowed-tools", nargs="+", action="extend", metavar="RULES", help="rules to deny")
     submit.add_argument("--system-prompt", metavar="TEXT", help="replaces the default system prompt")
@@ -92,7 +73,7 @@ def add_fleet_commands(sub: Any) -> None:
         metavar="SESSION_ID",
         help="submit nothing: wait for this session's end and print its result JSON",
     )
-    submit.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="with --wait/--result: give up after this")
+    submit.add_argument("--timeout", type=seconds, metavar="SECONDS", help="with --wait/--result: give up after this")
     submit.set_defaults(func=cmd_submit)
 
 

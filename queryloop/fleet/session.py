@@ -15,7 +15,6 @@ Not here: the worker process, its heartbeat and recovery (``worker``), enqueuein
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 import uuid
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import Any
 
 import attrs
 
-from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun
+from queryloop.agent import AgentOptions, AgentRun
+from queryloop.defaults import DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.tools.dispatch import CALL_RUNNER
 from queryloop.settings import load_settings
@@ -94,7 +94,7 @@ def session_options(spec: SessionSpec) -> AgentOptions:
         rules=rules,
         system_prompt=DEFAULT_SYSTEM_PROMPT if spec.system_prompt is None else spec.system_prompt,
         append_system_prompt=spec.append_system_prompt,
-        retry_base_delay_s=float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000,
+        retry_base_delay_s=retry_base_delay_s(),
         home=Path(tempfile.gettempdir()) / "queryloop-fleet",  # never written: the store is the database
     )
 

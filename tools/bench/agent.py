@@ -14,13 +14,13 @@ scripted to do. Does not own any timing.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from queryloop.agent import AgentOptions, AgentRun
 from queryloop.handlers.request.backends import ModelCall, TokenCount, scripted_reply
+from queryloop.handlers.request.body import encode_request
 from queryloop.handlers.request.client import ModelFailure, ModelReply
 from queryloop.handlers.tools import PermissionRules, ToolRegistry, tool
 from queryloop.handlers.tools.permissions import parse_rule_list
@@ -38,7 +38,6 @@ __all__ = [
     "MaterialisingBackend",
     "bench_options",
     "check_run",
-    "encoder_name",
     "noop_definitions",
     "noop_function",
     "run_agent",
@@ -61,29 +60,6 @@ def noop_definitions() -> list[dict[str, Any]]:
     return list(ToolRegistry(tools=(NOOP,)).api_definitions())
 
 
-def _json_params(call: ModelCall, *, stream: bool) -> bytes:
-    """Stand-in for ``encode_request`` while that module does not exist: the whole body, one pass."""
-    params: dict[str, Any] = {"model": call.model, "messages": call.messages.to_list(), "max_tokens": call.max_tokens}
-    if call.system is not None:
-        params["system"] = call.system
-    if call.tools:
-        params["tools"] = list(call.tools)
-    if stream:
-        params["stream"] = True
-    return json.dumps(params).encode()
-
-
-try:
-    from queryloop.handlers.request.body import encode_request as _encode
-except ImportError:  # another engineer is adding it; until then the full params, dumped
-    _encode = _json_params
-
-
-def encoder_name() -> str:
-    """Which encoder the in-process backend calls (printed beside the figures)."""
-    return "json.dumps of the full params" if _encode is _json_params else "handlers/request/body.py encode_request"
-
-
 class MaterialisingBackend:
     """A zero-latency model that builds each attempt's request body as the HTTP backend would, then answers.
 
@@ -99,7 +75,7 @@ class MaterialisingBackend:
         self.bytes_sent = 0
 
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
-        self.bytes_sent += len(_encode(call, stream=call.stream))
+        self.bytes_sent += len(encode_request(call, stream=call.stream))
         i = next(self.calls)
         if i < self.turns:
             block = {"type": "tool_use", "id": f"toolu_{i:06d}", "name": NOOP_NAME, "input": {"note": self.note}}
