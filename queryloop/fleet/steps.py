@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queryloop.handlers.messages import ToolCall, ToolResultBlock, tool_result_block
 from queryloop.handlers.request import ModelBackend, ModelCall, TokenCount
+from queryloop.handlers.request.body import encode_request
 from queryloop.handlers.request.client import ModelFailure, ModelReply
 from queryloop.handlers.tools import ToolSpec
 
@@ -49,18 +49,13 @@ INTERRUPTED_ON_A_WORKER = (
 
 
 def request_digest(call: ModelCall) -> str:
-    """What a model request sends, as a short digest: the same request replayed has the same one."""
-    body = {
-        "model": call.model,
-        "system": call.system,
-        "tools": [t.get("name") for t in call.tools],
-        "max_tokens": call.max_tokens,
-        "stream": call.stream,
-        "attempt": call.attempt,
-        "messages": call.messages.to_list(),
-    }
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """What a model request sends, as a short digest: the same request replayed has the same one.
+
+    The digest of the request's body as the backend builds it (``encode_request``: the
+    messages' JSON written once when they were appended), so the history is not
+    serialised a second time for its name.
+    """
+    return hashlib.sha256(encode_request(call, stream=call.stream)).hexdigest()[:16]
 
 
 def call_key(session_id: str, tool_use_id: str) -> str:
