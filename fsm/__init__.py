@@ -25,12 +25,14 @@ if TYPE_CHECKING:
         SpecProblem,
         TransitionError,
     )
+    from .jsontext import JsonLimitError, loads_json
     from .load import Machine, load_machine, parse_machine
     from .render import to_dot, to_mermaid
     from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
     from .source import Source, read_json, read_yaml, schema_problems
     from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
     from .spin import SpinError, SpinNotFound, SpinReport, spin_check, to_promela
+    from .terminal import inert
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -46,12 +48,14 @@ else:
                 "SpecProblem",
                 "TransitionError",
             ),
+            ".jsontext": ("JsonLimitError", "loads_json"),
             ".load": ("Machine", "load_machine", "parse_machine"),
             ".render": ("to_dot", "to_mermaid"),
             ".runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
             ".source": ("Source", "read_json", "read_yaml", "schema_problems"),
             ".spec": ("CounterSpec", "MachineSpec", "ParamSpec", "StateSpec", "TransitionSpec"),
             ".spin": ("SpinError", "SpinNotFound", "SpinReport", "spin_check", "to_promela"),
+            ".terminal": ("inert",),
         },
     )
 
@@ -65,6 +69,7 @@ __all__ = [
     "FsmError",
     "HandlerError",
     "InternalError",
+    "JsonLimitError",
     "Machine",
     "MachineSpec",
     "ParamSpec",
@@ -84,7 +89,9 @@ __all__ = [
     "TransitionSpec",
     "Uses",
     "check_spec",
+    "inert",
     "load_machine",
+    "loads_json",
     "parse_machine",
     "read_json",
     "read_yaml",

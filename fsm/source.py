@@ -1,9 +1,10 @@
-"""Reading declaration files with line numbers: YAML (machines, scenarios) and JSON (settings).
+"""Reading declaration files with line numbers: YAML (machines, scenarios) and JSON (settings, MCP servers).
 
 Owns the one way queryloop reads a file a person wrote: the parsed data plus the
 line of every node (by its path of keys and indexes), strict rules applied while
 reading — a key given twice is an error naming both lines, YAML aliases are
-refused, YAML 1.1 booleans used as names (``on:``, ``yes``) are flagged — and one
+refused, YAML 1.1 booleans used as names (``on:``, ``yes``) are flagged, JSON past the
+limits of ``jsontext`` (nesting depth, integer length) is a problem at its line — and one
 formatter turning JSON-Schema errors into ``path:line`` problems with a fix. Every
 problem is a :class:`~queryloop.fsm.errors.SpecProblem`; they come together in one
 :class:`~queryloop.fsm.errors.SpecError`. Does not know what any file means.
@@ -22,6 +23,7 @@ import jsonschema
 import yaml
 
 from .errors import SpecError, SpecProblem
+from .jsontext import JsonLimitError, long_number_error, nesting_problem
 
 try:
     from yaml._yaml import CParser
@@ -282,10 +284,25 @@ class _Decoder(json.JSONDecoder):
 
 
 def read_json(text: str, path: str) -> Source:
-    """Parse JSON ``text`` (read from ``path``) keeping every node's line; duplicate keys are errors."""
+    """Parse JSON ``text`` (read from ``path``) keeping every node's line; duplicate keys are errors.
+
+    Nesting deeper than :data:`~queryloop.fsm.jsontext.MAX_JSON_DEPTH` and integers too
+    long for ``int()`` are problems at their line, like a syntax error (never a
+    ``RecursionError`` or a bare ``ValueError``).
+    """
     lines: dict[Where, int] = {(): 1}
     try:
-        data = _Decoder(text, lines).decode(text)
+        refused = nesting_problem(text)
+        if refused is not None:
+            raise refused
+        try:
+            data = _Decoder(text, lines).decode(text)
+        except (_DuplicateKey, json.JSONDecodeError):
+            raise
+        except ValueError:  # int() past its digit limit
+            raise long_number_error(text) from None
+    except JsonLimitError as exc:
+        raise SpecError([SpecProblem(path, exc.lineno, exc.msg, exc.fix, column=exc.colno)]) from None
     except _DuplicateKey as exc:
         message = f"key {exc.key!r} is given twice (lines {exc.first} and {exc.second})"
         raise SpecError(

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import attrs
 from cattrs.preconf.json import make_converter
@@ -49,12 +49,16 @@ from queryloop.handlers.tools import (
     hidden_tools,
 )
 from queryloop.handlers.tools.permissions import read_denied
+from queryloop.handlers.tools.sandbox.policy import SandboxPolicy
 from queryloop.machines import MACHINES_DIR
 
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
 from .memory import InstructionFile, instructions_tokens, memory_paths, with_instructions
 from .tracing import recorder_from_env
 from .transcript import TranscriptWriter
+
+if TYPE_CHECKING:
+    from queryloop.handlers.tools.sandbox import Sandbox
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -143,6 +147,7 @@ class AgentOptions:
     # instructions for the summary ("" for none); None: an ordinary prompt
     compact: str | None = None
     max_checkpoints: int = 100
+    sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
 
     def session_paths(self) -> SessionPaths:
         """Where this run's session is kept (by default in this working directory's project folder)."""
@@ -251,6 +256,19 @@ def _registry(options: AgentOptions) -> ToolRegistry:
     return ToolRegistry(tools=(*default_registry([t for t in builtins if t not in hidden]).tools, *custom))
 
 
+def open_sandbox(options: AgentOptions) -> Sandbox | None:
+    """The run's sandbox when the settings enable it and bubblewrap starts here; None otherwise.
+
+    Where it cannot start, commands run through the permission gate alone (the CLI says
+    so once, and refuses to run when ``failIfUnavailable`` is set).
+    """
+    if not options.sandbox.enabled or options.sandbox.problem() is not None:
+        return None
+    from queryloop.handlers.tools.sandbox import Sandbox
+
+    return Sandbox.for_rules(options.sandbox, cwd=options.cwd, rules=options.rules)
+
+
 def _services(
     options: AgentOptions, backend: ModelBackend, mcp: McpManager | None, store: SessionStore | None = None
 ) -> AgentServices:
@@ -263,7 +281,10 @@ def _services(
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
         tool_context=ToolContext(
-            cwd=options.cwd, env=options.tool_env, hidden=read_denied(options.rules, cwd=options.cwd)
+            cwd=options.cwd,
+            env=options.tool_env,
+            hidden=read_denied(options.rules, cwd=options.cwd),
+            sandbox=open_sandbox(options),
         ),
         hooks=HookRunner(
             config=options.hooks,
@@ -352,7 +373,8 @@ class AgentRun:
         self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
         self._owns_mcp = mcp is None and bool(options.mcp_servers)
         if self._owns_mcp:
-            mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides)
+            taken = frozenset(t.name for t in options.custom_tools).__contains__  # never offered twice
+            mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides, taken=taken)
         self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token), mcp, store)
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
@@ -395,6 +417,8 @@ class AgentRun:
         finally:
             self.finished = time.monotonic()
             self._close_session()
+            if self.services.tool_context.sandbox is not None:
+                self.services.tool_context.sandbox.close()
             if self._owns_mcp and self.services.mcp is not None:
                 await self.services.mcp.close()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only

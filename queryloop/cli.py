@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
+from queryloop.fsm.terminal import inert
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
 from queryloop.handlers.tools.permissions import parse_rule_list
+from queryloop.handlers.tools.sandbox.policy import SandboxPolicy
 from queryloop.machines import shipped_machines
 
 from . import __version__
@@ -263,6 +265,11 @@ def _add_context_options(run: argparse.ArgumentParser) -> None:
 def _add_permission_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'"
+    )
+    run.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the model's Bash commands in the OS sandbox (bubblewrap), as the setting sandbox.enabled does",
     )
     for flag, camel, verb, example in (
         ("--allowed-tools", "--allowedTools", "allow", "Read Bash(git diff:*)"),
@@ -518,9 +525,23 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
         start_source=session.start_source,
         mcp_servers=mcp_servers,
         tools=args.tools,
+        sandbox=SandboxPolicy.from_settings(settings.raw.get("sandbox"), force=args.sandbox),
     )
     for warning in mcp_warnings:
-        print(f"queryloop: warning: {warning}", file=sys.stderr)
+        print(inert(f"queryloop: warning: {warning}"), file=sys.stderr)
+    problem = options.sandbox.problem()
+    if problem is not None and options.sandbox.fail_if_unavailable:
+        print(
+            f"queryloop: the sandbox is required (sandbox.failIfUnavailable) but unavailable: {problem}",
+            file=sys.stderr,
+        )
+        return 1
+    if problem is not None:
+        print(
+            f"queryloop: warning: sandbox unavailable: {problem}; Bash commands run unsandboxed, "
+            "through the permission gate alone",
+            file=sys.stderr,
+        )
     try:
         return asyncio.run(_run(options, scenario, args, startup))
     finally:
@@ -650,7 +671,7 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
         renderer.finish(result, run.data)
         failure = run.runner.error
         if failure is not None:  # the machine's Python raised: its traceback goes to stderr, never stdout
-            sys.stderr.write(f"queryloop: the run ended in internal_error:\n{failure.traceback}")
+            sys.stderr.write(inert(f"queryloop: the run ended in internal_error:\n{failure.traceback}"))
             sys.stderr.flush()
     finally:
         if client is not None:

@@ -13,7 +13,10 @@ lines. Hidden meta messages are never printed.
 
 Data is never markup: tool output, hook messages and API error text reach the terminal
 as :class:`rich.text.Text` built from plain strings, so ``[/x]`` or ``:smile:`` in them
-is printed as it is.
+is printed as it is. Nor is it a terminal command: in text output and on stderr, the
+control characters of the model's text, tool output and MCP results (escape sequences
+that would move the cursor, erase lines or retitle the window) are shown, not obeyed
+(``queryloop.fsm.terminal.inert``); JSON output escapes them itself.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rich.status import Status
 from rich.text import Text
 
 from queryloop.fsm import Step
+from queryloop.fsm.terminal import inert
 from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
@@ -122,13 +126,13 @@ class Renderer:
             self.status = None
 
     def _note(self, *parts: str | tuple[str, str]) -> None:
-        """One stderr line from plain strings and ``(text, style)`` pairs; nothing in them is markup."""
+        """One stderr line from plain strings and ``(text, style)`` pairs; nothing in them is markup or a control."""
         self._spin(False)
         if not self.at_line_start and self.fmt == "text":
             self.out.write("\n")
             self.out.flush()
             self.at_line_start = True
-        self.err.print(Text.assemble(*parts))
+        self.err.print(Text.assemble(*(inert(p) if isinstance(p, str) else (inert(p[0]), p[1]) for p in parts)))
 
     # ---- items -------------------------------------------------------------------------------
     def start(
@@ -171,7 +175,7 @@ class Renderer:
                 }
             )
         elif self.fmt == "text" and self.verbose:
-            self.err.print(Text(f"queryloop: model {model}, cwd {cwd}", style="dim"))
+            self.err.print(Text(inert(f"queryloop: model {model}, cwd {cwd}"), style="dim"))
         self._spin(True)
 
     def _request(self, log: RequestLog) -> None:
@@ -196,7 +200,7 @@ class Renderer:
         if isinstance(item, TextDelta):
             self._spin(False)
             if self.fmt == "text":
-                self.out.write(item.text)
+                self.out.write(inert(item.text))
                 self.out.flush()
                 self.streamed_text = True
                 self.at_line_start = item.text.endswith("\n")
@@ -377,11 +381,11 @@ class Renderer:
                     self.out.write("\n")
                 text = result.get("result") or "; ".join(result.get("errors", []))
                 label = f"Error ({result['terminal_reason']}):"
-                self.err.print(Text.assemble((label, _ERROR_STATES_STYLE), f" {text}"))
+                self.err.print(Text.assemble((label, _ERROR_STATES_STYLE), inert(f" {text}")))
             else:
                 answer = result.get("result") or ""
                 if not self.streamed_text and answer:
-                    self.out.write(answer)
+                    self.out.write(inert(answer))
                     self.at_line_start = answer.endswith("\n")
                 if not self.at_line_start:
                     self.out.write("\n")

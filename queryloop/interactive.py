@@ -16,9 +16,10 @@ manual compaction: ``manual_compact_start``), ``/rewind``, ``/resume``, ``/clear
 recovery graph and the path this prompt took) and ``/help``.
 
 Owns the terminal session: the prompt, the commands, the inline permission question,
-the status line and the graph as text. Does not own the loop (``agent``), a prompt's
-run within its session (``api``), the output of a run (``console``, which the status
-line extends) or rewinding (``sessions``).
+the status line and the graph as text — every line of it built from the model's or a
+tool's text with its control characters shown, not obeyed (``queryloop.fsm.terminal``).
+Does not own the loop (``agent``), a prompt's run within its session (``api``), the
+output of a run (``console``, which the status line extends) or rewinding (``sessions``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from rich.console import Console
 from rich.text import Text
 
 from queryloop.fsm import Step
+from queryloop.fsm.terminal import inert
 from queryloop.fsm.trace import Trace, TraceStep, check_trace
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AssistantMessage, ModelBackend
@@ -258,6 +260,7 @@ class _Interactive:
     async def _loop(self) -> None:
         self._say(
             f"queryloop · session {self.conversation.session.session_id} · {self.template.cwd}\n"
+            f"{_sandbox_line(self.template)}\n"
             "/help for commands · Ctrl-C interrupts · Ctrl-D exits",
             "dim",
         )
@@ -315,7 +318,7 @@ class _Interactive:
         """One line for the user on stderr (never markup), the status line stopped first."""
         if self.renderer is not None:
             self.renderer.pause()
-        self.console.print(Text(text, style=style))
+        self.console.print(Text(inert(text), style=style))
 
     def _toolbar(self) -> str:
         session = self.conversation.session.session_id[:8]
@@ -340,7 +343,7 @@ class _Interactive:
         if self._allowed_always(call):
             return PermissionAnswer(allow=True)
         offer = suggest_rules(call.name, call.input, cwd=self.template.cwd)
-        choices = f"[y]es once · [a]lways ({', '.join(offer)}) · [n]o" if offer else "[y]es once · [n]o"
+        choices = inert(f"[y]es once · [a]lways ({', '.join(offer)}) · [n]o" if offer else "[y]es once · [n]o")
         self._say(f"{call.name}({_brief(call.input, 200)}) needs permission: {reason}", "yellow")
         while True:
             try:
@@ -530,3 +533,18 @@ def graph_text(steps: list[Step], current: str) -> list[str]:
 async def serve_interactive(template: AgentOptions, backend: ModelBackend, args: argparse.Namespace) -> int:
     """The interactive session on this terminal until Ctrl-D, ``/exit`` or Ctrl-C twice in a row; exit code 0."""
     return await _Interactive(template, backend).serve()
+
+
+def _sandbox_line(options: AgentOptions) -> str:
+    """What the first screen says of the sandbox: on (bubblewrap works), unavailable (why), or off."""
+    policy = options.sandbox
+    if not policy.enabled:
+        from queryloop.handlers.tools.sandbox import unavailable_reason
+
+        works = unavailable_reason() is None
+        return "sandbox: off" + (" (bubblewrap works here: --sandbox or sandbox.enabled turns it on)" if works else "")
+    problem = policy.problem()
+    if problem is not None:
+        return f"sandbox: unavailable ({problem}); Bash commands go through the permission gate alone"
+    network = ", ".join(policy.allowed_domains) or "none"
+    return f"sandbox: on · Bash writes only here and in its own /tmp · network: {network}"

@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 
 import attrs
 
+from queryloop.fsm.terminal import inert
 from queryloop.handlers.hooks import HookCallback, HookConfig, HookFunction
 from queryloop.handlers.hooks import HookMatcher as MatcherGroup
 from queryloop.handlers.hooks.runner import HOOK_EVENTS
@@ -46,6 +47,7 @@ from queryloop.handlers.tools import (
     PermissionRuleError,
     ToolSpec,
 )
+from queryloop.handlers.tools.sandbox.policy import SandboxPolicy
 
 from .agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions
 from .mcp_config import load_mcp_servers
@@ -294,7 +296,7 @@ def _mcp_servers(options: QueryOptions, cwd: Path, settings: Mapping[str, Any]) 
     except McpConfigError as exc:
         raise OptionsError(f"mcp_servers: {exc}") from None
     for warning in warnings:
-        print(f"queryloop: warning: {warning}", file=sys.stderr)
+        print(inert(f"queryloop: warning: {warning}"), file=sys.stderr)
     return servers
 
 
@@ -356,6 +358,7 @@ def agent_options(options: QueryOptions, *, can_use_tool: AskPermission | None) 
             instructions=load_instructions(cwd, sources=sources),
             persist=options.persist_session,
             home=options.home,
+            sandbox=SandboxPolicy.from_settings(settings.raw.get("sandbox")),
         )
     except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
         raise OptionsError(str(exc)) from None

@@ -8,7 +8,8 @@ whose call is a ``hook_callback`` request: the Python callback runs in the SDK's
 process) and the SDK's in-process MCP servers (:class:`SdkServer`: the MCP handshake,
 ``tools/list`` and ``tools/call`` as JSON-RPC in ``mcp_message`` requests; each tool a
 :class:`~queryloop.handlers.tools.ToolSpec` named ``mcp__<server>__<tool>``, so the gate,
-the ledger and the scheduler treat it as any tool). :class:`ControlError` is a request
+the ledger and the scheduler treat it as any tool; a second tool listed under the same
+offered name is not offered, with a warning). :class:`ControlError` is a request
 we cannot serve; :class:`SdkAnswerError` an answer we did not get.
 
 Does not own the session (``queryloop.sdk_protocol``): which requests exist and what they do.
@@ -24,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TextIO
 
+from queryloop.fsm.terminal import inert
 from queryloop.handlers.hooks import HookConfig, HookFunction
 from queryloop.handlers.hooks import HookMatcher as MatcherGroup
 from queryloop.handlers.hooks.runner import HOOK_EVENTS
@@ -50,8 +52,8 @@ class SdkAnswerError(Exception):
 
 
 def warn(text: str) -> None:
-    """One line on stderr: what the session skipped or could not do."""
-    print(f"queryloop: {text}", file=sys.stderr, flush=True)
+    """One line on stderr: what the session skipped or could not do (a server's or a line's text made inert)."""
+    print(inert(f"queryloop: {text}"), file=sys.stderr, flush=True)
 
 
 class Channel:
@@ -205,10 +207,13 @@ class SdkServer:
             warn(f"warning: in-process MCP server {self.name!r} failed: {exc}")
 
     def _specs(self, tools: object) -> list[ToolSpec]:
-        specs = []
+        specs: list[ToolSpec] = []
         for entry in tools if isinstance(tools, list) else []:
             try:
-                specs.append(self._spec(entry))
+                spec = self._spec(entry)
+                if any(s.name == spec.name for s in specs):  # two listed names spelled alike in a tool name
+                    raise ValueError(f"another tool of the server is offered as {spec.name!r}")
+                specs.append(spec)
             except (ValueError, TypeError, KeyError) as exc:
                 warn(f"warning: a tool of in-process MCP server {self.name!r} is not offered: {exc}")
         return specs

@@ -9,7 +9,8 @@ directories) is accepted with one warning line; one whose promise a program reli
 (structured output, a task budget, plugins, a session store, a cut history, a
 permission tool other than ``stdio``) is refused with a usage error naming it. It also
 splits ``--mcp-config``: the SDK's in-process servers (``"type": "sdk"``) are served
-over the control protocol (``queryloop.sdk_protocol``), not started as MCP servers.
+over the control protocol (``queryloop.sdk_protocol``), not started as MCP servers; their
+names are held to the rule every server's is (``server_name_problem``).
 
 Does not own the session on stdin (``queryloop.sdk_protocol``) nor the flags every run
 has (``queryloop.cli``).
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from queryloop.fsm.cli import UsageError
+from queryloop.fsm.jsontext import loads_json
 
 __all__ = ["add_sdk_options", "prepare_sdk_flags"]
 
@@ -107,6 +109,18 @@ def _tools(text: str) -> tuple[str, ...] | None:
     return tuple(n for n in names if n in known)
 
 
+def _check_names(servers: list[str]) -> None:
+    """The in-process servers' names follow the rule every server's does (no ``__``, no ``_`` at the end)."""
+    if not servers:
+        return
+    from queryloop.handlers.mcp.config import server_name_problem  # jsonschema with it: only when servers are given
+
+    for name in servers:
+        problem = server_name_problem(name)
+        if problem is not None:
+            raise UsageError(f"--mcp-config: at .mcpServers.{name}: {problem}")
+
+
 def _split_sdk_servers(configs: list[str] | None) -> tuple[list[str] | None, tuple[str, ...]]:
     """``--mcp-config`` values without the SDK's in-process servers, and those servers' names (inline JSON only)."""
     if not configs:
@@ -115,7 +129,7 @@ def _split_sdk_servers(configs: list[str] | None) -> tuple[list[str] | None, tup
     sdk: list[str] = []
     for value in configs:
         try:
-            document = json.loads(value) if value.lstrip().startswith("{") else None
+            document = loads_json(value) if value.lstrip().startswith("{") else None
         except ValueError:
             document = None  # the MCP configuration reader reports it with its position
         if not isinstance(document, dict) or not isinstance(document.get("mcpServers"), dict):
@@ -123,6 +137,7 @@ def _split_sdk_servers(configs: list[str] | None) -> tuple[list[str] | None, tup
             continue
         servers: dict[str, object] = document["mcpServers"]
         ours = [n for n, entry in servers.items() if isinstance(entry, dict) and entry.get("type") == "sdk"]
+        _check_names(ours)
         sdk.extend(ours)
         rest = {n: entry for n, entry in servers.items() if n not in ours}
         if rest or not ours:

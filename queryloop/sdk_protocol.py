@@ -12,9 +12,12 @@ session goes on), ``set_permission_mode`` and ``set_model`` (from the next promp
 ``mcp_status``, ``mcp_reconnect``, ``rewind_files`` and ``get_context_usage``. Requests
 to the SDK: ``can_use_tool`` (what would ask), ``hook_callback`` (a Python hook runs in
 the SDK's process) and ``mcp_message`` (JSON-RPC for an in-process server's tool). A
-line that is not JSON, or a request without a request id, is one line on stderr; a
+line that is not JSON or cannot be read safely (nested too deep, a number too long:
+``queryloop.fsm.jsontext``), or a request without a request id, is one line on stderr; a
 request that cannot be served gets an error response; nothing on stdin ends the
-session but its end.
+session but its end. A configured MCP server named like one of the SDK's in-process
+servers is not started (the in-process one is used, with a warning), so no tool name is
+offered twice.
 
 Owns the session: reading stdin, dispatching, the prompts' queue and the conversation
 (``queryloop.api``'s, with its output written straight to stdout) and what each request
@@ -34,13 +37,14 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 
-from queryloop.handlers.mcp import McpManager
+from queryloop.fsm.jsontext import JsonLimitError, loads_json
+from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
 from queryloop.handlers.request import ModelBackend, TextDelta
 from queryloop.handlers.request.pricing import model_info
 from queryloop.handlers.tools import PERMISSION_MODES
@@ -106,6 +110,21 @@ class _SdkConversation(_Conversation):
 # ---- the session ------------------------------------------------------------------------------------
 
 
+def _started_servers(configs: Sequence[McpServerConfig], in_process: Mapping[str, object]) -> list[McpServerConfig]:
+    """The configured servers to start: one named like an in-process server gives way to it (the SDK's
+    ``--mcp-config`` wins a name clash), so no tool name is offered twice."""
+    started = []
+    for config in configs:
+        if config.name in in_process:
+            warn(
+                f"warning: MCP server {config.name!r} of {config.source or 'the settings'} is not started: "
+                "the Agent SDK's in-process server of that name is used instead"
+            )
+        else:
+            started.append(config)
+    return started
+
+
 class _SdkSession:
     """One Agent SDK session: stdin read line by line, prompts played in turn, every control request answered."""
 
@@ -124,10 +143,15 @@ class _SdkSession:
             template = attrs.evolve(template, can_use_tool=asker)
         self.conversation = _SdkConversation(self, template, choice, backend)
         self.default_model = template.model
-        self.mcp = McpManager(template.mcp_servers, cwd=template.cwd, hidden=template.rules.hides)
+        self.servers = {name: SdkServer(self.channel, name) for name in args.sdk_mcp_servers}
+        self.mcp = McpManager(
+            _started_servers(template.mcp_servers, self.servers),
+            cwd=template.cwd,
+            hidden=template.rules.hides,
+            taken=lambda name: any(name.startswith(tool_name(s, "")) for s in self.servers),
+        )
         self.conversation.mcp = self.mcp if template.mcp_servers else None  # kept across prompts, as Claude Code's
         self.mcp_ready: asyncio.Task[None] | None = None
-        self.servers = {name: SdkServer(self.channel, name) for name in args.sdk_mcp_servers}
         self.initializing: asyncio.Task[Any] | None = None
         self.prompts: asyncio.Queue[Mapping[str, Any] | None] = asyncio.Queue()
         self.interrupt_next = False
@@ -227,8 +251,11 @@ class _SdkSession:
 
     def _dispatch(self, raw: bytes, line_number: int) -> None:
         try:
-            message = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+            message = loads_json(raw.decode("utf-8"))
+        except JsonLimitError as exc:
+            warn(f"error: stdin line {line_number} cannot be read safely ({exc}); skipped")
+            return
+        except ValueError as exc:  # not JSON, or not UTF-8
             if raw.strip():
                 warn(f"error: stdin line {line_number} is not a JSON object ({exc}); skipped")
             return

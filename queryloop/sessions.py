@@ -9,7 +9,11 @@ session ID: <id>``, exit 1), the ``sessions`` listing (id, start, turns, how it 
 cost; newest first) and ``rewind``: the files the session's Write and Edit calls
 changed, put back as they were before a user message (default: before the session's
 first change), with a diff first, ``--dry-run`` to change nothing, no model request —
-and the side effects it cannot undo, read from the ledger.
+and the side effects it cannot undo, read from the ledger. A rewind writes only inside
+the working directory: a checkpoint entry naming a file outside it (a crafted index)
+refuses the rewind before any file changes. Session ids are canonical UUIDs (lowercase
+8-4-4-4-12) wherever they come from — ``--session-id``, ``--resume``, ``rewind``'s
+argument, the transcripts' file names — so none is ever read as a path.
 """
 
 from __future__ import annotations
@@ -25,8 +29,16 @@ from typing import Any
 
 import attrs
 
-from queryloop.handlers.session import MAX_CHECKPOINTS, CheckpointStore, SessionPaths, encode_cwd, queryloop_home
-from queryloop.handlers.session.store import CheckpointEntry, read_jsonl
+from queryloop.fsm.terminal import inert
+from queryloop.handlers.session import (
+    MAX_CHECKPOINTS,
+    CheckpointStore,
+    SessionPaths,
+    encode_cwd,
+    is_session_id,
+    queryloop_home,
+)
+from queryloop.handlers.session.store import CheckpointEntry, is_blob_digest, read_jsonl
 from queryloop.handlers.session.transcript import load_ledger
 
 __all__ = [
@@ -55,12 +67,13 @@ class SessionChoice:
     start_source: str = "startup"
 
 
-def _is_uuid(text: str) -> bool:
+def _canonical_hint(text: str) -> str:
+    """For a UUID written another way (upper case, braces, no hyphens): the one spelling a session id has."""
     try:
-        uuid.UUID(text)
+        canonical = str(uuid.UUID(text))
     except ValueError:
-        return False
-    return True
+        return ""  # not a UUID at all: Claude Code's message says it all
+    return f" Session IDs are written in lowercase 8-4-4-4-12 form: {canonical}"
 
 
 def _find(home: Path, cwd: Path, session_id: str) -> SessionPaths | None:
@@ -76,9 +89,13 @@ def _find(home: Path, cwd: Path, session_id: str) -> SessionPaths | None:
 
 
 def _newest(home: Path, cwd: Path) -> SessionPaths | None:
-    folder = home / "projects" / encode_cwd(cwd)
-    stored = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    stored = sorted(_transcripts(home / "projects" / encode_cwd(cwd)), key=lambda p: p.stat().st_mtime)
     return SessionPaths(home=home, cwd=cwd, session_id=stored[-1].stem) if stored else None
+
+
+def _transcripts(folder: Path) -> list[Path]:
+    """The session transcripts in a project folder: ``<id>.jsonl`` files whose name is a session id (others ignored)."""
+    return [p for p in folder.glob("*.jsonl") if is_session_id(p.stem)] if folder.is_dir() else []
 
 
 def choose_session(
@@ -93,8 +110,8 @@ def choose_session(
     """The run's session from the flags, as Claude Code 2.1.235 decides it; SessionChoiceError with its message."""
     home = home if home is not None else queryloop_home()
     cwd = cwd.resolve()
-    if session_id is not None and not _is_uuid(session_id):
-        raise SessionChoiceError("Error: Invalid session ID. Must be a valid UUID.")
+    if session_id is not None and not is_session_id(session_id):
+        raise SessionChoiceError("Error: Invalid session ID. Must be a valid UUID." + _canonical_hint(session_id))
     continuing = resume is not None or continue_
     if continuing and session_id is not None and not fork:
         raise SessionChoiceError(
@@ -102,10 +119,10 @@ def choose_session(
         )
     source: SessionPaths | None = None
     if resume is not None:
-        if not _is_uuid(resume):
+        if not is_session_id(resume):
             raise SessionChoiceError(
                 "Error: --resume requires a valid session ID when used with --print. "
-                f'Provided value "{resume}" is not a UUID.'
+                f'Provided value "{resume}" is not a UUID.' + _canonical_hint(resume)
             )
         source = _find(home, cwd, resume)
         if source is None:
@@ -162,7 +179,7 @@ PROMPT_REASONS = ("session_started", "session_resumed", "dangling_calls_answered
 def list_sessions(cwd: Path, home: Path | None = None) -> list[SessionSummary]:
     """This directory's sessions, newest first."""
     folder = (home if home is not None else queryloop_home()) / "projects" / encode_cwd(cwd.resolve())
-    found = [_summary(p) for p in folder.glob("*.jsonl")] if folder.is_dir() else []
+    found = [_summary(p) for p in _transcripts(folder)]
     return sorted(found, key=lambda s: s.modified, reverse=True)
 
 
@@ -175,9 +192,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     print(f"{'SESSION':36}  {'STARTED':24}  {'RUNS':>4}  {'TURNS':>5}  {'COST':>9}  ENDED")
     for row in rows:
         cost = "—" if row.cost_usd is None else f"${row.cost_usd:.4f}"
-        print(
-            f"{row.session_id:36}  {row.started:24}  {row.prompts:>4}  {row.turns:>5}  {cost:>9}  {row.terminal_reason}"
-        )
+        counts = f"{row.prompts:>4}  {row.turns:>5}  {cost:>9}"
+        print(inert(f"{row.session_id:36}  {row.started:24}  {counts}  {row.terminal_reason}"))  # from the transcript
     return 0
 
 
@@ -227,9 +243,10 @@ def plan_rewind(paths: SessionPaths, to: str | None = None) -> RewindPlan:
     for entry in entries:  # the earliest checkpoint of each file from that message on: its bytes before
         if entry.prompt_id in later or not prompts:
             chosen.setdefault(entry.path, entry)
+    root = paths.cwd.resolve()
     files = []
-    for path_text, entry in chosen.items():
-        path = Path(path_text)
+    for entry in chosen.values():
+        path = _restorable(entry, root, paths)
         before = None if entry.blob is None else store.blob(entry.blob)
         try:
             now: bytes | None = path.read_bytes()
@@ -239,7 +256,7 @@ def plan_rewind(paths: SessionPaths, to: str | None = None) -> RewindPlan:
             FileRestore(path=path, before=before, now=now, missing_blob=entry.blob is not None and before is None)
         )
     ledger, ledger_warnings = load_ledger(paths.ledger)
-    covered = {e.tool_use_id for e in entries}
+    covered = {e.tool_use_id for e in entries if not e.partial}  # a partial capture leaves the call listed
     irreversible = tuple(
         e.to_json()
         for e in ledger
@@ -254,6 +271,36 @@ def plan_rewind(paths: SessionPaths, to: str | None = None) -> RewindPlan:
         dropped=dropped,
         incomplete=incomplete,
         warnings=(*warnings, *ledger_warnings),
+    )
+
+
+def _restorable(entry: CheckpointEntry, root: Path, paths: SessionPaths) -> Path:
+    """The file ``entry`` restores, resolved; SessionChoiceError when it is not one a rewind from ``root`` may write.
+
+    The checkpoint index is a file on disk: anything may have written it. Its paths are
+    absolute and inside the working directory when queryloop writes them, so a path
+    outside it (after ``..`` and symlinks, including ones made since), or a blob that is
+    no sha256 (it would be read as a path), refuses the whole rewind before any file changes.
+    """
+    problem = None
+    if entry.blob is not None and not is_blob_digest(entry.blob):
+        problem = f"names the blob {entry.blob!r}, which is not a sha256 digest"
+    elif "\x00" in entry.path or not Path(entry.path).is_absolute():
+        problem = f"names {entry.path!r}, which is not an absolute path"
+    else:
+        try:
+            resolved = Path(entry.path).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (3.11: RuntimeError)
+            resolved = None
+        if resolved is None:
+            problem = f"names {entry.path!r}, which cannot be resolved (a symlink loop)"
+        elif not resolved.is_relative_to(root):
+            shown = entry.path if str(resolved) == entry.path else f"{entry.path} (resolving to {resolved})"
+            problem = f"names {shown}, outside the working directory {root}"
+        else:
+            return resolved
+    raise SessionChoiceError(
+        inert(f"rewind refused: checkpoint {entry.seq} in {paths.checkpoints} {problem}; no file was changed")
     )
 
 
@@ -291,7 +338,7 @@ def apply_rewind(plan: RewindPlan) -> list[str]:
 def cmd_rewind(args: argparse.Namespace) -> int:
     cwd = Path(args.cwd or ".").resolve()
     home = queryloop_home()
-    paths = _find(home, cwd, args.session) if _is_uuid(args.session) else None
+    paths = _find(home, cwd, args.session)
     if paths is None:
         print(f"No conversation found with session ID: {args.session}", file=sys.stderr)
         return 1
@@ -315,8 +362,8 @@ def print_rewind(plan: RewindPlan, *, dry_run: bool) -> None:
     where = f"before user message {plan.target}" if plan.target else "before the session's first change"
     changed = [f for f in plan.files if f.before != f.now]
     print(f"rewind {where}: {len(changed)} file(s) to restore" + (" (dry run)" if dry_run else ""))
-    for item in changed:
-        sys.stdout.write(_diff(item) or f"{item.path}: binary or empty change\n")
+    for item in changed:  # the files' bytes: anything may be in them
+        sys.stdout.write(inert(_diff(item) or f"{item.path}: binary or empty change\n"))
     if plan.incomplete:
         print(
             f"note: {plan.dropped} older checkpoint(s) were dropped (at most {MAX_CHECKPOINTS} are kept); "
@@ -325,12 +372,21 @@ def print_rewind(plan: RewindPlan, *, dry_run: bool) -> None:
     if plan.irreversible:
         print("cannot undo (side effects outside the checkpointed files):")
         for entry in plan.irreversible:
-            print(f"  - {entry['name']} {_short(entry['input'])} ({entry['tool_use_id']})")
+            print(inert(f"  - {entry['name']} {_short(entry['input'])} ({entry['tool_use_id']})"))
 
 
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 120 else text[:120] + " …"
+
+
+def _session_id(text: str) -> str:
+    """``rewind``'s SESSION: a canonical session id, else a usage error (exit 2) before any file is read."""
+    if not is_session_id(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a session ID: give a UUID in lowercase 8-4-4-4-12 form, as `queryloop sessions` lists it"
+        )
+    return text
 
 
 def add_session_commands(sub: Any) -> None:
@@ -341,7 +397,7 @@ def add_session_commands(sub: Any) -> None:
     rewind = sub.add_parser(
         "rewind", help="put the files a session changed back as they were (no model request); show the diff"
     )
-    rewind.add_argument("session", metavar="SESSION", help="the session id")
+    rewind.add_argument("session", metavar="SESSION", type=_session_id, help="the session id")
     rewind.add_argument(
         "--to", metavar="USER_MESSAGE", help="the user message (uuid) to go back before (default: the first change)"
     )

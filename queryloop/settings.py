@@ -4,7 +4,7 @@ Owns: the settings sources and their precedence (user ``~/.queryloop/settings.js
 < project ``<cwd>/.queryloop/settings.json`` < local
 ``<cwd>/.queryloop/settings.local.json`` < ``--settings FILE|JSON``), the JSON
 Schema for the keys this runtime understands (``permissions``, ``hooks``, ``env``,
-``model``; every other key is kept as-is in ``raw``), the merge (objects merge
+``model``, ``sandbox``; every other key is kept as-is in ``raw``), the merge (objects merge
 key by key, scalars from the higher source win, lists concatenate without
 duplicates) and one-line :class:`SettingsError` messages naming the file, the line
 and the JSON path of the problem. Files are read by the engine's one reader
@@ -103,6 +103,21 @@ SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
         "enableAllProjectMcpServers": {"type": "boolean"},
         "enabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
         "disabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
+        # Claude Code's sandbox settings; the keys queryloop acts on are typed, others kept (docs/security.md).
+        "sandbox": {
+            "type": "object",
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "autoAllowBashIfSandboxed": {"type": "boolean"},
+                "allowUnsandboxedCommands": {"type": "boolean"},
+                "failIfUnavailable": {"type": "boolean"},
+                "excludedCommands": _RULE_LIST,
+                "network": {
+                    "type": "object",
+                    "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+            },
+        },
     },
 }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install everything queryloop's tests need on a fresh machine, lint, then run the whole suite.
-# Debian packages: graphviz (`dot`, diagrams), spin (model checking) and postgresql (the fleet test starts
-# its own cluster: tests/e2e/test_fleet.py), only when missing.
+# Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
+# its own cluster: tests/e2e/test_fleet.py) and bubblewrap (the sandbox tests run commands in it for real:
+# tests/e2e/test_sandbox.py), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2

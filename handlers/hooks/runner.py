@@ -33,6 +33,8 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from queryloop.fsm.jsontext import loads_json
+
 __all__ = [
     "CAPTURE_LIMIT_BYTES",
     "HOOK_CALLBACK_TIMEOUT_S",
@@ -531,8 +533,8 @@ def _interpret(result: HookResult, *, stdout: str, stderr: str, event: str) -> _
         text = stdout.strip()
         if text.startswith("{"):
             try:
-                output = json.loads(text)
-            except json.JSONDecodeError as exc:
+                output = loads_json(text)
+            except json.JSONDecodeError as exc:  # not JSON, or past what can be read safely
                 error = HookError(command=command, message=f"exited 0 but its stdout is not valid JSON ({exc})")
                 return _Run(result=result, errors=(error,))
             problem = _output_problem(output, event)

@@ -18,7 +18,7 @@ from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
-    from .config import McpConfigError, McpServerConfig, parse_mcp_servers, tool_name
+    from .config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
 else:
@@ -26,7 +26,7 @@ else:
         __name__,
         {
             ".client": ("FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"),
-            ".config": ("McpConfigError", "McpServerConfig", "parse_mcp_servers", "tool_name"),
+            ".config": ("McpConfigError", "McpServerConfig", "parse_mcp_servers", "server_name_problem", "tool_name"),
             ".data": ("CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"),
             ".syncing": (
                 "apply_catalog",
@@ -57,6 +57,7 @@ __all__ = [
     "drop_servers",
     "parse_mcp_servers",
     "reconnect_servers",
+    "server_name_problem",
     "start_reconnect",
     "sync_tools",
     "tool_name",

@@ -5,7 +5,10 @@ subprocess, or a streamable HTTP / SSE endpoint), lists its tools, calls them, n
 ``notifications/tools/list_changed``, and reconnects a server on request — plus the
 records it answers with: :class:`McpTool` (a listed tool as the model sees it, with its
 annotations), :class:`McpFailure` (a structured error: server, tool, kind —
-``transport``, ``auth``, ``server``, ``timeout`` — and message).
+``transport``, ``auth``, ``server``, ``timeout`` — and message). A listed tool is not
+offered, with a warning, when its offered name is too long for the API or another tool
+has it (one of the same server, a custom tool, an in-process server's): two tools never
+share an ``mcp__…`` name, so a permission rule never covers one it was not written for.
 
 Each connection lives in its own task (the SDK's transports are task-scoped); a call
 from the tool layer is sent over it and awaited. A call that finds the connection gone
@@ -153,7 +156,10 @@ class McpManager:
 
     ``connect_timeout_s``: how long a server may take to start and answer its listing;
     ``log_dir``: where each stdio server's stderr goes (``<name>.log``; default: discarded);
-    ``hidden``: tool names a bare deny rule removes from what the model is offered.
+    ``hidden``: tool names a bare deny rule removes from what the model is offered;
+    ``taken``: the names of the tools offered beside the servers' (custom tools, the Agent
+    SDK's in-process servers'): a listed tool that would be offered under one of them is not
+    offered, with a warning, so no rule meant for one tool covers another.
     """
 
     def __init__(
@@ -164,8 +170,10 @@ class McpManager:
         connect_timeout_s: float = 30.0,
         log_dir: Path | None = None,
         hidden: Callable[[str], bool] = lambda name: False,
+        taken: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self._connections = {c.name: _Connection(config=c) for c in configs}
+        self.taken = taken
         self.cwd = cwd
         self.connect_timeout_s = connect_timeout_s
         self.log_dir = log_dir
@@ -415,6 +423,8 @@ class McpManager:
                     raise ValueError(f"its name as offered, {name!r}, is longer than the API's 64 characters")
                 if name in specs:
                     raise ValueError(f"another tool of the server is offered as {name!r}")
+                if self.taken(name):
+                    raise ValueError(f"its name as offered, {name!r}, is another tool's (a custom or in-process tool)")
                 specs[name] = self._spec(tool)
             except ValueError as exc:
                 connection.warnings.append(f"MCP server {server!r}: tool {raw.name!r} is not offered: {exc}")

@@ -3,8 +3,11 @@
 Owns :class:`McpServerConfig` (one server: a command over stdio, or a URL over
 streamable HTTP or SSE), :func:`parse_mcp_servers` (one ``{"mcpServers": {...}}``
 document, checked against the schema with ``jsonschema``; ``${VAR}`` and
-``${VAR:-default}`` expanded as Claude Code expands them) and :class:`McpConfigError`,
-whose message names the source, the JSON path and the fix. Which sources apply
+``${VAR:-default}`` expanded as Claude Code expands them), :func:`tool_name` (the
+``mcp__<server>__<tool>`` a tool is offered as) with :func:`server_name_problem` (unlike
+Claude Code, a server name may not hold ``__`` nor end in ``_``, so a permission rule for
+one server never covers another's tools) and :class:`McpConfigError`, whose message
+names the source, the JSON path and the fix. Which sources apply
 (``--mcp-config``, the project's ``.mcp.json`` once approved, settings) is decided above
 the layers (``queryloop.settings``).
 """
@@ -19,7 +22,7 @@ from typing import Any, Literal
 import attrs
 import jsonschema
 
-__all__ = ["McpConfigError", "McpServerConfig", "parse_mcp_servers", "tool_name"]
+__all__ = ["McpConfigError", "McpServerConfig", "parse_mcp_servers", "server_name_problem", "tool_name"]
 
 Transport = Literal["stdio", "http", "sse"]
 
@@ -69,8 +72,40 @@ class McpServerConfig:
     source: str = ""  # where it was declared (a file, --mcp-config, settings)
 
 
+def server_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an MCP server (a sentence naming the fix), or None when it can.
+
+    A tool is offered as ``mcp__<server>__<tool>``, and a permission rule ``mcp__<server>``
+    covers every name that starts with ``mcp__<server>__``. A server name holding ``__``
+    (``trusted__evil``), or ending in ``_`` (``trusted_``: ``mcp__trusted___x``), would have
+    its tools covered by the rule for another server (``mcp__trusted``). With both refused,
+    no two servers share an ``mcp__<server>__`` prefix, so they never offer the same name.
+    Checked on the name as tool names spell it (characters the API refuses become ``_``).
+    """
+    spelled = _NOT_IN_A_TOOL_NAME.sub("_", name)
+    if spelled and "__" not in spelled and not spelled.endswith("_"):
+        return None
+    owner = f"{spelled}__x".split("__")[0]
+    what = "contain '__'" if "__" in spelled else "end with '_'"
+    written = "" if spelled == name else f" (written {spelled!r} in tool names)"
+    rule = f", which a permission rule for mcp__{owner} would cover" if owner else ""
+    rename = re.sub("_+", "_", spelled).strip("_") or "server"
+    return (
+        f"server name {name!r}{written} may not {what}: its tools would be offered as mcp__{spelled}__<tool>"
+        f"{rule}; rename it (e.g. {rename!r})"
+    )
+
+
 def tool_name(server: str, tool: str) -> str:
-    """The name the model sees: ``mcp__<server>__<tool>``, characters the API refuses replaced by ``_``."""
+    """The name the model sees: ``mcp__<server>__<tool>``, characters the API refuses replaced by ``_``.
+
+    :class:`McpConfigError` for a server name :func:`server_name_problem` refuses: every
+    way a server is declared (a file, ``--mcp-config``, the Agent SDK's in-process servers,
+    the Python API's) names its tools here.
+    """
+    problem = server_name_problem(server)
+    if problem is not None:
+        raise McpConfigError(problem)
     return f"mcp__{_NOT_IN_A_TOOL_NAME.sub('_', server)}__{_NOT_IN_A_TOOL_NAME.sub('_', tool)}"
 
 
@@ -124,7 +159,7 @@ def parse_mcp_servers(raw: Any, source: str) -> dict[str, McpServerConfig]:
     servers: dict[str, McpServerConfig] = {}
     for name, entry in raw["mcpServers"].items():
         where = f"mcpServers.{name}"
-        problem = _shape_problem(entry)
+        problem = server_name_problem(name) or _shape_problem(entry)
         if problem:
             raise McpConfigError(f"{source}: at .{where}: {problem}")
         kind: Transport = entry.get("type", "stdio")

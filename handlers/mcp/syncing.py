@@ -23,7 +23,6 @@ from ..outcome import Notice, with_outcome
 from ..request.data import BackoffServices, with_request
 from ..request.recovery import backoff_delay_s
 from .client import McpManager
-from .config import tool_name
 from .data import CatalogUpdate, M, McpRun, McpServices, ServersDown, with_mcp
 
 __all__ = [
@@ -51,7 +50,7 @@ def _catalog_tokens(definitions: Sequence[dict[str, Any]]) -> int:
 
 def _owner(name: str, servers: Iterable[str]) -> str | None:
     """The server whose tool ``name`` is: the longest ``mcp__<server>__`` it starts with (``a`` is not ``a__b``)."""
-    owners = [s for s in servers if name.startswith(tool_name(s, ""))]
+    owners = [s for s in servers if name.startswith(f"mcp__{s}__")]  # a configured name is spelled as tool names are
     return max(owners, key=len) if owners else None
 
 

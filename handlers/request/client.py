@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
+
+from queryloop.fsm.jsontext import loads_json
 
 from .body import encode_params
 from .pricing import cost_usd
@@ -411,7 +412,7 @@ async def _send_plain(
             "stream_broken", f"the response broke off before it was complete: {type(exc).__name__}: {exc}"
         )
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError as exc:
         return attempt.fail("malformed_response", f"the response body is not JSON: {exc} (body starts {text[:80]!r})")
     if isinstance(data, dict) and data.get("type") == "error" and isinstance(data.get("error"), dict):
@@ -507,8 +508,8 @@ class _Assembler:
         if block.get("type") == "tool_use":
             raw = "".join(self.json_parts.pop(event.index, []))
             try:
-                parsed = json.loads(raw) if raw.strip() else {}
-            except ValueError:
+                parsed = loads_json(raw) if raw.strip() else {}
+            except ValueError:  # cut off, or past what can be read safely (nested too deep, a number too long)
                 parsed = None
             if not isinstance(parsed, dict):
                 # Never hand over half a tool call: the loop sees stop_reason=tool_use

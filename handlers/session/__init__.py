@@ -21,7 +21,15 @@ if TYPE_CHECKING:
     from .data import LedgerEntry, Restored, SessionData, SessionServices, SessionStore, input_hash, with_session
     from .ledger import hidden_calls, hidden_calls_note, matching_entry, replayed_result
     from .opening import answer_dangling_calls, open_session, resume_history, start_session
-    from .store import MAX_CHECKPOINTS, CheckpointEntry, CheckpointStore, SessionPaths, encode_cwd, queryloop_home
+    from .store import (
+        MAX_CHECKPOINTS,
+        CheckpointEntry,
+        CheckpointStore,
+        SessionPaths,
+        encode_cwd,
+        is_session_id,
+        queryloop_home,
+    )
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -43,6 +51,7 @@ else:
                 "CheckpointStore",
                 "SessionPaths",
                 "encode_cwd",
+                "is_session_id",
                 "queryloop_home",
             ),
         },
@@ -63,6 +72,7 @@ __all__ = [
     "hidden_calls",
     "hidden_calls_note",
     "input_hash",
+    "is_session_id",
     "matching_entry",
     "open_session",
     "queryloop_home",

@@ -4,10 +4,12 @@ Owns the layout under ``$QUERYLOOP_HOME`` (default ``~/.queryloop``):
 ``projects/<encoded cwd>/<session-id>.jsonl`` is the transcript (Claude Code's place and
 shape) and ``projects/<encoded cwd>/<session-id>/`` holds the side-effect ledger
 (``ledger.jsonl``) and the file checkpoints (``checkpoints.jsonl``, an index, and
-``blobs/<sha256>``, the prior bytes, content-addressed). Every log is JSON Lines, appended
+``blobs/<sha256>``, the prior bytes, content-addressed); a session id is a canonical UUID
+(:func:`is_session_id`), so it is never read as a path. Every log is JSON Lines, appended
 one whole line per ``write`` and flushed at once (the ledger also ``fsync``-ed: it is what
 keeps a side effect from being repeated); reading skips a torn last line (a kill -9 while
-writing it) and any unreadable line, each with a warning, never failing. The checkpoint
+writing it) and any unreadable line — nested too deep or holding a number too long to
+read (``queryloop.fsm.jsontext``) included — each with a warning, never failing. The checkpoint
 index keeps at most :data:`MAX_CHECKPOINTS` entries; older ones are dropped (the count is
 kept) with the blobs nothing refers to.
 
@@ -28,6 +30,8 @@ from typing import Any, Final
 
 import attrs
 
+from queryloop.fsm.jsontext import JsonLimitError, loads_json
+
 __all__ = [
     "MAX_CHECKPOINTS",
     "CheckpointEntry",
@@ -35,6 +39,8 @@ __all__ = [
     "JsonlLog",
     "SessionPaths",
     "encode_cwd",
+    "is_blob_digest",
+    "is_session_id",
     "queryloop_home",
     "read_jsonl",
 ]
@@ -48,6 +54,25 @@ def queryloop_home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     value = env.get("QUERYLOOP_HOME")
     return Path(value).expanduser() if value else Path.home() / ".queryloop"
+
+
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_BLOB_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+
+
+def is_session_id(text: str) -> bool:
+    """Whether ``text`` is a session id as queryloop writes them: a UUID in canonical form (lowercase 8-4-4-4-12).
+
+    A session id becomes a file name (``<id>.jsonl``) and a folder name; the canonical
+    form alone is accepted, so no id reads as a path (``..``, ``/``), and one session has
+    one spelling (``uuid.UUID`` would also take ``{…}``, ``urn:uuid:…``, upper case or no hyphens).
+    """
+    return _SESSION_ID.fullmatch(text) is not None
+
+
+def is_blob_digest(text: str) -> bool:
+    """Whether ``text`` names a checkpoint blob: a lowercase hex sha256 (never a path)."""
+    return _BLOB_DIGEST.fullmatch(text) is not None
 
 
 _MAX_FOLDER_CHARS: Final = 200
@@ -99,9 +124,12 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        refused: JsonLimitError | None = None
         try:
-            value = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+            value = loads_json(line)
+        except JsonLimitError as exc:
+            value, refused = None, exc
+        except ValueError:  # not JSON, or not UTF-8
             value = None
         if isinstance(value, dict) and not (torn and number == len(lines)):
             entries.append(value)
@@ -109,6 +137,8 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             warnings.append(
                 f"{path}: skipped a torn last line ({len(line)} bytes; the process stopped while writing it)"
             )
+        elif refused is not None:
+            warnings.append(f"{path}:{number}: skipped a line that cannot be read safely: {refused.msg}")
         else:
             warnings.append(f"{path}:{number}: skipped a line that is not a JSON object")
     return entries, warnings
@@ -194,9 +224,15 @@ class CheckpointEntry:
     path: str  # absolute
     blob: str | None
     tool_use_id: str
+    # The call did more than change this file (an unsandboxed command's redirection target,
+    # a sandboxed command that could reach the network): rewind still lists it as not undone.
+    partial: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        raw = attrs.asdict(self)
+        if not self.partial:
+            del raw["partial"]  # the index as it was before the flag existed
+        return raw
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> CheckpointEntry | None:
@@ -208,6 +244,7 @@ class CheckpointEntry:
                 path=str(raw["path"]),
                 blob=None if blob is None else str(blob),
                 tool_use_id=str(raw.get("tool_use_id", "")),
+                partial=raw.get("partial") is True,
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -236,8 +273,13 @@ class CheckpointStore:
                 entries.append(entry)
         return entries, dropped, warnings
 
-    def save(self, *, prompt_id: str, tool_use_id: str, files: Iterable[Path]) -> list[CheckpointEntry]:
-        """Store each file's current bytes (or its absence) before a change; OSError when that cannot be done."""
+    def save(
+        self, *, prompt_id: str, tool_use_id: str, files: Iterable[Path], partial: bool = False
+    ) -> list[CheckpointEntry]:
+        """Store each file's current bytes (or its absence) before a change; OSError when that cannot be done.
+
+        ``partial``: the call does more than change these files (see :attr:`CheckpointEntry.partial`).
+        """
         entries, dropped, _ = self.entries()
         seq = (entries[-1].seq + 1) if entries else dropped + 1
         saved: list[CheckpointEntry] = []
@@ -246,7 +288,7 @@ class CheckpointStore:
             for path in files:
                 blob = self._store_blob(path)
                 entry = CheckpointEntry(
-                    seq=seq, prompt_id=prompt_id, path=str(path), blob=blob, tool_use_id=tool_use_id
+                    seq=seq, prompt_id=prompt_id, path=str(path), blob=blob, tool_use_id=tool_use_id, partial=partial
                 )
                 log.append(entry.to_json())
                 saved.append(entry)
@@ -274,6 +316,9 @@ class CheckpointStore:
         return digest
 
     def blob(self, digest: str) -> bytes | None:
+        """The bytes stored under ``digest``; None when they are gone or ``digest`` is no sha256 (a crafted entry)."""
+        if not is_blob_digest(digest):
+            return None
         try:
             return (self.paths.blobs / digest).read_bytes()
         except OSError:

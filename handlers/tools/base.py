@@ -25,13 +25,16 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import jsonschema
 from jsonschema.protocols import Validator
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
 
 __all__ = [
     "CREDENTIALS",
@@ -103,6 +106,11 @@ class ToolContext:
     max_output_chars: int = attrs.field(default=30_000, validator=attrs.validators.ge(_MIN_OUTPUT_CHARS))
     env: Mapping[str, str] = attrs.field(factory=dict)  # passed to commands on purpose (settings `env`)
     hidden: Callable[[Path], bool] = attrs.field(default=lambda path: False)  # files Read deny rules cover
+    # The run's sandbox (``sandbox.Sandbox``) when one works here and the settings enable it; None: none.
+    sandbox: Sandbox | None = None
+    # Stores files' bytes before a change (the session's checkpoints): given the call's id and the files.
+    checkpoint: Callable[[str, Sequence[Path]], object] | None = None
+    call_id: str = ""  # the call running under this context (set per call where a tool needs it)
 
     def command_environment(self) -> dict[str, str]:
         """The environment a model-proposed command runs with: this process's, minus the

@@ -19,8 +19,8 @@ import contextlib
 import os
 import signal
 from collections import deque
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from .base import (
     ToolContext,
@@ -29,6 +29,9 @@ from .base import (
     split_budget,
     truncation_marker,
 )
+
+if TYPE_CHECKING:
+    from .sandbox import SandboxedCommand
 
 __all__ = ["BASH"]
 
@@ -130,9 +133,9 @@ def _timeout_seconds(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
 
 
 async def _spawn(
-    command: str, ctx: ToolContext, capture: _OutputCapture
+    argv: Sequence[str], env: Mapping[str, str], ctx: ToolContext, capture: _OutputCapture
 ) -> tuple[asyncio.SubprocessTransport, _BashProtocol]:
-    """Start ``bash -c command`` in a new session; if cancelled meanwhile, kill what started.
+    """Start ``argv`` (``bash -c command``, or the sandbox's line) in a new session; if cancelled, kill what started.
 
     The process exists before ``subprocess_exec`` returns (it still connects the pipes),
     and asyncio's own clean-up on cancellation kills bash alone, not the jobs bash has
@@ -142,11 +145,9 @@ async def _spawn(
     starting = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: _BashProtocol(capture, loop),
-            "bash",
-            "-c",
-            command,
+            *argv,
             cwd=ctx.cwd,
-            env=ctx.command_environment(),
+            env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -165,11 +166,37 @@ async def _spawn(
         raise
 
 
+def _sandboxed(command: str, tool_input: Mapping[str, Any], ctx: ToolContext) -> SandboxedCommand | None:
+    """The sandbox's command line for this call; None when it runs unsandboxed (no sandbox, or the policy says so)."""
+    sandbox = ctx.sandbox
+    if sandbox is None:
+        return None
+    from .shell import analyse  # the same reading the gate decided on
+
+    commands = [c.text for c in analyse(command).commands]
+    if not sandbox.policy.sandboxes(tool_input, commands):
+        return None
+    return sandbox.prepare(command, ctx.command_environment())
+
+
+def _bring_back(prepared: SandboxedCommand | None, ctx: ToolContext) -> str:
+    """Apply what a sandboxed command changed (checkpointed first); a note for the model, or ""."""
+    if prepared is None:
+        return ""
+    save = ctx.checkpoint
+    call_id = ctx.call_id
+    changes = prepared.finish(None if save is None else lambda files: save(call_id, files))
+    return "" if changes is None or (not changes.changed and not changes.removed) else changes.summary()
+
+
 async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     command: str = tool_input["command"]
     timeout_s = _timeout_seconds(tool_input, ctx)
     capture = _OutputCapture(ctx.max_output_chars - _STATUS_RESERVE)
-    transport, protocol = await _spawn(command, ctx, capture)
+    # Off the event loop: with Read deny rules, preparing walks the working directory.
+    prepared = await asyncio.to_thread(_sandboxed, command, tool_input, ctx) if ctx.sandbox else None
+    argv, env = (prepared.argv, prepared.env) if prepared else (("bash", "-c", command), ctx.command_environment())
+    transport, protocol = await _spawn(argv, env, ctx, capture)
     pgid = transport.get_pid()  # the session leader's pid is its process group id
     try:
         done, _pending = await asyncio.wait({protocol.exited}, timeout=timeout_s)
@@ -180,13 +207,21 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
         # moved to its own session (setsid) can hold the pipe open after the kill.
         await asyncio.wait({protocol.output_closed}, timeout=_DRAIN_GRACE_S)
     except BaseException:
-        # Cancellation (or a bug): never leave the command running behind us.
+        # Cancellation (or a bug): never leave the command running behind us; what it wrote, it wrote.
         _kill_group(pgid)
         await protocol.exited
+        with contextlib.suppress(Exception):
+            _bring_back(prepared, ctx)
         raise
     finally:
         transport.close()  # closes the pipe even if a detached process still holds it
+    try:
+        note = await asyncio.to_thread(_bring_back, prepared, ctx)
+    except OSError as exc:
+        note = f"(the sandbox could not bring all of the command's changes back to the working directory: {exc})"
     output = capture.text() or "(no output)"
+    if note:
+        output = f"{output}\n{note}"
     if timed_out:
         return ToolOutput(
             content=f"Command timed out after {timeout_s:g} s; its process group was killed. Output so far:\n{output}",
@@ -223,6 +258,11 @@ BASH: Final = ToolSpec(
             "description": {
                 "type": "string",
                 "description": "What the command does, in 5-10 words, for the person watching.",
+            },
+            "dangerouslyDisableSandbox": {
+                "type": "boolean",
+                "description": "Ask to run outside the sandbox; only where the settings allow it, and through the "
+                "permission check. Use only when the sandbox itself made the command fail.",
             },
         },
         "required": ["command"],

@@ -22,6 +22,7 @@ denial) and are exactly the calls denied in the previous tool turn (``denial_sig
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from typing import Any
 import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
+from queryloop.fsm.terminal import inert
 
 from ..hooks.runner import HookOutcome
 from ..hooks.service import hook, stopped
@@ -42,6 +44,7 @@ from .catalog import find_tool
 from .data import T, ToolServices, close_open_calls, with_tools
 from .dispatch import unknown_tool_result
 from .permissions import AskPermission, PermissionDecision, decide, parse_rule, suggest_rules
+from .shell import analyse
 
 __all__ = [
     "GateOutcome",
@@ -74,7 +77,7 @@ async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str
     """y / n (/ always, naming the rule it creates), asked on the terminal (only in interactive runs)."""
     choices = f"[y/n/always: {', '.join(always)}]" if always else "[y/n]"
     question = f"\nqueryloop: allow {call.name} {call.input}? ({reason}) {choices} "
-    sys.stderr.write(question)
+    sys.stderr.write(inert(question))  # the call's input and the offered rules are the model's text
     sys.stderr.flush()
     answer: str = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     return answer.strip().lower()
@@ -101,6 +104,7 @@ def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> Permiss
     rules = services.rules
     if always:
         rules = attrs.evolve(rules, allow=(*rules.allow, *(parse_rule(r) for r in sorted(always))))
+    sandbox = services.tool_context.sandbox
     return decide(
         call.name,
         call.input,
@@ -109,6 +113,7 @@ def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> Permiss
         cwd=services.tool_context.cwd,
         interactive=services.interactive or services.can_use_tool is not None,
         home=_HOME,
+        sandbox=sandbox.policy if sandbox is not None else None,
     )
 
 
@@ -154,7 +159,12 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
         if behavior == "ask":
             if services.can_use_tool is not None:
+                asked = call
                 call, behavior, reason = await _ask_callback(services.can_use_tool, call, reason)
+                if behavior == "allow" and call.input != asked.input:  # new input: the deny rules see it too
+                    recheck = _decide(call, services, always)
+                    if recheck.behavior == "deny" and recheck.rule is not None:
+                        behavior, reason, verdict = "deny", f"the input the callback gave: {recheck.reason}", recheck
             elif services.interactive:
                 offer = suggest_rules(call.name, call.input, cwd=services.tool_context.cwd)
                 answer = await _ask_user(call, reason, offer)
@@ -179,6 +189,9 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
                 unknown = True
                 continue
             allowed.append(call)
+        elif not verdict.listed and behavior == verdict.behavior:  # Claude Code's path-deny refusal: an input error
+            text = f"<tool_use_error>{call.name} refused: {reason}; a path deny rule covers it</tool_use_error>"
+            denied.append(dict(tool_result_block(call.id, text, is_error=True)))
         else:
             denied.append(
                 dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True))
@@ -204,22 +217,47 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
 
 
 async def _checkpoint(ctx: EffectContext[T, ToolServices], call: ToolCall, tool: ToolSpec) -> int:
-    """Checkpoint the file ``call`` will change: how many were stored (0: none, or nothing kept); OSError if it fails.
+    """Checkpoint the files ``call`` will change: how many were stored (0: none, or nothing kept); OSError if it fails.
 
-    A path the tool would refuse (outside the working directory, not a string) is left
+    A Write or Edit changes the file its input names; an unsandboxed Bash command the
+    files its redirections name (a sandboxed one is captured by the sandbox itself). A
+    path the tool would refuse (outside the working directory, not a string) is left
     to the tool: it changes nothing.
     """
     store = ctx.services.session
-    raw = call.input.get(tool.changes_file) if tool.changes_file else None
-    if store is None or not store.writes or not isinstance(raw, str):
+    if store is None or not store.writes:
         return 0
-    try:
-        path = resolve_inside_cwd(raw, ctx.services.tool_context)
-    except ToolError:
+    paths = [p for p in (_resolved(raw, ctx.services) for raw in _changed_files(call, tool, ctx.services)) if p]
+    if not paths:
         return 0
     prompt_id = ctx.run.data.session.prompt_id
-    saved = await asyncio.to_thread(store.checkpoints.save, prompt_id=prompt_id, tool_use_id=call.id, files=[path])
+    partial = tool.name == "Bash"  # its redirections' files are kept; whatever else the command did is not
+    save = functools.partial(store.checkpoints.save, prompt_id=prompt_id, tool_use_id=call.id, partial=partial)
+    saved = await asyncio.to_thread(save, files=paths)
     return len(saved)
+
+
+def _changed_files(call: ToolCall, tool: ToolSpec, services: ToolServices) -> list[Any]:
+    if tool.changes_file:
+        return [call.input.get(tool.changes_file)]
+    command = call.input.get("command")
+    if tool.name != "Bash" or not isinstance(command, str):
+        return []
+    shell = analyse(command)
+    sandbox = services.tool_context.sandbox
+    if sandbox is not None and sandbox.policy.sandboxes(call.input, [c.text for c in shell.commands]):
+        return []
+    return list(dict.fromkeys(shell.writes))
+
+
+def _resolved(raw: Any, services: ToolServices) -> Path | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        path = resolve_inside_cwd(raw, services.tool_context)
+    except ToolError:
+        return None
+    return None if path.is_dir() else path
 
 
 def checkpoint_taken(run: RunState[T], event: Event[GateOutcome]) -> bool:

@@ -27,10 +27,20 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..messages import ToolCall
-from .shell import ShellCommand, analyse, is_read_only
+from .shell import (
+    ReadOnlyReading,
+    ShellCommand,
+    SimpleCommand,
+    analyse,
+    bash_command_matches,
+    inner_commands,
+    read_only_operands,
+)
 
 if TYPE_CHECKING:
     import pathspec
+
+    from .sandbox.policy import SandboxPolicy
 
 __all__ = [
     "AskPermission",
@@ -51,6 +61,7 @@ __all__ = [
     "parse_rule",
     "parse_rule_list",
     "read_denied",
+    "read_denied_paths",
     "suggest_rules",
 ]
 
@@ -234,22 +245,23 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
     """The allow rules an "always" answer to this call creates: as narrow as the call, never the whole tool.
 
     Bash: one prefix rule per command the line runs (the program and its first word
-    that is not an option, e.g. ``Bash(git push:*)``) and an Edit rule per file it
-    writes; file tools: the file (``Edit(./src/app.py)``); other tools: the tool's name.
+    that is not an option, e.g. ``Bash(git push:*)``); none for a line that writes a
+    file by redirection (only a bare ``Bash`` rule covers that) or sets variables; file
+    tools: the file (``Edit(./src/app.py)``); other tools: the tool's name.
     """
     if tool_name in BASH_TOOLS:
         command = tool_input.get("command")
         shell = analyse(command) if isinstance(command, str) else None
-        if shell is None or not shell.understood or not shell.commands:
+        if shell is None or not shell.understood or not shell.commands or shell.writes:
             return ()  # nothing narrower than "every Bash command" can be said: no "always"
+        if any(c.assignments for c in shell.commands):
+            return ()
         rules: list[str] = []
         for c in shell.commands:
             head = [c.name, *(w for w in c.words[1:2] if not w.startswith("-") and "/" not in w and "*" not in w)]
             rule = f"Bash({' '.join(head)}:*)"
             if rule not in rules:
                 rules.append(rule)
-        for target in shell.writes:  # a redirection that writes needs what a Write needs
-            rules.extend(r for r in suggest_rules("Edit", {"file_path": target}, cwd=cwd) if r not in rules)
         return tuple(rules)
     if tool_name in _PATH_KEYS:
         path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
@@ -263,19 +275,52 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
     return (tool_name,)
 
 
-def read_denied(rules: PermissionRules, *, cwd: Path, home: Path | None = None) -> Callable[[Path], bool]:
-    """A test telling whether a file is covered by a ``Read(...)`` deny rule — for what Grep opens and Glob lists."""
+def read_denied(
+    rules: PermissionRules, *, cwd: Path, home: Path | None = None, lexical: bool = False
+) -> Callable[[Path], bool]:
+    """A test telling whether a file is covered by a ``Read(...)`` deny rule — for what Grep opens and Glob lists.
+
+    ``lexical``: the paths asked about are already resolved (a walk of the resolved working
+    directory that follows no symlink, as the sandbox's is), so they are matched as written,
+    without resolving each one again.
+    """
     base, home_dir = Path(os.path.abspath(cwd)), home if home is not None else Path.home()
     patterns = [
         _path_pattern(r.specifier, cwd=base, home=home_dir)
         for r in rules.deny
         if r.specifier is not None and _tool_name_matches(r.tool, "Read")
     ]
+    if lexical:
+        specs = [(os.path.normpath(p.root), _compiled_path_spec(p.pattern)) for p in patterns]
+
+        def written(path: Path) -> bool:
+            text = os.path.normpath(path)
+            for root, spec in specs:
+                relative = _relative_to(text, root)
+                if relative is not None and spec.match_file(relative):
+                    return True
+            return False
+
+        return written
 
     def denied(path: Path) -> bool:
         return any(_path_matches(p, path, require_all=False) for p in patterns)
 
     return denied
+
+
+def read_denied_paths(rules: PermissionRules, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
+    """The literal paths (no pattern characters) ``Read`` deny rules name: what a sandbox can hide by path."""
+    base, home_dir = Path(os.path.abspath(cwd)), home if home is not None else Path.home()
+    paths: list[Path] = []
+    for rule in rules.deny:
+        if rule.specifier is None or not _tool_name_matches(rule.tool, "Read"):
+            continue
+        pattern = _path_pattern(rule.specifier, cwd=base, home=home_dir)
+        text = pattern.pattern.removesuffix("/**")
+        if text.startswith("/") and not any(c in text for c in "*?[]!\\"):
+            paths.append(Path(os.path.normpath(str(pattern.root) + text)))
+    return tuple(dict.fromkeys(paths))
 
 
 def hidden_tools(rules: PermissionRules) -> frozenset[str]:
@@ -291,26 +336,6 @@ def hidden_tools(rules: PermissionRules) -> frozenset[str]:
 # A command line is read by ``shell.analyse``: rules are matched against every simple
 # command it runs (wrappers and paths normalised), and every file a redirection writes
 # needs what a Write of that file needs.
-
-
-@functools.lru_cache(maxsize=1024)
-def _bash_pattern(specifier: str) -> re.Pattern[str]:
-    # `prefix:*` (legacy) and a trailing ` *` both mean "this command, with or
-    # without further arguments": `npm run test:*` matches `npm run test` and
-    # `npm run test foo` but not `npm run testing`.
-    if specifier.endswith(":*"):
-        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
-    elif specifier.endswith(" *"):
-        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
-    else:
-        body, tail = specifier.strip(), ""
-    # Only `*` is a wildcard: `?` and `[` are ordinary characters in commands.
-    regex = ".*".join(re.escape(chunk) for chunk in body.split("*"))
-    return re.compile(regex + tail, re.DOTALL)
-
-
-def _bash_command_matches(specifier: str, command: str) -> bool:
-    return _bash_pattern(specifier).fullmatch(command.strip()) is not None
 
 
 # ------------------------------------------------------------------------- paths
@@ -449,7 +474,7 @@ def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: 
         return True
     if ctx.tool_name in BASH_TOOLS:
         command = ctx.tool_input.get("command")
-        return isinstance(command, str) and _bash_command_matches(rule.specifier, command)
+        return isinstance(command, str) and bash_command_matches(rule.specifier, command)
     if ctx.tool_name in _PATH_KEYS:
         target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
         if target is None:
@@ -461,8 +486,17 @@ def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: 
 
 
 def _bash_parts(ctx: _CallContext, shell: ShellCommand) -> tuple[_CallContext, ...]:
-    """One call context per simple command the line runs (normalised words)."""
-    return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": c.text}) for c in shell.commands)
+    """One call context per command the line runs, for deny and ask rules.
+
+    Each command is seen normalised (wrappers and assignments dropped, so ``X=1 env rm``
+    is ``rm``), and so is every command it runs in turn (``timeout 5 rm``, ``xargs rm``,
+    ``bash -c 'rm x'``, ``eval 'rm x'``: ``shell.inner_commands``).
+    """
+    texts: list[str] = []
+    for command in shell.commands:
+        texts.append(command.text)
+        texts.extend(inner_commands(command)[0])
+    return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": t}) for t in dict.fromkeys(texts))
 
 
 def _first_restricting_match(
@@ -476,23 +510,19 @@ def _first_restricting_match(
     return None
 
 
-def _allowing_rule(
-    rules: Sequence[PermissionRule], ctx: _CallContext, shell: ShellCommand | None
-) -> PermissionRule | None:
-    """The allow rule that lets the call through; for Bash every command the line runs needs one."""
-    parts = _bash_parts(ctx, shell) if shell is not None else (ctx,)
-    matched: list[PermissionRule] = []
-    for part in parts:
-        rule = next((r for r in rules if _rule_matches_part(r, part, require_all=True)), None)
-        if rule is None:
-            return None
-        matched.append(rule)
-    return matched[0] if matched else None
+def _allowing_rule(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
+    """The first allow rule that lets this call (for Bash: this one command) through."""
+    return next((r for r in rules if _rule_matches_part(r, ctx, require_all=True)), None)
 
 
 def _restricts_bash(rules: PermissionRules) -> bool:
     """Some deny or ask rule names a Bash command (an unreadable line might hide it)."""
     return any(r.tool in BASH_TOOLS and r.specifier is not None for r in (*rules.deny, *rules.ask))
+
+
+def _allows_all_bash(rules: PermissionRules) -> PermissionRule | None:
+    """A bare ``Bash`` allow rule: every command, redirections included (as in Claude Code)."""
+    return next((r for r in rules.allow if r.tool in BASH_TOOLS and r.specifier is None), None)
 
 
 # ---------------------------------------------------------------------- decision
@@ -505,6 +535,9 @@ class PermissionDecision:
     behavior: PermissionBehavior
     rule: str | None
     reason: str
+    # False for a file tool refused by a path deny rule: Claude Code does not list those in the
+    # result's permission_denials (a Bash command refused for the file it reads is listed).
+    listed: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -540,6 +573,7 @@ def decide(
     interactive: bool,
     home: Path | None = None,
     read_only_tools: frozenset[str] = DEFAULT_READ_ONLY_TOOLS,
+    sandbox: SandboxPolicy | None = None,
 ) -> PermissionDecision:
     """Decide whether a tool call may run.
 
@@ -547,7 +581,9 @@ def decide(
     not read-only, ``bypassPermissions`` allows the rest) → ask rules → allow rules →
     mode defaults (read-only tools inside a working directory allowed; in
     ``acceptEdits`` also edits inside one; everything else asks). An ``ask`` becomes
-    ``deny`` in ``dontAsk`` mode and in non-interactive (headless) runs.
+    ``deny`` in ``dontAsk`` mode and in non-interactive (headless) runs. Bash has its
+    own order (:class:`_BashCall`), where ``sandbox`` (the run's sandbox policy, when
+    the sandbox works) turns what would ask into an allow for a sandboxed command.
     """
     if mode not in PERMISSION_MODES:
         raise ValueError(f"unknown permission mode {mode!r}; expected one of {', '.join(PERMISSION_MODES)}")
@@ -561,14 +597,14 @@ def decide(
     rule = _first_restricting_match(rules.deny, ctx, shell)
     if rule is not None:
         return PermissionDecision(
-            behavior="deny", rule=rule.text, reason=f"{tool_name} is denied by the rule {rule.text!r}"
+            behavior="deny",
+            rule=rule.text,
+            reason=f"{tool_name} is denied by the rule {rule.text!r}",
+            listed=shell is not None or rule.specifier is None or tool_name not in _PATH_KEYS,
         )
     if shell is not None:
-        return _finalize_ask(
-            _decide_bash(ctx, shell, mode=mode, rules=rules, interactive=interactive, read_only_tools=read_only_tools),
-            mode=mode,
-            interactive=interactive,
-        )
+        bash = _BashCall(ctx=ctx, shell=shell, mode=mode, rules=rules, sandbox=sandbox)
+        return _finalize_ask(bash.decide(), mode=mode, interactive=interactive)
     if mode == "plan" and tool_name not in read_only_tools:
         return PermissionDecision(
             behavior="deny", rule=None, reason=f"{tool_name} is not read-only and plan mode allows only read-only tools"
@@ -586,7 +622,7 @@ def decide(
             mode=mode,
             interactive=interactive,
         )
-    rule = _allowing_rule(rules.allow, ctx, None)
+    rule = _allowing_rule(rules.allow, ctx)
     if rule is not None:
         return PermissionDecision(
             behavior="allow", rule=rule.text, reason=f"{tool_name} is allowed by the rule {rule.text!r}"
@@ -603,70 +639,160 @@ def _shell_of(ctx: _CallContext) -> ShellCommand | None:
     return analyse(command) if isinstance(command, str) else ShellCommand(problem="the command is not a string")
 
 
-def _decide_bash(
-    ctx: _CallContext,
-    shell: ShellCommand,
-    *,
-    mode: PermissionMode,
-    rules: PermissionRules,
-    interactive: bool,
-    read_only_tools: frozenset[str],
-) -> PermissionDecision:
-    """A Bash call the deny rules let through: what it runs and writes decides, an unreadable line asks."""
-    name = ctx.tool_name
-    if not shell.understood:
-        if mode == "bypassPermissions" and not _restricts_bash(rules):
-            return PermissionDecision(behavior="allow", rule=None, reason="bypassPermissions mode allows every tool")
-        return PermissionDecision(behavior="ask", rule=None, reason=f"the command cannot be checked: {shell.problem}")
-    writes = [
-        (
-            target,
-            decide(
-                "Write",
-                {"file_path": target},
-                mode=mode,
-                rules=rules,
-                cwd=ctx.cwd,
-                interactive=interactive,
-                home=ctx.home,
-            ),
-        )
-        for target in shell.writes
-    ]
-    denied_write = next(((t, d) for t, d in writes if d.behavior == "deny" and d.rule is not None), None)
-    if denied_write is not None:
-        target, verdict = denied_write
-        return PermissionDecision(
-            behavior="deny", rule=verdict.rule, reason=f"{name} writes {target!r}: {verdict.reason}"
-        )
-    writes_allowed = all(d.behavior == "allow" for _, d in writes)
-    read_only = bool(shell.commands) and not shell.writes and all(is_read_only(c) for c in shell.commands)
-    if mode == "plan" and not read_only:
-        return PermissionDecision(
-            behavior="deny", rule=None, reason=f"{name} is not read-only and plan mode allows only read-only tools"
-        )
-    if mode == "bypassPermissions":
-        return PermissionDecision(
-            behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
-        )
-    rule = _first_restricting_match(rules.ask, ctx, shell)
-    if rule is not None:
-        return PermissionDecision(
-            behavior="ask", rule=rule.text, reason=f"{name} needs approval by the rule {rule.text!r}"
-        )
-    rule = _allowing_rule(rules.allow, ctx, shell)
-    if rule is not None and writes_allowed:
-        return PermissionDecision(
-            behavior="allow", rule=rule.text, reason=f"{name} is allowed by the rule {rule.text!r}"
-        )
-    if rule is not None:
-        target = next(t for t, d in writes if d.behavior != "allow")
-        return PermissionDecision(
-            behavior="ask", rule=None, reason=f"{name} writes {target!r}, which needs approval like a Write"
-        )
-    if read_only:
-        return PermissionDecision(behavior="allow", rule=None, reason=f"{name} runs only read-only commands")
-    return PermissionDecision(behavior="ask", rule=None, reason=f"{name} needs approval in {mode} mode")
+def _allow(reason: str, rule: str | None = None) -> PermissionDecision:
+    return PermissionDecision(behavior="allow", rule=rule, reason=reason)
+
+
+def _ask(reason: str, rule: str | None = None) -> PermissionDecision:
+    return PermissionDecision(behavior="ask", rule=rule, reason=reason)
+
+
+@attrs.frozen(kw_only=True)
+class _BashCall:
+    """One Bash call the deny rules let through, and the order in which the rest of the gate decides it.
+
+    Fails closed: a line the parser cannot read in full asks; a command is allowed
+    only by an allow rule that names it, by being provably read-only (``shell``), by
+    a bare ``Bash`` allow rule, by ``bypassPermissions``, or — the wall, not the
+    parser — by running in the sandbox with ``autoAllowBashIfSandboxed``. A file a
+    redirection writes is allowed only by a bare ``Bash`` rule, ``acceptEdits`` inside
+    a working directory, bypass or the sandbox (never by a ``Write`` rule: as in Claude
+    Code); a file a read-only command reads is held to the Read deny rules and the
+    working directories, as Read is.
+    """
+
+    ctx: _CallContext
+    shell: ShellCommand
+    mode: PermissionMode
+    rules: PermissionRules
+    sandbox: SandboxPolicy | None
+
+    def decide(self) -> PermissionDecision:
+        refused = self._refused_write() or self._refused_read()
+        if refused is not None:
+            return refused
+        if not self.shell.understood:
+            return self._unreadable()
+        hidden = next((c for c in self.shell.commands if inner_commands(c)[1]), None)
+        if hidden is not None and _restricts_bash(self.rules):
+            why = f"{hidden.text!r} runs code the gate cannot read, so the Bash deny and ask rules cannot be applied"
+            return PermissionDecision(behavior="deny", rule=None, reason=why) if self.mode == "plan" else _ask(why)
+        readings = [read_only_operands(c) for c in self.shell.commands]
+        read_only = bool(readings) and not self.shell.writes and all(r is not None for r in readings)
+        if self.mode == "plan" and not read_only:
+            return PermissionDecision(
+                behavior="deny", rule=None, reason="Bash is not read-only and plan mode allows only read-only tools"
+            )
+        if self.mode == "bypassPermissions":
+            return _allow("bypassPermissions mode allows every tool not denied by a rule")
+        rule = _first_restricting_match(self.rules.ask, self.ctx, self.shell)
+        if rule is not None:
+            return _ask(f"Bash needs approval by the rule {rule.text!r}", rule.text)
+        if self._leaves_sandbox():  # Claude Code's sandbox override: the user decides, whatever the rules allow
+            return _ask("Run outside of the sandbox: the command asks to leave it (dangerouslyDisableSandbox)")
+        if self._auto_allowed():
+            return _allow("the command runs in the sandbox (autoAllowBashIfSandboxed)")
+        everything = _allows_all_bash(self.rules)
+        if everything is not None:
+            return _allow(f"Bash is allowed by the rule {everything.text!r}", everything.text)
+        return self._by_command(readings)
+
+    def _leaves_sandbox(self) -> bool:
+        return self.sandbox is not None and self.sandbox.leaves_on_request(self.ctx.tool_input)
+
+    def _sandboxed(self) -> bool:
+        commands = [c.text for c in self.shell.commands]
+        return self.sandbox is not None and self.sandbox.sandboxes(self.ctx.tool_input, commands)
+
+    def _auto_allowed(self) -> bool:
+        return self.sandbox is not None and self.sandbox.auto_allow and self._sandboxed()
+
+    def _unreadable(self) -> PermissionDecision:
+        """A line the parser cannot read in full: only what does not depend on reading it may allow it."""
+        why = f"the command cannot be checked: {self.shell.problem}"
+        if self.mode == "plan":
+            return PermissionDecision(
+                behavior="deny", rule=None, reason=f"{why}; plan mode allows only read-only tools"
+            )
+        if _restricts_bash(self.rules):
+            return _ask(f"{why}, so the Bash deny and ask rules cannot be applied to it")
+        if self.mode == "bypassPermissions":
+            return _allow("bypassPermissions mode allows every tool")
+        if self._leaves_sandbox():
+            return _ask(f"{why}; and it asks to run outside the sandbox (dangerouslyDisableSandbox)")
+        if self._auto_allowed():
+            return _allow("the command runs in the sandbox (autoAllowBashIfSandboxed)")
+        everything = _allows_all_bash(self.rules)
+        if everything is not None:
+            return _allow(f"Bash is allowed by the rule {everything.text!r}", everything.text)
+        return _ask(why)
+
+    def _refused_write(self) -> PermissionDecision | None:
+        """A redirection writing a file an Edit/Write deny rule covers is denied, whatever else allows the line."""
+        for target in self.shell.writes:
+            ctx = attrs.evolve(self.ctx, tool_name="Write", tool_input={"file_path": target})
+            rule = _first_restricting_match(self.rules.deny, ctx, None)
+            if rule is not None:
+                return PermissionDecision(
+                    behavior="deny",
+                    rule=rule.text,
+                    reason=f"Bash writes {target!r}, which the rule {rule.text!r} denies",
+                )
+        return None
+
+    def _refused_read(self) -> PermissionDecision | None:
+        """A read-only command naming a file a Read deny rule covers is denied (and listed, as Claude Code does)."""
+        denied = read_denied(self.rules, cwd=self.ctx.cwd, home=self.ctx.home)
+        named: list[tuple[str, str]] = [(path, "a redirection") for path in self.shell.reads]
+        for command in self.shell.commands:
+            reading = read_only_operands(command)
+            named.extend((path, repr(command.text)) for path in (reading.paths if reading else command.reads))
+        for path, by in named:
+            if denied(self._path(path)):
+                why = f"Bash reads {path!r}, which a Read deny rule covers ({by})"
+                return PermissionDecision(behavior="deny", rule=None, reason=why)
+        return None
+
+    def _path(self, operand: str) -> Path:
+        return Path(os.path.normpath(self.ctx.cwd / operand))
+
+    def _by_command(self, readings: Sequence[ReadOnlyReading | None]) -> PermissionDecision:
+        """Every command needs an allow rule naming it or to be read-only; every written file needs leave."""
+        first_rule: str | None = None
+        for command, reading in zip(self.shell.commands, readings, strict=True):
+            part = attrs.evolve(self.ctx, tool_input={**self.ctx.tool_input, "command": command.full_text})
+            rule = _allowing_rule(self.rules.allow, part)
+            if rule is not None:
+                first_rule = first_rule or rule.text
+                continue
+            refusal = self._read_only_refusal(command, reading)
+            if refusal is not None:
+                return refusal
+        for target in self.shell.writes:
+            if not (self.mode == "acceptEdits" and self._inside(self._path(target))):
+                return _ask(
+                    f"Output redirection to {str(self._path(target))!r} needs approval: only a bare Bash allow "
+                    "rule, acceptEdits mode (inside the working directories) or the sandbox allows it"
+                )
+        if not self.shell.commands:
+            return _ask(f"Bash needs approval in {self.mode} mode")
+        if first_rule is not None:
+            return _allow(f"Bash is allowed by the rule {first_rule!r}", first_rule)
+        return _allow("Bash runs only read-only commands")
+
+    def _read_only_refusal(self, command: SimpleCommand, reading: ReadOnlyReading | None) -> PermissionDecision | None:
+        """None when ``command`` is read-only and reads only what Read could; else why it asks."""
+        if reading is None:
+            return _ask(f"Bash needs approval in {self.mode} mode: {command.text!r} is not provably read-only")
+        for operand in reading.paths:
+            if not self._inside(self._path(operand)):
+                return _ask(f"Bash reads {operand!r}, outside the working directories")
+        if reading.reads_dirs and any(r.specifier is not None and r.tool == "Read" for r in self.rules.deny):
+            return _ask(f"{command.text!r} reads a directory tree, and Read deny rules cover files in it")
+        return None
+
+    def _inside(self, path: Path) -> bool:
+        return any(_is_inside(path, d) for d in (self.ctx.cwd, *self.rules.additional_directories))
 
 
 def _mode_default(

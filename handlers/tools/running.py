@@ -12,6 +12,8 @@ data — so neither a compaction nor a killed process can make it run twice unse
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,6 +27,7 @@ from ..outcome import Notice, evolved, with_outcome
 from ..records import evolve
 from ..request.client import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
+from .base import ToolContext
 from .catalog import turn_registry
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
 from .dispatch import run_tool_calls
@@ -104,7 +107,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
             if call is not None:
                 on_result(call, dict(refusal))
 
-    ran = await run_tool_calls(tools.pending, registry, services.tool_context, on_result=on_result)  # type: ignore[arg-type]
+    context = _with_checkpoints(services, data.session.prompt_id)
+    ran = await run_tool_calls(tools.pending, registry, context, on_result=on_result)  # type: ignore[arg-type]
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
     stop: HookOutcome | None = None
     if services.hooks.configured:
@@ -212,3 +216,18 @@ def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> T:
     """
     data = close_open_calls(run.data, INTERRUPTED)
     return with_outcome(data, result_text=data.outcome.partial_text, error="Interrupted by the user")
+
+
+def _with_checkpoints(services: ToolServices, prompt_id: str) -> ToolContext:
+    """The tool context, with the session's checkpoints for a sandboxed command's changes when both exist."""
+    context = services.tool_context
+    store = services.session
+    if context.sandbox is None or store is None or not store.writes:
+        return context
+
+    networked = bool(context.sandbox.policy.allowed_domains)  # what it sent to an allowed host is not captured
+
+    def save(tool_use_id: str, files: Sequence[Path]) -> object:
+        return store.checkpoints.save(prompt_id=prompt_id, tool_use_id=tool_use_id, files=files, partial=networked)
+
+    return attrs.evolve(context, checkpoint=save)

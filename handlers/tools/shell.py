@@ -1,41 +1,76 @@
-"""Reading a Bash command line as the shell would, to decide whether it may run.
+"""Reading a Bash command line as the shell would, to decide whether it may run — failing closed.
 
 Owns :func:`analyse`: the command line parsed by ``bashlex`` into every simple
 command it runs — in lists, pipelines, loops, functions, subshells, and inside
 command and process substitutions — each with its command word normalised the way
 the shell resolves it (``/bin/rm`` → ``rm``, ``\\rm`` → ``rm``, ``command rm`` /
-``builtin rm`` / ``exec rm`` / ``env X=1 rm`` → ``rm``, assignments dropped), plus
-every file a redirection writes. Anything the parser does not fully understand
-(ANSI-C ``$'…'`` quoting, ``[[ ]]``, ``case``, arithmetic, a command word that is
-itself an expansion or a pattern) makes the analysis *not understood*: the caller
-must ask, never guess. Also owns the conservative read-only classification (a
-known read-only program, without a flag that writes or runs something else).
+``builtin rm`` / ``exec rm`` / ``env X=1 rm`` → ``rm``), its environment
+assignments kept apart, whether every word is a literal, plus every file a
+redirection writes or reads. Anything the parser cannot prove it sees in full makes
+the analysis *not understood*, and the caller must ask, never guess: ANSI-C
+``$'…'`` quoting, arithmetic, ``[[ ]]``, ``case``, a parameter expansion with an
+operator or a subscript (``${x:-$(…)}``, ``${a[$(…)]}``), a here-document whose
+body the shell expands, a quoted word holding ``$(``, a backtick or ``${`` (text
+that runs a command when an array subscript or ``eval`` evaluates it again), a
+command word that is itself an expansion or a pattern.
+
+Also owns :func:`inner_commands` (what a command runs in turn — ``timeout 5 rm``,
+``bash -c 'rm x'``, ``eval`` — for the deny rules, and whether it runs code no one
+can read: ``source``, ``trap``, ``alias``), how a Bash rule's pattern (``git push:*``, ``npm run *``) matches one
+command (:func:`bash_command_matches`), and the read-only classification (:func:`read_only_operands`): a command is
+read-only only when its program is on a short list of programs that cannot write or
+run another program with *any* option, every word is a literal (no expansion of any
+kind — a glob, ``~``, braces, a ``$``), no environment assignment is made, and every
+option is on that program's allow-list spelled exactly (an unknown, abbreviated or
+combined option is not read-only). It returns the files the command reads, so the
+caller can hold them to the Read rules. A list of safe things is never complete:
+this module errs towards "not read-only", and the OS sandbox, not this parser, is
+the wall (``sandbox``).
 
 Does not decide permissions (``permissions`` does, with the rules and the mode).
-Model-proposed commands are hostile input: this module errs towards "not understood".
+Model-proposed commands are hostile input.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import attrs
 
-__all__ = ["ShellCommand", "SimpleCommand", "analyse", "is_read_only"]
+__all__ = [
+    "ReadOnlyReading",
+    "ShellCommand",
+    "SimpleCommand",
+    "analyse",
+    "bash_command_matches",
+    "inner_commands",
+    "read_only_operands",
+]
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a command word that is a plain name, no pattern or expansion
+_PARAMETER: Final = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]|[?#@*$!-])$")  # `$x`, `${x}`, `$1`, `$?`
 _WRAPPERS: Final = frozenset({"command", "builtin", "exec", "env", "nohup"})
 _WRITING_REDIRECTS: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+_READING_REDIRECTS: Final = frozenset({"<", "<>"})
 _HARMLESS_TARGETS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+# Characters that are literal outside quotes; anything else (globs, `~`, braces, `$`, `\`, `!`) is not.
+_LITERAL_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+@%^-")
+# Text that runs a command if the shell evaluates a word again (array subscripts in `printf -v`,
+# `test -v`, `read`, `declare`, arithmetic; `eval`): refused even inside quotes.
+_REEVALUATED: Final = ("$(", "`", "${", "$[")
 
 
 @attrs.frozen(kw_only=True)
 class SimpleCommand:
-    """One command the line runs: its normalised words and their text for rule matching."""
+    """One command the line runs: its normalised words, its assignments, and whether it is all literal."""
 
     words: tuple[str, ...]
+    assignments: tuple[str, ...] = ()  # `X=1 cmd`, `env X=1 cmd`: they change what the program does
+    literal: bool = True  # every word, redirection target and here-document is text the shell does not expand
+    reads: tuple[str, ...] = ()  # files input redirections read (`< file`)
 
     @property
     def name(self) -> str:
@@ -43,8 +78,13 @@ class SimpleCommand:
 
     @property
     def text(self) -> str:
-        """The normalised command as a rule's specifier is matched against (``rm -rf x``)."""
+        """The normalised command as a deny or ask rule's specifier is matched against (``rm -rf x``)."""
         return " ".join(self.words)
+
+    @property
+    def full_text(self) -> str:
+        """The command with its assignments, as allow rules see it: ``X=1 git diff`` is not ``git diff``."""
+        return " ".join((*self.assignments, *self.words))
 
 
 @attrs.frozen(kw_only=True)
@@ -53,6 +93,7 @@ class ShellCommand:
 
     commands: tuple[SimpleCommand, ...] = ()
     writes: tuple[str, ...] = ()  # files redirections write (not /dev/null), as written
+    reads: tuple[str, ...] = ()  # files read by redirections on compound commands (`while …; done < f`)
     problem: str | None = None  # why the line is not fully understood (None: it is)
 
     @property
@@ -69,120 +110,444 @@ def analyse(line: str) -> ShellCommand:
     import bashlex  # here: a run without a Bash call, and `queryloop check`, do not pay for its parser tables
     import bashlex.errors
 
-    if "$'" in line:
-        return ShellCommand(problem="ANSI-C quoting ($'…') is not checked")
+    if "$'" in line or '$"' in line:
+        return ShellCommand(problem="ANSI-C or locale quoting ($'…', $\"…\") is not checked")
+    if "\x00" in line:
+        return ShellCommand(problem="the command contains a NUL byte")
     try:
         trees = bashlex.parse(line)
     except (bashlex.errors.ParsingError, NotImplementedError, IndexError, AttributeError, TypeError, ValueError) as exc:
         return ShellCommand(problem=f"shell syntax that is not checked ({type(exc).__name__}: {exc})")
-    commands: list[SimpleCommand] = []
-    writes: list[str] = []
+    except RecursionError:
+        return ShellCommand(problem="the command is nested too deeply to check")
+    reader = _Reader(line)
     try:
         for tree in trees:
-            for node in _walk(tree):
-                if node.kind == "command":
-                    command, written = _simple(node)
-                    if command is not None:
-                        commands.append(command)
-                    writes.extend(written)
+            reader.visit(tree)
     except _Unclear as exc:
         return ShellCommand(problem=str(exc))
-    return ShellCommand(commands=tuple(commands), writes=tuple(writes))
+    except RecursionError:
+        return ShellCommand(problem="the command is nested too deeply to check")
+    return ShellCommand(commands=tuple(reader.commands), writes=tuple(reader.writes), reads=tuple(reader.reads))
+
+
+# Nodes that only hold others (a `word` under one — a loop's list, a function's name — is checked as any word).
+_CONTAINERS: Final = frozenset(
+    {"list", "pipeline", "compound", "if", "for", "while", "until", "function", "operator", "pipe", "reservedword"}
+)
+_SUBSTITUTIONS: Final = frozenset({"commandsubstitution", "processsubstitution"})
+
+
+class _Reader:
+    """Walks bashlex trees, collecting simple commands; raises :class:`_Unclear` at anything it cannot vouch for."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+        self.commands: list[SimpleCommand] = []
+        self.writes: list[str] = []
+        self.reads: list[str] = []  # files redirections on compound commands read
+
+    def visit(self, node: Any) -> None:
+        kind = getattr(node, "kind", None)
+        if kind == "command":
+            self._command(node)
+        elif kind in _SUBSTITUTIONS:
+            self.visit(node.command)
+        elif kind in ("word", "assignment"):
+            self._word(node)
+        elif kind == "redirect":  # on a compound command: `{ ls; } > f`, `( … ) > f`, `for …; done > f`
+            self._redirect(node, writes=self.writes, reads=self.reads)
+        elif kind in _CONTAINERS:
+            for child in _children(node):
+                self.visit(child)
+        else:
+            raise _Unclear(f"shell construct {kind!r} is not checked")
+
+    def _children_of_word(self, word: Any) -> None:
+        """Check a word's expansions: plain parameters pass, substitutions are read, anything else is unclear."""
+        for part in getattr(word, "parts", None) or ():
+            kind = getattr(part, "kind", "")
+            if kind == "parameter":
+                if not _PARAMETER.match(part.value):
+                    raise _Unclear(f"the parameter expansion ${{{part.value}}} is not checked")
+            elif kind in _SUBSTITUTIONS:
+                self.visit(part.command)
+            elif kind != "tilde":
+                raise _Unclear(f"the expansion {kind!r} in {word.word!r} is not checked")
+        bare = self._raw_outside_parts(word)
+        if any(marker in bare for marker in _REEVALUATED):
+            raise _Unclear(f"the word {word.word!r} holds text that runs a command if evaluated again")
+
+    def _raw(self, node: Any) -> str:
+        start, end = node.pos
+        return str(self.line[start:end])
+
+    def _raw_outside_parts(self, word: Any) -> str:
+        """The word as written, with the expansions bashlex found cut out (what is left is quoted or plain text)."""
+        start, end = word.pos
+        pieces, at = [], start
+        for part in sorted(getattr(word, "parts", None) or (), key=lambda p: p.pos[0]):
+            pieces.append(self.line[at : part.pos[0]])
+            at = max(at, part.pos[1])
+        pieces.append(self.line[at:end])
+        return "".join(pieces)
+
+    def _word(self, word: Any) -> bool:
+        """Check one word; True when it is a literal (nothing in it is expanded)."""
+        self._children_of_word(word)
+        return not getattr(word, "parts", None) and _is_literal(self._raw(word))
+
+    def _command(self, node: Any) -> None:
+        words: list[str] = []
+        assignments: list[str] = []
+        writes: list[str] = []
+        reads: list[str] = []
+        literal = True
+        for part in node.parts:
+            if part.kind == "word":
+                if not words and getattr(part, "parts", None):
+                    raise _Unclear(f"the command word {part.word!r} is an expansion")
+                literal = self._word(part) and literal
+                words.append(part.word)
+            elif part.kind == "assignment":
+                self._word(part)
+                assignments.append(part.word)
+            elif part.kind == "redirect":
+                literal = self._redirect(part, writes=writes, reads=reads) and literal
+            else:
+                raise _Unclear(f"shell construct {part.kind!r} is not checked")
+        self.writes.extend(writes)
+        words, wrapped = _normalise(words)
+        assignments.extend(wrapped)
+        if words:
+            self.commands.append(
+                SimpleCommand(words=tuple(words), assignments=tuple(assignments), literal=literal, reads=tuple(reads))
+            )
+
+    def _redirect(self, redirect: Any, *, writes: list[str], reads: list[str]) -> bool:
+        """Record what a redirection writes or reads; True when it is literal."""
+        target = redirect.output
+        heredoc = getattr(redirect, "heredoc", None)
+        if heredoc is not None:
+            return self._heredoc(redirect, heredoc)
+        if isinstance(target, int):  # 2>&1: a descriptor, not a file
+            return True
+        if redirect.type == "<<<":  # a here-string: its word is expanded like any other
+            return self._word(target)
+        if getattr(target, "parts", None):
+            self._children_of_word(target)
+            raise _Unclear(f"a redirection names {target.word!r}, an expansion")
+        if not _is_literal(self._raw(target)):
+            raise _Unclear(f"a redirection names {target.word!r}, which the shell expands")
+        if redirect.type in _WRITING_REDIRECTS and target.word not in _HARMLESS_TARGETS:
+            writes.append(target.word)
+        if redirect.type in _READING_REDIRECTS:
+            reads.append(target.word)
+        return True
+
+    def _heredoc(self, redirect: Any, heredoc: Any) -> bool:
+        """A here-document: literal when its delimiter is quoted; an unquoted one's body must expand nothing."""
+        delimiter = self._raw(redirect.output)
+        body = str(getattr(heredoc, "value", ""))
+        if any(q in delimiter for q in ("'", '"', "\\")):
+            return True
+        if any(c in body for c in "$`\\"):
+            raise _Unclear("a here-document body that the shell expands is not checked")
+        return True
 
 
 def _children(node: Any) -> Iterator[Any]:
-    for key in ("parts", "list", "command", "output", "heredoc"):
-        value = getattr(node, key, None)
-        if isinstance(value, list):
-            yield from (v for v in value if hasattr(v, "kind"))
-        elif hasattr(value, "kind"):
-            yield value
+    """Every node under ``node``, whatever attribute holds it (``parts``, ``list``, ``redirects``, ``body``, …).
+
+    Generic on purpose: a construct whose children this module did not know of is
+    still walked, and an unknown kind among them is unclear — never skipped.
+    """
+    seen: set[int] = set()
+    for value in vars(node).values():
+        for child in value if isinstance(value, list) else [value]:
+            if hasattr(child, "kind") and id(child) not in seen:
+                seen.add(id(child))
+                yield child
 
 
-def _walk(node: Any) -> Iterator[Any]:
-    yield node
-    for child in _children(node):
-        yield from _walk(child)
+def _is_literal(raw: str) -> bool:
+    """True when the shell would take ``raw`` as written: plain characters, '…', or "…" without $ ` \\ !."""
+    quote: str | None = None
+    for ch in raw:
+        if quote == "'":
+            quote = None if ch == "'" else quote
+        elif quote == '"':
+            if ch == '"':
+                quote = None
+            elif ch in "$`\\!":
+                return False
+        elif ch in "'\"":
+            quote = ch
+        elif ch not in _LITERAL_CHARS:
+            return False
+    return quote is None and not raw.startswith("=")
 
 
-_EXPANSIONS: Final = frozenset({"parameter", "commandsubstitution", "processsubstitution", "tilde"})
-
-
-def _has_expansion(word: Any) -> bool:
-    return any(getattr(p, "kind", "") in _EXPANSIONS for p in _walk(word) if p is not word)
-
-
-def _simple(node: Any) -> tuple[SimpleCommand | None, list[str]]:
-    words: list[str] = []
-    writes: list[str] = []
-    for part in node.parts:
-        if part.kind == "word":
-            if not words and _has_expansion(part):
-                raise _Unclear(f"the command word {part.word!r} is an expansion")
-            words.append(part.word)
-        elif part.kind == "redirect":
-            writes.extend(_written(part))
-        elif part.kind != "assignment":
-            raise _Unclear(f"shell construct {part.kind!r} is not checked")
-    words = _normalise(words)
-    return (SimpleCommand(words=tuple(words)) if words else None), writes
-
-
-def _written(redirect: Any) -> list[str]:
-    if redirect.type not in _WRITING_REDIRECTS:
-        return []
-    target = redirect.output
-    if isinstance(target, int):  # 2>&1: a descriptor, not a file
-        return []
-    if _has_expansion(target):
-        raise _Unclear(f"a redirection writes to {target.word!r}, an expansion")
-    return [] if target.word in _HARMLESS_TARGETS else [target.word]
-
-
-def _normalise(words: list[str]) -> list[str]:
-    """The command word as the shell resolves it, wrappers and assignments removed."""
+def _normalise(words: list[str]) -> tuple[list[str], list[str]]:
+    """The command word as the shell resolves it, wrappers removed; the assignments ``env`` makes."""
+    assignments: list[str] = []
     while words:
         name = words[0].rsplit("/", 1)[-1] if "/" in words[0] else words[0]
         if not _NAME.match(name):
             raise _Unclear(f"the command word {words[0]!r} is not a plain name")
         words = [name, *words[1:]]
         if name not in _WRAPPERS:
-            return words
+            return words, assignments
         rest = words[1:]
         if name == "env":
             while rest and "=" in rest[0] and not rest[0].startswith("-"):
+                assignments.append(rest[0])
                 rest = rest[1:]
         if rest and rest[0].startswith("-"):
             raise _Unclear(f"{name} with options is not checked")
         words = rest
-    return words
+    return words, assignments
+
+
+# ---- commands a command runs -------------------------------------------------------------------
+
+#: Programs whose later words are another command they run (`timeout 5 rm x`, `xargs rm`).
+_RUNNERS: Final = frozenset(
+    {
+        "timeout", "nice", "ionice", "stdbuf", "setsid", "flock", "xargs", "watch", "time", "chrt", "taskset",
+        "sudo", "doas", "unbuffer", "parallel", "strace", "ltrace", "chroot", "unshare", "nsenter", "runuser",
+        "su", "script", "find", "env", "command", "builtin", "exec", "nohup", "busybox",
+    }
+)  # fmt: skip
+#: Shells, whose `-c` word is a command line of its own.
+_SHELLS: Final = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox"})
+#: Shell built-ins and programs that run code the gate cannot read (a file, a callback, a later trigger).
+_OPAQUE: Final = frozenset(
+    {"eval", "source", ".", "alias", "hash", "trap", "compgen", "complete", "mapfile", "readarray", "enable", "fc"}
+)
+
+
+def inner_commands(command: SimpleCommand, *, depth: int = 0) -> tuple[tuple[str, ...], bool]:
+    """The other commands ``command`` runs, as texts a deny rule can match; True when it runs code none can see.
+
+    ``timeout 5 rm x`` runs ``rm x`` (every later suffix is offered: a runner's own
+    options are not parsed), ``bash -c 'rm x'`` and ``eval 'rm x'`` run what their
+    text reads as; ``source f``, ``trap … EXIT``, ``alias``, ``mapfile -C`` run code
+    the gate cannot read. For deny and ask rules only: an allow rule never reaches in.
+    """
+    words = command.words
+    texts: list[str] = []
+    opaque = command.name in _OPAQUE
+    if command.name in _RUNNERS:
+        texts.extend(" ".join(words[i:]) for i in range(1, len(words)))
+    scripts: list[str] = []
+    if command.name == "eval":
+        scripts.append(" ".join(words[1:]))
+    if command.name in _SHELLS:
+        scripts.extend(words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("-") and "c" in w[1:])
+        opaque = opaque or (not scripts and len(words) > 1)  # `bash script.sh`: a file the gate cannot read
+    for script in scripts:
+        inner = analyse(script) if depth < 3 else ShellCommand(problem="nested too deeply")
+        if not inner.understood:
+            opaque = True
+        for nested in inner.commands:
+            texts.append(nested.text)
+            more, hidden = inner_commands(nested, depth=depth + 1)
+            texts.extend(more)
+            opaque = opaque or hidden
+    return tuple(texts), opaque
+
+
+# ---- rule patterns -----------------------------------------------------------------------------
+# A Bash permission rule's specifier (and an excludedCommands entry) is matched against one normalised command.
+
+
+@functools.lru_cache(maxsize=1024)
+def _bash_pattern(specifier: str) -> re.Pattern[str]:
+    # `prefix:*` (legacy) and a trailing ` *` both mean "this command, with or
+    # without further arguments": `npm run test:*` matches `npm run test` and
+    # `npm run test foo` but not `npm run testing`.
+    if specifier.endswith(":*"):
+        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
+    elif specifier.endswith(" *"):
+        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
+    else:
+        body, tail = specifier.strip(), ""
+    # Only `*` is a wildcard: `?` and `[` are ordinary characters in commands.
+    regex = ".*".join(re.escape(chunk) for chunk in body.split("*"))
+    return re.compile(regex + tail, re.DOTALL)
+
+
+def bash_command_matches(specifier: str, command: str) -> bool:
+    """Does a Bash rule's specifier (``git push:*``, ``npm run *``, ``ls``) match this one command?"""
+    return _bash_pattern(specifier).fullmatch(command.strip()) is not None
 
 
 # ---- read-only classification ------------------------------------------------------------------
 
-_READ_ONLY: Final = frozenset(
-    {
-        "basename", "cat", "cmp", "cut", "date", "df", "diff", "dirname", "du", "echo", "egrep", "false",
-        "fgrep", "file", "grep", "head", "id", "ls", "md5sum", "nl", "printf", "pwd", "readlink", "realpath",
-        "seq", "sha1sum", "sha256sum", "stat", "tail", "test", "tr", "true", "type", "uname", "uniq", "wc",
-        "which", "whoami", "[",
-    }
-)  # fmt: skip
-_GIT_READ_ONLY: Final = frozenset({"status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "describe"})
-_FIND_ACTIONS: Final = frozenset(
-    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+
+@attrs.frozen(kw_only=True)
+class _Program:
+    """What a read-only program accepts: its flags, its options taking a value, and what its operands are."""
+
+    flags: frozenset[str] = frozenset()
+    valued: frozenset[str] = frozenset()  # `-n 5`, `--lines 5`, `--lines=5`
+    operands: str = "paths"  # "paths" (files it reads), "text" (not files), "pattern" (grep: a pattern, then paths)
+    numeric: bool = False  # `head -5`: a count written as an option
+    lists_dirs: frozenset[str] = frozenset()  # options that make it read a directory tree (`-r`)
+    default_cwd: bool = False  # with no operand it reads the working directory
+
+
+def _program(
+    flags: str = "",
+    valued: str = "",
+    *,
+    operands: str = "paths",
+    numeric: bool = False,
+    lists_dirs: str = "",
+    default_cwd: bool = False,
+) -> _Program:
+    return _Program(
+        flags=frozenset(flags.split()),
+        valued=frozenset(valued.split()),
+        operands=operands,
+        numeric=numeric,
+        lists_dirs=frozenset(lists_dirs.split()),
+        default_cwd=default_cwd,
+    )
+
+
+_HEAD_TAIL: Final = _program(
+    "-q -v -z --quiet --silent --verbose --zero-terminated", "-n -c --lines --bytes", numeric=True
+)
+_SUMS: Final = _program("-b -t -z --binary --text --tag --zero")
+_GREP: Final = _program(
+    "-i -v -n -c -l -L -r -R -w -x -o -q -s -h -H -E -F -G -z -a -I -rn -ri -rl -rin -rni -in -il -ni -iv -Hn "
+    "--ignore-case --invert-match --line-number --count --files-with-matches --files-without-match --recursive "
+    "--dereference-recursive --word-regexp --line-regexp --only-matching --quiet --silent --no-messages "
+    "--no-filename --with-filename --extended-regexp --fixed-strings --basic-regexp --null-data --text --null "
+    "--color --colour",
+    "-e -m -A -B -C --regexp --max-count --after-context --before-context --context --include --exclude "
+    "--exclude-dir --color --colour",
+    operands="pattern",
+    lists_dirs="-r -R -rn -ri -rl -rin -rni --recursive --dereference-recursive",
 )
 
+#: The programs that cannot write a file or run another program with any option they accept here.
+#: Dropped on purpose: sort (-o, --compress-program), uniq (an output operand), date (-s), file (-C),
+#: find (-exec, -delete, -fprint), git (--output, -c, repository config that runs programs), printf (-v
+#: assigns through an array subscript the shell evaluates), test / [ (-v evaluates one), tee, xargs, cd
+#: (later commands then read elsewhere than the paths checked here).
+_READ_ONLY: Final[Mapping[str, _Program]] = {
+    "cat": _program(
+        "-A -b -e -E -n -s -t -T -u -v --show-all --number-nonblank --show-ends --number --squeeze-blank "
+        "--show-tabs --show-nonprinting"
+    ),
+    "head": _HEAD_TAIL,
+    "tail": _HEAD_TAIL,
+    "wc": _program("-c -m -l -L -w --bytes --chars --lines --max-line-length --words"),
+    "ls": _program(
+        "-a -A -l -h -1 -R -r -t -S -d -F -i -s -la -al -lh -lah -alh -ltr -lt -lS -1a "
+        "--all --almost-all --human-readable --recursive --reverse --directory --classify --inode --size",
+        lists_dirs="-a -A -l -h -1 -R -r -t -S -F -i -s -la -al -lh -lah -alh -ltr -lt -lS -1a --all "
+        "--almost-all --human-readable --recursive --reverse --classify --inode --size",
+        default_cwd=True,
+    ),
+    "stat": _program("-L -t --dereference --terse", "-c --format"),
+    "du": _program(
+        "-s -h -a -c -k -m -b -sh --summarize --human-readable --all --total",
+        "-d --max-depth",
+        lists_dirs="-s -h -a -c -k -m -b -sh --summarize --human-readable --all --total",
+        default_cwd=True,
+    ),
+    "df": _program("-h -k -T -i --human-readable --inodes --print-type"),
+    "echo": _program("-n -e -E", operands="text"),
+    "pwd": _program("-L -P", operands="none"),
+    "true": _program(operands="text"),
+    "false": _program(operands="text"),
+    "basename": _program("-a -z --multiple --zero", "-s --suffix", operands="text"),
+    "dirname": _program("-z --zero", operands="text"),
+    "realpath": _program("-e -m -s -q -z --canonicalize-existing --canonicalize-missing --no-symlinks --quiet"),
+    "readlink": _program("-e -f -m -n -q -s -v -z --canonicalize --canonicalize-existing --no-newline --quiet"),
+    "md5sum": _SUMS,
+    "sha1sum": _SUMS,
+    "sha256sum": _SUMS,
+    "sha512sum": _SUMS,
+    "cksum": _program(),
+    "cmp": _program("-b -l -s --print-bytes --verbose --quiet --silent", "-n --bytes"),
+    "diff": _program(
+        "-u -q -N -a -b -w -B -i -y -c -r --brief --unified --new-file --text --ignore-space-change "
+        "--ignore-all-space --ignore-blank-lines --ignore-case --side-by-side --normal --context --recursive",
+        "-U",
+        lists_dirs="-r --recursive",
+    ),
+    "nl": _program("", "-b -n -w -s --body-numbering --number-format --number-width --number-separator"),
+    "cut": _program(
+        "-s -z --complement --only-delimited --zero-terminated",
+        "-b -c -d -f --bytes --characters --delimiter --fields",
+    ),
+    "tr": _program("-c -d -s -C --complement --delete --squeeze-repeats", operands="text"),
+    "seq": _program("-w --equal-width", "-s -f --separator --format", operands="text"),
+    "grep": _GREP,
+    "egrep": _GREP,
+    "fgrep": _GREP,
+    "id": _program("-u -g -G -n -r", operands="text"),
+    "whoami": _program(operands="none"),
+    "uname": _program("-a -s -n -r -v -m -o --all", operands="none"),
+    "which": _program("-a", operands="text"),
+}
 
-def is_read_only(command: SimpleCommand) -> bool:
-    """True when ``command`` only reads: a known read-only program without a flag that writes or runs something."""
-    name, args = command.name, command.words[1:]
-    if name in _READ_ONLY:
-        return not (name == "tail" and any(a in ("-f", "-F", "--follow") or a.startswith("--follow") for a in args))
-    if name == "find":
-        return not any(a in _FIND_ACTIONS for a in args)
-    if name == "sort":
-        return not any(a == "-o" or a.startswith(("-o", "--output")) for a in args)
-    if name == "git":
-        return bool(args) and args[0] in _GIT_READ_ONLY and not any(a.startswith("--output") for a in args)
-    return False
+
+@attrs.frozen(kw_only=True)
+class ReadOnlyReading:
+    """The files a read-only command reads, and whether it reads directory trees (for the Read deny rules)."""
+
+    paths: tuple[str, ...]
+    reads_dirs: bool
+
+
+def read_only_operands(command: SimpleCommand) -> ReadOnlyReading | None:
+    """The files ``command`` reads when it is provably read-only; None when it is not (or cannot be shown to be)."""
+    program = _READ_ONLY.get(command.name)
+    if program is None or command.assignments or not command.literal:
+        return None
+    paths: list[str] = list(command.reads)
+    operands: list[str] = []
+    reads_dirs = False
+    pattern_given = False
+    args = command.words[1:]
+    index, ended = 0, False
+    while index < len(args):
+        arg = args[index]
+        if ended or arg == "-" or not arg.startswith("-") or (program.operands == "text" and arg[1:].isdigit()):
+            operands.append(arg)
+        elif arg == "--":
+            ended = True
+        elif arg in program.flags:
+            reads_dirs = reads_dirs or arg in program.lists_dirs
+        elif arg in program.valued:
+            index += 1
+            if index >= len(args):
+                return None
+            pattern_given = pattern_given or arg in ("-e", "--regexp")
+        elif arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in program.valued:
+            pattern_given = pattern_given or arg.startswith("--regexp=")
+        elif program.numeric and arg[1:].isdigit():
+            pass
+        else:
+            return None
+        index += 1
+    if program.operands == "none" and operands:
+        return None
+    if program.operands == "pattern" and not pattern_given:
+        if not operands:
+            return None
+        operands = operands[1:]
+    if program.operands in ("paths", "pattern"):
+        paths.extend(o for o in operands if o != "-")
+        if not operands and program.default_cwd:
+            paths.append(".")
+            reads_dirs = True
+        if not operands and program.operands == "pattern" and reads_dirs:
+            paths.append(".")
+    return ReadOnlyReading(paths=tuple(paths), reads_dirs=reads_dirs or program.default_cwd)

@@ -46,7 +46,10 @@ class FleetCheckpoints(CheckpointStore):
         rows = self.db.checkpoints(self.paths.session_id)
         return [_entry(row) for row in rows], 0, []
 
-    def save(self, *, prompt_id: str, tool_use_id: str, files: Iterable[Path]) -> list[CheckpointEntry]:
+    def save(
+        self, *, prompt_id: str, tool_use_id: str, files: Iterable[Path], partial: bool = False
+    ) -> list[CheckpointEntry]:
+        # ``partial`` is not kept: no rewind reads the fleet's checkpoints, only `queryloop rewind`'s files do.
         done = self.db.checkpoints(self.paths.session_id, tool_use_id)
         if done:  # taken before this workflow was recovered: the file may have changed since
             return [_entry(row) for row in done]

@@ -292,8 +292,11 @@ def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
             turns = ["tool Edit", "tool Bash", "tool Bash", "tool Bash", "tool Read"]
             assert kinds == [*(k for tool in turns for k in ("model request", tool)), "model request"]
             assert (cwd / "checkpoint.txt").read_text() == "MODIFIED\n"
-            (checkpoint,) = db.checkpoints(session_id)  # taken once: the replay did not store the changed bytes
+            rows = db.checkpoints(session_id)
+            (checkpoint,) = [r for r in rows if r["path"].endswith("checkpoint.txt")]  # taken once, not on replay
             assert db.blob(checkpoint["blob"]) == b"ORIGINAL\n"
+            redirected = [r["tool_use_id"] for r in rows if r["path"].endswith("effects.log")]
+            assert len(redirected) == len(set(redirected)) == 3, "each Bash call's redirection checkpointed once"
             messages = _check_transcript(db, session_id, tmp_path)
             interrupted = [
                 b

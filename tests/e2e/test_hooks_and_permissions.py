@@ -326,9 +326,11 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
 
     from .harness import ROOT, cli_env
 
+    # A pipe into tee, not a redirection: only a bare Bash rule covers a redirection, so "always" offers none for it.
+    teed = '{tool_use: {name: Bash, input: {command: "echo ran | tee -a side_effect.log"}}}'
     text = scenario(f"""  mock-primary:
-    - reply: {{content: [{SIDE_EFFECT}]}}
-    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{teed}]}}
+    - reply: {{content: [{teed}]}}
     - reply: {{content: [{{text: "ok"}}]}}
 """)
     master, slave = os.openpty()
@@ -375,4 +377,4 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
     assert result["is_error"] is False and result["permission_denials"] == []
     assert (tmp_path / "side_effect.log").read_text() == "ran\nran\n"
     assert seen.count(b"[y/n/always") == 1, "'always' holds for the rest of the run"
-    assert b"[y/n/always: Bash(echo ran:*), Edit(./side_effect.log)]" in seen, "the prompt names the rules it creates"
+    assert b"[y/n/always: Bash(echo ran:*), Bash(tee:*)]" in seen, "the prompt names the rules it creates"

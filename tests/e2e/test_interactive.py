@@ -226,3 +226,14 @@ def test_the_status_line_shows_the_retry_in_progress_during_a_529(place) -> None
     session.expect("ANSWER-AT-LAST")
     session.ready()
     session.close()
+
+
+def test_the_first_screen_says_whether_the_sandbox_is_on(place) -> None:  # type: ignore[no-untyped-def]
+    scenario, cwd, home = place
+    _write(scenario, _rule("hello", '{text: "HI"}'))
+    off = Session(scenario, cwd, home)
+    assert "sandbox: off (bubblewrap works here: --sandbox or sandbox.enabled turns it on)" in off.banner
+    off.close()
+    on = Session(scenario, cwd, home, "--sandbox")
+    assert "sandbox: on · Bash writes only here and in its own /tmp · network: none" in on.banner
+    on.close()

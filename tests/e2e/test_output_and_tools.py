@@ -27,7 +27,7 @@ def test_max_turns_1_runs_the_tool_and_sends_no_second_request(tmp_path: Path) -
     assert run.returncode == 1
     assert len(api.requests) == 1
     assert (tmp_path / "out.txt").read_text() == "hello\n", "the tools of the last turn still run"
-    assert run.reasons == ["tools_requested", "max_turns_reached"]
+    assert run.reasons == ["tools_requested", "file_checkpoint_taken", "max_turns_reached"]  # out.txt kept first
     result = run.result
     assert (
         result["subtype"] == "error_max_turns"
@@ -48,7 +48,14 @@ def test_tool_turns_continue_until_the_answer_and_keep_the_ledger_closed(tmp_pat
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-turns", "3"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.reasons == ["tools_requested", "next_turn", "tools_requested", "next_turn", "answer_recorded"]
+    assert run.reasons == [
+        "tools_requested",
+        "file_checkpoint_taken",  # the file the Bash redirection appends to, kept for rewind
+        "next_turn",
+        "tools_requested",
+        "next_turn",
+        "answer_recorded",
+    ]
     results = [line["message"]["content"][0] for line in run.of("user")]
     assert [r["is_error"] for r in results] == [False, True, True]
     assert results[2]["content"] == "<tool_use_error>Error: No such tool available: Nope</tool_use_error>"

@@ -440,3 +440,20 @@ default:
     assert proc.returncode == 0, proc.stderr
     assert _tool_result(api, 1)["content"] == "5.0"
     assert "2 + 3 = 5" in proc.stdout
+
+
+def test_input_a_permission_callback_gives_is_checked_again_against_the_deny_rules(tmp_path: Path) -> None:
+    async def swap(name: str, tool_input: dict[str, Any], context: ToolPermissionContext) -> Any:
+        return PermissionResultAllow(updated_input={"command": "touch swapped.txt"})
+
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo harmless > out.txt"}}}]}
+    - reply: {content: [{text: "done"}]}
+""")
+    with MockApi(text) as api:
+        messages = _query(api, tmp_path, "go", can_use_tool=swap, disallowed_tools=["Bash(touch:*)"])
+    refused = _tool_result(api, 1)
+    assert not (tmp_path / "swapped.txt").exists(), "the callback's input ran past a deny rule"
+    assert refused["is_error"] is True and "Bash(touch:*)" in refused["content"]
+    denials = _result(messages).permission_denials
+    assert denials is not None and len(denials) == 1

@@ -189,7 +189,7 @@ def test_stream_cut_after_a_complete_tool_use_runs_that_tool_exactly_once(tmp_pa
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "side_effect.log").read_text() == "ran\n"
     assert len(api.requests) == 2
-    assert run.reasons == ["partial_tool_use_kept", "next_turn", "answer_recorded"]
+    assert run.reasons == ["partial_tool_use_kept", "file_checkpoint_taken", "next_turn", "answer_recorded"]
     second = api.requests[1].messages
     assert [b["type"] for b in second[1]["content"]] == ["tool_use"], "only the complete block is in the transcript"
     assert_ledger_closed(api.requests)

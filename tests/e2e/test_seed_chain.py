@@ -29,9 +29,16 @@ from queryloop.machines import MACHINES_DIR
 from .harness import ROOT, MockApi, cli_env, run_cli
 
 SCENARIO = (MACHINES_DIR / "scenarios" / "seed_chain.yaml").read_text()
-DEPLOY = "echo dep-42 >> deployments.log"
+DEPLOY = "echo dep-42 | tee -a deployments.log"
 CHAIN_FLAGS = ["--model", "mock-primary", "--fallback-model", "mock-fallback", "--permission-mode", "acceptEdits"]
-CHAIN_FLAGS += ["--allowed-tools", "Bash(echo dep-42:*)", "Read", "--", "go"]  # the scenario's cli hints, as flags
+CHAIN_FLAGS += [
+    "--allowed-tools",
+    "Bash(echo dep-42:*)",
+    "Bash(tee -a deployments.log)",
+    "Read",
+    "--",
+    "go",
+]  # the scenario's cli hints, as flags
 
 
 def _home() -> Path:
@@ -95,13 +102,13 @@ def _prepared(cwd: Path) -> Path:
 
 
 KILLED_TURN = SCENARIO.replace(
-    """              input: {command: "echo dep-42 >> deployments.log", description: Deploy}
+    """              input: {command: "echo dep-42 | tee -a deployments.log", description: Deploy}
     - reply:
         content:
           - tool_use:
               name: Read
               input: {file_path: checkpoint.txt}""",
-    """              input: {command: "echo dep-42 >> deployments.log", description: Deploy}
+    """              input: {command: "echo dep-42 | tee -a deployments.log", description: Deploy}
           - tool_use:
               name: Bash
               input: {command: "echo $$ > slow.pid; sleep 60", description: Wait}
@@ -175,7 +182,7 @@ def test_killed_right_after_the_deploy_the_resumed_session_has_its_real_result_a
         for b in m["content"]
         if b.get("type") == "tool_result"
     }
-    assert answers[deploy_id]["is_error"] is False and answers[deploy_id]["content"] == "(no output)", (
+    assert answers[deploy_id]["is_error"] is False and answers[deploy_id]["content"] == "dep-42\n", (
         "the deploy that completed gets its real, recorded result"
     )
     slow_id = last["content"][1]["id"]

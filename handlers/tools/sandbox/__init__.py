@@ -1,0 +1,40 @@
+"""The OS sandbox for the model's Bash commands (bubblewrap on Linux): the wall the permission gate is not.
+
+``policy`` reads the ``sandbox`` settings and says which calls run inside; ``probe``
+asks whether bubblewrap starts here; ``launch`` builds each command's ``bwrap`` line; ``overlay`` brings a
+command's changes to the working directory back with their originals checkpointed;
+``proxy`` and ``bridge`` give a sandboxed command the hosts ``network.allowedDomains``
+names and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+__all__ = [
+    "DEFAULT_CAPTURE_BYTES",
+    "OverlayChanges",
+    "PROXY_PORT",
+    "Sandbox",
+    "SandboxPolicy",
+    "SandboxedCommand",
+    "unavailable_reason",
+]
+
+if TYPE_CHECKING:
+    from .launch import DEFAULT_CAPTURE_BYTES, PROXY_PORT, Sandbox, SandboxedCommand
+    from .overlay import OverlayChanges
+    from .policy import SandboxPolicy
+    from .probe import unavailable_reason
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".launch": ("DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxedCommand"),
+            ".overlay": ("OverlayChanges",),
+            ".policy": ("SandboxPolicy",),
+            ".probe": ("unavailable_reason",),
+        },
+    )

@@ -1,0 +1,199 @@
+"""The sandbox's end of the way out: a loopback port inside the sandbox relayed to the proxy's Unix socket.
+
+Run inside the sandbox, before the command, as::
+
+    python3 -I /abs/path/bridge.py SOCKET PORT -- CMD [ARGS...]
+
+(:func:`bridge_argv` builds that line). Inside ``--unshare-net`` the sandbox has only its own loopback,
+so the proxy (``proxy.DomainProxy``, outside) is reached over a Unix socket bind-mounted in. The script
+binds and listens on ``127.0.0.1:PORT`` first, so the port is ready before the command starts, then
+forks: the child accepts on the port and relays each connection, byte for byte both ways, to a new
+connection on ``SOCKET``; the parent ``exec``s ``CMD``, which keeps the process id and exit status the
+sandbox waits for. The command finds the proxy through ``HTTP_PROXY``/``HTTPS_PROXY``
+(``http://127.0.0.1:PORT``), which the caller sets.
+
+When the network cannot be bridged (``SOCKET`` missing or not a socket, ``PORT`` taken) the script prints
+one line starting ``queryloop sandbox:`` to stderr and still runs ``CMD``: the command then simply has no
+network, which is what the sandbox promises anyway, and a failing command says more than a refusal to
+start would. Only a malformed command line (no ``--``, no ``CMD``, a bad port) exits 125 without running
+anything, and a ``CMD`` that cannot be executed exits 127 (not found) or 126, as a shell does.
+
+The relay ends with the sandbox: it asks the kernel for ``SIGKILL`` when its parent (the command, after
+``exec``) ends, watches its parent as well, ignores ``SIGINT`` meant for the command, and holds none of
+the command's standard streams, so a caller reading the command's output to its end is never kept
+waiting by the relay.
+
+Does not filter anything (the proxy outside decides which hosts are reached) and must not import
+queryloop: it runs under ``python3 -I`` inside the sandbox, with only the standard library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+__all__ = ["bridge_argv", "main"]
+
+_CHUNK = 64 * 1024
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def bridge_argv(
+    socket_path: str | os.PathLike[str], port: int, command: Sequence[str], *, python: str = sys.executable
+) -> tuple[str, ...]:
+    """The argument vector that runs ``command`` inside the sandbox behind the bridge on ``port``."""
+    return (python, "-I", os.path.abspath(__file__), os.fspath(socket_path), str(port), "--", *command)
+
+
+def _warn(message: str) -> None:
+    print(f"queryloop sandbox: {message}", file=sys.stderr, flush=True)
+
+
+def _parse(argv: Sequence[str]) -> tuple[str, int, list[str]] | str:
+    """Socket, port and command, or the reason the command line is malformed."""
+    if len(argv) < 4 or argv[2] != "--":
+        return "usage: bridge.py SOCKET PORT -- CMD [ARGS...]"
+    if not argv[1].isdigit() or not 0 < int(argv[1]) < 65536:
+        return f"PORT must be a number from 1 to 65535, not {argv[1]!r}"
+    return argv[0], int(argv[1]), list(argv[3:])
+
+
+def _listen(socket_path: str, port: int) -> socket.socket | None:
+    """The listening loopback socket, or None (after one warning) when the network cannot be bridged."""
+    try:
+        if not stat.S_ISSOCK(os.stat(socket_path).st_mode):
+            _warn(f"{socket_path} is not a socket; the command runs without network")
+            return None
+    except OSError as exc:
+        _warn(f"proxy socket {socket_path}: {exc.strerror}; the command runs without network")
+        return None
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(64)
+    except OSError as exc:
+        listener.close()
+        _warn(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; the command runs without network")
+        return None
+    return listener
+
+
+def _pump(source: socket.socket, sink: socket.socket, done: threading.Semaphore) -> None:
+    try:
+        while data := source.recv(_CHUNK):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)  # pass the end on: a tunnel's other side may still answer
+    except OSError:
+        for sock in (source, sink):  # a broken side ends the other direction too
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+    finally:
+        if not done.acquire(blocking=False):  # the second direction to finish closes both
+            source.close()
+            sink.close()
+
+
+def _relay(client: socket.socket, socket_path: str) -> None:
+    proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        proxy.connect(socket_path)
+    except OSError:
+        proxy.close()
+        client.close()  # the client sees the connection closed, as with no proxy at all
+        return
+    done = threading.Semaphore(1)
+    for source, sink in ((client, proxy), (proxy, client)):
+        threading.Thread(target=_pump, args=(source, sink, done), daemon=True).start()
+
+
+def _end_with_parent(parent: int) -> None:
+    """Die when the parent (the command, once exec'd) ends, even outside a PID namespace."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except (OSError, AttributeError):
+        pass  # not Linux: the watcher below still ends the relay
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(0)
+
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(0)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _close_inherited(*, keep: set[int]) -> None:
+    """Close every descriptor above the standard streams except ``keep`` (bubblewrap's status pipes,
+    say, must not outlive the command because the relay holds them)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _serve(listener: socket.socket, socket_path: str, parent: int) -> None:
+    """The child: let go of the command's streams and files, then relay every connection until killed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    _close_inherited(keep={devnull, listener.fileno()})
+    _end_with_parent(parent)
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            time.sleep(0.05)  # out of file descriptors, say: keep serving
+            continue
+        _relay(client, socket_path)
+
+
+def _exec(command: list[str]) -> int:
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        _warn(f"cannot run {command[0]!r}: {exc.strerror}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    raise AssertionError("execvp returned")  # pragma: no cover
+
+
+def main(argv: Sequence[str]) -> int:
+    """Listen, fork the relay, run the command (``argv`` excludes the program name). Returns only on failure."""
+    parsed = _parse(argv)
+    if isinstance(parsed, str):
+        _warn(parsed)
+        return 125
+    socket_path, port, command = parsed
+    listener = _listen(socket_path, port)
+    if listener is not None:
+        parent = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            try:
+                _serve(listener, socket_path, parent)
+            finally:
+                os._exit(0)
+        listener.close()
+    return _exec(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

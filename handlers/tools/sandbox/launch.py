@@ -1,0 +1,266 @@
+"""Running a model-proposed command inside bubblewrap: the probe, the mounts, the network, the capture.
+
+Owns :class:`Sandbox`, the run's sandbox service: for one command it
+builds the ``bwrap`` command line (:meth:`Sandbox.prepare`) and, when the command is
+done, carries what it changed in the working directory back (:meth:`SandboxedCommand.finish`).
+
+What a sandboxed command sees: the whole filesystem read-only; the working directory
+writable; ``/tmp`` (and ``TMPDIR``) a directory of the run's own, kept between its
+commands; every file and directory in the working directory that a ``Read`` deny rule
+covers (and every literal path such a rule names elsewhere) replaced by an empty,
+read-only stand-in; no network but its own loopback, where, when
+``sandbox.network.allowedDomains`` names any host, a bridge inside forwards
+``127.0.0.1:3128`` over a bind-mounted Unix socket to a filtering proxy outside
+(``proxy``, ``bridge``; ``HTTP_PROXY``/``HTTPS_PROXY`` point at it); no capabilities,
+its own user, PID, IPC and UTS namespaces; killed whole when the command ends or
+the call is cancelled (``--die-with-parent`` and the PID namespace).
+
+The capture, beyond Claude Code (whose checkpoints do not cover Bash): where the
+kernel lets an unprivileged user namespace mount overlayfs, the working directory is
+an overlay whose lower layer is the real directory, so the command's writes land in
+an upper directory of the run's own; when it ends, ``overlay.apply_upper`` checkpoints
+the originals of exactly what changed (the real directory is still untouched then) and
+applies the changes, so ``queryloop rewind`` restores them too. Where overlayfs cannot
+be mounted, the working directory is bound directly and nothing is captured — said once.
+
+Does not own the policy (``policy``: which calls run here), the permission decision
+(``permissions``), the subprocess lifecycle (``bash``) or the checkpoint store.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from ..permissions import PermissionRules, read_denied, read_denied_paths
+from .bridge import bridge_argv
+from .overlay import OverlayChanges, apply_upper, overlay_available, overlay_mount_options
+from .policy import SandboxPolicy
+from .proxy import DomainProxy
+
+__all__ = ["DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxedCommand"]
+
+PROXY_PORT: Final = 3128
+"""The port on the sandbox's own loopback where the bridge to the domain proxy listens."""
+
+DEFAULT_CAPTURE_BYTES: Final = 64 * 1024 * 1024
+"""How many bytes of the files one command overwrites or removes are checkpointed (beyond: not rewindable)."""
+
+_MAX_WALK: Final = 200_000  # directory entries walked to find what Read deny rules cover
+
+
+@attrs.frozen(kw_only=True)
+class SandboxedCommand:
+    """One command ready to start inside the sandbox, and how to bring its changes back afterwards."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    upper: Path | None  # the overlay's upper directory (None: the working directory is bound directly)
+    work: Path | None
+    cwd: Path
+    cap_bytes: int
+
+    def finish(self, checkpoint: Callable[[Sequence[Path]], object] | None) -> OverlayChanges | None:
+        """Checkpoint the originals of what the command changed, then apply the changes; None when not captured.
+
+        Runs whether the command succeeded, failed, timed out or was cancelled: what it
+        wrote, it wrote. ``checkpoint`` None (no session kept) applies without storing.
+        """
+        if self.upper is None:
+            return None
+        try:
+            return apply_upper(self.upper, self.cwd, checkpoint=checkpoint or _no_checkpoint, cap_bytes=self.cap_bytes)
+        finally:
+            for folder in (self.upper, self.work):
+                if folder is not None:
+                    remove_tree(folder)
+
+
+def _no_checkpoint(paths: Sequence[Path]) -> None:
+    return None
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder the sandbox made, read-only parts included (overlayfs makes ``work/work`` mode 000)."""
+
+    def writable_then_retry(function: Callable[..., object], path: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            function(path)
+        except OSError:
+            pass  # what cannot be removed stays; it is ours, in a temporary directory
+
+    shutil.rmtree(folder, onerror=writable_then_retry)
+
+
+class Sandbox:
+    """The run's sandbox: its policy, its own temporary directory, its proxy; builds each command's ``bwrap`` line.
+
+    ``hidden`` tells which files the Read deny rules cover (``permissions.read_denied``;
+    None when there are none: nothing is walked); ``denied_paths`` are literal paths
+    those rules name outside the working directory.
+    """
+
+    def __init__(
+        self,
+        policy: SandboxPolicy,
+        *,
+        cwd: Path,
+        hidden: Callable[[Path], bool] | None = None,
+        denied_paths: Sequence[Path] = (),
+        capture: bool = True,
+        cap_bytes: int = DEFAULT_CAPTURE_BYTES,
+    ) -> None:
+        self.policy = policy
+        self.cwd = cwd.resolve()
+        self.hidden = hidden
+        self.denied_paths = tuple(denied_paths)
+        self.cap_bytes = cap_bytes
+        self.scratch = Path(tempfile.mkdtemp(prefix="queryloop-sandbox-"))
+        self.tmp = self.scratch / "tmp"
+        self.tmp.mkdir()
+        # The stand-in for a hidden file: an empty regular file (a device node such as /dev/null cannot be
+        # opened where the sandbox's user namespace makes every mount nodev).
+        self.empty = self.scratch / "empty"
+        self.empty.write_bytes(b"")
+        self.empty.chmod(0o444)
+        self._lock = threading.Lock()
+        self._proxy: DomainProxy | None = None
+        self.capture_problem: str | None = self._capture_problem() if capture else "capture is off"
+
+    def _capture_problem(self) -> str | None:
+        if overlay_mount_options(self.cwd, self.scratch / "u", self.scratch / "w") is None:
+            return f"the working directory's path ({self.cwd}) cannot be named in overlayfs options"
+        if shutil.which("unshare") is None:
+            return "util-linux's `unshare` is not installed"
+        probe = self.scratch / "probe"
+        probe.mkdir()
+        try:
+            return overlay_available(probe)
+        finally:
+            remove_tree(probe)
+
+    @classmethod
+    def for_rules(cls, policy: SandboxPolicy, *, cwd: Path, rules: PermissionRules, capture: bool = True) -> Sandbox:
+        """The sandbox a run with these permission rules gets: what their Read deny rules cover, hidden."""
+        real = cwd.resolve()
+        reads_denied = any(r.tool == "Read" and r.specifier is not None for r in rules.deny)
+        return cls(
+            policy,
+            cwd=real,
+            hidden=read_denied(rules, cwd=real, lexical=True) if reads_denied else None,
+            denied_paths=read_denied_paths(rules, cwd=real),
+            capture=capture,
+        )
+
+    @property
+    def captures(self) -> bool:
+        """Are the working directory's changes checkpointed (overlayfs works here)?"""
+        return self.capture_problem is None
+
+    def refused_hosts(self) -> tuple[str, ...]:
+        """Hosts the proxy refused so far (not in ``allowedDomains``)."""
+        return self._proxy.refused() if self._proxy is not None else ()
+
+    def close(self) -> None:
+        """Stop the proxy and remove the run's temporary directory."""
+        with self._lock:
+            if self._proxy is not None:
+                self._proxy.close()
+                self._proxy = None
+        remove_tree(self.scratch)
+
+    def _proxy_socket(self) -> Path:
+        with self._lock:
+            if self._proxy is None:
+                folder = self.scratch / "net"
+                folder.mkdir(exist_ok=True)
+                self._proxy = DomainProxy(self.policy.allowed_domains, folder / "proxy.sock")
+                self._proxy.start()
+            return self._proxy.socket_path
+
+    def prepare(self, command: str, env: Mapping[str, str]) -> SandboxedCommand:
+        """The ``bwrap`` command line (and environment) that runs ``bash -c command`` in the sandbox."""
+        environment = {**env, "TMPDIR": "/tmp"}
+        for key in ("no_proxy", "NO_PROXY"):
+            environment.pop(key, None)
+        args: list[str] = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--bind", str(self.tmp), "/tmp", "--bind", str(self.cwd), str(self.cwd)]
+        args += self._masks()
+        inner: list[str] = ["bash", "-c", command]
+        if self.policy.allowed_domains:
+            socket = self._proxy_socket()
+            args += ["--bind", str(socket.parent), str(socket.parent)]
+            url = f"http://127.0.0.1:{PROXY_PORT}"
+            for key in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+                environment[key] = url
+            inner = list(bridge_argv(socket, PROXY_PORT, inner))
+        args += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(self.cwd)]
+        bwrap = [shutil.which("bwrap") or "bwrap", *args, "--", *inner]
+        if not self.captures:
+            return SandboxedCommand(
+                argv=tuple(bwrap), env=environment, upper=None, work=None, cwd=self.cwd, cap_bytes=self.cap_bytes
+            )
+        upper = Path(tempfile.mkdtemp(prefix="upper-", dir=self.scratch))
+        work = Path(tempfile.mkdtemp(prefix="work-", dir=self.scratch))
+        options = overlay_mount_options(self.cwd, upper, work)
+        assert options is not None  # checked when the sandbox was made
+        mount = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
+        argv = ("unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount, "sh", options, str(self.cwd))
+        return SandboxedCommand(
+            argv=(*argv, *bwrap), env=environment, upper=upper, work=work, cwd=self.cwd, cap_bytes=self.cap_bytes
+        )
+
+    def _masks(self) -> list[str]:
+        """bwrap arguments replacing what the Read deny rules cover with empty, read-only stand-ins.
+
+        A path under a directory already hidden is not masked again (bwrap could not make
+        its mount point in the read-only stand-in).
+        """
+        args: list[str] = []
+        hidden_dirs: list[Path] = []
+        for path, is_dir in self._denied():
+            if any(path == d or d in path.parents for d in hidden_dirs):
+                continue
+            if is_dir:
+                hidden_dirs.append(path)
+                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            else:
+                args += ["--ro-bind", str(self.empty), str(path)]
+        return args
+
+    def _denied(self) -> Iterator[tuple[Path, bool]]:
+        for path in self.denied_paths:
+            if path.is_dir() and not path.is_symlink():
+                yield path, True
+            elif path.exists() and not path.is_symlink():
+                yield path, False
+        hidden = self.hidden
+        if hidden is None:
+            return
+        seen = 0
+        for root, dirs, files in os.walk(self.cwd):
+            base = Path(root)
+            kept: list[str] = []
+            for name in dirs:
+                path = base / name
+                if hidden(path) and not path.is_symlink():
+                    yield path, True
+                else:
+                    kept.append(name)
+            dirs[:] = kept
+            for name in files:
+                path = base / name
+                if hidden(path) and not path.is_symlink():
+                    yield path, False
+            seen += len(dirs) + len(files)
+            if seen > _MAX_WALK:
+                return
