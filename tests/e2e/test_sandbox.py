@@ -284,3 +284,18 @@ def test_a_sandboxed_command_that_times_out_leaves_no_process(tmp_path: Path) ->
 def live_members_of(marker: str) -> list[str]:
     found = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
     return found.stdout.split()
+
+
+def test_the_bridge_runs_from_a_folder_the_sandbox_sees_wherever_queryloop_is_installed(tmp_path: Path) -> None:
+    from queryloop.handlers.tools.sandbox import Sandbox, SandboxPolicy
+
+    sandbox = Sandbox(SandboxPolicy(enabled=True, allowed_domains=("localhost",)), cwd=tmp_path, capture=False)
+    try:
+        argv = sandbox.prepare("true", {}).argv
+        script = Path(argv[argv.index("-I") + 1])
+        assert script.parent == sandbox.scratch / "net" and script.read_bytes(), "a copy in the bound folder"
+        assert ["--bind", str(script.parent), str(script.parent)] == list(
+            argv[argv.index(str(script.parent)) - 1 :][:3]
+        )
+    finally:
+        sandbox.close()

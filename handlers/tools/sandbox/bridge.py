@@ -46,10 +46,20 @@ _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def bridge_argv(
-    socket_path: str | os.PathLike[str], port: int, command: Sequence[str], *, python: str = sys.executable
+    socket_path: str | os.PathLike[str],
+    port: int,
+    command: Sequence[str],
+    *,
+    python: str = sys.executable,
+    script: str | os.PathLike[str] | None = None,
 ) -> tuple[str, ...]:
-    """The argument vector that runs ``command`` inside the sandbox behind the bridge on ``port``."""
-    return (python, "-I", os.path.abspath(__file__), os.fspath(socket_path), str(port), "--", *command)
+    """The argument vector that runs ``command`` inside the sandbox behind the bridge on ``port``.
+
+    ``script``: where the sandbox sees this file (default: where it is), for a sandbox that
+    hides the directory it is installed in.
+    """
+    here = os.fspath(script) if script is not None else os.path.abspath(__file__)
+    return (python, "-I", here, os.fspath(socket_path), str(port), "--", *command)
 
 
 def _warn(message: str) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -40,6 +41,7 @@ from typing import Final
 import attrs
 
 from ..permissions import PermissionRules, read_denied, read_denied_paths
+from . import bridge
 from .bridge import bridge_argv
 from .overlay import OverlayChanges, apply_upper, overlay_available, overlay_mount_options
 from .policy import SandboxPolicy
@@ -183,6 +185,9 @@ class Sandbox:
             if self._proxy is None:
                 folder = self.scratch / "net"
                 folder.mkdir(exist_ok=True)
+                # The bridge runs from here: the sandbox sees this folder, not always where queryloop is
+                # installed (an install under /tmp is hidden by the sandbox's own /tmp).
+                shutil.copyfile(bridge.__file__, folder / "bridge.py")
                 self._proxy = DomainProxy(self.policy.allowed_domains, folder / "proxy.sock")
                 self._proxy.start()
             return self._proxy.socket_path
@@ -202,7 +207,11 @@ class Sandbox:
             url = f"http://127.0.0.1:{PROXY_PORT}"
             for key in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 environment[key] = url
-            inner = list(bridge_argv(socket, PROXY_PORT, inner))
+            python = os.path.realpath(sys.executable)
+            prefix = os.path.realpath(sys.base_prefix)
+            if Path(prefix).is_relative_to("/tmp"):  # an interpreter under /tmp: shown at its place, read-only
+                args += ["--ro-bind", prefix, prefix]
+            inner = list(bridge_argv(socket, PROXY_PORT, inner, python=python, script=socket.parent / "bridge.py"))
         args += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(self.cwd)]
         bwrap = [shutil.which("bwrap") or "bwrap", *args, "--", *inner]
         if not self.captures:
