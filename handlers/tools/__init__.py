@@ -5,8 +5,9 @@ Here: the slice of the run data it owns (``data``), the tools' shared records
 (``base``), the built-in tools (``files``, ``search`` — whose matching runs in the
 ``grep_worker`` child process — and ``bash``, gathered in ``registry``), tools written
 as Python functions (``python_tools``: ``@tool``), validation,
-scheduling and deadlines (``dispatch``), permission rules
-(``permissions``), the gate (``gate``) and running the calls (``running``).
+scheduling and deadlines (``dispatch``), permission rules (``rules``: their records and
+syntax; ``shell``: a command line read as the shell would; ``permissions``: the decision),
+the gate (``gate``), the OS sandbox for Bash (``sandbox``) and running the calls (``running``).
 """
 
 from __future__ import annotations

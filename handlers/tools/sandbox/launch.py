@@ -40,7 +40,7 @@ from typing import Final
 
 import attrs
 
-from ..permissions import PermissionRules, read_denied, read_denied_paths
+from ..rules import PermissionRules, read_denied, read_denied_paths
 from . import bridge
 from .bridge import bridge_argv
 from .overlay import OverlayChanges, apply_upper, overlay_available, overlay_mount_options
