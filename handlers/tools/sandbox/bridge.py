@@ -2,7 +2,7 @@
 
 Run inside the sandbox, before the command, as::
 
-    python3 -I /abs/path/bridge.py SOCKET PORT -- CMD [ARGS...]
+    python3 -I -S /abs/path/bridge.py SOCKET PORT -- CMD [ARGS...]
 
 (:func:`bridge_argv` builds that line). Inside ``--unshare-net`` the sandbox has only its own loopback,
 so the proxy (``proxy.DomainProxy``, outside) is reached over a Unix socket bind-mounted in. The script
@@ -24,7 +24,7 @@ the command's standard streams, so a caller reading the command's output to its 
 waiting by the relay.
 
 Does not filter anything (the proxy outside decides which hosts are reached) and must not import
-queryloop: it runs under ``python3 -I`` inside the sandbox, with only the standard library.
+queryloop: it runs under ``python3 -I -S`` inside the sandbox, with only the standard library.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def bridge_argv(
     hides the directory it is installed in.
     """
     here = os.fspath(script) if script is not None else os.path.abspath(__file__)
-    return (python, "-I", here, os.fspath(socket_path), str(port), "--", *command)
+    return (python, "-I", "-S", here, os.fspath(socket_path), str(port), "--", *command)  # -S: no site, a faster start
 
 
 def _warn(message: str) -> None:
