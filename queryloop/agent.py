@@ -35,7 +35,7 @@ from queryloop.handlers.records import evolve
 from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.client import ModelFailure, ModelReply
-from queryloop.handlers.request.pricing import model_info
+from queryloop.handlers.request.pricing import UNLISTED_MODEL, model_info
 from queryloop.handlers.session import SessionData, SessionPaths, SessionStore, queryloop_home
 from queryloop.handlers.tools import (
     AskPermission,
@@ -194,17 +194,18 @@ def _turns_in(message: Message, meta: bool) -> int:
     result is a message of its own, and so are a Stop hook's feedback and the note that a
     tool call was malformed (which it shows; ours is hidden, so it is named here). Hidden
     continuations of a truncated answer are no turn (a reply cut three times, then
-    finished: 1), nor is our thinking-only nudge.
+    finished: 1), nor is our thinking-only nudge, nor are the hidden results that close the
+    ledger when the budget is spent (Claude Code runs nothing then and adds nothing: 1).
     """
     if message.get("role") != "user":
         return 0
     content = message.get("content")
+    if meta:
+        return int(content == MALFORMED_TOOL_USE_PROMPT)
     if isinstance(content, list):
         results = sum(1 for block in content if isinstance(block, dict) and block.get("type") == "tool_result")
         if results:
             return results
-    if meta:
-        return int(content == MALFORMED_TOOL_USE_PROMPT)
     return 1
 
 
@@ -292,6 +293,7 @@ def _services(
             session_id=options.session_id,
             transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
             permission_mode=options.permission_mode,
+            prompt_id=options.prompt_id,
         ),
         max_budget_usd=options.max_budget_usd,
         auto_compact_threshold=options.auto_compact_threshold,
@@ -324,14 +326,19 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
 
 
 class _FirstTokenClock:
-    """A backend that tells its owner when an answer's first token arrived (the result's ``ttft_ms``)."""
+    """A backend that tells its owner when a request left and when an answer's first token arrived.
 
-    def __init__(self, inner: ModelBackend, seen: Callable[[float], None]) -> None:
+    The result's ``time_to_request_ms``, ``ttft_ms`` and ``ttft_stream_ms`` are read from them.
+    """
+
+    def __init__(self, inner: ModelBackend, seen: Callable[[float], None], sending: Callable[[float], None]) -> None:
         self.inner = inner
         self.seen = seen
+        self.sending = sending
 
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
         sent = time.monotonic()
+        self.sending(sent)
         outcome = await self.inner.send(call, on_text)
         if isinstance(outcome, ModelReply):  # a reply not streamed has no first token: its arrival stands in
             log = outcome.log
@@ -371,11 +378,14 @@ class AgentRun:
             raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
         self.options = options
         self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
+        self.first_request: float | None = None  # monotonic time the run's first model request was sent
         self._owns_mcp = mcp is None and bool(options.mcp_servers)
         if self._owns_mcp:
             taken = frozenset(t.name for t in options.custom_tools).__contains__  # never offered twice
             mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides, taken=taken)
-        self.services = _services(options, _FirstTokenClock(backend, self._saw_first_token), mcp, store)
+        self.services = _services(
+            options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store
+        )
         params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
         program = program or query_loop_program()
         self.program = program
@@ -468,6 +478,10 @@ class AgentRun:
         if self.first_token is None:
             self.first_token = at
 
+    def _sent_request(self, at: float) -> None:
+        if self.first_request is None:
+            self.first_request = at
+
     @property
     def data(self) -> AgentData:
         return self.runner.final.data
@@ -511,14 +525,29 @@ class AgentRun:
             "usage": usage.usage(),
             "modelUsage": self._model_usage(),
             "permission_denials": [dict(d) for d in data.tools.permission_denials],
+            # Claude Code's fast mode (a faster tier of its own service) does not exist here: always off,
+            # and of its closed set of reasons the one that says it is not available in this setup
+            "fast_mode_state": "off",
+            "fast_mode_disabled_reason": "disabled_by_env",
             "uuid": str(uuid.uuid4()),
         }
         if subtype != "success":
             del result["result"], result["api_error_status"]
             result["errors"] = self._errors(subtype, error)
         elif not is_error and self.first_token is not None:
-            result["ttft_ms"] = round((self.first_token - self.started) * 1000)
+            result.update(self._timings())
         return result
+
+    def _timings(self) -> dict[str, int]:
+        """An answered run's timings from its start, in ms: the first token, and the first request sent.
+
+        Claude Code reports ``ttft_stream_ms`` (the stream's first event) just under ``ttft_ms``;
+        ours are both the first content delta, the one moment the client observes.
+        """
+        assert self.first_token is not None
+        ttft = round((self.first_token - self.started) * 1000)
+        sent = self.first_request if self.first_request is not None else self.started
+        return {"ttft_ms": ttft, "ttft_stream_ms": ttft, "time_to_request_ms": round((sent - self.started) * 1000)}
 
     def num_turns(self) -> int:
         """Claude Code's ``num_turns``: 1 + the user messages its loop added after the prompt.
@@ -551,9 +580,9 @@ class AgentRun:
         """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
         by_model = self.data.request.usage.model_usage()
         for model, entry in by_model.items():
-            info = model_info(model)
+            info = model_info(model) or UNLISTED_MODEL  # Claude Code's window for a model it does not know
             entry["webSearchRequests"] = 0
-            entry["contextWindow"] = info.context_window if info is not None else None
+            entry["contextWindow"] = info.context_window
             entry["maxOutputTokens"] = self.data.request.max_tokens
         return by_model
 

@@ -50,12 +50,10 @@ class _Conversation:
 
     def __init__(self, options: QueryOptions) -> None:
         self.options = options
-        asker = (
-            permission_asker(options.can_use_tool, on_interrupt=self.interrupt)
-            if options.can_use_tool is not None
-            else None
-        )
-        self.template = agent_options(options, can_use_tool=asker)
+        self.template = agent_options(options, can_use_tool=None)
+        if options.can_use_tool is not None:
+            asker = permission_asker(options.can_use_tool, cwd=self.template.cwd, on_interrupt=self.interrupt)
+            self.template = attrs.evolve(self.template, can_use_tool=asker)
         try:
             session = choose_session(
                 cwd=self.template.cwd,
@@ -64,6 +62,7 @@ class _Conversation:
                 fork=options.fork_session,
                 session_id=options.session_id,
                 home=self.template.home,
+                printing=False,  # options, not flags: no message names --print
             )
         except SessionChoiceError as exc:
             raise OptionsError(str(exc)) from None

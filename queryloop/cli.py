@@ -40,7 +40,7 @@ from queryloop.machines import shipped_machines
 
 from . import __version__
 from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
-from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
+from .defaults import CLAUDE_CODE_VERSION, DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
 from .fleet.commands import add_fleet_commands
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
 from .sessions import add_session_commands
@@ -126,7 +126,8 @@ def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParse
         prog="queryloop",
         usage="%(prog)s [options] [prompt]\n       %(prog)s COMMAND ...",
         description="Run the agent query loop on PROMPT (an argument, or stdin) and print the answer; "
-        "online, or offline against the embedded server with --scenario.",
+        "online, or offline against the embedded server with --scenario. With no prompt on a terminal, "
+        "an interactive session opens (/help lists its commands).",
         epilog=f"commands (a first word that names one): {names}; `queryloop COMMAND --help` for each. "
         "`queryloop run [options] [prompt]` is the same as no command.",
     )
@@ -143,7 +144,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not words and sys.stdin.isatty() and not sys.stdout.isatty():  # no prompt can come, no session to open
         agent.print_help(sys.stderr)
         return 2
-    return run_command(agent.parse_args(words))
+    args = agent.parse_args(words)
+    _refuse_mistyped_command(agent, args, names)
+    return run_command(args)
+
+
+def _refuse_mistyped_command(agent: argparse.ArgumentParser, args: argparse.Namespace, names: Collection[str]) -> None:
+    """A one-word prompt that reads like a misspelt command name (``chek``) is a usage error, with the command.
+
+    Claude Code 2.1.235 does the same (``claude doctr``: unknown command, did you mean
+    ``doctor``?) and, like it, ``-p`` sends the word as a prompt anyway. Only near misses
+    count (difflib's ratio ≥ 0.8, ignoring case), so ``queryloop hello`` is still a prompt.
+    """
+    import difflib
+    import shlex
+
+    word = args.prompt
+    if args.print or not isinstance(word, str) or not word or any(c.isspace() for c in word) or word in names:
+        return
+    close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.8)
+    if close:
+        agent.error(
+            f"unknown command {word!r} (did you mean {close[0]!r}?); "
+            f"to send it to the model as a prompt: queryloop -p {shlex.quote(word)}"
+        )
 
 
 def _add_agent_options(run: argparse.ArgumentParser) -> None:
@@ -173,9 +197,13 @@ def _add_io_options(run: argparse.ArgumentParser) -> None:
         "-p",
         "--print",
         action="store_true",
-        help="print the answer and exit: accepted for Claude Code's command line (queryloop has no other mode)",
+        help="print the answer and exit (the default whenever a prompt is given); without it, no prompt and a "
+        "terminal open the interactive session",
     )
-    run.add_argument("-v", "--version", action="version", version=f"{__version__} (queryloop)")
+    # Claude Code's `-v` shape, "<version> (...)": the Agent SDK reads the leading version. It is the Claude
+    # Code release queryloop behaves as; the parenthesis says which program this really is.
+    behaves_as = f"{CLAUDE_CODE_VERSION} (queryloop {__version__}; behaves as Claude Code)"
+    run.add_argument("-v", "--version", action="version", version=behaves_as)
     run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
     run.add_argument(
         "--input-format",
@@ -398,7 +426,13 @@ def _refuse_unsupported(args: argparse.Namespace) -> None:
 
 
 def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
-    """The result line of a run refused before it started (no such session): nothing ran, nothing cost."""
+    """The result line of a run refused before it started (no such session): nothing ran, nothing cost.
+
+    Claude Code 2.1.235's keys for it: a run's ``stop_reason``, ``usage``, ``modelUsage`` and
+    ``permission_denials``, all empty, and no ``terminal_reason`` (no machine ran).
+    """
+    from queryloop.handlers.request import UsageTotals
+
     return {
         "type": "result",
         "subtype": "error_during_execution",
@@ -406,8 +440,12 @@ def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
         "num_turns": 0,
         "duration_ms": 0,
         "duration_api_ms": 0,
+        "stop_reason": None,
         "session_id": session_id or str(uuid.uuid4()),
         "total_cost_usd": 0,
+        "usage": UsageTotals().usage(),
+        "modelUsage": {},
+        "permission_denials": [],
         "errors": [message],
         "uuid": str(uuid.uuid4()),
     }
@@ -479,6 +517,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             continue_=args.continue_,
             fork=args.fork_session,
             session_id=args.session_id,
+            printing=args.print,
         )
     except SessionChoiceError as exc:
         if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -40,6 +41,8 @@ from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed
 from queryloop.handlers.tools import ToolResultPublished
 
 from .agent import AgentData
+from .defaults import CLAUDE_CODE_VERSION
+from .transcript import now
 
 __all__ = ["Renderer"]
 
@@ -106,6 +109,9 @@ class Renderer:
         self.streamed_text = False
         self.at_line_start = True
         self.emitted_results: set[str] = set()
+        # this run's tool_use ids: a resumed or continued history holds earlier prompts' calls, whose
+        # results were shown when they ran and are not this run's to show again
+        self.called: set[str] = set()
         self.model = ""  # the model the run is on, and the fallbacks left (start() sets them)
         self.fallbacks: list[str] = []
 
@@ -164,10 +170,19 @@ class Renderer:
                     "permissionMode": permission_mode,
                     "slash_commands": [],
                     "apiKeySource": api_key_source,
+                    "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
                     "output_style": "default",
                     "agents": [],
                     "skills": [],
                     "plugins": [],
+                    # Claude Code 2.1.235's keys, with what holds here: no Claude Code-only slash commands, none
+                    # of its control-protocol extensions, nothing collected, and no fast mode (see the result)
+                    "terminal_slash_commands": [],
+                    "capabilities": [],
+                    "analytics_disabled": True,
+                    "product_feedback_disabled": True,
+                    "fast_mode_state": "off",
+                    "fast_mode_disabled_reason": "disabled_by_env",
                     "memory_paths": memory_paths or {},
                     "fallback_models": fallback_models,  # ours: the chain, and the machine the run executes
                     "machine": machine,
@@ -197,6 +212,10 @@ class Renderer:
             self._request(item.log)
         elif isinstance(item, RequestFailed):
             self._request(item.failure.log)
+        if isinstance(item, AssistantMessage):
+            self._note_calls(item.message["content"])
+        elif isinstance(item, RequestFailed):  # a stream cut keeps its complete tool_use blocks
+            self._note_calls(item.failure.partial_content)
         if isinstance(item, TextDelta):
             self._spin(False)
             if self.fmt == "text":
@@ -226,6 +245,7 @@ class Renderer:
                         "retry_delay_ms": item.retry_delay_ms,
                         "error_status": item.error_status,
                         "error": item.error,
+                        "uuid": str(uuid.uuid4()),
                     }
                 )
             elif self.fmt == "text":
@@ -254,6 +274,9 @@ class Renderer:
         elif isinstance(item, Notice):
             self._notice(item)
 
+    def _note_calls(self, content: Iterable[Mapping[str, Any]]) -> None:
+        self.called.update(str(b.get("id")) for b in content if b.get("type") == "tool_use")
+
     def _assistant(self, item: AssistantMessage) -> None:
         """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""
         message_id = item.message_id or f"msg_{uuid.uuid4().hex}"  # a scripted backend's reply has none
@@ -274,6 +297,7 @@ class Renderer:
                     "message": message,
                     "parent_tool_use_id": None,  # the main conversation: no subagent's tool call
                     "uuid": str(uuid.uuid4()),
+                    "timestamp": now(),
                     "request_id": item.log.request_id,
                 }
             )
@@ -307,6 +331,7 @@ class Renderer:
                     "message": {"role": "user", "content": [result]},
                     "parent_tool_use_id": None,
                     "uuid": str(uuid.uuid4()),
+                    "timestamp": now(),
                     "tool_use_result": _tool_use_result(result),
                 }
             )
@@ -364,15 +389,15 @@ class Renderer:
     # ---- the end -----------------------------------------------------------------------------
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
         self._spin(False)
-        # tool results that no effect published (synthetic ones after an abort or a budget stop)
-        for message in data.messages:
-            if message.get("role") != "user" or not isinstance(message.get("content"), list):
-                continue
+        # this run's tool results that no effect published (synthetic ones after an abort or a budget stop)
+        for message, meta in data.messages.entries():
+            if meta or message.get("role") != "user" or not isinstance(message.get("content"), list):
+                continue  # a hidden answer (a budget stop's) was never the user's to see
             for block in message["content"]:
                 if (
                     isinstance(block, dict)
                     and block.get("type") == "tool_result"
-                    and str(block.get("tool_use_id")) not in self.emitted_results
+                    and str(block.get("tool_use_id")) in self.called - self.emitted_results
                 ):
                     self._tool_result("(synthetic)", block)
         if self.fmt == "text":

@@ -1,4 +1,5 @@
-"""What a run uses when nothing names it: the model, the system prompt, the first retry's delay.
+"""What a run uses when nothing names it: the model, the system prompt, the first retry's delay, and the
+Claude Code release queryloop behaves as.
 
 Owns only these values, in a module that imports nothing but ``os``, so the program's
 ``--help`` can show them without loading the agent (``queryloop.agent`` re-exports
@@ -9,7 +10,12 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_SYSTEM_PROMPT", "retry_base_delay_s"]
+__all__ = ["CLAUDE_CODE_VERSION", "DEFAULT_MODEL", "DEFAULT_SYSTEM_PROMPT", "retry_base_delay_s"]
+
+# The Claude Code release whose behaviour queryloop follows (its flags, lines and results, observed side
+# by side): ``-v`` names it before queryloop's own version, the stream-json ``init`` line as
+# ``claude_code_version``, which the Agent SDK checks at start.
+CLAUDE_CODE_VERSION = "2.1.235"
 
 DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
 

@@ -82,6 +82,7 @@ HELP = """\
 /permissions             the permission mode, the rules and what was answered this session
 /graph                   where the session is on the recovery graph, and the path this prompt took
 /help                    this list
+/exit                    end the session (also /quit, or Ctrl-D)
 Ctrl-C interrupts a prompt (twice in a row exits), Ctrl-D exits, Shift-Tab cycles the permission mode,
 Alt-Enter starts a new line."""
 
@@ -428,7 +429,7 @@ class _Interactive:
             rows[int(argument) - 1].session_id if argument.isdigit() and 0 < int(argument) <= len(rows) else argument
         )
         try:
-            choice = choose_session(cwd=self.template.cwd, resume=chosen, home=self.template.home)
+            choice = choose_session(cwd=self.template.cwd, resume=chosen, home=self.template.home, printing=False)
         except SessionChoiceError as exc:
             self._say(str(exc), "red")
             return True

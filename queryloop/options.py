@@ -47,6 +47,7 @@ from queryloop.handlers.tools import (
     PermissionRuleError,
     ToolSpec,
 )
+from queryloop.handlers.tools.permissions import observable_input
 from queryloop.handlers.tools.sandbox.policy import SandboxPolicy
 
 from .agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions
@@ -364,12 +365,15 @@ def agent_options(options: QueryOptions, *, can_use_tool: AskPermission | None) 
         raise OptionsError(str(exc)) from None
 
 
-def permission_asker(callback: CanUseTool, *, on_interrupt: Callable[[], object]) -> AskPermission:
-    """The SDK's ``can_use_tool`` as the gate asks it; a deny with ``interrupt`` calls ``on_interrupt``."""
+def permission_asker(callback: CanUseTool, *, cwd: Path, on_interrupt: Callable[[], object]) -> AskPermission:
+    """The SDK's ``can_use_tool`` as the gate asks it; a deny with ``interrupt`` calls ``on_interrupt``.
+
+    The callback sees a file tool's path absolute (against ``cwd``), as Claude Code shows it.
+    """
 
     async def ask(call: ToolCall, reason: str) -> PermissionAnswer:
         context = ToolPermissionContext(tool_use_id=call.id, decision_reason=reason)
-        result: object = await callback(call.name, dict(call.input), context)
+        result: object = await callback(call.name, observable_input(call.name, call.input, cwd=cwd), context)
         if isinstance(result, PermissionResultAllow):
             return PermissionAnswer(allow=True, updated_input=result.updated_input)
         if isinstance(result, PermissionResultDeny):

@@ -139,7 +139,7 @@ class _SdkSession:
             start_source=template.start_source,
         )
         if args.permission_prompt_tool == "stdio":
-            asker = options_permission_asker(self._ask_permission, on_interrupt=self._interrupt)
+            asker = options_permission_asker(self._ask_permission, cwd=template.cwd, on_interrupt=self._interrupt)
             template = attrs.evolve(template, can_use_tool=asker)
         self.conversation = _SdkConversation(self, template, choice, backend)
         self.default_model = template.model

@@ -106,8 +106,14 @@ def choose_session(
     fork: bool = False,
     session_id: str | None = None,
     home: Path | None = None,
+    printing: bool = True,
 ) -> SessionChoice:
-    """The run's session from the flags, as Claude Code 2.1.235 decides it; SessionChoiceError with its message."""
+    """The run's session from the flags, as Claude Code 2.1.235 decides it; SessionChoiceError with its message.
+
+    ``printing``: the run was started with ``-p``/``--print``. Claude Code names ``--print``
+    in its message for a malformed ``--resume`` id whether it was given or not; ours names
+    it only when it was, so the message never points at a flag the user did not type.
+    """
     home = home if home is not None else queryloop_home()
     cwd = cwd.resolve()
     if session_id is not None and not is_session_id(session_id):
@@ -121,8 +127,10 @@ def choose_session(
     if resume is not None:
         if not is_session_id(resume):
             raise SessionChoiceError(
-                "Error: --resume requires a valid session ID when used with --print. "
-                f'Provided value "{resume}" is not a UUID.' + _canonical_hint(resume)
+                "Error: --resume requires a valid session ID"
+                + (" when used with --print. " if printing else ". ")
+                + f'Provided value "{resume}" is not a UUID.'
+                + _canonical_hint(resume)
             )
         source = _find(home, cwd, resume)
         if source is None:

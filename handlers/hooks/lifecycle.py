@@ -99,16 +99,21 @@ async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutco
 
 
 def stop_hook_input(data: HooksRun) -> dict[str, Any]:
-    """What a Stop hook reads besides the common fields: ``stop_hook_active`` and ``last_assistant_message``.
+    """What a Stop hook reads besides the common fields: ``stop_hook_active``, ``last_assistant_message``,
+    ``background_tasks`` and ``session_crons``.
 
     As in Claude Code, ``last_assistant_message`` is the answer's text (:func:`final_text`,
-    trimmed) and is left out when the answer ends without text (only thinking, say).
+    trimmed) and is left out when the answer ends without text (only thinking, say). The
+    two lists are Claude Code 2.1.235's work that would wake the session later (background
+    agents, scheduled wake-ups); queryloop has neither, so both are always empty, as Claude
+    Code sends them when nothing is pending.
     """
     last = data.messages.last() or {}
     content = last.get("content") if last.get("role") == "assistant" else None
     text = final_text(content).strip() if isinstance(content, list) else ""
     active = {"stop_hook_active": data.hooks.stop_hook_active}
-    return {**active, "last_assistant_message": text} if text else active
+    pending: dict[str, Any] = {"background_tasks": [], "session_crons": []}
+    return {**active, "last_assistant_message": text, **pending} if text else {**active, **pending}
 
 
 def send_stop_feedback(run: RunState[H], event: Event[HookOutcome]) -> H:

@@ -31,6 +31,7 @@ class HookRunner:
     session_id: str = ""
     transcript_path: str = ""
     permission_mode: str = "default"
+    prompt_id: str | None = None  # the run's user prompt: every hook after SessionStart gets it, as in Claude Code
     timeout_s: float = 600.0
 
     @property
@@ -42,6 +43,8 @@ class HookRunner:
         """Run the hooks matching ``event``/``payload``; None when none is configured for it."""
         if not self.config.commands_for(event, payload):
             return None
+        if self.prompt_id and event != "SessionStart":  # Claude Code 2.1.235: absent before the prompt
+            payload = {"prompt_id": self.prompt_id, **payload}
         return await run_hooks(
             event,
             payload,

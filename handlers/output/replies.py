@@ -188,13 +188,17 @@ def continue_paused_turn(run: RunState[Out], event: Event[ModelReply]) -> Out:
 
 
 def record_over_budget(run: RunState[Out], event: Event[ModelReply]) -> Out:
-    """The budget is spent: keep the reply; its tool calls are answered, not run, so the ledger stays closed."""
+    """The budget is spent: keep the reply; its tool calls are answered, not run, so the ledger stays closed.
+
+    The answers are meta (hidden): Claude Code 2.1.235 stops here without running the calls,
+    shows no tool result and counts no turn for them; they exist only for a later ``--resume``.
+    """
     reply = event.data
     messages = _with_reply(run.data.messages, reply)
     calls = tool_calls_of(reply.content)
     if calls:
         results = synthetic_error_results(calls, "Not run: the run reached its --max-budget-usd limit")
-        messages = messages.append({"role": "user", "content": list(results)})
+        messages = messages.append({"role": "user", "content": list(results)}, meta=True)
     text = run.data.outcome.partial_text + visible_text(reply.content)
     data = evolved(run.data, messages=messages)
     return with_outcome(

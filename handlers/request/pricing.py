@@ -1,8 +1,10 @@
 """Model prices and size limits, and the cost of one request's usage.
 
 Owns ``models.yaml`` beside it (read once, lazily) and the arithmetic turning API
-``usage`` into US dollars. An unknown model has no price: :func:`cost_usd` returns
-``None`` rather than a guess. It does not accumulate usage over a run
+``usage`` into US dollars. A model the table does not list is priced as Claude Code
+2.1.235 prices one (:data:`UNLISTED_MODEL`), so ``total_cost_usd`` and
+``--max-budget-usd`` work for any model; :func:`model_info` still answers None for it.
+It does not accumulate usage over a run
 (:class:`~queryloop.handlers.request.client.UsageTotals` does).
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 import attrs
 import yaml
 
-__all__ = ["ModelInfo", "context_window", "cost_usd", "known_models", "model_info"]
+__all__ = ["UNLISTED_MODEL", "ModelInfo", "context_window", "cost_usd", "known_models", "model_info"]
 
 _PER_MILLION = 1_000_000.0
 
@@ -33,6 +35,24 @@ class ModelInfo:
     context_window: int
     max_output_tokens: int
     aliases: tuple[str, ...] = ()
+
+
+UNLISTED_MODEL = ModelInfo(
+    name="(unlisted)",
+    input=5.0,
+    output=25.0,
+    cache_write=6.25,
+    cache_read=0.50,
+    context_window=200_000,
+    max_output_tokens=32_000,
+)
+"""The prices and window of a model missing from ``models.yaml``: Claude Code 2.1.235's for one.
+
+Observed side by side on the embedded server: for a model id it does not know, Claude
+Code reports a cost at $5 / $25 per million input / output tokens, $6.25 per million
+cache-write and $0.50 per million cache-read tokens (Opus 4.5's prices) and a 200,000-token
+``contextWindow``, where a null cost would leave ``--max-budget-usd`` unable to stop.
+"""
 
 
 @functools.cache
@@ -81,11 +101,9 @@ def _tokens(usage: Mapping[str, Any], key: str) -> int:
     return int(value) if isinstance(value, (int, float)) else 0
 
 
-def cost_usd(model: str, usage: Mapping[str, Any]) -> float | None:
-    """Cost in USD of ``usage`` (API field names) on ``model``; None for an unknown model."""
-    info = model_info(model)
-    if info is None:
-        return None
+def cost_usd(model: str, usage: Mapping[str, Any]) -> float:
+    """Cost in USD of ``usage`` (API field names) on ``model``; an unlisted model at :data:`UNLISTED_MODEL`'s prices."""
+    info = model_info(model) or UNLISTED_MODEL
     return (
         _tokens(usage, "input_tokens") * info.input
         + _tokens(usage, "output_tokens") * info.output

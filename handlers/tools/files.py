@@ -92,20 +92,26 @@ def _lines(text: IO[str], keep: int) -> Iterator[tuple[str, bool]]:
     """Each line's first ``keep`` characters (line end removed) and whether it was longer.
 
     The rest of a long line is read in pieces and dropped: one huge line never sits
-    in memory whole.
+    in memory whole. A text ending in a newline has one more, empty, line after it: the
+    file is split on "\n" as Claude Code's Read splits it, so both number the same lines.
     """
+    ended = False  # the last line read ended with a newline
     while True:
         raise_if_cancelled()
         head = text.readline(keep)
         if not head:
+            if ended:
+                yield "", False
             return
         cut = False
-        if not head.endswith("\n") and len(head) == keep:
+        ended = head.endswith("\n")
+        if not ended and len(head) == keep:
             while True:  # skip the rest of the line
                 rest = text.readline(_SKIP_CHARS)
                 if rest.rstrip("\r\n"):
                     cut = True
-                if not rest or rest.endswith("\n"):
+                ended = rest.endswith("\n")
+                if not rest or ended:
                     break
         yield head.rstrip("\r\n"), cut
 
@@ -138,33 +144,38 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             if number < offset:
                 continue
             if number >= offset + limit:
-                stop_note = (
-                    f"[{shown} continues after line {last_shown}; call Read with offset={last_shown + 1} to see more]"
-                )
+                # The model's own limit needs no note (as in Claude Code); the default one does.
+                if "limit" not in tool_input:
+                    stop_note = (
+                        f"[{shown} continues after line {last_shown}; "
+                        f"call Read with offset={last_shown + 1} to see more]"
+                    )
                 break
             if cut:
                 line += f"... [line cut at {READ_MAX_LINE_CHARS} characters]"
-            numbered = f"{number:>6}\t{line}\n"
-            if used + len(numbered) > budget and parts:
+            # Claude Code's prefix: the line number unpadded, a tab; lines joined by "\n".
+            numbered = f"{number}\t{line}"
+            if used + len(numbered) + 1 > budget and parts:
                 stop_note = (
                     f"[output limit of {ctx.max_output_chars} characters reached after line {last_shown}; "
                     f"call Read with offset={last_shown + 1} to continue]"
                 )
                 break
             parts.append(numbered)
-            used += len(numbered)
+            used += len(numbered) + 1
             last_shown = number
 
+    # Nothing to show is no error: a note the model reads in a <system-reminder> tag, as Claude Code sends it.
     if total_seen == 0:
-        return ToolOutput(content=f"(file {shown} exists but is empty)")
+        return ToolOutput(content=f"<system-reminder>Note: {shown} exists and is empty.</system-reminder>")
     if not parts:
-        raise ToolError(
-            f"offset {offset} is past the end of {shown}, which has {total_seen} lines; "
-            f"use an offset between 1 and {total_seen}"
+        return ToolOutput(
+            content=f"<system-reminder>Note: offset {offset} is past the end of {shown}, which has {total_seen} "
+            f"lines; use an offset between 1 and {total_seen}.</system-reminder>"
         )
     if stop_note:
         parts.append(stop_note)
-    return ToolOutput(content="".join(parts))
+    return ToolOutput(content="\n".join(parts))
 
 
 def _temporary_beside(path: Path) -> tuple[int, Path]:

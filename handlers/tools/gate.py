@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -132,6 +133,33 @@ def _with_hook_verdict(behavior: str, reason: str, pre: HookOutcome | None) -> t
     return behavior, reason
 
 
+def _hook_denied(pre: HookOutcome | None) -> bool:
+    return pre is not None and (pre.permission_decision == "deny" or (pre.blocked and pre.permission_decision is None))
+
+
+def _refusal_text(call: ToolCall, reason: str, *, by_hook: bool, cwd: Path) -> str:
+    """The error result of a refused call: our sentence, with the markers Claude Code's refusals carry.
+
+    A program or the model may key on them: ``PreToolUse:<tool> hook`` for a hook's block,
+    ``Output redirection to '<absolute path>'`` for a refused redirection, ``Permission to use
+    Bash with command <command>`` for another Bash refusal, ``Permission to use <tool>`` (and the
+    file's absolute path for a file tool) for the rest.
+    """
+    if by_hook:
+        return f"PreToolUse:{call.name} hook denied the call: {reason}"
+    command = call.input.get("command") if call.name == "Bash" else None
+    if isinstance(command, str):
+        if reason.startswith("Output redirection to "):  # the reason names the file, made absolute
+            return f"{reason} (the command was not run)"
+        return f"Permission to use Bash with command {command} was denied: {reason}"
+    raw = call.input.get("file_path")
+    if isinstance(raw, str) and raw:
+        path = Path(raw).expanduser()
+        shown = path if path.is_absolute() else Path(os.path.normpath(cwd / path))
+        return f"Permission to use {call.name} on {shown} was denied: {reason}"
+    return f"Permission to use {call.name} was denied: {reason}"
+
+
 async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
     """Decide every pending call: the lookup, PreToolUse hooks (deny > ask > allow), rules (deny always wins)."""
     services = ctx.services
@@ -193,9 +221,9 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
             text = f"<tool_use_error>{call.name} refused: {reason}; a path deny rule covers it</tool_use_error>"
             denied.append(dict(tool_result_block(call.id, text, is_error=True)))
         else:
-            denied.append(
-                dict(tool_result_block(call.id, f"Permission to use {call.name} was denied: {reason}", is_error=True))
-            )
+            by_hook = behavior == "deny" and verdict.behavior != "deny" and _hook_denied(pre)
+            text = _refusal_text(call, reason, by_hook=by_hook, cwd=services.tool_context.cwd)
+            denied.append(dict(tool_result_block(call.id, text, is_error=True)))
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
     # Only a turn whose every call was refused is a denial the repeated-denial breaker counts.
     signature = None if allowed or unknown or replayed else denial_signature(data.tools.pending)

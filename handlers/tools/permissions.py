@@ -4,8 +4,9 @@ Owns: matching a rule against a tool call (Bash commands as ``shell`` reads them
 the path a file tool works on, exact specifiers for everything else), the decision
 ``allow`` / ``ask`` / ``deny`` for one call (:func:`decide`) — for Bash in its own
 order, failing closed (``_BashCall``) — the narrow rules an "always" answer creates
-(:func:`suggest_rules`), and the shape of a permission callback
-(:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`).
+(:func:`suggest_rules`), the shape of a permission callback
+(:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`) and
+the input such a callback is shown (:func:`observable_input`).
 The rules' records and syntax live in ``rules`` and are re-exported here.
 
 Does not own: reading settings files (``queryloop.settings`` builds the rules
@@ -76,6 +77,7 @@ __all__ = [
     "READ_TOOLS",
     "decide",
     "hidden_tools",
+    "observable_input",
     "parse_rule",
     "parse_rule_list",
     "read_denied",
@@ -137,6 +139,31 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
 # A command line is read by ``shell.analyse``: rules are matched against every simple
 # command it runs (wrappers and paths normalised), and every file a redirection writes
 # needs what a Write of that file needs.
+
+
+# The path keys a permission callback sees absolute: Claude Code 2.1.235 makes these (and only
+# these) absolute for its ``can_use_tool`` (``~`` expanded, ``..`` folded); Glob, Grep and Bash
+# inputs reach it as the model wrote them.
+_OBSERVED_ABSOLUTE: Final[Mapping[str, str]] = {
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+
+def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> dict[str, Any]:
+    """The call's input as a permission callback is shown it: a file tool's path absolute and normalised.
+
+    A host checking paths then sees the file the call would touch, whatever the model
+    wrote (``out.txt``, ``./sub/../out.txt``, ``~/out.txt``); the call itself keeps its input.
+    """
+    shown = dict(tool_input)
+    key = _OBSERVED_ABSOLUTE.get(tool_name)
+    path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home()) if key is not None else None
+    if key is not None and path is not None:
+        shown[key] = os.path.normpath(os.path.abspath(path))
+    return shown
 
 
 def _tool_path(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path, home: Path) -> Path | None:
@@ -311,6 +338,12 @@ def decide(
             reason=f"{tool_name} is denied by the rule {rule.text!r}",
             listed=shell is not None or rule.specifier is None or tool_name not in _PATH_KEYS,
         )
+    if tool_name in EDIT_TOOLS:  # as Claude Code: a file the Read rules deny is not edited either
+        reading = attrs.evolve(ctx, tool_name="Read")
+        rule = _first_restricting_match([r for r in rules.deny if r.specifier is not None], reading, None)
+        if rule is not None:
+            why = f"{tool_name} is denied by the rule {rule.text!r}: the file may not be read"
+            return PermissionDecision(behavior="deny", rule=rule.text, reason=why, listed=False)
     if shell is not None:
         bash = _BashCall(ctx=ctx, shell=shell, mode=mode, rules=rules, sandbox=sandbox)
         return _finalize_ask(bash.decide(), mode=mode, interactive=interactive)

@@ -452,6 +452,12 @@ def test_cost_of_a_known_model_uses_its_per_million_prices() -> None:
     assert context_window("claude-opus-4-1") == 200_000
 
 
-def test_cost_of_an_unknown_model_is_none_not_a_guess() -> None:
-    assert cost_usd("claude-sonnet-9", {"input_tokens": 10}) is None
+def test_cost_of_an_unlisted_model_uses_the_prices_claude_code_gives_one() -> None:
+    usage = {
+        "input_tokens": 4000,
+        "output_tokens": 6000,
+        "cache_creation_input_tokens": 69538,
+        "cache_read_input_tokens": 100000,
+    }
+    assert cost_usd("claude-sonnet-9", usage) == pytest.approx(0.6546125)  # Claude Code 2.1.235's costUSD for it
     assert model_info("claude-sonnet-9") is None and context_window("claude-sonnet-9") is None

@@ -322,16 +322,15 @@ def test_classification_recognises_recoverable_errors_before_should_retry() -> N
     assert classify_error(404, "not_found_error", "no such route") == "fatal"
 
 
-def test_usage_totals_sum_per_model_and_keep_unknown_costs_null() -> None:
+def test_usage_totals_sum_per_model_and_price_unlisted_models() -> None:
     usage = {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 50}
     totals = UsageTotals().add("mock-primary", usage).add("mock-primary", usage)
     assert totals.by_model["mock-primary"].requests == 2
     assert totals.usage()["input_tokens"] == 2000
     assert totals.total_cost_usd == pytest.approx(2 * (cost_usd("mock-primary", usage) or 0))
     with_unknown = totals.add("mystery-model", usage)
-    assert with_unknown.by_model["mystery-model"].cost_usd is None
-    assert with_unknown.total_cost_usd is None
-    assert with_unknown.known_cost_usd == pytest.approx(totals.known_cost_usd)
+    assert with_unknown.by_model["mystery-model"].cost_usd == pytest.approx(cost_usd("mystery-model", usage))
+    assert with_unknown.total_cost_usd == pytest.approx(totals.known_cost_usd + cost_usd("mystery-model", usage))
     assert with_unknown.model_usage()["mock-primary"]["inputTokens"] == 2000
 
 

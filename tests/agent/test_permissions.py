@@ -415,3 +415,11 @@ def test_always_creates_rules_as_narrow_as_the_call(tmp_path: Path) -> None:
     assert _decide("Bash", {"command": "rm -rf x"}, rules, tmp_path).behavior == "ask", "not every Bash command"
     assert suggest_rules("Edit", {"file_path": "src/app.py"}, cwd=tmp_path) == ("Edit(./src/app.py)",)
     assert suggest_rules("Bash", {"command": "ls $((1+1))"}, cwd=tmp_path) == (), "an unreadable line gets no always"
+
+
+def test_a_file_a_read_deny_rule_covers_is_not_edited_either_and_the_refusal_is_not_listed(tmp_path: Path) -> None:
+    rules = PermissionRules(deny=["Read(./secret.env)"])
+    for tool in ("Edit", "Write"):
+        verdict = _decide(tool, {"file_path": "secret.env"}, rules, tmp_path, mode="acceptEdits")
+        assert (verdict.behavior, verdict.listed) == ("deny", False), verdict
+    assert _decide("Edit", {"file_path": "other.env"}, rules, tmp_path, mode="acceptEdits").behavior == "allow"

@@ -208,23 +208,24 @@ def test_tools_module_all_is_sorted() -> None:
 
 def test_read_numbers_lines_like_cat_n(ctx: ToolContext) -> None:
     (ctx.cwd / "a.txt").write_text("alpha\nbeta\r\n\ngamma")
-    assert ok(call(ctx, "Read", {"file_path": "a.txt"})) == "     1\talpha\n     2\tbeta\n     3\t\n     4\tgamma\n"
+    assert ok(call(ctx, "Read", {"file_path": "a.txt"})) == "1\talpha\n2\tbeta\n3\t\n4\tgamma"
 
 
 def test_read_accepts_an_absolute_path_inside_cwd(ctx: ToolContext) -> None:
     (ctx.cwd / "a.txt").write_text("x\n")
-    assert ok(call(ctx, "Read", {"file_path": str(ctx.cwd / "a.txt")})) == "     1\tx\n"
+    assert ok(call(ctx, "Read", {"file_path": str(ctx.cwd / "a.txt")})) == "1\tx\n2\t"
 
 
 def test_read_offset_and_limit_page_through_the_file_with_a_hint_to_continue(ctx: ToolContext) -> None:
     (ctx.cwd / "a.txt").write_text("".join(f"line{i}\n" for i in range(1, 11)))
-    content = ok(call(ctx, "Read", {"file_path": "a.txt", "offset": 4, "limit": 2}))
-    assert content.splitlines() == [
-        "     4\tline4",
-        "     5\tline5",
-        "[a.txt continues after line 5; call Read with offset=6 to see more]",
-    ]
-    assert ok(call(ctx, "Read", {"file_path": "a.txt", "offset": 10})) == "    10\tline10\n"
+    # The model's own limit gets no note (as in Claude Code); the default limit does.
+    assert ok(call(ctx, "Read", {"file_path": "a.txt", "offset": 4, "limit": 2})) == "4\tline4\n5\tline5"
+    assert ok(call(ctx, "Read", {"file_path": "a.txt", "offset": 10})) == "10\tline10\n11\t"
+    (ctx.cwd / "long.txt").write_text("".join(f"{i}\n" for i in range(1, 2_101)))
+    content = ok(call(ctx, "Read", {"file_path": "long.txt", "offset": 100}))
+    assert content.endswith(
+        "\n2099\t2099\n[long.txt continues after line 2099; call Read with offset=2100 to see more]"
+    )
 
 
 def test_read_stops_at_the_output_limit_and_says_where_to_continue(tmp_path: Path) -> None:
@@ -232,7 +233,7 @@ def test_read_stops_at_the_output_limit_and_says_where_to_continue(tmp_path: Pat
     (tmp_path / "a.txt").write_text(("y" * 40 + "\n") * 100)
     content = ok(call(small, "Read", {"file_path": "a.txt"}))
     assert len(content) <= 1_000
-    last = int(re.findall(r"^\s+(\d+)\t", content, re.M)[-1])
+    last = int(re.findall(r"^(\d+)\t", content, re.M)[-1])
     assert f"call Read with offset={last + 1} to continue" in content
 
 
@@ -250,15 +251,19 @@ def test_read_of_a_binary_file_is_an_error(ctx: ToolContext) -> None:
     assert "appears to be a binary file" in err(call(ctx, "Read", {"file_path": "b.bin"}))
 
 
-def test_read_with_offset_past_the_end_is_an_error_naming_the_line_count(ctx: ToolContext) -> None:
+def test_read_with_offset_past_the_end_is_a_reminder_naming_the_line_count(ctx: ToolContext) -> None:
     (ctx.cwd / "a.txt").write_text("1\n2\n3\n")
-    message = err(call(ctx, "Read", {"file_path": "a.txt", "offset": 9}))
-    assert "offset 9 is past the end of a.txt, which has 3 lines" in message
+    message = ok(call(ctx, "Read", {"file_path": "a.txt", "offset": 9}))
+    assert message.startswith("<system-reminder>") and message.endswith("</system-reminder>")
+    assert "offset 9 is past the end of a.txt, which has 4 lines" in message  # split on "\n", as Claude Code
 
 
 def test_read_of_an_empty_file_says_it_is_empty(ctx: ToolContext) -> None:
     (ctx.cwd / "e.txt").write_text("")
-    assert ok(call(ctx, "Read", {"file_path": "e.txt"})) == "(file e.txt exists but is empty)"
+    assert (
+        ok(call(ctx, "Read", {"file_path": "e.txt"}))
+        == "<system-reminder>Note: e.txt exists and is empty.</system-reminder>"
+    )
 
 
 # ---------------------------------------------------------------------------- Write
@@ -593,7 +598,7 @@ def test_a_symlink_pointing_outside_cwd_is_refused(ctx: ToolContext) -> None:
 def test_a_symlink_inside_cwd_is_followed(ctx: ToolContext) -> None:
     (ctx.cwd / "real.txt").write_text("hi\n")
     (ctx.cwd / "alias.txt").symlink_to(ctx.cwd / "real.txt")
-    assert ok(call(ctx, "Read", {"file_path": "alias.txt"})) == "     1\thi\n"
+    assert ok(call(ctx, "Read", {"file_path": "alias.txt"})) == "1\thi\n2\t"
 
 
 # ---------------------------------------------------------------------------- dispatcher failures

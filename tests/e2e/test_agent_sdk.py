@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -29,6 +30,7 @@ from claude_agent_sdk import (
     SystemMessage,
     TextBlock,
     ToolPermissionContext,
+    ToolResultBlock,
     ToolUseBlock,
     UserMessage,
     create_sdk_mcp_server,
@@ -36,14 +38,15 @@ from claude_agent_sdk import (
     tool,
 )
 
+from queryloop import __version__
+
 from .harness import MockApi
 from .test_request_layer import scenario
 
 
 @pytest.fixture
-def cli_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An executable that runs queryloop, as ``cli_path`` names a CLI; the SDK's version check is skipped."""
-    monkeypatch.setenv("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")  # queryloop is not Claude Code, and says so
+def cli_path(tmp_path: Path) -> Path:
+    """An executable that runs queryloop, as ``cli_path`` names a CLI (the SDK's version check runs)."""
     wrapper = tmp_path / "queryloop-cli"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m queryloop "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
@@ -94,7 +97,8 @@ def test_a_one_shot_query_through_the_sdk_gets_init_the_answer_and_the_result(tm
         messages = _run(lambda: _collect(query(prompt="hi", options=_options(api, cli_path, tmp_path))))
     init = messages[0]
     assert isinstance(init, SystemMessage) and init.subtype == "init"
-    assert init.data["model"] == "mock-primary" and "claude_code_version" not in init.data
+    assert init.data["model"] == "mock-primary"
+    assert init.data["claude_code_version"] == "2.1.235"
     assert _texts(messages) == ["Hello from queryloop."]
     result = _result(messages)
     assert (result.is_error, result.result, result.terminal_reason) == (False, "Hello from queryloop.", "completed")
@@ -166,6 +170,79 @@ def test_interrupt_while_bash_sleeps_ends_the_prompt_through_its_abort_edge_and_
     assert (_result(second).terminal_reason, _result(second).result) == ("completed", "ok, stopped")
 
 
+def _tool_result_ids(messages: list[Message]) -> list[str]:
+    return [
+        b.tool_use_id
+        for m in messages
+        if isinstance(m, UserMessage) and isinstance(m.content, list)
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+
+
+def _tool_use_ids(messages: list[Message]) -> list[str]:
+    return [b.id for m in messages if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, ToolUseBlock)]
+
+
+def test_a_later_prompt_of_a_conversation_shows_no_tool_result_of_an_earlier_one(
+    tmp_path: Path, cli_path: Path
+) -> None:
+    # Claude Code 2.1.235 (the SDK's `ClaudeSDKClient`, same fake API): the second response is
+    # init, the answer, the result; the first prompt's tool_result is not shown again.
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo hi"}}}]}
+    - reply: {content: [{text: "It said hi."}]}
+    - reply: {content: [{text: "Nothing to run."}]}
+""")
+
+    async def play(api: MockApi) -> list[list[Message]]:
+        responses = []
+        async with ClaudeSDKClient(_options(api, cli_path, tmp_path, allowed_tools=["Bash(echo:*)"])) as client:
+            for prompt in ("say hi", "and now?"):
+                await client.query(prompt)
+                responses.append(await _collect(client.receive_response()))
+        return responses
+
+    with MockApi(text) as api:
+        first, second = _run(lambda: play(api))
+    assert _tool_result_ids(first) == _tool_use_ids(first) and len(_tool_use_ids(first)) == 1
+    assert not [m for m in second if isinstance(m, UserMessage)], "no user message in the second response"
+    assert _texts(second) == ["Nothing to run."] and _result(second).result == "Nothing to run."
+
+
+def test_an_interrupted_later_prompt_shows_results_for_its_own_calls_only(tmp_path: Path, cli_path: Path) -> None:
+    # Claude Code 2.1.235: the interrupted prompt's stream holds one tool_result, for its own call;
+    # the prompt after it shows none.
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo hi"}}}]}
+    - reply: {content: [{text: "It said hi."}]}
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "sleep 30"}}}]}
+    - reply: {content: [{text: "Stopped."}]}
+""")
+
+    async def play(api: MockApi) -> list[list[Message]]:
+        options = _options(api, cli_path, tmp_path, allowed_tools=["Bash(echo:*)", "Bash(sleep:*)"])
+        responses: list[list[Message]] = []
+        async with ClaudeSDKClient(options) as client:
+            for prompt in ("say hi", "wait a while", "never mind"):
+                await client.query(prompt)
+                response: list[Message] = []
+                async for message in client.receive_response():
+                    response.append(message)
+                    if prompt == "wait a while" and _tool_use_ids([message]):
+                        await asyncio.sleep(0.5)  # the command is running now
+                        await client.interrupt()
+                responses.append(response)
+        return responses
+
+    with MockApi(text) as api:
+        first, interrupted, after = _run(lambda: play(api))
+    assert _result(first).result == "It said hi." and _result(interrupted).terminal_reason == "aborted_tools"
+    (call,) = _tool_use_ids(interrupted)
+    assert _tool_result_ids(interrupted) == [call], "not the first prompt's echo again"
+    assert _tool_result_ids(after) == [] and _result(after).result == "Stopped."
+
+
 def test_python_pre_tool_use_and_stop_hooks_run_in_the_sdk_process(tmp_path: Path, cli_path: Path) -> None:
     text = scenario("""  mock-primary:
     - reply: {content: [{tool_use: {name: Bash, input: {command: "rm -rf build"}}}]}
@@ -214,12 +291,52 @@ def test_can_use_tool_denies_a_call_that_would_ask_and_the_model_reads_why(tmp_p
         options = _options(api, cli_path, tmp_path, can_use_tool=can_use_tool)
         messages = _run(lambda: _collect(query(prompt=prompts(), options=options)))
         denied = _tool_results(api.requests[1].messages)
-    assert asked == [("Write", {"file_path": "notes.txt", "content": "x"})]
+    assert asked == [("Write", {"file_path": str(tmp_path / "work" / "notes.txt"), "content": "x"})]
     assert denied[0]["is_error"] and "writing is off today" in str(denied[0]["content"])
     assert not (tmp_path / "work" / "notes.txt").exists()
     result = _result(messages)
     assert result.result == "Understood."
     assert [d["tool_name"] for d in result.permission_denials or []] == ["Write"]
+
+
+def test_can_use_tool_sees_a_file_tools_path_absolute_and_a_command_as_written(tmp_path: Path, cli_path: Path) -> None:
+    # Claude Code 2.1.235 makes Read, Write and Edit's file_path (and NotebookEdit's notebook_path)
+    # absolute and normalised for can_use_tool; a Bash command is passed as the model wrote it.
+    text = scenario("""  mock-primary:
+    - reply:
+        content:
+          - tool_use: {name: Write, input: {file_path: out.txt, content: "x"}}
+          - tool_use: {name: Edit, input: {file_path: ./sub/../notes.txt, old_string: a, new_string: b}}
+          - tool_use: {name: Read, input: {file_path: ../outside.txt}}
+          - tool_use: {name: Bash, input: {command: "cat ../outside.txt"}}
+    - reply: {content: [{text: "Understood."}]}
+""")
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def can_use_tool(
+        name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        asked.append((name, tool_input))
+        return PermissionResultDeny(message="not today")
+
+    async def prompts() -> AsyncIterator[dict[str, Any]]:
+        yield {"type": "user", "message": {"role": "user", "content": "look around"}}
+
+    with MockApi(text) as api:
+        options = _options(api, cli_path, tmp_path, can_use_tool=can_use_tool)
+        messages = _run(lambda: _collect(query(prompt=prompts(), options=options)))
+    work = (tmp_path / "work").resolve()
+    assert asked == [
+        ("Write", {"file_path": str(work / "out.txt"), "content": "x"}),
+        ("Edit", {"file_path": str(work / "notes.txt"), "old_string": "a", "new_string": "b"}),
+        ("Read", {"file_path": str(work.parent / "outside.txt")}),
+        ("Bash", {"command": "cat ../outside.txt"}),
+    ]
+    assert _result(messages).result == "Understood."
+    written = [
+        b.input for m in messages if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, ToolUseBlock)
+    ]
+    assert written[0] == {"file_path": "out.txt", "content": "x"}, "the stream shows the call as the model wrote it"
 
 
 def test_a_tool_of_an_in_process_sdk_server_is_called_through_the_control_protocol(
@@ -363,6 +480,17 @@ def test_a_flag_whose_promise_queryloop_cannot_keep_is_refused_before_anything_r
     assert "--json-schema is not supported: structured output" in run.stderr and run.stdout == ""
 
 
-def test_queryloop_reports_its_own_version(cli_path: Path) -> None:
+def test_version_names_the_claude_code_release_it_behaves_as_and_queryloops_own(cli_path: Path) -> None:
     run = subprocess.run([str(cli_path), "-v"], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0 and run.stdout.strip().endswith("(queryloop)")
+    assert (run.returncode, run.stdout) == (0, f"2.1.235 (queryloop {__version__}; behaves as Claude Code)\n")
+    version = re.match(r"(\d{1,9})\.(\d{1,9})\.(\d{1,9})", run.stdout)  # the Agent SDK's pattern
+    assert version is not None and version.group(0) == "2.1.235"
+
+
+def test_the_sdk_starts_queryloop_without_warning_that_it_is_too_old(
+    tmp_path: Path, cli_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "hi"}]}\n')) as api:
+        messages = _run(lambda: _collect(query(prompt="hi", options=_options(api, cli_path, tmp_path))))
+    assert _result(messages).result == "hi"
+    assert not [r for r in caplog.records if "too old" in r.getMessage()], "Claude Code 2.1.235 draws no warning"

@@ -135,7 +135,8 @@ def test_no_prompt_or_only_whitespace_is_a_usage_error(tmp_path: Path, stdin: st
 def test_version_prints_the_version_and_runs_nothing(tmp_path: Path, flag: str) -> None:
     with MockApi(HELLO) as api:
         run = queryloop([flag], api=api, cwd=tmp_path, fmt="text")
-        assert (run.returncode, run.stdout, run.stderr) == (0, f"{__version__} (queryloop)\n", "")
+        line = f"2.1.235 (queryloop {__version__}; behaves as Claude Code)\n"  # Claude Code's shape: "2.1.235 (...)"
+        assert (run.returncode, run.stdout, run.stderr) == (0, line, "")
         assert api.requests == []
 
 
@@ -212,7 +213,7 @@ def test_camel_case_tool_flags_take_several_words_until_a_double_dash(tmp_path: 
 def test_the_command_line_the_claude_agent_sdk_builds_runs(tmp_path: Path) -> None:
     """``cli -v`` first, then its flags in its order, ``--print -- PROMPT`` last (claude-agent-sdk, string prompts)."""
     with MockApi(HELLO) as api:
-        assert queryloop(["-v"], api=api, cwd=tmp_path, fmt="text").stdout.split()[0] == __version__
+        assert queryloop(["-v"], api=api, cwd=tmp_path, fmt="text").stdout.split()[0] == "2.1.235"
         sdk_flags = ["--verbose", "--system-prompt", "", "--allowedTools", "Read,Glob", "--max-turns", "3"]
         sdk_flags += ["--disallowedTools", "Bash", "--permission-mode", "default", "--setting-sources=user,project"]
         run = queryloop([*sdk_flags, "--print", "--", "what is here?"], api=api, cwd=tmp_path, fmt="stream-json")
@@ -364,3 +365,47 @@ def test_without_instruction_files_the_first_message_is_the_prompt_alone(tmp_pat
         run = queryloop(["hi"], api=api, cwd=tmp_path, fmt="stream-json", env={"HOME": str(tmp_path / "home")})
     assert run.lines[0]["memory_paths"] == {"user": [], "project": [], "local": []}
     assert first_message(api) == "hi"
+
+
+# ---- a newcomer's slips (issue 27) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("word", "command"), [("chek", "check"), ("Check", "check"), ("diagam", "diagram")])
+def test_a_word_close_to_a_command_name_is_a_usage_error_naming_the_command(
+    tmp_path: Path, word: str, command: str
+) -> None:
+    # Claude Code 2.1.235: `claude doctr` -> unknown command "doctr", did you mean claude doctor?
+    with MockApi(HELLO) as api:
+        run = queryloop([word], api=api, cwd=tmp_path)
+    assert run.returncode == 2 and api.requests == [] and run.stdout == ""
+    (line,) = run.stderr.splitlines()
+    assert f"unknown command {word!r} (did you mean {command!r}?)" in line
+    assert f"queryloop -p {word}" in line
+
+
+def test_a_one_word_prompt_far_from_every_command_still_runs_and_print_sends_a_near_miss(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        hello = queryloop(["hello"], api=api, cwd=tmp_path)
+        chek = queryloop(["-p", "chek"], api=api, cwd=tmp_path)  # as `claude -p doctr`: a prompt
+    assert hello.returncode == 0 and chek.returncode == 0, hello.stderr + chek.stderr
+    assert [r.messages[0]["content"] for r in api.requests] == ["hello", "chek"]
+
+
+def test_the_help_names_the_interactive_session_print_leaves() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "queryloop", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    text = " ".join(proc.stdout.split())
+    assert "no other mode" not in text
+    assert "an interactive session opens" in text and "open the interactive session" in text
+
+
+@pytest.mark.parametrize("printing", [False, True])
+def test_a_malformed_resume_id_names_print_only_when_it_was_given(tmp_path: Path, printing: bool) -> None:
+    with MockApi(HELLO) as api:
+        run = queryloop([*(["-p"] if printing else []), "--resume", "foo", "hi"], api=api, cwd=tmp_path)
+    assert run.returncode == 1 and api.requests == []
+    with_print = " when used with --print." if printing else "."
+    assert run.stderr.splitlines()[0] == (
+        f'Error: --resume requires a valid session ID{with_print} Provided value "foo" is not a UUID.'
+    )

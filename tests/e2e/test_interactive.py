@@ -237,3 +237,15 @@ def test_the_first_screen_says_whether_the_sandbox_is_on(place) -> None:  # type
     on = Session(scenario, cwd, home, "--sandbox")
     assert "sandbox: on · Bash writes only here and in its own /tmp · network: none" in on.banner
     on.close()
+
+
+def test_help_lists_exit_and_exit_ends_the_session(place) -> None:  # type: ignore[no-untyped-def]
+    scenario, cwd, home = place
+    session = Session(_write(scenario), cwd, home)
+    session.send("/help")
+    listed = session.ready()
+    assert "/exit" in listed and "/help" in listed
+    session.send("/exit")
+    session.child.expect(pexpect.EOF)
+    session.child.close()
+    assert session.child.exitstatus == 0

@@ -189,7 +189,8 @@ def test_the_budget_stops_the_run_and_answers_its_tool_calls(tmp_path: Path) -> 
     result = run.result
     assert result["subtype"] == "error_max_budget_usd" and result["total_cost_usd"] >= 0.5
     assert not (tmp_path / "out.txt").exists(), "tools of an over-budget reply do not run"
-    assert run.of("user")[0]["message"]["content"][0]["is_error"] is True
+    # answered for the ledger, hidden as Claude Code 2.1.235 shows none: no user line, one turn (issue 27, item 2)
+    assert run.of("user") == [] and result["num_turns"] == 1
 
 
 def test_the_seed_chain_falls_back_edits_runs_bash_and_finishes(tmp_path: Path) -> None:

@@ -347,6 +347,46 @@ def test_a_client_conversation_carries_the_first_exchange_into_the_second_prompt
     assert texts == ["Your name is Ada."], "the second response holds only its own reply"
 
 
+def test_a_later_prompt_of_a_client_conversation_shows_no_tool_result_of_an_earlier_one(tmp_path: Path) -> None:
+    # As Claude Code 2.1.235 streams a conversation: each response shows its own tool results only.
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{ADD_2_AND_3}]}}
+    - reply: {{content: [{{text: "5"}}]}}
+    - reply: {{content: [{{text: "Still 5."}}]}}
+""")
+
+    async def play(backend: AnthropicBackend) -> tuple[list[Message], list[Message]]:
+        async with QueryClient(_options(tmp_path, backend, custom_tools=[add])) as client:
+            await client.query("add 2 and 3")
+            first = await _response(client)
+            await client.query("and now?")
+            return first, await _response(client)
+
+    with MockApi(text) as api:
+        first, second = asyncio.run(_with_backend(api, play))
+    assert len([m for m in first if isinstance(m, UserMessage)]) == 1, "the first response shows its tool result"
+    assert not [m for m in second if isinstance(m, UserMessage)], "the second shows none"
+    assert _result(second).result == "Still 5."
+
+
+def test_can_use_tool_sees_a_file_tools_path_absolute(tmp_path: Path) -> None:
+    # Claude Code 2.1.235 shows can_use_tool Write's file_path absolute and normalised.
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Write, input: {file_path: ./drafts/../out.txt, content: "x"}}}]}
+    - reply: {content: [{text: "done"}]}
+""")
+    asked: list[dict[str, Any]] = []
+
+    async def decide(name: str, tool_input: dict[str, Any], context: ToolPermissionContext) -> Any:
+        asked.append(tool_input)
+        return PermissionResultAllow()
+
+    with MockApi(text) as api:
+        _query(api, tmp_path, "write it", can_use_tool=decide)
+    assert asked == [{"file_path": str((tmp_path / "work").resolve() / "out.txt"), "content": "x"}]
+    assert (tmp_path / "work" / "out.txt").read_text(encoding="utf-8") == "x"
+
+
 def test_interrupt_ends_the_prompt_through_its_abort_edge_and_the_conversation_goes_on(tmp_path: Path) -> None:
     started = asyncio.Event()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, MockApi, cli_env, live_members
+from .harness import ROOT, MockApi, cli_env, live_members, run_cli
 from .test_request_layer import scenario
 
 # bash records its pid (its process group: Bash runs in a new session) atomically, then sleeps.
@@ -70,3 +70,36 @@ def test_a_signal_during_a_bash_call_prints_an_aborted_result_kills_the_group_an
     assert live_members(pgid) == [], "a process of the Bash call's group survived"
     assert not (tmp_path / "late.txt").exists()
     assert len(api.requests) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "stream-json"])
+def test_an_interrupted_resumed_prompt_shows_results_for_its_own_calls_only(tmp_path: Path, fmt: str) -> None:
+    # Claude Code 2.1.235 after --resume: the interrupted prompt's stream holds one tool_result, for its
+    # own call, none for the resumed session's earlier calls.
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "echo hi"}}, id: toolu_earlier}}}}]}}
+    - reply: {{content: [{{text: "It said hi."}}]}}
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "{COMMAND}"}}, id: toolu_now}}}}]}}
+""")
+    home = {"QUERYLOOP_HOME": str(tmp_path / "home")}
+    with MockApi(text) as api:
+        first = run_cli(["-p", "say hi", "--model", "mock-primary"], api=api, cwd=tmp_path, **home)
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--verbose", "--cwd", str(tmp_path)]
+        cmd += ["--permission-mode", "bypassPermissions", "--model", "mock-primary"]
+        cmd += ["--resume", first.result["session_id"], "-p", "sleep"]
+        pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        proc = subprocess.Popen(cmd, text=True, env=cli_env(api, **home), cwd=ROOT, **pipes)
+        try:
+            wait_for(tmp_path / "pgid")
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    if fmt == "text":
+        assert stderr.count("(synthetic)") == 1, stderr
+    else:
+        lines = [json.loads(line) for line in stdout.splitlines()]
+        results = [b["tool_use_id"] for line in lines if line["type"] == "user" for b in line["message"]["content"]]
+        assert results == ["toolu_now"]

@@ -22,7 +22,7 @@ from queryloop.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCENARIO = ROOT / "machines" / "scenarios" / "fallback_chain.yaml"
-VOLATILE = ("duration_ms", "duration_api_ms", "ttft_ms", "uuid")
+VOLATILE = ("duration_ms", "duration_api_ms", "ttft_ms", "ttft_stream_ms", "time_to_request_ms", "uuid")
 
 
 def _options(cwd: Path) -> AgentOptions:

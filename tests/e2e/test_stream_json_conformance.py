@@ -1,4 +1,4 @@
-"""End-to-end: the result object and stream-json lines have Claude Code 2.1.235's shapes (issue 11: 4, 5, 8, 9).
+"""End-to-end: the result object and stream-json lines have Claude Code 2.1.235's shapes (issues 11 and 27).
 
 Every expectation here was observed running Claude Code 2.1.235 headless against the
 embedded server on the same scenarios: which errors are ``subtype: success`` with
@@ -12,6 +12,7 @@ deliberate addition and are left out of the line-order comparisons.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,132 @@ def test_error_max_budget_lists_its_error_and_has_no_result(tmp_path: Path) -> N
     result = run.result
     assert result["subtype"] == "error_max_budget_usd" and result["errors"] == ["Reached maximum budget ($0.0001)"]
     assert "result" not in result
+
+
+# ---- issue 27: the budget, a refused resume, the newer keys, an unlisted model, the Stop hook ------------------
+
+BASH_THEN_DONE = """  mock-primary:
+    - reply:
+        content: [{{tool_use: {{name: Bash, input: {{command: "echo ran > ran.txt", description: mark}}}}}}]
+        usage: {{input_tokens: {first}, output_tokens: 10}}
+    - reply:
+        content: [{{tool_use: {{name: Bash, input: {{command: "echo again >> ran.txt", description: mark}}}}}}]
+        usage: {{input_tokens: {second}, output_tokens: 10}}
+    - reply: {{content: [{{text: "done"}}]}}
+"""
+
+
+def test_a_budget_the_first_reply_spends_runs_none_of_its_tools_and_counts_one_turn(tmp_path: Path) -> None:
+    # Claude Code 2.1.235: assistant lines, then the result; no user line, num_turns 1
+    with MockApi(scenario(BASH_THEN_DONE.format(first=100_000, second=10))) as api:
+        run = run_cli([*ARGS, "--max-budget-usd", "0.01"], api=api, cwd=tmp_path)
+    result = run.result
+    assert _claude_code_lines(run.lines) == [
+        ("system", "init"),
+        ("assistant", None),
+        ("result", "error_max_budget_usd"),
+    ]
+    assert (result["num_turns"], result["stop_reason"], result["terminal_reason"]) == (
+        1,
+        "tool_use",
+        "budget_exhausted",
+    )
+    assert result["errors"] == ["Reached maximum budget ($0.01)"] and len(api.requests) == 1
+    assert not (tmp_path / "ran.txt").exists()
+
+
+def test_a_budget_spent_after_one_tool_round_counts_two_turns(tmp_path: Path) -> None:
+    # Claude Code 2.1.235: the round's result is shown and counted, the second reply's calls are not
+    with MockApi(scenario(BASH_THEN_DONE.format(first=10, second=100_000))) as api:
+        run = run_cli([*ARGS, "--max-budget-usd", "0.2"], api=api, cwd=tmp_path)
+    assert [kind for kind, _ in _claude_code_lines(run.lines)] == ["system", "assistant", "user", "assistant", "result"]
+    assert run.result["num_turns"] == 2 and run.result["subtype"] == "error_max_budget_usd"
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+
+
+def test_an_unknown_resume_id_in_stream_json_ends_with_a_runs_result_keys(tmp_path: Path) -> None:
+    missing = "123e4567-e89b-12d3-a456-426614174000"
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "hi"}]}\n')) as api:
+        run = run_cli([*ARGS, "--resume", missing], api=api, cwd=tmp_path)
+    (result,) = run.lines
+    assert run.returncode == 1 and api.requests == []
+    assert (result["subtype"], result["is_error"], result["num_turns"]) == ("error_during_execution", True, 0)
+    assert result["stop_reason"] is None and result["session_id"] == missing and result["total_cost_usd"] == 0
+    assert set(result["usage"].values()) == {0} and result["modelUsage"] == {} and result["permission_denials"] == []
+    assert result["errors"] == [f"No conversation found with session ID: {missing}"]
+    assert "terminal_reason" not in result
+
+
+def test_assistant_and_user_lines_carry_a_timestamp_and_api_retry_lines_a_uuid(tmp_path: Path) -> None:
+    _files(tmp_path, a="alpha\n")
+    text = scenario(
+        f"  mock-primary:\n    - error: {{status: 529}}\n    - reply: {{content: [{_read('a.txt')}]}}\n"
+        '    - reply: {content: [{text: "done"}]}\n'
+    )
+    with MockApi(text) as api:
+        run = run_cli(ARGS, api=api, cwd=tmp_path)
+    stamped = run.of("assistant") + run.of("user")
+    assert len(stamped) == 3
+    for line in stamped:  # Claude Code's form: UTC, milliseconds, Z
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["timestamp"]), line
+    (retry,) = run.of("system", "api_retry")
+    assert re.fullmatch(r"[0-9a-f-]{36}", retry["uuid"])
+
+
+def test_the_init_line_has_claude_code_2_1_235s_newer_keys(tmp_path: Path) -> None:
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "hi"}]}\n')) as api:
+        run = run_cli(ARGS, api=api, cwd=tmp_path)
+    init = run.lines[0]
+    assert init["claude_code_version"] == "2.1.235"
+    assert init["analytics_disabled"] is True and init["product_feedback_disabled"] is True
+    assert init["capabilities"] == [] and init["terminal_slash_commands"] == []  # README: differences
+    assert (init["fast_mode_state"], init["fast_mode_disabled_reason"]) == ("off", "disabled_by_env")
+
+
+def test_a_success_reports_when_the_first_request_left_and_the_first_token_came(tmp_path: Path) -> None:
+    text = scenario('  mock-primary:\n    - reply: {content: [{text: "hi"}]}\n      delay_ms: 300\n')
+    with MockApi(text) as api:
+        run = run_cli(ARGS, api=api, cwd=tmp_path, fmt="json")
+    result = run.result
+    assert result["ttft_stream_ms"] == result["ttft_ms"] >= 300
+    assert 0 <= result["time_to_request_ms"] <= result["ttft_ms"] - 300
+    assert (result["fast_mode_state"], result["fast_mode_disabled_reason"]) == ("off", "disabled_by_env")
+
+
+def test_a_model_the_price_table_does_not_list_is_priced_as_claude_code_prices_it(tmp_path: Path) -> None:
+    usage = "{input_tokens: 4000, output_tokens: 6000, cache_creation_input_tokens: 0, cache_read_input_tokens: 0}"
+    text = scenario(
+        f'  zz-unlisted-model:\n    - reply: {{content: [{{text: "hi"}}], usage: {usage}}}\n', model="zz-unlisted-model"
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "zz-unlisted-model"], api=api, cwd=tmp_path, fmt="json")
+    entry = run.result["modelUsage"]["zz-unlisted-model"]
+    # Claude Code 2.1.235, the same model id: $5 / $25 / $6.25 / $0.50 per million tokens, a 200k window
+    expected = 4000 * 5 + 6000 * 25 + entry["cacheCreationInputTokens"] * 6.25 + entry["cacheReadInputTokens"] * 0.5
+    assert entry["costUSD"] == pytest.approx(expected / 1e6)
+    assert run.result["total_cost_usd"] == pytest.approx(expected / 1e6) and entry["contextWindow"] == 200_000
+
+
+def test_hooks_after_the_prompt_read_its_id_and_stop_reads_no_pending_work(tmp_path: Path) -> None:
+    _files(tmp_path, a="alpha\n")
+    log = tmp_path / "hook-input.jsonl"
+    hook = script(tmp_path, "log.sh", f"cat >> {log}\necho >> {log}\n")
+    each = [{"hooks": [{"type": "command", "command": hook}]}]
+    hooks = settings(SessionStart=each, PreToolUse=[{"matcher": "*", **each[0]}], Stop=each)
+    text = scenario(
+        f'  mock-primary:\n    - reply: {{content: [{_read("a.txt")}]}}\n    - reply: {{content: [{{text: "done"}}]}}\n'
+    )
+    with MockApi(text) as api:
+        run = run_cli([*ARGS, "--settings", hooks], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    start, pre, stop = (json.loads(line) for line in log.read_text().splitlines() if line.strip())
+    # Claude Code 2.1.235: no prompt_id before the prompt, the same one on every hook after it
+    assert (start["hook_event_name"], pre["hook_event_name"], stop["hook_event_name"]) == (
+        "SessionStart",
+        "PreToolUse",
+        "Stop",
+    )
+    assert "prompt_id" not in start and re.fullmatch(r"[0-9a-f-]{36}", pre["prompt_id"])
+    assert stop["prompt_id"] == pre["prompt_id"]
+    assert stop["background_tasks"] == [] and stop["session_crons"] == []
+    assert "effort" not in stop  # README: differences (requests carry no effort level)
