@@ -160,6 +160,35 @@ def _refusal_text(call: ToolCall, reason: str, *, by_hook: bool, cwd: Path) -> s
     return f"Permission to use {call.name} was denied: {reason}"
 
 
+async def _answer(
+    call: ToolCall, reason: str, verdict: PermissionDecision, services: ToolServices, always: set[str]
+) -> tuple[ToolCall, str, str, PermissionDecision]:
+    """Who answers a call that asks: the permission callback, else the user on a terminal, else nobody (deny).
+
+    A callback's new input is checked again against the deny rules; a user's "always"
+    adds the rules offered (to ``always``). Returns the call (maybe with new input), the
+    behaviour, why, and the verdict that stands.
+    """
+    if services.can_use_tool is not None:
+        asked = call
+        call, behavior, reason = await _ask_callback(services.can_use_tool, call, reason)
+        if behavior == "allow" and call.input != asked.input:  # new input: the deny rules see it too
+            recheck = _decide(call, services, always)
+            if recheck.behavior == "deny" and recheck.rule is not None:
+                return call, "deny", f"the input the callback gave: {recheck.reason}", recheck
+        return call, behavior, reason, verdict
+    if services.interactive:
+        offer = suggest_rules(call.name, call.input, cwd=services.tool_context.cwd)
+        answer = await _ask_user(call, reason, offer)
+        always_answer = bool(offer) and answer in ("always", "a")
+        if always_answer:
+            always.update(offer)
+        if answer in ("y", "yes") or always_answer:
+            return call, "allow", reason, verdict
+        return call, "deny", "the user said no", verdict
+    return call, "deny", f"{reason} (this run cannot ask, so it is denied)", verdict
+
+
 async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
     """Decide every pending call: the lookup, PreToolUse hooks (deny > ask > allow), rules (deny always wins)."""
     services = ctx.services
@@ -186,23 +215,7 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         verdict = _decide(call, services, always)
         behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
         if behavior == "ask":
-            if services.can_use_tool is not None:
-                asked = call
-                call, behavior, reason = await _ask_callback(services.can_use_tool, call, reason)
-                if behavior == "allow" and call.input != asked.input:  # new input: the deny rules see it too
-                    recheck = _decide(call, services, always)
-                    if recheck.behavior == "deny" and recheck.rule is not None:
-                        behavior, reason, verdict = "deny", f"the input the callback gave: {recheck.reason}", recheck
-            elif services.interactive:
-                offer = suggest_rules(call.name, call.input, cwd=services.tool_context.cwd)
-                answer = await _ask_user(call, reason, offer)
-                yes = answer in ("y", "yes") or (bool(offer) and answer in ("always", "a"))
-                behavior = "allow" if yes else "deny"
-                reason = reason if behavior == "allow" else "the user said no"
-                if yes and answer in ("always", "a"):
-                    always.update(offer)
-            else:
-                behavior, reason = "deny", f"{reason} (this run cannot ask, so it is denied)"
+            call, behavior, reason, verdict = await _answer(call, reason, verdict, services, always)
         if behavior == "allow":
             entry = matching_entry(call, hidden, tool.attempt_fields) if hidden else None
             if entry is not None:  # it already ran: its recorded result, not a second run
