@@ -284,11 +284,10 @@ def _changed_files(call: ToolCall, tool: ToolSpec, services: ToolServices) -> li
     command = call.input.get("command")
     if tool.name != "Bash" or not isinstance(command, str):
         return []
-    shell = analyse(command)
     sandbox = services.tool_context.sandbox
-    if sandbox is not None and sandbox.policy.sandboxes(call.input, [c.text for c in shell.commands]):
+    if sandbox is not None and sandbox.policy.sandboxes(call.input):
         return []
-    return list(dict.fromkeys(shell.writes))
+    return list(dict.fromkeys(analyse(command).writes))
 
 
 def _resolved(raw: Any, services: ToolServices) -> Path | None:

@@ -443,8 +443,7 @@ class _BashCall:
         return self.sandbox is not None and self.sandbox.leaves_on_request(self.ctx.tool_input)
 
     def _sandboxed(self) -> bool:
-        commands = [c.text for c in self.shell.commands]
-        return self.sandbox is not None and self.sandbox.sandboxes(self.ctx.tool_input, commands)
+        return self.sandbox is not None and self.sandbox.sandboxes(self.ctx.tool_input)
 
     def _auto_allowed(self) -> bool:
         return self.sandbox is not None and self.sandbox.auto_allow and self._sandboxed()

@@ -105,8 +105,13 @@ class _Unclear(Exception):
     """Shell syntax this module does not fully understand."""
 
 
+@functools.lru_cache(maxsize=256)
 def analyse(line: str) -> ShellCommand:
-    """Every simple command and written file of ``line``; ``problem`` says what could not be read."""
+    """Every simple command and written file of ``line``; ``problem`` says what could not be read.
+
+    Kept per line (the answer is frozen): one Bash call is read by the gate's decision,
+    its checkpoint, the sandbox policy and the tool, and each asks here.
+    """
     import bashlex  # here: a run without a Bash call, and `queryloop check`, do not pay for its parser tables
     import bashlex.errors
 

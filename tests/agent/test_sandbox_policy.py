@@ -75,7 +75,9 @@ def test_an_excluded_command_takes_the_ordinary_way(tmp_path: Path) -> None:
     assert _verdict("touch x", tmp_path, sandbox=policy) == "allow"
     exact = SandboxPolicy(enabled=True, excluded_commands=("docker",))
     assert _verdict("docker run x", tmp_path, sandbox=exact) == "allow", "a bare name is that command alone"
-    assert policy.sandboxes({"command": "docker run x"}, ["docker run x"]) is False
+    assert policy.sandboxes({"command": "docker run x"}) is False
+    assert policy.sandboxes({"command": "ls && docker run x"}) is False, "any command of the line"
+    assert policy.sandboxes({"command": "ls"}) is True
 
 
 def test_the_policy_reads_claude_code_s_setting_names() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ..shell import bash_command_matches  # the permission rules' matcher: one syntax for both
+from ..shell import analyse, bash_command_matches  # the permission rules' reading and matcher: one syntax for both
 
 __all__ = ["SandboxPolicy"]
 
@@ -74,8 +74,10 @@ class SandboxPolicy:
                 return pattern
         return None
 
-    def sandboxes(self, tool_input: Mapping[str, Any], commands: Sequence[str]) -> bool:
-        """Does a Bash call with this input (running these normalised commands) run inside the sandbox?"""
+    def sandboxes(self, tool_input: Mapping[str, Any]) -> bool:
+        """Does a Bash call with this input run inside the sandbox? (Its commands as ``shell`` reads them.)"""
         if not self.enabled or self.leaves_on_request(tool_input):
             return False
+        command = tool_input.get("command")
+        commands = [c.text for c in analyse(command).commands] if isinstance(command, str) else []
         return self.excluded(commands) is None
