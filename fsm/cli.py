@@ -3,7 +3,7 @@
 Owns their flags, their output and :func:`run_command` (exit codes, one-line user
 errors, no tracebacks for user mistakes). Which machines are checked or drawn when
 none is named is the caller's (the ``queryloop`` program passes the shipped ones);
-the program itself, with the agent's commands, is ``queryloop.cli``.
+the program itself, with the agent's commands, is ``queryloop.frontends.cli``.
 
 Building the parser imports nothing heavy: each command imports the parts of the engine
 it runs (the checker and networkx, the renderer and graphviz, …) when it runs, so

@@ -7,7 +7,7 @@ links), or any other C0/C1 control — which a terminal obeys when they are prin
 :func:`inert` writes every such character as a visible escape (``ESC`` → ``\\x1b``),
 keeping newline and tab; a carriage return before a newline (Windows line ends) is
 dropped rather than shown. Every text line and every stderr line built from such text
-goes through it (``queryloop.console``, ``queryloop.interactive``, ``queryloop.sessions``,
+goes through it (``queryloop.frontends.console``, ``queryloop.frontends.interactive``, ``queryloop.run.sessions``,
 the SDK session's warnings). JSON output does not: ``json.dumps`` escapes every C0
 control itself. Lives in the engine so that every layer can use the one helper; it
 imports nothing.

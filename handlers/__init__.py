@@ -6,7 +6,7 @@ the run data. Two small modules hold no layer's state and every layer may use th
 ``messages`` (the message graph) and ``outcome`` (how the run ends, and the run data
 every layer shares). A layer imports only the shared modules and the layers below
 it, in this order: request, output, hooks, tools, context. The composed run data and
-the wiring of the whole agent live above, in ``queryloop.agent``. Installed as
+the wiring of the whole agent live above, in ``queryloop.run.agent``. Installed as
 ``queryloop.handlers``.
 """
 

@@ -5,7 +5,7 @@ the notices for verbose output), :class:`Notice` (the item effects publish for s
 a line) and :class:`SharedData`, the part of the composed run data every layer may
 read and evolve: the message graph and the outcome. Each layer declares the rest it
 needs as a protocol over its own slice; the composed record lives above the layers
-(``queryloop.agent``). Holds no layer's state.
+(``queryloop.run.agent``). Holds no layer's state.
 """
 
 from __future__ import annotations

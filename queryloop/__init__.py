@@ -23,9 +23,8 @@ from .fsm.lazy import lazy_exports
 if TYPE_CHECKING:
     from queryloop.handlers.tools import ToolContext, ToolDefinitionError, ToolOutput, ToolSpec, tool
 
-    from .agent import AgentData, AgentOptions, AgentRun, AgentServices, restore_run, snapshot_run
-    from .api import ClaudeSDKClient, QueryClient, query
-    from .messages import (
+    from .frontends.api import ClaudeSDKClient, QueryClient, query
+    from .frontends.messages import (
         AssistantMessage,
         ContentBlock,
         Message,
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
         ToolUseBlock,
         UserMessage,
     )
-    from .options import (
+    from .frontends.options import (
         ClaudeAgentOptions,
         HookMatcher,
         OptionsError,
@@ -47,15 +46,16 @@ if TYPE_CHECKING:
         ToolPermissionContext,
         create_sdk_mcp_server,
     )
-    from .settings import Settings, SettingsError, load_settings
+    from .run.agent import AgentData, AgentOptions, AgentRun, AgentServices, restore_run, snapshot_run
+    from .run.settings import Settings, SettingsError, load_settings
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
             "queryloop.handlers.tools": ("ToolContext", "ToolDefinitionError", "ToolOutput", "ToolSpec", "tool"),
-            ".agent": ("AgentData", "AgentOptions", "AgentRun", "AgentServices", "restore_run", "snapshot_run"),
-            ".api": ("ClaudeSDKClient", "QueryClient", "query"),
-            ".messages": (
+            ".run.agent": ("AgentData", "AgentOptions", "AgentRun", "AgentServices", "restore_run", "snapshot_run"),
+            ".frontends.api": ("ClaudeSDKClient", "QueryClient", "query"),
+            ".frontends.messages": (
                 "AssistantMessage",
                 "ContentBlock",
                 "Message",
@@ -67,7 +67,7 @@ else:
                 "ToolUseBlock",
                 "UserMessage",
             ),
-            ".options": (
+            ".frontends.options": (
                 "ClaudeAgentOptions",
                 "HookMatcher",
                 "OptionsError",
@@ -77,7 +77,7 @@ else:
                 "ToolPermissionContext",
                 "create_sdk_mcp_server",
             ),
-            ".settings": ("Settings", "SettingsError", "load_settings"),
+            ".run.settings": ("Settings", "SettingsError", "load_settings"),
         },
     )
 

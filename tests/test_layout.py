@@ -25,25 +25,10 @@ FOLDERS = {
 }
 LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context")  # each may import only the ones before it
 SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome", "queryloop.handlers.records")
-ABOVE_THE_LAYERS = (
-    "queryloop.agent",
-    "queryloop.api",
-    "queryloop.messages",
-    "queryloop.options",
-    "queryloop.sdk_channel",
-    "queryloop.sdk_flags",
-    "queryloop.sdk_protocol",
-    "queryloop.interactive",
-    "queryloop.cli",
-    "queryloop.console",
-    "queryloop.memory",
-    "queryloop.settings",
-    "queryloop.defaults",
-    "queryloop.startup",
-    "queryloop.argtypes",
-    "queryloop.fleet",
-    "queryloop.mockapi",
-)
+# queryloop/ holds rooms, not modules: the run's assembly, the ways in, the fleet, the embedded server
+ROOMS = ("queryloop.run", "queryloop.frontends", "queryloop.fleet", "queryloop.mockapi")
+TOP_LEVEL = ("queryloop", "queryloop.__main__", "queryloop.testing")  # the package, `python -m`, the test doubles
+ABOVE_THE_LAYERS = (*ROOMS, *TOP_LEVEL)
 
 
 def _modules() -> dict[str, Path]:
@@ -132,7 +117,7 @@ def test_layers_import_only_the_shared_modules_and_the_layers_below() -> None:
     for source, target in GRAPH.edges:
         if not source.startswith("queryloop.handlers"):
             continue
-        if target.startswith(ABOVE_THE_LAYERS) or target == "queryloop":
+        if target in TOP_LEVEL or target.startswith(tuple(f"{room}." for room in ROOMS)) or target in ROOMS:
             wrong.append(_where(source, target) + " (the assembly is above the layers)")
         elif source in SHARED and target.startswith("queryloop.handlers") and target not in SHARED:
             wrong.append(_where(source, target) + " (the shared modules use no layer)")
@@ -143,7 +128,7 @@ def test_layers_import_only_the_shared_modules_and_the_layers_below() -> None:
 
 def test_only_the_program_starts_the_embedded_server() -> None:
     users = {s for s, t in GRAPH.edges if t.startswith("queryloop.mockapi") and not s.startswith("queryloop.mockapi")}
-    assert users <= {"queryloop.cli"}, sorted(users)
+    assert users <= {"queryloop.frontends.cli"}, sorted(users)
 
 
 def test_every_module_says_what_it_owns() -> None:
@@ -163,7 +148,8 @@ def test_each_package_exports_a_sorted_complete_all(package: str) -> None:
 def test_importing_the_engine_loads_neither_the_handlers_nor_the_sdk() -> None:
     code = (
         "import sys, queryloop.fsm, queryloop.fsm.cli, queryloop.fsm.testing; "
-        "print(sorted(m for m in sys.modules if m.startswith(('queryloop.handlers', 'queryloop.agent', 'anthropic'))))"
+        "print(sorted(m for m in sys.modules "
+        "if m.startswith(('queryloop.handlers', 'queryloop.run.agent', 'anthropic'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
@@ -173,9 +159,87 @@ def test_the_program_and_a_bound_query_loop_load_without_the_sdk() -> None:
     """`queryloop check` and the other engine commands start fast: the anthropic SDK (over a second to
     import) is imported only where a request is sent."""
     code = (
-        "import sys, queryloop.cli, queryloop.agent; from queryloop.machines import shipped_machines; "
+        "import sys, queryloop.frontends.cli, queryloop.run.agent; from queryloop.machines import shipped_machines; "
         "from queryloop.fsm import load_machine; [load_machine(p) for p in shipped_machines()]; "
         "print(sorted(m for m in sys.modules if m.startswith('anthropic')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
+
+
+def _in(name: str, room: str) -> bool:
+    return name == room or name.startswith(room + ".")
+
+
+def test_queryloop_holds_rooms_by_role_not_modules() -> None:
+    """The front-ends apart from the run's assembly, the fleet and the embedded server (a testing facility)."""
+    loose = [
+        str(MODULES[n].relative_to(ROOT))
+        for n in MODULES
+        if n.startswith("queryloop")
+        and not n.startswith(("queryloop.fsm", "queryloop.handlers", "queryloop.machines"))
+        and n not in TOP_LEVEL
+        and not any(_in(n, room) for room in ROOMS)
+    ]
+    assert not loose, f"put each module in one of {', '.join(ROOMS)}: {loose}"
+
+
+def test_the_run_is_assembled_without_its_front_ends() -> None:
+    """A front-end, the fleet and the embedded server start runs; the run knows none of them."""
+    wrong = [
+        _where(s, t)
+        for s, t in GRAPH.edges
+        if _in(s, "queryloop.run") and any(_in(t, r) for r in ROOMS if r != "queryloop.run")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_test_doubles_live_in_the_testing_module_and_only_tests_and_tools_use_it() -> None:
+    users = [_where(s, t) for s, t in GRAPH.edges if t == "queryloop.testing"]
+    assert not users, "\n".join(users)
+    doubles = [
+        f"{MODULES[n].relative_to(ROOT)}: class {node.name}"
+        for n in MODULES
+        if n not in ("queryloop.testing", "queryloop.fsm.testing") and not _in(n, "queryloop.mockapi")
+        for node in ast.walk(ast.parse(MODULES[n].read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and node.name.startswith(("Scripted", "Fake", "Stub", "Mock"))
+    ]
+    assert not doubles, "test doubles belong in queryloop.testing:\n" + "\n".join(doubles)
+
+
+def _yaml_named() -> dict[str, set[str]]:
+    """Each handlers module that defines a function machines/query_loop.yaml names → those names."""
+    from queryloop.fsm import load_machine
+    from queryloop.machines import MACHINES_DIR
+
+    spec = load_machine(MACHINES_DIR / "query_loop.yaml").spec
+    refs = {
+        *(r for s in spec.states for r in (s.effect, s.exit) if r),
+        *(t.do for t in spec.transitions if t.do),
+        *spec.guards.values(),
+    }
+    named: dict[str, set[str]] = {}
+    for ref in refs:
+        module, _, name = (spec.package + ref if ref.startswith(".") else ref).rpartition(".")
+        obj = getattr(importlib.import_module(module), name)
+        named.setdefault(obj.__module__, set()).add(name)
+    return named
+
+
+def test_each_layer_keeps_the_code_the_yaml_names_apart_from_the_services_it_drives() -> None:
+    """handlers/<layer>/: the slice (data), the edge modules the YAML names, and services/ for the rest."""
+    named = _yaml_named()
+    wrong = [
+        f"{m}: the YAML names {sorted(names)}, which belong in an edge module"
+        for m, names in named.items()
+        if ".services" in m
+    ]
+    for name in MODULES:
+        parts = name.split(".")
+        if len(parts) != 4 or parts[:2] != ["queryloop", "handlers"] or parts[2] not in LAYERS:
+            continue
+        if parts[3] not in ("data", "services") and name not in named:
+            wrong.append(f"{MODULES[name].relative_to(ROOT)}: the YAML names nothing here; move it to services/")
+    upward = [_where(s, t) for s, t in GRAPH.edges if ".services" in s and t in named and _layer(s) == _layer(t)]
+    wrong += [f"{w} (services do not call their layer's edges)" for w in upward]
+    assert not wrong, "\n".join(wrong)

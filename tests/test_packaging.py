@@ -55,7 +55,11 @@ def test_the_wheel_holds_exactly_one_top_level_import_name(wheel: Path) -> None:
     names = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
     assert names == {"queryloop", f"queryloop-{queryloop.__version__}.dist-info"}
     listed = set(zipfile.ZipFile(wheel).namelist())
-    for data in ("queryloop/py.typed", "queryloop/machines/query_loop.yaml", "queryloop/handlers/request/models.yaml"):
+    for data in (
+        "queryloop/py.typed",
+        "queryloop/machines/query_loop.yaml",
+        "queryloop/handlers/request/services/models.yaml",
+    ):
         assert data in listed
     assert "queryloop/machines/scenarios/fallback_chain.yaml" in listed
 

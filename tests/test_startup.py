@@ -21,14 +21,14 @@ import pytest
 
 from queryloop.fsm import source
 from queryloop.fsm.errors import SpecError
-from queryloop.startup import Startup
+from queryloop.run.startup import Startup
 
 ROOT = Path(__file__).resolve().parent.parent
 
 NEVER_FOR_ENGINE_COMMANDS = (
     "anthropic",
     "queryloop.mockapi",
-    "queryloop.agent",
+    "queryloop.run.agent",
     "aiohttp",
     "httpx",
     "httpx2",
@@ -118,7 +118,7 @@ def test_a_package_root_loads_its_modules_only_when_a_name_is_asked_for(package:
 
 
 def _shipped_yaml() -> list[Path]:
-    return [*sorted((ROOT / "machines").rglob("*.yaml")), ROOT / "handlers" / "request" / "models.yaml"]
+    return [*sorted((ROOT / "machines").rglob("*.yaml")), ROOT / "handlers" / "request" / "services" / "models.yaml"]
 
 
 @pytest.mark.skipif(not source._HAS_LIBYAML, reason="PyYAML is built without libyaml here")

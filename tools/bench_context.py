@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from queryloop.handlers.context.compaction import commit_collapses, stage_collapses
+from queryloop.handlers.context.services.compaction import commit_collapses, stage_collapses
 from queryloop.handlers.messages import message_tokens
 
 SIZES = (10, 100, 1000)

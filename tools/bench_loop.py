@@ -14,7 +14,7 @@ hits them alike:
 * **in-process, persistence off** (the headline) — ``MaterialisingBackend``: a
   zero-latency model that, for every attempt, first builds the request body as the
   HTTP backend must (``encode_request(call, stream=call.stream)`` from
-  ``handlers/request/body.py``, the exact bytes the HTTP backend sends with prompt
+  ``handlers/request/services/body.py``, the exact bytes the HTTP backend sends with prompt
   caching on, its default) and then answers with a scripted reply.
   ``persist=False``: no transcript, ledger or checkpoints on disk.
 * **in-process, persistence on** — the same with the session kept as a user's is, in
@@ -70,9 +70,9 @@ from bench.bare_sdk import bare_sdk_loop
 from bench.machine import Spread, describe_machine
 from bench.server import MockApiProcess, tool_turn_scenario
 
-from queryloop.agent import AgentRun, query_loop_program
 from queryloop.fsm import Step
-from queryloop.handlers.request.backends import AnthropicBackend
+from queryloop.handlers.request.services.backends import AnthropicBackend
+from queryloop.run.agent import AgentRun, query_loop_program
 
 TARGET_INPROC_US = 60.0  # at N=500 and N=1000, persistence off
 TARGET_INPROC_GROWTH = 1.1

@@ -32,8 +32,8 @@ from anthropic.types import Message, RawMessageStreamEvent
 from bench.machine import describe_machine
 
 from queryloop.handlers.messages import MessageView
-from queryloop.handlers.request.backends import ModelCall
-from queryloop.handlers.request.body import encode_request
+from queryloop.handlers.request.services.backends import ModelCall
+from queryloop.handlers.request.services.body import encode_request
 
 _REPLY = [
     (

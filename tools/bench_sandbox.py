@@ -46,10 +46,10 @@ import attrs
 from bench.machine import describe_machine
 
 from queryloop.handlers.session import SessionPaths, SessionStore
-from queryloop.handlers.tools.base import ToolContext
-from queryloop.handlers.tools.bash import BASH
-from queryloop.handlers.tools.permissions import PermissionRules, read_denied
-from queryloop.handlers.tools.sandbox import Sandbox, SandboxPolicy, unavailable_reason
+from queryloop.handlers.tools.services.base import ToolContext
+from queryloop.handlers.tools.services.bash import BASH
+from queryloop.handlers.tools.services.permissions import PermissionRules, read_denied
+from queryloop.handlers.tools.services.sandbox import Sandbox, SandboxPolicy, unavailable_reason
 
 MODES = ("unsandboxed", "bwrap", "bwrap+capture")
 DENY_RULE = "Read(./secrets/**)"
@@ -167,7 +167,7 @@ class Series:
             return ToolContext(cwd=project)
         rules = PermissionRules(deny=[DENY_RULE] if self.case.deny else [])
         start = time.perf_counter()
-        sandbox = Sandbox.for_rules(  # as a run makes it (queryloop.agent.open_sandbox)
+        sandbox = Sandbox.for_rules(  # as a run makes it (queryloop.run.agent.open_sandbox)
             SandboxPolicy(enabled=True, allowed_domains=self.case.domains),
             cwd=project,
             rules=rules,

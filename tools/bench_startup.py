@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "machines" / "scenarios" / "hello.yaml"
 SDK = 'python -c "import anthropic"'
-SDK_NO_GC = "import anthropic, GC paused"  # what a run's start-up does (queryloop.startup): shown, not a target
+SDK_NO_GC = "import anthropic, GC paused"  # what a run's start-up does (queryloop.run.startup): shown, not a target
 RUN = "queryloop --scenario hello.yaml"
 TARGETS_S = {"queryloop --help": 0.2, "queryloop check": 2.0}
 RUN_TARGET_RATIO = 1.15  # the offline run against the SDK's import alone

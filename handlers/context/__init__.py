@@ -36,7 +36,6 @@ if TYPE_CHECKING:
         surface_prompt_too_long,
         wait_before_summary_retry,
     )
-    from .compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
     from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
     from .measuring import (
         can_compact,
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
         skip_compaction_breaker_open,
         surface_thrashing,
     )
+    from .services.compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -74,7 +74,7 @@ else:
                 "surface_prompt_too_long",
                 "wait_before_summary_retry",
             ),
-            ".compaction": ("SUMMARY_MARKER", "CompactBoundary", "CompactionPlan", "StagedCollapse"),
+            ".services.compaction": ("SUMMARY_MARKER", "CompactBoundary", "CompactionPlan", "StagedCollapse"),
             ".data": (
                 "Compacted",
                 "CompactionDone",

@@ -16,17 +16,17 @@ import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..hooks.service import hook
+from ..hooks.services.calling import hook
 from ..messages import Message, MessageView, message_tokens, visible_text
 from ..outcome import evolved, with_outcome
-from ..request.backends import ModelCall
-from ..request.client import ModelFailure, ModelReply
 from ..request.data import RequestLogged, count_attempt, with_request
 from ..request.recovery import api_error_text, back_off, retry_after_cap_s
+from ..request.services.backends import ModelCall
+from ..request.services.client import ModelFailure, ModelReply
 from ..session import hidden_calls, hidden_calls_note
-from . import compaction, reactive
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window
+from .services import compaction, reactive
 
 __all__ = [
     "KEEP_RECENT_FRACTION",

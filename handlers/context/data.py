@@ -16,15 +16,15 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ..hooks.data import HooksData
-from ..hooks.service import HookServices
+from ..hooks.services.calling import HookServices
 from ..messages import Message
 from ..records import evolve
-from ..request.client import ModelFailure, RequestLog
 from ..request.data import RequestRun, RequestServices
+from ..request.services.client import ModelFailure, RequestLog
 from ..session import SessionData
-from ..tools.base import ToolContext
 from ..tools.data import ToolsData
-from .compaction import CompactBoundary, CompactionPlan, StagedCollapse
+from ..tools.services.base import ToolContext
+from .services.compaction import CompactBoundary, CompactionPlan, StagedCollapse
 
 __all__ = [
     "Compacted",

@@ -19,10 +19,10 @@ import itertools
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..outcome import with_outcome
-from ..request.backends import ModelCall
-from ..request.pricing import model_info
-from . import compaction
+from ..request.services.backends import ModelCall
+from ..request.services.pricing import model_info
 from .data import C, ContextData, ContextServices, Measured, with_context
+from .services import compaction
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
         send_stop_feedback,
         submit_prompt,
     )
-    from .runner import (
+    from .services.calling import HookRunner, HookServices, hook
+    from .services.runner import (
         HookCallback,
         HookCommand,
         HookConfig,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         parse_hook_config,
         run_hooks,
     )
-    from .service import HookRunner, HookServices, hook
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -50,7 +50,7 @@ else:
                 "send_stop_feedback",
                 "submit_prompt",
             ),
-            ".runner": (
+            ".services.runner": (
                 "HookCallback",
                 "HookCommand",
                 "HookConfig",
@@ -62,7 +62,7 @@ else:
                 "parse_hook_config",
                 "run_hooks",
             ),
-            ".service": ("HookRunner", "HookServices", "hook"),
+            ".services.calling": ("HookRunner", "HookServices", "hook"),
         },
     )
 

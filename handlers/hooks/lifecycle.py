@@ -19,8 +19,8 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 from ..messages import final_text
 from ..outcome import evolved, with_outcome
 from .data import H, HooksRun, with_hooks
-from .runner import HookOutcome
-from .service import HookServices, hook, stopped
+from .services.calling import HookServices, hook, stopped
+from .services.runner import HookOutcome
 
 __all__ = [
     "PromptAccepted",

@@ -17,16 +17,22 @@ from typing import TYPE_CHECKING
 from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
-    from .config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
+    from .services.client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
+    from .services.config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".client": ("FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"),
-            ".config": ("McpConfigError", "McpServerConfig", "parse_mcp_servers", "server_name_problem", "tool_name"),
+            ".services.client": ("FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"),
+            ".services.config": (
+                "McpConfigError",
+                "McpServerConfig",
+                "parse_mcp_servers",
+                "server_name_problem",
+                "tool_name",
+            ),
             ".data": ("CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"),
             ".syncing": (
                 "apply_catalog",

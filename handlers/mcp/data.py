@@ -15,7 +15,7 @@ import attrs
 from ..outcome import SharedData
 from ..records import evolve
 from ..request.data import RequestData
-from .client import McpFailure, McpManager
+from .services.client import McpFailure, McpManager
 
 __all__ = ["CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"]
 

@@ -22,8 +22,8 @@ from ..messages import compact_json
 from ..outcome import Notice, with_outcome
 from ..request.data import BackoffServices, with_request
 from ..request.recovery import backoff_delay_s
-from .client import McpManager
 from .data import CatalogUpdate, M, McpRun, McpServices, ServersDown, with_mcp
+from .services.client import McpManager
 
 __all__ = [
     "apply_catalog",

@@ -13,8 +13,8 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ..records import evolve
-from ..request.client import ModelReply
 from ..request.data import RequestRun
+from ..request.services.client import ModelReply
 
 __all__ = ["OutputData", "OutputRun", "OutputServices", "with_output"]
 

@@ -18,8 +18,6 @@ from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .attempts import call_model, classify_failure, record_attempt
-    from .backends import AnthropicBackend, ModelBackend, ModelCall, ScriptedBackend, TokenCount
-    from .client import ModelFailure, ModelReply, RequestLog, UsageTotals
     from .data import (
         ApiRetry,
         AssistantMessage,
@@ -41,13 +39,15 @@ if TYPE_CHECKING:
         switch_to_fallback_model,
         wait_before_retry,
     )
+    from .services.backends import AnthropicBackend, ModelBackend, ModelCall, TokenCount
+    from .services.client import ModelFailure, ModelReply, RequestLog, UsageTotals
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
             ".attempts": ("call_model", "classify_failure", "record_attempt"),
-            ".backends": ("AnthropicBackend", "ModelBackend", "ModelCall", "ScriptedBackend", "TokenCount"),
-            ".client": ("ModelFailure", "ModelReply", "RequestLog", "UsageTotals"),
+            ".services.backends": ("AnthropicBackend", "ModelBackend", "ModelCall", "TokenCount"),
+            ".services.client": ("ModelFailure", "ModelReply", "RequestLog", "UsageTotals"),
             ".data": (
                 "ApiRetry",
                 "AssistantMessage",
@@ -87,7 +87,6 @@ __all__ = [
     "RequestLogged",
     "RequestRun",
     "RequestServices",
-    "ScriptedBackend",
     "TextDelta",
     "TokenCount",
     "UsageTotals",

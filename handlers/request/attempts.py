@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from .backends import ModelCall
-from .client import ModelFailure, ModelReply
 from .data import (
     AssistantMessage,
     ModelServices,
@@ -23,6 +21,8 @@ from .data import (
     count_attempt,
     real_input_tokens,
 )
+from .services.backends import ModelCall
+from .services.client import ModelFailure, ModelReply
 
 __all__ = ["call_model", "classify_failure", "record_attempt"]
 

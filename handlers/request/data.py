@@ -18,8 +18,8 @@ import attrs
 
 from ..outcome import SharedData
 from ..records import evolve
-from .backends import ModelBackend
-from .client import ModelFailure, RequestLog, UsageTotals
+from .services.backends import ModelBackend
+from .services.client import ModelFailure, RequestLog, UsageTotals
 
 __all__ = [
     "BackoffServices",
@@ -116,7 +116,7 @@ class RequestServices(ModelServices, BackoffServices, Protocol):
     """What request-layer effects use: the model, and the backoff between its attempts."""
 
 
-# ---- what request-layer effects publish (rendered by queryloop.console) ----------------------
+# ---- what request-layer effects publish (rendered by queryloop.frontends.console) ----------------------
 
 
 @attrs.frozen(slots=True)

@@ -18,8 +18,8 @@ from typing import Any
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..outcome import with_outcome
-from .client import ModelFailure
 from .data import ApiRetry, R, RequestServices, with_request
+from .services.client import ModelFailure
 
 __all__ = [
     "RETRY_JITTER",

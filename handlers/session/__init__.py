@@ -5,10 +5,11 @@ stored one resumed with its dangling calls answered); its reasons elsewhere are 
 checkpoint taken before a Write or Edit (``file_checkpoint_taken``, in the gate) and a
 ledger hit (``ledger_hit_replayed``: a completed call the model re-proposed after it
 lost sight of it is answered with its recorded result, not run again). Here: the slice
-of the run data it owns and the ledger's records (``data``), the files on disk
-(``store``), reading a transcript back (``transcript``), which completed calls the model
-can no longer see (``ledger``) and opening a session (``opening``). Writing the
-transcript is above the layers (``queryloop.transcript``), where the whole run data is known.
+of the run data it owns and the ledger's records (``data``), opening a session
+(``opening``, the edges the YAML names) and the services they drive: the files on disk
+(``services.store``), the transcript written as the run goes and read back
+(``services.transcript``) and which completed calls the model can no longer see
+(``services.ledger``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .data import LedgerEntry, Restored, SessionData, SessionServices, SessionStore, input_hash, with_session
-    from .ledger import hidden_calls, hidden_calls_note, matching_entry, replayed_result
     from .opening import answer_dangling_calls, open_session, resume_history, start_session
-    from .store import (
+    from .services.ledger import hidden_calls, hidden_calls_note, matching_entry, replayed_result
+    from .services.store import (
         MAX_CHECKPOINTS,
         CheckpointEntry,
         CheckpointStore,
@@ -43,9 +44,9 @@ else:
                 "input_hash",
                 "with_session",
             ),
-            ".ledger": ("hidden_calls", "hidden_calls_note", "matching_entry", "replayed_result"),
+            ".services.ledger": ("hidden_calls", "hidden_calls_note", "matching_entry", "replayed_result"),
             ".opening": ("answer_dangling_calls", "open_session", "resume_history", "start_session"),
-            ".store": (
+            ".services.store": (
                 "MAX_CHECKPOINTS",
                 "CheckpointEntry",
                 "CheckpointStore",

@@ -20,7 +20,7 @@ from ..hooks.data import HooksData
 from ..messages import Message
 from ..outcome import SharedData
 from ..records import evolve
-from .store import CheckpointStore, JsonlLog, SessionPaths
+from .services.store import CheckpointStore, JsonlLog, SessionPaths
 
 __all__ = [
     "HasSession",

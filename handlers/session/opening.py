@@ -18,7 +18,7 @@ from queryloop.fsm import EffectContext, Event, RunState
 from ..messages import MessageView
 from ..outcome import Notice, with_outcome
 from .data import Restored, S, SessionServices, with_session
-from .transcript import answer_dangling, load_history, load_ledger
+from .services.transcript import answer_dangling, load_history, load_ledger
 
 __all__ = ["answer_dangling_calls", "open_session", "resume_history", "start_session"]
 

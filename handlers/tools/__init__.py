@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING
 from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
     from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
-    from .dispatch import OnResult, ToolRegistry, run_tool_calls
     from .gate import (
         GateOutcome,
         checkpoint_taken,
@@ -29,18 +27,6 @@ if TYPE_CHECKING:
         stop_repeated_denial,
         stop_repeated_replay,
     )
-    from .permissions import (
-        PERMISSION_MODES,
-        AskPermission,
-        PermissionAnswer,
-        PermissionMode,
-        PermissionRuleError,
-        PermissionRules,
-        decide,
-        hidden_tools,
-    )
-    from .python_tools import ToolDefinitionError, tool
-    from .registry import default_registry, default_tools
     from .running import (
         ToolsDone,
         close_dangling_tool_uses,
@@ -50,13 +36,27 @@ if TYPE_CHECKING:
         record_tool_results_at_turn_limit,
         run_tools,
     )
+    from .services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+    from .services.dispatch import OnResult, ToolRegistry, run_tool_calls
+    from .services.permissions import (
+        PERMISSION_MODES,
+        AskPermission,
+        PermissionAnswer,
+        PermissionMode,
+        PermissionRuleError,
+        PermissionRules,
+        decide,
+        hidden_tools,
+    )
+    from .services.python_tools import ToolDefinitionError, tool
+    from .services.registry import default_registry, default_tools
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".base": ("ToolContext", "ToolError", "ToolOutput", "ToolRun", "ToolSpec"),
+            ".services.base": ("ToolContext", "ToolError", "ToolOutput", "ToolRun", "ToolSpec"),
             ".data": ("ToolResultPublished", "ToolsData", "ToolServices", "ToolsRun"),
-            ".dispatch": ("OnResult", "ToolRegistry", "run_tool_calls"),
+            ".services.dispatch": ("OnResult", "ToolRegistry", "run_tool_calls"),
             ".gate": (
                 "GateOutcome",
                 "checkpoint_taken",
@@ -66,7 +66,7 @@ else:
                 "stop_repeated_denial",
                 "stop_repeated_replay",
             ),
-            ".permissions": (
+            ".services.permissions": (
                 "PERMISSION_MODES",
                 "AskPermission",
                 "PermissionAnswer",
@@ -76,8 +76,8 @@ else:
                 "decide",
                 "hidden_tools",
             ),
-            ".python_tools": ("ToolDefinitionError", "tool"),
-            ".registry": ("default_registry", "default_tools"),
+            ".services.python_tools": ("ToolDefinitionError", "tool"),
+            ".services.registry": ("default_registry", "default_tools"),
             ".running": (
                 "ToolsDone",
                 "close_dangling_tool_uses",

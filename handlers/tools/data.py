@@ -13,15 +13,15 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from ..hooks.service import HookServices
+from ..hooks.services.calling import HookServices
 from ..messages import ToolCall, synthetic_error_results
 from ..outcome import SharedData
 from ..records import evolve
 from ..request.data import RequestData
 from ..session import SessionData, SessionServices
-from .base import ToolContext, ToolSpec
-from .dispatch import ToolRegistry
-from .permissions import AskPermission, PermissionMode, PermissionRules
+from .services.base import ToolContext, ToolSpec
+from .services.dispatch import CallRunner, ToolRegistry
+from .services.permissions import AskPermission, PermissionMode, PermissionRules
 
 __all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "close_open_calls", "with_tools"]
 
@@ -103,6 +103,9 @@ class ToolServices(HookServices, SessionServices, Protocol):
 
     @property
     def can_use_tool(self) -> AskPermission | None: ...  # answers what would ask, before any terminal prompt
+
+    @property
+    def call_runner(self) -> CallRunner | None: ...  # runs each call (the fleet: a durable step); None: in-process
 
 
 @attrs.frozen(kw_only=True, slots=True)

@@ -35,17 +35,17 @@ import attrs
 from queryloop.fsm import EffectContext, Event, RunState, uses
 from queryloop.fsm.terminal import inert
 
-from ..hooks.runner import HookOutcome
-from ..hooks.service import hook, stopped
+from ..hooks.services.calling import hook, stopped
+from ..hooks.services.runner import HookOutcome
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from ..session import hidden_calls, matching_entry, replayed_result
-from .base import ToolError, ToolSpec, resolve_inside_cwd
-from .catalog import find_tool
 from .data import T, ToolServices, close_open_calls, with_tools
-from .dispatch import unknown_tool_result
-from .permissions import AskPermission, PermissionDecision, decide, parse_rule, suggest_rules
-from .shell import analyse
+from .services.base import ToolError, ToolSpec, resolve_inside_cwd
+from .services.catalog import find_tool
+from .services.dispatch import unknown_tool_result
+from .services.permissions import AskPermission, PermissionDecision, decide, parse_rule, suggest_rules
+from .services.shell import analyse
 
 __all__ = [
     "GateOutcome",

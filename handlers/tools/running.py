@@ -20,17 +20,17 @@ import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..hooks.runner import HookOutcome
-from ..hooks.service import hook
+from ..hooks.services.calling import hook
+from ..hooks.services.runner import HookOutcome
 from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import Notice, evolved, with_outcome
 from ..records import evolve
-from ..request.client import ModelFailure, ModelReply
+from ..request.services.client import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
-from .base import ToolContext
-from .catalog import turn_registry
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
-from .dispatch import run_tool_calls
+from .services.base import ToolContext
+from .services.catalog import turn_registry
+from .services.dispatch import run_tool_calls
 
 __all__ = [
     "INTERRUPTED",
@@ -108,7 +108,13 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
                 on_result(call, dict(refusal))
 
     context = _with_checkpoints(services, data.session.prompt_id)
-    ran = await run_tool_calls(tools.pending, registry, context, on_result=on_result)  # type: ignore[arg-type]
+    ran = await run_tool_calls(
+        tools.pending,
+        registry,
+        context,
+        on_result=on_result,
+        runner=services.call_runner,  # type: ignore[arg-type]
+    )
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
     stop: HookOutcome | None = None
     if services.hooks.configured:

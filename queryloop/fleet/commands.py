@@ -1,6 +1,6 @@
 """The ``worker`` and ``submit`` commands: their flags, and what each runs (imported only when it runs).
 
-Owns the two subcommands' parsers (added to the program's commands by ``queryloop.cli``)
+Owns the two subcommands' parsers (added to the program's commands by ``queryloop.frontends.cli``)
 and their entry points. Importing this module imports neither DBOS nor SQLAlchemy nor
 the SDK: ``queryloop --help`` builds these parsers and must stay fast. Bad input — a
 database URL of the wrong kind, a working directory that is not there, an unknown
@@ -16,9 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from queryloop.argtypes import at_least_one, seconds
-from queryloop.defaults import DEFAULT_MODEL
+from queryloop.frontends.argtypes import at_least_one, seconds
 from queryloop.handlers.tools import PERMISSION_MODES
+from queryloop.run.defaults import DEFAULT_MODEL
 
 __all__ = ["add_fleet_commands", "cmd_submit", "cmd_worker"]
 

@@ -3,7 +3,7 @@
 Owns :class:`SessionSpec` (the prompt and options of one session, plain JSON values: the
 workflow's input, stored by DBOS), how a spec becomes the agent's options, and
 :func:`run_session`, the body of the one workflow per session: the normal
-:class:`~queryloop.agent.AgentRun` driven to its end, with every model request and tool
+:class:`~queryloop.run.agent.AgentRun` driven to its end, with every model request and tool
 call a DBOS step (``steps``) and the transcript, the ledger and the checkpoints in the
 database (``store``). The run itself is the one ``queryloop -p`` runs; its result object
 is the workflow's output (what ``queryloop -p --output-format json`` prints).
@@ -22,11 +22,10 @@ from typing import Any
 
 import attrs
 
-from queryloop.agent import AgentOptions, AgentRun
-from queryloop.defaults import DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.handlers.tools.dispatch import CALL_RUNNER
-from queryloop.settings import load_settings
+from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.run.defaults import DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
+from queryloop.run.settings import load_settings
 
 from .database import FleetDatabase
 from .steps import StepBackend, ToolSteps
@@ -107,10 +106,14 @@ async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) 
     options = session_options(spec)
     paths = options.session_paths()
     client = anthropic.AsyncAnthropic(base_url=spec.base_url, max_retries=0)
-    calls = CALL_RUNNER.set(ToolSteps(db, session_id=spec.session_id, executor_id=executor_id))
     try:
-        run = AgentRun(options, StepBackend(AnthropicBackend(client)), store=FleetSessionStore(db, paths))
-        run.transcript = FleetTranscript(db, paths)  # the transcript in the database, not the worker's disk
+        run = AgentRun(
+            options,
+            StepBackend(AnthropicBackend(client)),
+            store=FleetSessionStore(db, paths),
+            transcript=FleetTranscript(db, paths),  # in the database, not on the worker's disk
+            call_runner=ToolSteps(db, session_id=spec.session_id, executor_id=executor_id),
+        )
         async for _item in run.events():
             pass
         if db.closing.is_set():  # the worker stopped meanwhile: its transcript is cut, so the session is not over
@@ -120,5 +123,4 @@ async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) 
             result["traceback"] = run.runner.error.traceback
         return result
     finally:
-        CALL_RUNNER.reset(calls)
         await client.close()

@@ -1,12 +1,12 @@
 """One DBOS step per effect of a session: each model request, each token count, each tool call.
 
-Owns :class:`StepBackend` (a model backend whose every ``send`` and ``count_tokens`` is a
-DBOS step) and :class:`ToolSteps` (what runs each tool call, set as the tool layer's
-``CALL_RUNNER``: one DBOS step per call). DBOS records a step's output in its database
-the moment the step returns; when a workflow is recovered it runs again from its start
-and every step it has recorded returns that output instead of running — so the run,
-deterministic given its effects' outputs, takes the same path up to where it stopped,
-and no completed request or call is made again.
+Owns :class:`StepBackend` (a model backend whose every ``send`` and ``count_tokens`` is
+a DBOS step) and :class:`ToolSteps` (the run's call runner, given to it at construction:
+one DBOS step per tool call). DBOS records a step's output in its database the moment
+the step returns; when a workflow is recovered it runs again from its start and every
+step it has recorded returns that output instead of running — so the run, deterministic
+given its effects' outputs, takes the same path up to where it stopped, and no completed
+request or call is made again.
 
 Each step's name carries its idempotency key, and DBOS checks a replayed step's name
 against the recorded one: a model request's is its number in the session and a digest
@@ -34,8 +34,8 @@ from typing import Any
 
 from queryloop.handlers.messages import ToolCall, ToolResultBlock, tool_result_block
 from queryloop.handlers.request import ModelBackend, ModelCall, TokenCount
-from queryloop.handlers.request.body import encode_request
-from queryloop.handlers.request.client import ModelFailure, ModelReply
+from queryloop.handlers.request.services.body import encode_request
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.handlers.tools import ToolSpec
 
 from .database import FleetDatabase
@@ -95,7 +95,7 @@ class StepBackend:
 
 
 class ToolSteps:
-    """Runs each tool call as a DBOS step keyed by its tool_use id (the tool layer's ``CALL_RUNNER``)."""
+    """Runs each tool call as a DBOS step keyed by its tool_use id (the run's ``call_runner``)."""
 
     def __init__(self, db: FleetDatabase, *, session_id: str, executor_id: str) -> None:
         self.db = db

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from queryloop.handlers.session import CheckpointEntry, CheckpointStore, LedgerEntry, SessionPaths, SessionStore
-from queryloop.transcript import TranscriptWriter
+from queryloop.handlers.session.services.transcript import TranscriptWriter
 
 from .database import FleetDatabase
 

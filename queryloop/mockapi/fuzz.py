@@ -22,10 +22,10 @@ from typing import Any, Final
 import anthropic
 import attrs
 
-from queryloop.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.fsm import CheckReport, Step, check_spec
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request import AnthropicBackend
+from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
 
 from .scenario import parse_scenario
 from .server import MockServer

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queryloop.handlers.context import compaction as context_module
-from queryloop.handlers.context.compaction import (
+from queryloop.handlers.context.services import compaction as context_module
+from queryloop.handlers.context.services.compaction import (
     COLLAPSE_STUB_PREFIX,
     SUMMARY_MARKER,
     SUMMARY_SYSTEM_PROMPT,

@@ -28,14 +28,13 @@ from typing import Any
 import anthropic
 import pytest
 
-from queryloop.agent import AgentData, AgentOptions, AgentRun
-from queryloop.console import Renderer
-from queryloop.handlers.hooks.runner import parse_hook_config, run_hooks
+from queryloop.frontends.console import Renderer
+from queryloop.handlers.hooks.services.runner import parse_hook_config, run_hooks
 from queryloop.handlers.messages import ToolCall, ToolResultBlock
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry
-from queryloop.handlers.request.backends import AnthropicBackend, ModelCall, ScriptedBackend, scripted_reply
-from queryloop.handlers.request.client import ModelFailure, ModelReply, ModelRequest, send_request
+from queryloop.handlers.request.services.backends import AnthropicBackend, ModelCall
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply, ModelRequest, send_request
 from queryloop.handlers.tools import (
     ToolContext,
     ToolOutput,
@@ -47,6 +46,8 @@ from queryloop.handlers.tools import (
 )
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer
+from queryloop.run.agent import AgentData, AgentOptions, AgentRun
+from queryloop.testing import ScriptedBackend, scripted_reply
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

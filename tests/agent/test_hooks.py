@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.hooks.runner import (
+from queryloop.handlers.hooks.services.runner import (
     HookConfig,
     HookConfigError,
     HookFunction,

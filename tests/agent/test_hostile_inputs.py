@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.console import Renderer
+from queryloop.frontends.console import Renderer
 from queryloop.fsm import SpecError, read_json
 from queryloop.fsm.jsontext import MAX_JSON_DEPTH, JsonLimitError, loads_json
 from queryloop.fsm.terminal import inert
@@ -28,12 +28,12 @@ from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import TextDelta
 from queryloop.handlers.session import SessionPaths, is_session_id
-from queryloop.handlers.session.store import read_jsonl
-from queryloop.handlers.session.transcript import load_history
+from queryloop.handlers.session.services.store import read_jsonl
+from queryloop.handlers.session.services.transcript import load_history
 from queryloop.handlers.tools import ToolResultPublished
-from queryloop.mcp_config import load_mcp_servers
-from queryloop.sessions import SessionChoiceError, apply_rewind, choose_session, plan_rewind
-from queryloop.settings import SettingsError, load_settings
+from queryloop.run.mcp_config import load_mcp_servers
+from queryloop.run.sessions import SessionChoiceError, apply_rewind, choose_session, plan_rewind
+from queryloop.run.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"

@@ -12,7 +12,7 @@ import pytest
 from queryloop.handlers.mcp import McpConfigError, McpFailure, McpTool, parse_mcp_servers, tool_name
 from queryloop.handlers.mcp.syncing import _changes
 from queryloop.handlers.session import input_hash
-from queryloop.mcp_config import load_mcp_servers
+from queryloop.run.mcp_config import load_mcp_servers
 
 
 def test_a_stdio_server_is_the_default_and_variables_are_expanded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from queryloop.handlers.messages import MessageView
 from queryloop.handlers.request import ModelCall, ModelFailure, ModelReply, TokenCount
-from queryloop.handlers.request.backends import scripted_reply
-from queryloop.memory import (
+from queryloop.run.memory import (
     InstructionFile,
     instructions_block,
     instructions_tokens,
@@ -21,6 +20,7 @@ from queryloop.memory import (
     memory_paths,
     with_instructions,
 )
+from queryloop.testing import scripted_reply
 
 
 def write(path: Path, text: str) -> Path:

@@ -17,7 +17,7 @@ import aiohttp
 import anthropic
 import pytest
 
-from queryloop.handlers.request.pricing import context_window, cost_usd, model_info
+from queryloop.handlers.request.services.pricing import context_window, cost_usd, model_info
 from queryloop.mockapi.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 from queryloop.mockapi.server import MockServer, estimate_input_tokens
 

@@ -8,7 +8,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from queryloop.handlers.request.client import (
+from queryloop.handlers.request.services.client import (
     ModelFailure,
     ModelReply,
     ModelRequest,
@@ -16,7 +16,7 @@ from queryloop.handlers.request.client import (
     classify_error,
     send_request,
 )
-from queryloop.handlers.request.pricing import cost_usd
+from queryloop.handlers.request.services.pricing import cost_usd
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, estimate_input_tokens
 

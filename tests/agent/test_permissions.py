@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.tools.permissions import (
+from queryloop.handlers.tools.services.permissions import (
     PermissionDecision,
     PermissionMode,
     PermissionRule,
@@ -19,7 +19,7 @@ from queryloop.handlers.tools.permissions import (
     parse_rule,
     parse_rule_list,
 )
-from queryloop.handlers.tools.shell import analyse
+from queryloop.handlers.tools.services.shell import analyse
 
 
 def _decide(
@@ -403,7 +403,7 @@ def test_unknown_mode_is_rejected(tmp_path: Path) -> None:
 
 
 def test_always_creates_rules_as_narrow_as_the_call(tmp_path: Path) -> None:
-    from queryloop.handlers.tools.permissions import suggest_rules
+    from queryloop.handlers.tools.services.permissions import suggest_rules
 
     offer = suggest_rules("Bash", {"command": "git push origin main | tee /dev/null"}, cwd=tmp_path)
     assert offer == ("Bash(git push:*)", "Bash(tee:*)")

@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 import pydantic
 import pytest
 
-from queryloop.agent import AgentOptions, _registry
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.tools import (
     PermissionRules,
@@ -22,8 +21,9 @@ from queryloop.handlers.tools import (
     run_tool_calls,
     tool,
 )
-from queryloop.handlers.tools.dispatch import ToolRegistry, validation_problems
-from queryloop.handlers.tools.permissions import parse_rule
+from queryloop.handlers.tools.services.dispatch import ToolRegistry, validation_problems
+from queryloop.handlers.tools.services.permissions import parse_rule
+from queryloop.run.agent import AgentOptions, _registry
 
 
 def _run(spec: ToolSpec, tool_input: dict[str, Any], tmp_path: Path) -> ToolOutput:

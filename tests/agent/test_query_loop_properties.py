@@ -14,11 +14,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queryloop.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.fsm import check_spec
 from queryloop.handlers.messages import ledger_problem
-from queryloop.handlers.request.backends import ModelCall, ScriptedBackend, scripted_failure, scripted_reply
-from queryloop.handlers.request.client import ModelFailure, ModelReply
+from queryloop.handlers.request.services.backends import ModelCall
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply
+from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
+from queryloop.testing import ScriptedBackend, scripted_failure, scripted_reply
 
 PROGRAM = query_loop_program()
 SPEC = PROGRAM.spec
@@ -151,11 +152,11 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
 
 
 def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order() -> None:
-    from queryloop.agent import AgentData
     from queryloop.fsm import Event
     from queryloop.handlers.messages import MessageView, ToolCall, tool_result_block
     from queryloop.handlers.request import RequestData
     from queryloop.handlers.tools import ToolsData, close_dangling_tool_uses
+    from queryloop.run.agent import AgentData
 
     calls = [ToolCall(id=f"t{i}", name="Bash", input={"command": "true"}) for i in range(3)]
     assistant = {

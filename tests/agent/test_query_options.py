@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from queryloop import HookMatcher, OptionsError, QueryClient, QueryOptions, create_sdk_mcp_server, query, tool
-from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
+from queryloop.frontends.options import DEFAULT_MODEL, agent_options
 from queryloop.handlers.hooks import HookFunction
-from queryloop.handlers.request.backends import ScriptedBackend, scripted_reply
-from queryloop.options import DEFAULT_MODEL, agent_options
+from queryloop.run.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
+from queryloop.testing import ScriptedBackend, scripted_reply
 
 
 async def _hook(input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""What a reactive compaction summarises and keeps (``queryloop.handlers.context.reactive``)."""
+"""What a reactive compaction summarises and keeps (``queryloop.handlers.context.services.reactive``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from queryloop.handlers.context.reactive import reactive_plan, shrunk_plan, token_gap
+from queryloop.handlers.context.services.reactive import reactive_plan, shrunk_plan, token_gap
 
 
 def transcript(rounds: int, chars: int = 4000) -> list[dict[str, Any]]:

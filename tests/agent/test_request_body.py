@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queryloop.handlers.messages import MessageView, compact_json
-from queryloop.handlers.request.backends import AnthropicBackend, ModelCall
-from queryloop.handlers.request.body import (
+from queryloop.handlers.request.services.backends import AnthropicBackend, ModelCall
+from queryloop.handlers.request.services.body import (
     CACHE_CONTROL,
     MAX_BREAKPOINTS,
     encode_params,
@@ -25,8 +25,8 @@ from queryloop.handlers.request.body import (
     prompt_caching_disabled,
     with_breakpoint,
 )
-from queryloop.handlers.request.client import ModelReply, ModelRequest, send_request
-from queryloop.handlers.request.pricing import known_models, model_info
+from queryloop.handlers.request.services.client import ModelReply, ModelRequest, send_request
+from queryloop.handlers.request.services.pricing import known_models, model_info
 
 TOOLS: tuple[dict[str, Any], ...] = (
     {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {}}},

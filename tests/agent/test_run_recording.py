@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.fsm import Step
 from queryloop.fsm.coverage import coverage_of, read_runs
-from queryloop.handlers.request.backends import ScriptedBackend, scripted_reply
+from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
+from queryloop.testing import ScriptedBackend, scripted_reply
 
 
 def _run(tmp_path: Path, *, close_after: int | None = None) -> AgentRun:

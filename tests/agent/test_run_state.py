@@ -13,12 +13,12 @@ import anthropic
 import pytest
 from aiohttp import web
 
-from queryloop.agent import AgentOptions, AgentRun
 from queryloop.fsm import Event
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AnthropicBackend, ModelCall, ModelFailure, ModelReply, TokenCount
-from queryloop.handlers.request.backends import scripted_reply
 from queryloop.handlers.tools import GateOutcome, record_gate
+from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.testing import scripted_reply
 
 
 class CountingBackend:
@@ -82,10 +82,10 @@ def test_usage_of_answers_and_summaries_is_summed_in_the_run_state(tmp_path: Pat
 
 
 def test_an_always_approval_is_kept_in_the_run_state() -> None:
-    from queryloop.agent import AgentData, query_loop_program
     from queryloop.handlers.messages import MessageView
     from queryloop.handlers.request import RequestData
     from queryloop.handlers.tools import ToolsData
+    from queryloop.run.agent import AgentData, query_loop_program
 
     call = ToolCall(id="t1", name="Bash", input={"command": "ls"})
     data = AgentData(messages=MessageView(), request=RequestData(model="m"), tools=ToolsData(pending=(call,)))

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.handlers.tools.sandbox.bridge import bridge_argv
-from queryloop.handlers.tools.sandbox.proxy import DomainProxy, domain_allowed
+from queryloop.handlers.tools.services.sandbox.bridge import bridge_argv
+from queryloop.handlers.tools.services.sandbox.proxy import DomainProxy, domain_allowed
 
 BRIDGE_PORT = 3128
 GREETING = "hello from the origin\n"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.handlers.session.store import CheckpointStore, SessionPaths
-from queryloop.handlers.tools.sandbox.overlay import (
+from queryloop.handlers.session.services.store import CheckpointStore, SessionPaths
+from queryloop.handlers.tools.services.sandbox.overlay import (
     OverlayChanges,
     PathNote,
     UnsupportedUpperError,
@@ -29,7 +29,7 @@ from queryloop.handlers.tools.sandbox.overlay import (
     overlay_available,
     overlay_mount_options,
 )
-from queryloop.sessions import apply_rewind, plan_rewind
+from queryloop.run.sessions import apply_rewind, plan_rewind
 
 CAP = 1 << 20
 MOUNT = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'

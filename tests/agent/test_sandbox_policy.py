@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.tools.permissions import PermissionMode, PermissionRules, decide
-from queryloop.handlers.tools.sandbox import SandboxPolicy
+from queryloop.handlers.tools.services.permissions import PermissionMode, PermissionRules, decide
+from queryloop.handlers.tools.services.sandbox import SandboxPolicy
 
 ON = SandboxPolicy(enabled=True)
 

@@ -29,9 +29,9 @@ from queryloop.handlers.session import (
     matching_entry,
     replayed_result,
 )
-from queryloop.handlers.session.store import JsonlLog, read_jsonl
-from queryloop.handlers.session.transcript import INTERRUPTED_BEFORE_RECORDED, answer_dangling, load_history
-from queryloop.sessions import SessionChoiceError, apply_rewind, choose_session, plan_rewind
+from queryloop.handlers.session.services.store import JsonlLog, read_jsonl
+from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, answer_dangling, load_history
+from queryloop.run.sessions import SessionChoiceError, apply_rewind, choose_session, plan_rewind
 
 
 def _paths(tmp_path: Path, session_id: str | None = None) -> SessionPaths:

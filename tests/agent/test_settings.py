@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.tools.permissions import decide
-from queryloop.settings import Settings, SettingsError, load_settings, merge_settings
+from queryloop.handlers.tools.services.permissions import decide
+from queryloop.run.settings import Settings, SettingsError, load_settings, merge_settings
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import queryloop.handlers.tools.registry as tools_module
+import queryloop.handlers.tools.services.registry as tools_module
 from queryloop.handlers.messages import ToolCall, ToolResultBlock, synthetic_error_results
 from queryloop.handlers.tools import (
     ToolContext,
@@ -27,8 +27,8 @@ from queryloop.handlers.tools import (
     default_tools,
     run_tool_calls,
 )
-from queryloop.handlers.tools.bash import _OutputCapture
-from queryloop.handlers.tools.search import glob_to_regex
+from queryloop.handlers.tools.services.bash import _OutputCapture
+from queryloop.handlers.tools.services.search import glob_to_regex
 
 # ---------------------------------------------------------------------------- helpers
 

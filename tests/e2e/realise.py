@@ -6,7 +6,7 @@ permission rule, an abort), what each guard's value takes in the run's data, and
 each edge handler (keyed by its ``do`` name) does to the part of the data that later
 guards and thresholds read — then the builder that turns a planned path into one
 concrete run (the server's scenario, the agent's options, the hooks' plans, where to
-abort), and the two drivers: in-process (:class:`~queryloop.agent.AgentRun` over the
+abort), and the two drivers: in-process (:class:`~queryloop.run.agent.AgentRun` over the
 real ``anthropic`` SDK against the embedded server on loopback) and the CLI in a
 subprocess. A step it does not know how to make happen is never faked: the search then
 looks for another path, and a transition no path it can realise takes is a finding.
@@ -37,10 +37,9 @@ import anthropic
 import attrs
 import yaml
 
-from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun
 from queryloop.fsm import Step
 from queryloop.fsm.paths import PlannedPath, PlannedStep
-from queryloop.handlers.context.compaction import SUMMARY_MARKER, request_overhead_tokens
+from queryloop.handlers.context.services.compaction import SUMMARY_MARKER, request_overhead_tokens
 from queryloop.handlers.mcp import McpServerConfig
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import AnthropicBackend
@@ -48,7 +47,8 @@ from queryloop.handlers.session import SessionPaths
 from queryloop.handlers.tools import default_registry
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, RecordedRequest
-from queryloop.settings import load_settings
+from queryloop.run.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun
+from queryloop.run.settings import load_settings
 
 from .harness import ROOT, MockApi, run_cli
 
@@ -57,7 +57,7 @@ FLAKY_SERVER = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
 # ---- the run's fixed choices ----------------------------------------------------------------
 
 MODELS = ("mock-small-context", "mock-fallback", "mock-fallback-2", "mock-primary")  # the primary, then fallbacks
-WINDOWS = (8_000, 200_000, 200_000, 200_000)  # their context windows (handlers/request/models.yaml)
+WINDOWS = (8_000, 200_000, 200_000, 200_000)  # their context windows (handlers/request/services/models.yaml)
 MAX_TOKENS = 100
 ESCALATED_MAX_TOKENS = 200
 HIDDEN_TOOLS = "Read Glob Grep"  # Write, Edit and Bash are offered (a deny rule for Edit would cover Write too)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from queryloop.handlers.context.compaction import SUMMARY_MARKER
+from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli

@@ -39,8 +39,8 @@ from typing import Any
 import pytest
 
 from queryloop.handlers.messages import ledger_problem
-from queryloop.handlers.session.store import SessionPaths, read_jsonl
-from queryloop.handlers.session.transcript import INTERRUPTED_BEFORE_RECORDED, History, load_history
+from queryloop.handlers.session.services.store import SessionPaths, read_jsonl
+from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, History, load_history
 from queryloop.mockapi.scenario import parse_scenario
 
 from .harness import ROOT, CliRun, MockApi, cli_env, live_members, run_cli

@@ -4,7 +4,7 @@ For each ``(source state, reason)`` of ``machines/query_loop.yaml``, ``queryloop
 plans a shortest run that takes it and then ends, keeping only the steps
 ``realise.QueryLoopRealiser`` can make happen with real data; the run is then played
 through the real ``anthropic`` SDK over loopback against the embedded server — in process
-through :class:`~queryloop.agent.AgentRun`, and for a few transitions whose flags are the
+through :class:`~queryloop.run.agent.AgentRun`, and for a few transitions whose flags are the
 point through ``queryloop run`` in a subprocess — and its trace must be exactly the
 planned path. Hooks are real subprocesses following a plan; aborts are injected at a known
 step (the run's generator is closed, or cancelled inside the prompt hooks), never by timing.

@@ -32,7 +32,7 @@ import pytest
 
 from queryloop.fleet.database import FleetDatabase
 from queryloop.handlers.messages import ledger_problem
-from queryloop.handlers.session.transcript import load_history
+from queryloop.handlers.session.services.transcript import load_history
 
 from .harness import ROOT, MockApi
 
@@ -396,6 +396,6 @@ def test_submit_explains_a_bad_database_url_an_unknown_session_and_a_fleet_witho
 
 
 def test_the_help_of_the_program_does_not_import_dbos() -> None:
-    code = "import sys; from queryloop.cli import build_parser; build_parser(); print('dbos' in sys.modules)"
+    code = "import sys; from queryloop.frontends.cli import build_parser; build_parser(); print('dbos' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "False"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.cli import main
+from queryloop.frontends.cli import main
 from queryloop.machines import MACHINES_DIR
 
 from .harness import MockApi, run_cli

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.request.pricing import model_info
+from queryloop.handlers.request.services.pricing import model_info
 from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli

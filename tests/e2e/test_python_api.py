@@ -34,7 +34,7 @@ from queryloop import (
 )
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.session import SessionPaths
-from queryloop.handlers.session.transcript import load_ledger
+from queryloop.handlers.session.services.transcript import load_ledger
 
 from .harness import ROOT, MockApi, assert_ledger_closed, cli_env
 from .test_request_layer import scenario

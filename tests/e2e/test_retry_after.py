@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from queryloop.handlers.context.compaction import SUMMARY_MARKER
+from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 
 from .harness import MockApi, run_cli
 

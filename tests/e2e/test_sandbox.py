@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.handlers.tools.sandbox import unavailable_reason
+from queryloop.handlers.tools.services.sandbox import unavailable_reason
 
 from .harness import ROOT, MockApi, cli_env, run_cli
 from .test_request_layer import scenario
@@ -287,7 +287,7 @@ def live_members_of(marker: str) -> list[str]:
 
 
 def test_the_bridge_runs_from_a_folder_the_sandbox_sees_wherever_queryloop_is_installed(tmp_path: Path) -> None:
-    from queryloop.handlers.tools.sandbox import Sandbox, SandboxPolicy
+    from queryloop.handlers.tools.services.sandbox import Sandbox, SandboxPolicy
 
     sandbox = Sandbox(SandboxPolicy(enabled=True, allowed_domains=("localhost",)), cwd=tmp_path, capture=False)
     try:

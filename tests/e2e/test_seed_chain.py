@@ -23,7 +23,7 @@ from pathlib import Path
 
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.session import SessionPaths
-from queryloop.handlers.session.transcript import INTERRUPTED_BEFORE_RECORDED, load_history
+from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, load_history
 from queryloop.machines import MACHINES_DIR
 
 from .harness import ROOT, MockApi, cli_env, run_cli

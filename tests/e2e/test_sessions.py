@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from queryloop.handlers.messages import ledger_problem
-from queryloop.handlers.session.store import SessionPaths, read_jsonl
-from queryloop.handlers.session.transcript import load_history
+from queryloop.handlers.session.services.store import SessionPaths, read_jsonl
+from queryloop.handlers.session.services.transcript import load_history
 
 from .harness import MockApi, assert_ledger_closed, cli_env, run_cli
 from .test_request_layer import scenario

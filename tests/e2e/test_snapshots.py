@@ -15,10 +15,10 @@ from typing import Any
 
 import anthropic
 
-from queryloop.agent import AgentOptions, AgentRun, query_loop_program, restore_run, snapshot_run
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.mockapi import MockServer, load_scenario
-from queryloop.settings import load_settings
+from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program, restore_run, snapshot_run
+from queryloop.run.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCENARIO = ROOT / "machines" / "scenarios" / "fallback_chain.yaml"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from queryloop.handlers.session import SessionPaths
-from queryloop.handlers.session.transcript import load_history
+from queryloop.handlers.session.services.transcript import load_history
 
 from .harness import MockApi, run_cli
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.cli import main
+from queryloop.frontends.cli import main
 from queryloop.fsm import load_machine
 from queryloop.fsm.coverage import coverage_of, read_runs
 from queryloop.machines import MACHINES_DIR

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from queryloop.cli import main
+from queryloop.frontends.cli import main
 from queryloop.fsm import MachineSpec, parse_machine
 from queryloop.fsm.ladder import View, views
 from queryloop.fsm.mermaid import to_mermaid

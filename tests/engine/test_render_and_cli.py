@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.cli import main
+from queryloop.frontends.cli import main
 from queryloop.fsm.cli import DiagramFile, diagram_files, render_view
 from queryloop.fsm.load import load_machine
 from queryloop.machines import shipped_machines

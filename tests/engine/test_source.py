@@ -10,7 +10,7 @@ import pytest
 
 from queryloop.fsm import SpecError, load_machine, read_json, read_yaml, schema_problems
 from queryloop.mockapi import ScenarioError, parse_scenario
-from queryloop.settings import SettingsError, load_settings
+from queryloop.run.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

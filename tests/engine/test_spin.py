@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from queryloop.cli import main
+from queryloop.frontends.cli import main
 from queryloop.fsm import (
     CheckReport,
     CounterSpec,

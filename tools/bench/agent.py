@@ -4,7 +4,7 @@ Owns the no-op tool (a ``@queryloop.tool``, read-only — it reads and writes no
 it says so; a tool that is not read-only would also be recorded in the side-effect
 ledger on every call), the permission rule that allows it (the normal gate in
 ``default`` mode decides every call: a custom tool is not among the built-in read-only
-tools, so without the rule the call would be denied), the :class:`~queryloop.agent.AgentOptions`
+tools, so without the rule the call would be denied), the :class:`~queryloop.run.agent.AgentOptions`
 of a benchmark run (only that tool offered, persistence on or off), the in-process
 backend that materialises every request's body as the HTTP backend must before it
 answers (:class:`MaterialisingBackend`), and the check that a run did what it was
@@ -18,12 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from queryloop.agent import AgentOptions, AgentRun
-from queryloop.handlers.request.backends import ModelCall, TokenCount, scripted_reply
-from queryloop.handlers.request.body import encode_request
-from queryloop.handlers.request.client import ModelFailure, ModelReply
+from queryloop.handlers.request.services.backends import ModelCall, TokenCount
+from queryloop.handlers.request.services.body import encode_request
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.handlers.tools import PermissionRules, ToolRegistry, tool
-from queryloop.handlers.tools.permissions import parse_rule_list
+from queryloop.handlers.tools.services.permissions import parse_rule_list
+from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.testing import scripted_reply
 
 from .script import FINAL_TEXT, NOOP_DESCRIPTION, NOOP_NAME, NOTE, PROMPT
 

@@ -29,7 +29,7 @@ from anthropic.types import (
     TextDelta,
 )
 
-from queryloop.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
+from queryloop.run.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
 
 from .agent import noop_definitions, noop_function
 from .script import FINAL_TEXT, PROMPT

@@ -34,7 +34,7 @@ def _version() -> str:
 
 
 def load_inprocess(url: str) -> PeerAgent:
-    from queryloop.agent import query_loop_program
+    from queryloop.run.agent import query_loop_program
 
     query_loop_program()
     cwd = _scratch_dir()
@@ -50,8 +50,8 @@ def load_inprocess(url: str) -> PeerAgent:
 def load_http(url: str) -> PeerAgent:
     import anthropic
 
-    from queryloop.agent import query_loop_program
-    from queryloop.handlers.request.backends import AnthropicBackend
+    from queryloop.handlers.request.services.backends import AnthropicBackend
+    from queryloop.run.agent import query_loop_program
 
     query_loop_program()
     cwd = _scratch_dir()

@@ -1,0 +1,568 @@
+"""Context governance services: token estimates, tool-result collapse, compaction plans.
+
+Owns the pure functions the query loop's context layer (its effects and edges) uses to
+keep the active message view small enough to send: the local token estimate, the
+split of a transcript into API-round groups, staging and committing collapses of large
+old tool results, the plan of a compaction (which whole groups are summarised and
+which are kept verbatim), the summary request and its head truncation, the files
+re-attached after a compaction, the compacted transcript, the compact boundary record
+and the hint shown when compaction cannot help. It does no I/O except reading the
+files it re-attaches, sends nothing to the model and decides no transitions (the
+machine does).
+
+Token estimate. When ``count_tokens`` is unavailable, a message costs
+``ceil(len(J) / 4)`` tokens, where ``J`` is its compact JSON
+(``json.dumps(message, separators=(",", ":"), ensure_ascii=False)``) — four characters
+per token (:func:`~queryloop.handlers.messages.message_tokens`). The embedded server
+(``queryloop.mockapi.server``) estimates a whole request
+the same way, over the compact JSON of ``{"system", "messages", "tools"}`` as sent;
+:func:`request_tokens` reproduces that figure exactly, and
+``request_overhead_tokens(system, tools) + sum(message_tokens(m) for m in messages)``
+(the running total the loop keeps, O(1) per appended message) stays within
+``len(messages)`` tokens of it: the per-message rounding adds at most 3/4 token per
+message, the commas between messages at most 1/4.
+
+Messages are Anthropic Messages API dicts (content blocks are dicts, as the SDK and
+JSON decoding produce them) and are never mutated: every function here
+returns new lists, and new dicts only for the messages it changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from ...messages import Message, compact_json, message_tokens, messages_tokens
+
+__all__ = [
+    "COLLAPSE_STUB_PREFIX",
+    "CompactBoundary",
+    "CompactTrigger",
+    "CompactionPlan",
+    "DominantPart",
+    "SUMMARY_MARKER",
+    "SUMMARY_SYSTEM_PROMPT",
+    "StagedCollapse",
+    "api_round_groups",
+    "collapse_stub",
+    "commit_collapses",
+    "compacted_messages",
+    "dominant_part",
+    "dominant_part_from",
+    "drop_oldest_group",
+    "not_compactable_hint",
+    "not_compactable_hint_from",
+    "plan_compaction",
+    "regenerate_attachments",
+    "request_overhead_tokens",
+    "request_tokens",
+    "stage_collapses",
+    "summary_request_messages",
+]
+
+
+# ----------------------------------------------------------------------------- estimates
+
+
+def _sent_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    # The model client omits an empty tool list, so the server sees ``null`` for it.
+    return list(tools) if tools else None
+
+
+def request_overhead_tokens(system: str | None, tools: Sequence[Mapping[str, Any]]) -> int:
+    """The estimate of a request's system prompt and tool definitions, without messages.
+
+    ``ceil(len(J) / 4)`` of the compact JSON of ``{"system", "messages": [], "tools"}``
+    as the model client sends them (``null`` for an absent system prompt or no tools).
+    """
+    return math.ceil(len(compact_json({"system": system, "messages": [], "tools": _sent_tools(tools)})) / 4)
+
+
+def request_tokens(
+    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+) -> int:
+    """The whole-request estimate, exactly as the embedded server computes it."""
+    body = {"system": system, "messages": list(messages), "tools": _sent_tools(tools)}
+    return math.ceil(len(compact_json(body)) / 4)
+
+
+# ------------------------------------------------------------------------------- blocks
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _tool_use_ids(message: Mapping[str, Any]) -> list[str]:
+    return [b["id"] for b in _blocks(message) if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def _tool_result_ids(message: Mapping[str, Any]) -> list[str]:
+    return [b["tool_use_id"] for b in _blocks(message) if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def _result_text_chars(content: Any) -> int:
+    """Characters of text in a tool_result's content (a string, or its text blocks)."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return 0
+
+
+def _first_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text":
+                return str(b.get("text", ""))
+    return ""
+
+
+# ------------------------------------------------------------------------------- groups
+
+
+def api_round_groups(messages: Sequence[Mapping[str, Any]]) -> list[range]:
+    """Split ``messages`` into API-round groups, in order, partitioning the indices.
+
+    A group starts at each assistant message and runs up to the next one, so it holds
+    the assistant's reply and the user message(s) that answer it (tool_results, meta
+    messages, the next prompt); messages before the first assistant message form the
+    first group. A tool_use and its tool_result are never split: should a tool_result
+    answer a tool_use of an earlier group (not a valid transcript, but cheap to guard
+    against), the groups between them are merged.
+    """
+    starts: list[int] = []
+    group_of_tool_use: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        if not starts or message.get("role") == "assistant":
+            starts.append(i)
+        if message.get("role") == "assistant":
+            for tool_id in _tool_use_ids(message):
+                group_of_tool_use[tool_id] = len(starts) - 1
+        else:
+            for tool_id in _tool_result_ids(message):
+                owner = group_of_tool_use.get(tool_id)
+                if owner is not None and owner < len(starts) - 1:
+                    del starts[owner + 1 :]
+                    for key, value in group_of_tool_use.items():
+                        if value > owner:
+                            group_of_tool_use[key] = owner
+    bounds = [*starts, len(messages)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(len(starts))]
+
+
+# ----------------------------------------------------------------------------- collapse
+
+COLLAPSE_STUB_PREFIX = "[tool result collapsed to save context"
+"""Every collapsed tool_result's content starts with this; test for it to detect stubs."""
+
+
+def collapse_stub(chars: int) -> str:
+    """The text that replaces a collapsed tool result of ``chars`` characters."""
+    return f"{COLLAPSE_STUB_PREFIX}: {chars:,} characters; run the tool again if you need it]"
+
+
+@attrs.frozen(kw_only=True)
+class StagedCollapse:
+    """A large old tool result that can be replaced by a stub at no API cost."""
+
+    message_index: int = attrs.field(validator=attrs.validators.ge(0))
+    block_index: int = attrs.field(validator=attrs.validators.ge(0))
+    chars: int = attrs.field(validator=attrs.validators.ge(0))
+    """Characters of text in the result's content."""
+    tokens_freed: int = attrs.field(validator=attrs.validators.ge(0))
+    """Estimated tokens saved, a lower bound: a quarter of the text characters removed
+    (``chars`` minus the stub's), rounded down. JSON escapes and block wrappers only add
+    to what is really removed; not encoding the content keeps staging cheap."""
+
+
+def _collapsed_content(content: Any, chars: int) -> str | list[Any]:
+    stub = collapse_stub(chars)
+    if isinstance(content, list):
+        # Images and other non-text blocks are not counted in ``chars`` and are kept.
+        kept = [b for b in content if not (isinstance(b, dict) and b.get("type") == "text")]
+        return [{"type": "text", "text": stub}, *kept] if kept else stub
+    return stub
+
+
+def stage_collapses(
+    messages: Sequence[Mapping[str, Any]], *, keep_recent_groups: int = 2, min_chars: int = 4000
+) -> tuple[StagedCollapse, ...]:
+    """The tool results worth collapsing: at least ``min_chars`` characters of text (and
+    longer than their stub), in groups older than the most recent ``keep_recent_groups``,
+    not already stubs; in transcript order."""
+    if keep_recent_groups < 0 or min_chars < 1:
+        raise ValueError(
+            f"keep_recent_groups must be >= 0 and min_chars >= 1, got {keep_recent_groups} and {min_chars}"
+        )
+    groups = api_round_groups(messages)
+    if len(groups) <= keep_recent_groups:
+        return ()
+    end = groups[len(groups) - keep_recent_groups].start if keep_recent_groups else len(messages)
+    staged: list[StagedCollapse] = []
+    for i in range(end):
+        message = messages[i]
+        if message.get("role") != "user":
+            continue
+        for j, block in enumerate(_blocks(message)):
+            if not (isinstance(block, dict) and block.get("type") == "tool_result"):
+                continue
+            content = block.get("content")
+            chars = _result_text_chars(content)
+            if chars < min_chars or _first_text(content).startswith(COLLAPSE_STUB_PREFIX):
+                continue
+            freed = (chars - len(collapse_stub(chars))) // 4
+            if freed <= 0:
+                continue  # the stub would be as long as the result
+            staged.append(StagedCollapse(message_index=i, block_index=j, chars=chars, tokens_freed=freed))
+    return tuple(staged)
+
+
+def commit_collapses(messages: Sequence[Message], staged: Sequence[StagedCollapse]) -> list[Message]:
+    """``messages`` with the staged tool results replaced by :func:`collapse_stub` text.
+
+    ``tool_use_id`` and ``is_error`` are kept. Only the changed messages are new dicts;
+    the others are the same objects. Raises ``ValueError`` when an entry no longer
+    points at a tool_result (staged against another transcript).
+    """
+    by_message: dict[int, list[StagedCollapse]] = {}
+    for entry in staged:
+        by_message.setdefault(entry.message_index, []).append(entry)
+    result = list(messages)
+    for index, entries in by_message.items():
+        if index >= len(messages):
+            raise ValueError(f"staged collapse points at message {index}, but there are only {len(messages)} messages")
+        blocks = list(_blocks(messages[index]))
+        for entry in entries:
+            if entry.block_index >= len(blocks) or not (
+                isinstance(blocks[entry.block_index], dict) and blocks[entry.block_index].get("type") == "tool_result"
+            ):
+                raise ValueError(
+                    f"staged collapse points at block {entry.block_index} of message {index}, which is not a "
+                    "tool_result; stage the collapses again on this transcript"
+                )
+            old = blocks[entry.block_index]
+            blocks[entry.block_index] = {**old, "content": _collapsed_content(old.get("content"), entry.chars)}
+        result[index] = {**messages[index], "content": blocks}
+    return result
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+@attrs.frozen(kw_only=True)
+class CompactionPlan:
+    """Which messages a compaction summarises (``older``) and which it keeps (``recent``)."""
+
+    older: tuple[Message, ...]
+    recent: tuple[Message, ...]
+    older_groups: int = attrs.field(validator=attrs.validators.ge(1))
+    """How many API-round groups ``older`` holds."""
+
+
+def plan_compaction(
+    messages: Sequence[Message], *, keep_recent_tokens: int, min_recent_groups: int = 1
+) -> CompactionPlan | None:
+    """Split ``messages`` at a group boundary for a compaction, or ``None`` when it cannot help.
+
+    ``recent`` is the longest run of most recent whole groups whose estimate fits
+    ``keep_recent_tokens`` — but at least ``min_recent_groups`` groups however large —
+    and ``older`` the rest, which always holds at least one group (so ``recent`` is
+    capped at all groups but the first). ``None`` when there are fewer than 2 groups:
+    there is nothing to summarise that would leave a valid transcript.
+    """
+    if keep_recent_tokens < 0 or min_recent_groups < 0:
+        raise ValueError(
+            f"keep_recent_tokens and min_recent_groups must be >= 0, got {keep_recent_tokens} and {min_recent_groups}"
+        )
+    groups = api_round_groups(messages)
+    if len(groups) < 2:
+        return None
+    kept = 0
+    total = 0
+    for group in reversed(groups[1:]):
+        cost = sum(message_tokens(messages[i]) for i in group)
+        if kept >= min_recent_groups and total + cost > keep_recent_tokens:
+            break
+        kept += 1
+        total += cost
+    cut = groups[len(groups) - kept].start if kept else len(messages)
+    older = tuple(messages[:cut])
+    recent = tuple(messages[cut:])
+    # Cutting at a group boundary means ``recent`` opens with an assistant message and
+    # answers no tool_use of ``older``: it can follow the summary's user message.
+    assert not recent or recent[0].get("role") == "assistant", "compaction cut inside an API-round group"
+    older_tool_uses = {tool_id for m in older for tool_id in _tool_use_ids(m)}
+    assert not any(tool_id in older_tool_uses for m in recent for tool_id in _tool_result_ids(m)), (
+        "compaction separated a tool_use from its tool_result"
+    )
+    return CompactionPlan(older=older, recent=recent, older_groups=len(groups) - kept)
+
+
+SUMMARY_MARKER = "[queryloop context summary]"
+"""Appears in :data:`SUMMARY_SYSTEM_PROMPT`, so a scenario rule (``system_contains``)
+can tell summary requests from ordinary turns."""
+
+SUMMARY_SYSTEM_PROMPT = f"""{SUMMARY_MARKER}
+You are summarising the earlier part of a coding-agent session so that the agent can
+carry on from your summary alone: the messages you are given will be removed from its
+context. Write for the agent, not for the user. Keep, concretely:
+
+1. The user's goals and every explicit request or constraint, in their own words where it matters.
+2. Decisions taken and why, including approaches that were rejected.
+3. Files read, created or changed, with their current state (names, functions, key lines).
+4. Commands run and their outcomes (exit status, the lines of output that mattered).
+5. Errors met and how they were fixed, or that they are still open.
+6. Work still pending, and the very next step the agent was about to take.
+
+Quote exact paths, identifiers, values and error messages. Do not invent anything that
+is not in the conversation. No greetings, apologies or commentary about summarising.
+"""
+
+_SUMMARY_REQUEST = "Summarise the conversation above following your instructions. Reply with the summary only."
+_DROPPED_HEAD_NOTE = "[The start of this conversation was dropped to fit the summary request.]"
+
+
+def _render_result_content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text":
+                parts.append(str(b.get("text", "")))
+            else:
+                parts.append(f"[{b.get('type', 'unknown') if isinstance(b, dict) else 'unknown'} omitted]")
+        return "\n".join(parts)
+    return ""
+
+
+def _render_block(block: Any) -> str:
+    """One content block as plain text for a tools-less request ("" to drop it)."""
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_use":
+        return f"[tool call {block.get('name')} (id {block.get('id')}): {compact_json(block.get('input', {}))}]"
+    if kind == "tool_result":
+        status = "error result" if block.get("is_error") else "result"
+        return f"[tool {status} for {block.get('tool_use_id')}]\n{_render_result_content(block.get('content'))}"
+    if kind in ("thinking", "redacted_thinking"):
+        # Private reasoning with signatures: not needed to summarise what was done.
+        return ""
+    return f"[{kind} omitted]"
+
+
+def _render_message(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(part for part in (_render_block(b) for b in _blocks(message)) if part.strip())
+
+
+def summary_request_messages(older: Sequence[Mapping[str, Any]], instructions: str | None = None) -> list[Message]:
+    """The messages of the summary request for ``older``, valid without tool definitions.
+
+    Every message becomes plain text (tool calls and results rendered inline, thinking
+    dropped, images replaced by a placeholder); empty messages are dropped; adjacent
+    messages of the same role are merged; a transcript that opens with the assistant (its
+    head was dropped) gets a note first; the last user message asks for the summary,
+    followed by the user's ``instructions`` for it when a manual compaction has some.
+    """
+    request = _SUMMARY_REQUEST
+    if instructions and instructions.strip():
+        request += f"\n\nThe user's instructions for this summary:\n{instructions.strip()}"
+    merged: list[Message] = []
+    for message in older:
+        text = _render_message(message)
+        if not text.strip():
+            continue
+        role = "assistant" if message.get("role") == "assistant" else "user"
+        if merged and merged[-1]["role"] == role:
+            merged[-1] = {"role": role, "content": f"{merged[-1]['content']}\n\n{text}"}
+        else:
+            merged.append({"role": role, "content": text})
+    if merged and merged[0]["role"] == "assistant":
+        merged.insert(0, {"role": "user", "content": _DROPPED_HEAD_NOTE})
+    if merged and merged[-1]["role"] == "user":
+        merged[-1] = {"role": "user", "content": f"{merged[-1]['content']}\n\n{request}"}
+    else:
+        merged.append({"role": "user", "content": request})
+    return merged
+
+
+def drop_oldest_group(older: Sequence[Message]) -> tuple[list[Message], int] | None:
+    """``older`` without its oldest API-round group, and how many messages that dropped.
+
+    The lossy last resort when the summary request itself is too long (head
+    truncation). ``None`` when a single group is left: dropping it leaves nothing.
+    """
+    groups = api_round_groups(older)
+    if len(groups) < 2:
+        return None
+    cut = groups[1].start
+    return list(older[cut:]), cut
+
+
+def _read_paths(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``file_path`` of every ``Read`` call, most recent first."""
+    paths: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") != "assistant":
+            continue
+        for block in reversed(_blocks(message)):
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == "Read":
+                tool_input = block.get("input")
+                raw = tool_input.get("file_path") if isinstance(tool_input, Mapping) else None
+                if isinstance(raw, str) and raw and "\x00" not in raw:
+                    paths.append(raw)
+    return paths
+
+
+def regenerate_attachments(
+    removed: Sequence[Mapping[str, Any]], cwd: Path, *, max_files: int = 3, max_chars_per_file: int = 8000
+) -> list[str]:
+    """The current text of files the model Read in ``removed``, to re-attach after compaction.
+
+    Most recently read first, each file once, at most ``max_files``; only regular text
+    files that still exist inside ``cwd`` (after resolving ``..`` and symlinks). A file
+    longer than ``max_chars_per_file`` keeps its head and a marker saying how much was cut.
+    """
+    root = cwd.resolve()
+    seen: set[Path] = set()
+    attachments: list[str] = []
+    for raw in _read_paths(removed):
+        if len(attachments) >= max_files:
+            break
+        path = (root / raw).resolve()
+        if path in seen or not path.is_relative_to(root):
+            continue
+        seen.add(path)
+        try:
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "\x00" in text:
+            continue  # binary: Read refuses it too
+        if len(text) > max_chars_per_file:
+            cut = len(text) - max_chars_per_file
+            text = (
+                f"{text[:max_chars_per_file]}\n[... {cut:,} more characters not shown; Read the file to see the rest]"
+            )
+        shown = path.relative_to(root).as_posix()
+        attachments.append(f"Contents of {shown} (re-attached after compaction):\n{text}")
+    return attachments
+
+
+_SUMMARY_INTRO = (
+    "This session continues an earlier conversation that ran out of context. "
+    "The earlier part is summarised below; the messages after this one are kept verbatim.\n\n"
+)
+
+
+def compacted_messages(summary: str, recent: Sequence[Message], attachments: Sequence[str]) -> list[Message]:
+    """The transcript after a compaction: one user message (intro, ``summary``,
+    ``attachments``) followed by ``recent``.
+
+    When ``recent`` opens with a user message, it is merged into the summary message so
+    roles alternate. Raises ``ValueError`` for an empty summary, or when that opening
+    user message holds tool_results (their tool_use would have been summarised away).
+    """
+    if not summary.strip():
+        raise ValueError("the compaction summary is empty; the summary request produced no text")
+    blocks: list[Any] = [{"type": "text", "text": _SUMMARY_INTRO + summary.strip()}]
+    blocks.extend({"type": "text", "text": a} for a in attachments if a.strip())
+    rest = list(recent)
+    if rest and rest[0].get("role") == "user":
+        first = rest.pop(0)
+        if _tool_result_ids(first):
+            raise ValueError(
+                "the kept messages open with tool_results whose tool_use was summarised; "
+                "cut the transcript at an API-round group boundary (plan_compaction does)"
+            )
+        content = first.get("content")
+        if isinstance(content, str):
+            if content:
+                blocks.append({"type": "text", "text": content})
+        else:
+            blocks.extend(content or [])
+    return [{"role": "user", "content": blocks}, *rest]
+
+
+CompactTrigger = Literal["auto", "manual", "reactive"]
+"""What started a compaction: the threshold before sending, ``/compact``, or a prompt-too-long reply."""
+
+
+@attrs.frozen(kw_only=True)
+class CompactBoundary:
+    """What a compaction did, recorded in the transcript and published to the output."""
+
+    trigger: CompactTrigger
+    pre_tokens: int = attrs.field(validator=attrs.validators.ge(0))
+    post_tokens: int = attrs.field(validator=attrs.validators.ge(0))
+    lossy: bool
+    """Whether head truncation dropped messages that the summary does not cover."""
+    dropped_messages: int = attrs.field(validator=attrs.validators.ge(0))
+    summarized_messages: int = attrs.field(validator=attrs.validators.ge(0))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trigger": self.trigger,
+            "pre_tokens": self.pre_tokens,
+            "post_tokens": self.post_tokens,
+            "lossy": self.lossy,
+            "dropped_messages": self.dropped_messages,
+            "summarized_messages": self.summarized_messages,
+        }
+
+
+# -------------------------------------------------------------------- not compactable
+
+
+DominantPart = Literal["history", "system prompt and tools"]
+
+
+def dominant_part_from(history_tokens: int, overhead_tokens: int) -> DominantPart:
+    """:func:`dominant_part` from estimates the caller already holds (its running total)."""
+    return "history" if history_tokens > overhead_tokens else "system prompt and tools"
+
+
+def dominant_part(
+    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+) -> DominantPart:
+    """Which part of the request is larger: the conversation history or system + tools."""
+    return dominant_part_from(messages_tokens(messages), request_overhead_tokens(system, tools))
+
+
+def not_compactable_hint_from(history_tokens: int, overhead_tokens: int) -> str:
+    """:func:`not_compactable_hint` from the history and system+tools estimates."""
+    total = history_tokens + overhead_tokens
+    if dominant_part_from(history_tokens, overhead_tokens) == "history":
+        share = round(100 * history_tokens / total)
+        return (
+            f"the conversation history is {share}% of the request ({history_tokens:,} of {total:,} estimated "
+            "tokens); start a new session or remove large tool outputs"
+        )
+    share = round(100 * overhead_tokens / total) if total else 100
+    return (
+        f"the system prompt and tool definitions are {share}% of the request ({overhead_tokens:,} of {total:,} "
+        "estimated tokens); shorten the system prompt or offer fewer tools"
+    )
+
+
+def not_compactable_hint(
+    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+) -> str:
+    """One line telling the user what fills the request and what to do about it."""
+    return not_compactable_hint_from(messages_tokens(messages), request_overhead_tokens(system, tools))

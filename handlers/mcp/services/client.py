@@ -1,0 +1,459 @@
+"""MCP layer, the connections: one official ``mcp`` client per configured server, its tools, its calls, its failures.
+
+Owns :class:`McpManager` — the run's service that starts every server (a stdio
+subprocess, or a streamable HTTP / SSE endpoint), lists its tools, calls them, notices
+``notifications/tools/list_changed``, and reconnects a server on request — plus the
+records it answers with: :class:`McpTool` (a listed tool as the model sees it, with its
+annotations), :class:`McpFailure` (a structured error: server, tool, kind —
+``transport``, ``auth``, ``server``, ``timeout`` — and message). A listed tool is not
+offered, with a warning, when its offered name is too long for the API or another tool
+has it (one of the same server, a custom tool, an in-process server's): two tools never
+share an ``mcp__…`` name, so a permission rule never covers one it was not written for.
+
+Each connection lives in its own task (the SDK's transports are task-scoped); a call
+from the tool layer is sent over it and awaited. A call that finds the connection gone
+marks the server down and returns an ``is_error`` result naming the failure; nothing
+here raises into the loop. The manager never decides when to reconnect or when the
+catalog the model sees changes: the ``syncing_tools`` and ``reconnecting_mcp_servers``
+states do (``syncing``), at a request boundary, under the machine's counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+import attrs
+
+from ...tools.services.base import ToolContext, ToolOutput, ToolRun, ToolSpec
+from .config import McpServerConfig, tool_name
+
+if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server is connected: a run without one,
+    # and `queryloop check`, never pay for it
+    import mcp.types
+    from mcp import Client
+
+__all__ = ["FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"]
+
+FailureKind = Literal["transport", "auth", "server", "timeout"]
+ServerStatus = Literal["pending", "connected", "failed", "needs-auth"]
+
+# Input fields that name one attempt rather than the action: a re-proposed call with a fresh
+# value is still the same call to the side-effect ledger (compared lower-case, without _ and -).
+_ATTEMPT_FIELDS = frozenset({"idempotencykey", "idempotencytoken", "requestid", "clientrequestid", "dedupkey", "nonce"})
+
+
+@attrs.frozen(kw_only=True)
+class McpTool:
+    """A tool a server listed: the name the model sees, the server's own name, its schema and annotations."""
+
+    server: str
+    name: str  # mcp__<server>__<tool>
+    remote: str  # the server's name for it
+    description: str
+    input_schema: Mapping[str, Any]
+    read_only: bool = False  # readOnlyHint (MCP default: false)
+    idempotent: bool = False  # idempotentHint (MCP default: false)
+    destructive: bool = True  # destructiveHint (MCP default: true)
+
+    def definition(self) -> dict[str, Any]:
+        """What the API's ``tools`` parameter gets for it."""
+        return {"name": self.name, "description": self.description, "input_schema": dict(self.input_schema)}
+
+    def attempt_fields(self) -> tuple[str, ...]:
+        """Its input fields that name an attempt (an idempotency key, a request id): not part of the call's identity."""
+        properties = self.input_schema.get("properties")
+        if not isinstance(properties, Mapping):
+            return ()
+        return tuple(p for p in properties if p.lower().replace("_", "").replace("-", "") in _ATTEMPT_FIELDS)
+
+
+@attrs.frozen(kw_only=True)
+class McpFailure:
+    """Why an MCP call, connection or listing failed, in a shape a program and a model can both read."""
+
+    server: str
+    kind: FailureKind
+    message: str
+    tool: str | None = None
+
+    def text(self) -> str:
+        """The ``is_error`` tool_result's content: one line for the model, then the structured error as JSON."""
+        subject = f"MCP tool {self.tool!r} of server {self.server!r}" if self.tool else f"MCP server {self.server!r}"
+        detail = {"server": self.server, "tool": self.tool, "kind": self.kind, "message": self.message}
+        return f"{subject} failed ({self.kind}): {self.message}\n{json.dumps({'mcp_error': detail})}"
+
+
+def _describe(exc: BaseException) -> tuple[FailureKind, str]:
+    """The kind and a one-line message of a failure to connect, list or call."""
+    import httpx2
+    import mcp.types
+    from mcp import MCPError
+
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    if isinstance(exc, TimeoutError):
+        return "timeout", "no answer in time"
+    if isinstance(exc, MCPError):
+        if exc.code == mcp.types.REQUEST_TIMEOUT:
+            return "timeout", exc.message
+        if exc.code == mcp.types.CONNECTION_CLOSED:
+            return "transport", "the connection closed (the server exited or went away)"
+        return "server", f"{exc.message} (JSON-RPC error {exc.code})"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        return ("auth" if status in (401, 403) else "server"), f"HTTP {status}"
+    if isinstance(exc, httpx2.TransportError | OSError | EOFError):
+        return "transport", str(exc) or type(exc).__name__
+    return "server", f"{type(exc).__name__}: {exc}"
+
+
+_DESCRIPTION_CHARS = 2048  # a longer description is cut (as Claude Code cuts it)
+
+
+def _description(raw: mcp.types.Tool) -> str:
+    text = raw.description or raw.title or raw.name
+    return text if len(text) <= _DESCRIPTION_CHARS else text[:_DESCRIPTION_CHARS] + "… [truncated]"
+
+
+def _content_text(result: mcp.types.CallToolResult, tool: str) -> str:
+    import mcp.types
+
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp.types.TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(f"[{block.type} content: not shown]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts) if parts else f"({tool} completed with no output)"
+
+
+@attrs.define(kw_only=True, eq=False)
+class _Connection:
+    config: McpServerConfig
+    status: ServerStatus = "pending"
+    error: McpFailure | None = None
+    client: Client | None = None
+    task: asyncio.Task[None] | None = None
+    stop: asyncio.Event = attrs.field(factory=asyncio.Event)
+    tools: tuple[McpTool, ...] = ()
+    specs: dict[str, ToolSpec] = attrs.field(factory=dict)  # each tool as the tool layer runs it, by name
+    generation: int = 0  # bumped whenever a listing differs from the one before
+    list_changed: bool = False  # the server said its list changed; listed again at the next sync
+    warnings: list[str] = attrs.field(factory=list)
+    starts: int = 0
+
+
+class McpManager:
+    """The run's MCP servers: connect them, list and call their tools, report and repair their failures.
+
+    ``connect_timeout_s``: how long a server may take to start and answer its listing;
+    ``log_dir``: where each stdio server's stderr goes (``<name>.log``; default: discarded);
+    ``hidden``: tool names a bare deny rule removes from what the model is offered;
+    ``taken``: the names of the tools offered beside the servers' (custom tools, the Agent
+    SDK's in-process servers'): a listed tool that would be offered under one of them is not
+    offered, with a warning, so no rule meant for one tool covers another.
+    """
+
+    def __init__(
+        self,
+        configs: Iterable[McpServerConfig],
+        *,
+        cwd: Path | None = None,
+        connect_timeout_s: float = 30.0,
+        log_dir: Path | None = None,
+        hidden: Callable[[str], bool] = lambda name: False,
+        taken: Callable[[str], bool] = lambda name: False,
+    ) -> None:
+        self._connections = {c.name: _Connection(config=c) for c in configs}
+        self.taken = taken
+        self.cwd = cwd
+        self.connect_timeout_s = connect_timeout_s
+        self.log_dir = log_dir
+        self.hidden = hidden
+        self._logs: list[TextIO] = []
+        self.started = False
+
+    # ---- what the loop asks -----------------------------------------------------------------
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._connections)
+
+    def statuses(self) -> list[dict[str, str]]:
+        """``[{name, status}]`` for the ``init`` line, in configuration order."""
+        return [{"name": n, "status": c.status} for n, c in self._connections.items()]
+
+    def down(self, exclude: Iterable[str] = ()) -> tuple[str, ...]:
+        """Servers not connected (failed at start, or their connection broke), except ``exclude``."""
+        skip = set(exclude)
+        return tuple(n for n, c in self._connections.items() if c.status != "connected" and n not in skip)
+
+    def changed(self) -> tuple[str, ...]:
+        """Connected servers that announced a changed tool list since they were last listed."""
+        return tuple(n for n, c in self._connections.items() if c.status == "connected" and c.list_changed)
+
+    def failure(self, server: str) -> McpFailure | None:
+        return self._connections[server].error
+
+    def generations(self, exclude: Iterable[str] = ()) -> dict[str, int]:
+        """Each connected server's tool generation (what a catalog built now would be built from)."""
+        skip = set(exclude)
+        return {n: c.generation for n, c in self._connections.items() if c.status == "connected" and n not in skip}
+
+    def catalog(self, exclude: Iterable[str] = ()) -> tuple[McpTool, ...]:
+        """The tools of every connected server but ``exclude``, sorted by the name offered (as Claude Code)."""
+        skip = set(exclude)
+        tools = (
+            t
+            for n, c in self._connections.items()
+            if c.status == "connected" and n not in skip
+            for t in c.tools
+            if not self.hidden(t.name)
+        )
+        return tuple(sorted(tools, key=lambda t: t.name))
+
+    def take_warnings(self) -> list[str]:
+        """Warnings gathered while connecting and listing (tools skipped, servers failing), once each."""
+        out: list[str] = []
+        for connection in self._connections.values():
+            out.extend(connection.warnings)
+            connection.warnings.clear()
+        return out
+
+    def tool_spec(self, name: str) -> ToolSpec | None:
+        """The tool the model calls as ``name``, as the tool layer runs it (None if no server lists it now)."""
+        return next((c.specs[name] for c in self._connections.values() if name in c.specs), None)
+
+    def _spec(self, tool: McpTool) -> ToolSpec:
+        """``tool`` as the tool layer runs it (its schema compiled once, here); ValueError if the API refuses it."""
+        return ToolSpec(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            concurrency_safe=tool.read_only,
+            read_only=tool.read_only,
+            idempotent=tool.idempotent or tool.read_only,
+            attempt_fields=tool.attempt_fields(),
+            run=self._runner(tool),
+        )
+
+    def _runner(self, tool: McpTool) -> ToolRun:
+        async def run(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+            return await self.call(tool, arguments, timeout_s=ctx.tool_timeout_s)
+
+        return run
+
+    # ---- connecting ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect every server at once; each ends connected or failed (with its failure) within the timeout."""
+        self.started = True
+        await asyncio.gather(*(self._connect(c) for c in self._connections.values()))
+
+    async def reconnect(self, names: Sequence[str]) -> dict[str, bool]:
+        """Close and connect again each of ``names`` (concurrently); which ones are connected now."""
+        await asyncio.gather(*(self._reconnect_one(self._connections[n]) for n in names))
+        return {n: self._connections[n].status == "connected" for n in names}
+
+    async def relist(self, names: Sequence[str]) -> None:
+        """List again the tools of ``names`` (their generation moves if the list differs); a failure marks one down."""
+        await asyncio.gather(*(self._relist_one(self._connections[n]) for n in names))
+
+    async def close(self) -> None:
+        """Stop every connection (stdio servers are terminated by the SDK) and close the logs."""
+        await asyncio.gather(*(self._disconnect(c) for c in self._connections.values()))
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+
+    async def _reconnect_one(self, connection: _Connection) -> None:
+        await self._disconnect(connection)
+        await self._connect(connection)
+
+    async def _disconnect(self, connection: _Connection) -> None:
+        task = connection.task
+        connection.stop.set()
+        if task is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        connection.task = None
+        connection.client = None
+
+    async def _connect(self, connection: _Connection) -> None:
+        connection.stop = asyncio.Event()
+        connection.starts += 1
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        connection.task = asyncio.create_task(self._hold(connection, ready), name=f"mcp:{connection.config.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout=self.connect_timeout_s)
+        except TimeoutError:
+            self._fail(connection, McpFailure(server=connection.config.name, kind="timeout", message="did not start"))
+            await self._disconnect(connection)
+
+    async def _hold(self, connection: _Connection, ready: asyncio.Future[None]) -> None:
+        """The connection's task: open it, list the tools, then keep it open until told to stop."""
+        name = connection.config.name
+        try:
+            async with self._client(connection) as client:
+                self._absorb(connection, await self._list(client))
+                connection.client = client
+                connection.status = "connected"
+                connection.error = None
+                if not ready.done():
+                    ready.set_result(None)
+                await connection.stop.wait()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a transport's task group raises groups; everything is a failure here
+            kind, message = _describe(exc)
+            self._fail(connection, McpFailure(server=name, kind=kind, message=message))
+        finally:
+            connection.client = None
+            if not ready.done():
+                ready.set_result(None)
+
+    def _client(self, connection: _Connection) -> Client:
+        import httpx2
+        import mcp.types
+        from mcp import Client, StdioServerParameters
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        config = connection.config
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, mcp.types.ServerNotification) and isinstance(
+                getattr(message, "root", message), mcp.types.ToolListChangedNotification
+            ):
+                connection.list_changed = True
+            elif isinstance(message, mcp.types.ToolListChangedNotification):
+                connection.list_changed = True
+
+        common: dict[str, Any] = {"mode": "legacy", "message_handler": on_message, "cache": None}
+        if config.type == "stdio":
+            assert config.command is not None
+            params = StdioServerParameters(
+                command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=self.cwd
+            )
+            return Client(stdio_client(params, errlog=self._log(config.name)), **common)
+        assert config.url is not None
+        if config.type == "sse":
+            return Client(sse_client(config.url, headers=dict(config.headers) or None), **common)
+        http = httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+        return Client(streamable_http_client(config.url, http_client=http), **common)
+
+    def _log(self, server: str) -> TextIO:
+        """Where a stdio server's stderr goes: ``<log_dir>/<server>.log`` (appended), else nowhere."""
+        if self.log_dir is not None:
+            try:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                log = open(self.log_dir / f"{server}.log", "a", encoding="utf-8")
+            except OSError:
+                log = open(os.devnull, "w", encoding="utf-8")
+        else:
+            log = open(os.devnull, "w", encoding="utf-8")
+        self._logs.append(log)
+        return log
+
+    def _fail(self, connection: _Connection, failure: McpFailure) -> None:
+        was = connection.status
+        connection.status = "needs-auth" if failure.kind == "auth" else "failed"
+        connection.error = failure
+        if was != connection.status:
+            connection.warnings.append(f"MCP server {failure.server!r} {failure.kind} failure: {failure.message}")
+
+    async def _list(self, client: Client) -> list[mcp.types.Tool]:
+        tools: list[mcp.types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server that pages forever is cut off
+            page = await asyncio.wait_for(client.list_tools(cursor=cursor), timeout=self.connect_timeout_s)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def _relist_one(self, connection: _Connection) -> None:
+        client = connection.client
+        if client is None:
+            return
+        connection.list_changed = False
+        try:
+            listed = await self._list(client)
+        except Exception as exc:
+            kind, message = _describe(exc)
+            self._fail(connection, McpFailure(server=connection.config.name, kind=kind, message=message))
+            connection.stop.set()
+            return
+        self._absorb(connection, listed)
+
+    def _absorb(self, connection: _Connection, listed: Sequence[mcp.types.Tool]) -> None:
+        """Take a listing: the tools that can be offered, warnings for the others, a new generation if it differs."""
+        server = connection.config.name
+        tools: list[McpTool] = []
+        specs: dict[str, ToolSpec] = {}
+        for raw in listed:
+            name = tool_name(server, raw.name)
+            annotations = raw.annotations
+            tool = McpTool(
+                server=server,
+                name=name,
+                remote=raw.name,
+                description=_description(raw),
+                input_schema=dict(raw.input_schema),
+                read_only=bool(annotations and annotations.read_only_hint),
+                idempotent=bool(annotations and annotations.idempotent_hint),
+                destructive=annotations is None or annotations.destructive_hint is not False,
+            )
+            try:
+                if len(name) > 64:
+                    raise ValueError(f"its name as offered, {name!r}, is longer than the API's 64 characters")
+                if name in specs:
+                    raise ValueError(f"another tool of the server is offered as {name!r}")
+                if self.taken(name):
+                    raise ValueError(f"its name as offered, {name!r}, is another tool's (a custom or in-process tool)")
+                specs[name] = self._spec(tool)
+            except ValueError as exc:
+                connection.warnings.append(f"MCP server {server!r}: tool {raw.name!r} is not offered: {exc}")
+                continue
+            tools.append(tool)
+        if tuple(tools) != connection.tools or connection.generation == 0:
+            connection.generation += 1
+        connection.tools = tuple(tools)
+        connection.specs = specs
+
+    # ---- calling ------------------------------------------------------------------------------
+
+    async def call(self, tool: McpTool, arguments: Mapping[str, Any], *, timeout_s: float) -> ToolOutput:
+        """Call ``tool``; the server's answer, or an ``is_error`` output with the structured failure."""
+        connection = self._connections[tool.server]
+        client = connection.client
+        if client is None or connection.status != "connected":
+            failure = connection.error or McpFailure(server=tool.server, kind="transport", message="not connected")
+            failure = attrs.evolve(failure, tool=tool.remote)
+            return ToolOutput(content=failure.text() + "\nIt is reconnected before the next request.", is_error=True)
+        try:
+            result = await client.call_tool(tool.remote, dict(arguments), read_timeout_seconds=timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            kind, message = _describe(exc)
+            failure = McpFailure(server=tool.server, tool=tool.remote, kind=kind, message=message)
+            if kind in ("transport", "auth"):  # the connection is gone: reconnected at the next boundary
+                self._fail(connection, attrs.evolve(failure, tool=None))
+                connection.stop.set()
+            return ToolOutput(content=failure.text(), is_error=True)
+        return ToolOutput(content=_content_text(result, tool.name), is_error=bool(result.is_error))

@@ -1,0 +1,154 @@
+"""Model backends: the real Anthropic SDK over HTTP (the scripted test double is ``queryloop.testing``'s).
+
+Owns :class:`ModelCall` (one attempt as the loop asks for it), the
+:class:`ModelBackend` protocol and how a call becomes an attempt. The HTTP backend
+hands the SDK a prepared body (:func:`~queryloop.handlers.request.services.body.encode_request`:
+the transcript's stored bytes, serialised once per message, with the prompt-cache
+breakpoints); an in-process backend never looks at it, so such runs cost nothing per
+message.
+Backends keep nothing about the run: whether the server offers ``count_tokens`` is
+answered per call (:class:`TokenCount`) and remembered in the run data.
+:func:`with_request_deadline` gives every call of a backend the run's per-request
+deadline (``ModelCall.deadline_s``), which the HTTP backend enforces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ...messages import MessageView
+from .body import encode_request, prompt_caching_disabled
+
+if TYPE_CHECKING:
+    import anthropic
+from .client import (
+    ModelFailure,
+    ModelReply,
+    ModelRequest,
+    send_request,
+)
+
+__all__ = [
+    "AnthropicBackend",
+    "ModelBackend",
+    "ModelCall",
+    "TokenCount",
+    "with_request_deadline",
+]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ModelCall:
+    """One attempt as the loop asks for it; backends turn it into HTTP (or script it)."""
+
+    model: str
+    messages: MessageView
+    system: str | None
+    tools: tuple[dict[str, Any], ...]
+    max_tokens: int
+    stream: bool
+    attempt: int
+    idle_timeout_s: float
+    deadline_s: float | None = None
+    """The longest the whole attempt may take; past it the attempt is a ``retryable`` timeout."""
+    prompt_cache: bool = True
+    """Whether the request may carry ``cache_control`` breakpoints (the backend may still send none)."""
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class TokenCount:
+    """The server's count of a request's input tokens: ``None`` when it gave none.
+
+    ``offered`` is False when the server refuses the request for good (a 4xx other
+    than 408, 409 or 429: no such endpoint, not for this model): the run stops asking.
+    A transient failure (a 5xx, a rate limit, a timeout) keeps it True.
+    """
+
+    tokens: int | None
+    offered: bool = True
+
+
+class ModelBackend(Protocol):
+    """Sends one attempt; returns a typed reply or failure, never raises for API problems."""
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure: ...
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        """The server's count of the request's input tokens (``tokens`` None when it gives none)."""
+        ...
+
+
+class AnthropicBackend:
+    """Sends attempts with the official SDK; the client must be built with ``max_retries=0``.
+
+    ``prompt_caching`` None reads ``DISABLE_PROMPT_CACHING`` from the environment once,
+    here (as Claude Code does): set to a true value, no request carries a breakpoint.
+    """
+
+    def __init__(self, client: anthropic.AsyncAnthropic, *, prompt_caching: bool | None = None) -> None:
+        if client.max_retries != 0:
+            raise ValueError("the state machine owns retries: build the client with max_retries=0")
+        self.client = client
+        self.prompt_caching = not prompt_caching_disabled() if prompt_caching is None else prompt_caching
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        body = encode_request(call, stream=call.stream, prompt_cache=call.prompt_cache and self.prompt_caching)
+        request = ModelRequest(
+            model=call.model,
+            max_tokens=call.max_tokens,
+            stream=call.stream,
+            idle_timeout_s=call.idle_timeout_s,
+            deadline_s=call.deadline_s,
+            attempt=call.attempt,
+            body=body,
+        )
+        return await send_request(self.client, request, on_text=on_text)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        """``/v1/messages/count_tokens``; a lasting client error says the server does not offer it.
+
+        Bounded like a model call: the idle timeout for each wait, the deadline overall.
+        """
+        kwargs: dict[str, Any] = {"model": call.model, "messages": call.messages.to_list()}
+        if call.system:
+            kwargs["system"] = call.system
+        if call.tools:
+            kwargs["tools"] = list(call.tools)
+        import anthropic  # already loaded: the client is an anthropic client
+
+        try:
+            async with asyncio.timeout(call.deadline_s):
+                counted = await self.client.messages.count_tokens(**kwargs, timeout=call.idle_timeout_s)
+        except anthropic.APIStatusError as exc:
+            status = exc.status_code  # a client error other than a rate limit or timeout will not go away
+            return TokenCount(tokens=None, offered=not (400 <= status < 500 and status not in (408, 409, 429)))
+        except (anthropic.APIError, TimeoutError):
+            return TokenCount(tokens=None)  # transient (connection, timeout, bad body): ask again next time
+        return TokenCount(tokens=int(counted.input_tokens))
+
+
+class _DeadlineBackend:
+    """Hands every call to ``inner`` with ``deadline_s`` set."""
+
+    def __init__(self, inner: ModelBackend, deadline_s: float) -> None:
+        self.inner = inner
+        self.deadline_s = deadline_s
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        return await self.inner.send(attrs.evolve(call, deadline_s=self.deadline_s), on_text)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        return await self.inner.count_tokens(attrs.evolve(call, deadline_s=self.deadline_s))
+
+
+def with_request_deadline(backend: ModelBackend, deadline_s: float | None) -> ModelBackend:
+    """``backend`` giving every call (model, summary and count_tokens requests) ``deadline_s``; None: unchanged."""
+    if deadline_s is None:
+        return backend
+    if deadline_s <= 0:
+        raise ValueError(f"a request deadline must be > 0 seconds, got {deadline_s:g}")
+    return _DeadlineBackend(backend, deadline_s)

@@ -1,0 +1,233 @@
+"""The bytes of a Messages API request body, built incrementally, with prompt-cache breakpoints.
+
+Owns :func:`encode_request` (a :class:`~queryloop.handlers.request.services.backends.ModelCall`
+as the JSON body the official SDK would send for the same parameters),
+:func:`encode_params` (the same for plain values, no breakpoints), where the
+``cache_control`` breakpoints go (:func:`with_breakpoint`) and whether prompt caching
+is switched off (:func:`prompt_caching_disabled`). It sends nothing: the client posts
+the bytes through the SDK.
+
+Why bytes: the SDK serialises every parameter it is given on every request, so a loop
+that hands it the transcript pays for the whole history each turn. Here every message
+is serialised once, when it is appended to the
+:class:`~queryloop.handlers.messages.MessageView` (its bytes are kept beside it), and
+a body is those bytes copied between a head and a tail: the system prompt and tool
+definitions (serialised once per object, :func:`_json_once`), then the messages, then
+the model, ``max_tokens`` and ``stream``. Keys come in that order so the body's bytes
+up to the last message are the previous request's, whatever the model or the stream
+flag.
+
+Breakpoints, placed as Claude Code 2.1.235 places them (seen in the request bodies it
+sent to the embedded server; no ``ttl``, so the 5-minute cache): one at the end of the
+system prompt, which becomes a list of one text block for it (tools come before the
+system prompt in the cached prefix, so that one covers them too; with no system prompt
+the last tool definition carries it), and one on the last block of the last message,
+so the next request reads the whole history up to it from the cache. That is two of
+the four the API allows. A message is always sent as it is stored: when the last one
+is a plain string (a prompt, a continuation, a hook's feedback) it has no block to
+mark, and the user message before it (the one that ended the previous request and
+carried its breakpoint) carries it again, so the prefix already written is read
+whole. Breakpoints are chosen per request from the request alone, so a compacted
+transcript simply gets new ones. The marked message is the only one serialised again
+(a copy with ``cache_control`` on its block); the stored message never changes.
+``DISABLE_PROMPT_CACHING`` (Claude Code's variable) sends none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ...messages import Message, MessageView, compact_json
+
+__all__ = [
+    "CACHE_CONTROL",
+    "MAX_BREAKPOINTS",
+    "RequestParams",
+    "encode_params",
+    "encode_request",
+    "prompt_caching_disabled",
+    "with_breakpoint",
+]
+
+CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
+"""The breakpoint marker: an ephemeral entry with the default 5-minute ttl, as Claude Code sends it."""
+
+MAX_BREAKPOINTS = 4
+"""The most ``cache_control`` markers the API accepts in one request."""
+
+_TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+# Block types the API refuses a cache_control on (they are cached as part of what follows).
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+_CARRIER_SEARCH = 4
+"""Messages looked at, from the last, for a block to carry the history's breakpoint."""
+
+
+class RequestParams(Protocol):
+    """What a body is built from: a :class:`~queryloop.handlers.request.services.backends.ModelCall` has it all."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def messages(self) -> MessageView: ...
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def tools(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def prompt_cache(self) -> bool: ...
+
+
+def prompt_caching_disabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``DISABLE_PROMPT_CACHING`` is set to a true value (``1``, ``true``, ``yes``, ``on``).
+
+    Claude Code reads the same variable; ``0`` or an empty value leaves caching on.
+    """
+    value = (os.environ if environ is None else environ).get("DISABLE_PROMPT_CACHING", "")
+    return value.strip().lower() in _TRUTHY
+
+
+# ---- serialised once ----------------------------------------------------------------------
+
+_ONCE_LIMIT = 256
+_once: dict[tuple[int, bool], tuple[object, bytes]] = {}
+
+
+def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False) -> bytes:
+    """The compact JSON of a system prompt or a tool definition, remembered by identity.
+
+    With ``breakpoint``, the value as it carries the prefix's breakpoint: a system prompt
+    as one marked text block in a list, a tool definition with ``cache_control``. An
+    entry keeps ``value`` alive, so its id cannot be reused while it is remembered; the
+    table is cleared when full. Tool definitions are built once and never changed in
+    place (a changed catalog is a new tuple of new dicts), so identity is enough.
+    """
+    key = (id(value), breakpoint)
+    hit = _once.get(key)
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    shown: object = value
+    if breakpoint:
+        shown = [_marked({"type": "text", "text": value})] if isinstance(value, str) else _marked(value)
+    encoded = compact_json(shown).encode("utf-8")
+    if len(_once) >= _ONCE_LIMIT:
+        _once.clear()
+    _once[key] = (value, encoded)
+    return encoded
+
+
+def _marked(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {**block, "cache_control": dict(CACHE_CONTROL)}
+
+
+def _markable(block: Any) -> bool:
+    if not isinstance(block, Mapping) or block.get("type") in _UNMARKABLE:
+        return False
+    return not (block.get("type") == "text" and not block.get("text"))  # an empty text block is refused
+
+
+def with_breakpoint(message: Mapping[str, Any]) -> Message | None:
+    """A copy of ``message`` with a breakpoint on its last block that can carry one; None if none can.
+
+    Thinking blocks and empty text blocks cannot carry a breakpoint; the nearest block
+    before them does. A message whose content is a string has no block to carry one and
+    is not rewritten into one: every message is sent as it is stored.
+    """
+    content = message.get("content")
+    if not isinstance(content, list):
+        return None
+    for index in range(len(content) - 1, -1, -1):
+        if _markable(content[index]):
+            blocks = list(content)
+            blocks[index] = _marked(content[index])
+            return {**message, "content": blocks}
+    return None
+
+
+def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool) -> bytes:
+    """``{"system":…,"tools":[…],"messages":[`` with the prefix breakpoint when ``cache``."""
+    parts = [b"{"]
+    if system is not None:  # an empty one cannot carry a breakpoint (the API refuses an empty text block)
+        parts += (b'"system":', _json_once(system, breakpoint=cache and bool(system)), b",")
+    if tools:
+        encoded = [_json_once(tool) for tool in tools]
+        if cache and not system:  # no system prompt to carry the prefix's breakpoint: the last tool does
+            encoded[-1] = _json_once(tools[-1], breakpoint=True)
+        parts += (b'"tools":[', b",".join(encoded), b"],")
+    parts.append(b'"messages":[')
+    return b"".join(parts)
+
+
+def _tail(model: str, max_tokens: int, stream: bool) -> bytes:
+    return (
+        b'],"model":'
+        + compact_json(model).encode("utf-8")
+        + b',"max_tokens":'
+        + str(int(max_tokens)).encode()
+        + (b',"stream":true}' if stream else b"}")
+    )
+
+
+def _carrier(messages: MessageView) -> tuple[int, Message] | None:
+    """The message that carries the history's breakpoint, marked: the last user message with a block that can.
+
+    Normally the last message (the newest tool results). When that one is a plain string
+    (a prompt, a continuation, hook feedback), the user message before it, the one that
+    ended the previous request and carried its breakpoint, so the prefix marked is the
+    one already written; the model's own replies are not marked. Looks at the last
+    :data:`_CARRIER_SEARCH` messages at most.
+    """
+    count = len(messages)
+    for index in range(count - 1, max(-1, count - 1 - _CARRIER_SEARCH), -1):
+        message = messages.at(index)
+        marked = with_breakpoint(message) if message.get("role") == "user" else None
+        if marked is not None:
+            return index, marked
+    return None
+
+
+def encode_request(call: RequestParams, *, stream: bool, prompt_cache: bool | None = None) -> bytes:
+    """The JSON body of ``call`` as the SDK would send it (``"stream": true`` when ``stream``), with breakpoints.
+
+    ``prompt_cache`` None follows ``call.prompt_cache``. The messages' bytes are the ones
+    written when they were appended; only the message carrying the breakpoint is
+    serialised again (a marked copy).
+    """
+    cache = call.prompt_cache if prompt_cache is None else prompt_cache
+    messages = call.messages
+    count = len(messages)
+    head = _head(call.system, call.tools, cache)
+    tail = _tail(call.model, call.max_tokens, stream)
+    carrier = _carrier(messages) if cache else None
+    if carrier is None:
+        return messages.encode_between(head, count, tail)
+    index, marked = carrier
+    after = [compact_json(marked).encode("utf-8"), *(messages.encoded(i) for i in range(index + 1, count))]
+    return messages.encode_between(head, index, (b"," if index else b"") + b",".join(after) + tail)
+
+
+def encode_params(
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    system: str | None,
+    tools: Sequence[Mapping[str, Any]],
+    max_tokens: int,
+    stream: bool,
+) -> bytes:
+    """The body for plain parameters, serialised in one pass and with no breakpoints (direct callers, tests)."""
+    params: dict[str, Any] = {}
+    if system is not None:
+        params["system"] = system
+    if tools:
+        params["tools"] = list(tools)
+    params |= {"messages": list(messages), "model": model, "max_tokens": int(max_tokens)}
+    if stream:
+        params["stream"] = True
+    return json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

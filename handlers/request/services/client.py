@@ -1,0 +1,701 @@
+"""One HTTP attempt at the Messages API, turned into a typed outcome.
+
+Owns :func:`send_request` (one attempt through the official ``anthropic`` SDK, streamed
+or not: the SDK's ``post`` of ``/v1/messages`` with a body already serialised, see
+``body``, and the options ``messages.create`` would add, so the headers, idempotency
+key, errors and stream events are the SDK's own), the classification of every failure
+into a :data:`FailureKind`, the per-attempt :class:`RequestLog`, and
+:class:`UsageTotals` (usage, cache reads and writes included, and cost summed per
+model). It does not retry, back off, switch models or decide recovery: the client it
+is handed is built with ``max_retries=0`` and the state machine's edges own all of
+that. No exception escapes for an HTTP, SSE or JSON problem — each one is a
+:class:`ModelFailure`; ``asyncio.CancelledError`` propagates.
+
+Two clocks bound an attempt: the idle timeout (the longest silence: waiting for the
+response headers, the next SSE event, or the next bytes of a non-streamed body) and an
+optional deadline for the whole attempt. Either one running out is a ``retryable``
+failure with ``error_type`` ``timeout_error`` — except a stream gone idle after its
+headers, which is ``stream_broken`` (the machine's stream fallback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import attrs
+
+from queryloop.fsm.jsontext import loads_json
+
+from .body import encode_params
+from .pricing import cost_usd
+
+if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
+    import anthropic
+    from anthropic.types import RawContentBlockDeltaEvent, RawContentBlockStartEvent, RawContentBlockStopEvent
+
+__all__ = [
+    "FailureKind",
+    "ModelFailure",
+    "ModelReply",
+    "ModelRequest",
+    "ModelUsage",
+    "RequestLog",
+    "UsageTotals",
+    "classify_error",
+    "send_request",
+]
+
+FailureKind = Literal[
+    "retryable",
+    "overloaded",
+    "model_unavailable",
+    "prompt_too_long",
+    "media_too_large",
+    "fatal",
+    "stream_broken",
+    "malformed_response",
+]
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+# The nominal HTTP status of each API error type, used to classify an `event: error`
+# that arrives after a 200 (the SDK reports those with status_code 200).
+_STATUS_OF_TYPE: Mapping[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "timeout_error": 408,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+@attrs.frozen(kw_only=True)
+class ModelRequest:
+    """Everything one attempt sends; ``attempt`` counts attempts of one logical request.
+
+    ``body`` is the prepared JSON body (:func:`~queryloop.handlers.request.services.body.encode_request`
+    builds it from the stored bytes of the transcript, with cache breakpoints); without
+    one, the body is encoded from ``messages``, ``system`` and ``tools`` in one pass.
+    ``model`` and ``stream`` must agree with a prepared body: they label the attempt.
+    """
+
+    model: str
+    max_tokens: int
+    messages: tuple[dict[str, Any], ...] = ()
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    stream: bool = True
+    idle_timeout_s: float = 90.0
+    """The longest wait for the response headers, the next SSE event or the next bytes of a body."""
+    deadline_s: float | None = None
+    """The longest the whole attempt may take (None: no limit but the idle timeout)."""
+    attempt: int = 1
+    body: bytes | None = None
+    """The JSON body as sent (None: encoded from the fields above, without breakpoints)."""
+
+
+@attrs.frozen(kw_only=True)
+class RequestLog:
+    """What happened on one HTTP attempt (kept for telemetry, transcripts and tests)."""
+
+    client_request_id: str
+    """The uuid sent as ``x-client-request-id``."""
+    request_id: str | None
+    """The server's ``request-id`` header."""
+    attempt: int
+    model: str
+    stream: bool
+    status: int | None
+    stop_reason: str | None
+    ttft_ms: float | None
+    """Time to the first content delta; None when not streamed or none arrived."""
+    duration_ms: float
+    usage: Mapping[str, Any]
+    error_kind: FailureKind | None = None
+    error_message: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ModelReply:
+    """A complete answer: API-format content blocks (tool_use ``input`` parsed to a dict)."""
+
+    content: tuple[dict[str, Any], ...]
+    stop_reason: str | None
+    usage: Mapping[str, Any]
+    model: str
+    request_id: str | None
+    log: RequestLog
+    message_id: str | None = None
+    """The API's id of the message (``msg_…``), when the server sent one."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelFailure:
+    """A failed attempt, classified so the state machine can choose a recovery edge."""
+
+    kind: FailureKind
+    status: int | None
+    error_type: str | None
+    message: str
+    retry_after_s: float | None = None
+    retry_at: float | None = None
+    """When the server asked to be retried (Unix time): ``retry_after_s`` after the answer arrived."""
+    should_retry: bool | None = None
+    partial_content: tuple[dict[str, Any], ...] = ()
+    """Blocks completed (``content_block_stop`` seen, tool input parsed) before a mid-stream failure."""
+    log: RequestLog
+
+
+# ---- classification --------------------------------------------------------------------
+
+
+def _should_retry(headers: Mapping[str, str] | None) -> bool | None:
+    value = (headers or {}).get("x-should-retry")
+    if value is None:
+        return None
+    value = value.strip().lower()
+    return True if value == "true" else False if value == "false" else None
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (preferred) or ``retry-after`` (seconds or HTTP date)."""
+    headers = headers or {}
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def classify_error(
+    status: int | None, error_type: str | None, message: str, *, should_retry: bool | None = None
+) -> FailureKind:
+    """The kind of an API error; ``status`` 200 means an ``event: error`` after a 200.
+
+    Order matters: the recoverable specifics (overloaded, prompt too long, media too
+    large, model unavailable) are recognised first; then ``x-should-retry: true`` makes
+    anything retryable, and ``x-should-retry: false`` makes a transient error fatal.
+    """
+    effective = status if status is not None and status != 200 else _STATUS_OF_TYPE.get(error_type or "", 500)
+    text = message.lower()
+    if effective == 529 or error_type == "overloaded_error":
+        return "fatal" if should_retry is False else "overloaded"
+    if effective == 413 or error_type == "request_too_large" or (effective == 400 and "prompt is too long" in text):
+        return "prompt_too_long"
+    if effective == 400 and (
+        "image exceeds" in text or ("too large" in text and ("image" in text or "media" in text or "pdf" in text))
+    ):
+        return "media_too_large"
+    if effective == 404 and "model" in text:
+        return "model_unavailable"
+    if should_retry is True:
+        return "retryable"
+    if effective in (408, 409, 429) or effective >= 500:
+        return "fatal" if should_retry is False else "retryable"
+    return "fatal"
+
+
+def _api_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return str(exc.message)
+
+
+def _error_type(exc: anthropic.APIStatusError) -> str | None:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("type"), str):
+            return str(error["type"])
+    return None
+
+
+# ---- the attempt -----------------------------------------------------------------------
+
+
+class _Attempt:
+    """Mutable bookkeeping of one attempt, frozen into a RequestLog at the end."""
+
+    def __init__(self, req: ModelRequest) -> None:
+        self.req = req
+        self.client_request_id = str(uuid.uuid4())
+        self.started = time.monotonic()
+        self.request_id: str | None = None
+        self.status: int | None = None
+        self.ttft_ms: float | None = None
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.model = req.model
+        self.note: str | None = None
+        self.assembler: _Assembler | None = None  # a streamed reply's blocks so far
+
+    def elapsed_ms(self) -> float:
+        return (time.monotonic() - self.started) * 1000.0
+
+    def log(self, kind: FailureKind | None = None, message: str | None = None) -> RequestLog:
+        return RequestLog(
+            client_request_id=self.client_request_id,
+            request_id=self.request_id,
+            attempt=self.req.attempt,
+            model=self.req.model,
+            stream=self.req.stream,
+            status=self.status,
+            stop_reason=self.stop_reason,
+            ttft_ms=self.ttft_ms,
+            duration_ms=self.elapsed_ms(),
+            usage=dict(self.usage),
+            error_kind=kind,
+            error_message=message if message is not None else self.note,
+        )
+
+    def fail(
+        self,
+        kind: FailureKind,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        partial: tuple[dict[str, Any], ...] = (),
+    ) -> ModelFailure:
+        if status is not None:
+            self.status = status
+        retry_after = _retry_after(headers)
+        return ModelFailure(
+            kind=kind,
+            status=self.status,
+            error_type=error_type,
+            message=message,
+            retry_after_s=retry_after,
+            retry_at=None if retry_after is None else time.time() + retry_after,
+            should_retry=_should_retry(headers),
+            partial_content=partial,
+            log=self.log(kind, message),
+        )
+
+    def from_status_error(
+        self, exc: anthropic.APIStatusError, partial: tuple[dict[str, Any], ...] = ()
+    ) -> ModelFailure:
+        headers = exc.response.headers
+        self.request_id = self.request_id or headers.get("request-id")
+        message, etype = _api_message(exc), _error_type(exc)
+        kind = classify_error(exc.status_code, etype, message, should_retry=_should_retry(headers))
+        return self.fail(kind, message, status=exc.status_code, error_type=etype, headers=headers, partial=partial)
+
+    def from_transport_error(self, exc: anthropic.APIConnectionError) -> ModelFailure:
+        import anthropic
+
+        timed_out = isinstance(exc, anthropic.APITimeoutError)
+        cause = exc.__cause__
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+        if type(cause).__name__ == "RemoteProtocolError" and "message body" in str(cause):  # the SDK's HTTP library
+            # the server answered and its body broke off mid-way: the answer, not the connection, broke
+            return self.fail("stream_broken", f"the response broke off before it was complete: {detail}")
+        message = f"{'request timed out' if timed_out else 'connection error'}: {detail}"
+        return self.fail("retryable", message, error_type="timeout_error" if timed_out else "connection_error")
+
+
+def _body(req: ModelRequest) -> bytes:
+    if req.body is not None:
+        return req.body
+    return encode_params(
+        model=req.model,
+        messages=req.messages,
+        system=req.system,
+        tools=req.tools,
+        max_tokens=req.max_tokens,
+        stream=req.stream,
+    )
+
+
+def _options(attempt: _Attempt, *, raw: bool = False, timeout: float | None = None) -> Any:
+    """The request options ``messages.create`` would pass, for a body we prepared ourselves.
+
+    Everything else ``messages.create`` adds comes from the client on any request: the
+    default headers (``anthropic-version``, the key, ``X-Stainless-*``, the user agent,
+    ``Content-Type``), the idempotency key and the retry count. It also names the
+    tracing span, kept here; what it does not do for us is compute a default timeout for
+    a non-streamed call from ``max_tokens`` (ours always has the idle timeout) and warn
+    about a deprecated model name.
+    """
+    headers = {"x-client-request-id": attempt.client_request_id, "content-type": "application/json"}
+    if raw:
+        headers["X-Stainless-Raw-Response"] = "raw"  # what with_raw_response sets: the response, unparsed
+    options: dict[str, Any] = {
+        "headers": headers,
+        "span_name": "anthropic.messages.create",
+        "span_route": "/v1/messages",
+    }
+    if timeout is not None:
+        options["timeout"] = timeout
+    return options
+
+
+async def send_request(
+    client: anthropic.AsyncAnthropic, req: ModelRequest, *, on_text: Callable[[str], None] | None = None
+) -> ModelReply | ModelFailure:
+    """Send ``req`` once through ``client`` (built with ``max_retries=0``) and classify the outcome.
+
+    Streaming calls ``on_text`` with each text delta as it arrives. The idle timeout
+    bounds the wait for the response headers and for every following SSE event (or
+    read of a non-streamed body); ``req.deadline_s`` bounds the whole attempt.
+    """
+    attempt = _Attempt(req)
+    sending = _send_streaming(client, req, attempt, on_text) if req.stream else _send_plain(client, req, attempt)
+    if req.deadline_s is None:
+        return await sending
+    try:
+        async with asyncio.timeout(req.deadline_s):
+            return await sending
+    except TimeoutError:
+        done = attempt.assembler.completed if attempt.assembler is not None else ()
+        return attempt.fail(
+            "retryable",
+            f"no complete response within the request deadline of {req.deadline_s:g} s",
+            error_type="timeout_error",
+            partial=done,
+        )
+
+
+async def _send_plain(
+    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
+) -> ModelReply | ModelFailure:
+    import anthropic
+    from anthropic.types import Message
+
+    try:
+        # The idle timeout is httpx's read timeout: the longest silence, not the whole
+        # answer (that is the deadline's). Explicit, too, because the SDK refuses
+        # non-streaming calls whose max_tokens suggests > 10 minutes unless one is given.
+        answer = await client.post(
+            "/v1/messages",
+            cast_to=Message,
+            content=_body(req),
+            options=_options(attempt, raw=True, timeout=req.idle_timeout_s),
+        )
+        raw = cast("anthropic.AsyncAPIResponse[Message]", answer)  # the raw-response header: the response, unparsed
+        attempt.status = raw.status_code
+        attempt.request_id = raw.headers.get("request-id")
+        text = await raw.text()
+    except anthropic.APIStatusError as exc:
+        return attempt.from_status_error(exc)
+    except anthropic.APIConnectionError as exc:
+        return attempt.from_transport_error(exc)
+    except Exception as exc:  # the 200's body broke off mid-way (httpx errors are not wrapped here)
+        return attempt.fail(
+            "stream_broken", f"the response broke off before it was complete: {type(exc).__name__}: {exc}"
+        )
+    try:
+        data = loads_json(text)
+    except ValueError as exc:
+        return attempt.fail("malformed_response", f"the response body is not JSON: {exc} (body starts {text[:80]!r})")
+    if isinstance(data, dict) and data.get("type") == "error" and isinstance(data.get("error"), dict):
+        etype = data["error"].get("type")
+        message = str(data["error"].get("message", ""))
+        kind = classify_error(attempt.status, etype, message)
+        return attempt.fail(kind, message, error_type=etype, headers=raw.headers)
+    problem = _message_problem(data)
+    if problem:
+        return attempt.fail("malformed_response", problem)
+    attempt.usage = {k: v for k, v in data.get("usage", {}).items() if v is not None}
+    attempt.stop_reason = data.get("stop_reason")
+    content = tuple(dict(b) for b in data["content"])
+    return ModelReply(
+        content=content,
+        stop_reason=attempt.stop_reason,
+        usage=dict(attempt.usage),
+        model=str(data.get("model") or req.model),
+        request_id=attempt.request_id,
+        log=attempt.log(),
+        message_id=data.get("id") if isinstance(data.get("id"), str) else None,
+    )
+
+
+def _message_problem(data: Any) -> str | None:
+    """Why ``data`` is not a usable Messages API reply, or None."""
+    if not isinstance(data, dict) or data.get("type") != "message":
+        kind = data.get("type") if isinstance(data, dict) else None
+        return f"the response is not a message object (found {type(data).__name__} of type {kind!r})"
+    content = data.get("content")
+    if not isinstance(content, list) or not all(
+        isinstance(b, dict) and isinstance(b.get("type"), str) for b in content
+    ):
+        return "the response's content is not a list of typed blocks"
+    for block in content:
+        if block["type"] == "tool_use" and not (
+            isinstance(block.get("input"), dict) and isinstance(block.get("id"), str)
+        ):
+            return f"tool_use block {block.get('name')!r} has no id or an input that is not an object"
+    if not isinstance(data.get("usage", {}), dict):
+        return "the response's usage is not an object"
+    return None
+
+
+class _Assembler:
+    """Builds content blocks from stream events; keeps only the ones that completed."""
+
+    def __init__(self, on_text: Callable[[str], None] | None) -> None:
+        self.on_text = on_text
+        self.open: dict[int, dict[str, Any]] = {}
+        self.json_parts: dict[int, list[str]] = {}
+        self.done: list[tuple[int, dict[str, Any]]] = []
+        self.dropped: list[str] = []
+        self.saw_stop = False
+
+    @property
+    def completed(self) -> tuple[dict[str, Any], ...]:
+        return tuple(block for _, block in sorted(self.done, key=lambda item: item[0]))
+
+    def start(self, event: RawContentBlockStartEvent) -> None:
+        block = event.content_block.model_dump(mode="json", exclude_none=True)
+        if block.get("type") == "tool_use":
+            block["input"] = {}
+            self.json_parts[event.index] = []
+        self.open[event.index] = block
+
+    def delta(self, event: RawContentBlockDeltaEvent) -> bool:
+        """Apply a delta; True when it carried visible content (for time-to-first-token)."""
+        block = self.open.get(event.index)
+        if block is None:
+            return False
+        d = event.delta
+        if d.type == "text_delta":
+            block["text"] = block.get("text", "") + d.text
+            if self.on_text is not None and d.text:
+                self.on_text(d.text)
+            return True
+        if d.type == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + d.thinking
+            return True
+        if d.type == "signature_delta":
+            block["signature"] = block.get("signature", "") + d.signature
+            return False
+        if d.type == "input_json_delta":
+            self.json_parts.setdefault(event.index, []).append(d.partial_json)
+            return True
+        return False
+
+    def stop(self, event: RawContentBlockStopEvent) -> None:
+        block = self.open.pop(event.index, None)
+        if block is None:
+            return
+        if block.get("type") == "tool_use":
+            raw = "".join(self.json_parts.pop(event.index, []))
+            try:
+                parsed = loads_json(raw) if raw.strip() else {}
+            except ValueError:  # cut off, or past what can be read safely (nested too deep, a number too long)
+                parsed = None
+            if not isinstance(parsed, dict):
+                # Never hand over half a tool call: the loop sees stop_reason=tool_use
+                # without this block and takes its malformed-tool-use edge.
+                self.dropped.append(f"tool_use {block.get('name')!r} ({block.get('id')}): input JSON did not parse")
+                return
+            block["input"] = parsed
+        self.done.append((event.index, block))
+
+
+async def _send_streaming(
+    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt, on_text: Callable[[str], None] | None
+) -> ModelReply | ModelFailure:
+    import anthropic
+    from anthropic.types import (
+        Message,
+        RawContentBlockDeltaEvent,
+        RawContentBlockStartEvent,
+        RawContentBlockStopEvent,
+        RawMessageDeltaEvent,
+        RawMessageStartEvent,
+        RawMessageStopEvent,
+        RawMessageStreamEvent,
+    )
+
+    idle = req.idle_timeout_s
+    try:
+        async with asyncio.timeout(idle):
+            stream = await client.post(
+                "/v1/messages",
+                cast_to=Message,
+                content=_body(req),
+                options=_options(attempt),
+                stream=True,
+                stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+            )
+    except TimeoutError:
+        return attempt.fail(
+            "retryable", f"no response headers within the idle timeout of {idle:g} s", error_type="timeout_error"
+        )
+    except anthropic.APIStatusError as exc:
+        return attempt.from_status_error(exc)
+    except anthropic.APIConnectionError as exc:
+        return attempt.from_transport_error(exc)
+
+    attempt.status = stream.response.status_code
+    attempt.request_id = stream.response.headers.get("request-id")
+    asm = attempt.assembler = _Assembler(on_text)
+    message_id: str | None = None
+    try:
+        iterator = stream.__aiter__()
+        while True:
+            try:
+                # asyncio.timeout (not wait_for) keeps the SDK's generator in this task.
+                async with asyncio.timeout(idle):
+                    event = await iterator.__anext__()
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                return attempt.fail(
+                    "stream_broken",
+                    f"stream idle timeout: no event for {idle:g} s after {len(asm.done)} complete blocks",
+                    error_type="stream_idle_timeout",
+                    partial=asm.completed,
+                )
+            except anthropic.APIStatusError as exc:  # `event: error` after the 200
+                return attempt.from_status_error(exc, partial=asm.completed)
+            except Exception as exc:  # cut connection, malformed SSE/JSON: the SDK does not wrap these
+                return attempt.fail(
+                    "stream_broken",
+                    f"stream broke after {len(asm.done)} complete blocks: {type(exc).__name__}: {exc}",
+                    error_type="stream_error",
+                    partial=asm.completed,
+                )
+            if isinstance(event, RawMessageStartEvent):
+                attempt.model = event.message.model or req.model
+                message_id = event.message.id or None
+                attempt.usage.update(_usage_dict(event.message.usage))
+            elif isinstance(event, RawContentBlockStartEvent):
+                asm.start(event)
+            elif isinstance(event, RawContentBlockDeltaEvent):
+                if asm.delta(event) and attempt.ttft_ms is None:
+                    attempt.ttft_ms = attempt.elapsed_ms()
+            elif isinstance(event, RawContentBlockStopEvent):
+                asm.stop(event)
+            elif isinstance(event, RawMessageDeltaEvent):
+                attempt.stop_reason = event.delta.stop_reason
+                attempt.usage.update(_usage_dict(event.usage))
+            elif isinstance(event, RawMessageStopEvent):
+                asm.saw_stop = True
+    finally:
+        await _close_quietly(stream)
+
+    if not asm.saw_stop:
+        return attempt.fail(
+            "stream_broken",
+            f"stream ended without message_stop after {len(asm.done)} complete blocks",
+            error_type="stream_error",
+            partial=asm.completed,
+        )
+    if asm.dropped:
+        attempt.note = "; ".join(asm.dropped)
+    return ModelReply(
+        content=asm.completed,
+        stop_reason=attempt.stop_reason,
+        usage=dict(attempt.usage),
+        model=attempt.model,
+        request_id=attempt.request_id,
+        log=attempt.log(),
+        message_id=message_id,
+    )
+
+
+def _usage_dict(usage: Any) -> dict[str, Any]:
+    if usage is None:
+        return {}
+    dumped: dict[str, Any] = usage.model_dump(mode="json", exclude_none=True)
+    return dumped
+
+
+async def _close_quietly(stream: anthropic.AsyncStream[Any]) -> None:
+    try:
+        await stream.close()
+    except Exception:  # closing an already broken connection can fail; the outcome is decided
+        pass
+
+
+# ---- usage totals ----------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ModelUsage:
+    """Usage summed over the requests to one model, and its cost (None if the model has no price)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class UsageTotals:
+    """Usage and cost per model over a run; :meth:`add` returns a new record."""
+
+    by_model: Mapping[str, ModelUsage] = attrs.field(factory=dict)
+
+    def add(self, model: str, usage: Mapping[str, Any]) -> UsageTotals:
+        """These totals plus one request's ``usage`` (API field names) on ``model``."""
+        old = self.by_model.get(model, ModelUsage())
+        cost = cost_usd(model, usage)
+        counts = {k: getattr(old, k) + int(usage.get(k) or 0) for k in _USAGE_KEYS}
+        new = ModelUsage(
+            requests=old.requests + 1,
+            cost_usd=None if cost is None or old.cost_usd is None else old.cost_usd + cost,
+            **counts,
+        )
+        return UsageTotals(by_model={**self.by_model, model: new})
+
+    @property
+    def total_cost_usd(self) -> float | None:
+        """The summed cost, or None when any model used has no price (never a partial guess)."""
+        costs = [u.cost_usd for u in self.by_model.values()]
+        if any(c is None for c in costs):
+            return None
+        return sum(c for c in costs if c is not None)
+
+    @property
+    def known_cost_usd(self) -> float:
+        """The summed cost of the models that have a price (a lower bound when some don't)."""
+        return sum(u.cost_usd for u in self.by_model.values() if u.cost_usd is not None)
+
+    def usage(self) -> dict[str, int]:
+        """Token counts summed over all models, with API field names."""
+        return {k: sum(getattr(u, k) for u in self.by_model.values()) for k in _USAGE_KEYS}
+
+    def model_usage(self) -> dict[str, dict[str, Any]]:
+        """Per-model usage in the result object's ``model_usage`` shape (camelCase keys)."""
+        return {
+            model: {
+                "inputTokens": u.input_tokens,
+                "outputTokens": u.output_tokens,
+                "cacheCreationInputTokens": u.cache_creation_input_tokens,
+                "cacheReadInputTokens": u.cache_read_input_tokens,
+                "costUSD": u.cost_usd,
+            }
+            for model, u in self.by_model.items()
+        }

@@ -1,0 +1,114 @@
+"""Model prices and size limits, and the cost of one request's usage.
+
+Owns ``models.yaml`` beside it (read once, lazily) and the arithmetic turning API
+``usage`` into US dollars. A model the table does not list is priced as Claude Code
+2.1.235 prices one (:data:`UNLISTED_MODEL`), so ``total_cost_usd`` and
+``--max-budget-usd`` work for any model; :func:`model_info` still answers None for it.
+It does not accumulate usage over a run
+(:class:`~queryloop.handlers.request.services.client.UsageTotals` does).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import attrs
+import yaml
+
+__all__ = ["UNLISTED_MODEL", "ModelInfo", "context_window", "cost_usd", "known_models", "model_info"]
+
+_PER_MILLION = 1_000_000.0
+
+
+@attrs.frozen(kw_only=True)
+class ModelInfo:
+    """One model's prices (USD per million tokens) and limits."""
+
+    name: str
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+    context_window: int
+    max_output_tokens: int
+    aliases: tuple[str, ...] = ()
+
+
+UNLISTED_MODEL = ModelInfo(
+    name="(unlisted)",
+    input=5.0,
+    output=25.0,
+    cache_write=6.25,
+    cache_read=0.50,
+    context_window=200_000,
+    max_output_tokens=32_000,
+)
+"""The prices and window of a model missing from ``models.yaml``: Claude Code 2.1.235's for one.
+
+Observed side by side on the embedded server: for a model id it does not know, Claude
+Code reports a cost at $5 / $25 per million input / output tokens, $6.25 per million
+cache-write and $0.50 per million cache-read tokens (Opus 4.5's prices) and a 200,000-token
+``contextWindow``, where a null cost would leave ``--max-budget-usd`` unable to stop.
+"""
+
+
+@functools.cache
+def _table() -> Mapping[str, ModelInfo]:
+    text = (
+        resources.files(__package__ or "queryloop.handlers.request").joinpath("models.yaml").read_text(encoding="utf-8")
+    )
+    raw: dict[str, Any] = yaml.safe_load(text)["models"]
+    table: dict[str, ModelInfo] = {}
+    for name, entry in raw.items():
+        info = ModelInfo(
+            name=name,
+            input=float(entry["input"]),
+            output=float(entry["output"]),
+            cache_write=float(entry["cache_write"]),
+            cache_read=float(entry["cache_read"]),
+            context_window=int(entry["context_window"]),
+            max_output_tokens=int(entry["max_output_tokens"]),
+            aliases=tuple(entry.get("aliases") or ()),
+        )
+        for key in (name, *info.aliases):
+            if key in table:
+                raise ValueError(
+                    f"handlers/request/services/models.yaml: model id {key!r} is listed twice (keep one entry)"
+                )
+            table[key] = info
+    return table
+
+
+def model_info(model: str) -> ModelInfo | None:
+    """The entry for ``model`` (a name or one of its aliases), or None if unknown."""
+    return _table().get(model)
+
+
+def known_models() -> tuple[str, ...]:
+    """Every model id with a price, aliases included, sorted."""
+    return tuple(sorted(_table()))
+
+
+def context_window(model: str) -> int | None:
+    """The context window of ``model`` in tokens, or None if unknown."""
+    info = model_info(model)
+    return info.context_window if info else None
+
+
+def _tokens(usage: Mapping[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def cost_usd(model: str, usage: Mapping[str, Any]) -> float:
+    """Cost in USD of ``usage`` (API field names) on ``model``; an unlisted model at :data:`UNLISTED_MODEL`'s prices."""
+    info = model_info(model) or UNLISTED_MODEL
+    return (
+        _tokens(usage, "input_tokens") * info.input
+        + _tokens(usage, "output_tokens") * info.output
+        + _tokens(usage, "cache_creation_input_tokens") * info.cache_write
+        + _tokens(usage, "cache_read_input_tokens") * info.cache_read
+    ) / _PER_MILLION

@@ -1,0 +1,41 @@
+"""Which tools a call can name this turn: the registry's, and the ones offered beside it (MCP servers').
+
+Owns :func:`find_tool` (a call's tool, or None when nothing offered this turn has its
+name) and :func:`turn_registry` (the registry a turn's calls are dispatched through).
+The tools beyond the registry are those of ``request.tool_catalog`` — the catalog the
+model saw, changed only at a request boundary — run as the service that lists them can
+run them now (``ToolServices.extra_tool``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..data import ToolServices
+from .base import ToolSpec
+from .dispatch import ToolRegistry
+
+__all__ = ["find_tool", "turn_registry"]
+
+
+def find_tool(services: ToolServices, catalog: Sequence[Mapping[str, Any]], name: str) -> ToolSpec | None:
+    """The tool a call named ``name`` runs: a registered one, else one the ``catalog`` offered that can run now."""
+    tool = services.tools.get(name)
+    if tool is not None or not catalog:
+        return tool
+    if any(d.get("name") == name for d in catalog):
+        return services.extra_tool(name)
+    return None
+
+
+def turn_registry(services: ToolServices, catalog: Sequence[Mapping[str, Any]]) -> ToolRegistry:
+    """The registry with the offered catalog's tools added (as they can run now); the registry itself without one."""
+    if not catalog:
+        return services.tools
+    extra = []
+    for definition in catalog:
+        name = str(definition.get("name"))
+        if name not in services.tools and (spec := services.extra_tool(name)) is not None:
+            extra.append(spec)
+    return ToolRegistry(tools=(*services.tools.tools, *extra)) if extra else services.tools

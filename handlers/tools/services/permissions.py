@@ -1,0 +1,573 @@
+"""The permission decision for one tool call.
+
+Owns: matching a rule against a tool call (Bash commands as ``shell`` reads them,
+the path a file tool works on, exact specifiers for everything else), the decision
+``allow`` / ``ask`` / ``deny`` for one call (:func:`decide`) — for Bash in its own
+order, failing closed (``_BashCall``) — the narrow rules an "always" answer creates
+(:func:`suggest_rules`), the shape of a permission callback
+(:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`) and
+the input such a callback is shown (:func:`observable_input`).
+The rules' records and syntax live in ``rules`` and are re-exported here.
+
+Does not own: reading settings files (``queryloop.run.settings`` builds the rules
+from them), running PreToolUse hooks (``queryloop.handlers.hooks``), prompting a
+human, asking the callback or recording ``permission_denials`` (the gate, ``gate``,
+does those with the decision returned here).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+import attrs
+
+from ...messages import ToolCall
+from .rules import (  # the rules' records and syntax, re-exported: callers know them from here
+    BASH_TOOLS,
+    DEFAULT_READ_ONLY_TOOLS,
+    EDIT_TOOLS,
+    PERMISSION_MODES,
+    READ_TOOLS,
+    PermissionBehavior,
+    PermissionMode,
+    PermissionRule,
+    PermissionRuleError,
+    PermissionRules,
+    hidden_tools,
+    is_inside,
+    parse_rule,
+    parse_rule_list,
+    path_matches,
+    path_pattern,
+    read_denied,
+    read_denied_paths,
+    tool_name_matches,
+)
+from .shell import (
+    ReadOnlyReading,
+    ShellCommand,
+    SimpleCommand,
+    analyse,
+    bash_command_matches,
+    inner_commands,
+    read_only_operands,
+)
+
+if TYPE_CHECKING:
+    from .sandbox.policy import SandboxPolicy
+
+__all__ = [
+    "AskPermission",
+    "BASH_TOOLS",
+    "DEFAULT_READ_ONLY_TOOLS",
+    "EDIT_TOOLS",
+    "PERMISSION_MODES",
+    "PermissionAnswer",
+    "PermissionBehavior",
+    "PermissionDecision",
+    "PermissionMode",
+    "PermissionRule",
+    "PermissionRuleError",
+    "PermissionRules",
+    "READ_TOOLS",
+    "decide",
+    "hidden_tools",
+    "observable_input",
+    "parse_rule",
+    "parse_rule_list",
+    "read_denied",
+    "read_denied_paths",
+    "suggest_rules",
+]
+
+# The input key holding the path each path-taking tool works on.
+_PATH_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    "Read": ("file_path",),
+    "Edit": ("file_path",),
+    "Write": ("file_path",),
+    "MultiEdit": ("file_path",),
+    "NotebookRead": ("notebook_path",),
+    "NotebookEdit": ("notebook_path",),
+    "Glob": ("path",),
+    "Grep": ("path",),
+    "LS": ("path",),
+}
+# Glob/Grep/LS default to searching the working directory when no path is given.
+_PATH_DEFAULTS_TO_CWD: Final = frozenset({"Glob", "Grep", "LS"})
+
+
+def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> tuple[str, ...]:
+    """The allow rules an "always" answer to this call creates: as narrow as the call, never the whole tool.
+
+    Bash: one prefix rule per command the line runs (the program and its first word
+    that is not an option, e.g. ``Bash(git push:*)``); none for a line that writes a
+    file by redirection (only a bare ``Bash`` rule covers that) or sets variables; file
+    tools: the file (``Edit(./src/app.py)``); other tools: the tool's name.
+    """
+    if tool_name in BASH_TOOLS:
+        command = tool_input.get("command")
+        shell = analyse(command) if isinstance(command, str) else None
+        if shell is None or not shell.understood or not shell.commands or shell.writes:
+            return ()  # nothing narrower than "every Bash command" can be said: no "always"
+        if any(c.assignments for c in shell.commands):
+            return ()
+        rules: list[str] = []
+        for c in shell.commands:
+            head = [c.name, *(w for w in c.words[1:2] if not w.startswith("-") and "/" not in w and "*" not in w)]
+            rule = f"Bash({' '.join(head)}:*)"
+            if rule not in rules:
+                rules.append(rule)
+        return tuple(rules)
+    if tool_name in _PATH_KEYS:
+        path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
+        if path is None:
+            return (tool_name,)
+        try:
+            shown = "./" + str(Path(os.path.abspath(path)).relative_to(os.path.abspath(cwd)))
+        except ValueError:
+            shown = "/" + str(Path(os.path.abspath(path)))  # `//abs/path`: an absolute path rule
+        return (f"{tool_name}({shown})",)
+    return (tool_name,)
+
+
+# ------------------------------------------------------------------ bash commands
+# A command line is read by ``shell.analyse``: rules are matched against every simple
+# command it runs (wrappers and paths normalised), and every file a redirection writes
+# needs what a Write of that file needs.
+
+
+# The path keys a permission callback sees absolute: Claude Code 2.1.235 makes these (and only
+# these) absolute for its ``can_use_tool`` (``~`` expanded, ``..`` folded); Glob, Grep and Bash
+# inputs reach it as the model wrote them.
+_OBSERVED_ABSOLUTE: Final[Mapping[str, str]] = {
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+
+def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> dict[str, Any]:
+    """The call's input as a permission callback is shown it: a file tool's path absolute and normalised.
+
+    A host checking paths then sees the file the call would touch, whatever the model
+    wrote (``out.txt``, ``./sub/../out.txt``, ``~/out.txt``); the call itself keeps its input.
+    """
+    shown = dict(tool_input)
+    key = _OBSERVED_ABSOLUTE.get(tool_name)
+    path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home()) if key is not None else None
+    if key is not None and path is not None:
+        shown[key] = os.path.normpath(os.path.abspath(path))
+    return shown
+
+
+def _tool_path(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path, home: Path) -> Path | None:
+    for key in _PATH_KEYS.get(tool_name, ()):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            if value == "~" or value.startswith("~/"):
+                return home / value[2:]
+            return cwd / value
+    if tool_name in _PATH_DEFAULTS_TO_CWD:
+        return cwd
+    return None
+
+
+# ---------------------------------------------------------------------- matching
+@attrs.frozen(kw_only=True)
+class _CallContext:
+    tool_name: str
+    tool_input: Mapping[str, Any]
+    cwd: Path
+    home: Path
+
+
+def _specifier_subject(ctx: _CallContext) -> str | None:
+    """The string an exact specifier is compared with, for tools without special rules."""
+    if ctx.tool_name == "WebFetch":
+        url = ctx.tool_input.get("url")
+        if isinstance(url, str):
+            host = urlsplit(url).hostname
+            return f"domain:{host}" if host else None
+        return None
+    for key in ("query", "subagent_type", "skill", "command", "pattern", "url"):
+        value = ctx.tool_input.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: bool) -> bool:
+    """Does ``rule`` match the whole call (for Bash: one simple command in ``tool_input``)?"""
+    if not tool_name_matches(rule.tool, ctx.tool_name):
+        return False
+    if rule.specifier is None:
+        return True
+    if ctx.tool_name in BASH_TOOLS:
+        command = ctx.tool_input.get("command")
+        return isinstance(command, str) and bash_command_matches(rule.specifier, command)
+    if ctx.tool_name in _PATH_KEYS:
+        target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
+        if target is None:
+            return False
+        pattern = path_pattern(rule.specifier, cwd=ctx.cwd, home=ctx.home)
+        return path_matches(pattern, target, require_all=require_all)
+    subject = _specifier_subject(ctx)
+    return subject is not None and rule.specifier == subject
+
+
+def _bash_parts(ctx: _CallContext, shell: ShellCommand) -> tuple[_CallContext, ...]:
+    """One call context per command the line runs, for deny and ask rules.
+
+    Each command is seen normalised (wrappers and assignments dropped, so ``X=1 env rm``
+    is ``rm``), and so is every command it runs in turn (``timeout 5 rm``, ``xargs rm``,
+    ``bash -c 'rm x'``, ``eval 'rm x'``: ``shell.inner_commands``).
+    """
+    texts: list[str] = []
+    for command in shell.commands:
+        texts.append(command.text)
+        texts.extend(inner_commands(command)[0])
+    return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": t}) for t in dict.fromkeys(texts))
+
+
+def _first_restricting_match(
+    rules: Sequence[PermissionRule], ctx: _CallContext, shell: ShellCommand | None
+) -> PermissionRule | None:
+    """First deny/ask rule matching the call; for Bash, matching the whole line or any command it runs."""
+    candidates = (ctx, *_bash_parts(ctx, shell)) if shell is not None else (ctx,)
+    for rule in rules:
+        if any(_rule_matches_part(rule, c, require_all=False) for c in candidates):
+            return rule
+    return None
+
+
+def _allowing_rule(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
+    """The first allow rule that lets this call (for Bash: this one command) through."""
+    return next((r for r in rules if _rule_matches_part(r, ctx, require_all=True)), None)
+
+
+def _restricts_bash(rules: PermissionRules) -> bool:
+    """Some deny or ask rule names a Bash command (an unreadable line might hide it)."""
+    return any(r.tool in BASH_TOOLS and r.specifier is not None for r in (*rules.deny, *rules.ask))
+
+
+def _allows_all_bash(rules: PermissionRules) -> PermissionRule | None:
+    """A bare ``Bash`` allow rule: every command, redirections included (as in Claude Code)."""
+    return next((r for r in rules.allow if r.tool in BASH_TOOLS and r.specifier is None), None)
+
+
+# ---------------------------------------------------------------------- decision
+
+
+@attrs.frozen(kw_only=True)
+class PermissionDecision:
+    """The verdict for one tool call: which behaviour, which rule (if any) and why."""
+
+    behavior: PermissionBehavior
+    rule: str | None
+    reason: str
+    # False for a file tool refused by a path deny rule: Claude Code does not list those in the
+    # result's permission_denials (a Bash command refused for the file it reads is listed).
+    listed: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class PermissionAnswer:
+    """A permission callback's answer for one call that would ask: allowed (maybe with new input) or not, and why."""
+
+    allow: bool
+    updated_input: Mapping[str, Any] | None = None  # allowed with this input instead of the model's
+    message: str = ""  # why it was denied: the model reads it in the error result
+
+
+AskPermission = Callable[[ToolCall, str], Awaitable[PermissionAnswer]]
+"""A permission callback: given a call that would ask and the reason it asks, the answer."""
+
+
+def _absolute(cwd: Path) -> Path:
+    """``cwd`` made absolute and normal; an absolute one (a run asks with the same one every call) once."""
+    return _normal(cwd) if os.path.isabs(cwd) else Path(os.path.abspath(cwd))
+
+
+@functools.lru_cache(maxsize=64)
+def _normal(cwd: Path) -> Path:
+    return Path(os.path.normpath(cwd))
+
+
+def decide(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    *,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    cwd: Path,
+    interactive: bool,
+    home: Path | None = None,
+    read_only_tools: frozenset[str] = DEFAULT_READ_ONLY_TOOLS,
+    sandbox: SandboxPolicy | None = None,
+) -> PermissionDecision:
+    """Decide whether a tool call may run.
+
+    Order: deny rules (never overridden) → mode overrides (``plan`` denies anything
+    not read-only, ``bypassPermissions`` allows the rest) → ask rules → allow rules →
+    mode defaults (read-only tools inside a working directory allowed; in
+    ``acceptEdits`` also edits inside one; everything else asks). An ``ask`` becomes
+    ``deny`` in ``dontAsk`` mode and in non-interactive (headless) runs. Bash has its
+    own order (:class:`_BashCall`), where ``sandbox`` (the run's sandbox policy, when
+    the sandbox works) turns what would ask into an allow for a sandboxed command.
+    """
+    if mode not in PERMISSION_MODES:
+        raise ValueError(f"unknown permission mode {mode!r}; expected one of {', '.join(PERMISSION_MODES)}")
+    ctx = _CallContext(
+        tool_name=tool_name,
+        tool_input=tool_input,
+        cwd=_absolute(cwd),
+        home=home if isinstance(home, Path) else Path(home) if home is not None else Path.home(),
+    )
+    shell = _shell_of(ctx)
+    rule = _first_restricting_match(rules.deny, ctx, shell)
+    if rule is not None:
+        return PermissionDecision(
+            behavior="deny",
+            rule=rule.text,
+            reason=f"{tool_name} is denied by the rule {rule.text!r}",
+            listed=shell is not None or rule.specifier is None or tool_name not in _PATH_KEYS,
+        )
+    if tool_name in EDIT_TOOLS:  # as Claude Code: a file the Read rules deny is not edited either
+        reading = attrs.evolve(ctx, tool_name="Read")
+        rule = _first_restricting_match([r for r in rules.deny if r.specifier is not None], reading, None)
+        if rule is not None:
+            why = f"{tool_name} is denied by the rule {rule.text!r}: the file may not be read"
+            return PermissionDecision(behavior="deny", rule=rule.text, reason=why, listed=False)
+    if shell is not None:
+        bash = _BashCall(ctx=ctx, shell=shell, mode=mode, rules=rules, sandbox=sandbox)
+        return _finalize_ask(bash.decide(), mode=mode, interactive=interactive)
+    if mode == "plan" and tool_name not in read_only_tools:
+        return PermissionDecision(
+            behavior="deny", rule=None, reason=f"{tool_name} is not read-only and plan mode allows only read-only tools"
+        )
+    if mode == "bypassPermissions":
+        return PermissionDecision(
+            behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
+        )
+    rule = _first_restricting_match(rules.ask, ctx, None)
+    if rule is not None:
+        return _finalize_ask(
+            PermissionDecision(
+                behavior="ask", rule=rule.text, reason=f"{tool_name} needs approval by the rule {rule.text!r}"
+            ),
+            mode=mode,
+            interactive=interactive,
+        )
+    rule = _allowing_rule(rules.allow, ctx)
+    if rule is not None:
+        return PermissionDecision(
+            behavior="allow", rule=rule.text, reason=f"{tool_name} is allowed by the rule {rule.text!r}"
+        )
+    return _finalize_ask(
+        _mode_default(ctx, mode=mode, rules=rules, read_only_tools=read_only_tools), mode=mode, interactive=interactive
+    )
+
+
+def _shell_of(ctx: _CallContext) -> ShellCommand | None:
+    if ctx.tool_name not in BASH_TOOLS:
+        return None
+    command = ctx.tool_input.get("command")
+    return analyse(command) if isinstance(command, str) else ShellCommand(problem="the command is not a string")
+
+
+def _allow(reason: str, rule: str | None = None) -> PermissionDecision:
+    return PermissionDecision(behavior="allow", rule=rule, reason=reason)
+
+
+def _ask(reason: str, rule: str | None = None) -> PermissionDecision:
+    return PermissionDecision(behavior="ask", rule=rule, reason=reason)
+
+
+@attrs.frozen(kw_only=True)
+class _BashCall:
+    """One Bash call the deny rules let through, and the order in which the rest of the gate decides it.
+
+    Fails closed: a line the parser cannot read in full asks; a command is allowed
+    only by an allow rule that names it, by being provably read-only (``shell``), by
+    a bare ``Bash`` allow rule, by ``bypassPermissions``, or — the wall, not the
+    parser — by running in the sandbox with ``autoAllowBashIfSandboxed``. A file a
+    redirection writes is allowed only by a bare ``Bash`` rule, ``acceptEdits`` inside
+    a working directory, bypass or the sandbox (never by a ``Write`` rule: as in Claude
+    Code); a file a read-only command reads is held to the Read deny rules and the
+    working directories, as Read is.
+    """
+
+    ctx: _CallContext
+    shell: ShellCommand
+    mode: PermissionMode
+    rules: PermissionRules
+    sandbox: SandboxPolicy | None
+
+    def decide(self) -> PermissionDecision:
+        refused = self._refused_write() or self._refused_read()
+        if refused is not None:
+            return refused
+        if not self.shell.understood:
+            return self._unreadable()
+        hidden = next((c for c in self.shell.commands if inner_commands(c)[1]), None)
+        if hidden is not None and _restricts_bash(self.rules):
+            why = f"{hidden.text!r} runs code the gate cannot read, so the Bash deny and ask rules cannot be applied"
+            return PermissionDecision(behavior="deny", rule=None, reason=why) if self.mode == "plan" else _ask(why)
+        readings = [read_only_operands(c) for c in self.shell.commands]
+        read_only = bool(readings) and not self.shell.writes and all(r is not None for r in readings)
+        if self.mode == "plan" and not read_only:
+            return PermissionDecision(
+                behavior="deny", rule=None, reason="Bash is not read-only and plan mode allows only read-only tools"
+            )
+        if self.mode == "bypassPermissions":
+            return _allow("bypassPermissions mode allows every tool not denied by a rule")
+        rule = _first_restricting_match(self.rules.ask, self.ctx, self.shell)
+        if rule is not None:
+            return _ask(f"Bash needs approval by the rule {rule.text!r}", rule.text)
+        if self._leaves_sandbox():  # Claude Code's sandbox override: the user decides, whatever the rules allow
+            return _ask("Run outside of the sandbox: the command asks to leave it (dangerouslyDisableSandbox)")
+        if self._auto_allowed():
+            return _allow("the command runs in the sandbox (autoAllowBashIfSandboxed)")
+        everything = _allows_all_bash(self.rules)
+        if everything is not None:
+            return _allow(f"Bash is allowed by the rule {everything.text!r}", everything.text)
+        return self._by_command(readings)
+
+    def _leaves_sandbox(self) -> bool:
+        return self.sandbox is not None and self.sandbox.leaves_on_request(self.ctx.tool_input)
+
+    def _sandboxed(self) -> bool:
+        return self.sandbox is not None and self.sandbox.sandboxes(self.ctx.tool_input)
+
+    def _auto_allowed(self) -> bool:
+        return self.sandbox is not None and self.sandbox.auto_allow and self._sandboxed()
+
+    def _unreadable(self) -> PermissionDecision:
+        """A line the parser cannot read in full: only what does not depend on reading it may allow it."""
+        why = f"the command cannot be checked: {self.shell.problem}"
+        if self.mode == "plan":
+            return PermissionDecision(
+                behavior="deny", rule=None, reason=f"{why}; plan mode allows only read-only tools"
+            )
+        if _restricts_bash(self.rules):
+            return _ask(f"{why}, so the Bash deny and ask rules cannot be applied to it")
+        if self.mode == "bypassPermissions":
+            return _allow("bypassPermissions mode allows every tool")
+        if self._leaves_sandbox():
+            return _ask(f"{why}; and it asks to run outside the sandbox (dangerouslyDisableSandbox)")
+        if self._auto_allowed():
+            return _allow("the command runs in the sandbox (autoAllowBashIfSandboxed)")
+        everything = _allows_all_bash(self.rules)
+        if everything is not None:
+            return _allow(f"Bash is allowed by the rule {everything.text!r}", everything.text)
+        return _ask(why)
+
+    def _refused_write(self) -> PermissionDecision | None:
+        """A redirection writing a file an Edit/Write deny rule covers is denied, whatever else allows the line."""
+        for target in self.shell.writes:
+            ctx = attrs.evolve(self.ctx, tool_name="Write", tool_input={"file_path": target})
+            rule = _first_restricting_match(self.rules.deny, ctx, None)
+            if rule is not None:
+                return PermissionDecision(
+                    behavior="deny",
+                    rule=rule.text,
+                    reason=f"Bash writes {target!r}, which the rule {rule.text!r} denies",
+                )
+        return None
+
+    def _refused_read(self) -> PermissionDecision | None:
+        """A read-only command naming a file a Read deny rule covers is denied (and listed, as Claude Code does)."""
+        denied = read_denied(self.rules, cwd=self.ctx.cwd, home=self.ctx.home)
+        named: list[tuple[str, str]] = [(path, "a redirection") for path in self.shell.reads]
+        for command in self.shell.commands:
+            reading = read_only_operands(command)
+            named.extend((path, repr(command.text)) for path in (reading.paths if reading else command.reads))
+        for path, by in named:
+            if denied(self._path(path)):
+                why = f"Bash reads {path!r}, which a Read deny rule covers ({by})"
+                return PermissionDecision(behavior="deny", rule=None, reason=why)
+        return None
+
+    def _path(self, operand: str) -> Path:
+        return Path(os.path.normpath(self.ctx.cwd / operand))
+
+    def _by_command(self, readings: Sequence[ReadOnlyReading | None]) -> PermissionDecision:
+        """Every command needs an allow rule naming it or to be read-only; every written file needs leave."""
+        first_rule: str | None = None
+        for command, reading in zip(self.shell.commands, readings, strict=True):
+            part = attrs.evolve(self.ctx, tool_input={**self.ctx.tool_input, "command": command.full_text})
+            rule = _allowing_rule(self.rules.allow, part)
+            if rule is not None:
+                first_rule = first_rule or rule.text
+                continue
+            refusal = self._read_only_refusal(command, reading)
+            if refusal is not None:
+                return refusal
+        for target in self.shell.writes:
+            if not (self.mode == "acceptEdits" and self._inside(self._path(target))):
+                return _ask(
+                    f"Output redirection to {str(self._path(target))!r} needs approval: only a bare Bash allow "
+                    "rule, acceptEdits mode (inside the working directories) or the sandbox allows it"
+                )
+        if not self.shell.commands:
+            return _ask(f"Bash needs approval in {self.mode} mode")
+        if first_rule is not None:
+            return _allow(f"Bash is allowed by the rule {first_rule!r}", first_rule)
+        return _allow("Bash runs only read-only commands")
+
+    def _read_only_refusal(self, command: SimpleCommand, reading: ReadOnlyReading | None) -> PermissionDecision | None:
+        """None when ``command`` is read-only and reads only what Read could; else why it asks."""
+        if reading is None:
+            return _ask(f"Bash needs approval in {self.mode} mode: {command.text!r} is not provably read-only")
+        for operand in reading.paths:
+            if not self._inside(self._path(operand)):
+                return _ask(f"Bash reads {operand!r}, outside the working directories")
+        if reading.reads_dirs and any(r.specifier is not None and r.tool == "Read" for r in self.rules.deny):
+            return _ask(f"{command.text!r} reads a directory tree, and Read deny rules cover files in it")
+        return None
+
+    def _inside(self, path: Path) -> bool:
+        return any(is_inside(path, d) for d in (self.ctx.cwd, *self.rules.additional_directories))
+
+
+def _mode_default(
+    ctx: _CallContext, *, mode: PermissionMode, rules: PermissionRules, read_only_tools: frozenset[str]
+) -> PermissionDecision:
+    target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
+    working_dirs = (ctx.cwd, *rules.additional_directories)
+    inside = target is not None and any(is_inside(target, d) for d in working_dirs)
+    if ctx.tool_name in read_only_tools:
+        if target is None or inside:
+            return PermissionDecision(behavior="allow", rule=None, reason=f"{ctx.tool_name} is read-only")
+        return PermissionDecision(
+            behavior="ask", rule=None, reason=f"{ctx.tool_name} reads {str(target)!r}, outside the working directories"
+        )
+    if mode == "acceptEdits" and ctx.tool_name in EDIT_TOOLS and inside:
+        return PermissionDecision(
+            behavior="allow",
+            rule=None,
+            reason=f"acceptEdits mode allows {ctx.tool_name} inside the working directories",
+        )
+    return PermissionDecision(behavior="ask", rule=None, reason=f"{ctx.tool_name} needs approval in {mode} mode")
+
+
+def _finalize_ask(decision: PermissionDecision, *, mode: PermissionMode, interactive: bool) -> PermissionDecision:
+    if decision.behavior != "ask":
+        return decision
+    if mode == "dontAsk":
+        return attrs.evolve(
+            decision, behavior="deny", reason=f"{decision.reason}; dontAsk mode denies instead of asking"
+        )
+    if not interactive:
+        return attrs.evolve(
+            decision,
+            behavior="deny",
+            reason=f"{decision.reason}; denied because this run is non-interactive and cannot ask",
+        )
+    return decision

@@ -1,0 +1,37 @@
+"""The built-in tools of the coding agent: ``Read``, ``Write``, ``Edit``, ``Bash``, ``Glob``, ``Grep``.
+
+Owns the default tool set (built once at import) and the registry of it. The tools
+themselves live in ``files``, ``search`` and ``bash``; the registry and the
+dispatcher in ``dispatch``; the records they share in ``base``. Tool calls run
+under a :class:`~queryloop.handlers.tools.services.base.ToolContext` whose ``cwd`` confines
+every file path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+from .base import ToolSpec
+from .bash import BASH
+from .dispatch import ToolRegistry
+from .files import EDIT, READ, WRITE
+from .search import GLOB, GREP
+
+__all__ = ["default_registry", "default_tools"]
+
+_DEFAULT_TOOLS: Final = (READ, WRITE, EDIT, BASH, GLOB, GREP)
+_DEFAULT_REGISTRY: Final = ToolRegistry(tools=_DEFAULT_TOOLS)
+
+
+def default_tools() -> tuple[ToolSpec, ...]:
+    """The built-in tools, in the order they are offered to the model (shared, immutable)."""
+    return _DEFAULT_TOOLS
+
+
+def default_registry(allowed: Collection[str] | None = None) -> ToolRegistry:
+    """A registry of the built-in tools, restricted to ``allowed`` names if given.
+
+    Without ``allowed`` the shared, prebuilt registry is returned.
+    """
+    return _DEFAULT_REGISTRY if allowed is None else _DEFAULT_REGISTRY.only(allowed)

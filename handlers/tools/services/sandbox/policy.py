@@ -1,0 +1,83 @@
+"""The sandbox settings as Claude Code spells them, and which Bash calls run inside the sandbox.
+
+Owns :class:`SandboxPolicy`: the ``sandbox`` settings object (``enabled``,
+``autoAllowBashIfSandboxed``, ``excludedCommands``, ``allowUnsandboxedCommands``,
+``failIfUnavailable``, ``network.allowedDomains``) read into a record, and the one
+answer the permission gate and the Bash tool must agree on — does this call run
+sandboxed (:meth:`SandboxPolicy.sandboxes`)? A call leaves the sandbox when one of
+its commands matches an ``excludedCommands`` pattern (permission-rule syntax: ``git``
+is the bare command only, ``git:*`` or ``git *`` a prefix), or when it sets
+``dangerouslyDisableSandbox`` and ``allowUnsandboxedCommands`` allows that (when it
+does not, the request is ignored and the call stays inside, as in Claude Code).
+
+Does not own starting the sandbox (``launch``), the permission decision
+(``permissions``), or reading settings files (``queryloop.run.settings``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..shell import analyse, bash_command_matches  # the permission rules' reading and matcher: one syntax for both
+
+__all__ = ["SandboxPolicy"]
+
+
+def _strings(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class SandboxPolicy:
+    """What the user asked of the sandbox; ``enabled`` False means every command runs as before, unsandboxed."""
+
+    enabled: bool = False
+    auto_allow: bool = True  # autoAllowBashIfSandboxed: a sandboxed command that would ask is allowed
+    allow_unsandboxed: bool = True  # allowUnsandboxedCommands: dangerouslyDisableSandbox may leave, through the gate
+    fail_if_unavailable: bool = False  # failIfUnavailable: no working sandbox, no run
+    excluded_commands: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    allowed_domains: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+
+    @classmethod
+    def from_settings(cls, raw: Mapping[str, Any] | None, *, force: bool = False) -> SandboxPolicy:
+        """The policy from a validated ``sandbox`` settings object; ``force`` (``--sandbox``) turns it on."""
+        raw = raw or {}
+        network = raw.get("network") or {}
+        return cls(
+            enabled=force or bool(raw.get("enabled", False)),
+            auto_allow=bool(raw.get("autoAllowBashIfSandboxed", True)),
+            allow_unsandboxed=bool(raw.get("allowUnsandboxedCommands", True)),
+            fail_if_unavailable=bool(raw.get("failIfUnavailable", False)),
+            excluded_commands=tuple(raw.get("excludedCommands") or ()),
+            allowed_domains=tuple(network.get("allowedDomains") or ()),
+        )
+
+    def problem(self) -> str | None:
+        """Why an enabled sandbox cannot start here (None: it can, or it is not enabled); probed once per process."""
+        if not self.enabled:
+            return None
+        from .probe import unavailable_reason
+
+        return unavailable_reason()
+
+    def leaves_on_request(self, tool_input: Mapping[str, Any]) -> bool:
+        """The call asks to run outside (``dangerouslyDisableSandbox``) and the settings let it ask."""
+        return self.enabled and self.allow_unsandboxed and tool_input.get("dangerouslyDisableSandbox") is True
+
+    def excluded(self, commands: Sequence[str]) -> str | None:
+        """The ``excludedCommands`` pattern one of these (normalised) commands matches, if any."""
+        for pattern in self.excluded_commands:
+            if any(bash_command_matches(pattern, command) for command in commands):
+                return pattern
+        return None
+
+    def sandboxes(self, tool_input: Mapping[str, Any]) -> bool:
+        """Does a Bash call with this input run inside the sandbox? (Its commands as ``shell`` reads them.)"""
+        if not self.enabled or self.leaves_on_request(tool_input):
+            return False
+        command = tool_input.get("command")
+        commands = [c.text for c in analyse(command).commands] if isinstance(command, str) else []
+        return self.excluded(commands) is None

@@ -1,0 +1,725 @@
+"""The ``queryloop`` program: ``queryloop [options] [prompt]`` runs the agent; ``check``, ``diagram``, ``docs``.
+
+Owns the program's two parsers and the choice between them — Claude Code's shape: a
+first word that names a command (``check``, ``diagram``, ``docs``, ``mock-api``, or
+``run``, the agent by name, kept for scripts) runs it, anything else is the agent's
+options and prompt (the engine's commands come from ``queryloop.fsm.cli``, given the
+shipped machines as their default); flag parsing and validation for the agent (one
+line and exit 2 for a bad flag); the prompt (the argument, stdin, or both joined by a
+newline), or the interactive session when none can come on a terminal
+(``queryloop.frontends.interactive``); the offline wiring (the embedded Anthropic-compatible server
+started in-process for ``--scenario``, its fresh working directory removed at the end),
+SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
+abort edge — killing running Bash commands — and the result is read from the run's
+final state and trace), the traceback of a run that ended in ``internal_error``
+(stderr only), and exit codes: 0 only when the result is not an error, 2 for a bad
+flag, 128 + the signal's number (130, 143) after an interruption.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
+from queryloop.fsm.terminal import inert
+from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
+from queryloop.handlers.tools.services.permissions import parse_rule_list
+from queryloop.handlers.tools.services.sandbox.policy import SandboxPolicy
+from queryloop.machines import shipped_machines
+
+from .. import __version__
+from ..fleet.commands import add_fleet_commands
+from ..run.defaults import CLAUDE_CODE_VERSION, DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
+from ..run.sessions import add_session_commands
+from ..run.startup import Startup
+from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
+from .sdk_flags import add_sdk_options, prepare_sdk_flags
+
+# Only what building the parsers needs is imported above: `--help`, `--version`, `check` and `diagram`
+# never load the agent, the SDKs, the embedded server or rich. A run imports them in `cmd_run` and `_run`.
+if TYPE_CHECKING:
+    import asyncio
+
+    import anthropic
+
+    from ..mockapi.scenario import Scenario
+    from ..run.agent import AgentOptions
+    from ..run.memory import MemoryKind
+
+__all__ = ["build_parser", "main"]
+
+OFFLINE_HINT = (
+    "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
+    "server, try: queryloop --scenario machines/scenarios/fallback_chain.yaml 'bump the checkpoint'"
+)
+STDIN_WAIT_S = 3.0
+"""How long a run given a prompt argument waits for the first byte on a piped stdin (as Claude Code does)."""
+
+
+def _rules(text: str) -> str:
+    """A ``--allowed-tools`` / ``--disallowed-tools`` value, checked here so a bad rule is a usage error."""
+    try:
+        parse_rule_list(text)
+    except PermissionRuleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _sources(text: str) -> tuple[MemoryKind, ...]:
+    """A ``--setting-sources`` value: a comma-separated subset of user, project, local ('' for none)."""
+    from ..run.memory import MEMORY_KINDS
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    wrong = [n for n in names if n not in MEMORY_KINDS]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(MEMORY_KINDS)}, got {', '.join(wrong)}")
+    return tuple(k for k in MEMORY_KINDS if k in names)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line on stderr (``PROG: error: …``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
+    """The commands' parser and their names: the engine's, ``mock-api``, and ``run`` (the agent, by name)."""
+    parser = _Parser(prog="queryloop", description="The queryloop commands; the agent itself is `queryloop [prompt]`.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_engine_commands(sub, default_machines=shipped_machines)
+    run = sub.add_parser("run", help="the same as no command: run the agent (kept for scripts that name it)")
+    _add_agent_options(run)
+    mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
+    mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
+    mock.add_argument("--port", type=positive_int, default=0, metavar="N", help="port (default: any free one)")
+    mock.set_defaults(func=cmd_mock_api)
+    deploy = sub.add_parser("mock-mcp-deploy", help="serve the small deploy MCP server of the seed's chain (stdio)")
+    deploy.add_argument("--state", type=Path, default=Path("deployments.json"), metavar="FILE")
+    deploy.add_argument("--http", type=positive_int, metavar="PORT", help="serve streamable HTTP instead of stdio")
+    deploy.set_defaults(func=cmd_mock_mcp_deploy)
+    add_session_commands(sub)
+    add_fleet_commands(sub)
+    return parser, tuple(sub.choices)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The commands' parser: ``check``, ``diagram``, ``docs``, ``mock-api`` and ``run``."""
+    return _commands()[0]
+
+
+def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParser:
+    """``queryloop [options] [prompt]``: the agent, as Claude Code's command line is shaped."""
+    names = ", ".join(c for c in commands if c != "run")
+    parser = _Parser(
+        prog="queryloop",
+        usage="%(prog)s [options] [prompt]\n       %(prog)s COMMAND ...",
+        description="Run the agent query loop on PROMPT (an argument, or stdin) and print the answer; "
+        "online, or offline against the embedded server with --scenario. With no prompt on a terminal, "
+        "an interactive session opens (/help lists its commands).",
+        epilog=f"commands (a first word that names one): {names}; `queryloop COMMAND --help` for each. "
+        "`queryloop run [options] [prompt]` is the same as no command.",
+    )
+    _add_agent_options(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    commands, names = _commands()
+    if words and words[0] in names:
+        return run_command(commands.parse_args(words))
+    agent = build_agent_parser(names)
+    if not words and sys.stdin.isatty() and not sys.stdout.isatty():  # no prompt can come, no session to open
+        agent.print_help(sys.stderr)
+        return 2
+    args = agent.parse_args(words)
+    _refuse_mistyped_command(agent, args, names)
+    return run_command(args)
+
+
+def _refuse_mistyped_command(agent: argparse.ArgumentParser, args: argparse.Namespace, names: Collection[str]) -> None:
+    """A one-word prompt that reads like a misspelt command name (``chek``) is a usage error, with the command.
+
+    Claude Code 2.1.235 does the same (``claude doctr``: unknown command, did you mean
+    ``doctor``?) and, like it, ``-p`` sends the word as a prompt anyway. Only near misses
+    count (difflib's ratio ≥ 0.8, ignoring case), so ``queryloop hello`` is still a prompt.
+    """
+    import difflib
+    import shlex
+
+    word = args.prompt
+    if args.print or not isinstance(word, str) or not word or any(c.isspace() for c in word) or word in names:
+        return
+    close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.8)
+    if close:
+        agent.error(
+            f"unknown command {word!r} (did you mean {close[0]!r}?); "
+            f"to send it to the model as a prompt: queryloop -p {shlex.quote(word)}"
+        )
+
+
+def _add_agent_options(run: argparse.ArgumentParser) -> None:
+    """The agent's options, the same for ``queryloop [options] [prompt]`` and ``queryloop run``."""
+    _add_io_options(run)
+    _add_model_options(run)
+    _add_limit_options(run)
+    _add_context_options(run)
+    _add_permission_options(run)
+    _add_mcp_options(run)
+    _add_session_options(run)
+    add_sdk_options(run)
+    run.add_argument("--verbose", action="store_true", help="show request failures, tombstones and totals")
+    run.add_argument(
+        "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
+    )
+    run.add_argument(
+        "--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE"
+    )
+    run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+
+
+def _add_io_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("prompt", nargs="?", help="the prompt (default: stdin; given both, the prompt, then stdin)")
+    run.add_argument(
+        "-p",
+        "--print",
+        action="store_true",
+        help="print the answer and exit (the default whenever a prompt is given); without it, no prompt and a "
+        "terminal open the interactive session",
+    )
+    # Claude Code's `-v` shape, "<version> (...)": the Agent SDK reads the leading version. It is the Claude
+    # Code release queryloop behaves as; the parenthesis says which program this really is.
+    behaves_as = f"{CLAUDE_CODE_VERSION} (queryloop {__version__}; behaves as Claude Code)"
+    run.add_argument("-v", "--version", action="version", version=behaves_as)
+    run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    run.add_argument(
+        "--input-format",
+        choices=("text", "stream-json"),
+        default="text",
+        help="stream-json: prompts and control requests as JSON lines on stdin (the Claude Agent SDK's session)",
+    )
+
+
+def _add_model_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
+    run.add_argument(
+        "--fallback-model",
+        type=models,
+        metavar="A[,B,C]",
+        help="models to fall back to on overload/unavailability (≤ 3)",
+    )
+    run.add_argument("--system-prompt", metavar="TEXT", help="replaces the default system prompt ('' for none)")
+    run.add_argument("--append-system-prompt", metavar="TEXT", help="appended to the system prompt")
+    run.add_argument(
+        "--max-thinking-tokens",
+        type=positive_int,
+        metavar="N",
+        help="accepted for Claude Code's command line and ignored: extended thinking is not requested yet",
+    )
+
+
+def _add_limit_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--max-turns", type=at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
+    )
+    run.add_argument(
+        "--max-retries", type=positive_int, default=10, metavar="N", help="retries per request (default 10)"
+    )
+    run.add_argument(
+        "--max-retry-after",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="the longest retry-after to wait for; a longer one ends the run with when to retry (default 60)",
+    )
+    run.add_argument("--max-budget-usd", type=budget, metavar="X", help="stop once the run has cost this much")
+    run.add_argument(
+        "--request-timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="deadline of each model request attempt, then retried like a timeout "
+        "(default: $QUERYLOOP_REQUEST_TIMEOUT_S, else none)",
+    )
+    run.add_argument(
+        "--max-output-tokens",
+        type=at_least_one,
+        default=32_000,
+        metavar="N",
+        help="max_tokens per request (default 32000)",
+    )
+    run.add_argument(
+        "--escalated-max-output-tokens",
+        type=at_least_one,
+        metavar="N",
+        help="retry a truncated answer once with this max_tokens before continuing it",
+    )
+
+
+def _add_context_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--auto-compact-threshold",
+        type=percent,
+        default=80,
+        metavar="PCT",
+        help="compact before sending past PCT%% of the effective context window (default 80)",
+    )
+    run.add_argument(
+        "--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)"
+    )
+    run.add_argument(
+        "--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files"
+    )
+    run.add_argument(
+        "--setting-sources",
+        type=_sources,
+        metavar="user,project,local",
+        help="which settings and CLAUDE.md files to read (default: all three; '' for none)",
+    )
+
+
+def _add_permission_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'"
+    )
+    run.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the model's Bash commands in the OS sandbox (bubblewrap), as the setting sandbox.enabled does",
+    )
+    for flag, camel, verb, example in (
+        ("--allowed-tools", "--allowedTools", "allow", "Read Bash(git diff:*)"),
+        ("--disallowed-tools", "--disallowedTools", "deny", "Bash(rm:*) WebFetch"),
+    ):
+        run.add_argument(
+            flag,
+            camel,
+            type=_rules,
+            nargs="+",
+            action="extend",
+            metavar="RULES",
+            help=f'rules to {verb}, comma or space separated, one or more words, e.g. "{example}" '
+            "(end the list with -- before a prompt)",
+        )
+
+
+def _add_mcp_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--mcp-config",
+        metavar="FILE|JSON",
+        action="extend",
+        nargs="+",
+        help='MCP servers, {"mcpServers": {...}} in a file or inline (repeatable; wins over .mcp.json and settings)',
+    )
+    run.add_argument(
+        "--strict-mcp-config",
+        action="store_true",
+        help="use only the servers of --mcp-config (not .mcp.json nor settings)",
+    )
+
+
+def _add_session_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("-r", "--resume", metavar="SESSION_ID", help="continue the stored session SESSION_ID")
+    run.add_argument(
+        "-c", "--continue", dest="continue_", action="store_true", help="continue the newest session of this directory"
+    )
+    run.add_argument(
+        "--fork-session", action="store_true", help="with --resume/--continue: continue under a new session id"
+    )
+    run.add_argument("--session-id", metavar="UUID", help="the new session's id (default: a fresh one)")
+    run.add_argument(
+        "--no-session-persistence",
+        action="store_true",
+        help="keep nothing: no transcript, no checkpoints, no ledger on disk ($QUERYLOOP_HOME, else ~/.queryloop)",
+    )
+
+
+def cmd_mock_api(args: argparse.Namespace) -> int:
+    from ..mockapi.scenario import ScenarioError
+    from ..mockapi.server import serve_forever
+
+    try:
+        serve_forever(str(args.scenario), args.port)
+    except ScenarioError as exc:
+        print(f"queryloop: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_mock_mcp_deploy(args: argparse.Namespace) -> int:
+    from ..mockapi.deploy_mcp import main as serve
+
+    serve(["--state", str(args.state), *(["--http", str(args.http)] if args.http else [])])
+    return 0
+
+
+def _prompt(args: argparse.Namespace, scenario: Scenario | None) -> str:
+    """The prompt argument and stdin, as Claude Code joins them (the argument, a newline, stdin)."""
+    given: str | None = args.prompt
+    piped = None if sys.stdin.isatty() else _read_stdin(wait_s=STDIN_WAIT_S if given else None)
+    text = f"{given}\n{piped}" if given and piped else (given or piped or "")
+    if text.strip():
+        return text
+    if scenario is not None and scenario.cli.get("prompt"):
+        return str(scenario.cli["prompt"])
+    if text:
+        raise UsageError("the prompt is only whitespace: give it as an argument or on stdin")
+    raise UsageError("no prompt: give it as an argument (queryloop -p 'PROMPT') or on stdin")
+
+
+def _read_stdin(*, wait_s: float | None) -> str | None:
+    """All of a piped stdin; with ``wait_s``, None when nothing has come by then (a pipe nobody writes to)."""
+    if wait_s is not None:
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], wait_s)
+        except (OSError, ValueError):  # not selectable (e.g. closed): read it as it is
+            ready = [sys.stdin]
+        if not ready:
+            print(
+                f"queryloop: nothing on stdin after {wait_s:g} s; going on with the prompt argument alone "
+                "(redirect stdin from /dev/null to skip the wait)",
+                file=sys.stderr,
+            )
+            return None
+    return sys.stdin.read()
+
+
+def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
+    cwd: Path
+    if args.cwd is not None:
+        cwd = Path(args.cwd).resolve()
+        if not cwd.is_dir():
+            raise UsageError(f"--cwd {args.cwd}: not a directory")
+    elif scenario is not None:
+        cwd = Path(tempfile.mkdtemp(prefix=f"queryloop-{scenario.name}-"))
+        print(f"queryloop: offline run of scenario {scenario.name!r} in {cwd} (removed at the end)", file=sys.stderr)
+    else:
+        cwd = Path.cwd()
+    if scenario is not None:
+        for rel, content in scenario.files.items():
+            target = cwd / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+    return cwd
+
+
+def _refuse_unsupported(args: argparse.Namespace) -> None:
+    """Flags accepted for Claude Code's command line that this runtime cannot honour (yet): refused or noted."""
+    prepare_sdk_flags(args)
+    if args.max_thinking_tokens is not None:
+        print(
+            "queryloop: warning: --max-thinking-tokens is ignored: extended thinking is not requested yet",
+            file=sys.stderr,
+        )
+
+
+def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
+    """The result line of a run refused before it started (no such session): nothing ran, nothing cost.
+
+    Claude Code 2.1.235's keys for it: a run's ``stop_reason``, ``usage``, ``modelUsage`` and
+    ``permission_denials``, all empty, and no ``terminal_reason`` (no machine ran).
+    """
+    from queryloop.handlers.request import UsageTotals
+
+    return {
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": True,
+        "num_turns": 0,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "stop_reason": None,
+        "session_id": session_id or str(uuid.uuid4()),
+        "total_cost_usd": 0,
+        "usage": UsageTotals().usage(),
+        "modelUsage": {},
+        "permission_denials": [],
+        "errors": [message],
+        "uuid": str(uuid.uuid4()),
+    }
+
+
+def _has_credentials() -> bool:
+    """An API key (``x-api-key``) or an auth token (``Authorization: Bearer``); the SDK reads either."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _refuse_unsupported(args)  # a refused flag starts nothing
+    startup = Startup()  # the SDK loads in the background while the agent's imports, settings and session go on
+    try:
+        return _prepare_and_run(args, startup)
+    finally:
+        startup.close()  # the garbage collector runs again, whichever way the run ended
+
+
+def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
+    import asyncio
+
+    from queryloop.handlers.mcp import McpConfigError
+
+    from ..mockapi.scenario import ScenarioError, load_scenario
+    from ..run.agent import AgentOptions
+    from ..run.mcp_config import load_mcp_servers
+    from ..run.memory import MEMORY_KINDS, load_instructions
+    from ..run.sessions import SessionChoiceError, choose_session
+    from ..run.settings import SettingsError, load_settings
+
+    scenario: Scenario | None = None
+    if args.scenario is not None:
+        try:
+            scenario = load_scenario(args.scenario)
+        except ScenarioError as exc:
+            print(f"queryloop: {exc}", file=sys.stderr)
+            return 1
+    elif not _has_credentials():
+        print(OFFLINE_HINT, file=sys.stderr)
+        return 1
+    hints = scenario.cli if scenario else {}
+    args.interactive = _opens_session(args)
+    no_prompt = args.input_format == "stream-json" or args.interactive  # on stdin, or typed in the session
+    prompt = "" if no_prompt else _prompt(args, scenario)
+    settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    sources = MEMORY_KINDS if args.setting_sources is None else args.setting_sources
+    allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
+    disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
+    hinted_mcp = hints.get("mcp_config", [])  # a scenario's: file names or documents
+    try:  # every settings or rule problem is reported before anything is created or run
+        settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"), sources=sources)
+        rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
+        mcp_servers, mcp_warnings = load_mcp_servers(
+            cwd=settings_cwd,
+            settings=settings.raw,
+            mcp_config=args.mcp_config or [c if isinstance(c, str) else json.dumps(c) for c in hinted_mcp],
+            strict=args.strict_mcp_config,
+        )
+    except (SettingsError, PermissionRuleError, McpConfigError) as exc:
+        what = "invalid MCP configuration: " if isinstance(exc, McpConfigError) else ""
+        print(f"queryloop: {what}{exc}", file=sys.stderr)
+        return 1
+    cwd = _prepare_cwd(args, scenario)
+    try:
+        session = choose_session(
+            cwd=cwd,
+            resume=args.resume,
+            continue_=args.continue_,
+            fork=args.fork_session,
+            session_id=args.session_id,
+            printing=args.print,
+        )
+    except SessionChoiceError as exc:
+        if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
+            shutil.rmtree(cwd, ignore_errors=True)
+        print(exc, file=sys.stderr)
+        if args.output_format == "stream-json":  # as Claude Code: the error as the stream's result line too
+            print(json.dumps(_refused_result(str(exc), args.resume or args.session_id)))
+        return 1
+    instructions = load_instructions(cwd, sources=sources)  # where the tools work, as Claude Code's cwd
+    if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
+        rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
+    mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
+    max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
+    options = AgentOptions(
+        prompt=prompt,
+        model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
+        fallback_models=args.fallback_model
+        if args.fallback_model is not None
+        else (tuple(scenario.fallback_models) if scenario else ()),
+        cwd=cwd,
+        max_turns=max_turns,
+        max_retries=args.max_retries,
+        params={"max_retry_after_s": args.max_retry_after},
+        max_budget_usd=args.max_budget_usd,
+        system_prompt=DEFAULT_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt,
+        append_system_prompt=args.append_system_prompt,
+        instructions=instructions,
+        max_tokens=args.max_output_tokens,
+        auto_compact=not args.no_auto_compact,
+        permission_mode=mode,
+        rules=rules,
+        hooks=settings.hooks,
+        tool_env=dict(settings.env),
+        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        auto_compact_threshold=args.auto_compact_threshold / 100,
+        escalated_max_tokens=args.escalated_max_output_tokens,
+        retry_base_delay_s=retry_base_delay_s(),
+        idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
+        request_timeout_s=args.request_timeout if args.request_timeout is not None else _env_request_timeout(),
+        session_id=session.session_id,
+        persist=not args.no_session_persistence,
+        stored_as=session.stored_as,
+        resume_from=session.resume_from,
+        start_source=session.start_source,
+        mcp_servers=mcp_servers,
+        tools=args.tools,
+        sandbox=SandboxPolicy.from_settings(settings.raw.get("sandbox"), force=args.sandbox),
+    )
+    for warning in mcp_warnings:
+        print(inert(f"queryloop: warning: {warning}"), file=sys.stderr)
+    problem = options.sandbox.problem()
+    if problem is not None and options.sandbox.fail_if_unavailable:
+        print(
+            f"queryloop: the sandbox is required (sandbox.failIfUnavailable) but unavailable: {problem}",
+            file=sys.stderr,
+        )
+        return 1
+    if problem is not None:
+        print(
+            f"queryloop: warning: sandbox unavailable: {problem}; Bash commands run unsandboxed, "
+            "through the permission gate alone",
+            file=sys.stderr,
+        )
+    try:
+        return asyncio.run(_run(options, scenario, args, startup))
+    finally:
+        if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
+            shutil.rmtree(cwd, ignore_errors=True)
+
+
+def _opens_session(args: argparse.Namespace) -> bool:
+    """No prompt and no ``-p`` on a terminal: the interactive session (``queryloop.frontends.interactive``)."""
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    return terminal and args.prompt is None and not args.print and args.output_format == "text"
+
+
+def _env_request_timeout() -> float | None:
+    value = os.environ.get("QUERYLOOP_REQUEST_TIMEOUT_S")
+    return float(value) if value else None
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM during a run: the first one cancels the run task, so the machine takes its abort edges.
+
+    A signal before the run starts cancels it as soon as it starts; one after it ended
+    (or a second one) changes nothing. Signal callbacks run on the event loop, only at
+    an ``await``, so arming and disarming around the run leaves no window.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+        self.loop = loop
+        self.task = task
+        self.received: int | None = None
+        self.cancelled_by: int | None = None
+        self.armed = False
+        for signum in self.SIGNALS:
+            loop.add_signal_handler(signum, self._received, signum)
+
+    def _received(self, signum: int) -> None:
+        if self.received is None:
+            self.received = signum
+            self._cancel_if_armed()
+
+    def _cancel_if_armed(self) -> None:
+        if self.armed and self.received is not None and self.cancelled_by is None:
+            self.cancelled_by = self.received
+            self.task.cancel()
+
+    def arm(self) -> None:
+        self.armed = True
+        self._cancel_if_armed()
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def close(self) -> None:
+        for signum in self.SIGNALS:
+            self.loop.remove_signal_handler(signum)
+
+    def exit_code(self, result: dict[str, Any]) -> int:
+        """128 + the signal's number after an interruption (like a shell), else 1 for an error result, else 0."""
+        if self.cancelled_by is not None:
+            return 128 + self.cancelled_by
+        return 1 if result["is_error"] else 0
+
+
+async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace, startup: Startup) -> int:
+    import asyncio
+
+    from queryloop.fsm import Step
+    from queryloop.handlers.request import AnthropicBackend
+
+    from ..run.agent import AgentRun, query_loop_program
+    from .console import Renderer
+
+    task = asyncio.current_task()
+    assert task is not None
+    interrupts = _Interrupts(asyncio.get_running_loop(), task)  # first: a signal while starting up is not fatal
+    server = None
+    client: anthropic.AsyncAnthropic | None = None  # annotations are not evaluated: the SDK is imported below
+    try:
+        if scenario is not None:
+            from ..mockapi.server import MockServer
+
+            server = MockServer(scenario)
+            await server.start()
+        # The machine loads (its handlers imported) while the SDK may still be loading in the background; a
+        # session (stream-json, interactive) runs the shipped one.
+        serving = args.input_format == "stream-json" or args.interactive
+        program = query_loop_program(str(args.machine)) if args.machine and not serving else query_loop_program()
+        http_client = startup.http_client()  # here the run waits for the SDK, if it is still loading
+        import anthropic  # loaded by now; not at the top: `queryloop check` and the engine commands never need it
+
+        if server is not None:
+            client = anthropic.AsyncAnthropic(
+                api_key="offline-scenario", base_url=server.url, max_retries=0, http_client=http_client
+            )
+        else:
+            client = anthropic.AsyncAnthropic(max_retries=0, http_client=http_client)
+        if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
+            from .sdk_protocol import serve_sdk_session
+
+            return await serve_sdk_session(options, AnthropicBackend(client), args)
+        if args.interactive:
+            from .interactive import serve_interactive  # here: prompt_toolkit loads only for a session
+
+            interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
+            return await serve_interactive(options, AnthropicBackend(client), args)
+        renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
+        run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
+        await run.connect_mcp()  # the init line lists each server's status and tools
+        renderer.start(**run.init_fields())
+        interrupts.arm()
+        shown = 0
+        try:
+            async for item in run.events():
+                renderer.handle(item)
+                shown += isinstance(item, Step)
+        except asyncio.CancelledError:
+            if interrupts.cancelled_by is None:
+                raise  # not ours
+            task.uncancel()  # we asked for it: the run took its abort edge; report it like any other end
+        finally:
+            interrupts.disarm()
+        for step in run.steps[shown:]:  # the abort step: recorded by the runner, never yielded while cancelling
+            renderer.handle(step)
+        result = run.result()
+        renderer.finish(result, run.data)
+        failure = run.runner.error
+        if failure is not None:  # the machine's Python raised: its traceback goes to stderr, never stdout
+            sys.stderr.write(inert(f"queryloop: the run ended in internal_error:\n{failure.traceback}"))
+            sys.stderr.flush()
+    finally:
+        if client is not None:
+            await client.close()
+        if server is not None:
+            await server.stop()
+        interrupts.close()
+    return interrupts.exit_code(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

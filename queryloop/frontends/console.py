@@ -1,0 +1,428 @@
+"""Rendering a run for the user: ``text``, ``json`` and ``stream-json`` (Claude Code's shapes).
+
+Owns what goes to stdout and stderr while a run goes on and when it ends. Text mode
+streams the answer to stdout and prints one compact, coloured line per transition to
+stderr, with a spinner while waiting on the model (only on a terminal). ``json``
+prints the result object only; ``stream-json`` prints ``system/init``, ``assistant``
+(one line per content block, with the API's message id), ``user`` (one per tool
+result, with ``tool_use_result``), ``system/api_retry``, ``system/model_fallback``,
+``system/transition`` and ``result``, one JSON object per line, plus
+``system/hook_error`` for a hook that failed (in text mode those show with
+``--verbose``) — Claude Code 2.1.235's shapes, and our own transition and request
+lines. Hidden meta messages are never printed.
+
+Data is never markup: tool output, hook messages and API error text reach the terminal
+as :class:`rich.text.Text` built from plain strings, so ``[/x]`` or ``:smile:`` in them
+is printed as it is. Nor is it a terminal command: in text output and on stderr, the
+control characters of the model's text, tool output and MCP results (escape sequences
+that would move the cursor, erase lines or retitle the window) are shown, not obeyed
+(``queryloop.fsm.terminal.inert``); JSON output escapes them itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.status import Status
+from rich.text import Text
+
+from queryloop.fsm import Step
+from queryloop.fsm.terminal import inert
+from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.outcome import Notice
+from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
+from queryloop.handlers.session.services.transcript import now
+from queryloop.handlers.tools import ToolResultPublished
+
+from ..run.agent import AgentData
+from ..run.defaults import CLAUDE_CODE_VERSION
+
+__all__ = ["Renderer"]
+
+_ERROR_STATES_STYLE = "bold red"
+
+# How the hooks service words a hook failure: "<Event> hook error (<command>): <message>".
+_HOOK_ERROR = re.compile(r"(?P<event>[A-Za-z]+) hook error (?P<error>.*)", re.DOTALL)
+
+
+_WITHHELD = ("prompt_too_long", "media_too_large")  # shown only when recovery is spent (in the result)
+
+# The transitions that switch to the next --fallback-model, and the trigger Claude Code names for each.
+_MODEL_FALLBACKS = {"model_fallback": "overloaded", "unavailable_model_fallback": "model_not_found"}
+
+_TOOL_USE_ERROR = re.compile(r"</?tool_use_error>")
+
+
+def _tool_use_result(result: dict[str, Any]) -> str:
+    """A ``user`` line's ``tool_use_result``: the tool's text; an error reads ``Error: …`` (Claude Code's form)."""
+    content = result.get("content", "")
+    if isinstance(content, list):
+        content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    text = _TOOL_USE_ERROR.sub("", str(content))
+    return text if not result.get("is_error") or text.startswith("Error") else f"Error: {text}"
+
+
+def _log_fields(log: RequestLog) -> dict[str, Any]:
+    withheld = log.error_kind in _WITHHELD
+    return {
+        "client_request_id": log.client_request_id,
+        "request_id": log.request_id,
+        "attempt": log.attempt,
+        "model": log.model,
+        "stream": log.stream,
+        "status": log.status,
+        "stop_reason": log.stop_reason,
+        "ttft_ms": None if log.ttft_ms is None else round(log.ttft_ms, 1),
+        "duration_ms": round(log.duration_ms, 1),
+        "usage": dict(log.usage),
+        "error_kind": log.error_kind,
+        "error": None if withheld else log.error_message,
+        "withheld": withheld,
+    }
+
+
+class Renderer:
+    """Turns the items a run yields or publishes into output lines for one ``--output-format``."""
+
+    def __init__(
+        self,
+        fmt: str,
+        *,
+        session_id: str,
+        verbose: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.fmt = fmt
+        self.session_id = session_id
+        self.verbose = verbose
+        self.out = stdout or sys.stdout
+        self.err = Console(file=stderr or sys.stderr, highlight=False, soft_wrap=True)
+        self.status: Status | None = None
+        self.streamed_text = False
+        self.at_line_start = True
+        self.emitted_results: set[str] = set()
+        # this run's tool_use ids: a resumed or continued history holds earlier prompts' calls, whose
+        # results were shown when they ran and are not this run's to show again
+        self.called: set[str] = set()
+        self.model = ""  # the model the run is on, and the fallbacks left (start() sets them)
+        self.fallbacks: list[str] = []
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def _line(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("session_id", self.session_id)
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def _spin(self, on: bool) -> None:
+        if self.fmt != "text" or not self.err.is_terminal:
+            return
+        if on and self.status is None:
+            self.status = self.err.status("waiting on the model…", spinner="dots")
+            self.status.start()
+        elif not on and self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def _note(self, *parts: str | tuple[str, str]) -> None:
+        """One stderr line from plain strings and ``(text, style)`` pairs; nothing in them is markup or a control."""
+        self._spin(False)
+        if not self.at_line_start and self.fmt == "text":
+            self.out.write("\n")
+            self.out.flush()
+            self.at_line_start = True
+        self.err.print(Text.assemble(*(inert(p) if isinstance(p, str) else (inert(p[0]), p[1]) for p in parts)))
+
+    # ---- items -------------------------------------------------------------------------------
+    def start(
+        self,
+        *,
+        model: str,
+        cwd: str,
+        tools: list[str],
+        fallback_models: list[str],
+        mcp_servers: list[dict[str, str]] | None = None,  # [{name, status}]
+        machine: str,
+        memory_paths: dict[str, list[str]] | None = None,  # the CLAUDE.md files read, by kind
+        permission_mode: str = "default",
+        api_key_source: str | None = None,  # None: ANTHROPIC_API_KEY when it is set, else "none"
+    ) -> None:
+        self.model, self.fallbacks = model, list(fallback_models)
+        if self.fmt == "stream-json":
+            if api_key_source is None:
+                api_key_source = "ANTHROPIC_API_KEY" if os.environ.get("ANTHROPIC_API_KEY") else "none"
+            self._line(
+                {
+                    "type": "system",
+                    "subtype": "init",
+                    "cwd": cwd,
+                    "session_id": self.session_id,
+                    "tools": tools,
+                    "mcp_servers": mcp_servers or [],
+                    "model": model,
+                    "permissionMode": permission_mode,
+                    "slash_commands": [],
+                    "apiKeySource": api_key_source,
+                    "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
+                    "output_style": "default",
+                    "agents": [],
+                    "skills": [],
+                    "plugins": [],
+                    # Claude Code 2.1.235's keys, with what holds here: no Claude Code-only slash commands, none
+                    # of its control-protocol extensions, nothing collected, and no fast mode (see the result)
+                    "terminal_slash_commands": [],
+                    "capabilities": [],
+                    "analytics_disabled": True,
+                    "product_feedback_disabled": True,
+                    "fast_mode_state": "off",
+                    "fast_mode_disabled_reason": "disabled_by_env",
+                    "memory_paths": memory_paths or {},
+                    "fallback_models": fallback_models,  # ours: the chain, and the machine the run executes
+                    "machine": machine,
+                    "uuid": str(uuid.uuid4()),
+                }
+            )
+        elif self.fmt == "text" and self.verbose:
+            self.err.print(Text(inert(f"queryloop: model {model}, cwd {cwd}"), style="dim"))
+        self._spin(True)
+
+    def _request(self, log: RequestLog) -> None:
+        """Every attempt is logged as an event: ids, attempt, model, status, timing, usage."""
+        if self.fmt == "stream-json":
+            self._line({"type": "system", "subtype": "api_request", **_log_fields(log)})
+        elif self.fmt == "text" and self.verbose:
+            ttft = f", first token {log.ttft_ms:.0f} ms" if log.ttft_ms is not None else ""
+            self._note(
+                (
+                    f"  request {log.request_id} attempt {log.attempt} {log.model} → {log.status} "
+                    f"{log.stop_reason or log.error_kind or ''} in {log.duration_ms:.0f} ms{ttft}",
+                    "dim",
+                )
+            )
+
+    def handle(self, item: Any) -> None:
+        if isinstance(item, (AssistantMessage, RequestLogged)):
+            self._request(item.log)
+        elif isinstance(item, RequestFailed):
+            self._request(item.failure.log)
+        if isinstance(item, AssistantMessage):
+            self._note_calls(item.message["content"])
+        elif isinstance(item, RequestFailed):  # a stream cut keeps its complete tool_use blocks
+            self._note_calls(item.failure.partial_content)
+        if isinstance(item, TextDelta):
+            self._spin(False)
+            if self.fmt == "text":
+                self.out.write(inert(item.text))
+                self.out.flush()
+                self.streamed_text = True
+                self.at_line_start = item.text.endswith("\n")
+        elif isinstance(item, Step):
+            self._step(item)
+        elif isinstance(item, AssistantMessage):
+            if self.fmt == "stream-json":
+                self._assistant(item)
+            elif self.fmt == "text" and not item.log.stream:
+                text = "".join(b.get("text", "") for b in item.message["content"] if b.get("type") == "text")
+                if text:  # a non-streamed reply (stream fallback): print it whole
+                    self.handle(TextDelta(text))
+        elif isinstance(item, ToolResultPublished):
+            self._tool_result(item.call.name, item.result)
+        elif isinstance(item, ApiRetry):
+            if self.fmt == "stream-json":
+                self._line(
+                    {
+                        "type": "system",
+                        "subtype": "api_retry",
+                        "attempt": item.attempt,
+                        "max_retries": item.max_retries,
+                        "retry_delay_ms": item.retry_delay_ms,
+                        "error_status": item.error_status,
+                        "error": item.error,
+                        "uuid": str(uuid.uuid4()),
+                    }
+                )
+            elif self.fmt == "text":
+                self._note(
+                    (
+                        f"  retrying in {item.retry_delay_ms} ms (attempt "
+                        f"{item.attempt}/{item.max_retries}, status {item.error_status})",
+                        "yellow",
+                    )
+                )
+        elif isinstance(item, CompactionDone):
+            b = item.boundary
+            if self.fmt == "stream-json":
+                self._line(
+                    {
+                        "type": "system",
+                        "subtype": "compact_boundary",
+                        "compact_metadata": b.to_json(),
+                        **b.to_json(),
+                        "uuid": str(uuid.uuid4()),
+                    }
+                )
+            elif self.fmt == "text":
+                lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
+                self._note((f"  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}", "blue"))
+        elif isinstance(item, Notice):
+            self._notice(item)
+
+    def _note_calls(self, content: Iterable[Mapping[str, Any]]) -> None:
+        self.called.update(str(b.get("id")) for b in content if b.get("type") == "tool_use")
+
+    def _assistant(self, item: AssistantMessage) -> None:
+        """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""
+        message_id = item.message_id or f"msg_{uuid.uuid4().hex}"  # a scripted backend's reply has none
+        for block in item.message["content"]:
+            message = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": item.model,
+                "content": [block],
+                "stop_reason": item.log.stop_reason,
+                "stop_sequence": None,
+                "usage": dict(item.log.usage),
+            }
+            self._line(
+                {
+                    "type": "assistant",
+                    "message": message,
+                    "parent_tool_use_id": None,  # the main conversation: no subagent's tool call
+                    "uuid": str(uuid.uuid4()),
+                    "timestamp": now(),
+                    "request_id": item.log.request_id,
+                }
+            )
+
+    def _notice(self, notice: Notice) -> None:
+        """A warning goes to stderr in every format; verbose text shows every notice; stream-json reports the
+        hook failures among them."""
+        if notice.text.startswith("warning: "):
+            self._note((f"queryloop: {notice.text}", "yellow"))
+        elif self.fmt == "text" and self.verbose:
+            self._note((f"  {notice.text}", "dim"))
+        elif self.fmt == "stream-json":
+            failed = _HOOK_ERROR.fullmatch(notice.text)
+            if failed is not None:
+                self._line(
+                    {
+                        "type": "system",
+                        "subtype": "hook_error",
+                        "hook_event_name": failed["event"],
+                        "error": failed["error"],
+                        "uuid": str(uuid.uuid4()),
+                    }
+                )
+
+    def _tool_result(self, name: str, result: dict[str, Any]) -> None:
+        self.emitted_results.add(str(result.get("tool_use_id")))
+        if self.fmt == "stream-json":
+            self._line(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": [result]},
+                    "parent_tool_use_id": None,
+                    "uuid": str(uuid.uuid4()),
+                    "timestamp": now(),
+                    "tool_use_result": _tool_use_result(result),
+                }
+            )
+        elif self.fmt == "text":
+            mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
+            first = str(result.get("content", "")).strip().splitlines()[:1]
+            self._note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
+
+    def _step(self, step: Step) -> None:
+        if self.fmt == "stream-json":
+            self._line(
+                {
+                    "type": "system",
+                    "subtype": "transition",
+                    "reason": step.reason,
+                    "from": step.source,
+                    "to": step.dest,
+                    "event": step.event,
+                    "counters": step.counter_dict(),
+                    "progress": step.progress,
+                }
+            )
+            if step.reason in _MODEL_FALLBACKS:
+                self._model_fallback(step)
+        elif self.fmt == "text":
+            counters = " ".join(f"{k}={v}" for k, v in step.counter_dict().items() if v)
+            style = (
+                "cyan"
+                if step.progress
+                else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
+            )
+            extra = (f" {counters}", "dim") if counters else ""
+            self._note((f"· {step.reason}", style), " ", (f"{step.source} → {step.dest}", "dim"), extra)
+        if step.dest == "calling_model" and not step.terminal:
+            self._spin(True)
+
+    def _model_fallback(self, step: Step) -> None:
+        """Claude Code's ``system/model_fallback`` line: which model the turn continues on, and why."""
+        original = self.model
+        self.model = self.fallbacks.pop(0) if self.fallbacks else original
+        trigger = _MODEL_FALLBACKS[step.reason]
+        why = "is overloaded" if trigger == "overloaded" else "is not available"
+        self._line(
+            {
+                "type": "system",
+                "subtype": "model_fallback",
+                "trigger": trigger,
+                "original_model": original,
+                "fallback_model": self.model,
+                "content": f"{original} {why}; the turn goes on with {self.model}",
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    # ---- the end -----------------------------------------------------------------------------
+    def finish(self, result: dict[str, Any], data: AgentData) -> None:
+        self._spin(False)
+        # this run's tool results that no effect published (synthetic ones after an abort or a budget stop)
+        for message, meta in data.messages.entries():
+            if meta or message.get("role") != "user" or not isinstance(message.get("content"), list):
+                continue  # a hidden answer (a budget stop's) was never the user's to see
+            for block in message["content"]:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_result"
+                    and str(block.get("tool_use_id")) in self.called - self.emitted_results
+                ):
+                    self._tool_result("(synthetic)", block)
+        if self.fmt == "text":
+            if result["is_error"]:
+                if not self.at_line_start:
+                    self.out.write("\n")
+                text = result.get("result") or "; ".join(result.get("errors", []))
+                label = f"Error ({result['terminal_reason']}):"
+                self.err.print(Text.assemble((label, _ERROR_STATES_STYLE), inert(f" {text}")))
+            else:
+                answer = result.get("result") or ""
+                if not self.streamed_text and answer:
+                    self.out.write(inert(answer))
+                    self.at_line_start = answer.endswith("\n")
+                if not self.at_line_start:
+                    self.out.write("\n")
+            self.out.flush()
+            if self.verbose:
+                cost = result["total_cost_usd"]
+                self.err.print(
+                    Text(
+                        f"{result['num_turns']} turn(s), {result['duration_ms']} ms, cost "
+                        f"{'unknown' if cost is None else f'${cost:.4f}'}",
+                        style="dim",
+                    )
+                )
+        else:
+            self._line(result)

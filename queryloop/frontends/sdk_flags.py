@@ -1,0 +1,194 @@
+"""The command-line flags the Claude Agent SDK passes, and which of them queryloop honours.
+
+Owns the flags only the Agent SDK's way of starting the CLI needs (``--tools``,
+``--permission-prompt-tool``, ``--replay-user-messages``, ``--include-partial-messages``,
+``--system-prompt-file``, …) and :func:`prepare_sdk_flags`, which checks them before
+anything runs: ``--input-format stream-json`` goes with ``--output-format stream-json``;
+a flag whose absence of effect is harmless (thinking, effort, betas, hook events, extra
+directories) is accepted with one warning line; one whose promise a program relies on
+(structured output, a task budget, plugins, a session store, a cut history, a
+permission tool other than ``stdio``) is refused with a usage error naming it. It also
+splits ``--mcp-config``: the SDK's in-process servers (``"type": "sdk"``) are served
+over the control protocol (``queryloop.frontends.sdk_protocol``), not started as MCP servers; their
+names are held to the rule every server's is (``server_name_problem``).
+
+Does not own the session on stdin (``queryloop.frontends.sdk_protocol``) nor the flags every run
+has (``queryloop.frontends.cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from queryloop.fsm.cli import UsageError
+from queryloop.fsm.jsontext import loads_json
+
+__all__ = ["add_sdk_options", "prepare_sdk_flags"]
+
+# Accepted and ignored, with the reason the warning gives: leaving them out changes no promise a program relies on.
+_IGNORED = {
+    "thinking": "extended thinking is not requested yet",
+    "thinking_display": "extended thinking is not requested yet",
+    "effort": "requests carry no effort level",
+    "betas": "requests carry no beta headers",
+    "include_hook_events": "no hook_started/hook_response lines (a failed hook is a system/hook_error line)",
+    "add_dir": "tools stay inside the working directory",
+}
+
+# Refused: a program would silently get less than it asked for.
+_REFUSED = {
+    "json_schema": "structured output is not supported (a result would come without structured_output)",
+    "task_budget": "task budgets are not supported (use --max-budget-usd or --max-turns)",
+    "plugin_dir": "plugins are not supported",
+    "session_mirror": "mirroring the transcript to a session store is not supported",
+    "resume_session_at": "resuming at a given message is not supported",
+    "resume_drops_turn": "resuming without a turn is not supported",
+}
+
+
+def add_sdk_options(run: argparse.ArgumentParser) -> None:
+    """The flags the Agent SDK passes besides those every run has (help for the ones queryloop honours)."""
+    run.add_argument(
+        "--tools",
+        metavar="NAMES",
+        help="built-in tools offered, comma separated ('default': all; '': none)",
+    )
+    run.add_argument(
+        "--permission-prompt-tool",
+        metavar="stdio",
+        help="with --input-format stream-json: ask the program (the Agent SDK's can_use_tool) what would ask",
+    )
+    run.add_argument(
+        "--replay-user-messages",
+        action="store_true",
+        help="with --input-format stream-json: echo each prompt as a user line with its uuid (for rewind_files)",
+    )
+    run.add_argument(
+        "--include-partial-messages",
+        action="store_true",
+        help="with stream-json output: also write the answer's text as stream_event lines as it streams",
+    )
+    run.add_argument("--system-prompt-file", type=Path, metavar="FILE", help="the system prompt, read from FILE")
+    for name in (*_IGNORED, *_REFUSED):
+        flag = "--" + name.replace("_", "-")
+        if name in ("add_dir", "plugin_dir"):
+            run.add_argument(flag, action="append", help=argparse.SUPPRESS)
+        elif name in ("include_hook_events", "session_mirror"):
+            run.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+        else:
+            run.add_argument(flag, help=argparse.SUPPRESS)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _set(args: argparse.Namespace, name: str) -> bool:
+    value = getattr(args, name, None)
+    return value is not None and value is not False
+
+
+def _tools(text: str) -> tuple[str, ...] | None:
+    """``--tools``: ``default`` is every built-in tool; names Claude Code has and queryloop not are dropped."""
+    from queryloop.handlers.tools.services.registry import default_registry  # here: building the parser loads no tool
+
+    if text.strip() == "default":
+        return None
+    names = [n.strip() for n in text.replace(" ", ",").split(",") if n.strip()]
+    known = default_registry().names
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(
+            f"queryloop: warning: --tools: {', '.join(unknown)} not offered: queryloop's built-in tools are "
+            f"{', '.join(known)}",
+            file=sys.stderr,
+        )
+    return tuple(n for n in names if n in known)
+
+
+def _check_names(servers: list[str]) -> None:
+    """The in-process servers' names follow the rule every server's does (no ``__``, no ``_`` at the end)."""
+    if not servers:
+        return
+    from queryloop.handlers.mcp.services.config import (
+        server_name_problem,  # jsonschema with it: only when servers are given
+    )
+
+    for name in servers:
+        problem = server_name_problem(name)
+        if problem is not None:
+            raise UsageError(f"--mcp-config: at .mcpServers.{name}: {problem}")
+
+
+def _split_sdk_servers(configs: list[str] | None) -> tuple[list[str] | None, tuple[str, ...]]:
+    """``--mcp-config`` values without the SDK's in-process servers, and those servers' names (inline JSON only)."""
+    if not configs:
+        return configs, ()
+    kept: list[str] = []
+    sdk: list[str] = []
+    for value in configs:
+        try:
+            document = loads_json(value) if value.lstrip().startswith("{") else None
+        except ValueError:
+            document = None  # the MCP configuration reader reports it with its position
+        if not isinstance(document, dict) or not isinstance(document.get("mcpServers"), dict):
+            kept.append(value)
+            continue
+        servers: dict[str, object] = document["mcpServers"]
+        ours = [n for n, entry in servers.items() if isinstance(entry, dict) and entry.get("type") == "sdk"]
+        _check_names(ours)
+        sdk.extend(ours)
+        rest = {n: entry for n, entry in servers.items() if n not in ours}
+        if rest or not ours:
+            kept.append(json.dumps({**document, "mcpServers": rest}))
+    return kept, tuple(sdk)
+
+
+def prepare_sdk_flags(args: argparse.Namespace) -> None:
+    """Check the Agent SDK's flags (UsageError for a refused one, a warning for an ignored one) and resolve them.
+
+    Sets ``args.tools`` (None: every built-in), ``args.system_prompt`` from
+    ``--system-prompt-file``, and ``args.sdk_mcp_servers`` (the in-process servers'
+    names, taken out of ``args.mcp_config``).
+    """
+    streaming = args.input_format == "stream-json"
+    if streaming and args.output_format != "stream-json":
+        raise UsageError("--input-format stream-json requires --output-format stream-json")
+    if args.include_partial_messages and args.output_format != "stream-json":
+        raise UsageError("--include-partial-messages requires --output-format stream-json")
+    if args.include_partial_messages and not streaming:
+        print(
+            "queryloop: warning: --include-partial-messages is ignored without --input-format stream-json",
+            file=sys.stderr,
+        )
+    for name in ("permission_prompt_tool", "replay_user_messages"):
+        if _set(args, name) and not streaming:
+            raise UsageError(f"{_flag(name)} requires --input-format stream-json")
+    if args.permission_prompt_tool not in (None, "stdio"):
+        raise UsageError(
+            f"--permission-prompt-tool {args.permission_prompt_tool}: only 'stdio' (the Agent SDK's can_use_tool) "
+            "is supported, not an MCP tool"
+        )
+    for name, why in _REFUSED.items():
+        if _set(args, name):
+            raise UsageError(f"{_flag(name)} is not supported: {why}")
+    for name, why in _IGNORED.items():
+        if _set(args, name):
+            print(f"queryloop: warning: {_flag(name)} is ignored: {why}", file=sys.stderr)
+    args.tools = None if args.tools is None else _tools(args.tools)
+    if args.system_prompt_file is not None:
+        if args.system_prompt is not None:
+            raise UsageError("give --system-prompt or --system-prompt-file, not both")
+        try:
+            args.system_prompt = args.system_prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--system-prompt-file {args.system_prompt_file}: cannot read it ({exc})") from None
+    args.mcp_config, args.sdk_mcp_servers = _split_sdk_servers(args.mcp_config)
+    if args.sdk_mcp_servers and not streaming:
+        raise UsageError(
+            f"--mcp-config: the in-process server(s) {', '.join(args.sdk_mcp_servers)} (type sdk) are served by the "
+            "Agent SDK's program: they need --input-format stream-json"
+        )

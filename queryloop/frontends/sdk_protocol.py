@@ -1,0 +1,460 @@
+"""The Claude Agent SDK's session: ``--input-format stream-json`` and its control protocol on stdin and stdout.
+
+The SDK (``ClaudeAgentOptions(cli_path=...)``) starts the program with ``--input-format
+stream-json --output-format stream-json`` and writes JSON lines to its stdin: user
+messages (each one prompt of one conversation, played in turn, continuing the same
+session, until stdin closes) and ``control_request`` lines, each answered by one
+``control_response`` line — ``success`` or ``error`` — on stdout, between the run's
+own stream-json lines. Requests from the SDK: ``initialize`` (the Python hooks it
+registers by callback id, and its in-process MCP servers' tools, listed through it),
+``interrupt`` (the prompt being played ends through the machine's abort edges; the
+session goes on), ``set_permission_mode`` and ``set_model`` (from the next prompt on),
+``mcp_status``, ``mcp_reconnect``, ``rewind_files`` and ``get_context_usage``. Requests
+to the SDK: ``can_use_tool`` (what would ask), ``hook_callback`` (a Python hook runs in
+the SDK's process) and ``mcp_message`` (JSON-RPC for an in-process server's tool). A
+line that is not JSON or cannot be read safely (nested too deep, a number too long:
+``queryloop.fsm.jsontext``), or a request without a request id, is one line on stderr; a
+request that cannot be served gets an error response; nothing on stdin ends the
+session but its end. A configured MCP server named like one of the SDK's in-process
+servers is not started (the in-process one is used, with a warning), so no tool name is
+offered twice.
+
+Owns the session: reading stdin, dispatching, the prompts' queue and the conversation
+(``queryloop.frontends.api``'s, with its output written straight to stdout) and what each request
+does. Does not own the flags (``queryloop.frontends.sdk_flags``), the channel and what travels over
+it to the SDK (``queryloop.frontends.sdk_channel``), the loop (``queryloop.run.agent``) or the output's
+shapes (``queryloop.frontends.console``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from queryloop.fsm.jsontext import JsonLimitError, loads_json
+from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
+from queryloop.handlers.request import ModelBackend, TextDelta
+from queryloop.handlers.request.services.pricing import model_info
+from queryloop.handlers.tools import PERMISSION_MODES
+
+from .. import __version__
+from ..run.agent import AgentData, AgentOptions
+from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
+from .api import _Conversation, _prompt_text
+from .console import Renderer
+from .options import PermissionResult, PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
+from .options import permission_asker as options_permission_asker
+from .sdk_channel import Channel, ControlError, SdkAnswerError, SdkServer, hook_config, warn
+
+__all__ = ["serve_sdk_session"]
+
+# ---- the output -------------------------------------------------------------------------------------
+
+
+class _SessionRenderer(Renderer):
+    """The stream-json renderer, straight to stdout, with what the SDK's session adds to a prompt's lines."""
+
+    def __init__(self, session: _SdkSession, options: AgentOptions, prompt: Mapping[str, Any]) -> None:
+        super().__init__("stream-json", session_id=options.session_id, stdout=session.out)
+        self.session = session
+        self.prompt = prompt
+        self.prompt_id = options.prompt_id
+
+    def start(self, **fields: Any) -> None:
+        fields["mcp_servers"] = [*(fields.get("mcp_servers") or []), *self.session.sdk_statuses()]
+        self.session.mcp_seen = list(fields["mcp_servers"])
+        super().start(**fields)
+        if self.session.args.replay_user_messages:  # the prompt's uuid is the user message rewind_files names
+            message = {"role": "user", "content": self.prompt.get("message", {}).get("content")}
+            now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            line = {"type": "user", "message": message, "parent_tool_use_id": None, "uuid": self.prompt_id}
+            self._line({**line, "timestamp": now, "isReplay": True})
+
+    def handle(self, item: Any) -> None:
+        if isinstance(item, TextDelta) and self.session.args.include_partial_messages:
+            delta = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": item.text}}
+            self._line({"type": "stream_event", "event": delta, "parent_tool_use_id": None, "uuid": str(uuid.uuid4())})
+        super().handle(item)
+
+    def finish(self, result: dict[str, Any], data: AgentData) -> None:
+        self.session.last_data, self.session.last_error = data, bool(result.get("is_error"))
+        super().finish(result, data)
+
+
+class _SdkConversation(_Conversation):
+    """The API's conversation, its prompts' lines written to stdout as the CLI prints them."""
+
+    def __init__(
+        self, session: _SdkSession, template: AgentOptions, choice: SessionChoice, backend: ModelBackend
+    ) -> None:
+        self._begin(template, choice, backend)
+        self.owner = session
+        self.prompt: Mapping[str, Any] = {}  # the user message being played
+
+    def _renderer(self, options: AgentOptions, sink: io.StringIO) -> Renderer:
+        return _SessionRenderer(self.owner, options, self.prompt)
+
+
+# ---- the session ------------------------------------------------------------------------------------
+
+
+def _started_servers(configs: Sequence[McpServerConfig], in_process: Mapping[str, object]) -> list[McpServerConfig]:
+    """The configured servers to start: one named like an in-process server gives way to it (the SDK's
+    ``--mcp-config`` wins a name clash), so no tool name is offered twice."""
+    started = []
+    for config in configs:
+        if config.name in in_process:
+            warn(
+                f"warning: MCP server {config.name!r} of {config.source or 'the settings'} is not started: "
+                "the Agent SDK's in-process server of that name is used instead"
+            )
+        else:
+            started.append(config)
+    return started
+
+
+class _SdkSession:
+    """One Agent SDK session: stdin read line by line, prompts played in turn, every control request answered."""
+
+    def __init__(self, template: AgentOptions, backend: ModelBackend, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = sys.stdout
+        self.channel = Channel(self.out)
+        choice = SessionChoice(
+            session_id=template.session_id,
+            stored_as=template.session_paths(),
+            resume_from=template.resume_from,
+            start_source=template.start_source,
+        )
+        if args.permission_prompt_tool == "stdio":
+            asker = options_permission_asker(self._ask_permission, cwd=template.cwd, on_interrupt=self._interrupt)
+            template = attrs.evolve(template, can_use_tool=asker)
+        self.conversation = _SdkConversation(self, template, choice, backend)
+        self.default_model = template.model
+        self.servers = {name: SdkServer(self.channel, name) for name in args.sdk_mcp_servers}
+        self.mcp = McpManager(
+            _started_servers(template.mcp_servers, self.servers),
+            cwd=template.cwd,
+            hidden=template.rules.hides,
+            taken=lambda name: any(name.startswith(tool_name(s, "")) for s in self.servers),
+        )
+        self.conversation.mcp = self.mcp if template.mcp_servers else None  # kept across prompts, as Claude Code's
+        self.mcp_ready: asyncio.Task[None] | None = None
+        self.initializing: asyncio.Task[Any] | None = None
+        self.prompts: asyncio.Queue[Mapping[str, Any] | None] = asyncio.Queue()
+        self.interrupt_next = False
+        self.tasks: dict[str, asyncio.Task[None]] = {}  # control requests being answered, by request id
+        self.mcp_seen: list[dict[str, Any]] = []
+        self.last_data: AgentData | None = None
+        self.last_error = False
+        self.signalled: int | None = None
+        self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]] = {
+            "initialize": self._initialize,
+            "interrupt": self._on_interrupt,
+            "set_permission_mode": self._set_permission_mode,
+            "set_model": self._set_model,
+            "mcp_status": self._mcp_status,
+            "mcp_reconnect": self._mcp_reconnect,
+            "rewind_files": self._rewind_files,
+            "get_context_usage": self._context_usage,
+        }
+
+    # ---- the loop ------------------------------------------------------------------------------
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._on_signal, signum)
+        threading.Thread(target=self._read_stdin, args=(loop,), daemon=True, name="queryloop-stdin").start()
+        self.mcp_ready = asyncio.create_task(self.mcp.start())
+        player = asyncio.create_task(self._play())
+        try:
+            line_number = 0
+            while (raw := await self.lines.get()) is not None:
+                line_number += 1
+                self._dispatch(raw, line_number)
+            self.channel.close()  # nobody can answer now: pending and later requests fail, prompts still play
+            self.prompts.put_nowait(None)
+            await player
+        finally:
+            player.cancel()
+            for task in (*self.tasks.values(), self.initializing, self.mcp_ready):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(player, *self.tasks.values(), return_exceptions=True)
+            await self.mcp.close()
+        if self.signalled is not None:
+            return 128 + self.signalled
+        return 1 if self.last_error else 0
+
+    def _read_stdin(self, loop: asyncio.AbstractEventLoop) -> None:
+        """In a thread: each line of stdin onto the queue, then None at its end."""
+        try:
+            for raw in sys.stdin.buffer:
+                loop.call_soon_threadsafe(self.lines.put_nowait, raw)
+        except (OSError, ValueError):
+            pass  # stdin closed under us: its end
+        try:
+            loop.call_soon_threadsafe(self.lines.put_nowait, None)
+        except RuntimeError:
+            pass  # the loop is gone: the session ended first
+
+    def _on_signal(self, signum: int) -> None:
+        """SIGINT/SIGTERM: the prompt being played ends through its abort edge, the session ends after it."""
+        if self.signalled is None:
+            self.signalled = signum
+            self._interrupt()
+            self.lines.put_nowait(None)
+
+    def _state(self, state: str) -> None:
+        """The SDK asks for these (``CLAUDE_CODE_SDK_READS_SESSION_STATE``) to know when a run is over."""
+        if os.environ.get("CLAUDE_CODE_SDK_READS_SESSION_STATE"):
+            line = {"type": "system", "subtype": "session_state_changed", "state": state, "sdk_host_only": True}
+            self.channel.send({**line, "uuid": str(uuid.uuid4()), "session_id": self.conversation.session.session_id})
+
+    async def _play(self) -> None:
+        while (prompt := await self.prompts.get()) is not None:
+            if self.initializing is not None:
+                await asyncio.gather(self.initializing, return_exceptions=True)
+            if self.mcp_ready is not None:
+                await asyncio.gather(self.mcp_ready, return_exceptions=True)
+            interrupted, self.interrupt_next = self.interrupt_next or self.signalled is not None, False
+            self._state("running")
+            try:
+                self.conversation.prompt = prompt
+                await self.conversation.play(_prompt_text(prompt), lambda message: None, interrupted=interrupted)
+            except Exception as exc:  # a prompt that cannot be played (no text, no session to continue, …)
+                warn(f"the prompt was not played: {exc}")
+                self._refuse(str(exc))
+            if self.prompts.empty():
+                self._state("idle")
+
+    def _refuse(self, message: str) -> None:
+        """A result line for a prompt that did not run, so the program waiting for one gets it."""
+        self.last_error = True
+        ids = {"session_id": self.conversation.session.session_id, "uuid": str(uuid.uuid4())}
+        timing = {"duration_ms": 0, "duration_api_ms": 0, "num_turns": 0, "total_cost_usd": 0}
+        head = {"type": "result", "subtype": "error_during_execution", "is_error": True}
+        self.channel.send({**head, **timing, "errors": [message], **ids})
+
+    def _dispatch(self, raw: bytes, line_number: int) -> None:
+        try:
+            message = loads_json(raw.decode("utf-8"))
+        except JsonLimitError as exc:
+            warn(f"error: stdin line {line_number} cannot be read safely ({exc}); skipped")
+            return
+        except ValueError as exc:  # not JSON, or not UTF-8
+            if raw.strip():
+                warn(f"error: stdin line {line_number} is not a JSON object ({exc}); skipped")
+            return
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "user":
+            self.prompts.put_nowait(message)
+        elif kind == "control_request":
+            self._start_answer(message, line_number)
+        elif kind == "control_response":
+            self.channel.resolve(message)
+        elif kind == "control_cancel_request":
+            task = self.tasks.get(str(message.get("request_id")))
+            if task is not None:
+                task.cancel()
+        elif kind != "keep_alive":
+            warn(f"error: stdin line {line_number}: expected a user message or a control_request, got {kind!r}")
+
+    def _start_answer(self, message: Mapping[str, Any], line_number: int) -> None:
+        request_id = message.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            warn(f"error: stdin line {line_number}: a control_request without a request_id cannot be answered")
+            return
+        task = asyncio.create_task(self._answer(request_id, message.get("request")))
+        self.tasks[request_id] = task
+        task.add_done_callback(lambda _: self.tasks.pop(request_id, None))
+
+    async def _answer(self, request_id: str, request: object) -> None:
+        subtype = request.get("subtype") if isinstance(request, Mapping) else None
+        try:
+            if not isinstance(request, Mapping) or not isinstance(subtype, str):
+                raise ControlError('a control_request needs "request": {"subtype": ..., ...}')
+            handler = self.handlers.get(subtype)
+            if handler is None:
+                raise ControlError(
+                    f"Unsupported control request subtype: {subtype} (queryloop serves {', '.join(self.handlers)})",
+                    "unsupported_request",
+                )
+            response = await handler(request)
+        except ControlError as exc:
+            self.channel.fail(request_id, str(exc), exc.code)
+        except Exception as exc:  # our bug: the request fails, the session goes on
+            self.channel.fail(request_id, f"{subtype} failed: {type(exc).__name__}: {exc}", "internal_error")
+        else:
+            self.channel.succeed(request_id, response)
+
+    # ---- what the SDK asks ---------------------------------------------------------------------
+    async def _initialize(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self.initializing is not None:
+            raise ControlError("already initialized: initialize is the session's first request, once")
+        hooks = hook_config(self.channel, request.get("hooks"))
+        if request.get("agents"):
+            warn(f"warning: subagents are not offered (no Task tool): {', '.join(request['agents'])}")
+        self.initializing = asyncio.current_task()  # prompts wait for it
+        await asyncio.gather(*(server.connect() for server in self.servers.values()))
+        conversation = self.conversation
+        served = tuple(t for server in self.servers.values() for t in server.tools)
+        template = conversation.template
+        try:
+            conversation.template = attrs.evolve(
+                template, hooks=template.hooks.merged(hooks), custom_tools=(*template.custom_tools, *served)
+            )
+        except ValueError as exc:  # a served tool's name clashes with another
+            raise ControlError(f"initialize: {exc}") from None
+        return {
+            "commands": [],
+            "agents": [],
+            "output_style": "default",
+            "available_output_styles": ["default"],
+            "models": [],
+            "pid": os.getpid(),
+            "queryloop_version": __version__,  # not claude_code_version: this is not Claude Code
+            "current_permission_mode": template.permission_mode,
+            "session_state": "idle",
+        }
+
+    async def _on_interrupt(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        self._interrupt()
+        return {}
+
+    def _interrupt(self) -> None:
+        """The prompt being played takes its abort edge; if none is yet, the next one starts by taking it."""
+        if not self.conversation.interrupt() and not self.prompts.empty():
+            self.interrupt_next = True
+
+    async def _ask_permission(
+        self, tool: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResult:
+        request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
+        why: dict[str, Any] = {
+            "permission_suggestions": [],
+            "blocked_path": None,
+            "decision_reason": context.decision_reason,
+        }
+        answer = await self.channel.ask({**request, **why, "tool_use_id": context.tool_use_id})
+        if answer.get("behavior") == "allow":
+            updated = answer.get("updatedInput")
+            return PermissionResultAllow(updated_input=dict(updated) if isinstance(updated, Mapping) else None)
+        if answer.get("behavior") == "deny":
+            message = str(answer.get("message") or "")
+            return PermissionResultDeny(message=message, interrupt=answer.get("interrupt") is True)
+        raise SdkAnswerError(f"can_use_tool answered {json.dumps(answer)[:200]}: expected behavior allow or deny")
+
+    async def _set_permission_mode(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        mode = request.get("mode")
+        if mode not in PERMISSION_MODES:
+            raise ControlError(
+                f"Cannot set permission mode {mode!r}: must be one of {', '.join(PERMISSION_MODES)}", "invalid_mode"
+            )
+        self.conversation.template = attrs.evolve(self.conversation.template, permission_mode=mode)
+        return {"mode": mode}
+
+    async def _set_model(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        model = request.get("model")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ControlError(f"set_model: model must be a model name or null (the default), got {model!r}")
+        chosen = model or self.default_model
+        self.conversation.template = attrs.evolve(self.conversation.template, model=chosen)
+        return {"model": chosen}
+
+    async def _mcp_status(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self.mcp_ready is not None:
+            await asyncio.gather(self.mcp_ready, return_exceptions=True)
+        return {"mcpServers": [*self.mcp.statuses(), *self.sdk_statuses()]}
+
+    def sdk_statuses(self) -> list[dict[str, Any]]:
+        return [server.status_entry() for server in self.servers.values()]
+
+    async def _mcp_reconnect(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        name = request.get("serverName")
+        if name in self.servers:
+            server = self.servers[str(name)]
+            await server.connect()
+            if server.status != "connected":
+                raise ControlError(f"Failed to reconnect {name}: {server.error}", "reconnect_failed")
+            return {}
+        if name not in self.mcp.names:
+            raise ControlError(f"Server not found: {name}", "not_found")
+        if self.mcp_ready is not None:
+            await asyncio.gather(self.mcp_ready, return_exceptions=True)
+        connected = await self.mcp.reconnect([str(name)])
+        if not connected[str(name)]:
+            failure = self.mcp.failure(str(name))
+            why = failure.text() if failure else "down"
+            raise ControlError(f"Failed to reconnect {name}: {why}", "reconnect_failed")
+        return {}
+
+    async def _rewind_files(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        target = request.get("user_message_id")
+        if not isinstance(target, str) or not target:
+            raise ControlError("rewind_files needs user_message_id: the uuid of a user message of this session")
+        if self.conversation.playing is not None:
+            raise ControlError("a prompt is being played: interrupt it (or wait for its result) before rewinding")
+        try:
+            plan = plan_rewind(self.conversation.session.stored_as, target)
+        except SessionChoiceError as exc:
+            raise ControlError(str(exc), "not_found") from None
+        changed = [item for item in plan.files if item.before != item.now]
+        summary: dict[str, Any] = {"canRewind": True, "filesChanged": [str(item.path) for item in changed]}
+        if plan.irreversible:  # what no checkpoint covers (Bash, MCP calls): told, never undone
+            summary["notUndone"] = [{"name": e["name"], "tool_use_id": e["tool_use_id"]} for e in plan.irreversible]
+        if request.get("dry_run"):
+            return summary
+        return {**summary, "done": apply_rewind(plan)}
+
+    async def _context_usage(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        return _context_usage(self.conversation.template, self.last_data)
+
+
+def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, Any]:
+    """What the last prompt's requests held, by part, against the model's window (estimates, as compaction's)."""
+    model = data.request.model if data is not None else template.model
+    info = model_info(model)
+    window = info.context_window if info else 200_000
+    if data is None:
+        parts = {"System prompt and tools": 0, "Messages": 0}
+    else:
+        parts = {
+            "System prompt and tools": data.context.overhead + data.request.tool_catalog_tokens,
+            "Messages": data.messages.tokens,
+        }
+    total = sum(parts.values())
+    effective = max(1, window - min(template.max_tokens, 20_000))
+    categories = [{"name": name, "tokens": tokens, "color": "inactive"} for name, tokens in parts.items()]
+    return {
+        "categories": categories,
+        "totalTokens": total,
+        "maxTokens": effective,
+        "rawMaxTokens": window,
+        "percentage": round(100 * total / window, 1),
+        "model": model,
+        "isAutoCompactEnabled": template.auto_compact,
+        "autoCompactThreshold": int(effective * template.auto_compact_threshold),
+        "memoryFiles": [{"path": str(f.path), "type": f.kind} for f in template.instructions],
+        "mcpTools": [],
+        "agents": [],
+        "gridRows": [],
+    }
+
+
+async def serve_sdk_session(template: AgentOptions, backend: ModelBackend, args: argparse.Namespace) -> int:
+    """Serve the Agent SDK on stdin and stdout until stdin ends; the exit code (1 if the last result is an error)."""
+    return await _SdkSession(template, backend, args).serve()

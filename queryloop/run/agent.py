@@ -1,0 +1,616 @@
+"""One agent run: options → run data + services → the query loop machine → a result object.
+
+Owns the composition of the layers: :class:`AgentData` (the whole run data, one
+slice per layer beside the message graph and the outcome), :class:`AgentServices`
+(what effects use, stateless toward the run), :class:`AgentRun` (the shipped
+``machines/query_loop.yaml`` driven to its end) and the Claude-Code-shaped result
+object, plus :func:`snapshot_run` / :func:`restore_run`, which write a run state as
+JSON and read it back. Rendering lives in ``queryloop.frontends.console``, the command line in
+``queryloop.frontends.cli``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+import attrs
+from cattrs.preconf.json import make_converter
+
+from queryloop.fsm import Program, Runner, RunState, Step, load_machine
+from queryloop.handlers.context import ContextData
+from queryloop.handlers.context.services.compaction import request_overhead_tokens
+from queryloop.handlers.hooks import HookConfig, HookRunner, HooksData
+from queryloop.handlers.mcp import McpData, McpManager, McpServerConfig
+from queryloop.handlers.messages import Message, MessageView
+from queryloop.handlers.outcome import Outcome
+from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
+from queryloop.handlers.records import evolve
+from queryloop.handlers.request import ModelBackend, RequestData
+from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply
+from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info
+from queryloop.handlers.session import SessionData, SessionPaths, SessionStore, queryloop_home
+from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
+from queryloop.handlers.tools import (
+    AskPermission,
+    PermissionMode,
+    PermissionRules,
+    ToolContext,
+    ToolRegistry,
+    ToolsData,
+    ToolSpec,
+    default_registry,
+    hidden_tools,
+)
+from queryloop.handlers.tools.services.dispatch import CallRunner
+from queryloop.handlers.tools.services.permissions import read_denied
+from queryloop.handlers.tools.services.sandbox.policy import SandboxPolicy
+from queryloop.machines import MACHINES_DIR
+
+from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
+from .memory import InstructionFile, instructions_tokens, memory_paths, with_instructions
+from .tracing import recorder_from_env
+
+if TYPE_CHECKING:
+    from queryloop.handlers.tools.services.sandbox import Sandbox
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "AgentData",
+    "AgentOptions",
+    "AgentRun",
+    "AgentServices",
+    "DEFAULT_SYSTEM_PROMPT",
+    "query_loop_program",
+    "restore_run",
+    "snapshot_run",
+]
+
+
+@functools.cache
+def query_loop_program(path: str | None = None) -> Program:
+    """The compiled query loop (loaded and checked for handlers once per process)."""
+    return Program(load_machine(path or MACHINES_DIR / "query_loop.yaml"))
+
+
+def _tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
+    return tuple(tools)
+
+
+def _check_custom_tools(
+    _instance: object, _attribute: attrs.Attribute[tuple[ToolSpec, ...]], tools: tuple[ToolSpec, ...]
+) -> None:
+    """Custom tools are ToolSpecs (``@queryloop.tool``) whose names neither a built-in tool nor another one has."""
+    builtins = default_registry().names
+    seen: set[str] = set()
+    for spec in tools:
+        if not isinstance(spec, ToolSpec):
+            what = getattr(spec, "__qualname__", type(spec).__name__)
+            raise TypeError(f"custom tools must be ToolSpecs: decorate {what} with @queryloop.tool first")
+        if spec.name in builtins:
+            raise ValueError(
+                f"the custom tool {spec.name!r} has the name of a built-in tool; give it another name "
+                f"(built-in tools: {', '.join(builtins)})"
+            )
+        if spec.name in seen:
+            raise ValueError(f"two custom tools are named {spec.name!r}; tool names must be unique")
+        seen.add(spec.name)
+
+
+@attrs.frozen(kw_only=True)
+class AgentOptions:
+    """What one run was asked to do (the CLI flags, as values)."""
+
+    prompt: str
+    model: str
+    fallback_models: tuple[str, ...] = ()
+    cwd: Path = attrs.field(factory=Path.cwd)
+    max_turns: int | None = None
+    max_retries: int = 10
+    max_budget_usd: float | None = None
+    max_tokens: int = 32_000
+    escalated_max_tokens: int | None = None
+    append_system_prompt: str | None = None
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    retry_base_delay_s: float = 0.5
+    idle_timeout_s: float = 90.0
+    request_timeout_s: float | None = None  # deadline of each model request attempt; None = only the idle timeout
+    tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
+    # tools of the caller's own (ToolSpecs, e.g. from @queryloop.tool), offered after the built-ins
+    custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_specs, validator=_check_custom_tools)
+    can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
+    mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
+    auto_compact: bool = True
+    auto_compact_threshold: float = 0.8  # of the effective window
+    params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
+    permission_mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    hooks: HookConfig = attrs.field(factory=HookConfig)
+    interactive: bool = False
+    tool_env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
+    instructions: tuple[InstructionFile, ...] = ()  # CLAUDE.md files (queryloop.run.memory), sent with every request
+    # the session: kept under home (None: $QUERYLOOP_HOME, else ~/.queryloop) unless persist is off
+    persist: bool = True
+    home: Path | None = None
+    stored_as: SessionPaths | None = None  # where this run's session is kept (default: home, cwd, session_id)
+    resume_from: SessionPaths | None = None  # the stored session whose history this run continues (itself, or a fork's)
+    prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))  # the prompt's transcript uuid
+    start_source: str = "startup"  # what SessionStart hooks are told: startup, resume or fork
+    # the run compacts the session's history instead of sending ``prompt`` (/compact): the user's
+    # instructions for the summary ("" for none); None: an ordinary prompt
+    compact: str | None = None
+    max_checkpoints: int = 100
+    sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
+
+    def session_paths(self) -> SessionPaths:
+        """Where this run's session is kept (by default in this working directory's project folder)."""
+        if self.stored_as is not None:
+            return self.stored_as
+        home = self.home if self.home is not None else queryloop_home()
+        return SessionPaths(home=home, cwd=self.cwd.resolve(), session_id=self.session_id)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class AgentData:
+    """The whole run data: the message graph, the outcome, and each layer's slice. Replaced whole each step."""
+
+    messages: MessageView
+    outcome: Outcome = attrs.field(factory=Outcome)
+    request: RequestData
+    output: OutputData = attrs.field(factory=OutputData)
+    hooks: HooksData = attrs.field(factory=HooksData)
+    tools: ToolsData = attrs.field(factory=ToolsData)
+    context: ContextData = attrs.field(factory=ContextData)
+    session: SessionData = attrs.field(factory=SessionData)
+    mcp: McpData = attrs.field(factory=McpData)
+    user_turns: int = 0  # user messages the loop added after the prompt, as Claude Code counts them (_turns_in)
+
+    def evolve(self, **changes: Any) -> Self:
+        """A copy with the named slices replaced; user messages appended to the transcript are counted.
+
+        Every layer changes the transcript through here, so this is the one place that sees
+        each message arrive; a rebuilt transcript (a compaction) adds none (its summary is
+        counted from the context slice's boundaries).
+        """
+        messages = changes.get("messages")
+        if messages is not None and "user_turns" not in changes:
+            added = messages.added_since(self.messages)
+            if added:
+                changes["user_turns"] = self.user_turns + sum(_turns_in(m, meta) for m, meta in added)
+        return evolve(self, **changes)
+
+
+def _turns_in(message: Message, meta: bool) -> int:
+    """How many of Claude Code's turns one message appended to the transcript makes.
+
+    Claude Code 2.1.235 counts each user message its loop adds after the prompt: every tool
+    result is a message of its own, and so are a Stop hook's feedback and the note that a
+    tool call was malformed (which it shows; ours is hidden, so it is named here). Hidden
+    continuations of a truncated answer are no turn (a reply cut three times, then
+    finished: 1), nor is our thinking-only nudge, nor are the hidden results that close the
+    ledger when the budget is spent (Claude Code runs nothing then and adds nothing: 1).
+    """
+    if message.get("role") != "user":
+        return 0
+    content = message.get("content")
+    if meta:
+        return int(content == MALFORMED_TOOL_USE_PROMPT)
+    if isinstance(content, list):
+        results = sum(1 for block in content if isinstance(block, dict) and block.get("type") == "tool_result")
+        if results:
+            return results
+    return 1
+
+
+@attrs.frozen(kw_only=True)
+class AgentServices:
+    """What effects use: clients, registries, settings and a random source — nothing about the run itself."""
+
+    backend: ModelBackend
+    system_prompt: str | None
+    tools: ToolRegistry
+    tool_definitions: tuple[dict[str, Any], ...]
+    tool_context: ToolContext
+    hooks: HookRunner
+    max_budget_usd: float | None = None
+    auto_compact_threshold: float = 0.8  # of the effective window (context window − output reserve)
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 32.0
+    idle_timeout_s: float = 90.0
+    permission_mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    interactive: bool = False  # ask the user (y/n/always) instead of denying what would ask
+    can_use_tool: AskPermission | None = None  # the permission callback: asked before the user, instead of denying
+    session: SessionStore | None = None  # the session's ledger and checkpoints (None: nothing is kept)
+    mcp: McpManager | None = None  # the MCP servers (None: none configured)
+    call_runner: CallRunner | None = None  # runs each tool call (the fleet: one durable step each); None: in-process
+    rng: random.Random = attrs.field(factory=random.Random)
+
+    def extra_tool(self, name: str) -> ToolSpec | None:
+        """An MCP server's tool by the name the model calls it (None if no server lists it now)."""
+        return self.mcp.tool_spec(name) if self.mcp is not None else None
+
+
+def _store(options: AgentOptions) -> SessionStore | None:
+    """The session's store; None when nothing is kept and nothing is read back."""
+    if not options.persist and options.resume_from is None:
+        return None
+    return SessionStore(
+        options.session_paths(),
+        source=options.resume_from,
+        max_checkpoints=options.max_checkpoints,
+        writes=options.persist,
+    )
+
+
+def _registry(options: AgentOptions) -> ToolRegistry:
+    """The allowed built-in tools in their order, then the custom ones; a bare deny rule keeps either out."""
+    hidden = hidden_tools(options.rules)
+    builtins = options.tools if options.tools is not None else default_registry().names
+    custom = tuple(spec for spec in options.custom_tools if spec.name not in hidden)
+    return ToolRegistry(tools=(*default_registry([t for t in builtins if t not in hidden]).tools, *custom))
+
+
+def open_sandbox(options: AgentOptions) -> Sandbox | None:
+    """The run's sandbox when the settings enable it and bubblewrap starts here; None otherwise.
+
+    Where it cannot start, commands run through the permission gate alone (the CLI says
+    so once, and refuses to run when ``failIfUnavailable`` is set).
+    """
+    if not options.sandbox.enabled or options.sandbox.problem() is not None:
+        return None
+    from queryloop.handlers.tools.services.sandbox import Sandbox
+
+    return Sandbox.for_rules(options.sandbox, cwd=options.cwd, rules=options.rules)
+
+
+def _services(
+    options: AgentOptions,
+    backend: ModelBackend,
+    mcp: McpManager | None,
+    store: SessionStore | None,
+    call_runner: CallRunner | None,
+) -> AgentServices:
+    system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
+    registry = _registry(options)
+    store = store if store is not None else _store(options)
+    return AgentServices(
+        backend=with_instructions(with_request_deadline(backend, options.request_timeout_s), options.instructions),
+        system_prompt=system,
+        tools=registry,
+        tool_definitions=tuple(registry.api_definitions()),
+        tool_context=ToolContext(
+            cwd=options.cwd,
+            env=options.tool_env,
+            hidden=read_denied(options.rules, cwd=options.cwd),
+            sandbox=open_sandbox(options),
+        ),
+        hooks=HookRunner(
+            config=options.hooks,
+            cwd=options.cwd,
+            session_id=options.session_id,
+            transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
+            permission_mode=options.permission_mode,
+            prompt_id=options.prompt_id,
+        ),
+        max_budget_usd=options.max_budget_usd,
+        auto_compact_threshold=options.auto_compact_threshold,
+        retry_base_delay_s=options.retry_base_delay_s,
+        idle_timeout_s=options.idle_timeout_s,
+        permission_mode=options.permission_mode,
+        rules=options.rules,
+        interactive=options.interactive,
+        can_use_tool=options.can_use_tool,
+        session=store,
+        mcp=mcp,
+        call_runner=call_runner,
+    )
+
+
+def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
+    return AgentData(
+        messages=MessageView(),  # the session opens first: a stored history, then the prompt
+        request=RequestData(
+            model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
+        ),
+        output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
+        hooks=HooksData(start_source=options.start_source, manual_compact=options.compact),
+        context=ContextData(
+            auto_compact=options.auto_compact,
+            overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)
+            + instructions_tokens(options.instructions),
+        ),
+        session=SessionData(prompt=options.prompt, prompt_id=options.prompt_id, resume=options.resume_from is not None),
+    )
+
+
+class _FirstTokenClock:
+    """A backend that tells its owner when a request left and when an answer's first token arrived.
+
+    The result's ``time_to_request_ms``, ``ttft_ms`` and ``ttft_stream_ms`` are read from them.
+    """
+
+    def __init__(self, inner: ModelBackend, seen: Callable[[float], None], sending: Callable[[float], None]) -> None:
+        self.inner = inner
+        self.seen = seen
+        self.sending = sending
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        sent = time.monotonic()
+        self.sending(sent)
+        outcome = await self.inner.send(call, on_text)
+        if isinstance(outcome, ModelReply):  # a reply not streamed has no first token: its arrival stands in
+            log = outcome.log
+            self.seen(sent + (log.ttft_ms if log.ttft_ms is not None else log.duration_ms) / 1000)
+        return outcome
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        return await self.inner.count_tokens(call)
+
+
+class AgentRun:
+    """One run of the query loop: iterate :meth:`events`, then read :meth:`result`.
+
+    ``state`` continues a run from a run state (e.g. one :func:`restore_run` read back)
+    instead of starting from ``options.prompt``. When ``QUERYLOOP_TRACE_DIR`` is set, every
+    step the run takes is recorded there (``queryloop.run.tracing``). Unless
+    ``options.persist`` is off, the session's transcript is written as the run goes
+    (``queryloop.handlers.session.services.transcript``), its ledger and checkpoints kept beside it. ``mcp``: MCP
+    servers already connected (a conversation of several runs shares them); without it,
+    the run connects ``options.mcp_servers`` itself when it starts and closes them at its end.
+    ``store``: the session's store, when it is not the files under ``options.home``
+    (``queryloop.fleet`` keeps a session's ledger and checkpoints in its database);
+    ``transcript``: where the transcript is written, when not beside the store's files
+    (the fleet's database); ``call_runner``: what runs each tool call, when not the run
+    itself (the fleet: one durable step per call). Every service is given here, none later.
+    """
+
+    def __init__(
+        self,
+        options: AgentOptions,
+        backend: ModelBackend,
+        *,
+        program: Program | None = None,
+        on_publish: Callable[[Any], None] | None = None,
+        state: RunState[AgentData] | None = None,
+        mcp: McpManager | None = None,
+        store: SessionStore | None = None,
+        transcript: TranscriptSink | None = None,
+        call_runner: CallRunner | None = None,
+    ) -> None:
+        if len(options.fallback_models) > 3:
+            raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
+        self.options = options
+        self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
+        self.first_request: float | None = None  # monotonic time the run's first model request was sent
+        self._owns_mcp = mcp is None and bool(options.mcp_servers)
+        if self._owns_mcp:
+            taken = frozenset(t.name for t in options.custom_tools).__contains__  # never offered twice
+            mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides, taken=taken)
+        self.services = _services(
+            options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store, call_runner
+        )
+        params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
+        program = program or query_loop_program()
+        self.program = program
+        store = self.services.session
+        if transcript is None and store is not None and store.writes:
+            transcript = TranscriptWriter(store.paths, in_place=store.source == store.paths)
+        self.transcript: TranscriptSink | None = transcript
+        if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
+            self.transcript.continue_after(state.data.messages)
+        self._publish = on_publish
+        self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
+        self.runner: Runner[AgentData, AgentServices] = Runner(
+            program,
+            data=_initial_data(options, self.services) if state is None else None,
+            services=self.services,
+            params=params,
+            state=state,
+            on_publish=self._published if on_publish is not None else None,
+            on_step=self._stepped,
+        )
+        self.started = time.monotonic()
+        self.finished: float | None = None
+
+    async def events(self) -> AsyncIterator[Any]:
+        """Every step and published item until the run ends.
+
+        Cancelling the iterating task, or closing this generator, takes the abort edges
+        at once: the runner's generator is closed with it, not left to the garbage collector.
+        """
+        try:
+            await self.connect_mcp()
+            async with contextlib.aclosing(self.runner.run()) as items:
+                async for item in items:
+                    if self.transcript is not None and not isinstance(item, Step):
+                        self.transcript.observe(item)
+                    yield item
+        finally:
+            self.finished = time.monotonic()
+            self._close_session()
+            if self.services.tool_context.sandbox is not None:
+                self.services.tool_context.sandbox.close()
+            if self._owns_mcp and self.services.mcp is not None:
+                await self.services.mcp.close()
+        await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
+
+    def init_fields(self) -> dict[str, Any]:
+        """What the ``init`` line says of this run (``Renderer.start``'s fields); after :meth:`connect_mcp`."""
+        options, services = self.options, self.services
+        mcp = services.mcp
+        return {
+            "model": options.model,
+            "cwd": str(options.cwd),
+            "tools": [*services.tools.names, *(t.name for t in (mcp.catalog() if mcp else ()))],
+            "mcp_servers": mcp.statuses() if mcp else [],
+            "fallback_models": list(options.fallback_models),
+            "machine": self.program.spec.name,
+            "memory_paths": memory_paths(options.instructions),
+            "permission_mode": options.permission_mode,
+        }
+
+    async def connect_mcp(self) -> None:
+        """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this."""
+        mcp = self.services.mcp
+        if mcp is not None and not mcp.started:
+            await mcp.start()
+
+    def _published(self, item: Any) -> None:
+        if self.transcript is not None:
+            self.transcript.observe(item)
+        assert self._publish is not None
+        self._publish(item)
+
+    def _stepped(self, step: Step) -> None:
+        if self._trace_step is not None:
+            self._trace_step(step)
+        if self.transcript is not None:
+            self.transcript.record(step, self.runner.final.data)
+
+    def _close_session(self) -> None:
+        """The transcript's closing entry (once the run has ended) and the ledger file closed."""
+        if self.transcript is not None and self.runner.done:
+            self.transcript.finish(self.result())
+            self.transcript = None
+        if self.services.session is not None:
+            self.services.session.close()
+
+    def _saw_first_token(self, at: float) -> None:
+        if self.first_token is None:
+            self.first_token = at
+
+    def _sent_request(self, at: float) -> None:
+        if self.first_request is None:
+            self.first_request = at
+
+    @property
+    def data(self) -> AgentData:
+        return self.runner.final.data
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.runner.trace
+
+    def result(self) -> dict[str, Any]:
+        """The result object, as Claude Code's headless mode prints it (plus ``terminal_reason``).
+
+        Claude Code's shapes: a run that ended with ``subtype: success`` has ``result`` (the
+        answer, or the surfaced error when ``is_error``) and ``api_error_status``, and
+        ``ttft_ms`` when it is no error; an error subtype (``error_max_turns``,
+        ``error_max_budget_usd``, ``error_during_execution``) has ``errors`` instead — a run
+        that ended in ``internal_error`` (the machine's Python raised) lists the exception's
+        message there, its traceback is in ``runner.error``.
+        """
+        runner = self.runner
+        declared = runner.result
+        data = self.data
+        outcome = data.outcome
+        subtype = str(declared.get("subtype", "error_during_execution"))
+        is_error = bool(declared.get("is_error", True))
+        error = runner.error.message if runner.error is not None else outcome.error
+        end = self.finished if self.finished is not None else time.monotonic()
+        usage = data.request.usage
+        result: dict[str, Any] = {
+            "type": "result",
+            "subtype": subtype,
+            "is_error": is_error,
+            "num_turns": self.num_turns(),
+            "duration_ms": round((end - self.started) * 1000),
+            "duration_api_ms": round(data.request.api_duration_ms),
+            "result": error if error and (is_error or not outcome.result_text) else outcome.result_text,
+            "stop_reason": outcome.stop_reason,
+            "terminal_reason": declared.get("terminal_reason", runner.final.state),
+            "api_error_status": outcome.api_error_status,
+            "session_id": self.options.session_id,
+            "total_cost_usd": usage.total_cost_usd,
+            "usage": usage.usage(),
+            "modelUsage": self._model_usage(),
+            "permission_denials": [dict(d) for d in data.tools.permission_denials],
+            # Claude Code's fast mode (a faster tier of its own service) does not exist here: always off,
+            # and of its closed set of reasons the one that says it is not available in this setup
+            "fast_mode_state": "off",
+            "fast_mode_disabled_reason": "disabled_by_env",
+            "uuid": str(uuid.uuid4()),
+        }
+        if subtype != "success":
+            del result["result"], result["api_error_status"]
+            result["errors"] = self._errors(subtype, error)
+        elif not is_error and self.first_token is not None:
+            result.update(self._timings())
+        return result
+
+    def _timings(self) -> dict[str, int]:
+        """An answered run's timings from its start, in ms: the first token, and the first request sent.
+
+        Claude Code reports ``ttft_stream_ms`` (the stream's first event) just under ``ttft_ms``;
+        ours are both the first content delta, the one moment the client observes.
+        """
+        assert self.first_token is not None
+        ttft = round((self.first_token - self.started) * 1000)
+        sent = self.first_request if self.first_request is not None else self.started
+        return {"ttft_ms": ttft, "ttft_stream_ms": ttft, "time_to_request_ms": round((sent - self.started) * 1000)}
+
+    def num_turns(self) -> int:
+        """Claude Code's ``num_turns``: 1 + the user messages its loop added after the prompt.
+
+        Probed against Claude Code 2.1.235: each tool result counts (two parallel Reads then
+        an answer: 3), as do a Stop hook's feedback, the note that a tool call was malformed
+        and a compaction's summary (three tool rounds and a reactive compaction: 5); hidden
+        continuations do not (:func:`_turns_in`). A run its prompt hooks ended sent nothing:
+        0. At ``--max-turns N`` it reports the turn it refused to start: N + 1, however many
+        tool results the N turns had.
+        """
+        max_turns = self.options.max_turns
+        if self.runner.result.get("subtype") == "error_max_turns" and max_turns is not None:
+            return max_turns + 1
+        trace = self.runner.trace
+        if trace and trace[-1].source in ("opening_session", "submitting_prompt"):
+            return 0  # the run ended before its prompt reached the loop (a prompt hook, an interrupt)
+        data = self.data
+        return 1 + data.user_turns + len(data.context.boundaries)
+
+    def _errors(self, subtype: str, error: str | None) -> list[str]:
+        """What an error result lists (Claude Code's wording for its limits)."""
+        if subtype == "error_max_turns":
+            return [f"Reached maximum number of turns ({self.options.max_turns})"]
+        if subtype == "error_max_budget_usd" and self.options.max_budget_usd is not None:
+            return [f"Reached maximum budget (${self.options.max_budget_usd:g})"]
+        return [error] if error else []
+
+    def _model_usage(self) -> dict[str, dict[str, Any]]:
+        """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
+        by_model = self.data.request.usage.model_usage()
+        for model, entry in by_model.items():
+            info = model_info(model) or UNLISTED_MODEL  # Claude Code's window for a model it does not know
+            entry["webSearchRequests"] = 0
+            entry["contextWindow"] = info.context_window
+            entry["maxOutputTokens"] = self.data.request.max_tokens
+        return by_model
+
+
+# ---- snapshots ---------------------------------------------------------------------------------
+
+_codec = make_converter()  # JSON-ready values: frozensets and tuples become lists
+_codec.register_unstructure_hook(MessageView, lambda view: [[m, meta] for m, meta in view.entries()])
+_codec.register_structure_hook(
+    MessageView, lambda raw, _: MessageView.of((m for m, _ in raw), (bool(meta) for _, meta in raw))
+)
+
+
+def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, Any]:
+    """The run state as plain JSON values: state, counters, params, steps and every slice of the data."""
+    return {**program.snapshot(run), "data": _codec.unstructure(run.data)}
+
+
+def restore_run(program: Program, snapshot: Mapping[str, Any]) -> RunState[AgentData]:
+    """The run state :func:`snapshot_run` wrote (after a JSON round trip), ready to continue."""
+    return program.restore(snapshot, _codec.structure(snapshot["data"], AgentData))

@@ -1,0 +1,262 @@
+"""Project instructions: the ``CLAUDE.md`` and ``QUERYLOOP.md`` files a run gives the model as context.
+
+Owns which instruction files a run reads and in which order (Claude Code 2.1.235's
+rules, observed against the embedded server), their ``@path`` imports, the one
+context block they become, and :func:`with_instructions`, the backend wrapper that
+puts that block in front of the first user message of every request — built at
+request time, never stored in the transcript, so compaction cannot drop it and the
+result, hooks and snapshots never see it. Claude Code's file names and ours
+(``QUERYLOOP.md`` in place of ``CLAUDE.md``, ``.queryloop/`` in place of
+``.claude/``) are read under the same rules; in each place ours come after Claude
+Code's, so they read as the more specific.
+
+Order, lowest precedence first (later files are nearer the work):
+
+1. user (every project): ``~/.claude/CLAUDE.md``, ``~/.claude/rules/**/*.md``, then
+   ``~/.queryloop/QUERYLOOP.md``, ``~/.queryloop/rules/**/*.md``;
+2. for each directory from the filesystem root down to the project directory:
+   project files ``CLAUDE.md``, ``.claude/CLAUDE.md``, ``.claude/rules/**/*.md``,
+   ``QUERYLOOP.md``, ``.queryloop/QUERYLOOP.md``, ``.queryloop/rules/**/*.md``, then
+   local ones (not in the repository) ``CLAUDE.local.md``, ``QUERYLOOP.local.md``.
+
+Rule files are read in path order (Claude Code takes the directory's listing order,
+which no file system promises); one whose front matter names ``paths:`` applies only
+to those files and is not read up front; front matter is never sent. Empty files
+are skipped and a file is read once. Each file's ``@path`` imports (outside code)
+follow it, depth first, at most four deep; a project or local file imports only
+files inside the project directory (Claude Code asks before reading others, and a
+headless run cannot ask), a user file any file.
+
+Does not own: settings (``queryloop.run.settings``; ``--setting-sources`` selects the
+kinds of both), the system prompt (``queryloop.run.agent``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import attrs
+import yaml
+
+from queryloop.handlers.messages import Message, MessageView, compact_json
+from queryloop.handlers.request import ModelBackend
+from queryloop.handlers.request.services.backends import ModelCall, TokenCount
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply
+
+__all__ = [
+    "MEMORY_KINDS",
+    "InstructionFile",
+    "MemoryKind",
+    "instructions_block",
+    "instructions_tokens",
+    "load_instructions",
+    "memory_paths",
+    "with_instructions",
+]
+
+MemoryKind = Literal["user", "project", "local"]
+MEMORY_KINDS: tuple[MemoryKind, ...] = ("user", "project", "local")
+"""The kinds of instruction files, which are also ``--setting-sources`` names."""
+
+MAX_IMPORT_DEPTH = 4
+"""How many ``@path`` imports deep a file is still read (Claude Code 2.1.235 reads 4)."""
+
+_USER_DIRS = ((".claude", "CLAUDE.md"), (".queryloop", "QUERYLOOP.md"))
+_PROJECT_NAMES = ("CLAUDE", "QUERYLOOP")
+_DESCRIBED: dict[MemoryKind, str] = {
+    "user": "the user's own instructions, for every project",
+    "project": "project instructions, kept with the project",
+    "local": "the user's private instructions for this project, not shared",
+}
+# An import: `@path` at the start of the text or after whitespace; `\ ` escapes a space.
+_IMPORT = re.compile(r"(?:^|(?<=\s))@((?:[^\s\\]|\\ )+)")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_INLINE_CODE = re.compile(r"`+[^`]*`+")
+
+
+@attrs.frozen(kw_only=True)
+class InstructionFile:
+    """One instruction file as the model is given it: where it is, its kind, and its text."""
+
+    path: Path
+    kind: MemoryKind
+    content: str
+    imported_by: Path | None = None
+
+
+def load_instructions(
+    cwd: Path, *, home: Path | None = None, sources: Collection[MemoryKind] = MEMORY_KINDS
+) -> tuple[InstructionFile, ...]:
+    """Every instruction file that applies to a run in ``cwd``, lowest precedence first.
+
+    ``sources`` are the kinds to read (``--setting-sources``). Unreadable and empty
+    files are skipped: instructions are optional, a run never fails for them.
+    """
+    project = cwd.resolve()
+    user_home = (home if home is not None else Path.home()).resolve()
+    loader = _Loader(project=project, home=user_home)
+    if "user" in sources:
+        for dot_dir, name in _USER_DIRS:
+            loader.add(user_home / dot_dir / name, "user")
+            loader.add_rules(user_home / dot_dir / "rules", "user")
+    for directory in (*reversed(project.parents), project):
+        if "project" in sources:
+            for stem in _PROJECT_NAMES:
+                folder = directory / f".{stem.lower()}"
+                loader.add(directory / f"{stem}.md", "project")
+                loader.add(folder / f"{stem}.md", "project")
+                loader.add_rules(folder / "rules", "project")
+        if "local" in sources:
+            for stem in _PROJECT_NAMES:
+                loader.add(directory / f"{stem}.local.md", "local")
+    return tuple(loader.files)
+
+
+@attrs.define
+class _Loader:
+    """Reads files in order, each once, following imports depth first."""
+
+    project: Path
+    home: Path
+    files: list[InstructionFile] = attrs.field(factory=list)
+    seen: set[Path] = attrs.field(factory=set)
+
+    def add_rules(self, folder: Path, kind: MemoryKind) -> None:
+        try:
+            rules = sorted(p for p in folder.rglob("*.md") if p.is_file())
+        except OSError:
+            return
+        for path in rules:
+            self.add(path, kind, rule=True)
+
+    def add(
+        self, path: Path, kind: MemoryKind, *, rule: bool = False, depth: int = 0, imported_by: Path | None = None
+    ) -> None:
+        path = path.resolve()
+        if path in self.seen:
+            return
+        text = _read_text(path)
+        if text is None:
+            return
+        front, body = _split_front_matter(text)
+        if rule and "paths" in front:
+            return  # a rule for some files only: read when those are, not up front
+        self.seen.add(path)
+        body = body.strip()
+        if not body:
+            return
+        self.files.append(InstructionFile(path=path, kind=kind, content=body, imported_by=imported_by))
+        if depth >= MAX_IMPORT_DEPTH:
+            return
+        for target in _imports(body, base=path.parent, home=self.home):
+            if kind == "user" or target.resolve().is_relative_to(self.project):
+                self.add(target, kind, depth=depth + 1, imported_by=path)
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text; None when it is missing, unreadable, binary or not UTF-8."""
+    try:
+        if not path.is_file():
+            return None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None if "\x00" in text else text
+
+
+def _split_front_matter(text: str) -> tuple[dict[str, object], str]:
+    """(front matter, the rest) of a Markdown file; without front matter ``({}, text)``."""
+    lines = text.split("\n")
+    if lines[0].rstrip() != "---":
+        return {}, text
+    for end, line in enumerate(lines[1:], start=1):
+        if line.rstrip() == "---":
+            try:
+                front = yaml.safe_load("\n".join(lines[1:end]))
+            except yaml.YAMLError:
+                return {}, text
+            return (front if isinstance(front, dict) else {}), "\n".join(lines[end + 1 :])
+    return {}, text
+
+
+def _imports(text: str, *, base: Path, home: Path) -> Iterator[Path]:
+    """The ``@path`` imports in ``text`` outside fenced and inline code, resolved against ``base``."""
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for match in _IMPORT.finditer(_INLINE_CODE.sub(" ", line)):
+            raw = match.group(1).replace("\\ ", " ")
+            yield home / raw[2:] if raw.startswith("~/") else base / raw
+
+
+# ---- what the model is given -------------------------------------------------------------
+
+
+def instructions_block(files: Sequence[InstructionFile]) -> str | None:
+    """The one context text the files become (None without files): each file's path, kind and text."""
+    if not files:
+        return None
+    parts = [
+        "<project-instructions>",
+        "The instruction files of this user and project follow, the more specific last. "
+        "Follow them: they take precedence over the default instructions.",
+    ]
+    for f in files:
+        parts.append(f"\n## {f.path} ({_DESCRIBED[f.kind]})\n\n{f.content}")
+    parts.append("</project-instructions>")
+    return "\n".join(parts)
+
+
+def instructions_tokens(files: Sequence[InstructionFile]) -> int:
+    """The local token estimate the block adds to every request (ceil(chars/4) of its JSON block)."""
+    block = instructions_block(files)
+    return 0 if block is None else math.ceil(len(compact_json({"type": "text", "text": block})) / 4)
+
+
+def memory_paths(files: Sequence[InstructionFile]) -> dict[str, list[str]]:
+    """The files read, by kind, as the stream-json ``init`` line's ``memory_paths`` shows them."""
+    return {kind: [str(f.path) for f in files if f.kind == kind] for kind in MEMORY_KINDS}
+
+
+def _with_block(messages: MessageView, block: str) -> MessageView:
+    """``messages`` with ``block`` as the first text of the first user message (a new one if none leads)."""
+    entries = messages.entries()
+    context = {"type": "text", "text": block}
+    if entries and entries[0][0].get("role") == "user":
+        first, meta = entries[0]
+        content = first.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        lead: list[tuple[Message, bool]] = [({**first, "content": [context, *blocks]}, meta)]
+        rest = entries[1:]
+    else:
+        lead, rest = [({"role": "user", "content": [context]}, True)], entries
+    merged = [*lead, *rest]
+    return MessageView.of((m for m, _ in merged), (meta for _, meta in merged))
+
+
+class _InstructionsBackend:
+    """Hands every call to ``inner`` with the instructions in front of its messages."""
+
+    def __init__(self, inner: ModelBackend, block: str) -> None:
+        self.inner = inner
+        self.block = block
+
+    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
+        return await self.inner.send(attrs.evolve(call, messages=_with_block(call.messages, self.block)), on_text)
+
+    async def count_tokens(self, call: ModelCall) -> TokenCount:
+        return await self.inner.count_tokens(attrs.evolve(call, messages=_with_block(call.messages, self.block)))
+
+
+def with_instructions(backend: ModelBackend, files: Sequence[InstructionFile]) -> ModelBackend:
+    """``backend`` sending ``files`` as context with every request (model, summary, count_tokens); none: unchanged."""
+    block = instructions_block(files)
+    return backend if block is None else _InstructionsBackend(backend, block)

@@ -1,0 +1,323 @@
+"""Settings: finding, validating and merging Claude Code style settings files.
+
+Owns: the settings sources and their precedence (user ``~/.queryloop/settings.json``
+< project ``<cwd>/.queryloop/settings.json`` < local
+``<cwd>/.queryloop/settings.local.json`` < ``--settings FILE|JSON``), the JSON
+Schema for the keys this runtime understands (``permissions``, ``hooks``, ``env``,
+``model``, ``sandbox``; every other key is kept as-is in ``raw``), the merge (objects merge
+key by key, scalars from the higher source win, lists concatenate without
+duplicates) and one-line :class:`SettingsError` messages naming the file, the line
+and the JSON path of the problem. Files are read by the engine's one reader
+(``queryloop.fsm.source``): a key given twice is an error naming both lines, and
+schema errors are worded as for machines and scenarios.
+
+Does not own: what rules and hooks mean — ``queryloop.handlers.tools.services.permissions``
+and ``queryloop.handlers.hooks`` do; this module only hands them validated values.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, cast
+
+import attrs
+
+from queryloop.fsm import SpecError, read_json, schema_problems
+from queryloop.fsm.source import Source, json_path
+from queryloop.handlers.hooks import HookConfig, HookConfigError, parse_hook_config
+from queryloop.handlers.tools.services.permissions import (
+    PERMISSION_MODES,
+    PermissionMode,
+    PermissionRule,
+    PermissionRuleError,
+    PermissionRules,
+    parse_rule,
+)
+
+__all__ = [
+    "PermissionSettings",
+    "SETTINGS_SCHEMA",
+    "SETTING_SOURCES",
+    "Settings",
+    "SettingsError",
+    "load_settings",
+    "merge_settings",
+]
+
+_RULE_LIST: Final[dict[str, Any]] = {"type": "array", "items": {"type": "string"}}
+
+SETTING_SOURCES: Final = ("user", "project", "local")
+"""The settings files by source, lowest precedence first (``--setting-sources`` picks among them)."""
+
+#: JSON Schema for the settings keys queryloop reads. Unknown keys are allowed at
+#: every level: users bring Claude Code settings, which have many more.
+SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "permissions": {
+            "type": "object",
+            "properties": {
+                "allow": _RULE_LIST,
+                "ask": _RULE_LIST,
+                "deny": _RULE_LIST,
+                "defaultMode": {"enum": list(PERMISSION_MODES)},
+                "additionalDirectories": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+        "hooks": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["hooks"],
+                    "properties": {
+                        "matcher": {"type": "string"},
+                        "hooks": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["type"],
+                                "properties": {
+                                    "type": {"type": "string"},
+                                    "command": {"type": "string"},
+                                    "timeout": {"type": "number", "exclusiveMinimum": 0},
+                                },
+                                "if": {"properties": {"type": {"const": "command"}}},
+                                "then": {"required": ["command"]},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "model": {"type": "string"},
+        "mcpServers": {"type": "object", "additionalProperties": {"type": "object"}},  # checked in full when used
+        "enableAllProjectMcpServers": {"type": "boolean"},
+        "enabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
+        "disabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
+        # Claude Code's sandbox settings; the keys queryloop acts on are typed, others kept (docs/security.md).
+        "sandbox": {
+            "type": "object",
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "autoAllowBashIfSandboxed": {"type": "boolean"},
+                "allowUnsandboxedCommands": {"type": "boolean"},
+                "failIfUnavailable": {"type": "boolean"},
+                "excludedCommands": _RULE_LIST,
+                "network": {
+                    "type": "object",
+                    "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+            },
+        },
+    },
+}
+
+
+class SettingsError(ValueError):
+    """A settings source cannot be used: unreadable, not JSON, or a value of the wrong shape."""
+
+
+@attrs.frozen(kw_only=True)
+class PermissionSettings:
+    """The ``permissions`` block after merging; rules already parsed."""
+
+    allow: tuple[PermissionRule, ...] = ()
+    ask: tuple[PermissionRule, ...] = ()
+    deny: tuple[PermissionRule, ...] = ()
+    default_mode: PermissionMode | None = None
+    additional_directories: tuple[str, ...] = ()
+
+    def to_rules(
+        self,
+        *,
+        cwd: Path,
+        home: Path | None = None,
+        allowed_tools: str | Sequence[str] | None = None,
+        disallowed_tools: str | Sequence[str] | None = None,
+    ) -> PermissionRules:
+        """Rules for :func:`queryloop.handlers.tools.services.permissions.decide`, plus the CLI flag values.
+
+        Additional directories are resolved: ``~/x`` against ``home``, relative ones
+        against ``cwd``.
+        """
+        home_dir = home if home is not None else Path.home()
+        directories = []
+        for raw in self.additional_directories:
+            if raw == "~" or raw.startswith("~/"):
+                directories.append(home_dir / raw[2:])
+            else:
+                directories.append(Path(cwd, raw))
+        rules = PermissionRules(allow=self.allow, ask=self.ask, deny=self.deny, additional_directories=directories)
+        return rules.with_cli_flags(allowed_tools=allowed_tools, disallowed_tools=disallowed_tools)
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """Merged settings of every source that exists, lowest precedence first in ``sources``."""
+
+    permissions: PermissionSettings = PermissionSettings()
+    hooks: HookConfig = attrs.field(factory=HookConfig)
+    env: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
+    model: str | None = None
+    sources: tuple[Path | str, ...] = ()
+    raw: Mapping[str, Any] = attrs.field(factory=lambda: MappingProxyType({}))
+
+
+# ----------------------------------------------------------------------- loading
+
+
+def _label(path: Path, *, cwd: Path, home: Path) -> str:
+    """How a file is named in messages: relative to cwd, else ``~/...``, else absolute."""
+    for base, prefix in ((cwd, ""), (home, "~/")):
+        try:
+            return prefix + str(path.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def _where(path: str) -> list[str | int]:
+    """``$.hooks.Stop[0].matcher`` as the parts a :class:`Source` keys its lines by."""
+    return [int(i) if i else name for name, i in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path)]
+
+
+def _fail(source: Source, where: list[str | int], message: str) -> SettingsError:
+    return SettingsError(str(source.problem(where, f"{json_path(where)}: {message}")))
+
+
+def _validate(source: Source) -> dict[str, Any]:
+    document = source.data
+    problems = schema_problems(SETTINGS_SCHEMA, source)
+    if problems:
+        raise SettingsError(str(problems[0]))  # one line: the first problem in the file
+    permissions = document.get("permissions", {})
+    for key in ("allow", "ask", "deny"):
+        for i, text in enumerate(permissions.get(key, ())):
+            try:
+                parse_rule(text)
+            except PermissionRuleError as exc:
+                raise _fail(source, ["permissions", key, i], str(exc)) from None
+    if "hooks" in document:
+        try:
+            parse_hook_config(document["hooks"])
+        except HookConfigError as exc:
+            raise _fail(source, _where(exc.path), exc.problem) from None
+    return cast(dict[str, Any], document)
+
+
+def _parse_json(text: str, label: str) -> dict[str, Any]:
+    try:
+        source = read_json(text, label)
+    except SpecError as exc:
+        raise SettingsError(str(exc.first)) from None
+    return _validate(source)
+
+
+def _read_file(path: Path, label: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise SettingsError(f"{label}: cannot read the settings file: {exc.strerror or exc}") from None
+    return _parse_json(text, label)
+
+
+def _freeze_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def merge_settings(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge two settings documents: objects recursively, lists concatenated without
+    duplicates (lower first), any other value from ``higher``."""
+    merged = copy.deepcopy(dict(lower))
+    for key, value in higher.items():
+        current = merged.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[key] = merge_settings(current, value)
+        elif isinstance(current, list) and isinstance(value, list):
+            seen = {_freeze_key(item) for item in current}
+            combined = list(current)
+            for item in value:
+                fingerprint = _freeze_key(item)
+                if fingerprint not in seen:
+                    seen.add(fingerprint)
+                    combined.append(copy.deepcopy(item))
+            merged[key] = combined
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_settings(
+    *,
+    cwd: Path,
+    home: Path | None = None,
+    settings_arg: str | None = None,
+    sources: Collection[str] = SETTING_SOURCES,
+) -> Settings:
+    """Load, validate and merge every settings source that exists.
+
+    ``settings_arg`` is the ``--settings`` value: inline JSON if it starts with
+    ``{``, otherwise a file path (relative to ``cwd``) that must exist. Missing user,
+    project and local files are skipped; ``sources`` (``--setting-sources``) names the
+    ones read at all, ``--settings`` always is. Raises :class:`SettingsError`.
+    """
+    home_dir = home if home is not None else Path.home()
+    files = {
+        "user": home_dir / ".queryloop" / "settings.json",
+        "project": cwd / ".queryloop" / "settings.json",
+        "local": cwd / ".queryloop" / "settings.local.json",
+    }
+    candidates = [path for source, path in files.items() if source in sources]
+    merged: dict[str, Any] = {}
+    read: list[Path | str] = []
+    for path in candidates:
+        if path.is_file():
+            merged = merge_settings(merged, _read_file(path, _label(path, cwd=cwd, home=home_dir)))
+            read.append(path)
+    if settings_arg is not None:
+        if settings_arg.lstrip().startswith("{"):
+            merged = merge_settings(merged, _parse_json(settings_arg, "--settings"))
+            read.append(settings_arg)
+        else:
+            if settings_arg == "~" or settings_arg.startswith("~/"):
+                path = home_dir / settings_arg[2:]
+            else:
+                path = Path(cwd, settings_arg)
+            if not path.is_file():
+                raise SettingsError(
+                    f"--settings: {settings_arg}: no such settings file"
+                    " (pass a path to a JSON file or an inline JSON object)"
+                )
+            merged = merge_settings(merged, _read_file(path, _label(path, cwd=cwd, home=home_dir)))
+            read.append(path)
+    return _build(merged, sources=tuple(read))
+
+
+def _build(document: Mapping[str, Any], *, sources: tuple[Path | str, ...]) -> Settings:
+    permissions = document.get("permissions", {})
+    default_mode = permissions.get("defaultMode")
+    return Settings(
+        permissions=PermissionSettings(
+            allow=tuple(parse_rule(r) for r in permissions.get("allow", ())),
+            ask=tuple(parse_rule(r) for r in permissions.get("ask", ())),
+            deny=tuple(parse_rule(r) for r in permissions.get("deny", ())),
+            default_mode=cast(PermissionMode, default_mode) if default_mode is not None else None,
+            additional_directories=tuple(permissions.get("additionalDirectories", ())),
+        ),
+        hooks=parse_hook_config(document["hooks"]) if "hooks" in document else HookConfig(),
+        env=MappingProxyType(dict(document.get("env", {}))),
+        model=document.get("model"),
+        sources=sources,
+        raw=MappingProxyType(copy.deepcopy(dict(document))),
+    )

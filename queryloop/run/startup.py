@@ -1,0 +1,64 @@
+"""A run's start-up, made to overlap and not to waste: the SDK loaded in the background, the cyclic GC paused.
+
+Owns :class:`Startup`. Why: the Anthropic SDK takes over a second to import and its HTTP
+client loads the CA bundle into a TLS context, yet a run needs neither before its first
+request; meanwhile the main thread imports the agent, reads the settings, opens the
+session, starts the embedded server and loads the machine. A background thread does the
+SDK's part. Only what does not hold the GIL truly overlaps (reading files, loading the
+certificates): the two threads' Python takes turns. And while those modules load, the
+cyclic garbage collector is paused: the objects they create live as long as the
+process, so every collection in between would scan them for nothing (about a tenth of
+the SDK's own import). Once the client is ready they are frozen out of later
+collections and the collector runs again. ``tools/bench_startup.py`` measures the run.
+Does not own the client: ``queryloop.frontends.cli`` builds it with this HTTP client and closes it.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = ["Startup"]
+
+
+class Startup:
+    """Starts at once; :meth:`http_client` waits for the SDK, :meth:`close` ends the pause on every other path."""
+
+    def __init__(self) -> None:
+        self._http: httpx2.AsyncClient | None = None
+        self._error: BaseException | None = None
+        self._paused = gc.isenabled()
+        if self._paused:
+            gc.disable()
+        self._thread = threading.Thread(target=self._load, name="queryloop-sdk-startup", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            import anthropic
+
+            # the SDK's own default client (its timeouts, limits and keep-alive), as it builds one when given none
+            self._http = anthropic.DefaultAsyncHttpxClient()
+        except BaseException as exc:  # handed to the main thread, which raises it where the SDK is first needed
+            self._error = exc
+
+    def http_client(self) -> httpx2.AsyncClient:
+        """The SDK's HTTP client once the thread is done (re-raising what it raised); the caller closes it."""
+        self._thread.join()
+        if self._paused:  # what start-up built stays: out of the collector's way from now on
+            gc.freeze()
+        self.close()
+        if self._error is not None:
+            raise self._error
+        assert self._http is not None
+        return self._http
+
+    def close(self) -> None:
+        """The collector runs again (it was paused here); the thread, if still loading, finishes on its own."""
+        if self._paused:
+            self._paused = False
+            gc.enable()

@@ -1,0 +1,79 @@
+"""Recording the path of every run: one JSON-lines file per run in ``QUERYLOOP_TRACE_DIR``.
+
+Owns :class:`TraceRecorder`, which an :class:`~queryloop.run.agent.AgentRun` hands its runner
+as ``on_step`` when the environment variable ``QUERYLOOP_TRACE_DIR`` names a directory.
+Each step taken is appended at once (opened, written, closed: a run that dies keeps the
+steps it took) as one line shaped like the stream-json ``system/transition`` line —
+``from``, ``event``, ``reason``, ``to``, ``progress``, ``counters`` — plus the machine's
+name, the session id and the step's index. The test suite collects these files and
+``queryloop check --coverage DIR`` reads them; a single file is also a run log that
+``queryloop diagram --trace`` draws. A directory that cannot be written never fails a
+run: the first failure is said once on stderr, and that recorder stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from queryloop.fsm import Step
+
+__all__ = ["TRACE_DIR_ENV", "TraceRecorder", "recorder_from_env"]
+
+TRACE_DIR_ENV = "QUERYLOOP_TRACE_DIR"
+"""The environment variable naming the directory runs record their steps in."""
+
+_warned: set[str] = set()  # directories already reported unwritable by this process
+
+
+class TraceRecorder:
+    """Appends each step of one run to ``<directory>/<session id>-<random>.jsonl``."""
+
+    def __init__(self, directory: Path, *, machine: str, session_id: str) -> None:
+        self.machine = machine
+        self.session_id = session_id
+        self.path = directory / f"{session_id}-{uuid.uuid4().hex[:12]}.jsonl"
+        self.failed = False
+
+    def __call__(self, step: Step) -> None:
+        if self.failed:
+            return
+        line = {
+            "type": "system",
+            "subtype": "transition",
+            "machine": self.machine,
+            "session_id": self.session_id,
+            "step": step.index,
+            "from": step.source,
+            "event": step.event,
+            "reason": step.reason,
+            "to": step.dest,
+            "progress": step.progress,
+            "counters": step.counter_dict(),
+        }
+        try:
+            if step.index == 0 or not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line, separators=(",", ":")) + "\n")
+        except OSError as exc:
+            self.failed = True
+            directory = str(self.path.parent)
+            if directory not in _warned:
+                _warned.add(directory)
+                print(
+                    f"queryloop: cannot record run traces in {directory} ({exc.strerror or exc}); "
+                    f"{TRACE_DIR_ENV} is ignored",
+                    file=sys.stderr,
+                )
+
+
+def recorder_from_env(*, machine: str, session_id: str) -> TraceRecorder | None:
+    """A recorder for one run when ``QUERYLOOP_TRACE_DIR`` is set (and not empty), else None."""
+    directory = os.environ.get(TRACE_DIR_ENV)
+    if not directory:
+        return None
+    return TraceRecorder(Path(directory), machine=machine, session_id=session_id)
