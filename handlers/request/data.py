@@ -43,8 +43,8 @@ class RequestData:
     """What the request layer keeps between steps."""
 
     model: str
+    max_tokens: int  # the run's output cap (its configuration's)
     fallback_models: tuple[str, ...] = ()
-    max_tokens: int = 32_000
     failure: ModelFailure | None = None  # the last failed attempt (retry-after, status; surfaced if recovery ends)
     usage: UsageTotals = attrs.field(factory=UsageTotals)
     api_duration_ms: float = 0.0

@@ -20,7 +20,7 @@ from ..hooks.data import HooksData
 from ..messages import Message
 from ..outcome import SharedData
 from ..records import evolve
-from .services.store import CheckpointStore, JsonlLog, SessionPaths
+from .services.store import MAX_CHECKPOINTS, CheckpointStore, JsonlLog, SessionPaths
 
 __all__ = [
     "HasSession",
@@ -128,7 +128,7 @@ class SessionStore:
         paths: SessionPaths,
         *,
         source: SessionPaths | None = None,
-        max_checkpoints: int = 100,
+        max_checkpoints: int = MAX_CHECKPOINTS,
         writes: bool = True,
     ) -> None:
         self.paths = paths

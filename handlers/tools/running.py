@@ -112,8 +112,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
         tools.pending,
         registry,
         context,
-        on_result=on_result,
-        runner=services.call_runner,  # type: ignore[arg-type]
+        on_result=on_result,  # type: ignore[arg-type]
+        runner=services.call_runner,
     )
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
     stop: HookOutcome | None = None

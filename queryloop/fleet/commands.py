@@ -61,7 +61,7 @@ def add_fleet_commands(sub: Any) -> None:
     submit.add_argument("--cwd", type=Path, help="the tools' working directory, reached by every worker (default: .)")
     submit.add_argument("--max-turns", type=at_least_one, metavar="N", help="tool-use turns before stopping")
     submit.add_argument("--max-budget-usd", type=float, metavar="X", help="stop once the session has cost this much")
-    submit.add_argument("--permission-mode", choices=PERMISSION_MODES, default="default")
+    submit.add_argument("--permission-mode", choices=PERMISSION_MODES, help="default: 'default'")
     submit.add_argument("--allowed-tools", nargs="+", action="extend", metavar="RULES", help="rules to allow")
     submit.add_argument("--disallowed-tools", nargs="+", action="extend", metavar="RULES", help="rules to deny")
     submit.add_argument("--system-prompt", metavar="TEXT", help="replaces the default system prompt")

@@ -23,9 +23,8 @@ from typing import Any
 import attrs
 
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.run.agent import AgentOptions, AgentRun
-from queryloop.run.defaults import DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
-from queryloop.run.settings import load_settings
+from queryloop.run.agent import AgentRun
+from queryloop.run.config import AgentOptions, resolve_config
 
 from .database import FleetDatabase
 from .steps import StepBackend, ToolSteps
@@ -52,9 +51,9 @@ class SessionSpec:
     base_url: str | None = None  # the Messages API to use (None: the worker's ANTHROPIC_BASE_URL, else Anthropic's)
     cwd: str  # the tools' working directory: a path every worker reaches
     max_turns: int | None = None
-    max_retries: int = 10
+    max_retries: int | None = None  # None: the machine's
     max_budget_usd: float | None = None
-    permission_mode: str = "default"
+    permission_mode: str | None = None  # None: "default"
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
     system_prompt: str | None = None
@@ -72,30 +71,23 @@ class SessionSpec:
 
 def session_options(spec: SessionSpec) -> AgentOptions:
     """The agent's options for a fleet session (no settings file is read: a worker's own are not the session's)."""
-    cwd = Path(spec.cwd)
-    settings = load_settings(cwd=cwd, sources=())
-    rules = settings.permissions.to_rules(
-        cwd=cwd,
-        allowed_tools=list(spec.allowed_tools) or None,
-        disallowed_tools=list(spec.disallowed_tools) or None,
-    )
-    return AgentOptions(
+    resolved = resolve_config(
+        cwd=Path(spec.cwd),
         prompt=spec.prompt,
-        prompt_id=spec.prompt_id,
-        session_id=spec.session_id,
         model=spec.model,
         fallback_models=spec.fallback_models,
-        cwd=cwd,
         max_turns=spec.max_turns,
         max_retries=spec.max_retries,
         max_budget_usd=spec.max_budget_usd,
         permission_mode=spec.permission_mode,  # type: ignore[arg-type]  # checked by submit
-        rules=rules,
-        system_prompt=DEFAULT_SYSTEM_PROMPT if spec.system_prompt is None else spec.system_prompt,
+        allowed_tools=list(spec.allowed_tools) or None,
+        disallowed_tools=list(spec.disallowed_tools) or None,
+        system_prompt=spec.system_prompt,
         append_system_prompt=spec.append_system_prompt,
-        retry_base_delay_s=retry_base_delay_s(),
+        strict_mcp_config=True,  # no servers: nothing of the working directory's is approved here
         home=Path(tempfile.gettempdir()) / "queryloop-fleet",  # never written: the store is the database
     )
+    return attrs.evolve(resolved.options, session_id=spec.session_id, prompt_id=spec.prompt_id)
 
 
 async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) -> dict[str, Any]:

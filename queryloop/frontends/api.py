@@ -34,7 +34,8 @@ from queryloop.fsm import Step
 from queryloop.handlers.mcp import McpManager
 from queryloop.handlers.request import AnthropicBackend, ModelBackend
 
-from ..run.agent import AgentOptions, AgentRun
+from ..run.agent import AgentRun
+from ..run.config import AgentOptions, with_session
 from ..run.sessions import SessionChoice, SessionChoiceError, choose_session
 from .console import Renderer
 from .messages import Message, ResultMessage, parse_message
@@ -108,25 +109,13 @@ class _Conversation:
 
     def _run_options(self, prompt: str) -> AgentOptions:
         """This prompt's options: the first one opens the chosen session, later ones continue it."""
-        session = self.session
-        if self.prompts == 0:
-            resume_from, source = session.resume_from, session.start_source
-        elif self.template.persist:
-            resume_from, source = session.stored_as, "resume"
-        else:
+        if self.prompts and not self.template.persist:
             raise OptionsError(
                 "a second prompt continues the conversation's stored session, and persist_session=False "
                 "keeps none: leave persist_session on (home= chooses where sessions are kept)"
             )
-        return attrs.evolve(
-            self.template,
-            prompt=prompt,
-            prompt_id=str(uuid.uuid4()),
-            session_id=session.session_id,
-            stored_as=session.stored_as,
-            resume_from=resume_from,
-            start_source=source,
-        )
+        options = with_session(self.template, self.session, continuing=self.prompts > 0)
+        return attrs.evolve(options, prompt=prompt, prompt_id=str(uuid.uuid4()))
 
     async def play(self, prompt: str, emit: Emit, *, interrupted: bool = False) -> None:
         """Run one prompt to its end, handing each message to ``emit``; the last is its ResultMessage.

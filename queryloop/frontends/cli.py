@@ -35,12 +35,11 @@ from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
 from queryloop.fsm.terminal import inert
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
 from queryloop.handlers.tools.services.permissions import parse_rule_list
-from queryloop.handlers.tools.services.sandbox.policy import SandboxPolicy
 from queryloop.machines import shipped_machines
 
 from .. import __version__
 from ..fleet.commands import add_fleet_commands
-from ..run.defaults import CLAUDE_CODE_VERSION, DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, retry_base_delay_s
+from ..run.defaults import AUTO_COMPACT_THRESHOLD, CLAUDE_CODE_VERSION, DEFAULT_MODEL, MAX_OUTPUT_TOKENS
 from ..run.sessions import add_session_commands
 from ..run.startup import Startup
 from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
@@ -236,14 +235,14 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
         "--max-turns", type=at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
     )
     run.add_argument(
-        "--max-retries", type=positive_int, default=10, metavar="N", help="retries per request (default 10)"
+        "--max-retries", type=positive_int, metavar="N", help="retries per request (default: the machine's max_retries)"
     )
     run.add_argument(
         "--max-retry-after",
         type=seconds,
-        default=60.0,
         metavar="SECONDS",
-        help="the longest retry-after to wait for; a longer one ends the run with when to retry (default 60)",
+        help="the longest retry-after to wait for; a longer one ends the run with when to retry "
+        "(default: the machine's max_retry_after_s)",
     )
     run.add_argument("--max-budget-usd", type=budget, metavar="X", help="stop once the run has cost this much")
     run.add_argument(
@@ -256,9 +255,8 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--max-output-tokens",
         type=at_least_one,
-        default=32_000,
         metavar="N",
-        help="max_tokens per request (default 32000)",
+        help=f"max_tokens per request (default {MAX_OUTPUT_TOKENS})",
     )
     run.add_argument(
         "--escalated-max-output-tokens",
@@ -272,9 +270,9 @@ def _add_context_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--auto-compact-threshold",
         type=percent,
-        default=80,
         metavar="PCT",
-        help="compact before sending past PCT%% of the effective context window (default 80)",
+        help="compact before sending past PCT%% of the effective context window "
+        f"(default {AUTO_COMPACT_THRESHOLD * 100:g})",
     )
     run.add_argument(
         "--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)"
@@ -403,8 +401,7 @@ def _prepare_cwd(args: argparse.Namespace, scenario: Scenario | None) -> Path:
         if not cwd.is_dir():
             raise UsageError(f"--cwd {args.cwd}: not a directory")
     elif scenario is not None:
-        cwd = Path(tempfile.mkdtemp(prefix=f"queryloop-{scenario.name}-"))
-        print(f"queryloop: offline run of scenario {scenario.name!r} in {cwd} (removed at the end)", file=sys.stderr)
+        cwd = Path(tempfile.mkdtemp(prefix=f"queryloop-{scenario.name}-"))  # announced once the run is configured
     else:
         cwd = Path.cwd()
     if scenario is not None:
@@ -468,14 +465,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     import asyncio
 
-    from queryloop.handlers.mcp import McpConfigError
-
     from ..mockapi.scenario import ScenarioError, load_scenario
-    from ..run.agent import AgentOptions
-    from ..run.mcp_config import load_mcp_servers
-    from ..run.memory import MEMORY_KINDS, load_instructions
+    from ..run.config import ConfigError, resolve_config, with_session
+    from ..run.memory import MEMORY_KINDS
     from ..run.sessions import SessionChoiceError, choose_session
-    from ..run.settings import SettingsError, load_settings
 
     scenario: Scenario | None = None
     if args.scenario is not None:
@@ -487,30 +480,45 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     elif not _has_credentials():
         print(OFFLINE_HINT, file=sys.stderr)
         return 1
-    hints = scenario.cli if scenario else {}
     args.interactive = _opens_session(args)
     no_prompt = args.input_format == "stream-json" or args.interactive  # on stdin, or typed in the session
     prompt = "" if no_prompt else _prompt(args, scenario)
     settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-    sources = MEMORY_KINDS if args.setting_sources is None else args.setting_sources
-    allowed = args.allowed_tools if args.allowed_tools is not None else hints.get("allowed_tools")
-    disallowed = args.disallowed_tools if args.disallowed_tools is not None else hints.get("disallowed_tools")
-    hinted_mcp = hints.get("mcp_config", [])  # a scenario's: file names or documents
-    try:  # every settings or rule problem is reported before anything is created or run
-        settings = load_settings(cwd=settings_cwd, settings_arg=args.settings or hints.get("settings"), sources=sources)
-        rules = settings.permissions.to_rules(cwd=settings_cwd, allowed_tools=allowed, disallowed_tools=disallowed)
-        mcp_servers, mcp_warnings = load_mcp_servers(
-            cwd=settings_cwd,
-            settings=settings.raw,
-            mcp_config=args.mcp_config or [c if isinstance(c, str) else json.dumps(c) for c in hinted_mcp],
-            strict=args.strict_mcp_config,
-        )
-    except (SettingsError, PermissionRuleError, McpConfigError) as exc:
-        what = "invalid MCP configuration: " if isinstance(exc, McpConfigError) else ""
-        print(f"queryloop: {what}{exc}", file=sys.stderr)
-        return 1
     cwd = _prepare_cwd(args, scenario)
-    try:
+    try:  # every settings, rule or MCP problem is reported before the run or its session starts
+        resolved = resolve_config(
+            cwd=cwd,  # where the tools work: a scenario's fresh temp dir is the one the rules speak of
+            settings_cwd=settings_cwd,
+            prompt=prompt,
+            scenario=_scenario_hints(scenario),
+            setting_sources=MEMORY_KINDS if args.setting_sources is None else args.setting_sources,
+            settings=args.settings,
+            model=args.model,
+            fallback_models=args.fallback_model,
+            tools=args.tools,
+            allowed_tools=args.allowed_tools,
+            disallowed_tools=args.disallowed_tools,
+            permission_mode=args.permission_mode,
+            max_turns=args.max_turns,
+            max_retries=args.max_retries,
+            max_budget_usd=args.max_budget_usd,
+            max_tokens=args.max_output_tokens,
+            escalated_max_tokens=args.escalated_max_output_tokens,
+            max_retry_after_s=args.max_retry_after,
+            request_timeout_s=args.request_timeout,
+            system_prompt=args.system_prompt,
+            append_system_prompt=args.append_system_prompt,
+            mcp_config=args.mcp_config or (),
+            strict_mcp_config=args.strict_mcp_config,
+            auto_compact=not args.no_auto_compact,
+            auto_compact_threshold=None if args.auto_compact_threshold is None else args.auto_compact_threshold / 100,
+            persist=not args.no_session_persistence,
+            sandbox=args.sandbox,
+            interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        )
+        if scenario is not None and args.cwd is None:
+            announce = f"queryloop: offline run of scenario {scenario.name!r} in {cwd} (removed at the end)"
+            print(announce, file=sys.stderr)
         session = choose_session(
             cwd=cwd,
             resume=args.resume,
@@ -519,68 +527,20 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             session_id=args.session_id,
             printing=args.print,
         )
-    except SessionChoiceError as exc:
+    except (ConfigError, SessionChoiceError) as exc:
         if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
             shutil.rmtree(cwd, ignore_errors=True)
+        if isinstance(exc, ConfigError):
+            what = "invalid MCP configuration: " if exc.kind == "mcp" else ""
+            print(f"queryloop: {what}{exc}", file=sys.stderr)
+            return 1
         print(exc, file=sys.stderr)
         if args.output_format == "stream-json":  # as Claude Code: the error as the stream's result line too
             print(json.dumps(_refused_result(str(exc), args.resume or args.session_id)))
         return 1
-    instructions = load_instructions(cwd, sources=sources)  # where the tools work, as Claude Code's cwd
-    if cwd != settings_cwd:  # a scenario's fresh temp dir is the working directory the rules speak of
-        rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
-    mode = args.permission_mode or hints.get("permission_mode") or settings.permissions.default_mode or "default"
-    max_turns = args.max_turns if args.max_turns is not None else hints.get("max_turns")
-    options = AgentOptions(
-        prompt=prompt,
-        model=args.model or (scenario.model if scenario else DEFAULT_MODEL),
-        fallback_models=args.fallback_model
-        if args.fallback_model is not None
-        else (tuple(scenario.fallback_models) if scenario else ()),
-        cwd=cwd,
-        max_turns=max_turns,
-        max_retries=args.max_retries,
-        params={"max_retry_after_s": args.max_retry_after},
-        max_budget_usd=args.max_budget_usd,
-        system_prompt=DEFAULT_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt,
-        append_system_prompt=args.append_system_prompt,
-        instructions=instructions,
-        max_tokens=args.max_output_tokens,
-        auto_compact=not args.no_auto_compact,
-        permission_mode=mode,
-        rules=rules,
-        hooks=settings.hooks,
-        tool_env=dict(settings.env),
-        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
-        auto_compact_threshold=args.auto_compact_threshold / 100,
-        escalated_max_tokens=args.escalated_max_output_tokens,
-        retry_base_delay_s=retry_base_delay_s(),
-        idle_timeout_s=float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "90")),
-        request_timeout_s=args.request_timeout if args.request_timeout is not None else _env_request_timeout(),
-        session_id=session.session_id,
-        persist=not args.no_session_persistence,
-        stored_as=session.stored_as,
-        resume_from=session.resume_from,
-        start_source=session.start_source,
-        mcp_servers=mcp_servers,
-        tools=args.tools,
-        sandbox=SandboxPolicy.from_settings(settings.raw.get("sandbox"), force=args.sandbox),
-    )
-    for warning in mcp_warnings:
+    for warning in resolved.warnings:
         print(inert(f"queryloop: warning: {warning}"), file=sys.stderr)
-    problem = options.sandbox.problem()
-    if problem is not None and options.sandbox.fail_if_unavailable:
-        print(
-            f"queryloop: the sandbox is required (sandbox.failIfUnavailable) but unavailable: {problem}",
-            file=sys.stderr,
-        )
-        return 1
-    if problem is not None:
-        print(
-            f"queryloop: warning: sandbox unavailable: {problem}; Bash commands run unsandboxed, "
-            "through the permission gate alone",
-            file=sys.stderr,
-        )
+    options = with_session(resolved.options, session)
     try:
         return asyncio.run(_run(options, scenario, args, startup))
     finally:
@@ -588,15 +548,17 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             shutil.rmtree(cwd, ignore_errors=True)
 
 
+def _scenario_hints(scenario: Scenario | None) -> dict[str, Any] | None:
+    """What a scenario says of the run (its ``cli`` section, model and fallbacks): used where the flags are silent."""
+    if scenario is None:
+        return None
+    return {**scenario.cli, "model": scenario.model, "fallback_models": scenario.fallback_models}
+
+
 def _opens_session(args: argparse.Namespace) -> bool:
     """No prompt and no ``-p`` on a terminal: the interactive session (``queryloop.frontends.interactive``)."""
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     return terminal and args.prompt is None and not args.print and args.output_format == "text"
-
-
-def _env_request_timeout() -> float | None:
-    value = os.environ.get("QUERYLOOP_REQUEST_TIMEOUT_S")
-    return float(value) if value else None
 
 
 class _Interrupts:

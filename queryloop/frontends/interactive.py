@@ -50,7 +50,8 @@ from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.tools import PermissionAnswer, PermissionMode, PermissionRules, decide
 from queryloop.handlers.tools.services.permissions import parse_rule, suggest_rules
 
-from ..run.agent import AgentData, AgentOptions, query_loop_program
+from ..run.agent import AgentData, query_loop_program
+from ..run.config import AgentOptions, run_params
 from ..run.sessions import (
     PROMPT_REASONS,
     SessionChoice,
@@ -96,10 +97,9 @@ def status_line(state: str, counters: Mapping[str, int], caps: Mapping[str, int 
 
 
 def _caps(options: AgentOptions) -> dict[str, int | None]:
-    """Every counter's cap for the runs of ``options`` (the params a run gets, as ``AgentRun`` gives them)."""
+    """Every counter's cap for the runs of ``options`` (the params each run is given)."""
     spec = query_loop_program().spec
-    params = {**spec.param_defaults, **options.params, "max_turns": options.max_turns}
-    params["max_retries"] = options.max_retries
+    params = {**spec.param_defaults, **run_params(options)}
     return {counter.name: spec.cap_of(counter, params) for counter in spec.counters}
 
 

@@ -10,10 +10,10 @@ queryloop has the feature — ``system_prompt``, ``allowed_tools``, ``disallowed
 :class:`HookMatcher`, permission results (:class:`PermissionResultAllow`,
 :class:`PermissionResultDeny`, :class:`ToolPermissionContext`) and
 :func:`create_sdk_mcp_server` (Python tools offered as one in-process server's,
-``mcp__<server>__<tool>``), and :func:`agent_options`, which reads settings, rules and
-MCP configurations once and gives the :class:`~queryloop.run.agent.AgentOptions` every
-prompt of a conversation starts from. A problem with them is an :class:`OptionsError`
-naming the fix.
+``mcp__<server>__<tool>``), and :func:`agent_options`, which resolves them once through
+:func:`queryloop.run.config.resolve_config` (as the program's flags are) into the
+:class:`~queryloop.run.config.AgentOptions` every prompt of a conversation starts from.
+A problem with them is an :class:`OptionsError` naming the fix.
 
 Does not own running anything (``queryloop.frontends.api``) nor the session a prompt continues
 (``queryloop.run.sessions`` chooses it, ``queryloop.frontends.api`` keeps it across prompts).
@@ -35,7 +35,6 @@ from queryloop.fsm.terminal import inert
 from queryloop.handlers.hooks import HookCallback, HookConfig, HookFunction
 from queryloop.handlers.hooks import HookMatcher as MatcherGroup
 from queryloop.handlers.hooks.services.runner import HOOK_EVENTS
-from queryloop.handlers.mcp import McpConfigError, McpServerConfig
 from queryloop.handlers.mcp.services.config import tool_name
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import ModelBackend
@@ -44,16 +43,13 @@ from queryloop.handlers.tools import (
     AskPermission,
     PermissionAnswer,
     PermissionMode,
-    PermissionRuleError,
     ToolSpec,
 )
 from queryloop.handlers.tools.services.permissions import observable_input
-from queryloop.handlers.tools.services.sandbox.policy import SandboxPolicy
 
-from ..run.agent import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, AgentOptions
-from ..run.mcp_config import load_mcp_servers
-from ..run.memory import MEMORY_KINDS, MemoryKind, load_instructions
-from ..run.settings import SettingsError, load_settings
+from ..run.config import AgentOptions, ConfigError, resolve_config
+from ..run.defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
+from ..run.memory import MEMORY_KINDS, MemoryKind
 
 __all__ = [
     "CanUseTool",
@@ -225,9 +221,9 @@ class QueryOptions:
     backend: ModelBackend | None = None
     home: Path | None = None
     persist_session: bool = True
-    max_retries: int = 10
-    max_tokens: int = 32_000
-    retry_base_delay_s: float = 0.5
+    max_retries: int | None = None  # None: the machine's
+    max_tokens: int | None = None  # None: queryloop.run.defaults'
+    retry_base_delay_s: float | None = None  # None: queryloop.run.defaults'
     params: Mapping[str, Any] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -282,23 +278,13 @@ def _python_hooks(hooks: Mapping[str, tuple[HookMatcher, ...]]) -> HookConfig:
     return HookConfig(matchers=tuple(groups))
 
 
-def _mcp_servers(options: QueryOptions, cwd: Path, settings: Mapping[str, Any]) -> tuple[McpServerConfig, ...]:
-    """The MCP servers to start, as ``--mcp-config`` (and ``--strict-mcp-config``) would give them."""
+def _mcp_config(options: QueryOptions) -> list[str]:
+    """The MCP servers to start, as ``--mcp-config`` would give them (the in-process ones are tools, not servers)."""
     value = options.mcp_servers
     if isinstance(value, Mapping):
         remote = {name: dict(entry) for name, entry in value.items() if entry.get("type") != "sdk"}
-        configs = [json.dumps({"mcpServers": remote})] if remote else []
-    else:
-        configs = [str(value)]
-    try:
-        servers, warnings = load_mcp_servers(
-            cwd=cwd, settings=settings, mcp_config=configs, strict=options.strict_mcp_config
-        )
-    except McpConfigError as exc:
-        raise OptionsError(f"mcp_servers: {exc}") from None
-    for warning in warnings:
-        print(inert(f"queryloop: warning: {warning}"), file=sys.stderr)
-    return servers
+        return [json.dumps({"mcpServers": remote})] if remote else []
+    return [str(value)]
 
 
 def _served_tools(options: QueryOptions) -> tuple[ToolSpec, ...]:
@@ -320,49 +306,46 @@ def _served_tools(options: QueryOptions) -> tuple[ToolSpec, ...]:
 def agent_options(options: QueryOptions, *, can_use_tool: AskPermission | None) -> AgentOptions:
     """The run options every prompt of a conversation starts from (its prompt and session are set per prompt).
 
-    Settings files, permission rules and CLAUDE.md files are read here, once.
+    Settings files, permission rules and CLAUDE.md files are read here, once
+    (:func:`queryloop.run.config.resolve_config`, as for the program's flags).
     """
     cwd = Path(options.cwd if options.cwd is not None else Path.cwd()).resolve()
     if not cwd.is_dir():
         raise OptionsError(f"cwd {str(cwd)!r} is not a directory")
-    sources = cast(tuple[MemoryKind, ...], options.setting_sources or ())
-    try:
-        settings = load_settings(cwd=cwd, settings_arg=options.settings, sources=sources)
-        rules = settings.permissions.to_rules(
-            cwd=cwd, allowed_tools=options.allowed_tools, disallowed_tools=options.disallowed_tools
-        )
-    except (SettingsError, PermissionRuleError) as exc:
-        raise OptionsError(str(exc)) from None
     system_prompt, append = _system_prompt(options.system_prompt)
     try:
-        return AgentOptions(
-            prompt="",
-            model=options.model or settings.model or DEFAULT_MODEL,
-            fallback_models=options.fallback_model or (),
+        resolved = resolve_config(
             cwd=cwd,
+            setting_sources=cast(tuple[MemoryKind, ...], options.setting_sources or ()),
+            settings=options.settings,
+            model=options.model,
+            fallback_models=options.fallback_model,
+            tools=options.tools,
+            allowed_tools=options.allowed_tools,
+            disallowed_tools=options.disallowed_tools,
+            permission_mode=options.permission_mode,
             max_turns=options.max_turns,
             max_retries=options.max_retries,
             max_budget_usd=options.max_budget_usd,
             max_tokens=options.max_tokens,
+            retry_base_delay_s=options.retry_base_delay_s,
             system_prompt=system_prompt,
             append_system_prompt=append,
-            retry_base_delay_s=options.retry_base_delay_s,
-            tools=options.tools,
+            mcp_config=_mcp_config(options),
+            strict_mcp_config=options.strict_mcp_config,
             custom_tools=(*options.custom_tools, *_served_tools(options)),
-            mcp_servers=_mcp_servers(options, cwd, settings.raw),
             can_use_tool=can_use_tool,
-            params=dict(options.params),
-            permission_mode=options.permission_mode or settings.permissions.default_mode or "default",
-            rules=rules,
-            hooks=settings.hooks.merged(_python_hooks(options.hooks)),
-            tool_env={**settings.env, **options.env},
-            instructions=load_instructions(cwd, sources=sources),
+            hooks=_python_hooks(options.hooks),
+            env=options.env,
+            params=options.params,
             persist=options.persist_session,
             home=options.home,
-            sandbox=SandboxPolicy.from_settings(settings.raw.get("sandbox")),
         )
-    except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
-        raise OptionsError(str(exc)) from None
+    except ConfigError as exc:
+        raise OptionsError(f"mcp_servers: {exc}" if exc.kind == "mcp" else str(exc)) from None
+    for warning in resolved.warnings:
+        print(inert(f"queryloop: warning: {warning}"), file=sys.stderr)
+    return resolved.options
 
 
 def permission_asker(callback: CanUseTool, *, cwd: Path, on_interrupt: Callable[[], object]) -> AskPermission:

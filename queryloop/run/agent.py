@@ -1,12 +1,13 @@
-"""One agent run: options → run data + services → the query loop machine → a result object.
+"""One agent run: a resolved configuration (``queryloop.run.config``) → run data + services → the machine → a result.
 
 Owns the composition of the layers: :class:`AgentData` (the whole run data, one
 slice per layer beside the message graph and the outcome), :class:`AgentServices`
 (what effects use, stateless toward the run), :class:`AgentRun` (the shipped
 ``machines/query_loop.yaml`` driven to its end) and the Claude-Code-shaped result
 object, plus :func:`snapshot_run` / :func:`restore_run`, which write a run state as
-JSON and read it back. Rendering lives in ``queryloop.frontends.console``, the command line in
-``queryloop.frontends.cli``.
+JSON and read it back. Every service a run uses is given to :class:`AgentRun` when it
+is made or built there from the configuration; rendering is the front-ends'
+(``queryloop.frontends``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import functools
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 import attrs
@@ -26,8 +26,8 @@ from cattrs.preconf.json import make_converter
 from queryloop.fsm import Program, Runner, RunState, Step, load_machine
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
-from queryloop.handlers.hooks import HookConfig, HookRunner, HooksData
-from queryloop.handlers.mcp import McpData, McpManager, McpServerConfig
+from queryloop.handlers.hooks import HookRunner, HooksData
+from queryloop.handlers.mcp import McpData, McpManager
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
@@ -36,7 +36,7 @@ from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info
-from queryloop.handlers.session import SessionData, SessionPaths, SessionStore, queryloop_home
+from queryloop.handlers.session import SessionData, SessionStore
 from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
 from queryloop.handlers.tools import (
     AskPermission,
@@ -51,11 +51,11 @@ from queryloop.handlers.tools import (
 )
 from queryloop.handlers.tools.services.dispatch import CallRunner
 from queryloop.handlers.tools.services.permissions import read_denied
-from queryloop.handlers.tools.services.sandbox.policy import SandboxPolicy
 from queryloop.machines import MACHINES_DIR
 
-from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
-from .memory import InstructionFile, instructions_tokens, memory_paths, with_instructions
+from .config import AgentOptions, run_params
+from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
+from .memory import instructions_tokens, memory_paths, with_instructions
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
@@ -78,84 +78,6 @@ __all__ = [
 def query_loop_program(path: str | None = None) -> Program:
     """The compiled query loop (loaded and checked for handlers once per process)."""
     return Program(load_machine(path or MACHINES_DIR / "query_loop.yaml"))
-
-
-def _tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
-    return tuple(tools)
-
-
-def _check_custom_tools(
-    _instance: object, _attribute: attrs.Attribute[tuple[ToolSpec, ...]], tools: tuple[ToolSpec, ...]
-) -> None:
-    """Custom tools are ToolSpecs (``@queryloop.tool``) whose names neither a built-in tool nor another one has."""
-    builtins = default_registry().names
-    seen: set[str] = set()
-    for spec in tools:
-        if not isinstance(spec, ToolSpec):
-            what = getattr(spec, "__qualname__", type(spec).__name__)
-            raise TypeError(f"custom tools must be ToolSpecs: decorate {what} with @queryloop.tool first")
-        if spec.name in builtins:
-            raise ValueError(
-                f"the custom tool {spec.name!r} has the name of a built-in tool; give it another name "
-                f"(built-in tools: {', '.join(builtins)})"
-            )
-        if spec.name in seen:
-            raise ValueError(f"two custom tools are named {spec.name!r}; tool names must be unique")
-        seen.add(spec.name)
-
-
-@attrs.frozen(kw_only=True)
-class AgentOptions:
-    """What one run was asked to do (the CLI flags, as values)."""
-
-    prompt: str
-    model: str
-    fallback_models: tuple[str, ...] = ()
-    cwd: Path = attrs.field(factory=Path.cwd)
-    max_turns: int | None = None
-    max_retries: int = 10
-    max_budget_usd: float | None = None
-    max_tokens: int = 32_000
-    escalated_max_tokens: int | None = None
-    append_system_prompt: str | None = None
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
-    retry_base_delay_s: float = 0.5
-    idle_timeout_s: float = 90.0
-    request_timeout_s: float | None = None  # deadline of each model request attempt; None = only the idle timeout
-    tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
-    # tools of the caller's own (ToolSpecs, e.g. from @queryloop.tool), offered after the built-ins
-    custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_specs, validator=_check_custom_tools)
-    can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
-    mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
-    auto_compact: bool = True
-    auto_compact_threshold: float = 0.8  # of the effective window
-    params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
-    permission_mode: PermissionMode = "default"
-    rules: PermissionRules = attrs.field(factory=PermissionRules)
-    hooks: HookConfig = attrs.field(factory=HookConfig)
-    interactive: bool = False
-    tool_env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
-    instructions: tuple[InstructionFile, ...] = ()  # CLAUDE.md files (queryloop.run.memory), sent with every request
-    # the session: kept under home (None: $QUERYLOOP_HOME, else ~/.queryloop) unless persist is off
-    persist: bool = True
-    home: Path | None = None
-    stored_as: SessionPaths | None = None  # where this run's session is kept (default: home, cwd, session_id)
-    resume_from: SessionPaths | None = None  # the stored session whose history this run continues (itself, or a fork's)
-    prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))  # the prompt's transcript uuid
-    start_source: str = "startup"  # what SessionStart hooks are told: startup, resume or fork
-    # the run compacts the session's history instead of sending ``prompt`` (/compact): the user's
-    # instructions for the summary ("" for none); None: an ordinary prompt
-    compact: str | None = None
-    max_checkpoints: int = 100
-    sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
-
-    def session_paths(self) -> SessionPaths:
-        """Where this run's session is kept (by default in this working directory's project folder)."""
-        if self.stored_as is not None:
-            return self.stored_as
-        home = self.home if self.home is not None else queryloop_home()
-        return SessionPaths(home=home, cwd=self.cwd.resolve(), session_id=self.session_id)
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -220,11 +142,11 @@ class AgentServices:
     tool_definitions: tuple[dict[str, Any], ...]
     tool_context: ToolContext
     hooks: HookRunner
-    max_budget_usd: float | None = None
-    auto_compact_threshold: float = 0.8  # of the effective window (context window − output reserve)
-    retry_base_delay_s: float = 0.5
-    retry_max_delay_s: float = 32.0
-    idle_timeout_s: float = 90.0
+    max_budget_usd: float | None
+    auto_compact_threshold: float  # of the effective window (context window − output reserve)
+    retry_base_delay_s: float
+    retry_max_delay_s: float
+    idle_timeout_s: float
     permission_mode: PermissionMode = "default"
     rules: PermissionRules = attrs.field(factory=PermissionRules)
     interactive: bool = False  # ask the user (y/n/always) instead of denying what would ask
@@ -304,6 +226,7 @@ def _services(
         max_budget_usd=options.max_budget_usd,
         auto_compact_threshold=options.auto_compact_threshold,
         retry_base_delay_s=options.retry_base_delay_s,
+        retry_max_delay_s=RETRY_MAX_DELAY_S,
         idle_timeout_s=options.idle_timeout_s,
         permission_mode=options.permission_mode,
         rules=options.rules,
@@ -398,7 +321,7 @@ class AgentRun:
         self.services = _services(
             options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store, call_runner
         )
-        params = {**options.params, "max_turns": options.max_turns, "max_retries": options.max_retries}
+        params = run_params(options)
         program = program or query_loop_program()
         self.program = program
         store = self.services.session

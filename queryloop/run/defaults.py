@@ -1,16 +1,30 @@
-"""What a run uses when nothing names it: the model, the system prompt, the first retry's delay, and the
-Claude Code release queryloop behaves as.
+"""What a run uses when nothing names it — every default but the machine's caps — and the Claude Code
+release queryloop behaves as.
 
-Owns only these values, in a module that imports nothing but ``os``, so the program's
-``--help`` can show them without loading the agent (``queryloop.run.agent`` re-exports
-them). Does not own the models' limits and prices (``queryloop.handlers.request.services.pricing``).
+Owns these values, each written here once, in a module that imports nothing but ``os``,
+so the program's ``--help`` can show them without loading the agent. The machine's caps
+(``max_turns``, ``max_retries``, ``max_retry_after_s``, …) are the params of
+``machines/query_loop.yaml`` and live only there; the models' limits and prices are
+``queryloop.handlers.request.services.pricing``'s, how many file checkpoints a session
+keeps is its store's (``queryloop.handlers.session.services.store``). ``queryloop.run.config`` resolves a
+run's configuration from them.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["CLAUDE_CODE_VERSION", "DEFAULT_MODEL", "DEFAULT_SYSTEM_PROMPT", "retry_base_delay_s"]
+__all__ = [
+    "AUTO_COMPACT_THRESHOLD",
+    "CLAUDE_CODE_VERSION",
+    "DEFAULT_MODEL",
+    "DEFAULT_SYSTEM_PROMPT",
+    "MAX_OUTPUT_TOKENS",
+    "RETRY_MAX_DELAY_S",
+    "idle_timeout_s",
+    "request_timeout_s",
+    "retry_base_delay_s",
+]
 
 # The Claude Code release whose behaviour queryloop follows (its flags, lines and results, observed side
 # by side): ``-v`` names it before queryloop's own version, the stream-json ``init`` line as
@@ -25,6 +39,27 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+MAX_OUTPUT_TOKENS = 32_000  # max_tokens of each request (--max-output-tokens)
+
+AUTO_COMPACT_THRESHOLD = 0.8  # compact before sending past this share of the effective window
+
+RETRY_MAX_DELAY_S = 32.0  # the backoff's longest delay between two attempts (a retry-after may ask for more)
+
+_RETRY_BASE_DELAY_MS = "500"
+_IDLE_TIMEOUT_S = "90"
+
+
+def idle_timeout_s() -> float:
+    """The longest wait for a response's headers or its next bytes: 90 s, or ``QUERYLOOP_STREAM_IDLE_TIMEOUT_S``."""
+    return float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", _IDLE_TIMEOUT_S))
+
+
+def request_timeout_s() -> float | None:
+    """The deadline of each model request attempt: ``QUERYLOOP_REQUEST_TIMEOUT_S``, else none (the idle timeout)."""
+    value = os.environ.get("QUERYLOOP_REQUEST_TIMEOUT_S")
+    return float(value) if value else None
+
+
 def retry_base_delay_s() -> float:
     """The backoff's first delay: 0.5 s, or ``QUERYLOOP_RETRY_BASE_DELAY_MS`` (tests and demos shorten it)."""
-    return float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", "500")) / 1000
+    return float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", _RETRY_BASE_DELAY_MS)) / 1000

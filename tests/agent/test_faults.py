@@ -460,6 +460,7 @@ def _request(**overrides: Any) -> ModelRequest:
         "system": None,
         "tools": (),
         "max_tokens": 64,
+        "idle_timeout_s": 90.0,
     }
     return ModelRequest(**{**fields, **overrides})
 

@@ -33,7 +33,14 @@ def one_step(step_yaml: str, model: str = "m") -> str:
 
 
 def request(**overrides: Any) -> ModelRequest:
-    fields: dict[str, Any] = {"model": "m", "messages": USER, "system": None, "tools": (), "max_tokens": 64}
+    fields: dict[str, Any] = {
+        "model": "m",
+        "messages": USER,
+        "system": None,
+        "tools": (),
+        "max_tokens": 64,
+        "idle_timeout_s": 90.0,
+    }
     fields.update(overrides)
     return ModelRequest(**fields)
 

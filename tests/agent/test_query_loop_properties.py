@@ -165,7 +165,7 @@ def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order
     }
     data = AgentData(
         messages=MessageView().append({"role": "user", "content": "go"}).append(assistant),
-        request=RequestData(model="m"),
+        request=RequestData(model="m", max_tokens=64),
         tools=ToolsData(
             pending=(calls[0], calls[2]),
             denied=(dict(tool_result_block("t1", "Permission denied", is_error=True)),),

@@ -88,7 +88,9 @@ def test_an_always_approval_is_kept_in_the_run_state() -> None:
     from queryloop.run.agent import AgentData, query_loop_program
 
     call = ToolCall(id="t1", name="Bash", input={"command": "ls"})
-    data = AgentData(messages=MessageView(), request=RequestData(model="m"), tools=ToolsData(pending=(call,)))
+    data = AgentData(
+        messages=MessageView(), request=RequestData(model="m", max_tokens=64), tools=ToolsData(pending=(call,))
+    )
     run = query_loop_program().initial_state(data)
     outcome = GateOutcome(allowed=(call,), denied=(), denials=(), always_allowed=frozenset({"Bash"}))
     after = record_gate(run, Event(name="tools_permitted", data=outcome))

@@ -95,7 +95,7 @@ class ModelRequest:
     system: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     stream: bool = True
-    idle_timeout_s: float = 90.0
+    idle_timeout_s: float
     """The longest wait for the response headers, the next SSE event or the next bytes of a body."""
     deadline_s: float | None = None
     """The longest the whole attempt may take (None: no limit but the idle timeout)."""
