@@ -53,7 +53,7 @@ from queryloop.handlers.tools.sandbox.policy import SandboxPolicy
 from queryloop.machines import MACHINES_DIR
 
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
-from .memory import InstructionFile, instructions_tokens, memory_paths, with_instructions
+from .memory import InstructionFile, instructions_block, instructions_tokens, memory_paths
 from .tracing import recorder_from_env
 from .transcript import TranscriptWriter
 
@@ -219,6 +219,7 @@ class AgentServices:
     tool_definitions: tuple[dict[str, Any], ...]
     tool_context: ToolContext
     hooks: HookRunner
+    instructions: str | None = None  # the CLAUDE.md files as the one block every request carries (queryloop.memory)
     max_budget_usd: float | None = None
     auto_compact_threshold: float = 0.8  # of the effective window (context window − output reserve)
     retry_base_delay_s: float = 0.5
@@ -277,10 +278,11 @@ def _services(
     registry = _registry(options)
     store = store if store is not None else _store(options)
     return AgentServices(
-        backend=with_instructions(with_request_deadline(backend, options.request_timeout_s), options.instructions),
+        backend=with_request_deadline(backend, options.request_timeout_s),
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
+        instructions=instructions_block(options.instructions),
         tool_context=ToolContext(
             cwd=options.cwd,
             env=options.tool_env,
