@@ -201,17 +201,20 @@ class MessageView:
         start = entries[index - 1][3] + 1 if index else 0
         return bytes(self._store.encoded[start : entries[index][3]])
 
-    def encode_between(self, head: bytes, count: int, tail: bytes) -> bytes:
-        """``head``, the first ``count`` messages' JSON joined by commas, then ``tail``, in one copy.
+    def encode_between(self, head: Sequence[bytes], count: int, tail: bytes, *, start: int = 0) -> bytes:
+        """The pieces of ``head``, the JSON of messages ``start`` to ``count`` (excluded) joined by commas,
+        then ``tail``, in one copy.
 
         The messages' bytes are the ones written on append: building a request body this
         way costs a copy of the bytes, never a serialisation of the history.
         """
-        if not 0 <= count <= self._length:
-            raise IndexError(f"cannot encode {count} messages of a view of {self._length}")
-        end = self._store.entries[count - 1][3] if count else 0
+        if not 0 <= start <= count <= self._length:
+            raise IndexError(f"cannot encode messages {start} to {count} of a view of {self._length}")
+        entries = self._store.entries
+        begin = entries[start - 1][3] + 1 if start else 0
+        end = entries[count - 1][3] if count > start else begin
         with memoryview(self._store.encoded) as encoded:  # released before any later append resizes it
-            return b"".join((head, encoded[:end], tail))
+            return b"".join((*head, encoded[begin:end], tail))
 
     def added_since(self, earlier: MessageView) -> list[tuple[Message, bool]] | None:
         """``(message, meta)`` appended after ``earlier`` when this view extends it, else None.

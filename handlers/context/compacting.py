@@ -87,6 +87,7 @@ async def compact_transcript(
         attempt=1,
         idle_timeout_s=services.idle_timeout_s,
         prompt_cache=False,  # its own system prompt and the history as text: no prefix another request reads
+        instructions=services.instructions,
     )
     outcome = await services.backend.send(call, None)
     ctx.publish(RequestLogged(outcome.log))

@@ -87,6 +87,7 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
             stream=False,
             attempt=1,
             idle_timeout_s=services.idle_timeout_s,
+            instructions=services.instructions,
         )
         counted = await services.backend.count_tokens(call)
         offered = counted.offered

@@ -63,6 +63,7 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
         stream=run.count("stream_fallbacks") == 0,
         attempt=run.count("api_retries") + 1,
         idle_timeout_s=services.idle_timeout_s,
+        instructions=services.instructions,
     )
     publish = ctx.publish
     outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))

@@ -96,6 +96,11 @@ class ModelServices(Protocol):
     def tool_definitions(self) -> tuple[dict[str, Any], ...]: ...
 
     @property
+    def instructions(self) -> str | None:
+        """The project instructions every request carries (``ModelCall.instructions``); None: none."""
+        ...
+
+    @property
     def idle_timeout_s(self) -> float: ...
 
 

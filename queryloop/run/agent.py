@@ -55,7 +55,7 @@ from queryloop.machines import MACHINES_DIR
 
 from .config import AgentOptions, run_params
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
-from .memory import instructions_tokens, memory_paths, with_instructions
+from .memory import instructions_block, instructions_tokens, memory_paths
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class AgentServices:
     tool_definitions: tuple[dict[str, Any], ...]
     tool_context: ToolContext
     hooks: HookRunner
+    instructions: str | None  # the CLAUDE.md files as the one block every request carries (queryloop.run.memory)
     max_budget_usd: float | None
     auto_compact_threshold: float  # of the effective window (context window − output reserve)
     retry_base_delay_s: float
@@ -205,10 +206,11 @@ def _services(
     registry = _registry(options)
     store = store if store is not None else _store(options)
     return AgentServices(
-        backend=with_instructions(with_request_deadline(backend, options.request_timeout_s), options.instructions),
+        backend=with_request_deadline(backend, options.request_timeout_s),
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
+        instructions=instructions_block(options.instructions),
         tool_context=ToolContext(
             cwd=options.cwd,
             env=options.tool_env,

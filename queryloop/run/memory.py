@@ -1,11 +1,13 @@
 """Project instructions: the ``CLAUDE.md`` and ``QUERYLOOP.md`` files a run gives the model as context.
 
 Owns which instruction files a run reads and in which order (Claude Code 2.1.235's
-rules, observed against the embedded server), their ``@path`` imports, the one
-context block they become, and :func:`with_instructions`, the backend wrapper that
-puts that block in front of the first user message of every request — built at
-request time, never stored in the transcript, so compaction cannot drop it and the
-result, hooks and snapshots never see it. Claude Code's file names and ours
+rules, observed against the embedded server), their ``@path`` imports, and the one
+context text they become (:func:`instructions_block`). The run's services hold that
+text and every request carries it (model, summary and ``count_tokens`` requests:
+``ModelCall.instructions``); the request body puts it in front of the first user
+message, serialised once (``queryloop.handlers.request.services.body``) — never stored in the
+transcript, so compaction cannot drop it and the result, hooks and snapshots never
+see it. Claude Code's file names and ours
 (``QUERYLOOP.md`` in place of ``CLAUDE.md``, ``.queryloop/`` in place of
 ``.claude/``) are read under the same rules; in each place ours come after Claude
 Code's, so they read as the more specific.
@@ -28,24 +30,22 @@ files inside the project directory (Claude Code asks before reading others, and 
 headless run cannot ask), a user file any file.
 
 Does not own: settings (``queryloop.run.settings``; ``--setting-sources`` selects the
-kinds of both), the system prompt (``queryloop.run.agent``).
+kinds of both), the system prompt (``queryloop.run.agent``), where the text goes in a
+request's bytes (``queryloop.handlers.request.services.body``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 import attrs
 import yaml
 
-from queryloop.handlers.messages import Message, MessageView, compact_json
-from queryloop.handlers.request import ModelBackend
-from queryloop.handlers.request.services.backends import ModelCall, TokenCount
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
+from queryloop.handlers.messages import compact_json
 
 __all__ = [
     "MEMORY_KINDS",
@@ -55,7 +55,6 @@ __all__ = [
     "instructions_tokens",
     "load_instructions",
     "memory_paths",
-    "with_instructions",
 ]
 
 MemoryKind = Literal["user", "project", "local"]
@@ -224,39 +223,3 @@ def instructions_tokens(files: Sequence[InstructionFile]) -> int:
 def memory_paths(files: Sequence[InstructionFile]) -> dict[str, list[str]]:
     """The files read, by kind, as the stream-json ``init`` line's ``memory_paths`` shows them."""
     return {kind: [str(f.path) for f in files if f.kind == kind] for kind in MEMORY_KINDS}
-
-
-def _with_block(messages: MessageView, block: str) -> MessageView:
-    """``messages`` with ``block`` as the first text of the first user message (a new one if none leads)."""
-    entries = messages.entries()
-    context = {"type": "text", "text": block}
-    if entries and entries[0][0].get("role") == "user":
-        first, meta = entries[0]
-        content = first.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-        lead: list[tuple[Message, bool]] = [({**first, "content": [context, *blocks]}, meta)]
-        rest = entries[1:]
-    else:
-        lead, rest = [({"role": "user", "content": [context]}, True)], entries
-    merged = [*lead, *rest]
-    return MessageView.of((m for m, _ in merged), (meta for _, meta in merged))
-
-
-class _InstructionsBackend:
-    """Hands every call to ``inner`` with the instructions in front of its messages."""
-
-    def __init__(self, inner: ModelBackend, block: str) -> None:
-        self.inner = inner
-        self.block = block
-
-    async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
-        return await self.inner.send(attrs.evolve(call, messages=_with_block(call.messages, self.block)), on_text)
-
-    async def count_tokens(self, call: ModelCall) -> TokenCount:
-        return await self.inner.count_tokens(attrs.evolve(call, messages=_with_block(call.messages, self.block)))
-
-
-def with_instructions(backend: ModelBackend, files: Sequence[InstructionFile]) -> ModelBackend:
-    """``backend`` sending ``files`` as context with every request (model, summary, count_tokens); none: unchanged."""
-    block = instructions_block(files)
-    return backend if block is None else _InstructionsBackend(backend, block)

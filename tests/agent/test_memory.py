@@ -7,18 +7,29 @@ end-to-end test in tests/e2e/test_cli_shape.py drives them through the program).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import attrs
+from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queryloop.handlers.context.services import compaction
 from queryloop.handlers.messages import MessageView
 from queryloop.handlers.request import ModelCall, ModelFailure, ModelReply, TokenCount
+from queryloop.handlers.request.services.backends import AnthropicBackend
+from queryloop.handlers.request.services.body import encode_request, request_messages
+from queryloop.run.agent import AgentOptions, AgentRun
 from queryloop.run.memory import (
     InstructionFile,
     instructions_block,
     instructions_tokens,
     load_instructions,
     memory_paths,
-    with_instructions,
 )
 from queryloop.testing import scripted_reply
 
@@ -118,57 +129,282 @@ def test_our_files_follow_claude_codes_in_each_place_and_local_ones_come_last(tm
     assert [f.kind for f in only] == ["user"] * 3
 
 
+# ---- every request carries them --------------------------------------------------------------
+
+
 class Recording:
-    """A backend that keeps the calls it is given."""
+    """A model answering one Glob turn then text, keeping every call it is given (count_tokens too)."""
 
     def __init__(self) -> None:
-        self.calls: list[ModelCall] = []
+        self.calls: list[tuple[str, ModelCall]] = []
 
     async def send(self, call: ModelCall, on_text: Callable[[str], None] | None) -> ModelReply | ModelFailure:
-        self.calls.append(call)
-        return scripted_reply([{"type": "text", "text": "ok"}])
+        self.calls.append(("send", call))
+        if len(self.calls) == 2:  # after the first count_tokens: one tool turn
+            tool = {"type": "tool_use", "id": "t1", "name": "Glob", "input": {"pattern": "*.none"}}
+            return scripted_reply([tool], "tool_use", call=call)
+        return scripted_reply([{"type": "text", "text": "done"}], call=call)
 
     async def count_tokens(self, call: ModelCall) -> TokenCount:
-        self.calls.append(call)
-        return TokenCount(tokens=1)
+        self.calls.append(("count_tokens", call))
+        return TokenCount(tokens=None)
 
 
-def call(messages: MessageView) -> ModelCall:
-    return ModelCall(
-        model="m", messages=messages, system=None, tools=(), max_tokens=10, stream=False, attempt=1, idle_timeout_s=1
-    )
-
-
-def test_every_request_carries_the_instructions_ahead_of_the_first_user_message_and_the_transcript_does_not() -> None:
+def test_model_summary_and_count_tokens_requests_carry_the_instructions_and_the_transcript_does_not(
+    tmp_path: Path,
+) -> None:
     files = (InstructionFile(path=Path("/p/CLAUDE.md"), kind="project", content="Use tabs."),)
-    inner = Recording()
-    backend = with_instructions(inner, files)
-    transcript = MessageView().append({"role": "user", "content": "hi"}).append({"role": "assistant", "content": "yo"})
-    asyncio.run(backend.send(call(transcript), None))
-    asyncio.run(backend.count_tokens(call(transcript)))
-    block = {"type": "text", "text": instructions_block(files)}
-    for sent in inner.calls:
-        assert sent.messages.to_list() == [
-            {"role": "user", "content": [block, {"type": "text", "text": "hi"}]},
-            {"role": "assistant", "content": "yo"},
-        ]
-    assert transcript.to_list()[0] == {"role": "user", "content": "hi"}, "the run's own messages are untouched"
-    assert "/p/CLAUDE.md" in block["text"] and "Use tabs." in block["text"]
-    assert instructions_tokens(files) > 0
-
-
-def test_a_transcript_that_starts_with_an_assistant_message_gets_a_user_message_in_front() -> None:
-    files = (InstructionFile(path=Path("/p/CLAUDE.md"), kind="project", content="x"),)
-    inner = Recording()
-    asyncio.run(
-        with_instructions(inner, files).send(call(MessageView().append({"role": "assistant", "content": "a"})), None)
+    block = instructions_block(files)
+    assert block is not None and "/p/CLAUDE.md" in block and "Use tabs." in block
+    backend = Recording()
+    options = AgentOptions(  # a threshold of ~0: count_tokens before every request, and a compaction
+        prompt="go",
+        model="m",
+        cwd=tmp_path,
+        auto_compact_threshold=1e-9,
+        permission_mode="bypassPermissions",
+        instructions=files,
     )
-    sent = inner.calls[0].messages
-    assert [m["role"] for m in sent] == ["user", "assistant"] and sent.is_meta(0)
+    run = AgentRun(options, backend)
+
+    async def drive() -> None:
+        async for _ in run.events():
+            pass
+
+    asyncio.run(drive())
+    assert run.result()["terminal_reason"] == "completed"
+    summaries = [c for kind, c in backend.calls if kind == "send" and c.system == compaction.SUMMARY_SYSTEM_PROMPT]
+    kinds = {kind for kind, _ in backend.calls}
+    assert summaries and kinds == {"send", "count_tokens"}, backend.calls
+    assert all(call.instructions == block for _, call in backend.calls), "model, summary and count_tokens requests"
+    assert block not in json.dumps(run.data.messages.to_list()), "never stored in the transcript"
+    assert run.data.context.overhead >= instructions_tokens(files) > 0, "counted in every request's estimate"
 
 
-def test_without_instruction_files_the_backend_is_unchanged() -> None:
-    inner = Recording()
-    assert with_instructions(inner, ()) is inner
+def test_without_instruction_files_no_request_carries_any() -> None:
     assert instructions_block(()) is None and instructions_tokens(()) == 0
     assert memory_paths(()) == {"user": [], "project": [], "local": []}
+    options = AgentOptions(prompt="go", model="m", persist=False)
+    assert AgentRun(options, Recording()).services.instructions is None
+
+
+# ---- the bytes on the wire: as the wrapper that rebuilt every message sent them --------------
+
+WIRE_FILES = (
+    InstructionFile(path=Path("/home/u/.claude/CLAUDE.md"), kind="user", content="Be terse."),
+    InstructionFile(path=Path("/work/repo/CLAUDE.md"), kind="project", content="Use tabs — « ünïcode ».\n\n- a\n- b"),
+)
+WIRE_SYSTEM = "You are a careful agent."
+WIRE_TOOLS: tuple[dict[str, Any], ...] = (
+    {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {}}},
+    {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object"}},
+)
+WIRE_BODIES = Path(__file__).resolve().parents[1] / "fixtures" / "request_bodies" / "instructions.json"
+"""The bodies the SDK posted for :func:`wire_calls` with the instructions, captured from the
+backend wrapper (``with_instructions``) that put them in front of the first user message by
+rebuilding the message view, before the block was serialised into the prepared body."""
+
+
+def tool_turns(view: MessageView, count: int) -> MessageView:
+    for i in range(count):
+        use = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"echo {i}"}}
+        view = view.append({"role": "assistant", "content": [{"type": "text", "text": "running"}, use]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"{i}\n", "is_error": False}
+        view = view.append({"role": "user", "content": [result]})
+    return view
+
+
+def wire_calls() -> dict[str, ModelCall]:
+    """Requests of every shape the first message can take, without instructions (the test adds them)."""
+    prompt = MessageView().append({"role": "user", "content": "go, and say « done »"})
+    answered = prompt.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    blocks = MessageView().append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look at this"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            ],
+        }
+    )
+    compacted = MessageView.of(
+        [
+            {"role": "assistant", "content": [{"type": "text", "text": "Summary so far."}]},
+            {"role": "user", "content": [{"type": "text", "text": "carry on"}]},
+        ]
+    )
+
+    def call(messages: MessageView, **fields: Any) -> ModelCall:
+        values: dict[str, Any] = {
+            "model": "mock-primary",
+            "system": WIRE_SYSTEM,
+            "tools": WIRE_TOOLS,
+            "max_tokens": 1000,
+            "stream": True,
+            "attempt": 1,
+            "idle_timeout_s": 30.0,
+        }
+        return ModelCall(messages=messages, **(values | fields))
+
+    return {
+        "the first request, a string prompt": call(prompt),
+        "three tool turns": call(tool_turns(prompt, 3)),
+        "a string prompt after an answer": call(answered.append({"role": "user", "content": "and now?"})),
+        "a first message of blocks, then a turn": call(tool_turns(blocks, 1)),
+        "not streamed, caching off": call(tool_turns(prompt, 2), stream=False, prompt_cache=False),
+        "no system prompt: the last tool carries the prefix": call(tool_turns(prompt, 1), system=None),
+        "the summary request": call(
+            MessageView.of([{"role": "user", "content": "Summarise: …"}]),
+            system="Summarise the conversation.",
+            tools=(),
+            stream=False,
+            prompt_cache=False,
+        ),
+        "a history that starts with the model": call(compacted),
+        "the model's message alone": call(MessageView.of([{"role": "assistant", "content": "a"}])),
+    }
+
+
+_SSE = b"".join(
+    f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+    for name, data in (
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "mock-primary",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 1, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    )
+)
+_REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "mock-primary",
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+
+
+def capture_wire(send: Callable[[anthropic.AsyncAnthropic], Awaitable[object]]) -> list[dict[str, str]]:
+    """The path and body of every request ``send`` makes through the real SDK to a loopback server."""
+    seen: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        seen.append({"path": request.path, "body": raw.decode("utf-8")})
+        if request.path.endswith("/count_tokens"):
+            return web.json_response({"input_tokens": 7})
+        if json.loads(raw).get("stream"):
+            return web.Response(body=_SSE, content_type="text/event-stream", headers={"request-id": "req_1"})
+        return web.json_response(_REPLY, headers={"request-id": "req_1"})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/messages", handle)
+        app.router.add_post("/v1/messages/count_tokens", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        client = anthropic.AsyncAnthropic(
+            api_key="k", base_url=f"http://127.0.0.1:{runner.addresses[0][1]}", max_retries=0
+        )
+        try:
+            await send(client)
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
+    return seen
+
+
+def test_the_sdk_sends_the_same_bytes_as_when_a_wrapper_rebuilt_every_message_for_the_instructions() -> None:
+    """Every shape the first message takes, the model and count_tokens requests: byte for byte."""
+    block = instructions_block(WIRE_FILES)
+    calls = {name: attrs.evolve(call, instructions=block) for name, call in wire_calls().items()}
+
+    async def send(client: anthropic.AsyncAnthropic) -> None:
+        backend = AnthropicBackend(client, prompt_caching=True)
+        for call in calls.values():
+            assert isinstance(await backend.send(call, None), ModelReply)
+        assert (await backend.count_tokens(calls["three tool turns"])).tokens == 7
+
+    seen = capture_wire(send)
+    expected = json.loads(WIRE_BODIES.read_text(encoding="utf-8"))
+    assert [e["request"] for e in expected] == [*calls, "count_tokens: three tool turns"]
+    for sent, stored in zip(seen, expected, strict=True):
+        assert sent["path"] == stored["path"]
+        assert sent["body"].encode() == stored["body"].encode(), stored["request"]
+
+
+def rebuilt(messages: MessageView, block: str) -> MessageView:
+    """What the wrapper sent: the view rebuilt, ``block`` first in the first user message (a new one if none leads)."""
+    listed = messages.to_list()
+    context = {"type": "text", "text": block}
+    if listed and listed[0].get("role") == "user":
+        content = listed[0].get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        return MessageView.of([{**listed[0], "content": [context, *blocks]}, *listed[1:]])
+    return MessageView.of([{"role": "user", "content": [context]}, *listed])
+
+
+_TEXT = st.text(max_size=6)
+_BLOCK = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, _TEXT),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, _TEXT),
+    st.builds(lambda t: {"type": "tool_result", "tool_use_id": "x", "content": t}, _TEXT),
+)
+_CONTENT = st.one_of(_TEXT, st.lists(_BLOCK, max_size=3))
+_MESSAGE = st.one_of(
+    st.builds(lambda r, c: {"role": r, "content": c}, st.sampled_from(["user", "assistant"]), _CONTENT),
+    st.builds(lambda c: {"content": c, "role": "user"}, _CONTENT),  # keys in another order
+    st.builds(lambda c: {"role": "user", "content": c, "id": "m1"}, _CONTENT),  # a key after the content
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(_MESSAGE, max_size=7),
+    block=st.text(min_size=1, max_size=8),
+    system=st.one_of(st.none(), _TEXT),
+    cache=st.booleans(),
+    stream=st.booleans(),
+)
+def test_the_body_with_instructions_is_byte_for_byte_the_rebuilt_view_s(
+    messages: list[dict[str, Any]], block: str, system: str | None, cache: bool, stream: bool
+) -> None:
+    view = MessageView.of(messages)
+    call = wire_calls()["three tool turns"]
+    call = attrs.evolve(call, messages=view, system=system, prompt_cache=cache, instructions=block)
+    wrapped = attrs.evolve(call, messages=rebuilt(view, block), instructions=None)
+    assert encode_request(call, stream=stream) == encode_request(wrapped, stream=stream)
+    assert request_messages(call) == wrapped.messages.to_list()
+    assert view.to_list() == messages, "the stored messages are untouched"

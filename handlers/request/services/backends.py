@@ -3,9 +3,9 @@
 Owns :class:`ModelCall` (one attempt as the loop asks for it), the
 :class:`ModelBackend` protocol and how a call becomes an attempt. The HTTP backend
 hands the SDK a prepared body (:func:`~queryloop.handlers.request.services.body.encode_request`:
-the transcript's stored bytes, serialised once per message, with the prompt-cache
-breakpoints); an in-process backend never looks at it, so such runs cost nothing per
-message.
+the transcript's stored bytes, serialised once per message, with the project
+instructions in front and the prompt-cache breakpoints); an in-process backend never
+looks at it, so such runs cost nothing per message.
 Backends keep nothing about the run: whether the server offers ``count_tokens`` is
 answered per call (:class:`TokenCount`) and remembered in the run data.
 :func:`with_request_deadline` gives every call of a backend the run's per-request
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ...messages import MessageView
-from .body import encode_request, prompt_caching_disabled
+from .body import encode_request, prompt_caching_disabled, request_messages
 
 if TYPE_CHECKING:
     import anthropic
@@ -57,6 +57,9 @@ class ModelCall:
     """The longest the whole attempt may take; past it the attempt is a ``retryable`` timeout."""
     prompt_cache: bool = True
     """Whether the request may carry ``cache_control`` breakpoints (the backend may still send none)."""
+    instructions: str | None = None
+    """The project instructions (CLAUDE.md files, ``queryloop.run.memory``) as one text: sent as a block in front
+    of the first user message (:func:`~queryloop.handlers.request.services.body.encode_request`), never stored."""
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -113,7 +116,7 @@ class AnthropicBackend:
 
         Bounded like a model call: the idle timeout for each wait, the deadline overall.
         """
-        kwargs: dict[str, Any] = {"model": call.model, "messages": call.messages.to_list()}
+        kwargs: dict[str, Any] = {"model": call.model, "messages": request_messages(call)}
         if call.system:
             kwargs["system"] = call.system
         if call.tools:

@@ -2,10 +2,11 @@
 
 Owns :func:`encode_request` (a :class:`~queryloop.handlers.request.services.backends.ModelCall`
 as the JSON body the official SDK would send for the same parameters),
-:func:`encode_params` (the same for plain values, no breakpoints), where the
-``cache_control`` breakpoints go (:func:`with_breakpoint`) and whether prompt caching
-is switched off (:func:`prompt_caching_disabled`). It sends nothing: the client posts
-the bytes through the SDK.
+:func:`encode_params` (the same for plain values, no breakpoints), where a call's
+project instructions go (:func:`request_messages` gives the same messages as values),
+where the ``cache_control`` breakpoints go (:func:`with_breakpoint`) and whether
+prompt caching is switched off (:func:`prompt_caching_disabled`). It sends nothing:
+the client posts the bytes through the SDK.
 
 Why bytes: the SDK serialises every parameter it is given on every request, so a loop
 that hands it the transcript pays for the whole history each turn. Here every message
@@ -16,6 +17,14 @@ definitions (serialised once per object, :func:`_json_once`), then the messages,
 the model, ``max_tokens`` and ``stream``. Keys come in that order so the body's bytes
 up to the last message are the previous request's, whatever the model or the stream
 flag.
+
+Project instructions (``ModelCall.instructions``: the CLAUDE.md files as one text, see
+``queryloop.run.memory``) are sent as Claude Code sends them: a text block in front of the
+first user message's content (a string prompt becomes a text block after it), or a user
+message of its own in front when the history does not start with one. They are never
+stored in the transcript, so compaction cannot drop them. The block is serialised once
+(:func:`_json_once`) and spliced into the first message's stored bytes; the rest of the
+history is copied as it is, so a request with instructions costs what one without costs.
 
 Breakpoints, placed as Claude Code 2.1.235 places them (seen in the request bodies it
 sent to the embedded server; no ``ttl``, so the 5-minute cache): one at the end of the
@@ -49,6 +58,7 @@ __all__ = [
     "encode_params",
     "encode_request",
     "prompt_caching_disabled",
+    "request_messages",
     "with_breakpoint",
 ]
 
@@ -82,6 +92,8 @@ class RequestParams(Protocol):
     def max_tokens(self) -> int: ...
     @property
     def prompt_cache(self) -> bool: ...
+    @property
+    def instructions(self) -> str | None: ...
 
 
 def prompt_caching_disabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -96,24 +108,27 @@ def prompt_caching_disabled(environ: Mapping[str, str] | None = None) -> bool:
 # ---- serialised once ----------------------------------------------------------------------
 
 _ONCE_LIMIT = 256
-_once: dict[tuple[int, bool], tuple[object, bytes]] = {}
+_once: dict[tuple[int, bool, bool], tuple[object, bytes]] = {}
 
 
-def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False) -> bytes:
-    """The compact JSON of a system prompt or a tool definition, remembered by identity.
+def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False, block: bool = False) -> bytes:
+    """The compact JSON of a system prompt, a tool definition or the instructions, remembered by identity.
 
     With ``breakpoint``, the value as it carries the prefix's breakpoint: a system prompt
-    as one marked text block in a list, a tool definition with ``cache_control``. An
-    entry keeps ``value`` alive, so its id cannot be reused while it is remembered; the
-    table is cleared when full. Tool definitions are built once and never changed in
-    place (a changed catalog is a new tuple of new dicts), so identity is enough.
+    as one marked text block in a list, a tool definition with ``cache_control``. With
+    ``block``, a text as one text block (the instructions). An entry keeps ``value``
+    alive, so its id cannot be reused while it is remembered; the table is cleared when
+    full. Tool definitions are built once and never changed in place (a changed catalog
+    is a new tuple of new dicts), so identity is enough.
     """
-    key = (id(value), breakpoint)
+    key = (id(value), breakpoint, block)
     hit = _once.get(key)
     if hit is not None and hit[0] is value:
         return hit[1]
     shown: object = value
-    if breakpoint:
+    if block:
+        shown = {"type": "text", "text": value}
+    elif breakpoint:
         shown = [_marked({"type": "text", "text": value})] if isinstance(value, str) else _marked(value)
     encoded = compact_json(shown).encode("utf-8")
     if len(_once) >= _ONCE_LIMIT:
@@ -150,8 +165,8 @@ def with_breakpoint(message: Mapping[str, Any]) -> Message | None:
     return None
 
 
-def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool) -> bytes:
-    """``{"system":…,"tools":[…],"messages":[`` with the prefix breakpoint when ``cache``."""
+def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool) -> list[bytes]:
+    """The pieces of ``{"system":…,"tools":[…],"messages":[`` with the prefix breakpoint when ``cache``."""
     parts = [b"{"]
     if system is not None:  # an empty one cannot carry a breakpoint (the API refuses an empty text block)
         parts += (b'"system":', _json_once(system, breakpoint=cache and bool(system)), b",")
@@ -161,7 +176,7 @@ def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool) -
             encoded[-1] = _json_once(tools[-1], breakpoint=True)
         parts += (b'"tools":[', b",".join(encoded), b"],")
     parts.append(b'"messages":[')
-    return b"".join(parts)
+    return parts
 
 
 def _tail(model: str, max_tokens: int, stream: bool) -> bytes:
@@ -174,42 +189,141 @@ def _tail(model: str, max_tokens: int, stream: bool) -> bytes:
     )
 
 
-def _carrier(messages: MessageView) -> tuple[int, Message] | None:
+def _carrier(messages: MessageView, lead: Message | None = None, start: int = 0) -> tuple[int, Message] | None:
     """The message that carries the history's breakpoint, marked: the last user message with a block that can.
 
     Normally the last message (the newest tool results). When that one is a plain string
     (a prompt, a continuation, hook feedback), the user message before it, the one that
     ended the previous request and carried its breakpoint, so the prefix marked is the
     one already written; the model's own replies are not marked. Looks at the last
-    :data:`_CARRIER_SEARCH` messages at most.
+    :data:`_CARRIER_SEARCH` messages sent at most. With instructions, the messages sent
+    are ``lead`` (index -1 here) and then the stored ones from ``start``.
     """
     count = len(messages)
-    for index in range(count - 1, max(-1, count - 1 - _CARRIER_SEARCH), -1):
+    for index in range(count - 1, max(start - 1, count - 1 - _CARRIER_SEARCH), -1):
         message = messages.at(index)
         marked = with_breakpoint(message) if message.get("role") == "user" else None
         if marked is not None:
             return index, marked
+    if lead is not None and count - start + 1 <= _CARRIER_SEARCH:
+        marked = with_breakpoint(lead)
+        if marked is not None:
+            return -1, marked
     return None
+
+
+# ---- the instructions in front of the first user message ---------------------------------------
+
+_spliced: dict[tuple[int, int], tuple[object, object, bytes]] = {}
+
+
+def _lead_start(messages: MessageView) -> int:
+    """How many stored messages the first message sent stands for: 1 when the history opens with a user message
+    (the instructions join it), 0 when they go in a user message of their own in front."""
+    return 1 if len(messages) and messages.at(0).get("role") == "user" else 0
+
+
+def _lead(messages: MessageView, start: int, instructions: str) -> Message:
+    """The first message sent, as a value: the first user message with the instructions as its first block
+    (a string content becomes a text block after them), or a user message of the instructions alone."""
+    context = {"type": "text", "text": instructions}
+    if not start:
+        return {"role": "user", "content": [context]}
+    first = messages.at(0)
+    content = first.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    return {**first, "content": [context, *blocks]}
+
+
+def _lead_bytes(messages: MessageView, start: int, instructions: str) -> bytes:
+    """The compact JSON of the first message sent, remembered by the identity of the first message and the text.
+
+    The instructions' block (serialised once, :func:`_json_once`) spliced into the first
+    message's stored bytes: neither is serialised again. An entry keeps both alive (a
+    message is never changed once appended); the table is cleared when full.
+    """
+    if not start:
+        return b'{"role":"user","content":[' + _json_once(instructions, block=True) + b"]}"
+    first = messages.at(0)
+    key = (id(first), id(instructions))
+    hit = _spliced.get(key)
+    if hit is not None and hit[0] is first and hit[1] is instructions:
+        return hit[2]
+    encoded = _splice(first, messages.encoded(0), _json_once(instructions, block=True))
+    if encoded is None:  # a content neither a string nor a list (none the loop writes): serialised whole
+        encoded = compact_json(_lead(messages, start, instructions)).encode("utf-8")
+    if len(_spliced) >= _ONCE_LIMIT:
+        _spliced.clear()
+    _spliced[key] = (first, instructions, encoded)
+    return encoded
+
+
+def _splice(first: Message, stored: bytes, block: bytes) -> bytes | None:
+    """``stored`` (the compact JSON of ``first``) with ``block`` in front of its content; None if it cannot be.
+
+    The keys before and after the content are serialised (a role: a few bytes) to find
+    where the content's value sits in ``stored``.
+    """
+    content = first.get("content")
+    if not isinstance(content, (str, list)):
+        return None
+    keys = list(first)
+    at = keys.index("content")
+    opening = compact_json({k: first[k] for k in keys[:at]}).encode("utf-8")[:-1]
+    opening += b',"content":' if at else b'"content":'
+    closing = compact_json({k: first[k] for k in keys[at + 1 :]}).encode("utf-8")
+    closing = b"," + closing[1:] if at + 1 < len(keys) else b"}"
+    if not (stored.startswith(opening) and stored.endswith(closing)):
+        return None
+    value = stored[len(opening) : len(stored) - len(closing)]
+    if isinstance(content, str):
+        return b"".join((opening, b"[", block, b',{"type":"text","text":', value, b"}]", closing))
+    return b"".join((opening, b"[", block, b"," + value[1:] if len(value) > 2 else b"]", closing))
+
+
+def request_messages(call: RequestParams) -> list[Message]:
+    """The messages ``call`` sends, as values (for the SDK's own serialisation: ``count_tokens``).
+
+    The stored messages, with the instructions in front of the first user message as
+    :func:`encode_request` puts them.
+    """
+    messages = call.messages.to_list()
+    if call.instructions is None:
+        return messages
+    start = _lead_start(call.messages)
+    return [_lead(call.messages, start, call.instructions), *messages[start:]]
 
 
 def encode_request(call: RequestParams, *, stream: bool, prompt_cache: bool | None = None) -> bytes:
     """The JSON body of ``call`` as the SDK would send it (``"stream": true`` when ``stream``), with breakpoints.
 
     ``prompt_cache`` None follows ``call.prompt_cache``. The messages' bytes are the ones
-    written when they were appended; only the message carrying the breakpoint is
-    serialised again (a marked copy).
+    written when they were appended, the instructions' the ones written once; only the
+    message carrying the breakpoint is serialised again (a marked copy).
     """
     cache = call.prompt_cache if prompt_cache is None else prompt_cache
     messages = call.messages
     count = len(messages)
     head = _head(call.system, call.tools, cache)
+    instructions = call.instructions
+    start, lead = 0, None
+    if instructions is not None:
+        start = _lead_start(messages)
+        if cache and count - start < _CARRIER_SEARCH:  # the search for the carrier reaches the first message sent
+            lead = _lead(messages, start, instructions)
+    carrier = _carrier(messages, lead, start) if cache else None
+    if instructions is not None:
+        if carrier is not None and carrier[0] < 0:  # the first message sent carries the breakpoint
+            first, carrier = compact_json(carrier[1]).encode("utf-8"), None
+        else:
+            first = _lead_bytes(messages, start, instructions)
+        head += (first, b"," if count > start else b"")  # the stored messages sent follow it
     tail = _tail(call.model, call.max_tokens, stream)
-    carrier = _carrier(messages) if cache else None
     if carrier is None:
-        return messages.encode_between(head, count, tail)
+        return messages.encode_between(head, count, tail, start=start)
     index, marked = carrier
     after = [compact_json(marked).encode("utf-8"), *(messages.encoded(i) for i in range(index + 1, count))]
-    return messages.encode_between(head, index, (b"," if index else b"") + b",".join(after) + tail)
+    return messages.encode_between(head, index, (b"," if index > start else b"") + b",".join(after) + tail, start=start)
 
 
 def encode_params(
