@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         TransitionError,
     )
     from .jsontext import JsonLimitError, loads_json
-    from .load import Machine, load_machine, parse_machine
+    from .load import Machine, check_observers, load_machine, parse_machine
     from .render import to_dot, to_mermaid
     from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
     from .source import Source, read_json, read_yaml, schema_problems
@@ -49,7 +49,7 @@ else:
                 "TransitionError",
             ),
             ".jsontext": ("JsonLimitError", "loads_json"),
-            ".load": ("Machine", "load_machine", "parse_machine"),
+            ".load": ("Machine", "check_observers", "load_machine", "parse_machine"),
             ".render": ("to_dot", "to_mermaid"),
             ".runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
             ".source": ("Source", "read_json", "read_yaml", "schema_problems"),
@@ -88,6 +88,7 @@ __all__ = [
     "TransitionError",
     "TransitionSpec",
     "Uses",
+    "check_observers",
     "check_spec",
     "inert",
     "load_machine",

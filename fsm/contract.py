@@ -1,11 +1,14 @@
-"""What a handler says it reads of the machine: counter, state and param names, checked at load.
+"""What a handler or an observer says it reads of the machine: counter, state, param and reason names.
 
 Owns the :func:`uses` decorator and :class:`Uses`. A guard, effect or edge handler
 that reads ``run.count("api_retries")``, compares ``run.state`` with a name or reads
 a param declares those names; ``queryloop.fsm.load`` then refuses a machine that
 binds the handler but does not declare them — a renamed counter fails when the
-YAML is loaded, not when the edge first fires. Does not enforce the reads at run
-time (``RunState.count`` raises on an unknown name anyway).
+YAML is loaded, not when the edge first fires. An observer of a run (a class whose
+instances are told each step: a renderer, a transcript) declares the states and
+reasons it compares steps with the same way, and
+:func:`~queryloop.fsm.load.check_observers` refuses it for a machine that lacks one.
+Does not enforce the reads at run time (``RunState.count`` raises on an unknown name anyway).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["Uses", "uses", "uses_of"]
+__all__ = ["Uses", "reads_of", "uses", "uses_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,15 +32,20 @@ class Uses:
     counters: tuple[str, ...] = ()
     states: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
 
 
 def uses(
-    *, counters: tuple[str, ...] = (), states: tuple[str, ...] = (), params: tuple[str, ...] = ()
+    *,
+    counters: tuple[str, ...] = (),
+    states: tuple[str, ...] = (),
+    params: tuple[str, ...] = (),
+    reasons: tuple[str, ...] = (),
 ) -> Callable[[F], F]:
-    """Declare the counters, states and params the decorated handler reads."""
+    """Declare the counters, states, params and reasons the decorated handler (or observer class) reads."""
 
     def mark(fn: F) -> F:
-        setattr(fn, _ATTRIBUTE, Uses(counters=counters, states=states, params=params))
+        setattr(fn, _ATTRIBUTE, Uses(counters=counters, states=states, params=params, reasons=reasons))
         return fn
 
     return mark
@@ -47,3 +55,15 @@ def uses_of(fn: Callable[..., Any]) -> Uses | None:
     """What ``fn`` declared with :func:`uses`, if anything."""
     declared = getattr(fn, _ATTRIBUTE, None)
     return declared if isinstance(declared, Uses) else None
+
+
+def reads_of(observer: object) -> Uses:
+    """Everything an observer's class (or ``observer``, a class) and its bases declared with :func:`uses`."""
+    kind = observer if isinstance(observer, type) else type(observer)
+    found = [vars(cls)[_ATTRIBUTE] for cls in kind.__mro__ if isinstance(vars(cls).get(_ATTRIBUTE), Uses)]
+    return Uses(
+        **{
+            kind: tuple(sorted({name for declared in found for name in getattr(declared, kind)}))
+            for kind in ("counters", "states", "params", "reasons")
+        }
+    )

@@ -22,13 +22,13 @@ from typing import Any
 
 import attrs
 
-from .contract import uses_of
+from .contract import Uses, reads_of, uses_of
 from .errors import SpecError, SpecProblem
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
 from .source import read_yaml, schema_problems
 from .spec import CounterSpec, MachineSpec, ParamSpec, ParamType, StateSpec, TransitionSpec
 
-__all__ = ["INTERNAL_ERROR", "Machine", "load_machine", "parse_machine"]
+__all__ = ["INTERNAL_ERROR", "Machine", "check_observers", "load_machine", "parse_machine"]
 
 _Path = tuple[Any, ...]
 
@@ -674,17 +674,26 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
 def _undeclared_reads(
     spec: MachineSpec, fn: Callable[..., Any], dotted: str, line: int | None, what: str
 ) -> list[SpecProblem]:
-    """A problem for every counter, state or param ``fn`` declares it reads but the machine lacks."""
+    """A problem for every name ``fn`` declares it reads but the machine lacks."""
     declared = uses_of(fn)
-    if declared is None:
-        return []
+    return [] if declared is None else _missing(spec, declared, line, f"{what} {dotted!r}")
+
+
+def _missing(spec: MachineSpec, declared: Uses, line: int | None, who: str) -> list[SpecProblem]:
     out: list[SpecProblem] = []
     known = {
         "counter": [c.name for c in spec.counters],
         "state": [s.name for s in spec.states],
         "param": [p.name for p in spec.params],
+        "reason": [t.reason for t in spec.transitions],
     }
-    for kind, names in (("counter", declared.counters), ("state", declared.states), ("param", declared.params)):
+    kinds = (
+        ("counter", declared.counters),
+        ("state", declared.states),
+        ("param", declared.params),
+        ("reason", declared.reasons),
+    )
+    for kind, names in kinds:
         for name in names:
             if name not in known[kind]:
                 hint = _close(name, known[kind])
@@ -692,8 +701,28 @@ def _undeclared_reads(
                     SpecProblem(
                         spec.path,
                         line,
-                        f"{what} {dotted!r} reads {kind} {name!r}, which the machine does not declare",
+                        f"{who} reads {kind} {name!r}, which the machine does not declare",
                         hint or f"declare the {kind}, or bind a handler written for this machine",
                     )
                 )
     return out
+
+
+def _name_of(observer: object) -> str:
+    return (observer if isinstance(observer, type) else type(observer)).__qualname__
+
+
+def check_observers(spec: MachineSpec, observers: Iterable[object]) -> None:
+    """Refuse observers (or their classes) that compare steps with a state or reason the machine lacks: SpecError.
+
+    Each observer's class declares what it reads with :func:`~queryloop.fsm.contract.uses`,
+    as handlers do; a rename in the YAML then fails when the observer is attached to a
+    run of it, not silently the first time the renamed step goes by.
+    """
+    problems = [
+        problem
+        for observer in observers
+        for problem in _missing(spec, reads_of(observer), None, f"observer {_name_of(observer)}")
+    ]
+    if problems:
+        raise SpecError(problems)

@@ -30,14 +30,14 @@ from typing import Any, Self
 
 import attrs
 
-from queryloop.fsm import Step
 from queryloop.handlers.mcp import McpManager
 from queryloop.handlers.request import AnthropicBackend, ModelBackend
 
 from ..run.agent import AgentRun
 from ..run.config import AgentOptions, with_session
+from ..run.observe import Observation
 from ..run.sessions import SessionChoice, SessionChoiceError, choose_session
-from .console import Renderer
+from .console import Renderer, StreamJsonRenderer
 from .messages import Message, ResultMessage, parse_message
 from .options import OptionsError, QueryOptions, agent_options, permission_asker
 
@@ -128,12 +128,7 @@ class _Conversation:
             assert self.backend is not None, "open() the conversation first"
             sink = io.StringIO()
             renderer = self._renderer(options, sink)
-
-            def publish(item: Any) -> None:
-                renderer.handle(item)
-                _drain(sink, emit)
-
-            run = AgentRun(options, self.backend, on_publish=publish, mcp=self.mcp)
+            run = AgentRun(options, self.backend, observers=(renderer, _Emitting(sink, emit)), mcp=self.mcp)
             try:
                 await run.connect_mcp()  # as the CLI: the init message lists each MCP server's status and tools
             except asyncio.CancelledError:
@@ -144,7 +139,7 @@ class _Conversation:
             _drain(sink, emit)
             if interrupted:
                 self.interrupt()
-            await self._drive(run, publish)
+            await self._drive(run)
             renderer.finish(run.result(), run.data)
             _drain(sink, emit)
             self.prompts += 1
@@ -154,7 +149,7 @@ class _Conversation:
 
     def _renderer(self, options: AgentOptions, sink: io.StringIO) -> Renderer:
         """How a prompt is shown: its stream-json lines go to ``sink``, read back as messages."""
-        return Renderer("stream-json", session_id=options.session_id, stdout=sink)
+        return StreamJsonRenderer(session_id=options.session_id, stdout=sink)
 
     def _was_interrupt(self) -> bool:
         """Whether the cancellation being handled is interrupt()'s (then it is taken back), not the caller's."""
@@ -165,18 +160,25 @@ class _Conversation:
         self.interrupting = False
         return True
 
-    async def _drive(self, run: AgentRun, publish: Callable[[Any], None]) -> None:
-        """Every step and item of ``run``; an interrupt ends it through its abort edge, not with an exception."""
-        shown = 0
+    async def _drive(self, run: AgentRun) -> None:
+        """``run`` to its end (its observers told each item); an interrupt ends it through its abort edge."""
         try:
-            async for item in run.events():
-                publish(item)
-                shown += isinstance(item, Step)
+            async for _ in run.events():
+                pass
         except asyncio.CancelledError:
             if not self._was_interrupt():
                 raise
-        for step in run.steps[shown:]:  # the abort step: recorded by the runner, never yielded while cancelling
-            publish(step)
+
+
+class _Emitting:
+    """An observer after the renderer: the lines it wrote for an item, handed on as messages at once."""
+
+    def __init__(self, sink: io.StringIO, emit: Emit) -> None:
+        self.sink = sink
+        self.emit = emit
+
+    def observe(self, item: Observation) -> None:
+        _drain(self.sink, self.emit)
 
 
 def _drain(sink: io.StringIO, emit: Emit) -> None:

@@ -611,11 +611,10 @@ class _Interrupts:
 async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace, startup: Startup) -> int:
     import asyncio
 
-    from queryloop.fsm import Step
     from queryloop.handlers.request import AnthropicBackend
 
     from ..run.agent import AgentRun, query_loop_program
-    from .console import Renderer
+    from .console import renderer_for
 
     task = asyncio.current_task()
     assert task is not None
@@ -650,24 +649,20 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
 
             interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
             return await serve_interactive(options, AnthropicBackend(client), args)
-        renderer = Renderer(args.output_format, session_id=options.session_id, verbose=args.verbose)
-        run = AgentRun(options, AnthropicBackend(client), program=program, on_publish=renderer.handle)
+        renderer = renderer_for(args.output_format, session_id=options.session_id, verbose=args.verbose)
+        run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
         await run.connect_mcp()  # the init line lists each server's status and tools
         renderer.start(**run.init_fields())
         interrupts.arm()
-        shown = 0
         try:
-            async for item in run.events():
-                renderer.handle(item)
-                shown += isinstance(item, Step)
+            async for _ in run.events():  # the renderer is told every item, the abort step included
+                pass
         except asyncio.CancelledError:
             if interrupts.cancelled_by is None:
                 raise  # not ours
             task.uncancel()  # we asked for it: the run took its abort edge; report it like any other end
         finally:
             interrupts.disarm()
-        for step in run.steps[shown:]:  # the abort step: recorded by the runner, never yielded while cancelling
-            renderer.handle(step)
         result = run.result()
         renderer.finish(result, run.data)
         failure = run.runner.error

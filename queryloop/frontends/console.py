@@ -1,9 +1,11 @@
-"""Rendering a run for the user: ``text``, ``json`` and ``stream-json`` (Claude Code's shapes).
+"""Rendering a run for the user: ``text``, ``json`` and ``stream-json`` (Claude Code's shapes), a class each.
 
-Owns what goes to stdout and stderr while a run goes on and when it ends. Text mode
+Owns what goes to stdout and stderr while a run goes on and when it ends: one renderer
+class per output format (:data:`RENDERERS`, :func:`renderer_for`), each an observer of the
+run (``queryloop.run.observe``) told every item as it happens. :class:`TextRenderer`
 streams the answer to stdout and prints one compact, coloured line per transition to
-stderr, with a spinner while waiting on the model (only on a terminal). ``json``
-prints the result object only; ``stream-json`` prints ``system/init``, ``assistant``
+stderr, with a spinner while waiting on the model (only on a terminal).
+:class:`JsonRenderer` prints the result object only; :class:`StreamJsonRenderer` prints ``system/init``, ``assistant``
 (one line per content block, with the API's message id), ``user`` (one per tool
 result, with ``tool_use_result``), ``system/api_retry``, ``system/model_fallback``,
 ``system/transition`` and ``result``, one JSON object per line, plus
@@ -27,13 +29,13 @@ import re
 import sys
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
 from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from queryloop.fsm import Step
+from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.outcome import Notice
@@ -43,8 +45,9 @@ from queryloop.handlers.tools import ToolResultPublished
 
 from ..run.agent import AgentData
 from ..run.defaults import CLAUDE_CODE_VERSION
+from ..run.observe import Observation
 
-__all__ = ["Renderer"]
+__all__ = ["RENDERERS", "JsonRenderer", "Renderer", "StreamJsonRenderer", "TextRenderer", "renderer_for"]
 
 _ERROR_STATES_STYLE = "bold red"
 
@@ -89,18 +92,23 @@ def _log_fields(log: RequestLog) -> dict[str, Any]:
 
 
 class Renderer:
-    """Turns the items a run yields or publishes into output lines for one ``--output-format``."""
+    """What every output format shares: the items a run yields or publishes, dispatched to one method each.
+
+    A format overrides the ``show_*`` methods it prints something for (the rest print
+    nothing), :meth:`start` and :meth:`show_result`; :meth:`note` writes one line to
+    stderr and :meth:`waiting` shows (or stops) that the run waits on the model.
+    """
+
+    fmt: ClassVar[str]
 
     def __init__(
         self,
-        fmt: str,
         *,
         session_id: str,
         verbose: bool = False,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
     ) -> None:
-        self.fmt = fmt
         self.session_id = session_id
         self.verbose = verbose
         self.out = stdout or sys.stdout
@@ -116,25 +124,19 @@ class Renderer:
         self.fallbacks: list[str] = []
 
     # ---- plumbing -------------------------------------------------------------------------
-    def _line(self, obj: dict[str, Any]) -> None:
+    def line(self, obj: dict[str, Any]) -> None:
+        """One JSON line on stdout, with the session's id."""
         obj.setdefault("session_id", self.session_id)
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
-    def _spin(self, on: bool) -> None:
-        if self.fmt != "text" or not self.err.is_terminal:
-            return
-        if on and self.status is None:
-            self.status = self.err.status("waiting on the model…", spinner="dots")
-            self.status.start()
-        elif not on and self.status is not None:
-            self.status.stop()
-            self.status = None
+    def waiting(self, on: bool) -> None:
+        """Show (or stop showing) that the run waits on the model: nothing but in text on a terminal."""
 
-    def _note(self, *parts: str | tuple[str, str]) -> None:
+    def note(self, *parts: str | tuple[str, str]) -> None:
         """One stderr line from plain strings and ``(text, style)`` pairs; nothing in them is markup or a control."""
-        self._spin(False)
-        if not self.at_line_start and self.fmt == "text":
+        self.waiting(False)
+        if not self.at_line_start:
             self.out.write("\n")
             self.out.flush()
             self.at_line_start = True
@@ -155,51 +157,114 @@ class Renderer:
         api_key_source: str | None = None,  # None: ANTHROPIC_API_KEY when it is set, else "none"
     ) -> None:
         self.model, self.fallbacks = model, list(fallback_models)
-        if self.fmt == "stream-json":
-            if api_key_source is None:
-                api_key_source = "ANTHROPIC_API_KEY" if os.environ.get("ANTHROPIC_API_KEY") else "none"
-            self._line(
-                {
-                    "type": "system",
-                    "subtype": "init",
-                    "cwd": cwd,
-                    "session_id": self.session_id,
-                    "tools": tools,
-                    "mcp_servers": mcp_servers or [],
-                    "model": model,
-                    "permissionMode": permission_mode,
-                    "slash_commands": [],
-                    "apiKeySource": api_key_source,
-                    "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
-                    "output_style": "default",
-                    "agents": [],
-                    "skills": [],
-                    "plugins": [],
-                    # Claude Code 2.1.235's keys, with what holds here: no Claude Code-only slash commands, none
-                    # of its control-protocol extensions, nothing collected, and no fast mode (see the result)
-                    "terminal_slash_commands": [],
-                    "capabilities": [],
-                    "analytics_disabled": True,
-                    "product_feedback_disabled": True,
-                    "fast_mode_state": "off",
-                    "fast_mode_disabled_reason": "disabled_by_env",
-                    "memory_paths": memory_paths or {},
-                    "fallback_models": fallback_models,  # ours: the chain, and the machine the run executes
-                    "machine": machine,
-                    "uuid": str(uuid.uuid4()),
-                }
-            )
-        elif self.fmt == "text" and self.verbose:
-            self.err.print(Text(inert(f"queryloop: model {model}, cwd {cwd}"), style="dim"))
-        self._spin(True)
 
-    def _request(self, log: RequestLog) -> None:
-        """Every attempt is logged as an event: ids, attempt, model, status, timing, usage."""
-        if self.fmt == "stream-json":
-            self._line({"type": "system", "subtype": "api_request", **_log_fields(log)})
-        elif self.fmt == "text" and self.verbose:
+    def observe(self, item: Observation) -> None:
+        """One item of the run, as it happens (an observer's one entry point)."""
+        if isinstance(item, (AssistantMessage, RequestLogged)):
+            self.show_request(item.log)
+        elif isinstance(item, RequestFailed):
+            self.show_request(item.failure.log)
+        if isinstance(item, AssistantMessage):
+            self._note_calls(item.message["content"])
+        elif isinstance(item, RequestFailed):  # a stream cut keeps its complete tool_use blocks
+            self._note_calls(item.failure.partial_content)
+        if isinstance(item, TextDelta):
+            self.waiting(False)
+            self.show_text(item.text)
+        elif isinstance(item, Step):
+            self.show_step(item)
+        elif isinstance(item, AssistantMessage):
+            self.show_assistant(item)
+        elif isinstance(item, ToolResultPublished):
+            self._tool_result(item.call.name, item.result)
+        elif isinstance(item, ApiRetry):
+            self.show_retry(item)
+        elif isinstance(item, CompactionDone):
+            self.show_compaction(item)
+        elif isinstance(item, Notice):
+            if item.text.startswith("warning: "):  # a warning goes to stderr in every format
+                self.note((f"queryloop: {item.text}", "yellow"))
+            else:
+                self.show_notice(item)
+
+    def show_request(self, log: RequestLog) -> None:
+        """A model request attempt, however it ended."""
+
+    def show_text(self, text: str) -> None:
+        """Streamed text of the answer."""
+
+    def show_step(self, step: Step) -> None:
+        """A transition the run took."""
+
+    def show_assistant(self, item: AssistantMessage) -> None:
+        """A complete reply."""
+
+    def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+        """One tool call's result (``name`` is ``(synthetic)`` for one no tool produced)."""
+
+    def show_retry(self, item: ApiRetry) -> None:
+        """A request about to be retried."""
+
+    def show_compaction(self, item: CompactionDone) -> None:
+        """A compaction that rewrote the transcript."""
+
+    def show_notice(self, notice: Notice) -> None:
+        """A notice that is no warning (a hook's error or message)."""
+
+    def show_result(self, result: dict[str, Any]) -> None:
+        """The run's result object."""
+        self.line(result)
+
+    def _note_calls(self, content: Iterable[Mapping[str, Any]]) -> None:
+        self.called.update(str(b.get("id")) for b in content if b.get("type") == "tool_use")
+
+    def _tool_result(self, name: str, result: dict[str, Any]) -> None:
+        self.emitted_results.add(str(result.get("tool_use_id")))
+        self.show_tool_result(name, result)
+
+    # ---- the end -----------------------------------------------------------------------------
+    def finish(self, result: dict[str, Any], data: AgentData) -> None:
+        self.waiting(False)
+        # this run's tool results that no effect published (synthetic ones after an abort or a budget stop)
+        for message, meta in data.messages.entries():
+            if meta or message.get("role") != "user" or not isinstance(message.get("content"), list):
+                continue  # a hidden answer (a budget stop's) was never the user's to see
+            for block in message["content"]:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_result"
+                    and str(block.get("tool_use_id")) in self.called - self.emitted_results
+                ):
+                    self._tool_result("(synthetic)", block)
+        self.show_result(result)
+
+
+@uses(states=("calling_model", "completed", "refusal"))
+class TextRenderer(Renderer):
+    """``--output-format text``: the answer streamed to stdout, a coloured line per transition on stderr."""
+
+    fmt = "text"
+
+    def waiting(self, on: bool) -> None:
+        if not self.err.is_terminal:
+            return
+        if on and self.status is None:
+            self.status = self.err.status("waiting on the model…", spinner="dots")
+            self.status.start()
+        elif not on and self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def start(self, **fields: Any) -> None:
+        super().start(**fields)
+        if self.verbose:
+            self.err.print(Text(inert(f"queryloop: model {fields['model']}, cwd {fields['cwd']}"), style="dim"))
+        self.waiting(True)
+
+    def show_request(self, log: RequestLog) -> None:
+        if self.verbose:
             ttft = f", first token {log.ttft_ms:.0f} ms" if log.ttft_ms is not None else ""
-            self._note(
+            self.note(
                 (
                     f"  request {log.request_id} attempt {log.attempt} {log.model} → {log.status} "
                     f"{log.stop_reason or log.error_kind or ''} in {log.duration_ms:.0f} ms{ttft}",
@@ -207,77 +272,134 @@ class Renderer:
                 )
             )
 
-    def handle(self, item: Any) -> None:
-        if isinstance(item, (AssistantMessage, RequestLogged)):
-            self._request(item.log)
-        elif isinstance(item, RequestFailed):
-            self._request(item.failure.log)
-        if isinstance(item, AssistantMessage):
-            self._note_calls(item.message["content"])
-        elif isinstance(item, RequestFailed):  # a stream cut keeps its complete tool_use blocks
-            self._note_calls(item.failure.partial_content)
-        if isinstance(item, TextDelta):
-            self._spin(False)
-            if self.fmt == "text":
-                self.out.write(inert(item.text))
-                self.out.flush()
-                self.streamed_text = True
-                self.at_line_start = item.text.endswith("\n")
-        elif isinstance(item, Step):
-            self._step(item)
-        elif isinstance(item, AssistantMessage):
-            if self.fmt == "stream-json":
-                self._assistant(item)
-            elif self.fmt == "text" and not item.log.stream:
-                text = "".join(b.get("text", "") for b in item.message["content"] if b.get("type") == "text")
-                if text:  # a non-streamed reply (stream fallback): print it whole
-                    self.handle(TextDelta(text))
-        elif isinstance(item, ToolResultPublished):
-            self._tool_result(item.call.name, item.result)
-        elif isinstance(item, ApiRetry):
-            if self.fmt == "stream-json":
-                self._line(
-                    {
-                        "type": "system",
-                        "subtype": "api_retry",
-                        "attempt": item.attempt,
-                        "max_retries": item.max_retries,
-                        "retry_delay_ms": item.retry_delay_ms,
-                        "error_status": item.error_status,
-                        "error": item.error,
-                        "uuid": str(uuid.uuid4()),
-                    }
-                )
-            elif self.fmt == "text":
-                self._note(
-                    (
-                        f"  retrying in {item.retry_delay_ms} ms (attempt "
-                        f"{item.attempt}/{item.max_retries}, status {item.error_status})",
-                        "yellow",
-                    )
-                )
-        elif isinstance(item, CompactionDone):
-            b = item.boundary
-            if self.fmt == "stream-json":
-                self._line(
-                    {
-                        "type": "system",
-                        "subtype": "compact_boundary",
-                        "compact_metadata": b.to_json(),
-                        **b.to_json(),
-                        "uuid": str(uuid.uuid4()),
-                    }
-                )
-            elif self.fmt == "text":
-                lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
-                self._note((f"  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}", "blue"))
-        elif isinstance(item, Notice):
-            self._notice(item)
+    def show_text(self, text: str) -> None:
+        self.out.write(inert(text))
+        self.out.flush()
+        self.streamed_text = True
+        self.at_line_start = text.endswith("\n")
 
-    def _note_calls(self, content: Iterable[Mapping[str, Any]]) -> None:
-        self.called.update(str(b.get("id")) for b in content if b.get("type") == "tool_use")
+    def show_assistant(self, item: AssistantMessage) -> None:
+        if not item.log.stream:  # a non-streamed reply (stream fallback): print it whole
+            text = "".join(b.get("text", "") for b in item.message["content"] if b.get("type") == "text")
+            if text:
+                self.waiting(False)
+                self.show_text(text)
 
-    def _assistant(self, item: AssistantMessage) -> None:
+    def show_step(self, step: Step) -> None:
+        counters = " ".join(f"{k}={v}" for k, v in step.counter_dict().items() if v)
+        style = (
+            "cyan"
+            if step.progress
+            else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
+        )
+        extra = (f" {counters}", "dim") if counters else ""
+        self.note((f"· {step.reason}", style), " ", (f"{step.source} → {step.dest}", "dim"), extra)
+        if step.dest == "calling_model" and not step.terminal:
+            self.waiting(True)
+
+    def show_retry(self, item: ApiRetry) -> None:
+        self.note(
+            (
+                f"  retrying in {item.retry_delay_ms} ms (attempt "
+                f"{item.attempt}/{item.max_retries}, status {item.error_status})",
+                "yellow",
+            )
+        )
+
+    def show_compaction(self, item: CompactionDone) -> None:
+        b = item.boundary
+        lossy = f", lossy: {b.dropped_messages} message(s) dropped" if b.lossy else ""
+        self.note((f"  compacted ({b.trigger}): {b.pre_tokens} → {b.post_tokens} tokens{lossy}", "blue"))
+
+    def show_notice(self, notice: Notice) -> None:
+        if self.verbose:
+            self.note((f"  {notice.text}", "dim"))
+
+    def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+        mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
+        first = str(result.get("content", "")).strip().splitlines()[:1]
+        self.note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
+
+    def show_result(self, result: dict[str, Any]) -> None:
+        if result["is_error"]:
+            if not self.at_line_start:
+                self.out.write("\n")
+            text = result.get("result") or "; ".join(result.get("errors", []))
+            label = f"Error ({result['terminal_reason']}):"
+            self.err.print(Text.assemble((label, _ERROR_STATES_STYLE), inert(f" {text}")))
+        else:
+            answer = result.get("result") or ""
+            if not self.streamed_text and answer:
+                self.out.write(inert(answer))
+                self.at_line_start = answer.endswith("\n")
+            if not self.at_line_start:
+                self.out.write("\n")
+        self.out.flush()
+        if self.verbose:
+            cost = result["total_cost_usd"]
+            self.err.print(
+                Text(
+                    f"{result['num_turns']} turn(s), {result['duration_ms']} ms, cost "
+                    f"{'unknown' if cost is None else f'${cost:.4f}'}",
+                    style="dim",
+                )
+            )
+
+
+class JsonRenderer(Renderer):
+    """``--output-format json``: the result object only (and warnings on stderr)."""
+
+    fmt = "json"
+
+
+@uses(reasons=tuple(_MODEL_FALLBACKS))
+class StreamJsonRenderer(Renderer):
+    """``--output-format stream-json``: Claude Code's JSON lines, and our transition and request lines."""
+
+    fmt = "stream-json"
+
+    def start(self, **fields: Any) -> None:
+        super().start(**fields)
+        api_key_source = fields.get("api_key_source")
+        if api_key_source is None:
+            api_key_source = "ANTHROPIC_API_KEY" if os.environ.get("ANTHROPIC_API_KEY") else "none"
+        self.line(
+            {
+                "type": "system",
+                "subtype": "init",
+                "cwd": fields["cwd"],
+                "session_id": self.session_id,
+                "tools": fields["tools"],
+                "mcp_servers": fields.get("mcp_servers") or [],
+                "model": fields["model"],
+                "permissionMode": fields.get("permission_mode", "default"),
+                "slash_commands": [],
+                "apiKeySource": api_key_source,
+                "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
+                "output_style": "default",
+                "agents": [],
+                "skills": [],
+                "plugins": [],
+                # Claude Code 2.1.235's keys, with what holds here: no Claude Code-only slash commands, none
+                # of its control-protocol extensions, nothing collected, and no fast mode (see the result)
+                "terminal_slash_commands": [],
+                "capabilities": [],
+                "analytics_disabled": True,
+                "product_feedback_disabled": True,
+                "fast_mode_state": "off",
+                "fast_mode_disabled_reason": "disabled_by_env",
+                "memory_paths": fields.get("memory_paths") or {},
+                "fallback_models": fields["fallback_models"],  # ours: the chain, and the machine the run executes
+                "machine": fields["machine"],
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def show_request(self, log: RequestLog) -> None:
+        """Every attempt is logged as an event: ids, attempt, model, status, timing, usage."""
+        self.line({"type": "system", "subtype": "api_request", **_log_fields(log)})
+
+    def show_assistant(self, item: AssistantMessage) -> None:
         """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""
         message_id = item.message_id or f"msg_{uuid.uuid4().hex}"  # a scripted backend's reply has none
         for block in item.message["content"]:
@@ -291,7 +413,7 @@ class Renderer:
                 "stop_sequence": None,
                 "usage": dict(item.log.usage),
             }
-            self._line(
+            self.line(
                 {
                     "type": "assistant",
                     "message": message,
@@ -302,71 +424,21 @@ class Renderer:
                 }
             )
 
-    def _notice(self, notice: Notice) -> None:
-        """A warning goes to stderr in every format; verbose text shows every notice; stream-json reports the
-        hook failures among them."""
-        if notice.text.startswith("warning: "):
-            self._note((f"queryloop: {notice.text}", "yellow"))
-        elif self.fmt == "text" and self.verbose:
-            self._note((f"  {notice.text}", "dim"))
-        elif self.fmt == "stream-json":
-            failed = _HOOK_ERROR.fullmatch(notice.text)
-            if failed is not None:
-                self._line(
-                    {
-                        "type": "system",
-                        "subtype": "hook_error",
-                        "hook_event_name": failed["event"],
-                        "error": failed["error"],
-                        "uuid": str(uuid.uuid4()),
-                    }
-                )
-
-    def _tool_result(self, name: str, result: dict[str, Any]) -> None:
-        self.emitted_results.add(str(result.get("tool_use_id")))
-        if self.fmt == "stream-json":
-            self._line(
-                {
-                    "type": "user",
-                    "message": {"role": "user", "content": [result]},
-                    "parent_tool_use_id": None,
-                    "uuid": str(uuid.uuid4()),
-                    "timestamp": now(),
-                    "tool_use_result": _tool_use_result(result),
-                }
-            )
-        elif self.fmt == "text":
-            mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
-            first = str(result.get("content", "")).strip().splitlines()[:1]
-            self._note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
-
-    def _step(self, step: Step) -> None:
-        if self.fmt == "stream-json":
-            self._line(
-                {
-                    "type": "system",
-                    "subtype": "transition",
-                    "reason": step.reason,
-                    "from": step.source,
-                    "to": step.dest,
-                    "event": step.event,
-                    "counters": step.counter_dict(),
-                    "progress": step.progress,
-                }
-            )
-            if step.reason in _MODEL_FALLBACKS:
-                self._model_fallback(step)
-        elif self.fmt == "text":
-            counters = " ".join(f"{k}={v}" for k, v in step.counter_dict().items() if v)
-            style = (
-                "cyan"
-                if step.progress
-                else ("red" if step.terminal and step.dest not in ("completed", "refusal") else "magenta")
-            )
-            extra = (f" {counters}", "dim") if counters else ""
-            self._note((f"· {step.reason}", style), " ", (f"{step.source} → {step.dest}", "dim"), extra)
-        if step.dest == "calling_model" and not step.terminal:
-            self._spin(True)
+    def show_step(self, step: Step) -> None:
+        self.line(
+            {
+                "type": "system",
+                "subtype": "transition",
+                "reason": step.reason,
+                "from": step.source,
+                "to": step.dest,
+                "event": step.event,
+                "counters": step.counter_dict(),
+                "progress": step.progress,
+            }
+        )
+        if step.reason in _MODEL_FALLBACKS:
+            self._model_fallback(step)
 
     def _model_fallback(self, step: Step) -> None:
         """Claude Code's ``system/model_fallback`` line: which model the turn continues on, and why."""
@@ -374,7 +446,7 @@ class Renderer:
         self.model = self.fallbacks.pop(0) if self.fallbacks else original
         trigger = _MODEL_FALLBACKS[step.reason]
         why = "is overloaded" if trigger == "overloaded" else "is not available"
-        self._line(
+        self.line(
             {
                 "type": "system",
                 "subtype": "model_fallback",
@@ -386,43 +458,63 @@ class Renderer:
             }
         )
 
-    # ---- the end -----------------------------------------------------------------------------
-    def finish(self, result: dict[str, Any], data: AgentData) -> None:
-        self._spin(False)
-        # this run's tool results that no effect published (synthetic ones after an abort or a budget stop)
-        for message, meta in data.messages.entries():
-            if meta or message.get("role") != "user" or not isinstance(message.get("content"), list):
-                continue  # a hidden answer (a budget stop's) was never the user's to see
-            for block in message["content"]:
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "tool_result"
-                    and str(block.get("tool_use_id")) in self.called - self.emitted_results
-                ):
-                    self._tool_result("(synthetic)", block)
-        if self.fmt == "text":
-            if result["is_error"]:
-                if not self.at_line_start:
-                    self.out.write("\n")
-                text = result.get("result") or "; ".join(result.get("errors", []))
-                label = f"Error ({result['terminal_reason']}):"
-                self.err.print(Text.assemble((label, _ERROR_STATES_STYLE), inert(f" {text}")))
-            else:
-                answer = result.get("result") or ""
-                if not self.streamed_text and answer:
-                    self.out.write(inert(answer))
-                    self.at_line_start = answer.endswith("\n")
-                if not self.at_line_start:
-                    self.out.write("\n")
-            self.out.flush()
-            if self.verbose:
-                cost = result["total_cost_usd"]
-                self.err.print(
-                    Text(
-                        f"{result['num_turns']} turn(s), {result['duration_ms']} ms, cost "
-                        f"{'unknown' if cost is None else f'${cost:.4f}'}",
-                        style="dim",
-                    )
-                )
-        else:
-            self._line(result)
+    def show_retry(self, item: ApiRetry) -> None:
+        self.line(
+            {
+                "type": "system",
+                "subtype": "api_retry",
+                "attempt": item.attempt,
+                "max_retries": item.max_retries,
+                "retry_delay_ms": item.retry_delay_ms,
+                "error_status": item.error_status,
+                "error": item.error,
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def show_compaction(self, item: CompactionDone) -> None:
+        b = item.boundary
+        self.line(
+            {
+                "type": "system",
+                "subtype": "compact_boundary",
+                "compact_metadata": b.to_json(),
+                **b.to_json(),
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def show_notice(self, notice: Notice) -> None:
+        """The hook failures among the notices, as Claude Code reports them."""
+        failed = _HOOK_ERROR.fullmatch(notice.text)
+        if failed is not None:
+            self.line(
+                {
+                    "type": "system",
+                    "subtype": "hook_error",
+                    "hook_event_name": failed["event"],
+                    "error": failed["error"],
+                    "uuid": str(uuid.uuid4()),
+                }
+            )
+
+    def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+        self.line(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": [result]},
+                "parent_tool_use_id": None,
+                "uuid": str(uuid.uuid4()),
+                "timestamp": now(),
+                "tool_use_result": _tool_use_result(result),
+            }
+        )
+
+
+RENDERERS: dict[str, type[Renderer]] = {r.fmt: r for r in (TextRenderer, JsonRenderer, StreamJsonRenderer)}
+"""The renderer of each ``--output-format``."""
+
+
+def renderer_for(fmt: str, **options: Any) -> Renderer:
+    """The renderer of output format ``fmt`` (``text``, ``json``, ``stream-json``)."""
+    return RENDERERS[fmt](**options)

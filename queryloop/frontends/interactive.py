@@ -40,7 +40,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 from rich.text import Text
 
-from queryloop.fsm import Step
+from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.fsm.trace import Trace, TraceStep, check_trace
 from queryloop.handlers.messages import ToolCall
@@ -52,6 +52,7 @@ from queryloop.handlers.tools.services.permissions import parse_rule, suggest_ru
 
 from ..run.agent import AgentData, query_loop_program
 from ..run.config import AgentOptions, run_params
+from ..run.observe import Observation
 from ..run.sessions import (
     PROMPT_REASONS,
     SessionChoice,
@@ -63,7 +64,7 @@ from ..run.sessions import (
     print_rewind,
 )
 from .api import _Conversation
-from .console import Renderer
+from .console import Renderer, TextRenderer
 from .options import OptionsError
 
 __all__ = ["serve_interactive", "status_line"]
@@ -103,11 +104,12 @@ def _caps(options: AgentOptions) -> dict[str, int | None]:
     return {counter.name: spec.cap_of(counter, params) for counter in spec.counters}
 
 
-class _TerminalRenderer(Renderer):
+@uses(states=("opening_session", "reading_reply"))
+class _TerminalRenderer(TextRenderer):
     """Text output for the terminal: no line per transition, the status line instead; tool calls as one line."""
 
     def __init__(self, session: _Interactive, options: AgentOptions) -> None:
-        super().__init__("text", session_id=options.session_id)
+        super().__init__(session_id=options.session_id)
         self.session = session
         self.caps = _caps(options)
         self.state = "opening_session"
@@ -119,9 +121,9 @@ class _TerminalRenderer(Renderer):
 
     def pause(self) -> None:
         """Stop the status line (before a question, or a line printed by the session)."""
-        self._spin(False)
+        self.waiting(False)
 
-    def _spin(self, on: bool) -> None:
+    def waiting(self, on: bool) -> None:
         if not self.err.is_terminal:
             return
         if on and self.status is None:
@@ -135,29 +137,29 @@ class _TerminalRenderer(Renderer):
             self.status.stop()
             self.status = None
 
-    def _note(self, *parts: str | tuple[str, str]) -> None:
+    def note(self, *parts: str | tuple[str, str]) -> None:
         """A line above the status line, which stays while the machine works (a retry's wait, say)."""
-        super()._note(*parts)
+        super().note(*parts)
         if self.state not in ("reading_reply",) and not self.finished:
-            self._spin(True)
+            self.waiting(True)
 
-    def handle(self, item: Any) -> None:
+    def observe(self, item: Observation) -> None:
         if isinstance(item, AssistantMessage):
             for block in item.message["content"]:
                 if block.get("type") == "tool_use":
-                    self._note(("● ", "cyan"), f"{block.get('name')}({_brief(block.get('input'))})")
-        super().handle(item)
+                    self.note(("● ", "cyan"), f"{block.get('name')}({_brief(block.get('input'))})")
+        super().observe(item)
 
-    def _step(self, step: Step) -> None:
+    def show_step(self, step: Step) -> None:
         self.session.steps.append(step)
         self.state, self.counters = step.dest, step.counter_dict()
         if self.status is not None:
             self.status.update(Text(self.status_text()))
         elif not step.terminal and step.dest != "reading_reply":
-            self._spin(True)
+            self.waiting(True)
         if step.terminal:
             self.finished = True
-            self._spin(False)
+            self.waiting(False)
 
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
         super().finish(result, data)

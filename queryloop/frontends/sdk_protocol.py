@@ -45,7 +45,7 @@ import attrs
 
 from queryloop.fsm.jsontext import JsonLimitError, loads_json
 from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
-from queryloop.handlers.request import ModelBackend, TextDelta
+from queryloop.handlers.request import ModelBackend
 from queryloop.handlers.request.services.pricing import model_info
 from queryloop.handlers.tools import PERMISSION_MODES
 
@@ -53,7 +53,7 @@ from .. import __version__
 from ..run.agent import AgentData, AgentOptions
 from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
 from .api import _Conversation, _prompt_text
-from .console import Renderer
+from .console import Renderer, StreamJsonRenderer
 from .options import PermissionResult, PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
 from .options import permission_asker as options_permission_asker
 from .sdk_channel import Channel, ControlError, SdkAnswerError, SdkServer, hook_config, warn
@@ -63,11 +63,11 @@ __all__ = ["serve_sdk_session"]
 # ---- the output -------------------------------------------------------------------------------------
 
 
-class _SessionRenderer(Renderer):
+class _SessionRenderer(StreamJsonRenderer):
     """The stream-json renderer, straight to stdout, with what the SDK's session adds to a prompt's lines."""
 
     def __init__(self, session: _SdkSession, options: AgentOptions, prompt: Mapping[str, Any]) -> None:
-        super().__init__("stream-json", session_id=options.session_id, stdout=session.out)
+        super().__init__(session_id=options.session_id, stdout=session.out)
         self.session = session
         self.prompt = prompt
         self.prompt_id = options.prompt_id
@@ -80,13 +80,12 @@ class _SessionRenderer(Renderer):
             message = {"role": "user", "content": self.prompt.get("message", {}).get("content")}
             now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             line = {"type": "user", "message": message, "parent_tool_use_id": None, "uuid": self.prompt_id}
-            self._line({**line, "timestamp": now, "isReplay": True})
+            self.line({**line, "timestamp": now, "isReplay": True})
 
-    def handle(self, item: Any) -> None:
-        if isinstance(item, TextDelta) and self.session.args.include_partial_messages:
-            delta = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": item.text}}
-            self._line({"type": "stream_event", "event": delta, "parent_tool_use_id": None, "uuid": str(uuid.uuid4())})
-        super().handle(item)
+    def show_text(self, text: str) -> None:
+        if self.session.args.include_partial_messages:
+            delta = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": text}}
+            self.line({"type": "stream_event", "event": delta, "parent_tool_use_id": None, "uuid": str(uuid.uuid4())})
 
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
         self.session.last_data, self.session.last_error = data, bool(result.get("is_error"))

@@ -17,13 +17,13 @@ import functools
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 import attrs
 from cattrs.preconf.json import make_converter
 
-from queryloop.fsm import Program, Runner, RunState, Step, load_machine
+from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load_machine, uses
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
@@ -56,6 +56,7 @@ from queryloop.machines import MACHINES_DIR
 from .config import AgentOptions, run_params
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
 from .memory import instructions_block, instructions_tokens, memory_paths
+from .observe import Observation, Observer
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
@@ -257,6 +258,17 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
     )
 
 
+_CHECKED: set[tuple[int, type]] = set()  # (program, observer class) pairs already checked in this process
+
+
+def _check_observers(program: Program, observers: Sequence[object]) -> None:
+    """Refuse an observer that reads a state or reason this run's machine lacks (once per class and machine)."""
+    new = [o for o in observers if (id(program), type(o)) not in _CHECKED]
+    if new:
+        check_observers(program.spec, new)
+        _CHECKED.update((id(program), type(o)) for o in new)
+
+
 class _FirstTokenClock:
     """A backend that tells its owner when a request left and when an answer's first token arrived.
 
@@ -281,10 +293,14 @@ class _FirstTokenClock:
         return await self.inner.count_tokens(call)
 
 
+@uses(states=("opening_session", "submitting_prompt"))
 class AgentRun:
     """One run of the query loop: iterate :meth:`events`, then read :meth:`result`.
 
-    ``state`` continues a run from a run state (e.g. one :func:`restore_run` read back)
+    ``observers`` are told every item of the run as it happens — each step (the abort step
+    included) and what its effects publish, which :meth:`events` then does not yield
+    (``queryloop.run.observe``). ``state`` continues a run from a run state (e.g. one
+    :func:`restore_run` read back)
     instead of starting from ``options.prompt``. When ``QUERYLOOP_TRACE_DIR`` is set, every
     step the run takes is recorded there (``queryloop.run.tracing``). Unless
     ``options.persist`` is off, the session's transcript is written as the run goes
@@ -304,7 +320,7 @@ class AgentRun:
         backend: ModelBackend,
         *,
         program: Program | None = None,
-        on_publish: Callable[[Any], None] | None = None,
+        observers: Sequence[Observer] = (),
         state: RunState[AgentData] | None = None,
         mcp: McpManager | None = None,
         store: SessionStore | None = None,
@@ -332,7 +348,8 @@ class AgentRun:
         self.transcript: TranscriptSink | None = transcript
         if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
             self.transcript.continue_after(state.data.messages)
-        self._publish = on_publish
+        self.observers = tuple(observers)
+        _check_observers(program, (self, *self.observers, *((self.transcript,) if self.transcript else ())))
         self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
         self.runner: Runner[AgentData, AgentServices] = Runner(
             program,
@@ -340,7 +357,7 @@ class AgentRun:
             services=self.services,
             params=params,
             state=state,
-            on_publish=self._published if on_publish is not None else None,
+            on_publish=self._published if self.observers else None,
             on_step=self._stepped,
         )
         self.started = time.monotonic()
@@ -389,17 +406,19 @@ class AgentRun:
         if mcp is not None and not mcp.started:
             await mcp.start()
 
-    def _published(self, item: Any) -> None:
+    def _published(self, item: Observation) -> None:
         if self.transcript is not None:
             self.transcript.observe(item)
-        assert self._publish is not None
-        self._publish(item)
+        for observer in self.observers:
+            observer.observe(item)
 
     def _stepped(self, step: Step) -> None:
         if self._trace_step is not None:
             self._trace_step(step)
         if self.transcript is not None:
             self.transcript.record(step, self.runner.final.data)
+        for observer in self.observers:
+            observer.observe(step)
 
     def _close_session(self) -> None:
         """The transcript's closing entry (once the run has ended) and the ledger file closed."""

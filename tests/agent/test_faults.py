@@ -28,7 +28,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from queryloop.frontends.console import Renderer
+from queryloop.frontends.console import renderer_for
 from queryloop.handlers.hooks.services.runner import parse_hook_config, run_hooks
 from queryloop.handlers.messages import ToolCall, ToolResultBlock
 from queryloop.handlers.outcome import Notice
@@ -132,11 +132,11 @@ MARKUP = "[/x] a [bold]closing[/bold] tag, [/] and [link=x]"
 
 def test_text_output_prints_tool_output_hook_notices_and_api_errors_containing_markup_as_they_are() -> None:
     out, errors = io.StringIO(), io.StringIO()
-    renderer = Renderer("text", session_id="s", verbose=True, stdout=out, stderr=errors)
+    renderer = renderer_for("text", session_id="s", verbose=True, stdout=out, stderr=errors)
     result: dict[str, Any] = {"tool_use_id": "t1", "type": "tool_result", "content": MARKUP, "is_error": False}
-    renderer.handle(ToolResultPublished(call=ToolCall(id="t1", name="Read", input={}), result=result))
-    renderer.handle(Notice(f"PreToolUse hook error (echo [/bold]): {MARKUP}"))
-    renderer.handle(ApiRetry(attempt=1, max_retries=3, retry_delay_ms=5, error_status=500, error="[/red] oops"))
+    renderer.observe(ToolResultPublished(call=ToolCall(id="t1", name="Read", input={}), result=result))
+    renderer.observe(Notice(f"PreToolUse hook error (echo [/bold]): {MARKUP}"))
+    renderer.observe(ApiRetry(attempt=1, max_retries=3, retry_delay_ms=5, error_status=500, error="[/red] oops"))
     final = {
         "is_error": True,
         "terminal_reason": "api_error",
@@ -154,9 +154,9 @@ def test_text_output_prints_tool_output_hook_notices_and_api_errors_containing_m
 
 def test_text_output_leaves_emoji_codes_and_brackets_in_transition_lines_alone() -> None:
     errors = io.StringIO()
-    renderer = Renderer("text", session_id="s", stdout=io.StringIO(), stderr=errors)
+    renderer = renderer_for("text", session_id="s", stdout=io.StringIO(), stderr=errors)
     result: dict[str, Any] = {"tool_use_id": "t1", "type": "tool_result", "content": ":thumbs_up: [b]x", "is_error": 1}
-    renderer.handle(ToolResultPublished(call=ToolCall(id="t1", name="Grep", input={}), result=result))
+    renderer.observe(ToolResultPublished(call=ToolCall(id="t1", name="Grep", input={}), result=result))
     assert ":thumbs_up: [b]x" in errors.getvalue()
 
 
@@ -165,9 +165,9 @@ def test_text_output_leaves_emoji_codes_and_brackets_in_transition_lines_alone()
 
 def test_stream_json_reports_hook_errors_as_system_lines() -> None:
     out = io.StringIO()
-    renderer = Renderer("stream-json", session_id="s", stdout=out, stderr=io.StringIO())
-    renderer.handle(Notice("PreToolUse hook error (./check.sh): exited with code 1: no such file"))
-    renderer.handle(Notice("fell back to model b"))  # other notices stay verbose-text only
+    renderer = renderer_for("stream-json", session_id="s", stdout=out, stderr=io.StringIO())
+    renderer.observe(Notice("PreToolUse hook error (./check.sh): exited with code 1: no such file"))
+    renderer.observe(Notice("fell back to model b"))  # other notices stay verbose-text only
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert lines == [
         {

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.frontends.console import Renderer
+from queryloop.frontends.console import Renderer, renderer_for
 from queryloop.fsm import SpecError, read_json
 from queryloop.fsm.jsontext import MAX_JSON_DEPTH, JsonLimitError, loads_json
 from queryloop.fsm.terminal import inert
@@ -166,15 +166,15 @@ def test_plain_text_passes_through_unchanged() -> None:
 
 def _renderer(fmt: str) -> tuple[Renderer, io.StringIO, io.StringIO]:
     out, err = io.StringIO(), io.StringIO()
-    return Renderer(fmt, session_id="s", verbose=True, stdout=out, stderr=err), out, err
+    return renderer_for(fmt, session_id="s", verbose=True, stdout=out, stderr=err), out, err
 
 
 def test_text_output_shows_the_escapes_in_model_text_tool_output_and_warnings() -> None:
     renderer, out, err = _renderer("text")
-    renderer.handle(TextDelta(f"answer {ESCAPES}\n"))
+    renderer.observe(TextDelta(f"answer {ESCAPES}\n"))
     call = ToolCall(id="t1", name="mcp__srv__read", input={})
-    renderer.handle(ToolResultPublished(call=call, result={"tool_use_id": "t1", "content": ESCAPES}))
-    renderer.handle(Notice(f"warning: MCP server 'srv' server failure: {ESCAPES}"))
+    renderer.observe(ToolResultPublished(call=call, result={"tool_use_id": "t1", "content": ESCAPES}))
+    renderer.observe(Notice(f"warning: MCP server 'srv' server failure: {ESCAPES}"))
     for stream in (out.getvalue(), err.getvalue()):
         assert not any(ch in stream for ch in "\x1b\x07\x9b\x00\x08\x7f"), repr(stream)
     assert "answer clear\\x1b[2J title\\x1b]0;pwned\\x07" in out.getvalue()
@@ -184,7 +184,7 @@ def test_text_output_shows_the_escapes_in_model_text_tool_output_and_warnings() 
 def test_json_output_keeps_the_text_exact_as_json_escapes() -> None:
     renderer, out, _ = _renderer("stream-json")
     call = ToolCall(id="t1", name="Bash", input={})
-    renderer.handle(ToolResultPublished(call=call, result={"tool_use_id": "t1", "content": "a\x1b[2Jb"}))
+    renderer.observe(ToolResultPublished(call=call, result={"tool_use_id": "t1", "content": "a\x1b[2Jb"}))
     line = out.getvalue()
     assert "\x1b" not in line and "\\u001b[2J" in line
     assert json.loads(line)["tool_use_result"] == "a\x1b[2Jb", "the program reading JSON gets the bytes as they were"

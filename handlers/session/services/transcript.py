@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from queryloop.fsm.contract import uses
+
 from ...messages import Message, MessageView, tool_result_block
 from ..data import LedgerEntry, SessionData
 from .store import JsonlLog, SessionPaths, read_jsonl
@@ -207,6 +209,7 @@ def now() -> str:
     return stamp.replace("+00:00", "Z")
 
 
+@uses(states=("calling_model", "opening_session"))
 class TranscriptWriter:
     """Appends one session's transcript entries as the run takes its steps.
 
