@@ -243,3 +243,21 @@ def test_each_layer_keeps_the_code_the_yaml_names_apart_from_the_services_it_dri
     upward = [_where(s, t) for s, t in GRAPH.edges if ".services" in s and t in named and _layer(s) == _layer(t)]
     wrong += [f"{w} (services do not call their layer's edges)" for w in upward]
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_service_reaches_a_run_through_a_context_variable() -> None:
+    """Every service is a named slot given to the run; a context variable is only a tool thread's stop flag."""
+    found = [
+        f"{MODULES[n].relative_to(ROOT)}:{node.lineno}"
+        for n in MODULES
+        for node in ast.walk(ast.parse(MODULES[n].read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "ContextVar"
+    ]
+    assert found == [f"handlers/tools/services/base.py:{_STOP_FLAG_LINE}"], found
+
+
+_STOP_FLAG_LINE = next(
+    i
+    for i, line in enumerate((ROOT / "handlers/tools/services/base.py").read_text().splitlines(), 1)
+    if line.startswith("_STOP: contextvars.ContextVar")
+)
