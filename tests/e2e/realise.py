@@ -1004,9 +1004,10 @@ async def _play(plan: RunPlan, cwd: Path, home: Path) -> Played:
     task = asyncio.current_task()
     assert task is not None
 
-    def cancel_at_mark(item: object) -> None:
-        if isinstance(item, Notice) and ABORT_MARK in item.text:
-            task.cancel()  # lands at the next await of the prompt hooks' effect: the UserPromptSubmit hook
+    class CancelAtMark:
+        def observe(self, item: object) -> None:
+            if isinstance(item, Notice) and ABORT_MARK in item.text:
+                task.cancel()  # lands at the next await of the prompt hooks' effect: the UserPromptSubmit hook
 
     async with MockServer(parse_scenario(plan.scenario_yaml, "<planned scenario>")) as server:
         client = anthropic.AsyncAnthropic(api_key="test-key", base_url=server.url, max_retries=0)
@@ -1014,7 +1015,7 @@ async def _play(plan: RunPlan, cwd: Path, home: Path) -> Played:
             run = AgentRun(
                 agent_options(plan, cwd, home),
                 AnthropicBackend(client),
-                on_publish=cancel_at_mark if plan.abort_how == "hooks" else None,
+                observers=(CancelAtMark(),) if plan.abort_how == "hooks" else (),
             )
             events = run.events()
             if plan.abort_how == "start":
