@@ -399,3 +399,15 @@ def test_the_help_of_the_program_does_not_import_dbos() -> None:
     code = "import sys; from queryloop.cli import build_parser; build_parser(); print('dbos' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("command", [["worker"], ["submit", "hello"]])
+def test_without_the_fleet_extra_the_commands_name_the_install_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    shim = tmp_path / "shim" / "dbos"  # found first on the path: `import dbos` fails as when it is not installed
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'dbos'\", name='dbos')\n")
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(shim.parent), str(ROOT)])}
+    argv = [sys.executable, "-m", "queryloop", *command, "--database-url", f"sqlite:///{tmp_path / 'db.sqlite'}"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "queryloop: the fleet needs the 'fleet' extra: pip install 'queryloop[fleet]'\n"
