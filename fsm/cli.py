@@ -144,7 +144,7 @@ def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .check import check_spec
+    from .check import check_spec, print_progress
     from .load import load_machine
     from .spin import SpinNotFound, spin_beside
 
@@ -174,7 +174,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         known = {p.name for p in machine.spec.params}
         report = check_spec(
-            machine.spec, {k: v for k, v in params.items() if k in known}, explore=args.explore or args.spin
+            machine.spec,
+            {k: v for k, v in params.items() if k in known},
+            explore=args.explore or args.spin,
+            progress=print_progress,  # a line on stderr every ten seconds of a long exploration
         )
         failed |= not report.ok
         if args.format == "json":

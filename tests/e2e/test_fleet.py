@@ -251,6 +251,7 @@ def _sent_once(api: MockApi) -> None:
     assert sizes == sorted(set(sizes)), sizes
 
 
+@pytest.mark.slow  # real workers on PostgreSQL / SQLite: left out by tools/test.sh --fast
 @pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
     postgres: str, tmp_path: Path, stop_signal: signal.Signals
@@ -350,6 +351,7 @@ def _started(db: FleetDatabase, session_id: str, *, count: int) -> list[dict[str
     return calls if len(calls) >= count else None
 
 
+@pytest.mark.slow  # real workers on PostgreSQL / SQLite: left out by tools/test.sh --fast
 def test_a_session_submitted_on_sqlite_runs_on_a_worker_and_prints_the_result(tmp_path: Path) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
