@@ -26,7 +26,11 @@ Does not import the runtime; findings carry a counterexample trace where one exi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sized
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -36,7 +40,54 @@ from .bounds import Expr, figure_bounds, figure_values, polynomial_text
 from .load import INTERNAL_ERROR
 from .spec import MachineSpec, TransitionSpec
 
-__all__ = ["CheckReport", "Finding", "check_spec"]
+__all__ = ["CheckReport", "Finding", "Progress", "check_spec", "print_progress", "progress_line"]
+
+Progress = Callable[[str, str, int, float], None]
+"""Told, during a long exploration: the machine's name, the phase (``exploring``, ``analysing``), the
+configurations found so far and the seconds spent."""
+
+PROGRESS_EVERY_S = 10.0
+
+
+def progress_line(machine: str, phase: str, configurations: int, elapsed_s: float) -> str:
+    """What the command prints each time it is told the exploration's progress."""
+    return f"queryloop check: {phase} {machine}: {configurations:,} configurations, {elapsed_s:.0f} s"
+
+
+def print_progress(machine: str, phase: str, configurations: int, elapsed_s: float) -> None:
+    """The command's :data:`Progress`: one line on stderr, so a long exploration shows it is alive."""
+    print(progress_line(machine, phase, configurations, elapsed_s), file=sys.stderr, flush=True)
+
+
+@attrs.define
+class _Status:
+    """Where an exploration is, read by the progress thread (the search itself never waits for it)."""
+
+    phase: str = "exploring"
+    configs: Sized = ()
+
+
+@contextmanager
+def _told_every_few_seconds(progress: Progress | None, machine: str) -> Iterator[_Status]:
+    status = _Status()
+    if progress is None:
+        yield status
+        return
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(PROGRESS_EVERY_S):
+            progress(machine, status.phase, len(status.configs), time.monotonic() - started)
+
+    thread = threading.Thread(target=beat, name=f"check-progress-{machine}", daemon=True)
+    thread.start()
+    try:
+        yield status
+    finally:
+        stop.set()
+        thread.join()
+
 
 _Config = tuple[str, tuple[int, ...]]
 _Cand = tuple[TransitionSpec, int | None, int, tuple[int, ...]]  # edge, counter index (tracked), cap, resets
@@ -127,12 +178,14 @@ def check_spec(
     *,
     explore: bool = True,
     max_configs: int = 2_000_000,
+    progress: Progress | None = None,
 ) -> CheckReport:
     """Run the passes over ``spec``.
 
     The figures are evaluated at the params' defaults updated by ``params``; the exploration
     (when ``explore``) runs at each param's ``check`` value (else its default), updated by
     ``params``, and is exact for those caps only. Passes 1 and 2 hold for every cap value.
+    An exploration that runs long calls ``progress`` about every ten seconds.
     """
     at = spec.param_defaults
     at.update(params or {})
@@ -183,7 +236,8 @@ def check_spec(
         return report
     values = spec.param_check_values
     values.update(params or {})
-    explored, more, worst, worst_run = _exploration_pass(spec, values, max_configs)
+    with _told_every_few_seconds(progress, spec.name) as status:
+        explored, more, worst, worst_run = _exploration_pass(spec, values, max_configs, status)
     shadowed = {f.reasons for f in findings if f.check == "dead_edge"}
     more = [f for f in more if not (f.check == "dead_edge" and f.reasons in shadowed)]
     symbolic = figure_values(spec, values)
@@ -386,7 +440,7 @@ def _unbounded_cycles(spec: MachineSpec, edges: list[TransitionSpec], what: str,
 
 
 def _exploration_pass(
-    spec: MachineSpec, params: Mapping[str, Any], max_configs: int
+    spec: MachineSpec, params: Mapping[str, Any], max_configs: int, status: _Status | None = None
 ) -> tuple[frozenset[_Config], list[Finding], dict[str, int], dict[str, int]]:
     out: list[Finding] = []
     names = [c.name for c in spec.counters]
@@ -432,6 +486,8 @@ def _exploration_pass(
             path.append(f"  --{reason}-->")
         return tuple(reversed(path))
 
+    status = status or _Status()
+    status.configs = configs
     head = 0
     while head < len(configs):
         node = head
@@ -492,6 +548,7 @@ def _exploration_pass(
                         )
                     )
                     break
+    status.phase = "analysing"
     if truncated:
         out.append(
             Finding(

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 DIAGRAM_FORMATS = ("dot", "svg", "png", "mermaid")
-DEFAULT_FORMATS = ("dot", "svg", "png", "mermaid")
+DEFAULT_FORMATS = ("svg", "mermaid")  # what diagrams/ commits: GitHub shows both; dot and png are drawn on request
 TEXT_FORMATS = ("dot", "mermaid")
 REGENERATE = "queryloop diagram --out diagrams"
 _SUFFIX = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "png": ".png"}
@@ -144,7 +144,7 @@ def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .check import check_spec
+    from .check import check_spec, print_progress
     from .load import load_machine
     from .spin import SpinNotFound, spin_beside
 
@@ -174,7 +174,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         known = {p.name for p in machine.spec.params}
         report = check_spec(
-            machine.spec, {k: v for k, v in params.items() if k in known}, explore=args.explore or args.spin
+            machine.spec,
+            {k: v for k, v in params.items() if k in known},
+            explore=args.explore or args.spin,
+            progress=print_progress,  # a line on stderr every ten seconds of a long exploration
         )
         failed |= not report.ok
         if args.format == "json":
@@ -276,14 +279,15 @@ def diagram_files(
 
 
 def _orphans(paths: Sequence[Path], files: Sequence[DiagramFile], out: Path) -> list[Path]:
-    """Files in ``out`` named like a view of these machines that no view produces (a layer renamed or gone)."""
-    wanted = {f.target for f in files}
+    """Files in ``out`` named like a view of these machines that no view produces (a layer renamed or gone),
+    in any format: a view still drawn keeps its files of formats not asked for this time."""
+    wanted = {f.target.with_suffix("") for f in files}
     found: set[Path] = set()
     for path in paths:
         name = _spec(path).name
         for suffix in _SUFFIX.values():
             found.update(p for p in out.glob(f"{name}*{suffix}") if p.name.split(".")[0] == name)
-    return sorted(p for p in found - wanted if not _is_overlay(p))
+    return sorted(p for p in found if p.with_suffix("") not in wanted and not _is_overlay(p))
 
 
 def _is_overlay(path: Path) -> bool:
@@ -398,7 +402,7 @@ def cmd_diagram(args: argparse.Namespace) -> int:
     orphans = [] if args.layer else _orphans(paths, files, out)
     if args.check:
         stale = [str(f.target) for f in files if f.compared and _is_stale(f)]
-        stale += [f"{p} (no longer drawn)" for p in orphans if p.suffix in (".dot", ".mmd")]
+        stale += [f"{p} (no longer drawn)" for p in orphans]
         if stale:
             print(
                 "stale diagrams: " + ", ".join(stale) + "\nregenerate them with: " + REGENERATE,
@@ -485,7 +489,7 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
         "--format",
         action="append",
         choices=DIAGRAM_FORMATS,
-        help="repeatable; default dot, svg, png and mermaid (with --trace or --coverage: dot and svg)",
+        help="repeatable; default svg and mermaid, the committed pair (with --trace or --coverage: dot and svg)",
     )
     diagram.add_argument("--out", default="diagrams", metavar="DIR")
     diagram.add_argument(
@@ -494,7 +498,7 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
     diagram.add_argument(
         "--check",
         action="store_true",
-        help="write nothing; exit 1 when a DOT or Mermaid file in --out is stale or no longer drawn",
+        help="write nothing; exit 1 when a Mermaid (or asked-for DOT) file in --out is stale or a view is gone",
     )
     diagram.add_argument(
         "--trace",

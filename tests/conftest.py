@@ -7,11 +7,14 @@ scripted model never record their paths (``tools/test.sh`` gates on the coverage
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 
 import pytest
 
 from queryloop.fsm import CheckReport, check_spec, load_machine
+from queryloop.fsm.check import progress_line
 from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,10 +38,23 @@ def _only_end_to_end_runs_record_their_paths(request: pytest.FixtureRequest, mon
 
 
 @pytest.fixture(scope="session")
-def explored_machines() -> dict[Path, CheckReport]:
+def explored_machines(pytestconfig: pytest.Config) -> dict[Path, CheckReport]:
     """Every shipped machine checked with exploration at its params' check values, once per test
-    session (the query loop's exploration costs seconds; several modules compare with it)."""
-    return {path: check_spec(load_machine(path, bind=False).spec) for path in shipped_machines()}
+    session (the query loop's exploration costs a minute; several modules compare with it). Its
+    progress reaches the terminal past pytest's capture, a line every ten seconds."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    terminal = pytestconfig.pluginmanager.getplugin("terminalreporter")
+
+    def progress(machine: str, phase: str, configurations: int, elapsed_s: float) -> None:
+        line = progress_line(machine, phase, configurations, elapsed_s)
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if terminal is None:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                terminal.ensure_newline()  # off the line of dots; the next dot starts a line naming its file
+                terminal.write_line(line)
+
+    return {path: check_spec(load_machine(path, bind=False).spec, progress=progress) for path in shipped_machines()}
 
 
 @pytest.fixture

@@ -1,10 +1,48 @@
 #!/usr/bin/env bash
-# Install everything queryloop's tests need on a fresh machine, lint, then run the whole suite.
+# Install everything queryloop's tests need on a fresh machine, lint, then run the tests:
+#   tools/test.sh          the whole suite (about 12 minutes on a quiet 2-core machine), then the
+#                          transition-coverage gate
+#   tools/test.sh --fast   what to run before a commit (under 5 minutes): every test not marked
+#                          `slow` (pyproject.toml registers the marker; the slow tests carry it)
+#   tools/test.sh ARGS...  pytest ARGS, e.g. tools/test.sh tests/engine -k spin (also after --fast)
+# pytest prints a line per file with its time, and the slowest tests at the end.
 # Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
 # its own cluster: tests/e2e/test_fleet.py) and bubblewrap (the sandbox tests run commands in it for real:
 # tests/e2e/test_sandbox.py), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=()
+if [ "${1:-}" = "--fast" ]; then
+  fast=(-m "not slow")
+  shift
+fi
+
+# Wait (up to 10 minutes) while another apt holds one of its locks: DPkg::Lock::Timeout covers dpkg's
+# lock only, and `apt-get update` fails at once when the package lists' lock is taken.
+wait_for_apt() {
+  python3 - /var/lib/apt/lists/lock /var/cache/apt/archives/lock <<'PY'
+import fcntl, sys, time
+deadline, said = time.monotonic() + 600, False
+for path in sys.argv[1:]:
+    try:
+        lock = open(path, "a")
+    except OSError:
+        continue  # not root, or no apt here: apt-get itself will say so
+    with lock:
+        while True:
+            try:
+                fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    sys.exit(f"another apt still holds {path} after 10 minutes")
+                if not said:
+                    print(f"waiting for another apt to release {path}", file=sys.stderr, flush=True)
+                    said = True
+                time.sleep(2)
+PY
+}
+
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
@@ -13,8 +51,10 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  wait_for_apt
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  wait_for_apt
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 python3 -m ruff check .
@@ -24,7 +64,8 @@ python3 -m ruff format --check .
 trace_dir="$(mktemp -d "${TMPDIR:-/tmp}/queryloop-traces.XXXXXX")"
 trap 'rm -rf "$trace_dir"' EXIT
 export QUERYLOOP_TRACE_DIR="$trace_dir"
-python3 -m pytest "$@"
-if [ "$#" -eq 0 ]; then
+# --verbosity=0 overrides pyproject's -q: one line per file, its dots and (console_output_style=times) its time
+python3 -m pytest --verbosity=0 -o console_output_style=times --durations=15 ${fast[@]+"${fast[@]}"} "$@"
+if [ "$#" -eq 0 ] && [ "${#fast[@]}" -eq 0 ]; then
   python3 -m queryloop check --coverage "$trace_dir" --machine machines/query_loop.yaml --fail-under 100
 fi

@@ -4,7 +4,8 @@ Owns the two subcommands' parsers (added to the program's commands by ``queryloo
 and their entry points. Importing this module imports neither DBOS nor SQLAlchemy nor
 the SDK: ``queryloop --help`` builds these parsers and must stay fast. Bad input — a
 database URL of the wrong kind, a working directory that is not there, an unknown
-session id, waiting with no worker — is one line on stderr and exit 1; a bad flag, exit 2.
+session id, waiting with no worker — is one line on stderr and exit 1; a bad flag, exit 2, and so is
+DBOS missing (one line naming the ``pip install`` that adds the ``fleet`` extra).
 """
 
 from __future__ import annotations
@@ -82,7 +83,20 @@ def _fail(message: str) -> int:
     return 1
 
 
+def _without_fleet_extra() -> bool:
+    """Whether DBOS (and the SQLAlchemy it brings) cannot be imported; if so, say which install adds them."""
+    try:
+        import dbos  # noqa: F401
+        import sqlalchemy  # noqa: F401
+    except ImportError:
+        print("queryloop: the fleet needs the 'fleet' extra: pip install 'queryloop[fleet]'", file=sys.stderr)
+        return True
+    return False
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
+    if _without_fleet_extra():
+        return 2
     from .database import DatabaseUrlError, database_url
     from .worker import WorkerConfig, serve
 
@@ -111,6 +125,8 @@ def _prompt(args: argparse.Namespace) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    if _without_fleet_extra():
+        return 2
     from .database import DatabaseUrlError, database_url
     from .session import SessionSpec
     from .submit import FleetError, enqueue, result_line, wait_for_result

@@ -4,7 +4,9 @@ Owns: the settings sources and their precedence (user ``~/.queryloop/settings.js
 < project ``<cwd>/.queryloop/settings.json`` < local
 ``<cwd>/.queryloop/settings.local.json`` < ``--settings FILE|JSON``), the JSON
 Schema for the keys this runtime understands (``permissions``, ``hooks``, ``env``,
-``model``, ``sandbox``; every other key is kept as-is in ``raw``), the merge (objects merge
+``model``, ``sandbox``; every other key is kept as-is in ``raw``, and a top-level key that
+neither queryloop nor Claude Code knows is a one-line warning on stderr naming the file and
+the nearest known key, once per file; the run goes on), the merge (objects merge
 key by key, scalars from the higher source win, lists concatenate without
 duplicates) and one-line :class:`SettingsError` messages naming the file, the line
 and the JSON path of the problem. Files are read by the engine's one reader
@@ -18,8 +20,10 @@ and ``queryloop.handlers.hooks`` do; this module only hands them validated value
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -120,6 +124,55 @@ SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
         },
     },
 }
+
+
+#: Every top-level key Claude Code's settings schema has (2.1.332, from its bundled schema): a file
+#: written for Claude Code may carry any of them; queryloop keeps those it does not act on in
+#: ``Settings.raw`` without a word. A key neither knows is likely a misspelling and is warned about.
+CLAUDE_CODE_SETTINGS_KEYS: Final = frozenset(
+    """
+$schema additionalDirectoryConfigRoots additionalMarketplaces advisorModel agent agentPushNotifEnabled
+allowAllClaudeAiMcps allowClaudeInChromeWithManagedMcp allowManagedHooksOnly allowManagedMcpServersOnly
+allowManagedPermissionRulesOnly allowNestedModelAccessUnderForceLogin allowedChannelPlugins
+allowedHttpHookUrls allowedMarketplaces allowedMcpServers allowedProviders alwaysThinkingEnabled
+apiKeyHelper appendPlugins askUserQuestionTimeout attribution attributionProject
+attributionProjectPolicy autoCompactEnabled autoCompactOfferAnswer autoCompactRaisedForLoad
+autoCompactWindow autoContinueAtUsageLimit autoDreamEnabled autoMemoryDirectory autoMemoryEnabled
+autoScrollEnabled autoUpdatesChannel autoUploadSessions availableModels availableModelsMatch
+awaySummaryEnabled awsAuthRefresh awsCredentialExport bashEditDiffEnabled bashOutputMaxChars
+blockedMarketplaces breakReminder channelsEnabled claudeMd claudeMdExcludes clawdFileProgressEnabled
+cleanupPeriodDays companyAnnouncements crossSessionInbound daemonColdStart defaultShell deniedMcpServers
+deniedModels desktopMcpServersListScope desktopSessionCleanupPeriodDays dialogExpiry disableAgentView
+disableAllHooks disableArtifact disableAutoMode disableBundledSkills disableClaudeAiConnectors
+disableCommandPluginSources disableDirectMcpSkills disableRemoteControl disableReplyCheck
+disableSideloadFlags disableSkillShellExecution disableWindowsBashCommandSplit disableWorkflows
+disabledMcpjsonServers doneMeansMerged downloadsMirrorUrl editorMode effortLevel emojiCompletionEnabled
+enableAllProjectMcpServers enableArtifact enableWorkflows enabledMcpjsonServers enabledPlugins
+enforceAvailableModels env extraKnownMarketplaces fallbackModel fastMode fastModePerSessionOptIn
+feedbackDrafts feedbackSurveyRate fileCheckpointingEnabled fileSuggestion footerLinksRegexes
+forceLoginGatewayUrl forceLoginMethod forceLoginOrgUUID forceRemoteSettingsRefresh
+gatewayInternalNetworks gcpAuthRefresh hooks httpHookAllowedEnvVars idleCompaction includeCoAuthoredBy
+includeGitInstructions inputNeededNotifEnabled isolatePeerMachines keybindingFlavor language
+managedMcpServers managedSourcesBehavior maxEffortLevel maxProseWidth minimumVersion model
+modelCatalogPublicKey modelCatalogUrl modelOverrides modelPicker modelPricing modelProposedGoals
+modelSettings otelHeadersHelper outputStyle parentSettingsBehavior permissions plansDirectory
+pluginConfigs pluginSuggestionMarketplaces pluginTrustMessage policyHelper policyHelpers prUrlTemplate
+precomputeArmTokens precomputeCompactionEnabled preferredNotifChannel prefersReducedMotion
+prependPlugins processWrapper promptCacheTtl promptSuggestionEnabled proxyAuthHelper quietHours remote
+remoteControl remoteControlAtStartup remoteMessageReceipts remoteTools requiredMaximumVersion
+requiredMinimumVersion respectGitignore respondToBashCommands responseComparisonEnabled sandbox
+showClearContextOnPlanAccept showMessageTimestamps showThinkingSummaries showTurnDuration
+skillListingBudgetFraction skillListingMaxDescChars skillOverrides skipDangerousModePermissionPrompt
+skipWebFetchPreflight skipWorkflowUsageWarning spellcheck spinnerTipsEnabled spinnerTipsOverride
+spinnerVerbs sshConfigs sshHostCommands statusLine strictKnownMarketplaces strictPluginOnlyCustomization
+subagentPromptCacheTtl subagentStatusLine switchModelsOnFlag syncClaudeAiPlugins syncClaudeAiSkills
+syntaxHighlightingDisabled taskOutputMaxChars teammateMode terminalProgressBarEnabled
+terminalTitleFromRename theme timeFormat timeZone todoFeatureEnabled totalTokensReminder
+totalTokensReminderAfterUserTurn totalTokensReminderBudget tui ultracode verbose viewMode
+vimInsertModeRemaps voice wheelScrollAccelerationEnabled workflowKeywordTriggerEnabled
+workflowSizeGuideline worktree wslInheritsWindowsSettings xaaIdp
+""".split()
+)
 
 
 class SettingsError(ValueError):
@@ -229,7 +282,28 @@ def _read_file(path: Path, label: str) -> dict[str, Any]:
         raise SettingsError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise SettingsError(f"{label}: cannot read the settings file: {exc.strerror or exc}") from None
-    return _parse_json(text, label)
+    document = _parse_json(text, label)
+    _warn_unknown_keys(document, label, str(path.resolve()))
+    return document
+
+
+_warned: set[tuple[str, tuple[str, ...]]] = set()  # (file, its unknown keys) already warned about in this process
+
+
+def _warn_unknown_keys(document: Mapping[str, Any], label: str, where: str) -> None:
+    """One line on stderr per file (once per process) naming its top-level keys that neither
+    queryloop nor Claude Code knows, each with the nearest known key; the run goes on."""
+    known = CLAUDE_CODE_SETTINGS_KEYS | SETTINGS_SCHEMA["properties"].keys()
+    unknown = tuple(key for key in document if key not in known)
+    if not unknown or (where, unknown) in _warned:
+        return
+    _warned.add((where, unknown))
+    named = []
+    for key in unknown:
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+        named.append(f"{key!r} (did you mean {near[0]!r}?)" if near else repr(key))
+    plural = "s" if len(unknown) > 1 else ""
+    print(f"queryloop: {label}: unknown settings key{plural} {', '.join(named)}; ignored", file=sys.stderr)
 
 
 def _freeze_key(value: Any) -> str:
@@ -287,7 +361,9 @@ def load_settings(
             read.append(path)
     if settings_arg is not None:
         if settings_arg.lstrip().startswith("{"):
-            merged = merge_settings(merged, _parse_json(settings_arg, "--settings"))
+            inline = _parse_json(settings_arg, "--settings")
+            _warn_unknown_keys(inline, "--settings", settings_arg)
+            merged = merge_settings(merged, inline)
             read.append(settings_arg)
         else:
             if settings_arg == "~" or settings_arg.startswith("~/"):

@@ -94,13 +94,36 @@ def test_hook_lists_per_event_concatenate_across_sources(dirs: tuple[Path, Path]
     ]
 
 
-def test_unknown_keys_are_kept_in_raw(dirs: tuple[Path, Path]) -> None:
+def test_claude_code_keys_queryloop_does_not_act_on_are_kept_in_raw_without_a_word(
+    dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     home, cwd = dirs
     _project(cwd, {"includeCoAuthoredBy": False, "statusLine": {"type": "command", "command": "x"}, "env": {"A": "1"}})
     settings = load_settings(cwd=cwd, home=home)
     assert settings.raw["includeCoAuthoredBy"] is False
     assert settings.raw["statusLine"] == {"type": "command", "command": "x"}
     assert dict(settings.env) == {"A": "1"}
+    assert capsys.readouterr().err == ""
+
+
+def test_a_misspelt_key_is_a_warning_naming_the_file_and_the_nearest_key_once_per_file(
+    dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, cwd = dirs
+    _project(cwd, {"permisions": {"allow": ["Bash"]}, "model": "m", "zzqx": 1})
+    _user(home, {"hoks": {}})
+    settings = load_settings(cwd=cwd, home=home)
+    assert settings.model == "m" and settings.raw["permisions"] == {"allow": ["Bash"]}  # the run goes on
+    assert capsys.readouterr().err.splitlines() == [
+        "queryloop: ~/.queryloop/settings.json: unknown settings key 'hoks' (did you mean 'hooks'?); ignored",
+        "queryloop: .queryloop/settings.json: unknown settings keys 'permisions' (did you mean 'permissions'?), "
+        "'zzqx'; ignored",
+    ]
+    load_settings(cwd=cwd, home=home)
+    assert capsys.readouterr().err == ""  # once per file
+    load_settings(cwd=cwd, home=home, sources=(), settings_arg='{"modle": "m"}')
+    said = capsys.readouterr().err
+    assert said == "queryloop: --settings: unknown settings key 'modle' (did you mean 'model'?); ignored\n"
 
 
 def test_settings_flag_accepts_a_file_path_relative_to_cwd(dirs: tuple[Path, Path]) -> None:

@@ -43,6 +43,8 @@ from queryloop import __version__
 from .harness import MockApi
 from .test_request_layer import scenario
 
+pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
+
 
 @pytest.fixture
 def cli_path(tmp_path: Path) -> Path:

@@ -16,9 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .harness import CliRun, MockApi, run_cli
 from .test_hooks_and_permissions import script, settings
 from .test_request_layer import scenario
+
+pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
 
 DONE = '    - reply: {content: [{text: "done"}]}\n'
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -13,11 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT
 
 from .harness import CliRun, MockApi, assert_ledger_closed, run_cli
 from .test_hooks_and_permissions import script, settings
 from .test_request_layer import scenario
+
+pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
 
 NOPE = "{tool_use: {name: Nope, input: {x: 1}}}"
 GLOB = '{tool_use: {name: Glob, input: {pattern: "*.txt"}}}'

@@ -25,6 +25,8 @@ from queryloop import __version__
 from .harness import ROOT, CliRun, MockApi, cli_env
 from .test_request_layer import scenario
 
+pytestmark = pytest.mark.slow  # ~105 s in all: tools/test.sh --fast leaves the module out
+
 HELLO = scenario(  # the same answer to every request
     """  mock-primary:
     steps: []

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli
+
+pytestmark = pytest.mark.slow  # ~35 s in all: tools/test.sh --fast leaves the module out
 
 SMALL = ["--model", "mock-small-context", "--max-output-tokens", "1000"]  # 8k window, 7000 effective
 SUMMARY_RULE = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}

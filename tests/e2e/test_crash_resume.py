@@ -45,6 +45,8 @@ from queryloop.mockapi.scenario import parse_scenario
 
 from .harness import ROOT, CliRun, MockApi, cli_env, live_members, run_cli
 
+pytestmark = pytest.mark.slow  # ~90 s in all: tools/test.sh --fast leaves the module out
+
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
 SCRIPT = (FIXTURES / "crash_run.yaml").read_text(encoding="utf-8")
 PLAIN = (FIXTURES / "plain_answer.yaml").read_text(encoding="utf-8")

@@ -17,6 +17,8 @@ import pytest
 from .harness import MockApi, assert_ledger_closed, run_cli
 from .test_request_layer import scenario
 
+pytestmark = pytest.mark.slow  # ~20 s in all: tools/test.sh --fast leaves the module out
+
 WRITE = '{tool_use: {name: Write, input: {file_path: x.txt, content: "hi"}}}'
 TOUCH = '{tool_use: {name: Bash, input: {command: "touch y.txt"}}}'
 OTHER = '{tool_use: {name: Bash, input: {command: "touch z.txt"}}}'

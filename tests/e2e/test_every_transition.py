@@ -24,6 +24,8 @@ from queryloop.machines import MACHINES_DIR
 
 from .realise import MCP_STATES, QueryLoopRealiser, RunPlan, build_run, play_cli, play_in_process
 
+pytestmark = pytest.mark.slow  # ~85 s in all: tools/test.sh --fast leaves the module out
+
 SPEC = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
 TARGETS = list(dict.fromkeys((t.source, t.reason) for t in SPEC.transitions))
 CLI_TARGETS = (  # played through `queryloop run`, with the CLI's own flags and the params' defaults

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queryloop.mockapi.fuzz import FAULTS, check_report, play, violations
+
+pytestmark = pytest.mark.slow  # ~20 s in all: tools/test.sh --fast leaves the module out
 
 REPORT = check_report()
 

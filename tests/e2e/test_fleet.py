@@ -251,6 +251,7 @@ def _sent_once(api: MockApi) -> None:
     assert sizes == sorted(set(sizes)), sizes
 
 
+@pytest.mark.slow  # real workers on PostgreSQL / SQLite: left out by tools/test.sh --fast
 @pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
     postgres: str, tmp_path: Path, stop_signal: signal.Signals
@@ -350,6 +351,7 @@ def _started(db: FleetDatabase, session_id: str, *, count: int) -> list[dict[str
     return calls if len(calls) >= count else None
 
 
+@pytest.mark.slow  # real workers on PostgreSQL / SQLite: left out by tools/test.sh --fast
 def test_a_session_submitted_on_sqlite_runs_on_a_worker_and_prints_the_result(tmp_path: Path) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
@@ -399,3 +401,15 @@ def test_the_help_of_the_program_does_not_import_dbos() -> None:
     code = "import sys; from queryloop.frontends.cli import build_parser; build_parser(); print('dbos' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("command", [["worker"], ["submit", "hello"]])
+def test_without_the_fleet_extra_the_commands_name_the_install_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    shim = tmp_path / "shim" / "dbos"  # found first on the path: `import dbos` fails as when it is not installed
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'dbos'\", name='dbos')\n")
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(shim.parent), str(ROOT)])}
+    argv = [sys.executable, "-m", "queryloop", *command, "--database-url", f"sqlite:///{tmp_path / 'db.sqlite'}"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "queryloop: the fleet needs the 'fleet' extra: pip install 'queryloop[fleet]'\n"

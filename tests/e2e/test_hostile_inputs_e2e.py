@@ -27,6 +27,8 @@ from .test_agent_sdk import _collect, _options, _result, _run
 from .test_request_layer import scenario
 from .test_sessions import first_run, paths, queryloop
 
+pytestmark = pytest.mark.slow  # ~65 s in all: tools/test.sh --fast leaves the module out
+
 HELLO = scenario("""  mock-primary:
     - reply: {content: [{text: "hello"}]}
 """)

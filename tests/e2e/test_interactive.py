@@ -20,6 +20,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
+
 READY = "\x1b[?2004h"  # prompt_toolkit is reading a line
 MARK = "\x00READY\x00"  # READY as it is kept in the output read so far
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|[\x08\r]")

@@ -26,6 +26,8 @@ from queryloop.machines import MACHINES_DIR
 
 from .harness import ROOT, CliRun, MockApi, run_cli
 
+pytestmark = pytest.mark.slow  # ~140 s in all: tools/test.sh --fast leaves the module out
+
 FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
 
 

@@ -17,6 +17,8 @@ from .harness import MockApi, assert_ledger_closed, run_cli
 from .test_context_layer import SMALL, SUMMARY_RULE, main_requests, summaries, turns
 from .test_context_layer import scenario as context_scenario
 
+pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
+
 TOOL_TURNS = """schema_version: 1
 scenario: caching
 model: mock-primary

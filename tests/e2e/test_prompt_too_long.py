@@ -19,11 +19,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 from queryloop.handlers.session.services.ledger import HIDDEN_CALLS_HEADER
 from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli
+
+pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
 
 ROUND_CHARS = 12_000  # a Bash output of ~3 000 tokens: the main requests grow 1 300, 4 379, 7 458, … tokens
 PTL = 'error: {status: 400, message: "prompt is too long: {n} tokens > {limit} maximum"}'

@@ -22,6 +22,8 @@ from queryloop.handlers.tools.services.sandbox import unavailable_reason
 from .harness import ROOT, MockApi, cli_env, run_cli
 from .test_request_layer import scenario
 
+pytestmark = pytest.mark.slow  # ~45 s in all: tools/test.sh --fast leaves the module out
+
 
 @pytest.fixture(autouse=True)
 def _bubblewrap_starts() -> None:

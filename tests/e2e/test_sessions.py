@@ -28,6 +28,8 @@ from queryloop.handlers.session.services.transcript import load_history
 from .harness import MockApi, assert_ledger_closed, cli_env, run_cli
 from .test_request_layer import scenario
 
+pytestmark = pytest.mark.slow  # ~85 s in all: tools/test.sh --fast leaves the module out
+
 ANSWER_ONE = scenario("""  mock-primary:
     - reply: {content: [{text: "answer one"}]}
 """)

@@ -22,6 +22,8 @@ from .harness import MockApi, run_cli
 from .test_hooks_and_permissions import script, settings
 from .test_request_layer import scenario
 
+pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
+
 ARGS = ["-p", "go", "--model", "mock-primary"]
 OURS = {"transition", "api_request"}  # our extra system lines (README, differences)
 

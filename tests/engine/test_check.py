@@ -44,6 +44,7 @@ def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore
         assert report.per_run["model_requests"] == math.inf  # tool turns are unbounded unless --max-turns
 
 
+@pytest.mark.slow  # the exploration at the check values: a minute
 def test_the_query_loop_explored_at_its_check_values_matches_its_bounds_and_the_readme(
     explored_machines: dict[Path, CheckReport],
 ) -> None:
@@ -84,6 +85,7 @@ def test_the_query_loop_explored_at_its_check_values_matches_its_bounds_and_the_
     ],
     ids=["retries-1", "fallback-2", "two-turns"],
 )
+@pytest.mark.slow  # three explorations of the query loop: a minute
 def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int]) -> None:
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     report = check_spec(spec, caps)
@@ -282,3 +284,21 @@ def test_the_check_reports_per_run_figures_when_every_progress_edge_is_bounded()
     report = check_spec(load_machine(ROOT / "machines/query_loop.yaml").spec, {"max_turns": 3}, explore=False)
     assert report.per_run["model_requests"] == 3 * report.per_turn["model_requests"]
     assert "max_turns" in report.expressions["model_requests"][1]
+
+
+def test_a_long_exploration_tells_its_progress_which_the_command_prints_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from queryloop.fsm import check
+
+    monkeypatch.setattr(check, "PROGRESS_EVERY_S", 0.005)  # "long" for this test: a few milliseconds
+    told: list[tuple[str, str, int, float]] = []
+    spec = load_machine(ROOT / "machines/examples/retry_fetch.yaml", bind=False).spec
+    report = check_spec(spec, {"max_retries": 30, "items": 30}, progress=lambda *said: told.append(said))
+    assert told, "no progress in a run many times longer than the interval"
+    assert {machine for machine, *_ in told} == {"retry_fetch"}
+    assert {phase for _, phase, *_ in told} <= {"exploring", "analysing"}
+    found = [n for _, _, n, _ in told]
+    assert found == sorted(found) and found[-1] <= report.configurations
+    check.print_progress("retry_fetch", "exploring", 1234567, 20.4)
+    assert capsys.readouterr().err == "queryloop check: exploring retry_fetch: 1,234,567 configurations, 20 s\n"

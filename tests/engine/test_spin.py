@@ -100,6 +100,7 @@ def ours(explored_machines: dict[Path, CheckReport]) -> dict[Path, CheckReport]:
     return explored_machines
 
 
+@pytest.mark.slow  # compares with the session's exploration of every shipped machine (a minute)
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_spin_counts_the_same_configurations_as_our_explorer_on_every_shipped_machine(
     path: Path, ours: dict[Path, CheckReport]
