@@ -13,6 +13,18 @@ sessions layer reads the history back), and :meth:`QueryClient.interrupt` cancel
 prompt being played, so the machine takes its abort edges and the prompt ends with
 its result (``aborted_streaming``, ``aborted_tools``, …).
 
+The model is reached through the anthropic SDK, which reads ``ANTHROPIC_API_KEY`` (or
+``ANTHROPIC_AUTH_TOKEN``) and ``ANTHROPIC_BASE_URL``, or through the ``backend=`` of the
+options. Offline, the embedded server plays a shipped scenario in a process of its own
+(this module does not start it; any key will do)::
+
+    $ queryloop mock-api hello --port 8123 &
+    $ ANTHROPIC_BASE_URL=http://127.0.0.1:8123 ANTHROPIC_API_KEY=offline python app.py
+
+``hello`` answers every request, whatever the model; the other scenarios (``queryloop
+mock-api --list``) script ``QueryOptions(model="mock-primary")``. Without credentials
+:func:`query` raises :class:`OptionsError` saying so (:data:`OFFLINE_HINT`).
+
 Owns the conversation (its resolved options, backend and session across prompts),
 playing one prompt, and the client's queues. Does not own the loop (``agent``), the
 output shapes (``console``, ``messages``) or the options (``options``).
@@ -42,6 +54,14 @@ from .messages import Message, ResultMessage, parse_message
 from .options import OptionsError, QueryOptions, agent_options, permission_asker
 
 __all__ = ["ClaudeSDKClient", "QueryClient", "query"]
+
+OFFLINE_HINT = (
+    "no model to talk to: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or pass backend= in the options. "
+    "To run offline, serve the embedded server in another shell, `queryloop mock-api hello --port 8123`, and set "
+    "ANTHROPIC_BASE_URL=http://127.0.0.1:8123 and ANTHROPIC_API_KEY=offline (any value): the hello scenario answers "
+    "every request; the others (`queryloop mock-api --list`) script the model QueryOptions(model='mock-primary')"
+)
+"""Why :func:`query` cannot start without credentials, and the offline recipe that works from any install."""
 
 Emit = Callable[[Message], None]
 
@@ -84,9 +104,7 @@ class _Conversation:
         if self.backend is not None:
             return
         if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-            raise OptionsError(
-                "no model to talk to: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or pass backend= in the options"
-            )
+            raise OptionsError(OFFLINE_HINT)
         import anthropic  # here: importing queryloop never loads the SDK
 
         self.client = anthropic.AsyncAnthropic(max_retries=0)  # the machine owns retries

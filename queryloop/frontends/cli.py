@@ -8,7 +8,8 @@ shipped machines as their default); flag parsing and validation for the agent (o
 line and exit 2 for a bad flag); the prompt (the argument, stdin, or both joined by a
 newline), or the interactive session when none can come on a terminal
 (``queryloop.frontends.interactive``); the offline wiring (the embedded Anthropic-compatible server
-started in-process for ``--scenario``, its fresh working directory removed at the end),
+started in-process for ``--scenario``, a file or a shipped scenario's name, its fresh working directory
+removed at the end),
 SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
 abort edge — killing running Bash commands — and the result is read from the run's
 final state and trace), the traceback of a run that ended in ``internal_error``
@@ -60,7 +61,8 @@ __all__ = ["build_parser", "main"]
 
 OFFLINE_HINT = (
     "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
-    "server, try: queryloop --scenario machines/scenarios/fallback_chain.yaml 'bump the checkpoint'"
+    "server, try: queryloop -p --scenario fallback_chain 'bump the checkpoint' "
+    "(queryloop mock-api --list names the shipped scenarios)"
 )
 STDIN_WAIT_S = 3.0
 """How long a run given a prompt argument waits for the first byte on a piped stdin (as Claude Code does)."""
@@ -100,8 +102,18 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     add_engine_commands(sub, default_machines=shipped_machines)
     run = sub.add_parser("run", help="the same as no command: run the agent (kept for scripts that name it)")
     _add_agent_options(run)
-    mock = sub.add_parser("mock-api", help="serve the embedded Anthropic-compatible API for a scenario")
-    mock.add_argument("--scenario", type=Path, required=True, metavar="FILE")
+    mock = sub.add_parser(
+        "mock-api",
+        help="serve the embedded Anthropic-compatible API for a scenario",
+        description="Serve the embedded Anthropic-compatible API playing SCENARIO on 127.0.0.1, until interrupted. "
+        "Point a client at it with ANTHROPIC_BASE_URL=http://127.0.0.1:N and ANTHROPIC_API_KEY set to any value "
+        "(the Python API too); ask for the scenario's model (--list shows it; hello answers any).",
+    )
+    mock.add_argument(
+        "scenario", nargs="?", metavar="SCENARIO", help="a shipped scenario's name (see --list) or a scenario file"
+    )
+    mock.add_argument("--scenario", dest="scenario_option", type=Path, metavar="NAME|FILE", help="the same, as a flag")
+    mock.add_argument("--list", action="store_true", help="list the shipped scenarios and exit")
     mock.add_argument("--port", type=positive_int, default=0, metavar="N", help="port (default: any free one)")
     mock.set_defaults(func=cmd_mock_api)
     deploy = sub.add_parser("mock-mcp-deploy", help="serve the small deploy MCP server of the seed's chain (stdio)")
@@ -184,7 +196,11 @@ def _add_agent_options(run: argparse.ArgumentParser) -> None:
         "--cwd", type=Path, help="working directory for tools (default: current; a fresh temp dir with --scenario)"
     )
     run.add_argument(
-        "--scenario", type=Path, metavar="FILE", help="run offline against the embedded server playing FILE"
+        "--scenario",
+        type=Path,
+        metavar="NAME|FILE",
+        help="run offline against the embedded server playing a scenario: a shipped one's name "
+        "(queryloop mock-api --list) or a scenario file",
     )
     run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
@@ -345,11 +361,22 @@ def _add_session_options(run: argparse.ArgumentParser) -> None:
 
 
 def cmd_mock_api(args: argparse.Namespace) -> int:
-    from ..mockapi.scenario import ScenarioError
+    from ..mockapi.scenario import ScenarioError, load_scenario, scenario_names
     from ..mockapi.server import serve_forever
 
+    if args.list:  # each shipped scenario: its name, its model (what a client asks for) and its first sentence
+        for name in scenario_names():
+            scenario = load_scenario(name)
+            first = " ".join(scenario.doc.split()).split(". ")[0].removesuffix(".")
+            print(f"{name:<26} {scenario.model:<14} {first if len(first) <= 72 else first[:71] + '…'}")
+        return 0
+    if args.scenario is not None and args.scenario_option is not None:
+        raise UsageError("mock-api: give the scenario once, as SCENARIO or as --scenario")
+    scenario_ref = args.scenario if args.scenario is not None else args.scenario_option
+    if scenario_ref is None:
+        raise UsageError(f"mock-api: which scenario? one of: {', '.join(scenario_names())} (or a scenario file)")
     try:
-        serve_forever(str(args.scenario), args.port)
+        serve_forever(str(scenario_ref), args.port)
     except ScenarioError as exc:
         print(f"queryloop: {exc}", file=sys.stderr)
         return 1

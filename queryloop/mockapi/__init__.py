@@ -5,7 +5,15 @@ A testing and demo facility, apart from the production path: ``queryloop run
 handlers imports it.
 """
 
-from .scenario import SCENARIO_SCHEMA_VERSION, Scenario, ScenarioError, load_scenario, parse_scenario
+from .scenario import (
+    SCENARIO_SCHEMA_VERSION,
+    Scenario,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+    resolve_scenario,
+    scenario_names,
+)
 from .server import MockServer, RecordedRequest, estimate_input_tokens, serve_forever
 
 __all__ = [
@@ -17,5 +25,7 @@ __all__ = [
     "estimate_input_tokens",
     "load_scenario",
     "parse_scenario",
+    "resolve_scenario",
+    "scenario_names",
     "serve_forever",
 ]

@@ -1,7 +1,8 @@
 """Scenario files: the script the embedded fake Anthropic server plays.
 
-Owns the scenario YAML format, its loading and its validation (a JSON Schema pass, then
-semantic checks), and the frozen records the server reads. It does not serve HTTP
+Owns the scenario YAML format, its loading (a path, or the name of a scenario shipped in
+``queryloop.machines``: ``hello``, ``fallback_chain`` …) and its validation (a JSON Schema
+pass, then semantic checks), and the frozen records the server reads. It does not serve HTTP
 (``queryloop.mockapi.server`` does) and does not create the ``files:`` it declares (the
 CLI's ``run --scenario`` does). Every problem is a :class:`ScenarioError` whose message
 reads ``file:line: what is wrong (how to fix it)``.
@@ -74,6 +75,7 @@ replies report the cache reads and writes of requests that carry ``cache_control
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -82,6 +84,7 @@ import attrs
 
 from queryloop.fsm import SpecError, read_yaml, schema_problems
 from queryloop.fsm.source import Source
+from queryloop.machines import shipped_scenarios
 
 from .prompt_cache import DEFAULT_MIN_TOKENS
 
@@ -96,6 +99,8 @@ __all__ = [
     "Step",
     "load_scenario",
     "parse_scenario",
+    "resolve_scenario",
+    "scenario_names",
 ]
 
 SCENARIO_SCHEMA_VERSION = 1
@@ -590,9 +595,38 @@ def parse_scenario(text: str, path: str = "<string>") -> Scenario:
     )
 
 
+def scenario_names() -> list[str]:
+    """The names of the scenarios shipped with the package (``queryloop mock-api --list``), sorted."""
+    return list(shipped_scenarios())
+
+
+def resolve_scenario(ref: str | os.PathLike[str]) -> str:
+    """The file ``ref`` names: itself when it exists, else the shipped scenario of that name.
+
+    A bare name (no directory part), with or without ``.yaml``, is looked up among the
+    scenarios shipped in the installed package (``queryloop.machines``' ``scenarios/``), so
+    ``--scenario hello`` works from any directory and any install. A path that exists is
+    always read as a path first; anything else is returned unchanged (its read then fails).
+    Raises :class:`ScenarioError` for a bare name that is neither a file nor a shipped scenario.
+    """
+    name = os.fspath(ref)
+    if os.path.exists(name) or os.path.dirname(name):
+        return name
+    shipped = shipped_scenarios()
+    stem = name.removesuffix(".yaml").removesuffix(".yml")
+    if stem in shipped:
+        return str(shipped[stem])
+    close = difflib.get_close_matches(stem, list(shipped), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ScenarioError(
+        f"{name}: no such file, nor a shipped scenario ({hint}shipped: {', '.join(shipped)}; "
+        "or give the path of a scenario file)"
+    )
+
+
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read and validate the scenario file at ``path``."""
-    name = os.fspath(path)
+    """Read and validate the scenario file at ``path``, or the shipped scenario it names (:func:`resolve_scenario`)."""
+    name = resolve_scenario(path)
     try:
         with open(name, encoding="utf-8") as fh:
             text = fh.read()

@@ -587,6 +587,12 @@ async def _serve(scenario: Scenario, host: str, port: int) -> None:
     server = MockServer(scenario)
     await server.start(host, port)
     print(f"mock-api listening on {server.url}", file=sys.stderr, flush=True)
+    print(
+        f"mock-api: playing scenario {scenario.name!r}; point a client at it with ANTHROPIC_BASE_URL={server.url} "
+        f"and ANTHROPIC_API_KEY set to any value (e.g. offline); its scripted model is {scenario.model!r}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         await asyncio.Event().wait()
     finally:
@@ -594,9 +600,11 @@ async def _serve(scenario: Scenario, host: str, port: int) -> None:
 
 
 def serve_forever(scenario_path: str, port: int = 0, host: str = "127.0.0.1") -> None:
-    """Load ``scenario_path`` and serve it until interrupted (``queryloop mock-api``).
+    """Load ``scenario_path`` (a file, or a shipped scenario's name) and serve it until interrupted.
 
-    Prints ``mock-api listening on http://HOST:PORT`` to stderr once listening. Raises
+    ``queryloop mock-api``. Prints ``mock-api listening on http://HOST:PORT`` to stderr once
+    listening, then a line saying how to point a client at it (``ANTHROPIC_BASE_URL``,
+    ``ANTHROPIC_API_KEY`` with any value, the scenario's model). Raises
     :class:`~queryloop.mockapi.scenario.ScenarioError` for a bad scenario file.
     """
     scenario = load_scenario(scenario_path)

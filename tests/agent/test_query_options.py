@@ -154,8 +154,11 @@ def test_without_a_backend_or_an_api_key_the_client_says_what_to_set(
     async def connect() -> None:
         await QueryClient(QueryOptions(cwd=tmp_path, home=tmp_path / "home")).connect()
 
-    with pytest.raises(OptionsError, match=r"set ANTHROPIC_API_KEY .* or pass backend="):
+    with pytest.raises(OptionsError, match=r"set ANTHROPIC_API_KEY .* or pass backend=") as raised:
         asyncio.run(connect())
+    says = str(raised.value)  # and how to run offline from any install (tests/test_packaging.py follows it)
+    assert "`queryloop mock-api hello --port 8123`" in says
+    assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8123 and ANTHROPIC_API_KEY=offline" in says
 
 
 def test_a_client_keeping_no_session_refuses_a_second_prompt(tmp_path: Path) -> None:

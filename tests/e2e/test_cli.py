@@ -23,9 +23,51 @@ def test_without_a_key_or_scenario_one_line_says_how_to_run_offline(tmp_path: Pa
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
         "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
-        "server, try: queryloop --scenario machines/scenarios/fallback_chain.yaml 'bump the checkpoint'"
+        "server, try: queryloop -p --scenario fallback_chain 'bump the checkpoint' "
+        "(queryloop mock-api --list names the shipped scenarios)"
     ]
     assert run.stdout == ""
+
+
+def _offline(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``queryloop ARGS`` with no key, run from ``cwd`` (not the checkout)."""
+    cmd = [sys.executable, "-m", "queryloop", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=cli_env(None), cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("name", ["hello", "hello.yaml"])
+def test_a_bare_scenario_name_is_a_shipped_scenario_from_any_directory(tmp_path: Path, name: str) -> None:
+    run = _offline(["-p", "--scenario", name, "hi"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "Hello! I am the scripted mock model."
+
+
+def test_a_scenario_file_that_exists_is_read_before_a_shipped_name(tmp_path: Path) -> None:
+    (tmp_path / "hello.yaml").write_text(HELLO, encoding="utf-8")
+    run = _offline(["-p", "--scenario", "hello.yaml", "hi"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "Hello there."
+
+
+def test_an_unknown_scenario_name_lists_the_shipped_ones_and_the_nearest(tmp_path: Path) -> None:
+    run = _offline(["-p", "--scenario", "fallback_chian", "hi"], tmp_path)
+    assert run.returncode == 1
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(
+        "queryloop: fallback_chian: no such file, nor a shipped scenario (did you mean 'fallback_chain'?"
+    )
+    assert "shipped: fallback_chain, hello, " in line and "Traceback" not in run.stderr
+    missing = _offline(["-p", "--scenario", "nowhere/hello.yaml", "hi"], tmp_path)
+    assert missing.returncode == 1 and "nowhere/hello.yaml: cannot read scenario file" in missing.stderr
+
+
+def test_mock_api_lists_the_shipped_scenarios_and_refuses_none(tmp_path: Path) -> None:
+    listed = _offline(["mock-api", "--list"], tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines()}
+    assert rows["hello"] == "mock-primary" and "fallback_chain" in rows
+    none = _offline(["mock-api"], tmp_path)
+    assert none.returncode == 2 and "which scenario? one of: fallback_chain, hello," in none.stderr
 
 
 def test_a_bad_flag_is_reported_before_anything_runs(tmp_path: Path) -> None:
@@ -161,18 +203,21 @@ def test_a_malformed_scenario_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_mock_api_serves_a_scenario_on_the_given_port(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scenario", [["--scenario", str(ROOT / "machines/scenarios/hello.yaml")], ["hello"]])
+def test_mock_api_serves_a_scenario_on_the_given_port(tmp_path: Path, scenario: list[str]) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "queryloop", "mock-api", "--scenario", "machines/scenarios/hello.yaml"],
+        [sys.executable, "-m", "queryloop", "mock-api", *scenario],
         stderr=subprocess.PIPE,
         text=True,
-        cwd=ROOT,
+        cwd=tmp_path,
     )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         assert line.startswith("mock-api listening on http://127.0.0.1:")
         url = line.split()[-1]
+        how = proc.stderr.readline()
+        assert f"ANTHROPIC_BASE_URL={url} and ANTHROPIC_API_KEY set to any value" in how, how
         body = json.dumps(
             {"model": "mock-primary", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
         ).encode()
