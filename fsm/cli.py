@@ -40,6 +40,7 @@ __all__ = [
     "UsageError",
     "add_engine_commands",
     "diagram_files",
+    "recovery_document",
     "render_view",
     "run_command",
 ]
@@ -428,11 +429,16 @@ def _is_stale(f: DiagramFile) -> bool:
 # ---- docs -----------------------------------------------------------------------------------
 
 
-def cmd_docs(args: argparse.Namespace) -> int:
+def recovery_document(paths: Sequence[Path]) -> str:
+    """The recovery ladders of the machines at ``paths``, as ``queryloop docs`` writes them (and the site shows)."""
     from .recovery import recovery_markdown
 
+    return recovery_markdown([_spec(p) for p in paths])
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
-    text = recovery_markdown([_spec(p) for p in paths]).encode()
+    text = recovery_document(paths).encode()
     target = Path(args.out)
     if args.check:
         if not target.exists() or target.read_bytes() != text:

@@ -1,4 +1,4 @@
-"""Drawing a machine as Mermaid flowcharts, for Markdown pages (the README): the same views as the Graphviz ones.
+"""Drawing a machine as Mermaid flowcharts, for Markdown pages (docs/graph.md): the same views as the Graphviz ones.
 
 Owns the Mermaid text: layers as subgraphs (overview: layers as boxes, edges
 between them aggregated), each ``(state, event)`` with a choice as a rhombus

@@ -71,9 +71,9 @@ def test_an_integer_past_pythons_digit_limit_is_one_error_naming_its_place() -> 
     assert isinstance(caught.value, ValueError), "every reader that handles bad JSON handles this too"
 
 
-def test_the_readme_states_the_depth_limit_the_reader_keeps() -> None:
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert f"nested at most {MAX_JSON_DEPTH} levels" in readme
+def test_the_docs_state_the_depth_limit_the_reader_keeps() -> None:
+    page = " ".join((ROOT / "docs" / "internals.md").read_text(encoding="utf-8").split())
+    assert f"nested at most {MAX_JSON_DEPTH} levels" in page
 
 
 def test_a_long_fraction_or_exponent_is_still_a_number() -> None:

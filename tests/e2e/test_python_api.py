@@ -453,17 +453,16 @@ def test_an_interrupt_sent_right_after_the_prompt_ends_it_before_any_request(tmp
     assert _result(second).result == "answered"
 
 
-def _readme_program() -> str:
-    """The program the README's "Python API" section shows."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Python API", 1)[1]
-    found = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert found is not None, "the README's Python API section has no python block"
+def _documented_program() -> str:
+    """The program docs/python-api.md shows first."""
+    page = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert found is not None, "docs/python-api.md has no python block"
     return found.group(1)
 
 
-def test_the_readme_program_runs_its_custom_tool_against_the_embedded_server(tmp_path: Path) -> None:
-    program = _readme_program()
+def test_the_documented_program_runs_its_custom_tool_against_the_embedded_server(tmp_path: Path) -> None:
+    program = _documented_program()
     assert len([line for line in program.splitlines() if line.strip()]) <= 14, "a short program"
     text = """schema_version: 1
 scenario: readme

@@ -25,7 +25,7 @@ from .test_request_layer import scenario
 pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
 
 ARGS = ["-p", "go", "--model", "mock-primary"]
-OURS = {"transition", "api_request"}  # our extra system lines (README, differences)
+OURS = {"transition", "api_request"}  # our extra system lines (docs/differences.md)
 
 
 def _claude_code_lines(lines: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
@@ -378,7 +378,7 @@ def test_the_init_line_has_claude_code_2_1_235s_newer_keys(tmp_path: Path) -> No
     init = run.lines[0]
     assert init["claude_code_version"] == "2.1.235"
     assert init["analytics_disabled"] is True and init["product_feedback_disabled"] is True
-    assert init["capabilities"] == [] and init["terminal_slash_commands"] == []  # README: differences
+    assert init["capabilities"] == [] and init["terminal_slash_commands"] == []  # docs/differences.md
     assert (init["fast_mode_state"], init["fast_mode_disabled_reason"]) == ("off", "disabled_by_env")
 
 
@@ -428,4 +428,4 @@ def test_hooks_after_the_prompt_read_its_id_and_stop_reads_no_pending_work(tmp_p
     assert "prompt_id" not in start and re.fullmatch(r"[0-9a-f-]{36}", pre["prompt_id"])
     assert stop["prompt_id"] == pre["prompt_id"]
     assert stop["background_tasks"] == [] and stop["session_crons"] == []
-    assert "effort" not in stop  # README: differences (requests carry no effort level)
+    assert "effort" not in stop  # docs/differences.md (requests carry no effort level)

@@ -33,30 +33,30 @@ def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore
     report = check_spec(load_machine(path).spec, explore=False)
     assert report.ok, [f.message for f in report.findings]
     assert report.per_turn and all(v < math.inf for v in report.per_turn.values())
-    if path.stem == "query_loop":  # the README quotes the figures; they must be the checker's
-        readme = (ROOT / "README.md").read_text()
-        quoted = re.search(r"at\s+most\s+\*\*(\d+) model requests per turn\*\*", readme)
+    if path.stem == "query_loop":  # the docs quote the figures; they must be the checker's
+        page = (ROOT / "docs/checker.md").read_text()
+        quoted = re.search(r"at\s+most\s+\*\*(\d+) model requests per turn\*\*", page)
         assert quoted and int(quoted.group(1)) == report.per_turn["model_requests"]
         formula = report.expressions["model_requests"][0]
-        assert f"`{formula}`" in " ".join(readme.split()), formula
-        shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", readme)
+        assert f"`{formula}`" in " ".join(page.split()), formula
+        shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", (ROOT / "docs/graph.md").read_text())
         assert shape and (int(shape.group(1)), int(shape.group(2))) == (report.states, report.transitions)
         assert report.per_run["model_requests"] == math.inf  # tool turns are unbounded unless --max-turns
 
 
 @pytest.mark.slow  # the exploration at the check values: a minute
-def test_the_query_loop_explored_at_its_check_values_matches_its_bounds_and_the_readme(
+def test_the_query_loop_explored_at_its_check_values_matches_its_bounds_and_the_docs(
     explored_machines: dict[Path, CheckReport],
 ) -> None:
     """The cross-check at the params' check values: every configuration, the exact worst case equal
-    to the symbolic bound there, and the README's figures are these."""
+    to the symbolic bound there, and the figures docs/checker.md quotes are these."""
     report = explored_machines[ROOT / "machines/query_loop.yaml"]
     assert report.ok, [f.message for f in report.findings]
     assert dict(report.worst_case) == {k: int(v) for k, v in report.symbolic_at_params.items()}
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    explored = re.search(r"\*\*(\d{1,3}(?: \d{3})*) configurations\*\*", readme)
+    page = " ".join((ROOT / "docs/checker.md").read_text().split())
+    explored = re.search(r"\*\*(\d{1,3}(?: \d{3})*) configurations\*\*", page)
     assert explored and int(explored.group(1).replace(" ", "")) == report.configurations
-    exact = re.search(r"exact worst case there is \*\*(\d+)\*\* model requests", readme)
+    exact = re.search(r"exact worst case there is \*\*(\d+)\*\* model requests", page)
     assert exact and int(exact.group(1)) == report.worst_case["model_requests"]
 
 

@@ -128,7 +128,7 @@ def test_a_bad_set_value_is_a_one_line_usage_error(capsys: pytest.CaptureFixture
     assert capsys.readouterr().err.strip() == "queryloop: error: --set expects NAME=VALUE, got 'nonsense'"
 
 
-def test_the_readme_embeds_the_current_overview_of_the_query_loop() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_embed_the_current_overview_of_the_query_loop() -> None:
+    page = (ROOT / "docs" / "graph.md").read_text()
     overview = (ROOT / "diagrams" / "query_loop.mmd").read_text().rstrip("\n")
-    assert f"```mermaid\n{overview}\n```" in readme, "paste diagrams/query_loop.mmd into the README's mermaid block"
+    assert f"```mermaid\n{overview}\n```" in page, "paste diagrams/query_loop.mmd into docs/graph.md's mermaid block"

@@ -1,0 +1,60 @@
+"""The README stays a two-minute read, and every relative link in it and in docs/ names a file that exists.
+
+The site itself is built by ``tools/test.sh`` (``mkdocs build --strict``: broken links and
+anchors are errors there too); these checks need no MkDocs, so ``--fast`` runs them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.M | re.S)  # fenced blocks and inline code show links, not follow them
+README_LIMIT = 10_000  # bytes
+
+
+def relative_links(page: Path) -> list[str]:
+    """The relative link targets in ``page``, outside code, without their anchors."""
+    targets = (m.group(1) for m in LINK.finditer(CODE.sub("", page.read_text(encoding="utf-8"))))
+    return [t.split("#", 1)[0] for t in targets if "://" not in t and not t.startswith(("#", "mailto:"))]
+
+
+def test_the_readme_is_at_most_ten_kilobytes() -> None:
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_LIMIT, f"README.md is {size} bytes: move detail into docs/ (the limit is {README_LIMIT})"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_names_a_file_that_exists(page: Path) -> None:
+    broken = [t for t in relative_links(page) if not (page.parent / t).exists()]
+    assert not broken, f"{page.relative_to(ROOT)} links to what does not exist: {broken}"
+
+
+def test_the_link_reader_finds_links_and_skips_code(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("[a](a.md#x) ![b](img/b.svg) [c](https://x.org) `[d](d.md)`\n```\n[e](e.md)\n```\n[f](#top)\n")
+    assert relative_links(page) == ["a.md", "img/b.svg"]
+
+
+def test_the_cli_reference_renders_every_command_from_the_parsers() -> None:
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed")
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools" / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("mkdocs_hooks", hooks)
+    spec.loader.exec_module(hooks)
+    from queryloop.frontends.cli import build_parser
+
+    text = hooks.cli_reference()
+    commands = hooks._subcommands(build_parser())
+    assert {"check", "diagram", "docs", "rewind", "sessions", "worker", "submit"} <= set(commands)
+    for name in commands:
+        assert f"## `queryloop {name}`\n\n```text\nusage: queryloop {name}" in text, name
+    assert "--fallback-model" in text and hooks.MARKER in (ROOT / "docs" / "cli-reference.md").read_text()
