@@ -125,7 +125,7 @@ def recovery_markdown(specs: Sequence[MachineSpec]) -> str:
         lines += ["Machines: " + " · ".join(f"[`{s.name}`](#{s.name.replace('_', '-')})" for s in specs), ""]
     for spec in specs:
         lines += [f'<a id="{spec.name.replace("_", "-")}"></a>', "", f"## {spec.name}", ""]
-        where = f"`{source_name(spec)}`"
+        where = f"`{source_name(spec)}` — {len(spec.states)} states, {len(spec.transitions)} transitions"
         lines += [f"{where} — {_cell(spec.doc)}" if spec.doc else where, ""]
         lines += _event_sections(spec)
         lines += _reference(spec)

@@ -1,4 +1,4 @@
-"""The wheel installs one import name, ``queryloop``, and the README's commands work from a normal install.
+"""The wheel installs one import name, ``queryloop``, and the documented commands work from a normal install.
 
 The wheel is built from a copy of the tree without network (``--no-build-isolation``),
 installed with ``--target`` into a fresh directory, and run from a directory where
@@ -141,11 +141,11 @@ def _shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
     )
 
 
-def _readme_program() -> str:
-    """The program the README's "Python API" section shows (as tests/e2e/test_python_api.py reads it)."""
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Python API", 1)[1]
+def _documented_program() -> str:
+    """The program the docs' Python API page shows (as tests/e2e/test_python_api.py reads it)."""
+    section = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
     found = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert found is not None, "the README's Python API section has no python block"
+    assert found is not None, "docs/python-api.md has no python block"
     return found.group(1)
 
 
@@ -175,8 +175,8 @@ def test_a_fresh_install_runs_offline_as_its_hints_say(venv: Path, tmp_path: Pat
     assert offline.returncode == 0, offline.stderr
     assert "model_fallback" in offline.stderr and "side_effect.log records the run" in offline.stdout
 
-    # the README's Python program and its no-key error: the mock-api command and variables, verbatim but the port
-    (tmp_path / "app.py").write_text(_readme_program(), encoding="utf-8")
+    # the docs' Python program and its no-key error: the mock-api command and variables, verbatim but the port
+    (tmp_path / "app.py").write_text(_documented_program(), encoding="utf-8")
     refused = _shell("python app.py", tmp_path, env)
     assert refused.returncode == 1 and "OptionsError: no model to talk to" in refused.stderr, refused.stderr
     port = str(_free_port())

@@ -39,7 +39,7 @@ def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore
         assert quoted and int(quoted.group(1)) == report.per_turn["model_requests"]
         formula = report.expressions["model_requests"][0]
         assert f"`{formula}`" in " ".join(page.split()), formula
-        shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", (ROOT / "docs/graph.md").read_text())
+        shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", (ROOT / "docs/recovery.md").read_text())
         assert shape and (int(shape.group(1)), int(shape.group(2))) == (report.states, report.transitions)
         assert report.per_run["model_requests"] == math.inf  # tool turns are unbounded unless --max-turns
 
