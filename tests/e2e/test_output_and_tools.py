@@ -9,10 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from queryloop.handlers.output import CONTINUE_PROMPT, NUDGE_PROMPT
 
 from .harness import ROOT, MockApi, assert_ledger_closed, cli_env, run_cli
 from .test_request_layer import scenario
+
+pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
 
 TOOL = '{tool_use: {name: Bash, input: {command: "echo hello >> out.txt"}}}'
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .harness import MockApi, assert_ledger_closed, run_cli
+
+pytestmark = pytest.mark.slow  # ~35 s in all: tools/test.sh --fast leaves the module out
 
 FAST = '{retry-after-ms: "1"}'
 

@@ -24,6 +24,8 @@ import yaml
 
 from queryloop.fsm import SpecError, check_spec, parse_machine, read_yaml
 
+pytestmark = pytest.mark.slow  # ~30 s in all: tools/test.sh --fast leaves the module out
+
 SHIPPED = Path(__file__).resolve().parents[2] / "machines" / "query_loop.yaml"
 TEXT = SHIPPED.read_text(encoding="utf-8")
 DATA = read_yaml(TEXT, str(SHIPPED)).data

@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 import attrs
+import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings, target
 from hypothesis import strategies as st
@@ -30,6 +31,8 @@ from queryloop.fsm import (
     check_spec,
     parse_machine,
 )
+
+pytestmark = pytest.mark.slow  # ~15 s in all: tools/test.sh --fast leaves the module out
 
 EVENTS = ("e0", "e1", "e2")
 GUARDS = {"ga": "queryloop.fsm.testing.flag_a", "gb": "queryloop.fsm.testing.flag_b"}
