@@ -51,7 +51,7 @@ from queryloop.handlers.tools import PermissionAnswer, PermissionMode, Permissio
 from queryloop.handlers.tools.services.permissions import parse_rule, suggest_rules
 
 from ..run.agent import AgentData, query_loop_program
-from ..run.config import AgentOptions, run_params
+from ..run.config import AgentOptions, run_params, session_of
 from ..run.observe import Observation
 from ..run.sessions import (
     PROMPT_REASONS,
@@ -199,12 +199,7 @@ class _Interactive:
     """One interactive session on the terminal: the prompt loop, the commands, the inline questions."""
 
     def __init__(self, template: AgentOptions, backend: ModelBackend) -> None:
-        choice = SessionChoice(
-            session_id=template.session_id,
-            stored_as=template.session_paths(),
-            resume_from=template.resume_from,
-            start_source=template.start_source,
-        )
+        choice = session_of(template)
         template = attrs.evolve(template, can_use_tool=self._ask_permission, interactive=False)
         self.conversation = _TerminalConversation(self, template, choice, backend)
         self.renderer: _TerminalRenderer | None = None

@@ -51,6 +51,7 @@ from queryloop.handlers.tools import PERMISSION_MODES
 
 from .. import __version__
 from ..run.agent import AgentData, AgentOptions
+from ..run.config import session_of
 from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
 from .api import _Conversation, _prompt_text
 from .console import Renderer, StreamJsonRenderer
@@ -131,12 +132,7 @@ class _SdkSession:
         self.args = args
         self.out = sys.stdout
         self.channel = Channel(self.out)
-        choice = SessionChoice(
-            session_id=template.session_id,
-            stored_as=template.session_paths(),
-            resume_from=template.resume_from,
-            start_source=template.start_source,
-        )
+        choice = session_of(template)
         if args.permission_prompt_tool == "stdio":
             asker = options_permission_asker(self._ask_permission, cwd=template.cwd, on_interrupt=self._interrupt)
             template = attrs.evolve(template, can_use_tool=asker)

@@ -45,7 +45,7 @@ from .memory import InstructionFile, MemoryKind, load_instructions
 from .sessions import SessionChoice
 from .settings import SettingsError, load_settings
 
-__all__ = ["AgentOptions", "ConfigError", "Resolved", "resolve_config", "run_params", "with_session"]
+__all__ = ["AgentOptions", "ConfigError", "Resolved", "resolve_config", "run_params", "session_of", "with_session"]
 
 
 def _tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
@@ -142,6 +142,16 @@ def with_session(options: AgentOptions, choice: SessionChoice, *, continuing: bo
         stored_as=choice.stored_as,
         resume_from=choice.stored_as if continuing else choice.resume_from,
         start_source="resume" if continuing else choice.start_source,
+    )
+
+
+def session_of(options: AgentOptions) -> SessionChoice:
+    """The session ``options`` were put in (:func:`with_session`'s inverse): what a conversation continues."""
+    return SessionChoice(
+        session_id=options.session_id,
+        stored_as=options.session_paths(),
+        resume_from=options.resume_from,
+        start_source=options.start_source,
     )
 
 

@@ -218,6 +218,9 @@ class TranscriptWriter:
     """
 
     def __init__(self, paths: SessionPaths, *, in_place: bool = False) -> None:
+        from ...request import RequestFailed  # here: reading a transcript (queryloop sessions) loads no request layer
+
+        self._request_failed = RequestFailed
         self.paths = paths
         self.version = _version()
         self.in_place = in_place
@@ -270,9 +273,7 @@ class TranscriptWriter:
 
     def observe(self, item: Any) -> None:
         """A published item: an attempt that failed after streaming output may be a discarded branch."""
-        from ...request import RequestFailed  # here: reading a transcript (queryloop sessions) loads no request layer
-
-        if isinstance(item, RequestFailed) and item.failure.partial_content:
+        if isinstance(item, self._request_failed) and item.failure.partial_content:
             self.discarded = tuple(item.failure.partial_content)
 
     def record(self, step: Step, data: RunData) -> None:
