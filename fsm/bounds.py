@@ -246,22 +246,28 @@ def figure_bounds(spec: MachineSpec, names: Iterable[str] | None = None) -> dict
     as expressions, keyed as ``CheckReport.worst_case``."""
     sym = _Sym()
     wanted = None if names is None else set(names)
-    return {
-        name: Bound(
-            name=name,
-            effects=effects,
-            per_turn=_figure(spec, effects, sym, per_run=False),
-            per_run=_figure(spec, effects, sym, per_run=True),
-        )
-        for name, effects in _figures(spec).items()
-        if wanted is None or name in wanted
-    }
+    done: dict[frozenset[str], tuple[Expr, Expr]] = {}  # a figure of one effect is that effect's own: once
+    out: dict[str, Bound] = {}
+    for name, effects in _figures(spec).items():
+        if wanted is not None and name not in wanted:
+            continue
+        if effects not in done:
+            done[effects] = (_figure(spec, effects, sym, per_run=False), _figure(spec, effects, sym, per_run=True))
+        per_turn, per_run = done[effects]
+        out[name] = Bound(name=name, effects=effects, per_turn=per_turn, per_run=per_run)
+    return out
 
 
 def figure_values(spec: MachineSpec, params: Mapping[str, Any], *, per_run: bool = False) -> dict[str, Value]:
     """Every figure's bound evaluated at ``params`` (each cap as ``spec.cap_of`` resolves it), directly."""
     num = _Num(spec, params)
-    return {name: _figure(spec, effects, num, per_run=per_run) for name, effects in _figures(spec).items()}
+    done: dict[frozenset[str], Value] = {}
+    out: dict[str, Value] = {}
+    for name, effects in _figures(spec).items():
+        if effects not in done:
+            done[effects] = _figure(spec, effects, num, per_run=per_run)
+        out[name] = done[effects]
+    return out
 
 
 def _figures(spec: MachineSpec) -> dict[str, frozenset[str]]:

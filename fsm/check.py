@@ -38,6 +38,7 @@ import networkx as nx
 
 from .bounds import Expr, figure_bounds, figure_values, polynomial_text
 from .load import INTERNAL_ERROR
+from .properties import broken_properties
 from .spec import MachineSpec, TransitionSpec
 
 __all__ = ["CheckReport", "Finding", "Progress", "check_spec", "print_progress", "progress_line"]
@@ -193,6 +194,8 @@ def check_spec(
     findings += _shadow_pass(spec)
     findings += _termination_pass(spec)
     findings += _run_pass(spec)
+    findings += _loophole_pass(spec)
+    findings += [Finding(check="property", message=b.message, reasons=b.reasons) for b in broken_properties(spec)]
     bounds = figure_bounds(spec, spec.figures)
     per_turn = figure_values(spec, at)
     per_run = figure_values(spec, at, per_run=True)
@@ -294,8 +297,20 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
     out: list[Finding] = []
     g: nx.DiGraph[str] = nx.DiGraph()
     g.add_nodes_from(s.name for s in spec.states)
-    g.add_edges_from((t.source, t.dest) for t in spec.transitions)
+    # an edge counted by a counter whose cap is the literal 0 never fires: what only it reaches is unreachable
+    g.add_edges_from((t.source, t.dest) for t in spec.transitions if not spec.never_fires(t))
     reachable = nx.descendants(g, spec.initial) | {spec.initial}
+    for t in spec.transitions:
+        if spec.never_fires(t):
+            out.append(
+                Finding(
+                    check="dead_edge",
+                    message=f"transition {t.reason!r} from {t.source!r} can never fire: its counter {t.counter!r} "
+                    "has the literal cap 0 (a setting of 0 belongs to a param a user sets, not to the YAML)",
+                    states=(t.source,),
+                    reasons=(t.reason,),
+                )
+            )
     for s in spec.states:
         if s.name not in reachable and s.name != INTERNAL_ERROR:  # only the engine enters internal_error
             out.append(
@@ -353,6 +368,42 @@ def _shadow_pass(spec: MachineSpec) -> list[Finding]:
                         reasons=(t.reason,),
                     )
                 )
+    return out
+
+
+def _loophole_pass(spec: MachineSpec) -> list[Finding]:
+    """Bounds that hold only on paper: a cap that is null at the defaults, a loop no figure limits."""
+    out: list[Finding] = []
+    bounded_by_design = {
+        spec.counter_map[t.counter].name for t in spec.transitions if t.reason in spec.progress_bounds and t.counter
+    }
+    defaults = spec.param_defaults
+    for c in spec.counters:
+        if isinstance(c.cap, str) and defaults.get(c.cap) is None and c.name not in bounded_by_design:
+            out.append(
+                Finding(
+                    check="null_cap",
+                    message=f"counter {c.name!r} bounds nothing at the defaults: its cap {c.cap!r} defaults to null, "
+                    "so the budget or breaker it is meant to be is off unless a user sets it",
+                    reasons=tuple(t.reason for t in spec.transitions if t.counter == c.name),
+                )
+            )
+    if not spec.figure_max:
+        return out  # a machine that declares no per-turn figure promises no figure to check against
+    limited = {e for name in spec.figure_max for e in spec.figures[name]}
+    g: nx.DiGraph[str] = nx.DiGraph()
+    g.add_edges_from((t.source, t.dest) for t in spec.transitions if not t.progress and not spec.never_fires(t))
+    looping = {n for scc in nx.strongly_connected_components(g) for n in scc if len(scc) > 1 or g.has_edge(n, n)}
+    for s in spec.states:
+        if s.name in looping and s.effect and s.effect not in limited:
+            out.append(
+                Finding(
+                    check="figure",
+                    message=f"state {s.name!r} runs {s.effect!r} in a recovery cycle, but no figure with a `max:` "
+                    "sums it: list it in one, so a change that lets it loop more is caught",
+                    states=(s.name,),
+                )
+            )
     return out
 
 

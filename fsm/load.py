@@ -26,7 +26,7 @@ from .contract import Uses, reads_of, uses_of
 from .errors import SpecError, SpecProblem
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
 from .source import read_yaml, schema_problems
-from .spec import CounterSpec, MachineSpec, ParamSpec, ParamType, StateSpec, TransitionSpec
+from .spec import CounterSpec, MachineSpec, ParamSpec, ParamType, PropertySpec, StateSpec, TransitionSpec
 
 __all__ = ["INTERNAL_ERROR", "Machine", "check_observers", "load_machine", "parse_machine"]
 
@@ -209,7 +209,12 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             for name, f in (data.get("figures") or {}).items()
             if isinstance(f, dict) and "max_per_run" in f
         },
-        unbounded_by_design=dict(data.get("unbounded_by_design") or {}),
+        unbounded_by_design={name: u["doc"] for name, u in (data.get("unbounded_by_design") or {}).items()},
+        progress_bounds={name: u["bound"] for name, u in (data.get("unbounded_by_design") or {}).items()},
+        properties=tuple(
+            _property(name, value, _line_of(lines, ("properties", name)))
+            for name, value in (data.get("properties") or {}).items()
+        ),
         states=states,
         transitions=tuple(transitions),
     )
@@ -239,7 +244,29 @@ def _param(name: str, value: Any, line: int | None) -> ParamSpec:
         type=declared or inferred,
         nullable=spec.get("nullable", default is None),
         check=spec.get("check"),
+        most=spec.get("max"),
         doc=spec.get("doc", ""),
+        line=line,
+    )
+
+
+def _property(name: str, value: Mapping[str, Any], line: int | None) -> PropertySpec:
+    """A declared property from its YAML form (the schema has checked its shape: one kind and a doc)."""
+    doc = value["doc"]
+    if "order" in value:
+        return PropertySpec(name=name, kind="order", reasons=tuple(value["order"]), doc=doc, line=line)
+    if "at_most" in value:
+        a = value["at_most"]
+        return PropertySpec(
+            name=name, kind="at_most", reasons=tuple(a["count"]), per=a["per"], most=a["max"], doc=doc, line=line
+        )
+    row = value["in_a_row"]
+    return PropertySpec(
+        name=name,
+        kind="in_a_row",
+        counter=row["counter"],
+        reasons=tuple(row.get("broken_by", ())),
+        doc=doc,
         line=line,
     )
 
@@ -350,6 +377,18 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 "an edge never resets the counter it increments; list the reasons that end the streak",
             )
     progress = {t.reason for t in spec.transitions if t.progress}
+    for t in spec.transitions:
+        kind = next((k for k in spec.reason_kinds if t.reason.endswith(f"_{k}")), None) if t.progress else None
+        if kind is not None:
+            add(
+                t.line,
+                f"transition {t.reason!r} is marked `progress` but is a recovery (`_{kind}`): progress resets "
+                "every turn and request budget, so a recovery marked progress is never bounded per turn",
+                "drop `progress: true`; only the forward step a user drives (a tool turn) is progress",
+            )
+    out.extend(_range_problems(spec, lines))
+    out.extend(_bound_problems(spec, lines))
+    out.extend(_property_problems(spec, lines))
     for reason in spec.unbounded_by_design:
         kind = next((k for k in spec.reason_kinds if reason.endswith(f"_{k}")), None)
         if kind is not None:
@@ -467,6 +506,125 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 s.line,
                 f"state {s.name!r} is unreachable from {spec.initial!r}",
                 "add a transition into it or remove it",
+            )
+    return out
+
+
+def _range_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """A param that caps a counter declares the largest value a caller may give, and every declared
+    range holds the param's default and ``check`` value: a huge cap is refused, not explored."""
+    out: list[SpecProblem] = []
+    caps = {c.cap for c in spec.counters if isinstance(c.cap, str)}
+    for p in spec.params:
+        if p.type not in ("int", "number"):
+            continue
+        where = _line_of(lines, ("params", p.name))
+        if p.most is None and p.name in caps:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    where,
+                    f"param {p.name!r} caps a counter but declares no `max`: a cap without a range lets any "
+                    "value through",
+                    f"write it long-form with the largest value a caller may give, e.g. "
+                    f"`{p.name}: {{default: {p.default if p.default is not None else 'null'}, max: …}}`",
+                )
+            )
+            continue
+        if p.most is None:
+            continue
+        for what, value in (("default", p.default), ("check value", p.check)):
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > p.most:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        where,
+                        f"param {p.name!r} has the {what} {value}, above its declared max {p.most:g}",
+                        "lower the value, or raise `max` if callers really need more",
+                    )
+                )
+    return out
+
+
+def _bound_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """An ``unbounded_by_design`` edge names the user-driven param that bounds it, and is bounded
+    when that param is set: a ``session`` counter capped by it counts the edge and nothing resets it."""
+    out: list[SpecProblem] = []
+    resets_anywhere = {c for t in spec.transitions for c in spec.resets_of(t)}
+    for reason, bound in spec.progress_bounds.items():
+        where = _line_of(lines, ("unbounded_by_design", reason))
+        param = spec.param_map.get(bound)
+        if param is None:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    where,
+                    f"`unbounded_by_design` entry {reason!r} names the bound {bound!r}, which is not a param",
+                    _close(bound, spec.param_map) or "name the int param a user sets to bound it (e.g. max_turns)",
+                )
+            )
+            continue
+        edges = [t for t in spec.transitions if t.reason == reason]
+        counters = {t.counter for t in edges}
+        counter = spec.counter_map.get(next(iter(counters))) if len(counters) == 1 and None not in counters else None
+        why = None
+        if param.type != "int":
+            why = f"its bound {bound!r} is not an int param"
+        elif counter is None:
+            why = f"no counter capped by {bound!r} counts it"
+        elif counter.cap != bound:
+            why = f"its counter {counter.name!r} is capped by {counter.cap!r}, not by {bound!r}"
+        elif counter.scope != "session":
+            why = f"its counter {counter.name!r} has scope {counter.scope!r}: a bound per run needs `session`"
+        elif counter.name in resets_anywhere:
+            resetting = sorted({t.reason for t in spec.transitions if counter.name in spec.resets_of(t)})
+            why = f"its counter {counter.name!r} is reset by {resetting}, so setting {bound!r} bounds nothing"
+        if why is not None:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    where,
+                    f"`unbounded_by_design` entry {reason!r} is not bounded when {bound!r} is set: {why}",
+                    f"count {reason!r} with a `session` counter whose cap is {bound!r} and that no edge resets",
+                )
+            )
+    return out
+
+
+def _property_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """A declared property names reasons, counters and params that exist (whether it holds is ``check``'s)."""
+    out: list[SpecProblem] = []
+    reasons = {t.reason for t in spec.transitions}
+    for prop in spec.properties:
+        where = prop.line
+        for reason in prop.reasons:
+            if reason not in reasons:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        where,
+                        f"property {prop.name!r} names the reason {reason!r}, which no transition has",
+                        _close(reason, reasons) or "name reasons of this machine's transitions",
+                    )
+                )
+        if prop.counter is not None and prop.counter not in spec.counter_map:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    where,
+                    f"property {prop.name!r} names the counter {prop.counter!r}, which is not declared",
+                    _close(prop.counter, spec.counter_map) or "name a counter declared under `counters:`",
+                )
+            )
+        if isinstance(prop.most, str) and prop.most.partition(" ")[0] not in spec.param_map:
+            name = prop.most.partition(" ")[0]
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    where,
+                    f"property {prop.name!r} names the param {name!r}, which is not declared",
+                    _close(name, spec.param_map) or "name a declared param",
+                )
             )
     return out
 

@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -30,6 +31,7 @@ import transitions
 
 from .errors import HandlerError, InternalError, TransitionError
 from .load import INTERNAL_ERROR, Machine
+from .properties import Watch, Watcher
 
 __all__ = [
     "EffectContext",
@@ -132,6 +134,12 @@ class RunFailure:
         return str(self.exception)
 
 
+def _cancel_pending() -> bool:
+    """Whether the running task has a cancellation request it has not taken back (``Task.cancelling``)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _with_data(run: RunState[D], data: D) -> RunState[D]:
     """``run`` with other data: what an edge handler sees after the state's exit changed it."""
     return RunState(
@@ -151,7 +159,7 @@ def _with_data(run: RunState[D], data: D) -> RunState[D]:
 class _Edge:
     reason: str
     dest: str
-    guards: tuple[Callable[..., bool], ...]
+    guards: tuple[tuple[str, Callable[..., bool]], ...]  # (name, function), in the YAML's order
     counter: int | None
     resets: tuple[int, ...]
     handler: Callable[..., Any] | None
@@ -181,13 +189,15 @@ class Program:
         self.emits = {s.name: frozenset(s.emits) for s in spec.states}
         self.abort_event = spec.abort_event
         self.exits = dict(machine.exits)
+        # the declared at_most / in_a_row properties, watched at every step (None: the machine declares none)
+        self.watcher = Watcher.of(spec, self.counter_names) if spec.properties else None
         self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
         for key, cands in spec.candidates().items():
             self.edges[key] = tuple(
                 _Edge(
                     reason=t.reason,
                     dest=t.dest,
-                    guards=tuple(machine.guards[g] for g in t.guards),
+                    guards=tuple((g, machine.guards[g]) for g in t.guards),
                     counter=None if t.counter is None else index[t.counter],
                     resets=tuple(sorted(index[c] for c in spec.resets_of(t))),
                     handler=machine.handlers.get(t.reason),
@@ -259,7 +269,7 @@ class Program:
             caps=caps,
             limits=tuple(sys.maxsize if c is None else c for c in caps),
             counters=(0,) * len(caps),
-            params=values,
+            params=MappingProxyType(values),  # read-only: no effect, guard or handler may change a cap mid-run
             data=data,
         )
 
@@ -299,23 +309,28 @@ class Program:
         )
 
     def choose(self, run: RunState[Any], event: Event[Any]) -> _Edge:
-        """The first candidate for ``(run.state, event)`` whose counter is under cap and guards hold."""
+        """The first candidate for ``(run.state, event)`` whose counter is under cap and guards hold.
+
+        Each guard named in the decision is called at most once, however many candidates name
+        it (the answer is kept for the rest of the decision), and must answer a ``bool``: a
+        coroutine, ``None`` or any other value is a handler error, never taken as true.
+        """
         cands = self.edges.get((run.state, event.name))
         if cands is None:
             raise TransitionError(f"state {run.state!r} has no transition on event {event.name!r}")
         counters, caps = run.counters, run.caps
+        answers: dict[str, bool] | None = None
         for edge in cands:
             if edge.counter is not None:
                 cap = caps[edge.counter]
                 if cap is not None and counters[edge.counter] >= cap:
                     continue
-            for guard in edge.guards:
-                try:
-                    ok = guard(run, event)
-                except Exception as exc:
-                    raise HandlerError(
-                        f"guard of transition {edge.reason!r} raised {type(exc).__name__}: {exc}"
-                    ) from exc
+            for name, guard in edge.guards:
+                if answers is None:
+                    answers = {}
+                ok = answers.get(name)
+                if ok is None:
+                    ok = answers[name] = self._ask(name, guard, edge, run, event)
                 if not ok:
                     break
             else:
@@ -323,6 +338,22 @@ class Program:
         raise TransitionError(
             f"no candidate edge could fire from {run.state!r} on {event.name!r} (all guarded or capped)"
         )
+
+    @staticmethod
+    def _ask(name: str, guard: Callable[..., Any], edge: _Edge, run: RunState[Any], event: Event[Any]) -> bool:
+        """One guard's answer, which must be a ``bool``."""
+        try:
+            ok = guard(run, event)
+        except Exception as exc:
+            raise HandlerError(f"guard of transition {edge.reason!r} raised {type(exc).__name__}: {exc}") from exc
+        if ok is not True and ok is not False:
+            if asyncio.iscoroutine(ok):
+                ok.close()  # never awaited: close it so Python does not warn about it later
+            raise HandlerError(
+                f"guard {name!r} (of transition {edge.reason!r}) returned {type(ok).__name__} {ok!r:.80}; "
+                "a guard answers True or False (a guard is synchronous and pure: it may not be async)"
+            )
+        return ok
 
     @staticmethod
     def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[Any]) -> Any:
@@ -469,8 +500,11 @@ class Runner(Generic[D, S]):
     saved last (:meth:`EffectContext.save`), if it saved any: nothing is yielded while cancelling,
     and a cancellation is never swallowed. An exception in an effect, guard, exit or edge
     handler is the engine's step into ``internal_error``; the run then ends normally with the
-    exception and its traceback in ``error`` (``CancelledError``, ``KeyboardInterrupt`` and
-    ``SystemExit`` are never caught). ``on_step`` is told every step as it is taken, however
+    exception and its traceback in ``error``. ``CancelledError``, ``KeyboardInterrupt`` and
+    ``SystemExit`` are never swallowed: each takes the abort edge first and is raised again, so
+    a run always ends in a terminal state. An effect that catches its cancellation and returns
+    an event anyway does not carry the run on: the task is still cancelled, so the abort edge
+    is taken instead of the event's. ``on_step`` is told every step as it is taken, however
     the run is driven (``run``, ``step_once``, the abort edge): the place to record a run's path.
     """
 
@@ -490,6 +524,8 @@ class Runner(Generic[D, S]):
         self.on_publish = on_publish
         self.on_step = on_step
         self.final: RunState[D] = state if state is not None else self.program.initial_state(data, params)
+        watcher = self.program.watcher
+        self._watch: Watch | None = None if watcher is None else watcher.watch(self.final.params)
         self._trace: list[Step] = []
         self._book = _Book()
         self.aborted = False
@@ -539,11 +575,19 @@ class Runner(Generic[D, S]):
         try:
             ctx = EffectContext(self.program, self.final, self.services, buffer, self.on_publish, self._save)
             event = await self._effect(state_name, ctx)
+            if _cancel_pending():
+                # the effect caught the cancellation and returned: the run is still cancelled, so the
+                # outcome it returned is not taken; the caller's abort edge is (from the data it saved)
+                raise asyncio.CancelledError(f"the effect of state {state_name!r} swallowed a cancellation")
             self._saved = None
             return self._advance(event, state_name)
         except Exception as exc:
             self._saved = None
             return self._fail(exc)
+        except (KeyboardInterrupt, SystemExit):
+            # not the machine's failure and never swallowed, but the run still ends in a terminal state
+            self._abort()
+            raise
 
     def _save(self, data: D | Callable[[], D]) -> None:
         self._saved = data
@@ -571,7 +615,12 @@ class Runner(Generic[D, S]):
                 f"effect of state {state_name!r} returned event {event.name!r}, which the state does not "
                 f"declare in `emits` ({', '.join(sorted(self.program.emits[state_name]))})"
             )
-        return self._take(self.program.step(self.final, event, self._book))
+        taken = self.program.step(self.final, event, self._book)
+        if self._watch is not None:
+            broken = self._watch.broken_by(taken[1].reason, taken[1].counters)
+            if broken is not None:  # the step is not taken: the run ends in internal_error, naming the property
+                raise InternalError(broken)
+        return self._take(taken)
 
     def _take(self, taken: tuple[RunState[Any], Step]) -> Step:
         self.final, step = taken
@@ -615,7 +664,7 @@ class Runner(Generic[D, S]):
                     for item in items:
                         yield item
                 yield step
-        except (asyncio.CancelledError, GeneratorExit):
+        except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt, SystemExit):
             self._abort()  # recorded, never yielded
             raise
         finally:

@@ -20,6 +20,13 @@ _DOTTED = {"type": "string", "pattern": rf"^(\.{_IDENT}(\.{_IDENT})*|{_IDENT}(\.
 _PACKAGE = {"type": "string", "pattern": rf"^{_IDENT}(\.{_IDENT})*$"}
 _DOC = {"type": "string"}
 _EFFECTS = {"type": "array", "items": _DOTTED, "minItems": 1, "uniqueItems": True}
+# an int, or a param with an optional offset: "max_turns", "max_turns - 1"
+_LIMIT = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0},
+        {"type": "string", "pattern": r"^[a-z][a-z0-9_]*( [+-] [0-9]+)?$"},
+    ]
+}
 
 MACHINE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -50,6 +57,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                             "type": {"enum": ["int", "number", "string", "boolean"]},
                             "nullable": {"type": "boolean"},
                             "check": {"type": "integer", "minimum": 0},
+                            "max": {"type": "number", "minimum": 0},
                             "doc": _DOC,
                         },
                     },
@@ -69,12 +77,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "properties": {
                             "effects": _EFFECTS,
                             "max": {"type": "integer", "minimum": 0},
-                            "max_per_run": {
-                                "oneOf": [
-                                    {"type": "integer", "minimum": 0},
-                                    {"type": "string", "pattern": r"^[a-z][a-z0-9_]*( [+-] [0-9]+)?$"},
-                                ]
-                            },
+                            "max_per_run": _LIMIT,
                             "doc": _DOC,
                         },
                     },
@@ -84,7 +87,46 @@ MACHINE_SCHEMA: dict[str, Any] = {
         "unbounded_by_design": {
             "type": "object",
             "propertyNames": _NAME,
-            "additionalProperties": {"type": "string", "minLength": 1},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["bound", "doc"],
+                "additionalProperties": False,
+                "properties": {"bound": _NAME, "doc": {"type": "string", "minLength": 1}},
+            },
+        },
+        "properties": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["doc"],
+                "minProperties": 2,
+                "maxProperties": 2,
+                "additionalProperties": False,
+                "properties": {
+                    "doc": {"type": "string", "minLength": 1},
+                    "order": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 2},
+                    "at_most": {
+                        "type": "object",
+                        "required": ["count", "per", "max"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "count": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "per": {"enum": ["request", "turn", "run"]},
+                            "max": _LIMIT,
+                        },
+                    },
+                    "in_a_row": {
+                        "type": "object",
+                        "required": ["counter"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "counter": _NAME,
+                            "broken_by": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                        },
+                    },
+                },
+            },
         },
         "events": {
             "type": "object",

@@ -18,6 +18,7 @@ __all__ = [
     "MachineSpec",
     "ParamSpec",
     "ParamType",
+    "PropertySpec",
     "Scope",
     "StateSpec",
     "TransitionSpec",
@@ -44,6 +45,7 @@ class ParamSpec:
     type: ParamType | None = None  # None: untyped (a null default without `type`)
     nullable: bool = False
     check: Any = None  # the smaller value the checker explores with (None: the default)
+    most: float | None = None  # the largest value a caller may give (`max:`); None: no limit declared
     doc: str = ""
     line: int | None = None
 
@@ -59,8 +61,10 @@ class ParamSpec:
         }
         if self.type is not None and not expected[self.type](value):
             return f"must be {'an' if self.type == 'int' else 'a'} {self.type}{' or null' if self.nullable else ''}"
-        if self.type == "int" and value < 0:
+        if self.type in ("int", "number") and value < 0:
             return "must be 0 or more"
+        if self.most is not None and self.type in ("int", "number") and value > self.most:
+            return f"must be at most {self.most:g} (its declared `max`)"
         return None
 
 
@@ -74,6 +78,32 @@ class CounterSpec:
     scope: Scope = "turn"
     consecutive: tuple[str, ...] = ()  # reasons whose edges reset this counter
     streak_of: tuple[str, ...] = ()  # events it counts in a row: any other outcome of their states resets it
+    doc: str = ""
+    line: int | None = None
+
+
+PropertyKind = Literal["order", "at_most", "in_a_row"]
+PropertyScope = Literal["request", "turn", "run"]
+
+
+@attrs.frozen(kw_only=True)
+class PropertySpec:
+    """A promise the machine declares, checked by ``check`` and watched at run time.
+
+    * ``order``: wherever two of ``reasons`` are candidates of one decision, they are tried
+      in the listed order (escalation before recovery, a breaker before the start it guards);
+    * ``at_most``: the edges ``reasons`` are taken at most ``most`` times ``per`` request,
+      turn or run (``most`` an int, a param, or ``param ± N``);
+    * ``in_a_row``: ``counter`` counts in a row: every other outcome of a state it counts
+      in resets it — or, with ``reasons``, exactly the edges listed there break the streak.
+    """
+
+    name: str
+    kind: PropertyKind
+    reasons: tuple[str, ...] = ()
+    per: PropertyScope = "turn"
+    most: int | str | None = None
+    counter: str | None = None
     doc: str = ""
     line: int | None = None
 
@@ -137,6 +167,8 @@ class MachineSpec:
     # name -> the most per run: an int, a param, or "param + N" / "param - N" (a null param: no limit)
     figure_max_per_run: Mapping[str, int | str] = attrs.field(factory=dict)
     unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> what is unbounded
+    progress_bounds: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> the param that bounds it
+    properties: tuple[PropertySpec, ...] = ()
     states: tuple[StateSpec, ...] = ()
     transitions: tuple[TransitionSpec, ...] = ()
 

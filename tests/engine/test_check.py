@@ -229,17 +229,19 @@ def test_a_null_cap_param_without_a_type_is_refused_at_load() -> None:
     assert "param 'max_retries' caps counter 'api_retries' but has no type" in str(info.value)
 
 
-def test_a_retry_edge_marked_progress_is_an_unbounded_run() -> None:
+def test_a_retry_edge_marked_progress_is_refused_at_load() -> None:
+    """Progress resets every turn budget: a recovery marked progress would never be bounded per turn."""
     text = _mutated("    reason: api_retry\n    counter: api_retries\n", "    reason: api_retry\n    progress: true\n")
-    report = check_spec(parse_machine(text, "mutant.yaml", bind=False).spec, explore=False)
-    found = [f for f in report.findings if f.check == "progress_bound"]
-    assert found and "api_retry" in found[0].reasons, report.findings
+    with pytest.raises(SpecError) as info:
+        parse_machine(text, "mutant.yaml", bind=False)
+    assert "transition 'api_retry' is marked `progress` but is a recovery (`_retry`)" in str(info.value)
 
 
 def test_unbounded_by_design_must_name_a_progress_edge() -> None:
     text = _mutated(
-        '  next_turn: "tool turns: unbounded unless --max-turns is set"',
-        '  next_turn: "tool turns: unbounded unless --max-turns is set"\n  api_retry: "retries"',
+        '  next_turn: {bound: max_turns, doc: "tool turns: unbounded unless --max-turns is set"}',
+        '  next_turn: {bound: max_turns, doc: "tool turns: unbounded unless --max-turns is set"}\n'
+        '  api_retry: {bound: max_retries, doc: "retries"}',
     )
     with pytest.raises(SpecError) as info:
         parse_machine(text, "mutant.yaml", bind=False)

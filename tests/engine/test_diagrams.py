@@ -29,7 +29,7 @@ machine: toy
 doc: a worker that retries, waits and gives up
 initial: working
 params:
-  max_tries: {default: 3, check: 1, doc: tries of one job}
+  max_tries: {default: 3, check: 1, max: 10, doc: tries of one job}
 events:
   finished: the job is done
   failed: the job failed, may work again

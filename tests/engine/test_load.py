@@ -13,7 +13,7 @@ schema_version: 1
 machine: tiny
 initial: calling
 params:
-  max_retries: 3
+  max_retries: {default: 3, max: 10}
 events: {ok: "", overloaded: "", abort: ""}
 guards: {can_retry: queryloop.fsm.testing.flag_a}
 counters:

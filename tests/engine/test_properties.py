@@ -178,7 +178,7 @@ def bounded_machines(
         cap: Any = draw(st.integers(min_value=min_cap, max_value=3))
         if param_caps and draw(st.booleans()):
             null = nullable and draw(st.booleans())
-            params[f"p{i}"] = {"default": cap, "type": "int", "nullable": null}
+            params[f"p{i}"] = {"default": cap, "type": "int", "nullable": null, "max": 3}
             values[f"p{i}"] = None if null and draw(st.booleans()) else draw(st.integers(min_cap, 3))
             cap = f"p{i}"
         counters[f"c{i}"] = {"cap": cap, "scope": draw(st.sampled_from(["request", "turn", "session"]))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -217,15 +218,129 @@ def test_step_once_also_ends_in_internal_error() -> None:
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
-def test_keyboard_interrupt_and_system_exit_are_not_caught(error: type[BaseException]) -> None:
+@pytest.mark.parametrize("driven", ["step_once", "run"])
+def test_keyboard_interrupt_and_system_exit_propagate_after_the_abort_edge(
+    error: type[BaseException], driven: str
+) -> None:
+    """Never swallowed, never the machine's failure, and the run still ends in a terminal state."""
+
     async def stop(ctx):  # type: ignore[no-untyped-def]
         raise error()
 
     machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": stop})
     runner = Runner(machine, data=ItemsData(), services=Feed([]))
     with pytest.raises(error):
-        asyncio.run(runner.step_once())
-    assert runner.error is None and runner.final.state == "fetching"
+        asyncio.run(runner.step_once() if driven == "step_once" else _consume(runner))
+    assert runner.error is None
+    assert runner.final.state == "aborted" and runner.done and runner.aborted
+    assert _reasons(runner) == ["fetch_aborted"]
+
+
+async def _consume(runner: Runner) -> None:
+    async for _ in runner.run():
+        pass
+
+
+def test_an_effect_that_swallows_its_cancellation_still_takes_the_abort_edge() -> None:
+    """Catching CancelledError and returning an outcome does not carry the run on: the task is still cancelled."""
+    returned: list[str] = []
+
+    async def stubborn(ctx):  # type: ignore[no-untyped-def]
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            returned.append("elapsed")
+            return Event(name="elapsed")
+        raise AssertionError("never cancelled")
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "backing_off": stubborn})
+    runner = _cancelled_while_backing_off(machine)
+    assert returned == ["elapsed"], "the effect did catch the cancellation and return"
+    assert _reasons(runner) == ["fetch_backoff", "fetch_aborted"], "the outcome it returned was not taken"
+    assert runner.final.state == "aborted" and runner.aborted
+
+
+def _one_decision_machine(tmp_path: Path) -> Any:
+    """A machine whose one decision has three candidates, two naming the guard ``ready`` (one also ``fresh``)."""
+    text = """
+schema_version: 1
+machine: guarded
+package: tests.engine.guard_effects
+initial: deciding
+events: {go: the decision's event, cancelled: the caller cancelled}
+abort_event: cancelled
+guards: {ready: .ready, fresh: .fresh}
+states:
+  deciding: {effect: .decide, emits: [go]}
+  first: {terminal: true}
+  second: {terminal: true}
+  third: {terminal: true}
+  aborted: {terminal: true}
+  internal_error: {terminal: true, result: {is_error: true, subtype: error_during_execution}}
+transitions:
+  - {from: deciding, event: go, to: first, reason: both_hold, guards: [ready, fresh]}
+  - {from: deciding, event: go, to: second, reason: ready_holds, guards: [ready]}
+  - {from: deciding, event: go, to: third, reason: neither}
+  - {from: deciding, event: cancelled, to: aborted, reason: decide_aborted}
+"""
+    path = tmp_path / "guarded.yaml"
+    path.write_text(text)
+    return load_machine(path, bind=False)
+
+
+def _bound(machine: Any, ready: Any, fresh: Any) -> Any:
+    async def decide(ctx):  # type: ignore[no-untyped-def]
+        return Event(name="go")
+
+    return attrs.evolve(machine, effects={"deciding": decide}, guards={"ready": ready, "fresh": fresh})
+
+
+def test_each_guard_is_asked_once_per_decision_however_many_candidates_name_it(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def ready(run: RunState, event: Event) -> bool:
+        calls.append("ready")
+        return True
+
+    def fresh(run: RunState, event: Event) -> bool:
+        calls.append("fresh")
+        return False
+
+    runner = Runner(_bound(_one_decision_machine(tmp_path), ready, fresh))
+    _drive(runner)
+    assert _reasons(runner) == ["ready_holds"]
+    assert calls == ["ready", "fresh"], "the second candidate reuses ready's answer"
+
+
+@pytest.mark.parametrize("answer", ["coroutine", 1, None, "yes"])
+def test_a_guard_must_answer_a_bool(tmp_path: Path, answer: object) -> None:
+    """A coroutine (an async guard) is truthy: taken as true it would fire an edge nothing decided."""
+
+    async def later() -> bool:
+        return False
+
+    def ready(run: RunState, event: Event) -> object:
+        return later() if answer == "coroutine" else answer
+
+    runner = Runner(_bound(_one_decision_machine(tmp_path), ready, lambda run, event: True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an async guard's coroutine is closed, not left to warn "never awaited"
+        _drive(runner)
+    assert runner.final.state == "internal_error"
+    assert "guard 'ready'" in runner.error.message and "answers True or False" in runner.error.message  # type: ignore[union-attr]
+
+
+def test_params_are_read_only_for_effects() -> None:
+    async def raise_the_cap(ctx):  # type: ignore[no-untyped-def]
+        ctx.run.params["max_retries"] = 1000
+        return Event(name="fetched", data="item")
+
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "fetching": raise_the_cap})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    _drive(runner)
+    _ended_in_internal_error(runner, "fetching")
+    assert "does not support item assignment" in runner.error.message  # type: ignore[union-attr]
+    assert runner.final.params["max_retries"] == 3
 
 
 def test_a_machine_without_internal_error_fails_to_load_naming_the_fix(tmp_path: Path) -> None:
@@ -383,3 +498,40 @@ def test_saved_data_is_forgotten_once_the_effect_returns() -> None:
 
     runner = asyncio.run(main())
     assert runner.final.state == "aborted" and "never kept" not in runner.final.data.done
+
+
+def _breaker_variant(tmp_path: Path, old: str, new: str) -> Any:
+    text = (ROOT / "machines/examples/circuit_breaker.yaml").read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / "circuit_breaker.yaml"
+    path.write_text(text.replace(old, new))
+    return load_machine(path)
+
+
+def test_a_run_that_would_break_an_at_most_property_ends_in_internal_error_naming_it(tmp_path: Path) -> None:
+    """The watch is independent of the counters: here the property promises fewer calls than the cap allows."""
+    machine = _breaker_variant(tmp_path, "max: calls}", "max: 2}")
+    runner = Runner(machine, services=Feed(["ok"] * 5))
+    _drive(runner)
+    assert _reasons(runner) == ["call_succeeded", "call_succeeded", "internal_error"]
+    assert runner.final.counter_dict()["calls_made"] == 2, "the breaking step was not taken"
+    assert "property 'calls_per_run' broken at run time" in runner.error.message  # type: ignore[union-attr]
+    assert "'call_succeeded' taken 3 times, above 2" in runner.error.message  # type: ignore[union-attr]
+
+
+def test_a_counter_that_stops_counting_in_a_row_is_caught_at_run_time(tmp_path: Path) -> None:
+    """Without `consecutive`, a success no longer resets the failures: the count is a total, not a streak."""
+    machine = _breaker_variant(tmp_path, "    consecutive: [call_succeeded, call_succeeded_last]\n", "")
+    runner = Runner(machine, services=Feed(["fail", "ok", "fail", "fail"]))
+    _drive(runner)
+    assert _reasons(runner) == ["call_retry", "call_succeeded", "internal_error"]
+    assert "property 'failures_until_success' broken at run time" in runner.error.message  # type: ignore[union-attr]
+    assert "its counter is 2 after 1 in a row" in runner.error.message  # type: ignore[union-attr]
+
+
+def test_the_shipped_examples_keep_their_properties_on_every_path_the_tests_drive() -> None:
+    """The control: the breaker's own runs never trip the watch."""
+    for outcomes in (["fail", "fail", "ok"] * 3, ["ok"] * 6, ["fail"] * 5):
+        runner = Runner(BREAKER, services=Feed(outcomes))
+        _drive(runner)
+        assert runner.error is None and runner.final.state in ("finished", "breaker_open")

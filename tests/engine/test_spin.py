@@ -63,7 +63,7 @@ machine: shadowed_edge
 doc: a guard shadows a later edge
 initial: calling
 params:
-  max_tries: {{default: 2}}
+  max_tries: {{default: 2, max: 10}}
 events: {{ok: "", failed: "", waited: "", abort: ""}}
 guards:
   transient: {{call: queryloop.fsm.testing.flag_a}}
@@ -209,7 +209,7 @@ def machines(draw: st.DrawFn) -> str:
         "schema_version": 1,
         "machine": "random",
         "initial": "s0",
-        "params": {"limit": {"default": None, "type": "int", "nullable": True}},
+        "params": {"limit": {"default": None, "type": "int", "nullable": True, "max": 3}},
         "events": {"e0": "", "e1": "", "abort": ""},
         "guards": {"ga": "queryloop.fsm.testing.flag_a", "gb": "queryloop.fsm.testing.flag_b"},
         "counters": counters,
