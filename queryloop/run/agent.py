@@ -57,6 +57,7 @@ from .config import AgentOptions, run_params
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
 from .memory import instructions_block, instructions_tokens, memory_paths
 from .observe import Observation, Observer
+from .telemetry import run_telemetry
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
@@ -349,7 +350,9 @@ class AgentRun:
         if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
             self.transcript.continue_after(state.data.messages)
         self.observers = tuple(observers)
-        _check_observers(program, (self, *self.observers, *((self.transcript,) if self.transcript else ())))
+        self.telemetry = run_telemetry(options, program, self)  # None unless OpenTelemetry is configured
+        watchers = (self.transcript, self.telemetry)
+        _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
         self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
         self.runner: Runner[AgentData, AgentServices] = Runner(
             program,
@@ -373,12 +376,17 @@ class AgentRun:
             await self.connect_mcp()
             async with contextlib.aclosing(self.runner.run()) as items:
                 async for item in items:
-                    if self.transcript is not None and not isinstance(item, Step):
-                        self.transcript.observe(item)
+                    if not isinstance(item, Step):  # published after the effect: no observer took it live
+                        if self.transcript is not None:
+                            self.transcript.observe(item)
+                        if self.telemetry is not None:
+                            self.telemetry.observe(item)
                     yield item
         finally:
             self.finished = time.monotonic()
             self._close_session()
+            if self.telemetry is not None:
+                self.telemetry.close()
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
             if self._owns_mcp and self.services.mcp is not None:
@@ -409,6 +417,8 @@ class AgentRun:
     def _published(self, item: Observation) -> None:
         if self.transcript is not None:
             self.transcript.observe(item)
+        if self.telemetry is not None:
+            self.telemetry.observe(item)
         for observer in self.observers:
             observer.observe(item)
 
@@ -417,6 +427,8 @@ class AgentRun:
             self._trace_step(step)
         if self.transcript is not None:
             self.transcript.record(step, self.runner.final.data)
+        if self.telemetry is not None:
+            self.telemetry.observe(step)
         for observer in self.observers:
             observer.observe(step)
 
