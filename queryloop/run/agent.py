@@ -57,11 +57,12 @@ from .config import AgentOptions, run_params
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
 from .memory import instructions_block, instructions_tokens, memory_paths
 from .observe import Observation, Observer
-from .telemetry import run_telemetry
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
     from queryloop.handlers.tools.services.sandbox import Sandbox
+
+    from .otel import RunTelemetry
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -259,6 +260,15 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
     )
 
 
+def _telemetry(run: AgentRun) -> RunTelemetry | None:
+    """The observer that exports ``run`` over OpenTelemetry when its options say so; None (nothing imported) if not."""
+    if run.options.telemetry is None:
+        return None
+    from .otel import RunTelemetry
+
+    return RunTelemetry(run.options.telemetry, options=run.options, program=run.program, run=run)
+
+
 _CHECKED: set[tuple[int, type]] = set()  # (program, observer class) pairs already checked in this process
 
 
@@ -350,7 +360,7 @@ class AgentRun:
         if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
             self.transcript.continue_after(state.data.messages)
         self.observers = tuple(observers)
-        self.telemetry = run_telemetry(options, program, self)  # None unless OpenTelemetry is configured
+        self.telemetry = _telemetry(self)  # None unless OpenTelemetry is configured
         watchers = (self.transcript, self.telemetry)
         _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
         self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)

@@ -85,8 +85,9 @@ class _Providers:
     """The process's tracer, meter instruments and logger; each None when its signal is not exported."""
 
     def __init__(self, settings: TelemetrySettings) -> None:
-        from queryloop import __version__
+        from importlib.metadata import version
 
+        __version__ = version("queryloop")
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
         self.version = __version__
         self.tracer: trace.Tracer | None = None
@@ -102,8 +103,8 @@ class _Providers:
                 for n in settings.metrics
             ]
             meter = MeterProvider(resource=resource, metric_readers=readers).get_meter("queryloop", __version__)
-            for name, unit, description in _COUNTERS:
-                self.counters[name] = meter.create_counter(name, unit=unit, description=description)
+            for counter, unit, description in _COUNTERS:
+                self.counters[counter] = meter.create_counter(counter, unit=unit, description=description)
         self.logger: Any = None
         if settings.logs:
             logger_provider = LoggerProvider(resource=resource)
@@ -295,9 +296,7 @@ class RunTelemetry:
             self._count("queryloop.breaker.count", 1, {"reason": step.reason})
         if step.index == 0:
             self._user_prompt()
-        holder = self.turn if step.source in _BEFORE_THE_LOOP and self.turn is None else self._open_turn()
-        if step.source in _BEFORE_THE_LOOP and step.dest in _BEFORE_THE_LOOP:
-            holder = self.session
+        holder = self.session if step.source in _BEFORE_THE_LOOP else self._open_turn()
         if holder is not None:
             holder.add_event(
                 "queryloop.transition",
@@ -307,7 +306,10 @@ class RunTelemetry:
                     "queryloop.event": step.event,
                     "queryloop.reason": step.reason,
                     "queryloop.to": step.dest,
-                    **{f"queryloop.counter.{n}": c for n, c in zip(step.counter_names, step.counters, strict=True)},
+                    # the counters that have counted (a zero is the counter's default, and there are ~20)
+                    **{
+                        f"queryloop.counter.{n}": c for n, c in zip(step.counter_names, step.counters, strict=True) if c
+                    },
                 },
             )
         if step.source == "calling_model":

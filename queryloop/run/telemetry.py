@@ -5,9 +5,8 @@ endpoints and headers, the export intervals, what may be logged) and
 :func:`telemetry_settings`, which reads them from the environment as Claude Code
 2.1.235 does: nothing is exported unless ``CLAUDE_CODE_ENABLE_TELEMETRY`` is on and
 an exporter is named (``OTEL_METRICS_EXPORTER``, ``OTEL_LOGS_EXPORTER``,
-``OTEL_TRACES_EXPORTER``). :func:`run_telemetry` gives a run its observer when they
-are; only then is ``queryloop.run.otel`` (and with it the OpenTelemetry SDK) imported,
-so a run without telemetry pays one attribute test. The settings' ``env`` wins over the
+``OTEL_TRACES_EXPORTER``). A run whose options carry no settings imports neither
+``queryloop.run.otel`` nor the OpenTelemetry SDK: it pays one attribute test. The settings' ``env`` wins over the
 process environment, as Claude Code applies it to its own (``queryloop.run.config``
 reads both when it resolves a run's options). It does not own the spans,
 metrics and events themselves (``queryloop.run.otel``).
@@ -16,23 +15,16 @@ metrics and events themselves (``queryloop.run.otel``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import attrs
 
 from .defaults import OTEL_LOGS_INTERVAL_MS, OTEL_METRIC_INTERVAL_MS, OTLP_ENDPOINT
 
-if TYPE_CHECKING:
-    from queryloop.fsm import Program
-
-    from .config import AgentOptions
-    from .otel import RunTelemetry
-
 __all__ = [
     "ENABLE_ENV",
     "TelemetryConfigError",
     "TelemetrySettings",
-    "run_telemetry",
     "telemetry_settings",
 ]
 
@@ -175,16 +167,3 @@ def telemetry_settings(env: Mapping[str, str]) -> TelemetrySettings | None:
         include_version=_flag(env, "OTEL_METRICS_INCLUDE_VERSION", False),
         service_name=env.get("OTEL_SERVICE_NAME", "").strip() or "queryloop",
     )
-
-
-def run_telemetry(options: AgentOptions, program: Program, run: object) -> RunTelemetry | None:
-    """The observer that exports one run when its options carry telemetry settings; None (nothing imported) if not.
-
-    ``run`` is the :class:`~queryloop.run.agent.AgentRun` it watches (read for the tool
-    calls the gate let through and the sandbox they run in).
-    """
-    if options.telemetry is None:
-        return None
-    from .otel import RunTelemetry
-
-    return RunTelemetry(options.telemetry, options=options, program=program, run=run)
