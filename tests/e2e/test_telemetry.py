@@ -21,6 +21,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from .harness import MockApi, run_cli
 
+pytestmark = pytest.mark.slow  # a CLI run whose exporters flush as it exits
+
 SCENARIO = """\
 schema_version: 1
 scenario: telemetry
