@@ -114,7 +114,7 @@ class _Providers:
                         _log_exporter(name, settings), schedule_delay_millis=settings.logs_interval_ms
                     )
                 )
-            self.logger = logger_provider.get_logger("com.anthropic.claude_code.events", __version__)
+            self.logger = logger_provider.get_logger("queryloop.events", __version__)
         self.sessions_counted: set[str] = set()
         self.sequence = itertools.count()
 
@@ -201,7 +201,8 @@ class RunTelemetry:
         self.turn_index = 0
         self.turn: Span | None = None
         self.attempt: Span | None = None
-        self.attempt_failure: RequestFailed | None = None
+        self.attempt_failure: RequestFailed | None = None  # the open attempt's failure
+        self.last_failure: RequestFailed | None = None  # the last attempt's, until one is answered
         self.retry_reason: str | None = None
         self.compaction: Span | None = None
         self.compaction_started = 0.0
@@ -219,8 +220,7 @@ class RunTelemetry:
         elif isinstance(item, AssistantMessage):
             self._replied(item)
         elif isinstance(item, RequestFailed):
-            self.attempt_failure = item
-            self._api_error(item.failure.log, item.failure.message)
+            self.attempt_failure = self.last_failure = item
         elif isinstance(item, RequestLogged):
             self._summary_request(item.log)
         elif isinstance(item, ToolResultPublished):
@@ -320,8 +320,10 @@ class RunTelemetry:
             self._end_tools(step.terminal)
         if step.source in _COMPACTING and step.dest not in _COMPACTING:
             self._end_compaction(step)
-        if step.reason == "api_retries_exhausted":
-            self._event("api_retries_exhausted", self._retries_exhausted())
+        if (
+            step.terminal and self.last_failure is not None
+        ):  # as Claude Code: an error the run ends with, not a retried one
+            self._api_error(self.last_failure, exhausted=step.reason == "api_retries_exhausted")
         if step.dest == "calling_model":
             self._start_attempt()
         if step.dest in _COMPACTING and step.source not in _COMPACTING:
@@ -365,6 +367,7 @@ class RunTelemetry:
 
     def _replied(self, item: AssistantMessage) -> None:
         log = item.log
+        self.last_failure = None
         content = item.message.get("content") or []
         self.asked = {
             str(b["id"]): (str(b.get("name")), dict(b.get("input") or {}))
@@ -386,7 +389,7 @@ class RunTelemetry:
                 span.set_attribute("queryloop.request_id", log.request_id)
             if log.ttft_ms is not None:
                 span.set_attribute("queryloop.ttft_ms", round(log.ttft_ms))
-        self._api_request(log, "repl_main_thread")
+        self._api_request(log, "main")
 
     def _summary_request(self, log: RequestLog) -> None:
         """A compaction's summary request: a child span of the compaction, back-dated by its duration."""
@@ -406,8 +409,6 @@ class RunTelemetry:
         )
         if log.error_kind is None:
             self._api_request(log, "compact")
-        else:
-            self._api_error(log, log.error_message or log.error_kind)
         if span is not None:
             if log.error_kind is not None:
                 span.set_attribute("error.type", log.error_kind)
@@ -553,7 +554,7 @@ class RunTelemetry:
                 **self.common,
                 "event.name": name,
                 "event.timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                "event.sequence": next(self.providers.sequence),
+                "event.sequence": str(next(self.providers.sequence)),
                 "prompt.id": self.options.prompt_id,
                 **attributes,
             },
@@ -582,41 +583,40 @@ class RunTelemetry:
             "api_request",
             {
                 "model": log.model,
-                "input_tokens": int(usage.get("input_tokens") or 0),
-                "output_tokens": int(usage.get("output_tokens") or 0),
-                "cache_read_tokens": int(usage.get("cache_read_input_tokens") or 0),
-                "cache_creation_tokens": int(usage.get("cache_creation_input_tokens") or 0),
+                # counts as strings, the cost a number: the types Claude Code 2.1.235 sends
+                "input_tokens": str(int(usage.get("input_tokens") or 0)),
+                "output_tokens": str(int(usage.get("output_tokens") or 0)),
+                "cache_read_tokens": str(int(usage.get("cache_read_input_tokens") or 0)),
+                "cache_creation_tokens": str(int(usage.get("cache_creation_input_tokens") or 0)),
                 "cost_usd": cost,
-                "duration_ms": round(log.duration_ms),
+                "cost_usd_micros": str(round(cost * 1e6)),
+                "duration_ms": str(round(log.duration_ms)),
                 "request_id": log.request_id or "",
                 "client_request_id": log.client_request_id,
-                "attempt": log.attempt,
+                "attempt": str(log.attempt),
                 "query_source": source,
             },
         )
 
-    def _api_error(self, log: RequestLog, message: str) -> None:
+    def _api_error(self, failed: RequestFailed, *, exhausted: bool) -> None:
+        """The error a run ended with (and, after retries, that they were spent), as Claude Code tells them."""
+        failure = failed.failure
+        log = failure.log
         event: dict[str, Any] = {
             "model": log.model,
-            "error": message[:500],
-            "duration_ms": round(log.duration_ms),
-            "attempt": log.attempt,
+            "error": failure.message[:500],
+            "duration_ms": str(round(log.duration_ms)),
+            "attempt": str(log.attempt),
             "client_request_id": log.client_request_id,
         }
-        if log.status is not None:
-            event["status_code"] = str(log.status)
+        if failure.status is not None:
+            event["status_code"] = str(failure.status)
         if log.request_id:
             event["request_id"] = log.request_id
         self._event("api_error", event)
-
-    def _retries_exhausted(self) -> dict[str, Any]:
-        failure = self.attempt_failure
-        event: dict[str, Any] = {"model": self.run.data.request.model}
-        if failure is not None:
-            event.update(error=failure.failure.message[:500], total_attempts=failure.failure.log.attempt)
-            if failure.failure.status is not None:
-                event["status_code"] = str(failure.failure.status)
-        return event
+        if exhausted and log.attempt > 1:
+            retries = {k: v for k, v in event.items() if k in ("model", "error", "status_code")}
+            self._event("api_retries_exhausted", {**retries, "total_attempts": str(log.attempt)})
 
 
 def _json(value: object) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,19 +82,16 @@ def _attrs(attributes: Any) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in attributes if isinstance(kv, KeyValue)}
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One run, exported: its spans, metric points and events, decoded."""
-    cwd = tmp_path_factory.mktemp("telemetry")
-    (cwd / "notes.txt").write_text("draft\n")
+def export_run(scenario: str, args: list[str], cwd: Path) -> dict[str, Any]:
+    """One ``queryloop -p`` run through the embedded server, exported to a receiver: its spans, points and events."""
     server = Receiver(("127.0.0.1", 0), _Handler)
     server.received = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with MockApi(SCENARIO) as api:
+        with MockApi(scenario) as api:
             run = run_cli(
-                ["-p", "tidy the notes", "--model", "mock-primary", "--permission-mode", "acceptEdits"],
+                ["-p", "tidy the notes", "--model", "mock-primary", *args],
                 api=api,
                 cwd=cwd,
                 fmt="json",
@@ -107,10 +105,11 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     finally:
         server.shutdown()
         server.server_close()
-    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    received = server.received
     spans = [
         span
-        for path, message in server.received
+        for path, message in received
         if path == "/v1/traces"
         for resource in message.resource_spans
         for scope in resource.scope_spans
@@ -118,7 +117,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ]
     points = [
         (metric.name, _attrs(point.attributes), point.as_int or point.as_double)
-        for path, message in server.received
+        for path, message in received
         if path == "/v1/metrics"
         for resource in message.resource_metrics
         for scope in resource.scope_metrics
@@ -127,7 +126,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ]
     events = [
         (record.body.string_value, _attrs(record.attributes))
-        for path, message in server.received
+        for path, message in received
         if path == "/v1/logs"
         for resource in message.resource_logs
         for scope in resource.scope_logs
@@ -135,11 +134,21 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ]
     resources = [
         _attrs(resource.resource.attributes)
-        for path, message in server.received
+        for path, message in received
         if path == "/v1/traces"
         for resource in message.resource_spans
     ]
     return {"spans": spans, "points": points, "events": events, "resources": resources, "result": run.result}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The run of SCENARIO, exported."""
+    cwd = tmp_path_factory.mktemp("telemetry")
+    (cwd / "notes.txt").write_text("draft\n")
+    exported = export_run(SCENARIO, ["--permission-mode", "acceptEdits"], cwd)
+    assert exported["result"]["is_error"] is False, exported["result"]
+    return exported
 
 
 def test_the_session_turns_attempts_and_tools_are_nested_spans(exported: dict[str, Any]) -> None:
@@ -216,13 +225,28 @@ def test_metrics_carry_claude_codes_names_and_the_machines_counts(exported: dict
 def test_events_carry_claude_codes_names_and_attributes(exported: dict[str, Any]) -> None:
     events = exported["events"]
     names = [body for body, _ in events]
-    assert names.count("claude_code.api_error") == 2 and names.count("claude_code.api_request") == 2
+    assert names.count("claude_code.api_request") == 2
+    assert "claude_code.api_error" not in names, "a retried error is not one the run ended with (as in Claude Code)"
+    request = next(a for b, a in events if b == "claude_code.api_request")
+    assert request["model"] == "mock-primary" and request["query_source"] == "main"
+    assert request["input_tokens"].isdigit() and isinstance(request["cost_usd"], float)
     prompt = next(a for b, a in events if b == "claude_code.user_prompt")
     assert prompt["prompt"] == "<REDACTED>" and prompt["prompt_length"] == str(len("tidy the notes"))
     decisions = {a["tool_name"]: a["decision"] for b, a in events if b == "claude_code.tool_decision"}
     assert decisions == {"Edit": "accept", "Bash": "reject"}
     results = {a["tool_name"]: a["success"] for b, a in events if b == "claude_code.tool_result"}
     assert results == {"Edit": "true", "Bash": "false"}
-    error = next(a for b, a in events if b == "claude_code.api_error")
-    assert error["status_code"] == "529" and error["model"] == "mock-primary" and error["event.name"] == "api_error"
-    assert len({a["event.sequence"] for _, a in events}) == len(events)
+    assert sorted(int(a["event.sequence"]) for _, a in events) == list(range(len(events)))
+
+
+def test_a_run_that_spends_its_retries_reports_the_error_it_ended_with(tmp_path: Path) -> None:
+    scenario = "schema_version: 1\nscenario: spent\nmodel: mock-primary\nmodels:\n  mock-primary:\n"
+    scenario += "    - error: {status: 529}\n      repeat: 3\n"
+    exported = export_run(scenario, ["--max-retries", "1"], tmp_path)
+    assert exported["result"]["terminal_reason"] == "api_error"
+    events = {body: a for body, a in exported["events"]}
+    assert events["claude_code.api_error"]["status_code"] == "529"
+    assert events["claude_code.api_retries_exhausted"]["total_attempts"] == "2"
+    (session,) = [s for s in exported["spans"] if s.name == "invoke_agent queryloop"]
+    assert session.status.code == session.status.STATUS_CODE_ERROR
+    assert _attrs(session.attributes)["queryloop.terminal_reason"] == "api_error"
