@@ -417,6 +417,7 @@ class RunTelemetry:
 
     def _gated(self) -> None:
         """The gate decided this turn's calls: a span per call, its decision, Claude Code's decision event."""
+        self._end_tools(aborted=False)  # a call of an earlier turn still open (its results never came): closed
         tools = self.run.data.tools
         allowed = {c.id for c in tools.pending}
         refused = {str(d.get("tool_use_id")) for d in tools.permission_denials}
