@@ -4,7 +4,8 @@ The receiver is a plain HTTP server in the test process that decodes each reques
 with ``opentelemetry-proto``'s protobuf messages. The run goes through the embedded
 server: two overloaded answers (so a retried attempt carries its reason), then an
 Edit the gate accepts and a Bash command it refuses (headless, it would ask), then
-the answer.
+the answer. Two more runs: one that spends its retries (the error it ends with), one
+whose request is too long (a reactive compaction and its summary request).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 
 from .harness import MockApi, run_cli
 
@@ -250,3 +253,35 @@ def test_a_run_that_spends_its_retries_reports_the_error_it_ended_with(tmp_path:
     (session,) = [s for s in exported["spans"] if s.name == "invoke_agent queryloop"]
     assert session.status.code == session.status.STATUS_CODE_ERROR
     assert _attrs(session.attributes)["queryloop.terminal_reason"] == "api_error"
+
+
+def test_a_reactive_compaction_is_a_span_holding_its_summary_request(tmp_path: Path) -> None:
+    scenario = f"""\
+schema_version: 1
+scenario: compacted
+model: mock-small-context
+rules:
+  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    reply: {{content: [{{text: "Summary: two outputs were printed."}}]}}
+  - when: {{input_tokens_over: 5000}}
+    error: {{status: 400, message: "prompt is too long: {{n}} tokens > {{limit}} maximum"}}
+models:
+  mock-small-context:
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "printf %012000d 0"}}}}}}]}}
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "printf %06000d 1"}}}}}}]}}
+    - reply: {{content: [{{text: "done"}}]}}
+"""
+    args = ["--model", "mock-small-context", "--max-output-tokens", "1000", "--auto-compact-threshold", "100"]
+    exported = export_run(scenario, args, tmp_path)
+    assert exported["result"]["result"] == "done"
+    spans = exported["spans"]
+    (compaction,) = [s for s in spans if s.name == "queryloop.compaction"]
+    details = _attrs(compaction.attributes)
+    assert details["queryloop.compaction.trigger"] == "reactive"
+    assert details["queryloop.compaction.pre_tokens"] > details["queryloop.compaction.post_tokens"]
+    (summary,) = [s for s in spans if _attrs(s.attributes).get("queryloop.purpose") == "compaction_summary"]
+    assert summary.parent_span_id == compaction.span_id
+    reasons = [_attrs(s.attributes).get("queryloop.retry.reason") for s in spans if s.name == "chat mock-small-context"]
+    assert "reactive_compact_retry" in reasons
+    event = next(a for body, a in exported["events"] if body == "claude_code.compaction")
+    assert event["trigger"] == "reactive" and event["success"] == "true"
