@@ -132,10 +132,14 @@ class AgentOptions:
 def _telemetry(env: Mapping[str, str], warnings: list[str]) -> TelemetrySettings | None:
     """What to export; a value it cannot honour turns telemetry off with a warning (Claude Code runs on, silent)."""
     try:
-        return telemetry_settings(env)
+        settings = telemetry_settings(env)
     except TelemetryConfigError as exc:
         warnings.append(f"OpenTelemetry export is off: {exc}")
         return None
+    if settings is not None and (missing := settings.missing_packages()):
+        warnings.append(f"OpenTelemetry export is off: {missing} is not installed (pip install 'queryloop[otel]')")
+        return None
+    return settings
 
 
 def run_params(options: AgentOptions) -> dict[str, Any]:

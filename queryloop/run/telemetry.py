@@ -61,6 +61,17 @@ class TelemetrySettings:
     include_version: bool = False  # OTEL_METRICS_INCLUDE_VERSION
     service_name: str = "queryloop"  # OTEL_SERVICE_NAME
 
+    def missing_packages(self) -> str | None:
+        """The distribution these settings need that is not installed (the ``otel`` extra's), if any."""
+        from importlib.util import find_spec
+
+        if find_spec("opentelemetry.sdk") is None:
+            return "opentelemetry-sdk"
+        otlp = "otlp" in (*self.traces, *self.metrics, *self.logs)
+        if otlp and find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+            return "opentelemetry-exporter-otlp-proto-http"
+        return None
+
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     value = env.get(name, "").strip().lower()

@@ -6,6 +6,7 @@ The export itself (spans, metrics, events over OTLP/HTTP) is tested end to end i
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,17 @@ def test_a_run_without_telemetry_imports_no_opentelemetry_module(tmp_path: Path)
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
+
+
+def test_without_the_sdk_installed_the_run_says_so_and_exports_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *rest: None if name.startswith("opentelemetry") else real(name, *rest)
+    )
+    monkeypatch.setenv("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    resolved = resolve_config(prompt="hi", cwd=tmp_path, home=tmp_path / "home")
+    assert resolved.options.telemetry is None
+    assert any("opentelemetry-sdk is not installed" in w and "queryloop[otel]" in w for w in resolved.warnings)
