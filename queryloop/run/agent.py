@@ -62,6 +62,8 @@ from .tracing import recorder_from_env
 if TYPE_CHECKING:
     from queryloop.handlers.tools.services.sandbox import Sandbox
 
+    from .otel import RunTelemetry
+
 __all__ = [
     "DEFAULT_MODEL",
     "AgentData",
@@ -258,6 +260,15 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
     )
 
 
+def _telemetry(run: AgentRun) -> RunTelemetry | None:
+    """The observer that exports ``run`` over OpenTelemetry when its options say so; None (nothing imported) if not."""
+    if run.options.telemetry is None:
+        return None
+    from .otel import RunTelemetry
+
+    return RunTelemetry(run.options.telemetry, options=run.options, program=run.program, run=run)
+
+
 _CHECKED: set[tuple[int, type]] = set()  # (program, observer class) pairs already checked in this process
 
 
@@ -349,7 +360,9 @@ class AgentRun:
         if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
             self.transcript.continue_after(state.data.messages)
         self.observers = tuple(observers)
-        _check_observers(program, (self, *self.observers, *((self.transcript,) if self.transcript else ())))
+        self.telemetry = _telemetry(self)  # None unless OpenTelemetry is configured
+        watchers = (self.transcript, self.telemetry)
+        _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
         self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
         self.runner: Runner[AgentData, AgentServices] = Runner(
             program,
@@ -373,12 +386,17 @@ class AgentRun:
             await self.connect_mcp()
             async with contextlib.aclosing(self.runner.run()) as items:
                 async for item in items:
-                    if self.transcript is not None and not isinstance(item, Step):
-                        self.transcript.observe(item)
+                    if not isinstance(item, Step):  # published after the effect: no observer took it live
+                        if self.transcript is not None:
+                            self.transcript.observe(item)
+                        if self.telemetry is not None:
+                            self.telemetry.observe(item)
                     yield item
         finally:
             self.finished = time.monotonic()
             self._close_session()
+            if self.telemetry is not None:
+                self.telemetry.close()
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
             if self._owns_mcp and self.services.mcp is not None:
@@ -409,6 +427,8 @@ class AgentRun:
     def _published(self, item: Observation) -> None:
         if self.transcript is not None:
             self.transcript.observe(item)
+        if self.telemetry is not None:
+            self.telemetry.observe(item)
         for observer in self.observers:
             observer.observe(item)
 
@@ -417,6 +437,8 @@ class AgentRun:
             self._trace_step(step)
         if self.transcript is not None:
             self.transcript.record(step, self.runner.final.data)
+        if self.telemetry is not None:
+            self.telemetry.observe(step)
         for observer in self.observers:
             observer.observe(step)
 

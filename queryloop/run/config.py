@@ -18,6 +18,7 @@ Choosing the stored session a run continues is ``queryloop.run.sessions``'s;
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ from .mcp_config import load_mcp_servers
 from .memory import InstructionFile, MemoryKind, load_instructions
 from .sessions import SessionChoice
 from .settings import SettingsError, load_settings
+from .telemetry import TelemetryConfigError, TelemetrySettings, telemetry_settings
 
 __all__ = ["AgentOptions", "ConfigError", "Resolved", "resolve_config", "run_params", "session_of", "with_session"]
 
@@ -117,6 +119,7 @@ class AgentOptions:
     compact: str | None = None
     max_checkpoints: int = MAX_CHECKPOINTS
     sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
+    telemetry: TelemetrySettings | None = None  # OpenTelemetry export (queryloop.run.telemetry); None: off
 
     def session_paths(self) -> SessionPaths:
         """Where this run's session is kept (by default in this working directory's project folder)."""
@@ -124,6 +127,19 @@ class AgentOptions:
             return self.stored_as
         home = self.home if self.home is not None else queryloop_home()
         return SessionPaths(home=home, cwd=self.cwd.resolve(), session_id=self.session_id)
+
+
+def _telemetry(env: Mapping[str, str], warnings: list[str]) -> TelemetrySettings | None:
+    """What to export; a value it cannot honour turns telemetry off with a warning (Claude Code runs on, silent)."""
+    try:
+        settings = telemetry_settings(env)
+    except TelemetryConfigError as exc:
+        warnings.append(f"OpenTelemetry export is off: {exc}")
+        return None
+    if settings is not None and (missing := settings.missing_packages()):
+        warnings.append(f"OpenTelemetry export is off: {missing} is not installed (pip install 'queryloop[otel]')")
+        return None
+    return settings
 
 
 def run_params(options: AgentOptions) -> dict[str, Any]:
@@ -294,6 +310,7 @@ def resolve_config(
             persist=persist,
             home=home,
             sandbox=policy,
+            telemetry=_telemetry({**os.environ, **loaded.env, **(env or {})}, warnings),
         )
     except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
         raise ConfigError(str(exc), kind="value") from None

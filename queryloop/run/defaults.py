@@ -20,6 +20,9 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_SYSTEM_PROMPT",
     "MAX_OUTPUT_TOKENS",
+    "OTEL_LOGS_INTERVAL_MS",
+    "OTEL_METRIC_INTERVAL_MS",
+    "OTLP_ENDPOINT",
     "RETRY_MAX_DELAY_S",
     "idle_timeout_s",
     "request_timeout_s",
@@ -30,6 +33,11 @@ __all__ = [
 # by side): ``-v`` names it before queryloop's own version, the stream-json ``init`` line as
 # ``claude_code_version``, which the Agent SDK checks at start.
 CLAUDE_CODE_VERSION = "2.1.235"
+
+# OpenTelemetry (queryloop.run.telemetry), as Claude Code exports when the variables leave them unsaid
+OTEL_METRIC_INTERVAL_MS = 60_000  # OTEL_METRIC_EXPORT_INTERVAL
+OTEL_LOGS_INTERVAL_MS = 5_000  # OTEL_LOGS_EXPORT_INTERVAL
+OTLP_ENDPOINT = "http://localhost:4318"  # OTEL_EXPORTER_OTLP_ENDPOINT: a local collector's OTLP/HTTP port
 
 DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
 

@@ -1,0 +1,626 @@
+"""A run exported over OpenTelemetry: spans, Claude Code's metrics and events, and the machine's own counts.
+
+Owns :class:`RunTelemetry`, the observer :func:`queryloop.run.telemetry.run_telemetry`
+gives a run when telemetry is configured, and the process's providers (one tracer,
+meter and logger per process, flushed when it exits). Imported only then: it is the
+one module that imports the OpenTelemetry SDK.
+
+What one run exports, read from the items and steps the run publishes
+(``queryloop.run.observe``):
+
+- spans: the session (``invoke_agent queryloop``), each turn (``queryloop.turn``),
+  each model request attempt (``chat <model>``, with the reason of the recovery edge
+  that sent it again), each tool call (``execute_tool <name>``, with the gate's
+  decision and the sandbox), each compaction (``queryloop.compaction``); every
+  transition is an event (``queryloop.transition``) on the open turn, or the session;
+- Claude Code's metrics (``claude_code.session.count``, ``claude_code.token.usage``,
+  ``claude_code.cost.usage``, ``claude_code.code_edit_tool.decision``) and ours
+  (``queryloop.transition.count``, ``queryloop.retry.count``, ``queryloop.breaker.count``);
+- Claude Code's events as log records (``claude_code.user_prompt``,
+  ``claude_code.api_request``, ``claude_code.api_error``,
+  ``claude_code.api_retries_exhausted``, ``claude_code.tool_decision``,
+  ``claude_code.tool_result``, ``claude_code.compaction``).
+
+It does not read the environment (``queryloop.run.telemetry`` does) and changes nothing
+of the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter, LogRecordExporter
+from opentelemetry.sdk.metrics import Counter, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    ConsoleMetricExporter,
+    MetricExporter,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from queryloop.fsm import Step, uses
+from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.request import AssistantMessage, RequestFailed, RequestLogged
+from queryloop.handlers.request.services.client import RequestLog
+from queryloop.handlers.request.services.pricing import cost_usd
+from queryloop.handlers.tools import ToolResultPublished
+
+from .telemetry import TelemetrySettings
+
+if TYPE_CHECKING:
+    from queryloop.fsm import Program
+
+    from .config import AgentOptions
+    from .observe import Observation
+
+__all__ = ["RETRY_KINDS", "RunTelemetry"]
+
+RETRY_KINDS = frozenset({"retry", "fallback", "escalate"})
+"""Reason kinds that send the same request again (the machine's ``reason_kinds``): counted as retries."""
+
+_CODE_EDIT_TOOLS = frozenset({"Edit", "Write", "NotebookEdit"})  # Claude Code's code_edit_tool.decision
+_COMPACTING = {
+    "auto_compacting": "auto",
+    "reactive_compacting": "reactive",
+    "manual_compacting": "manual",
+    "backing_off_auto_summary": "auto",
+    "backing_off_reactive_summary": "reactive",
+    "backing_off_manual_summary": "manual",
+}
+_BEFORE_THE_LOOP = ("opening_session", "submitting_prompt")
+
+
+class _Providers:
+    """The process's tracer, meter instruments and logger; each None when its signal is not exported."""
+
+    def __init__(self, settings: TelemetrySettings) -> None:
+        from importlib.metadata import version
+
+        __version__ = version("queryloop")
+        resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
+        self.version = __version__
+        self.tracer: trace.Tracer | None = None
+        if settings.traces:
+            tracer_provider = TracerProvider(resource=resource)
+            for name in settings.traces:
+                tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(name, settings)))
+            self.tracer = tracer_provider.get_tracer("queryloop", __version__)
+        self.counters: dict[str, Any] = {}
+        if settings.metrics:
+            readers = [
+                PeriodicExportingMetricReader(_metric_exporter(n, settings), settings.metric_interval_ms)
+                for n in settings.metrics
+            ]
+            meter = MeterProvider(resource=resource, metric_readers=readers).get_meter("queryloop", __version__)
+            for counter, unit, description in _COUNTERS:
+                self.counters[counter] = meter.create_counter(counter, unit=unit, description=description)
+        self.logger: Any = None
+        if settings.logs:
+            logger_provider = LoggerProvider(resource=resource)
+            for name in settings.logs:
+                logger_provider.add_log_record_processor(
+                    BatchLogRecordProcessor(
+                        _log_exporter(name, settings), schedule_delay_millis=settings.logs_interval_ms
+                    )
+                )
+            self.logger = logger_provider.get_logger("queryloop.events", __version__)
+        self.sessions_counted: set[str] = set()
+        self.sequence = itertools.count()
+
+
+_COUNTERS = (
+    ("claude_code.session.count", "", "Count of CLI sessions started"),
+    ("claude_code.token.usage", "tokens", "Number of tokens used"),
+    ("claude_code.cost.usage", "USD", "Cost of the session"),
+    ("claude_code.code_edit_tool.decision", "", "Permission decisions on Edit, Write and NotebookEdit calls"),
+    ("queryloop.transition.count", "", "Transitions of the query loop taken, by reason"),
+    ("queryloop.retry.count", "", "Requests sent again (reasons of kind retry, fallback, escalate), by reason"),
+    ("queryloop.breaker.count", "", "Circuit breakers opened (reasons of kind breaker), by reason"),
+)
+
+
+def _span_exporter(name: str, settings: TelemetrySettings) -> SpanExporter:
+    if name == "console":
+        return ConsoleSpanExporter(out=sys.stderr)  # stdout is the answer's
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=settings.endpoints["traces"], headers=dict(settings.headers["traces"]))
+
+
+def _metric_exporter(name: str, settings: TelemetrySettings) -> MetricExporter:
+    temporality = AggregationTemporality.DELTA if settings.delta else AggregationTemporality.CUMULATIVE
+    preferred: dict[type, AggregationTemporality] = {Counter: temporality}
+    if name == "console":
+        return ConsoleMetricExporter(out=sys.stderr, preferred_temporality=preferred)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter(
+        endpoint=settings.endpoints["metrics"],
+        headers=dict(settings.headers["metrics"]),
+        preferred_temporality=preferred,
+    )
+
+
+def _log_exporter(name: str, settings: TelemetrySettings) -> LogRecordExporter:
+    if name == "console":
+        return ConsoleLogRecordExporter(out=sys.stderr)
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+    return OTLPLogExporter(endpoint=settings.endpoints["logs"], headers=dict(settings.headers["logs"]))
+
+
+_PROVIDERS: dict[int, _Providers] = {}  # one set per process (keyed by nothing else: the environment is read once)
+
+
+def _providers(settings: TelemetrySettings) -> _Providers:
+    if not _PROVIDERS:
+        _PROVIDERS[0] = _Providers(settings)
+    return _PROVIDERS[0]
+
+
+def _usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:
+    """GenAI semantic-convention token counts of one request."""
+    out = {
+        "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0),
+        "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
+        "gen_ai.usage.cache_read.input_tokens": int(usage.get("cache_read_input_tokens") or 0),
+        "gen_ai.usage.cache_creation.input_tokens": int(usage.get("cache_creation_input_tokens") or 0),
+    }
+    return out
+
+
+@uses(
+    states=("calling_model", "gating_tools", "running_tools", *_COMPACTING, *_BEFORE_THE_LOOP),
+    reasons=("next_turn", "api_retries_exhausted"),
+)
+class RunTelemetry:
+    """Exports one run: told every step and published item, it opens and closes spans and counts."""
+
+    def __init__(self, settings: TelemetrySettings, *, options: AgentOptions, program: Program, run: Any) -> None:
+        self.settings = settings
+        self.providers = _providers(settings)
+        self.options = options
+        self.run = run  # the AgentRun: its run data (the gate's decisions) and services (the sandbox)
+        self.kinds = tuple(program.spec.reason_kinds)
+        self.common: dict[str, str] = {}
+        if settings.include_session_id:
+            self.common["session.id"] = options.session_id
+        if settings.include_version:
+            self.common["app.version"] = self.providers.version
+        self.turn_index = 0
+        self.turn: Span | None = None
+        self.attempt: Span | None = None
+        self.attempt_failure: RequestFailed | None = None  # the open attempt's failure
+        self.last_failure: RequestFailed | None = None  # the last attempt's, until one is answered
+        self.retry_reason: str | None = None
+        self.compaction: Span | None = None
+        self.compaction_started = 0.0
+        self.compaction_done: CompactionDone | None = None
+        self.compaction_trigger = ""
+        self.asked: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id → (name, input) of the last reply
+        self.tools: dict[str, tuple[Span, float, str]] = {}  # tool_use id → (span, start, decision)
+        self.session = self._start_session()
+
+    # ---- the observer ----------------------------------------------------------------------
+
+    def observe(self, item: Observation) -> None:
+        if isinstance(item, Step):
+            self._step(item)
+        elif isinstance(item, AssistantMessage):
+            self._replied(item)
+        elif isinstance(item, RequestFailed):
+            self.attempt_failure = self.last_failure = item
+        elif isinstance(item, RequestLogged):
+            self._summary_request(item.log)
+        elif isinstance(item, ToolResultPublished):
+            self._tool_result(item)
+        elif isinstance(item, CompactionDone):
+            self.compaction_done = item
+
+    def close(self) -> None:
+        """The run is over: end what no terminal step ended (a run that ended in ``internal_error`` takes none)."""
+        if self.session is None:
+            return
+        for span in (self.attempt, self.compaction):
+            if span is not None:
+                span.end()
+        self.attempt = self.compaction = None
+        self._end_tools(aborted=True)
+        self._end_turn()
+        failure = self.run.runner.error
+        self.session.set_status(Status(StatusCode.ERROR, failure.message[:500] if failure else "the run stopped"))
+        self.session.set_attribute("queryloop.terminal_reason", "internal_error" if failure else "unfinished")
+        self.session.end()
+        self.session = None
+
+    # ---- spans -------------------------------------------------------------------------------
+
+    def _span(self, name: str, parent: Span | None, attributes: Mapping[str, Any], **kwargs: Any) -> Span | None:
+        tracer = self.providers.tracer
+        if tracer is None:
+            return None
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        return tracer.start_span(name, context=context, attributes=attributes, **kwargs)
+
+    def _start_session(self) -> Span | None:
+        options = self.options
+        session_id = options.session_id
+        if session_id not in self.providers.sessions_counted:
+            self.providers.sessions_counted.add(session_id)
+            self._count("claude_code.session.count", 1, {})
+        return self._span(
+            "invoke_agent queryloop",
+            None,
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "queryloop",
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.conversation.id": session_id,
+                "gen_ai.request.model": options.model,
+                "session.id": session_id,
+                "queryloop.machine": self.run.program.spec.name,
+                "queryloop.permission_mode": options.permission_mode,
+            },
+            kind=SpanKind.INTERNAL,
+        )
+
+    def _open_turn(self) -> Span | None:
+        if self.turn is None and self.session is not None:
+            self.turn_index += 1
+            self.turn = self._span("queryloop.turn", self.session, {"queryloop.turn": self.turn_index})
+        return self.turn
+
+    def _end_turn(self) -> None:
+        if self.turn is not None:
+            self.turn.end()
+            self.turn = None
+
+    def _step(self, step: Step) -> None:
+        kind = next((k for k in self.kinds if step.reason.endswith(f"_{k}")), "")
+        self._count("queryloop.transition.count", 1, {"reason": step.reason, "kind": kind})
+        if kind in RETRY_KINDS:
+            self._count("queryloop.retry.count", 1, {"reason": step.reason, "kind": kind})
+            self.retry_reason = step.reason
+        elif kind == "breaker":
+            self._count("queryloop.breaker.count", 1, {"reason": step.reason})
+        if step.index == 0:
+            self._user_prompt()
+        holder = self.session if step.source in _BEFORE_THE_LOOP else self._open_turn()
+        if holder is not None:
+            holder.add_event(
+                "queryloop.transition",
+                {
+                    "queryloop.step": step.index,
+                    "queryloop.from": step.source,
+                    "queryloop.event": step.event,
+                    "queryloop.reason": step.reason,
+                    "queryloop.to": step.dest,
+                    # the counters that have counted (a zero is the counter's default, and there are ~20)
+                    **{
+                        f"queryloop.counter.{n}": c for n, c in zip(step.counter_names, step.counters, strict=True) if c
+                    },
+                },
+            )
+        if step.source == "calling_model":
+            self._end_attempt(step)
+        if step.source == "gating_tools":
+            self._gated()
+        if step.source == "running_tools" or step.terminal:
+            self._end_tools(step.terminal)
+        if step.source in _COMPACTING and step.dest not in _COMPACTING:
+            self._end_compaction(step)
+        if (
+            step.terminal and self.last_failure is not None
+        ):  # as Claude Code: an error the run ends with, not a retried one
+            self._api_error(self.last_failure, exhausted=step.reason == "api_retries_exhausted")
+        if step.dest == "calling_model":
+            self._start_attempt()
+        if step.dest in _COMPACTING and step.source not in _COMPACTING:
+            self._start_compaction(_COMPACTING[step.dest])
+        if step.reason == "next_turn":
+            self._end_turn()
+        if step.terminal:
+            self._end_session(step)
+
+    def _start_attempt(self) -> None:
+        request = self.run.data.request
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "anthropic",
+            "gen_ai.system": "anthropic",
+            "gen_ai.request.model": request.model,
+            "gen_ai.request.max_tokens": request.max_tokens,
+        }
+        if self.retry_reason is not None:
+            attributes["queryloop.retry.reason"] = self.retry_reason
+        self.retry_reason = None
+        self.attempt_failure = None
+        self.attempt = self._span(f"chat {request.model}", self._open_turn(), attributes, kind=SpanKind.CLIENT)
+
+    def _end_attempt(self, step: Step) -> None:
+        span = self.attempt
+        self.attempt = None
+        if span is None:
+            return
+        span.set_attribute("queryloop.outcome", step.event)
+        span.set_attribute("queryloop.next_reason", step.reason)
+        failure = self.attempt_failure
+        if failure is not None:
+            log = failure.failure.log
+            span.set_attribute("queryloop.attempt", log.attempt)
+            span.set_attribute("error.type", failure.failure.kind)
+            if failure.failure.status is not None:
+                span.set_attribute("http.response.status_code", failure.failure.status)
+            span.set_status(Status(StatusCode.ERROR, failure.failure.message[:500]))
+        span.end()
+
+    def _replied(self, item: AssistantMessage) -> None:
+        log = item.log
+        self.last_failure = None
+        content = item.message.get("content") or []
+        self.asked = {
+            str(b["id"]): (str(b.get("name")), dict(b.get("input") or {}))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        }
+        if self.attempt is not None:
+            span = self.attempt
+            span.set_attributes(_usage_attributes(log.usage))
+            span.set_attribute("gen_ai.response.model", item.model)
+            span.set_attribute("queryloop.attempt", log.attempt)
+            if item.message_id:
+                span.set_attribute("gen_ai.response.id", item.message_id)
+            if log.stop_reason:
+                span.set_attribute("gen_ai.response.finish_reasons", [log.stop_reason])
+            if log.status is not None:
+                span.set_attribute("http.response.status_code", log.status)
+            if log.request_id:
+                span.set_attribute("queryloop.request_id", log.request_id)
+            if log.ttft_ms is not None:
+                span.set_attribute("queryloop.ttft_ms", round(log.ttft_ms))
+        self._api_request(log, "main")
+
+    def _summary_request(self, log: RequestLog) -> None:
+        """A compaction's summary request: a child span of the compaction, back-dated by its duration."""
+        now = time.time_ns()
+        span = self._span(
+            f"chat {log.model}",
+            self.compaction or self._open_turn(),
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": log.model,
+                "queryloop.purpose": "compaction_summary",
+                **_usage_attributes(log.usage),
+            },
+            kind=SpanKind.CLIENT,
+            start_time=now - int(log.duration_ms * 1_000_000),
+        )
+        if log.error_kind is None:
+            self._api_request(log, "compact")
+        if span is not None:
+            if log.error_kind is not None:
+                span.set_attribute("error.type", log.error_kind)
+                span.set_status(Status(StatusCode.ERROR, (log.error_message or "")[:500]))
+            span.end(end_time=now)
+
+    def _gated(self) -> None:
+        """The gate decided this turn's calls: a span per call, its decision, Claude Code's decision event."""
+        self._end_tools(aborted=False)  # a call of an earlier turn still open (its results never came): closed
+        tools = self.run.data.tools
+        allowed = {c.id for c in tools.pending}
+        refused = {str(d.get("tool_use_id")) for d in tools.permission_denials}
+        sandbox = self.run.services.tool_context.sandbox
+        for call_id, (name, tool_input) in self.asked.items():
+            decision = "accept" if call_id in allowed else "reject" if call_id in refused else "none"
+            sandboxed = name == "Bash" and sandbox is not None and sandbox.policy.sandboxes(tool_input)
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": call_id,
+                "gen_ai.tool.type": "extension" if name.startswith("mcp__") else "function",
+                "queryloop.permission.decision": decision,
+                "queryloop.sandbox": "bubblewrap" if sandboxed else "none",
+            }
+            if self.settings.log_tool_details:
+                attributes["gen_ai.tool.call.arguments"] = _json(tool_input)
+            span = self._span(f"execute_tool {name}", self._open_turn(), attributes)
+            if span is not None:
+                self.tools[call_id] = (span, time.monotonic(), decision)
+            if decision == "none":
+                continue  # no such tool, or answered from the ledger: the gate decided nothing
+            event = {"decision": decision, "source": "config", "tool_name": name, "tool_use_id": call_id}
+            self._event("tool_decision", event)
+            if name in _CODE_EDIT_TOOLS:
+                self._count(
+                    "claude_code.code_edit_tool.decision",
+                    1,
+                    {"decision": decision, "source": "config", "tool_name": name},
+                )
+        self.asked = {}
+
+    def _tool_result(self, item: ToolResultPublished) -> None:
+        call = item.call
+        opened = self.tools.pop(call.id, None)
+        failed = bool(item.result.get("is_error"))
+        content = item.result.get("content")
+        size = len(content.encode()) if isinstance(content, str) else len(_json(content).encode())
+        duration = round((time.monotonic() - opened[1]) * 1000) if opened else 0
+        event: dict[str, Any] = {
+            "tool_name": call.name,
+            "tool_use_id": call.id,
+            "success": "false" if failed else "true",
+            "duration_ms": str(duration),
+            "tool_result_size_bytes": str(size),
+        }
+        if opened is not None and opened[2] != "none":
+            event.update(decision_source="config", decision_type=opened[2])
+        if self.settings.log_tool_details:
+            event["tool_parameters"] = _json(call.input)
+        self._event("tool_result", event)
+        if opened is not None:
+            span = opened[0]
+            span.set_attribute("queryloop.tool.success", not failed)
+            if failed:
+                span.set_status(Status(StatusCode.ERROR, str(content)[:500] if content is not None else ""))
+            span.end()
+
+    def _end_tools(self, aborted: bool) -> None:
+        for span, _, _ in self.tools.values():
+            span.set_attribute("queryloop.tool.finished", False)
+            if aborted:
+                span.set_status(Status(StatusCode.ERROR, "the run ended before the call finished"))
+            span.end()
+        self.tools.clear()
+
+    def _start_compaction(self, trigger: str) -> None:
+        self.compaction_done = None
+        self.compaction_started = time.monotonic()
+        self.compaction = self._span(
+            "queryloop.compaction", self._open_turn(), {"queryloop.compaction.trigger": trigger}
+        )
+        self.compaction_trigger = trigger
+
+    def _end_compaction(self, step: Step) -> None:
+        done = self.compaction_done
+        event: dict[str, Any] = {
+            "trigger": self.compaction_trigger,
+            "success": str(done is not None).lower(),
+            "duration_ms": str(round((time.monotonic() - self.compaction_started) * 1000)),
+        }
+        if done is not None:
+            event.update(pre_tokens=str(done.boundary.pre_tokens), post_tokens=str(done.boundary.post_tokens))
+        self._event("compaction", event)
+        span = self.compaction
+        self.compaction = None
+        if span is not None:
+            span.set_attribute("queryloop.next_reason", step.reason)
+            if done is not None:
+                span.set_attribute("queryloop.compaction.pre_tokens", done.boundary.pre_tokens)
+                span.set_attribute("queryloop.compaction.post_tokens", done.boundary.post_tokens)
+            else:
+                span.set_status(Status(StatusCode.ERROR, step.reason))
+            span.end()
+
+    def _end_session(self, step: Step) -> None:
+        if self.attempt is not None:
+            self.attempt.end()
+            self.attempt = None
+        if self.compaction is not None:
+            self.compaction.end()
+            self.compaction = None
+        self._end_turn()
+        span = self.session
+        self.session = None
+        if span is None:
+            return
+        declared = self.run.program.spec.state(step.dest).result or {}
+        usage = self.run.data.request.usage
+        span.set_attributes(_usage_attributes(usage.usage()))
+        span.set_attribute("queryloop.terminal_reason", str(declared.get("terminal_reason", step.dest)))
+        span.set_attribute("queryloop.steps", step.index + 1)
+        if declared.get("is_error", True):
+            span.set_status(Status(StatusCode.ERROR, str(declared.get("terminal_reason", step.dest))))
+        span.end()
+
+    # ---- events and metrics ------------------------------------------------------------------
+
+    def _count(self, name: str, amount: float, attributes: Mapping[str, Any]) -> None:
+        counter = self.providers.counters.get(name)
+        if counter is not None:
+            counter.add(amount, {**self.common, **attributes})
+
+    def _event(self, name: str, attributes: Mapping[str, Any]) -> None:
+        logger = self.providers.logger
+        if logger is None:
+            return
+        now = time.time_ns()
+        logger.emit(
+            timestamp=now,
+            observed_timestamp=now,
+            body=f"claude_code.{name}",
+            event_name=f"claude_code.{name}",
+            attributes={
+                **self.common,
+                "event.name": name,
+                "event.timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "event.sequence": str(next(self.providers.sequence)),
+                "prompt.id": self.options.prompt_id,
+                **attributes,
+            },
+        )
+
+    def _user_prompt(self) -> None:
+        prompt = self.options.prompt
+        self._event(
+            "user_prompt",
+            {"prompt_length": str(len(prompt)), "prompt": prompt if self.settings.log_user_prompts else "<REDACTED>"},
+        )
+
+    def _api_request(self, log: RequestLog, source: str) -> None:
+        usage = log.usage
+        cost = cost_usd(log.model, usage)
+        model = {"model": log.model}
+        self._count("claude_code.cost.usage", cost, model)
+        for key, kind in (
+            ("input_tokens", "input"),
+            ("output_tokens", "output"),
+            ("cache_read_input_tokens", "cacheRead"),
+            ("cache_creation_input_tokens", "cacheCreation"),
+        ):
+            self._count("claude_code.token.usage", int(usage.get(key) or 0), {**model, "type": kind})
+        self._event(
+            "api_request",
+            {
+                "model": log.model,
+                # counts as strings, the cost a number: the types Claude Code 2.1.235 sends
+                "input_tokens": str(int(usage.get("input_tokens") or 0)),
+                "output_tokens": str(int(usage.get("output_tokens") or 0)),
+                "cache_read_tokens": str(int(usage.get("cache_read_input_tokens") or 0)),
+                "cache_creation_tokens": str(int(usage.get("cache_creation_input_tokens") or 0)),
+                "cost_usd": cost,
+                "cost_usd_micros": str(round(cost * 1e6)),
+                "duration_ms": str(round(log.duration_ms)),
+                "request_id": log.request_id or "",
+                "client_request_id": log.client_request_id,
+                "attempt": str(log.attempt),
+                "query_source": source,
+            },
+        )
+
+    def _api_error(self, failed: RequestFailed, *, exhausted: bool) -> None:
+        """The error a run ended with (and, after retries, that they were spent), as Claude Code tells them."""
+        failure = failed.failure
+        log = failure.log
+        event: dict[str, Any] = {
+            "model": log.model,
+            "error": failure.message[:500],
+            "duration_ms": str(round(log.duration_ms)),
+            "attempt": str(log.attempt),
+            "client_request_id": log.client_request_id,
+        }
+        if failure.status is not None:
+            event["status_code"] = str(failure.status)
+        if log.request_id:
+            event["request_id"] = log.request_id
+        self._event("api_error", event)
+        if exhausted and log.attempt > 1:
+            retries = {k: v for k, v in event.items() if k in ("model", "error", "status_code")}
+            self._event("api_retries_exhausted", {**retries, "total_attempts": str(log.attempt)})
+
+
+def _json(value: object) -> str:
+    import json
+
+    return json.dumps(value, default=str, ensure_ascii=False)

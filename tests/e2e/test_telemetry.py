@@ -1,0 +1,287 @@
+"""End-to-end: a real ``queryloop -p`` exports its run over OTLP/HTTP to a receiver on loopback.
+
+The receiver is a plain HTTP server in the test process that decodes each request
+with ``opentelemetry-proto``'s protobuf messages. The run goes through the embedded
+server: two overloaded answers (so a retried attempt carries its reason), then an
+Edit the gate accepts and a Bash command it refuses (headless, it would ask), then
+the answer. Two more runs: one that spends its retries (the error it ends with), one
+whose request is too long (a reactive compaction and its summary request).
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
+
+from .harness import MockApi, run_cli
+
+pytestmark = pytest.mark.slow  # a CLI run whose exporters flush as it exits
+
+SCENARIO = """\
+schema_version: 1
+scenario: telemetry
+model: mock-primary
+models:
+  mock-primary:
+    - error: {status: 529}
+      repeat: 2
+    - reply:
+        content:
+          - tool_use: {name: Edit, input: {file_path: notes.txt, old_string: "draft", new_string: "final"}}
+          - tool_use: {name: Bash, input: {command: "curl http://example.invalid"}}
+    - reply:
+        content:
+          - text: "Edited notes.txt; the download was refused."
+"""
+
+_MESSAGES = {
+    "/v1/traces": ExportTraceServiceRequest,
+    "/v1/metrics": ExportMetricsServiceRequest,
+    "/v1/logs": ExportLogsServiceRequest,
+}
+
+
+class Receiver(ThreadingHTTPServer):
+    """Collects every OTLP/HTTP export it is sent, decoded."""
+
+    received: list[tuple[str, Any]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        message = _MESSAGES[self.path]()
+        message.ParseFromString(body)
+        self.server.received.append((self.path, message))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+def _attrs(attributes: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in attributes if isinstance(kv, KeyValue)}
+
+
+def export_run(scenario: str, args: list[str], cwd: Path) -> dict[str, Any]:
+    """One ``queryloop -p`` run through the embedded server, exported to a receiver: its spans, points and events."""
+    server = Receiver(("127.0.0.1", 0), _Handler)
+    server.received = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with MockApi(scenario) as api:
+            run = run_cli(
+                ["-p", "tidy the notes", "--model", "mock-primary", *args],
+                api=api,
+                cwd=cwd,
+                fmt="json",
+                CLAUDE_CODE_ENABLE_TELEMETRY="1",
+                OTEL_TRACES_EXPORTER="otlp",
+                OTEL_METRICS_EXPORTER="otlp",
+                OTEL_LOGS_EXPORTER="otlp",
+                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_port}",
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in run.stderr, run.stderr
+    received = server.received
+    spans = [
+        span
+        for path, message in received
+        if path == "/v1/traces"
+        for resource in message.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+    points = [
+        (metric.name, _attrs(point.attributes), point.as_int or point.as_double)
+        for path, message in received
+        if path == "/v1/metrics"
+        for resource in message.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.sum.data_points
+    ]
+    events = [
+        (record.body.string_value, _attrs(record.attributes))
+        for path, message in received
+        if path == "/v1/logs"
+        for resource in message.resource_logs
+        for scope in resource.scope_logs
+        for record in scope.log_records
+    ]
+    resources = [
+        _attrs(resource.resource.attributes)
+        for path, message in received
+        if path == "/v1/traces"
+        for resource in message.resource_spans
+    ]
+    return {"spans": spans, "points": points, "events": events, "resources": resources, "result": run.result}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The run of SCENARIO, exported."""
+    cwd = tmp_path_factory.mktemp("telemetry")
+    (cwd / "notes.txt").write_text("draft\n")
+    exported = export_run(SCENARIO, ["--permission-mode", "acceptEdits"], cwd)
+    assert exported["result"]["is_error"] is False, exported["result"]
+    return exported
+
+
+def test_the_session_turns_attempts_and_tools_are_nested_spans(exported: dict[str, Any]) -> None:
+    spans = exported["spans"]
+    by_id = {s.span_id: s for s in spans}
+    (session,) = [s for s in spans if s.name == "invoke_agent queryloop"]
+    turns = [s for s in spans if s.name == "queryloop.turn"]
+    attempts = [s for s in spans if s.name == "chat mock-primary"]
+    tools = {s.name: s for s in spans if s.name.startswith("execute_tool ")}
+    assert _attrs(session.attributes)["gen_ai.conversation.id"] == exported["result"]["session_id"]
+    assert [_attrs(t.attributes)["queryloop.turn"] for t in turns] == [1, 2]
+    assert all(t.parent_span_id == session.span_id for t in turns)
+    assert len(attempts) == 4 and all(by_id[a.parent_span_id].name == "queryloop.turn" for a in attempts)
+    assert set(tools) == {"execute_tool Edit", "execute_tool Bash"}
+    assert {s.trace_id for s in spans} == {session.trace_id}
+    assert exported["resources"][0]["service.name"] == "queryloop"
+
+
+def test_a_retried_attempt_carries_the_reason_it_was_sent_again(exported: dict[str, Any]) -> None:
+    attempts = sorted(
+        (s for s in exported["spans"] if s.name == "chat mock-primary"), key=lambda s: s.start_time_unix_nano
+    )
+    first, second, third, last = (_attrs(a.attributes) for a in attempts)
+    assert "queryloop.retry.reason" not in first
+    assert first["error.type"] == "overloaded" and first["http.response.status_code"] == 529
+    assert second["queryloop.retry.reason"] == "api_retry" and second["queryloop.attempt"] == 2
+    assert third["queryloop.retry.reason"] == "api_retry" and third["queryloop.outcome"] == "replied"
+    assert third["gen_ai.request.model"] == "mock-primary" and third["gen_ai.response.finish_reasons"] == ["tool_use"]
+    assert third["gen_ai.usage.input_tokens"] > 0 and third["gen_ai.usage.output_tokens"] > 0
+    assert "queryloop.retry.reason" not in last
+
+
+def test_each_tool_span_says_what_the_gate_decided_and_where_it_ran(exported: dict[str, Any]) -> None:
+    tools = {s.name: _attrs(s.attributes) for s in exported["spans"] if s.name.startswith("execute_tool ")}
+    edit, bash = tools["execute_tool Edit"], tools["execute_tool Bash"]
+    assert edit["queryloop.permission.decision"] == "accept" and edit["queryloop.tool.success"] is True
+    assert bash["queryloop.permission.decision"] == "reject" and bash["queryloop.tool.success"] is False
+    assert edit["queryloop.sandbox"] == bash["queryloop.sandbox"] == "none"
+    assert edit["gen_ai.tool.call.id"].startswith("toolu_")
+
+
+def test_every_transition_is_a_span_event_with_its_reason_and_counters(exported: dict[str, Any]) -> None:
+    events = sorted(
+        (_attrs(e.attributes) for s in exported["spans"] for e in s.events if e.name == "queryloop.transition"),
+        key=lambda e: e["queryloop.step"],
+    )
+    reasons = [e["queryloop.reason"] for e in events]
+    assert reasons.count("api_retry") == 2 and reasons.count("next_turn") == 1
+    assert reasons[-1] == "stop_hooks_passed" and [e["queryloop.step"] for e in events] == list(range(len(events)))
+    (second_retry,) = [
+        e for e in events if e["queryloop.reason"] == "api_retry" and e["queryloop.counter.api_retries"] == 2
+    ]
+    assert second_retry["queryloop.from"] == "backing_off" and second_retry["queryloop.to"] == "calling_model"
+
+
+def test_metrics_carry_claude_codes_names_and_the_machines_counts(exported: dict[str, Any]) -> None:
+    points = exported["points"]
+
+    def total(name: str, **where: str) -> float:
+        return sum(v for n, a, v in points if n == name and all(a.get(k) == w for k, w in where.items()))
+
+    usage = exported["result"]["usage"]
+    assert total("claude_code.session.count") == 1
+    assert total("claude_code.token.usage", type="input") == usage["input_tokens"]
+    assert total("claude_code.token.usage", type="output", model="mock-primary") == usage["output_tokens"]
+    assert total("claude_code.cost.usage") == pytest.approx(exported["result"]["total_cost_usd"])
+    assert total("claude_code.code_edit_tool.decision", decision="accept", tool_name="Edit") == 1
+    assert total("queryloop.retry.count", reason="api_retry", kind="retry") == 2
+    assert total("queryloop.transition.count", reason="next_turn") == 1
+    assert total("queryloop.breaker.count") == 0
+    assert all(a.get("session.id") == exported["result"]["session_id"] for _, a, _ in points)
+
+
+def test_events_carry_claude_codes_names_and_attributes(exported: dict[str, Any]) -> None:
+    events = exported["events"]
+    names = [body for body, _ in events]
+    assert names.count("claude_code.api_request") == 2
+    assert "claude_code.api_error" not in names, "a retried error is not one the run ended with (as in Claude Code)"
+    request = next(a for b, a in events if b == "claude_code.api_request")
+    assert request["model"] == "mock-primary" and request["query_source"] == "main"
+    assert request["input_tokens"].isdigit() and isinstance(request["cost_usd"], float)
+    prompt = next(a for b, a in events if b == "claude_code.user_prompt")
+    assert prompt["prompt"] == "<REDACTED>" and prompt["prompt_length"] == str(len("tidy the notes"))
+    decisions = {a["tool_name"]: a["decision"] for b, a in events if b == "claude_code.tool_decision"}
+    assert decisions == {"Edit": "accept", "Bash": "reject"}
+    results = {a["tool_name"]: a["success"] for b, a in events if b == "claude_code.tool_result"}
+    assert results == {"Edit": "true", "Bash": "false"}
+    assert sorted(int(a["event.sequence"]) for _, a in events) == list(range(len(events)))
+
+
+def test_a_run_that_spends_its_retries_reports_the_error_it_ended_with(tmp_path: Path) -> None:
+    scenario = "schema_version: 1\nscenario: spent\nmodel: mock-primary\nmodels:\n  mock-primary:\n"
+    scenario += "    - error: {status: 529}\n      repeat: 3\n"
+    exported = export_run(scenario, ["--max-retries", "1"], tmp_path)
+    assert exported["result"]["terminal_reason"] == "api_error"
+    events = {body: a for body, a in exported["events"]}
+    assert events["claude_code.api_error"]["status_code"] == "529"
+    assert events["claude_code.api_retries_exhausted"]["total_attempts"] == "2"
+    (session,) = [s for s in exported["spans"] if s.name == "invoke_agent queryloop"]
+    assert session.status.code == session.status.STATUS_CODE_ERROR
+    assert _attrs(session.attributes)["queryloop.terminal_reason"] == "api_error"
+
+
+def test_a_reactive_compaction_is_a_span_holding_its_summary_request(tmp_path: Path) -> None:
+    scenario = f"""\
+schema_version: 1
+scenario: compacted
+model: mock-small-context
+rules:
+  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    reply: {{content: [{{text: "Summary: two outputs were printed."}}]}}
+  - when: {{input_tokens_over: 5000}}
+    error: {{status: 400, message: "prompt is too long: {{n}} tokens > {{limit}} maximum"}}
+models:
+  mock-small-context:
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "printf %012000d 0"}}}}}}]}}
+    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "printf %06000d 1"}}}}}}]}}
+    - reply: {{content: [{{text: "done"}}]}}
+"""
+    args = ["--model", "mock-small-context", "--max-output-tokens", "1000", "--auto-compact-threshold", "100"]
+    exported = export_run(scenario, args, tmp_path)
+    assert exported["result"]["result"] == "done"
+    spans = exported["spans"]
+    (compaction,) = [s for s in spans if s.name == "queryloop.compaction"]
+    details = _attrs(compaction.attributes)
+    assert details["queryloop.compaction.trigger"] == "reactive"
+    assert details["queryloop.compaction.pre_tokens"] > details["queryloop.compaction.post_tokens"]
+    (summary,) = [s for s in spans if _attrs(s.attributes).get("queryloop.purpose") == "compaction_summary"]
+    assert summary.parent_span_id == compaction.span_id
+    reasons = [_attrs(s.attributes).get("queryloop.retry.reason") for s in spans if s.name == "chat mock-small-context"]
+    assert "reactive_compact_retry" in reasons
+    event = next(a for body, a in exported["events"] if body == "claude_code.compaction")
+    assert event["trigger"] == "reactive" and event["success"] == "true"
