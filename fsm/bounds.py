@@ -241,18 +241,23 @@ class Bound:
     per_run: Expr
 
 
-def figure_bounds(spec: MachineSpec, names: Iterable[str] | None = None) -> dict[str, Bound]:
+def figure_bounds(
+    spec: MachineSpec, names: Iterable[str] | None = None, *, unbounded_runs: Iterable[str] = ()
+) -> dict[str, Bound]:
     """The bounds of the figures ``names`` (default: every declared figure, then every effect's own)
-    as expressions, keyed as ``CheckReport.worst_case``."""
+    as expressions, keyed as ``CheckReport.worst_case``. For the figures in ``unbounded_runs`` (known
+    unbounded per run at the params of interest) the per-run expression is not built: it is ∞."""
     sym = _Sym()
     wanted = None if names is None else set(names)
-    done: dict[frozenset[str], tuple[Expr, Expr]] = {}  # a figure of one effect is that effect's own: once
+    skip_run = set(unbounded_runs)
+    done: dict[frozenset[str], tuple[Expr, Expr]] = {}  # figures of the same effects: built once
     out: dict[str, Bound] = {}
     for name, effects in _figures(spec).items():
         if wanted is not None and name not in wanted:
             continue
         if effects not in done:
-            done[effects] = (_figure(spec, effects, sym, per_run=False), _figure(spec, effects, sym, per_run=True))
+            per_run = INF if name in skip_run else _figure(spec, effects, sym, per_run=True)
+            done[effects] = (_figure(spec, effects, sym, per_run=False), per_run)
         per_turn, per_run = done[effects]
         out[name] = Bound(name=name, effects=effects, per_turn=per_turn, per_run=per_run)
     return out

@@ -196,9 +196,10 @@ def check_spec(
     findings += _run_pass(spec)
     findings += _loophole_pass(spec)
     findings += [Finding(check="property", message=b.message, reasons=b.reasons) for b in broken_properties(spec)]
-    bounds = figure_bounds(spec, spec.figures)
     per_turn = figure_values(spec, at)
     per_run = figure_values(spec, at, per_run=True)
+    # a per-run expression is shown (and used) only where the run is bounded at these params
+    bounds = figure_bounds(spec, spec.figures, unbounded_runs=[n for n, v in per_run.items() if v == math.inf])
     for name, most in spec.figure_max.items():
         if per_turn[name] > most:
             findings.append(
