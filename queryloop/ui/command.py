@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from queryloop.handlers.session import queryloop_home
-from queryloop.run.tracing import TRACE_DIR_ENV
+# queryloop.run.tracing.TRACE_DIR_ENV, not imported so that `--help` loads no engine (a test holds them equal)
+TRACE_DIR_ENV = "QUERYLOOP_TRACE_DIR"
 
 __all__ = ["UiError", "add_ui_command", "check_home_owner"]
 
@@ -53,7 +53,9 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    import uvicorn  # here: the other commands never load the server
+    import uvicorn  # here: `--help` and the other commands load neither the server nor the session layer
+
+    from queryloop.handlers.session import queryloop_home
 
     from .server import make_app
 
@@ -78,6 +80,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(text: str) -> int:
+    """``--port``: 0 (any free one) to 65535, else a usage error before anything starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a number from 0 (any free one) to 65535")
+    return value
+
+
 def add_ui_command(sub: Any) -> None:
     """``ui`` on the commands' parser."""
     ui = sub.add_parser(
@@ -88,7 +101,7 @@ def add_ui_command(sub: Any) -> None:
         "the URL to open: it carries a random token, required on every request.",
     )
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback)")
-    ui.add_argument("--port", type=int, default=0, metavar="N", help="port (default: any free one)")
+    ui.add_argument("--port", type=_port, default=0, metavar="N", help="port (default: any free one)")
     ui.add_argument(
         "--traces",
         type=Path,

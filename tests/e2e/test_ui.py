@@ -303,3 +303,53 @@ def test_a_queryloop_home_owned_by_another_user_is_refused(tmp_path: Path):
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith(f"queryloop ui: {home} (QUERYLOOP_HOME) belongs to uid ")
     assert "Traceback" not in proc.stderr
+
+
+def _cookie(ui: UiServer) -> str:
+    return f"queryloop_ui_{ui.base.rsplit(':', 1)[1]}={ui.token}"
+
+
+@pytest.mark.parametrize("sid", [str(uuid.uuid4()), "..", "NOT-A-SESSION"])
+def test_an_unknown_session_is_a_404_that_names_it(ui: UiServer, where: dict[str, Path], sid: str):
+    for path in ("", "/path", "/rewind", "/layers/request.svg"):
+        status, headers, body = _get(f"{ui.base}/api/sessions/{sid}{path}", cookie=_cookie(ui))
+        assert status == 404 and headers["content-type"] == "application/json", (path, body)
+        assert json.loads(body)["error"].startswith("no session ")
+
+
+def test_a_trace_another_machine_wrote_is_reported_and_left_out(
+    ui: UiServer, sessions: dict[str, str], where: dict[str, Path]
+):
+    session_id = sessions["markup"]
+    kept = len(_steps(where, session_id))
+    foreign = where["traces"] / f"{session_id}-foreign.jsonl"
+    step = {"type": "system", "subtype": "transition", "from": "calling_model", "event": "teleported"}
+    foreign.write_text(json.dumps({**step, "reason": "wormhole", "to": "completed"}) + "\n")
+    try:
+        status, _, body = _get(f"{ui.base}/api/sessions/{session_id}/path", cookie=_cookie(ui))
+    finally:
+        foreign.unlink()
+    path = json.loads(body)
+    assert status == 200 and len(path["steps"]) == kept
+    (problem,) = path["problems"]
+    assert f"{foreign}:1: step 1 (calling_model --teleported--> completed by 'wormhole') is not an edge" in problem
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "'99999' is not a port: give a number from 0 (any free one) to 65535"),
+        (["--host", "256.1.1.1"], "queryloop ui: cannot listen on 256.1.1.1:0: "),
+    ],
+)
+def test_a_bad_address_is_one_line_and_no_traceback(args: list[str], message: str):
+    proc = subprocess.run([sys.executable, "-m", "queryloop", "ui", *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode in (1, 2) and message in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_command_names_the_variable_runs_record_their_paths_by():
+    from queryloop.run.tracing import TRACE_DIR_ENV
+    from queryloop.ui.command import TRACE_DIR_ENV as SAID
+
+    assert SAID == TRACE_DIR_ENV
