@@ -32,7 +32,7 @@ from queryloop.run.sessions import (
     rewind_diff,
 )
 
-__all__ = ["SessionFiles", "UnknownSession", "find_session", "list_all_sessions", "read_path"]
+__all__ = ["SessionFiles", "SessionPath", "UnknownSession", "find_session", "list_all_sessions", "read_path"]
 
 _TEXT_LIMIT = 20_000  # characters of one block shown; the rest is cut with a note (a file read is not a page)
 
@@ -220,13 +220,21 @@ def _run_files(traces: Path | None, session_id: str) -> list[Path]:
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
 
 
-def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> dict[str, Any]:
+@attrs.frozen(kw_only=True)
+class SessionPath:
+    """A session's path: a trace of every step for the diagrams (None: none recorded), and the page's JSON."""
+
+    trace: Trace | None
+    running: bool
+    json: dict[str, Any]
+
+
+def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> SessionPath:
     """The path the session's runs took on ``spec``: its steps, counters after each, and where it is now.
 
     Runs are joined in the order their files were last written; a session is ``running``
     while its newest run's last step did not reach a terminal state (a killed run looks
-    the same: the trace has no end). ``trace`` is a :class:`~queryloop.fsm.trace.Trace` of
-    every step, for the diagrams, or None when no run of the session recorded its path.
+    the same: the trace has no end).
     """
     steps: list[TraceStep] = []
     problems: list[str] = []
@@ -250,9 +258,11 @@ def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> dict[s
             terminal_reason=None if ended is None else str(ended.result.get("terminal_reason", ended.name)),
             is_error=None if ended is None else bool(ended.result.get("is_error")),
         )
-    return {
-        "trace": trace,
-        "json": {
+    running = bool(steps) and not terminal
+    return SessionPath(
+        trace=trace,
+        running=running,
+        json={
             "traced": bool(steps),
             "steps": [
                 {"n": s.number, "from": s.source, "event": s.event, "reason": s.reason, "to": s.dest} for s in steps
@@ -260,7 +270,7 @@ def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> dict[s
             "counters": [dict(s.counters) for s in steps],
             "current": last,
             "layer": spec.state(last).layer if last is not None and last in spec.state_map else None,
-            "running": bool(steps) and not terminal,
+            "running": running,
             "problems": problems,
         },
-    }
+    )

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import hmac
 import importlib.resources
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,7 +28,7 @@ from queryloop.fsm import load_machine
 from queryloop.machines import MACHINES_DIR
 
 from .pictures import LayerPictures
-from .reading import UnknownSession, find_session, list_all_sessions, read_path
+from .reading import SessionFiles, UnknownSession, find_session, list_all_sessions, read_path
 
 __all__ = ["CSP", "make_app"]
 
@@ -100,13 +100,13 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
     pictures = LayerPictures(spec)
     pages = {"sessions": _asset("sessions.html"), "session": _asset("session.html")}
 
-    def session_of(request: Request) -> Any:
+    def session_of(request: Request) -> SessionFiles | None:
         try:
             return find_session(home, request.path_params["sid"])
         except UnknownSession:
             return None
 
-    def page(name: str) -> Any:
+    def page(name: str) -> Callable[[Request], Response]:
         def show(request: Request) -> Response:
             return Response(pages[name], media_type="text/html; charset=utf-8")
 
@@ -131,8 +131,7 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
     def path(request: Request) -> Response:
         if session_of(request) is None:
             return unknown(request)
-        read = read_path(spec, traces, request.path_params["sid"])
-        body = read["json"]
+        body = read_path(spec, traces, request.path_params["sid"]).json
         body["layers"] = list(pictures.layers)
         body["layers_taken"] = sorted({spec.state(s["from"]).layer for s in body["steps"]} - {""})
         return JSONResponse(body)
@@ -144,7 +143,7 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
         if name not in pictures.layers:
             return PlainTextResponse(f"no layer {name!r}\n", status_code=404)
         read = read_path(spec, traces, sid)
-        svg = pictures.svg(sid, name, read["trace"], running=read["json"]["running"])
+        svg = pictures.svg(sid, name, read.trace, running=read.running)
         return Response(svg, media_type="image/svg+xml")
 
     def rewind(request: Request) -> Response:
