@@ -102,7 +102,9 @@ def _live(driver: WebDriver, ui: UiServer, live: Path, env: dict[str, str], out:
             home = Path(env["QUERYLOOP_HOME"])
             _until(driver, "the transcript", lambda d: any(home.glob(f"projects/*/{session_id}.jsonl")))
             driver.get(f"{ui.base}/session/{session_id}")
-            _until(driver, "the live state", lambda d: d.find_element(By.ID, "status").text.startswith("running"))
+            held = "now in running_tools"  # the Bash call waits for a file: the run stays there until it appears
+            _until(driver, "the live state", lambda d: held in d.find_element(By.ID, "status").text)
+            _until(driver, "its outline", lambda d: d.find_elements(By.CSS_SELECTOR, "#layers g.node.current"))
             _shot(driver, "#layers g.node.current", out / "ui-live.png")
         finally:
             (live / "release").touch()

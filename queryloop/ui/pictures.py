@@ -4,9 +4,10 @@ Owns turning a :class:`~queryloop.fsm.trace.Trace` into the per-layer pictures
 (:func:`queryloop.fsm.render.to_dot` with the run overlaid: each edge taken in orange
 with its count and step numbers, the states visited outlined) and keeping the last
 pictures of each session until it takes another step. The engine marks the last
-state of a trace as where the run ended; while a session still runs that state is
-where it is now, so the label says so (the page also outlines that node, by its
-``<title>``, which Graphviz sets to the state's name). Knows nothing of HTTP.
+state of a trace as where the run ended, and its title says how it ended; while a
+session still runs, that state is where it is now, so the label and the title say so
+(the page also outlines that node, by its ``<title>``, which Graphviz sets to the
+state's name). Knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class LayerPictures:
         dot: graphviz.Digraph = to_dot(self.spec, view=View(kind="layer", layer=layer), trace=trace)
         svg = str(dot.pipe(format="svg", encoding="utf-8"))
         if running and trace is not None and trace.final_state is not None:
-            ended = escape(_ENDED_MARK + (trace.terminal_reason or trace.final_state), quote=False)
-            svg = svg.replace(ended, escape(_NOW_MARK + trace.final_state, quote=False))
+            now = trace.final_state
+            svg = svg.replace(escape(_ENDED_MARK + now, quote=False), escape(_NOW_MARK + now, quote=False))
+            svg = svg.replace(escape(f"steps, ended {now} (success)", quote=False), "steps, still running")
         return svg

@@ -224,6 +224,8 @@ def test_the_current_state_is_highlighted_live_while_a_run_is_in_progress(
             assert "now in running_tools (layer tools)" in browser.find_element(By.ID, "status").text
             label = browser.find_element(By.CSS_SELECTOR, "#layers g.node.current").get_attribute("textContent")
             assert "● running, now here: running_tools" in (label or "")
+            picture = box.find_element(By.TAG_NAME, "svg").get_attribute("textContent") or ""
+            assert "steps, still running" in picture and "ended running_tools" not in picture
             (where["live"] / "release").touch()
             assert proc.wait(WAIT_S) == 0, proc.stderr.read() if proc.stderr else ""
         finally:
