@@ -25,8 +25,8 @@ FOLDERS = {
 }
 LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context")  # each may import only the ones before it
 SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome", "queryloop.handlers.records")
-# queryloop/ holds rooms, not modules: the run's assembly, the ways in, the fleet, the embedded server
-ROOMS = ("queryloop.run", "queryloop.frontends", "queryloop.fleet", "queryloop.mockapi")
+# queryloop/ holds rooms, not modules: the run's assembly, the ways in, the fleet, the embedded server, the inspector
+ROOMS = ("queryloop.run", "queryloop.frontends", "queryloop.fleet", "queryloop.mockapi", "queryloop.ui")
 TOP_LEVEL = ("queryloop", "queryloop.__main__", "queryloop.testing")  # the package, `python -m`, the test doubles
 ABOVE_THE_LAYERS = (*ROOMS, *TOP_LEVEL)
 

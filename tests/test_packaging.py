@@ -69,6 +69,7 @@ def test_the_wheel_holds_exactly_one_top_level_import_name(wheel: Path) -> None:
         "queryloop/py.typed",
         "queryloop/machines/query_loop.yaml",
         "queryloop/handlers/request/services/models.yaml",
+        *(f"queryloop/ui/static/{page}" for page in ("sessions.html", "session.html", "ui.js", "ui.css")),
     ):
         assert data in listed
     assert "queryloop/machines/scenarios/fallback_chain.yaml" in listed

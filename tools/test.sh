@@ -8,7 +8,8 @@
 # pytest prints a line per file with its time, and the slowest tests at the end.
 # Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
 # its own cluster: tests/e2e/test_fleet.py) and bubblewrap (the sandbox tests run commands in it for real:
-# tests/e2e/test_sandbox.py), only when missing.
+# tests/e2e/test_sandbox.py), chromium and chromium-driver (tests/e2e/test_ui.py drives the inspector in
+# Debian's browser), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=()
@@ -47,6 +48,8 @@ missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2

@@ -43,6 +43,7 @@ from ..fleet.commands import add_fleet_commands
 from ..run.defaults import AUTO_COMPACT_THRESHOLD, CLAUDE_CODE_VERSION, DEFAULT_MODEL, MAX_OUTPUT_TOKENS
 from ..run.sessions import add_session_commands
 from ..run.startup import Startup
+from ..ui import add_ui_command
 from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
 
@@ -122,6 +123,7 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     deploy.set_defaults(func=cmd_mock_mcp_deploy)
     add_session_commands(sub)
     add_fleet_commands(sub)
+    add_ui_command(sub)
     return parser, tuple(sub.choices)
 
 

@@ -47,9 +47,11 @@ __all__ = [
     "SessionChoiceError",
     "add_session_commands",
     "choose_session",
+    "list_project_sessions",
     "list_sessions",
     "plan_rewind",
     "print_rewind",
+    "rewind_diff",
 ]
 
 
@@ -186,7 +188,13 @@ PROMPT_REASONS = ("session_started", "session_resumed", "dangling_calls_answered
 
 def list_sessions(cwd: Path, home: Path | None = None) -> list[SessionSummary]:
     """This directory's sessions, newest first."""
-    folder = (home if home is not None else queryloop_home()) / "projects" / encode_cwd(cwd.resolve())
+    return list_project_sessions(
+        (home if home is not None else queryloop_home()) / "projects" / encode_cwd(cwd.resolve())
+    )
+
+
+def list_project_sessions(folder: Path) -> list[SessionSummary]:
+    """The sessions of one project folder under ``$QUERYLOOP_HOME/projects``, newest first."""
     found = [_summary(p) for p in _transcripts(folder)]
     return sorted(found, key=lambda s: s.modified, reverse=True)
 
@@ -312,7 +320,9 @@ def _restorable(entry: CheckpointEntry, root: Path, paths: SessionPaths) -> Path
     )
 
 
-def _diff(item: FileRestore) -> str:
+def rewind_diff(item: FileRestore) -> str:
+    """The unified diff a rewind makes to one file: its bytes now, then the bytes it gets back."""
+
     def lines(data: bytes | None) -> list[str]:
         return [] if data is None else data.decode("utf-8", errors="replace").splitlines(keepends=True)
 
@@ -371,7 +381,7 @@ def print_rewind(plan: RewindPlan, *, dry_run: bool) -> None:
     changed = [f for f in plan.files if f.before != f.now]
     print(f"rewind {where}: {len(changed)} file(s) to restore" + (" (dry run)" if dry_run else ""))
     for item in changed:  # the files' bytes: anything may be in them
-        sys.stdout.write(inert(_diff(item) or f"{item.path}: binary or empty change\n"))
+        sys.stdout.write(inert(rewind_diff(item) or f"{item.path}: binary or empty change\n"))
     if plan.incomplete:
         print(
             f"note: {plan.dropped} older checkpoint(s) were dropped (at most {MAX_CHECKPOINTS} are kept); "

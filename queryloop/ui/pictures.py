@@ -1,0 +1,61 @@
+"""The recovery graph in ``queryloop ui``: one SVG per layer, a session's path drawn on it with the engine's overlay.
+
+Owns turning a :class:`~queryloop.fsm.trace.Trace` into the per-layer pictures
+(:func:`queryloop.fsm.render.to_dot` with the run overlaid: each edge taken in orange
+with its count and step numbers, the states visited outlined) and keeping the last
+pictures of each session until it takes another step. The engine marks the last
+state of a trace as where the run ended, and its title says how it ended; while a
+session still runs, that state is where it is now, so the label and the title say so
+(the page also outlines that node, by its ``<title>``, which Graphviz sets to the
+state's name). Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import threading
+from html import escape
+
+import graphviz
+
+from queryloop.fsm import MachineSpec
+from queryloop.fsm.ladder import View, layer_names
+from queryloop.fsm.render import to_dot
+from queryloop.fsm.trace import Trace
+
+__all__ = ["LayerPictures"]
+
+_ENDED_MARK = "★ the run ended here: "  # how fsm.render labels a trace's last state
+_NOW_MARK = "● running, now here: "
+
+
+class LayerPictures:
+    """Each layer's SVG for a session's path, drawn once per number of steps (a poll that finds no new step is free)."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.spec = spec
+        self.layers = layer_names(spec)
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], tuple[int, bool, str]] = {}
+
+    def svg(self, session_id: str, layer: str, trace: Trace | None, *, running: bool) -> str:
+        """Layer ``layer`` with ``trace`` overlaid (the bare layer when no run of the session recorded its path)."""
+        if layer not in self.layers:
+            raise KeyError(layer)
+        steps = len(trace.steps) if trace is not None else 0
+        with self._lock:
+            cached = self._cache.get((session_id, layer))
+            if cached is not None and cached[:2] == (steps, running):
+                return cached[2]
+        picture = self._draw(layer, trace, running=running)
+        with self._lock:
+            self._cache[(session_id, layer)] = (steps, running, picture)
+        return picture
+
+    def _draw(self, layer: str, trace: Trace | None, *, running: bool) -> str:
+        dot: graphviz.Digraph = to_dot(self.spec, view=View(kind="layer", layer=layer), trace=trace)
+        svg = str(dot.pipe(format="svg", encoding="utf-8"))
+        if running and trace is not None and trace.final_state is not None:
+            now = trace.final_state
+            svg = svg.replace(escape(_ENDED_MARK + now, quote=False), escape(_NOW_MARK + now, quote=False))
+            svg = svg.replace(escape(f"steps, ended {now} (success)", quote=False), "steps, still running")
+        return svg

@@ -1,0 +1,276 @@
+"""What ``queryloop ui`` shows, read from the files the CLI writes: sessions, transcripts, ledgers, checkpoints, paths.
+
+Owns the reading of ``$QUERYLOOP_HOME/projects/*`` (every project's sessions, not only this
+directory's), of one session's transcript, side-effect ledger and checkpoint index (through
+the session layer's readers and :mod:`queryloop.run.sessions`), a rewind's dry run (the
+same :func:`~queryloop.run.sessions.plan_rewind` as ``queryloop rewind --dry-run``; nothing
+is written) and of the path a session's runs took: the trace files a run writes when
+``QUERYLOOP_TRACE_DIR`` is set (:mod:`queryloop.run.tracing`), one per run, named
+``<session id>-<random>.jsonl``. Returns plain JSON-ready values; knows nothing of HTTP or
+of how any of it is drawn (:mod:`.pictures`, :mod:`.server`). Every string comes from a file
+anything may have written: it is data, and the page shows it as text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from queryloop.fsm import MachineSpec
+from queryloop.fsm.trace import Trace, TraceError, TraceStep, check_trace, read_trace
+from queryloop.handlers.session import CheckpointStore, SessionPaths, is_session_id
+from queryloop.handlers.session.services.store import read_jsonl
+from queryloop.handlers.session.services.transcript import load_ledger
+from queryloop.run.sessions import (
+    PROMPT_REASONS,
+    SessionChoiceError,
+    list_project_sessions,
+    plan_rewind,
+    rewind_diff,
+)
+
+__all__ = ["SessionFiles", "SessionPath", "UnknownSession", "find_session", "list_all_sessions", "read_path"]
+
+_TEXT_LIMIT = 20_000  # characters of one block shown; the rest is cut with a note (a file read is not a page)
+
+
+class UnknownSession(LookupError):
+    """No stored session has this id (or the id is not a session id at all)."""
+
+
+def list_all_sessions(home: Path) -> list[dict[str, Any]]:
+    """Every project's sessions under ``home``, newest first, as the rows of the list page."""
+    projects = home / "projects"
+    rows: list[tuple[float, dict[str, Any]]] = []
+    for folder in sorted(projects.iterdir()) if projects.is_dir() else ():
+        for s in list_project_sessions(folder) if folder.is_dir() else ():
+            row = {
+                "session_id": s.session_id,
+                "project": folder.name,
+                "started": s.started,
+                "runs": s.prompts,
+                "turns": s.turns,
+                "ended": s.terminal_reason,
+                "cost_usd": s.cost_usd,
+            }
+            rows.append((s.modified, row))
+    return [row for _, row in sorted(rows, key=lambda r: r[0], reverse=True)]
+
+
+def find_session(home: Path, session_id: str) -> SessionFiles:
+    """The stored session ``session_id`` in any project folder; UnknownSession when there is none."""
+    if not is_session_id(session_id):
+        raise UnknownSession(session_id)
+    projects = home / "projects"
+    for folder in sorted(projects.iterdir()) if projects.is_dir() else ():
+        transcript = folder / f"{session_id}.jsonl"
+        if transcript.is_file():
+            entries, warnings = read_jsonl(transcript)
+            cwd = next((e["cwd"] for e in entries if isinstance(e.get("cwd"), str)), str(folder))
+            paths = SessionPaths(home=home, cwd=Path(cwd), session_id=session_id, project_name=folder.name)
+            return SessionFiles(paths=paths, entries=tuple(entries), warnings=tuple(warnings))
+    raise UnknownSession(session_id)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _TEXT_LIMIT else text[:_TEXT_LIMIT] + f" … ({len(text) - _TEXT_LIMIT} more characters)"
+
+
+def _blocks(content: Any) -> list[dict[str, str]]:
+    """A message's content as (kind, text) blocks: text, thinking, a tool call, a tool result."""
+    if isinstance(content, str):
+        return [{"kind": "text", "text": _cut(content)}]
+    out: list[dict[str, str]] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        kind = str(block.get("type", "?"))
+        if kind == "text":
+            text = str(block.get("text", ""))
+        elif kind == "thinking":
+            text = str(block.get("thinking", ""))
+        elif kind == "tool_use":
+            text = f"{block.get('name')} {json.dumps(block.get('input'), ensure_ascii=False)}"
+        elif kind == "tool_result":
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else " ".join(b["text"] for b in _blocks(inner))
+            kind = "tool_result (error)" if block.get("is_error") else kind
+        else:
+            text = json.dumps(block, ensure_ascii=False)
+        out.append({"kind": kind, "text": _cut(text)})
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class SessionFiles:
+    """One stored session: where its files are and its transcript's entries, read once."""
+
+    paths: SessionPaths
+    entries: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...] = ()
+
+    def transcript(self) -> list[dict[str, Any]]:
+        """Every entry in file order: user and assistant messages, boundaries, tombstones, each run's end."""
+        out = []
+        for e in self.entries:
+            raw = e.get("message")
+            message: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            kind = str(e.get("type", "?"))
+            if kind == "system" and e.get("subtype") == "result":
+                text = f"run ended: {e.get('terminal_reason')} after {e.get('num_turns')} turn(s)"
+                blocks = [{"kind": "result", "text": text}]
+            elif kind == "system":
+                blocks = [{"kind": str(e.get("subtype", "system")), "text": str(e.get("content", ""))}]
+            else:
+                blocks = _blocks(message.get("content") if message else None)
+            out.append(
+                {
+                    "uuid": str(e.get("uuid", "")),
+                    "type": kind,
+                    "role": str(message.get("role", kind)) if message else kind,
+                    "reason": str(e.get("reason", "")),
+                    "timestamp": str(e.get("timestamp", "")),
+                    "meta": bool(e.get("isMeta")),
+                    "prompt": kind == "user" and e.get("reason") in PROMPT_REASONS,
+                    "blocks": blocks,
+                }
+            )
+        return out
+
+    def ledger(self) -> tuple[list[dict[str, Any]], list[str]]:
+        entries, warnings = load_ledger(self.paths.ledger)
+        rows = [
+            {
+                "tool_use_id": e.tool_use_id,
+                "name": e.name,
+                "input": _cut(json.dumps(e.input, ensure_ascii=False)),
+                "result": " ".join(b["text"] for b in _blocks([e.result])),
+                "prompt_id": e.prompt_id,
+            }
+            for e in entries
+        ]
+        return rows, warnings
+
+    def checkpoints(self) -> tuple[list[dict[str, Any]], int, list[str]]:
+        entries, dropped, warnings = CheckpointStore(self.paths).entries()
+        rows = [
+            {"seq": e.seq, "prompt_id": e.prompt_id, "path": e.path, "created": e.blob is None, "tool": e.tool_use_id}
+            for e in entries
+        ]
+        return rows, dropped, warnings
+
+    def prompts(self) -> list[dict[str, str]]:
+        """The user prompts a rewind can go back before: uuid and the prompt's first words."""
+        out = []
+        for e in self.entries:
+            if e.get("type") == "user" and e.get("reason") in PROMPT_REASONS:
+                message = e.get("message")
+                text = " ".join(
+                    b["text"] for b in _blocks(message.get("content") if isinstance(message, dict) else None)
+                )
+                out.append({"uuid": str(e.get("uuid")), "text": text[:120]})
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        ledger, ledger_warnings = self.ledger()
+        checkpoints, dropped, checkpoint_warnings = self.checkpoints()
+        return {
+            "session_id": self.paths.session_id,
+            "project": self.paths.project.name,
+            "cwd": str(self.paths.cwd),
+            "transcript": self.transcript(),
+            "ledger": ledger,
+            "checkpoints": checkpoints,
+            "dropped_checkpoints": dropped,
+            "prompts": self.prompts(),
+            "warnings": [*self.warnings, *ledger_warnings, *checkpoint_warnings],
+        }
+
+    def rewind_dry_run(self, to: str | None) -> dict[str, Any]:
+        """What ``queryloop rewind --dry-run`` says: each file's diff, the side effects no rewind undoes."""
+        try:
+            plan = plan_rewind(self.paths, to or None)
+        except SessionChoiceError as exc:
+            return {"error": str(exc)}
+        changed = [f for f in plan.files if f.before != f.now]
+        return {
+            "target": plan.target,
+            "files": [
+                {"path": str(f.path), "diff": rewind_diff(f) or "binary or empty change", "missing": f.missing_blob}
+                for f in changed
+            ],
+            "irreversible": [
+                {"name": str(e["name"]), "input": _cut(json.dumps(e["input"], ensure_ascii=False))}
+                for e in plan.irreversible
+            ],
+            "incomplete": plan.incomplete,
+            "dropped": plan.dropped,
+            "warnings": list(plan.warnings),
+        }
+
+
+def _run_files(traces: Path | None, session_id: str) -> list[Path]:
+    """The session's trace files, one per run, oldest first."""
+    if traces is None or not traces.is_dir():
+        return []
+    found = [p for p in traces.glob(f"{session_id}-*.jsonl") if p.is_file()]
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+@attrs.frozen(kw_only=True)
+class SessionPath:
+    """A session's path: a trace of every step for the diagrams (None: none recorded), and the page's JSON."""
+
+    trace: Trace | None
+    running: bool
+    json: dict[str, Any]
+
+
+def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> SessionPath:
+    """The path the session's runs took on ``spec``: its steps, counters after each, and where it is now.
+
+    Runs are joined in the order their files were last written; a session is ``running``
+    while its newest run's last step did not reach a terminal state (a killed run looks
+    the same: the trace has no end).
+    """
+    steps: list[TraceStep] = []
+    problems: list[str] = []
+    for path in _run_files(traces, session_id):
+        try:
+            run = read_trace(path)
+            check_trace(spec, run)
+        except TraceError as exc:
+            problems.append(str(exc))
+            continue
+        steps += [attrs.evolve(s, number=len(steps) + i + 1) for i, s in enumerate(run.steps)]
+    last = steps[-1].dest if steps else None
+    terminal = last is not None and last in spec.state_map and spec.state(last).terminal
+    ended = spec.state(last) if terminal and last is not None else None
+    trace = None
+    if steps:
+        trace = Trace(
+            path=f"session {session_id}",
+            machine=spec.name,
+            steps=tuple(steps),
+            terminal_reason=None if ended is None else str(ended.result.get("terminal_reason", ended.name)),
+            is_error=None if ended is None else bool(ended.result.get("is_error")),
+        )
+    running = bool(steps) and not terminal
+    return SessionPath(
+        trace=trace,
+        running=running,
+        json={
+            "traced": bool(steps),
+            "steps": [
+                {"n": s.number, "from": s.source, "event": s.event, "reason": s.reason, "to": s.dest} for s in steps
+            ],
+            "counters": [dict(s.counters) for s in steps],
+            "current": last,
+            "layer": spec.state(last).layer if last is not None and last in spec.state_map else None,
+            "running": running,
+            "problems": problems,
+        },
+    )

@@ -1,0 +1,165 @@
+"""``queryloop ui``'s web application: Starlette routes behind a per-launch token.
+
+Owns the token check and the HTTP routes: two static
+pages and their script, and JSON and SVG under ``/api/``. Loopback is shared by every
+user of the machine, so every request must carry the token: ``?token=`` on the first
+visit (compared in constant time; the answer sets a cookie, ``HttpOnly`` and
+``SameSite=Strict``, and redirects to the same page without it), the cookie after. A
+strict Content-Security-Policy allows only this server's own script and style: the
+pages are static and put every string from a session's files in as text, so a
+transcript holding markup stays text even if some code path were to miss that.
+Reading the files is :mod:`.reading`'s; drawing, :mod:`.pictures`'; the command, :mod:`.command`'s.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib.resources
+from collections.abc import Callable
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from queryloop.fsm import load_machine
+from queryloop.machines import MACHINES_DIR
+
+from .pictures import LayerPictures
+from .reading import SessionFiles, UnknownSession, find_session, list_all_sessions, read_path
+
+__all__ = ["CSP", "make_app"]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+_STATIC = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css; charset=utf-8"}
+_REFUSED = (
+    "forbidden: this page needs the token of the `queryloop ui` that serves it; "
+    "open the URL it printed (http://…/?token=…)\n"
+)
+
+
+class _TokenGate:
+    """Every request carries the launch's token: ``?token=`` once (then a cookie), or it is refused with 403."""
+
+    def __init__(self, app: ASGIApp, token: str, cookie: str) -> None:
+        self.app, self.token, self.cookie = app, token, cookie
+
+    def _matches(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if self._matches(request.query_params.get("token")):
+            response: Response = RedirectResponse(request.url.remove_query_params("token").path, status_code=303)
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
+            await _secured(response)(scope, receive, send)
+        elif self._matches(request.cookies.get(self.cookie)):
+            await self.app(scope, receive, _with_headers(send))
+        else:
+            await _secured(PlainTextResponse(_REFUSED, status_code=403))(scope, receive, send)
+
+
+def _secured(response: Response) -> Response:
+    response.headers.update(_HEADERS)
+    return response
+
+
+def _with_headers(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.decode().lower() not in _HEADERS]
+            headers += [(k.encode(), v.encode()) for k, v in _HEADERS.items()]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
+
+
+def _asset(name: str) -> str:
+    return importlib.resources.files("queryloop.ui").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "queryloop_ui") -> ASGIApp:
+    """The inspector's ASGI application over ``home`` (and the run traces in ``traces``), behind ``token``."""
+    spec = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
+    pictures = LayerPictures(spec)
+    pages = {"sessions": _asset("sessions.html"), "session": _asset("session.html")}
+
+    def session_of(request: Request) -> SessionFiles | None:
+        try:
+            return find_session(home, request.path_params["sid"])
+        except UnknownSession:
+            return None
+
+    def page(name: str) -> Callable[[Request], Response]:
+        def show(request: Request) -> Response:
+            return Response(pages[name], media_type="text/html; charset=utf-8")
+
+        return show
+
+    def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC:
+            return PlainTextResponse("not found\n", status_code=404)
+        return Response(_asset(name), media_type=_STATIC[name])
+
+    def sessions(request: Request) -> Response:
+        return JSONResponse({"home": str(home), "sessions": list_all_sessions(home)})
+
+    def unknown(request: Request) -> Response:
+        return JSONResponse({"error": f"no session {request.path_params['sid']!r} under {home}"}, status_code=404)
+
+    def session(request: Request) -> Response:
+        found = session_of(request)
+        return unknown(request) if found is None else JSONResponse(found.to_json())
+
+    def path(request: Request) -> Response:
+        if session_of(request) is None:
+            return unknown(request)
+        body = read_path(spec, traces, request.path_params["sid"]).json
+        body["layers"] = list(pictures.layers)
+        body["layers_taken"] = sorted({spec.state(s["from"]).layer for s in body["steps"]} - {""})
+        return JSONResponse(body)
+
+    def layer(request: Request) -> Response:
+        sid, name = request.path_params["sid"], request.path_params["layer"]
+        if session_of(request) is None:
+            return unknown(request)
+        if name not in pictures.layers:
+            return PlainTextResponse(f"no layer {name!r}\n", status_code=404)
+        read = read_path(spec, traces, sid)
+        svg = pictures.svg(sid, name, read.trace, running=read.running)
+        return Response(svg, media_type="image/svg+xml")
+
+    def rewind(request: Request) -> Response:
+        found = session_of(request)
+        if found is None:
+            return unknown(request)
+        return JSONResponse(found.rewind_dry_run(request.query_params.get("to") or None))
+
+    routes = [
+        Route("/", page("sessions")),
+        Route("/session/{sid}", page("session")),
+        Route("/static/{name}", static),
+        Route("/api/sessions", sessions),
+        Route("/api/sessions/{sid}", session),
+        Route("/api/sessions/{sid}/path", path),
+        Route("/api/sessions/{sid}/layers/{layer}.svg", layer),
+        Route("/api/sessions/{sid}/rewind", rewind),
+    ]
+    return _TokenGate(Starlette(routes=routes), token, cookie)

@@ -1,0 +1,226 @@
+// queryloop ui: every string from a session's files goes into the page as text (textContent), never as markup.
+"use strict";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const COLOURS = ["#ef6c00", "#1565c0", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#ad1457"];
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (key === "class") node.className = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? "")));
+  }
+  return node;
+}
+
+async function getJson(url) {
+  const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+  if (!response.ok) throw new Error(`${url}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows.map((cells) => el("tr", {}, ...cells.map((c) => el("td", {}, c)))));
+}
+
+// ---- the list of sessions ----------------------------------------------------------------------
+
+async function showSessions() {
+  const data = await getJson("/api/sessions");
+  document.getElementById("home").textContent = `under ${data.home}`;
+  const rows = data.sessions.map((s) => [
+    el("a", { href: `/session/${encodeURIComponent(s.session_id)}`, class: "session-link" }, s.session_id),
+    s.project,
+    s.started,
+    s.runs,
+    s.turns,
+    s.cost_usd === null ? "—" : `$${s.cost_usd.toFixed(4)}`,
+    s.ended,
+  ]);
+  fill(document.querySelector("#sessions tbody"), rows);
+  document.getElementById("empty").hidden = rows.length > 0;
+}
+
+// ---- one session ------------------------------------------------------------------------------
+
+const sessionId = decodeURIComponent(location.pathname.split("/").pop());
+const api = `/api/sessions/${encodeURIComponent(sessionId)}`;
+let seen = null; // what the pictures were last drawn for: "<steps>/<running>"
+
+function showTranscript(entries) {
+  const items = entries.map((e) => {
+    const head = el("div", { class: "entry-head" }, el("strong", {}, e.meta ? `${e.role} (hidden)` : e.role));
+    if (e.reason) head.append(" · ", el("code", {}, e.reason));
+    head.append(" · ", el("span", { class: "muted" }, e.timestamp));
+    const blocks = e.blocks.map((b) =>
+      el("div", { class: `block block-${b.kind.split(" ")[0]}` }, el("span", { class: "kind" }, b.kind), el("pre", {}, b.text)),
+    );
+    return el("li", { class: `entry entry-${e.type}` }, head, ...blocks);
+  });
+  document.getElementById("transcript").replaceChildren(...items);
+}
+
+function showLedgerAndCheckpoints(data) {
+  fill(document.querySelector("#ledger tbody"), data.ledger.map((e) => [e.name, el("pre", {}, e.input), el("pre", {}, e.result), e.tool_use_id]));
+  document.getElementById("no-ledger").hidden = data.ledger.length > 0;
+  fill(
+    document.querySelector("#checkpoints tbody"),
+    data.checkpoints.map((c) => [c.seq, c.path, c.created ? "did not exist" : "saved", c.prompt_id]),
+  );
+  document.getElementById("no-checkpoints").hidden = data.checkpoints.length > 0;
+  const select = document.getElementById("rewind-to");
+  const chosen = select.value;
+  select.replaceChildren(
+    el("option", { value: "" }, "the session's first change"),
+    ...data.prompts.map((p) => el("option", { value: p.uuid }, `user message ${p.uuid.slice(0, 8)}: ${p.text}`)),
+  );
+  select.value = chosen;
+  document.getElementById("warnings").replaceChildren(...data.warnings.map((w) => el("li", {}, w)));
+}
+
+async function showSession() {
+  const data = await getJson(api);
+  document.getElementById("session-id").textContent = data.session_id;
+  document.getElementById("where").textContent = `ran in ${data.cwd} (project folder ${data.project})`;
+  showTranscript(data.transcript);
+  showLedgerAndCheckpoints(data);
+}
+
+function parseSvg(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  const svg = doc.documentElement;
+  for (const bad of svg.querySelectorAll("script, foreignObject")) bad.remove();
+  for (const node of svg.querySelectorAll("*")) {
+    for (const attr of [...node.attributes]) if (attr.name.startsWith("on")) node.removeAttribute(attr.name);
+  }
+  return document.importNode(svg, true);
+}
+
+async function showLayers(path) {
+  const pictures = await Promise.all(
+    path.layers.map(async (layer) => {
+      const response = await fetch(`${api}/layers/${encodeURIComponent(layer)}.svg`, { cache: "no-store" });
+      return [layer, await response.text()];
+    }),
+  );
+  const boxes = pictures.map(([layer, text]) => {
+    const box = el("details", { class: "layer", "data-layer": layer }, el("summary", {}, `layer ${layer}`));
+    if (layer === path.layer || path.layers_taken.includes(layer)) box.open = true;
+    box.append(el("div", { class: "picture" }, parseSvg(text)));
+    return box;
+  });
+  document.getElementById("layers").replaceChildren(...boxes);
+  highlight(path);
+}
+
+function highlight(path) {
+  // the state's own layer only: other layers draw it as a stub where their edges reach it
+  for (const node of document.querySelectorAll("#layers g.node")) {
+    const home = node.closest("details").dataset.layer === path.layer;
+    const title = node.querySelector("title");
+    node.classList.toggle("current", home && path.running && title !== null && title.textContent === path.current);
+  }
+}
+
+function showCounters(path) {
+  fill(document.querySelector("#steps tbody"), path.steps.map((s) => [s.n, s.from, s.event, s.reason, s.to]));
+  const names = [...new Set(path.counters.flatMap((c) => Object.keys(c)))].filter((n) => path.counters.some((c) => c[n]));
+  const box = document.getElementById("counters");
+  if (names.length === 0) {
+    box.replaceChildren(el("p", { class: "muted" }, path.traced ? "No counter moved." : "No path recorded."));
+    return;
+  }
+  const width = 900, height = 180, pad = 30;
+  const top = Math.max(1, ...path.counters.flatMap((c) => names.map((n) => c[n] || 0)));
+  const x = (i) => pad + (i * (width - 2 * pad)) / Math.max(1, path.counters.length - 1);
+  const y = (v) => height - pad - (v * (height - 2 * pad)) / top;
+  const chart = document.createElementNS(SVG_NS, "svg");
+  chart.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  chart.setAttribute("class", "chart");
+  const axis = document.createElementNS(SVG_NS, "path");
+  axis.setAttribute("d", `M${pad},${pad} V${height - pad} H${width - pad}`);
+  axis.setAttribute("class", "axis");
+  chart.append(axis);
+  for (const [label, value] of [[String(top), top], ["0", 0]]) {
+    const text = document.createElementNS(SVG_NS, "text");
+    text.setAttribute("x", "4");
+    text.setAttribute("y", String(y(value) + 4));
+    text.textContent = label;
+    chart.append(text);
+  }
+  const legend = el("ul", { class: "legend" });
+  names.forEach((name, k) => {
+    const line = document.createElementNS(SVG_NS, "polyline");
+    const points = path.counters.map((c, i) => `${x(i)},${y(c[name] || 0)}`);
+    line.setAttribute("points", points.join(" "));
+    line.setAttribute("stroke", COLOURS[k % COLOURS.length]);
+    line.setAttribute("class", "series");
+    chart.append(line);
+    const swatch = el("span", { class: "swatch" }, "━━ ");
+    swatch.style.color = COLOURS[k % COLOURS.length];
+    legend.append(el("li", {}, swatch, name));
+  });
+  box.replaceChildren(chart, legend);
+}
+
+function showStatus(path) {
+  const status = document.getElementById("status");
+  status.classList.toggle("running", path.running);
+  if (!path.traced) status.textContent = "no path recorded";
+  else if (path.running) status.textContent = `running · step ${path.steps.length} · now in ${path.current} (layer ${path.layer})`;
+  else status.textContent = `ended in ${path.current} after ${path.steps.length} steps`;
+  document.getElementById("no-path").hidden = path.traced;
+  document.getElementById("path-problems").replaceChildren(...path.problems.map((p) => el("li", {}, p)));
+}
+
+async function poll() {
+  try {
+    const path = await getJson(`${api}/path`);
+    const key = `${path.steps.length}/${path.running}`;
+    if (key !== seen) {
+      const first = seen === null;
+      seen = key;
+      showCounters(path);
+      await showLayers(path);
+      if (!first) await showSession();
+      showStatus(path); // last: once the status says so, everything it says is drawn
+    }
+    setTimeout(poll, path.running ? 700 : 3000);
+  } catch (error) {
+    document.getElementById("status").textContent = `cannot read the session: ${error.message}`;
+    setTimeout(poll, 3000);
+  }
+}
+
+async function dryRun(event) {
+  event.preventDefault();
+  const to = document.getElementById("rewind-to").value;
+  const plan = await getJson(`${api}/rewind?to=${encodeURIComponent(to)}`);
+  const out = document.getElementById("rewind-result");
+  if (plan.error) {
+    out.replaceChildren(el("p", { class: "error" }, plan.error));
+    return;
+  }
+  const parts = [el("p", { class: "rewind-summary" }, `dry run: ${plan.files.length} file(s) would be restored; nothing was changed`)];
+  for (const f of plan.files) parts.push(el("h4", {}, f.path), el("pre", { class: "diff" }, f.diff));
+  if (plan.incomplete) parts.push(el("p", {}, `${plan.dropped} older checkpoint(s) were dropped: files go back to the oldest state still kept`));
+  if (plan.irreversible.length) {
+    parts.push(el("p", {}, "cannot undo (side effects outside the checkpointed files):"));
+    parts.push(el("ul", {}, ...plan.irreversible.map((e) => el("li", {}, `${e.name} ${e.input}`))));
+  }
+  for (const w of plan.warnings) parts.push(el("p", { class: "error" }, w));
+  out.replaceChildren(...parts);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  if (document.body.dataset.page === "sessions") {
+    showSessions().catch((error) => (document.getElementById("home").textContent = error.message));
+  } else {
+    showSession().catch((error) => (document.getElementById("status").textContent = error.message));
+    document.getElementById("rewind").addEventListener("submit", dryRun);
+    poll();
+  }
+});
