@@ -250,10 +250,20 @@ class Watcher:
                 add(window, {t.reason for t in counted}, restarts)
         return cls(windows=tuple(windows), actions={r: tuple(a) for r, a in actions.items()}, spec=spec)
 
-    def watch(self, params: Mapping[str, Any]) -> Watch:
-        """The watch over one run, with each bound resolved for its params (a null param: no bound)."""
+    def watch(self, params: Mapping[str, Any], counters: tuple[int, ...] | None = None) -> Watch:
+        """The watch over one run, with each bound resolved for its params (a null param: no bound).
+
+        ``counters`` are those of a run restored part-way (a snapshot, a resumed session): a streak
+        then starts at its counter's value, since the steps before the restore are not seen. A
+        budget starts at 0 there, so the watch can only under-count a restored run, never blame it.
+        """
         limits = tuple(None if w.most is None else self.spec.limit_of(w.most, params) for w in self.windows)
-        return Watch(self, limits)
+        watch = Watch(self, limits)
+        if counters is not None:
+            for i, w in enumerate(self.windows):
+                if w.counter is not None:
+                    watch._counts[i] = counters[w.counter]
+        return watch
 
 
 class Watch:

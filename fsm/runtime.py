@@ -525,7 +525,9 @@ class Runner(Generic[D, S]):
         self.on_step = on_step
         self.final: RunState[D] = state if state is not None else self.program.initial_state(data, params)
         watcher = self.program.watcher
-        self._watch: Watch | None = None if watcher is None else watcher.watch(self.final.params)
+        self._watch: Watch | None = (
+            None if watcher is None else watcher.watch(self.final.params, None if state is None else state.counters)
+        )
         self._trace: list[Step] = []
         self._book = _Book()
         self.aborted = False

@@ -535,3 +535,19 @@ def test_the_shipped_examples_keep_their_properties_on_every_path_the_tests_driv
         runner = Runner(BREAKER, services=Feed(outcomes))
         _drive(runner)
         assert runner.error is None and runner.final.state in ("finished", "breaker_open")
+
+
+def test_a_run_restored_mid_streak_is_not_blamed_for_the_steps_before_it() -> None:
+    """The watch of a restored run starts a streak at its counter's value (the earlier steps are not seen)."""
+    first = Runner(BREAKER, services=Feed(["fail", "fail"]))
+
+    async def two_steps() -> None:
+        await first.step_once()
+        await first.step_once()
+
+    asyncio.run(two_steps())
+    assert first.final.counter_dict()["consecutive_failures"] == 2
+    resumed = Runner(BREAKER, services=Feed(["fail", "ok"] * 4), state=first.final)
+    _drive(resumed)
+    assert resumed.error is None
+    assert _reasons(resumed)[:2] == ["call_retry", "call_succeeded"], "the third failure in a row, then a success"
