@@ -77,17 +77,18 @@ async def compact_transcript(
     if pre is not None and (pre.blocked or not pre.continue_):
         reason = "; ".join(pre.block_reasons) or pre.stop_reason or "a PreCompact hook blocked the compaction"
         return Event(name="summary_failed", data=CompactionFailed(reason=reason))
-    call = ModelCall(
+    catalog = data.request.tool_catalog
+    call = ModelCall(  # the agent's own system prompt, tools and history: the prefix its requests cached
         model=data.request.model,
         messages=MessageView.of(compaction.summary_request_messages(plan.older, instructions)),
-        system=compaction.SUMMARY_SYSTEM_PROMPT,
-        tools=(),
+        system=services.system_prompt,
+        tools=(*services.tool_definitions, *catalog) if catalog else services.tool_definitions,
         max_tokens=min(SUMMARY_MAX_TOKENS, data.request.max_tokens),
         stream=False,
         attempt=1,
         idle_timeout_s=services.idle_timeout_s,
-        prompt_cache=False,  # its own system prompt and the history as text: no prefix another request reads
         instructions=services.instructions,
+        cache_ttl=data.request.cache_ttl,
     )
     outcome = await services.backend.send(call, None)
     ctx.publish(RequestLogged(outcome.log))

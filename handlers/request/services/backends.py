@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
@@ -57,6 +57,8 @@ class ModelCall:
     """The longest the whole attempt may take; past it the attempt is a ``retryable`` timeout."""
     prompt_cache: bool = True
     """Whether the request may carry ``cache_control`` breakpoints (the backend may still send none)."""
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    """How long the breakpoints ask the prompt cache to keep their prefixes (``ttl``; ``5m`` sends none)."""
     instructions: str | None = None
     """The project instructions (CLAUDE.md files, ``queryloop.run.memory``) as one text: sent as a block in front
     of the first user message (:func:`~queryloop.handlers.request.services.body.encode_request`), never stored."""
