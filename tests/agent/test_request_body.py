@@ -317,11 +317,11 @@ def test_cache_writes_cost_one_and_a_quarter_and_reads_a_tenth_of_the_input_pric
     assert info.cache_write == pytest.approx(info.input * 1.25) and info.cache_read == pytest.approx(info.input * 0.1)
 
 
-
 def test_an_hour_write_costs_twice_the_input_price() -> None:
     split = {"ephemeral_5m_input_tokens": 400_000, "ephemeral_1h_input_tokens": 600_000}
     usage = {"cache_creation_input_tokens": 1_000_000, "cache_creation": split}
     assert cost_usd("claude-sonnet-4-5", usage) == pytest.approx(0.4 * 3.75 + 0.6 * 6.0)
+
 
 # ---- the same request on the wire ---------------------------------------------------------------
 

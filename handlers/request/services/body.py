@@ -191,7 +191,9 @@ def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, t
     return parts
 
 
-def _tail(model: str, max_tokens: int, stream: bool) -> bytes:
+def _tail(model: str, max_tokens: int | None, stream: bool) -> bytes:
+    if max_tokens is None:  # a count_tokens request: no output cap, no stream flag
+        return b'],"model":' + compact_json(model).encode("utf-8") + b"}"
     return (
         b'],"model":'
         + compact_json(model).encode("utf-8")
@@ -308,9 +310,13 @@ def request_messages(call: RequestParams) -> list[Message]:
     return [_lead(call.messages, start, call.instructions), *messages[start:]]
 
 
-def encode_request(call: RequestParams, *, stream: bool, prompt_cache: bool | None = None) -> bytes:
+def encode_request(
+    call: RequestParams, *, stream: bool, prompt_cache: bool | None = None, counting: bool = False
+) -> bytes:
     """The JSON body of ``call`` as the SDK would send it (``"stream": true`` when ``stream``), with breakpoints.
 
+    With ``counting``, the body of its ``/v1/messages/count_tokens`` request: the same bytes up
+    to the model, without ``max_tokens`` and ``stream`` (that endpoint refuses them).
     ``prompt_cache`` None follows ``call.prompt_cache``. The messages' bytes are the ones
     written when they were appended, the instructions' the ones written once; only the
     message carrying the breakpoint is serialised again (a marked copy).
@@ -333,7 +339,7 @@ def encode_request(call: RequestParams, *, stream: bool, prompt_cache: bool | No
         else:
             first = _lead_bytes(messages, start, instructions)
         head += (first, b"," if count > start else b"")  # the stored messages sent follow it
-    tail = _tail(call.model, call.max_tokens, stream)
+    tail = _tail(call.model, None if counting else call.max_tokens, stream and not counting)
     if carrier is None:
         return messages.encode_between(head, count, tail, start=start)
     index, marked = carrier
