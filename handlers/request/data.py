@@ -70,17 +70,17 @@ def real_input_tokens(usage: Mapping[str, Any]) -> int:
 def cache_lifetime(request: RequestData, usage: Mapping[str, Any]) -> dict[str, Any]:
     """What an answer's usage says about the prompt cache: what its breakpoints now hold, and their ttl.
 
-    When an answer wrote at least all that the previous answered request had cached, and read
-    less, the previous entries had expired: this session's requests come more than 5 minutes
-    apart (a user away, a slow tool), so its breakpoints ask for the 1-hour cache from then on.
-    A write costs 2x the input price there rather than 1.25x, and saves writing the whole
-    history again (1.25x) after every later pause. A compaction or a resume writes less than
-    the history before it had cached, so neither switches it.
+    When an answer read less than the previous answered request had cached, yet its prompt
+    holds at least as much, it wrote again what it should have read: the entries had expired,
+    so this session's requests come more than 5 minutes apart (a user away, a slow tool), and
+    its breakpoints ask for the 1-hour cache from then on. A write costs 2x the input price
+    there rather than 1.25x, and saves writing the whole history again (1.25x) after each
+    later pause. A compaction leaves a shorter prompt, so it does not switch it.
     """
     read = int(usage.get("cache_read_input_tokens") or 0)
     write = int(usage.get("cache_creation_input_tokens") or 0)
     changes: dict[str, Any] = {"cached_tokens": read + write}
-    if request.cached_tokens and write >= request.cached_tokens and read < write:
+    if read < request.cached_tokens <= read + write:
         changes["cache_ttl"] = "1h"
     return changes
 

@@ -209,13 +209,12 @@ def test_the_hour_ttl_is_asked_for_once_a_request_wrote_again_all_the_previous_o
     first = cache_lifetime(fresh, {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 5000})
     assert first == {"cached_tokens": 5000}, "the first request of a run has nothing to compare with"
     warm = attrs.evolve(fresh, cached_tokens=5000)
-    assert cache_lifetime(warm, {"cache_read_input_tokens": 5000, "cache_creation_input_tokens": 300}) == {
-        "cached_tokens": 5300
-    }
-    expired = cache_lifetime(warm, {"cache_read_input_tokens": 1200, "cache_creation_input_tokens": 4100})
-    assert expired == {"cached_tokens": 5300}, "the system prompt was read: a compaction's smaller history"
-    expired = cache_lifetime(warm, {"cache_read_input_tokens": 1200, "cache_creation_input_tokens": 5100})
-    assert expired == {"cached_tokens": 6300, "cache_ttl": "1h"}
+    grown = cache_lifetime(warm, {"cache_read_input_tokens": 5000, "cache_creation_input_tokens": 8000})
+    assert grown == {"cached_tokens": 13000}, "everything cached was read; a large new tool result is no sign"
+    compacted = cache_lifetime(warm, {"cache_read_input_tokens": 1200, "cache_creation_input_tokens": 2100})
+    assert compacted == {"cached_tokens": 3300}, "the system prompt was read, then a compaction's shorter history"
+    expired = cache_lifetime(warm, {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 5100})
+    assert expired == {"cached_tokens": 5100, "cache_ttl": "1h"}
 
 
 def test_caching_off_sends_a_string_system_prompt_and_no_marker() -> None:

@@ -64,6 +64,7 @@ def test_each_request_marks_the_system_prompt_and_the_last_message_s_last_block(
             "system[0]",
             f"messages[{last}][{len(request.messages[last]['content']) - 1}]",
         ]
+    assert all(r.cache_creation_1h_input_tokens == 0 for r in api.requests), "no pause: the 5-minute cache only"
     assert_ledger_closed(api.requests)
 
 
