@@ -12,7 +12,10 @@ Sessions:
 * ``long`` — 34 tool turns: read 17 modules, edit each, then a closing answer.
 * ``compacting`` — 52 tool turns over larger modules (700-950 lines) so the history
   crosses each client's own auto-compact threshold and is compacted; a summary request is
-  answered by a rule, whichever client sends it, and billed like any other.
+  answered by a rule, whichever client sends it, and billed like any other. Claude Code is
+  given ``CLAUDE_CODE_AUTO_COMPACT_WINDOW=200000`` (the model's window): without it, it
+  never compacted here and sent 249,000-token prompts. A prompt over 200,000 tokens gets
+  the API's 400 in every session.
 * ``resumed`` — 12 tool turns, the process exits, then ``--resume`` with a new prompt and
   12 more (the same server: its cache is warm, as Anthropic's would be).
 * ``paused`` — 16 tool turns with three pauses of 6 minutes of model time (the server's
@@ -389,7 +392,7 @@ def _row(r: Report) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--session", action="append", help="a session's name (repeatable); default: all")
     parser.add_argument("--only", choices=("queryloop", "claude"), help="one client only")
     parser.add_argument("--json", type=Path, help="also write the reports here")

@@ -86,7 +86,9 @@ def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | No
     outcome = event.data
     if not isinstance(outcome, (ModelReply, ModelFailure)):
         return run.data  # the abort event: no attempt finished
-    real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
+    if not isinstance(outcome, ModelReply):
+        return count_attempt(run.data, outcome.log)
+    real = real_input_tokens(outcome.usage)
     if not real:
         return count_attempt(run.data, outcome.log)
     cache = cache_lifetime(run.data.request, outcome.usage)
