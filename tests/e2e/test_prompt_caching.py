@@ -17,7 +17,7 @@ from .harness import MockApi, assert_ledger_closed, run_cli
 from .test_context_layer import SMALL, SUMMARY_RULE, main_requests, summaries, turns
 from .test_context_layer import scenario as context_scenario
 
-pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
+pytestmark = pytest.mark.slow  # ~80 s in all at load 4 (~25 s quiet before 3 tests were added): --fast skips it
 
 TOOL_TURNS = """schema_version: 1
 scenario: caching
