@@ -18,6 +18,7 @@ from .data import (
     R,
     RequestFailed,
     TextDelta,
+    cache_lifetime,
     count_attempt,
     real_input_tokens,
 )
@@ -64,6 +65,7 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
         attempt=run.count("api_retries") + 1,
         idle_timeout_s=services.idle_timeout_s,
         instructions=services.instructions,
+        cache_ttl=request.cache_ttl,
     )
     publish = ctx.publish
     outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))
@@ -84,7 +86,12 @@ def record_attempt(run: RunState[R], event: Event[ModelReply | ModelFailure | No
     outcome = event.data
     if not isinstance(outcome, (ModelReply, ModelFailure)):
         return run.data  # the abort event: no attempt finished
-    real = real_input_tokens(outcome.usage) if isinstance(outcome, ModelReply) else 0
+    if not isinstance(outcome, ModelReply):
+        return count_attempt(run.data, outcome.log)
+    real = real_input_tokens(outcome.usage)
     if not real:
         return count_attempt(run.data, outcome.log)
-    return count_attempt(run.data, outcome.log, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens)
+    cache = cache_lifetime(run.data.request, outcome.usage)
+    return count_attempt(
+        run.data, outcome.log, real_input_tokens=real, sent_message_tokens=run.data.messages.tokens, **cache
+    )

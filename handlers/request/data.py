@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -32,6 +32,7 @@ __all__ = [
     "RequestRun",
     "RequestServices",
     "TextDelta",
+    "cache_lifetime",
     "count_attempt",
     "real_input_tokens",
     "with_request",
@@ -53,12 +54,35 @@ class RequestData:
     # tools offered beside the registry's (MCP servers'): set only at a request boundary (syncing_tools)
     tool_catalog: tuple[dict[str, Any], ...] = ()
     tool_catalog_tokens: int = 0  # its share of the request's estimate (the JSON's length / 4)
+    # The prompt cache: what the last answered request's breakpoints hold (read + written), and the
+    # ttl the breakpoints ask for ("1h" once a request had to write again all the one before it had
+    # cached: its entries expired, so this session's requests come more than 5 minutes apart).
+    cached_tokens: int = 0
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
 
 def real_input_tokens(usage: Mapping[str, Any]) -> int:
     """Input tokens the API counted for a request, cache reads and writes included."""
     keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     return sum(int(usage.get(k) or 0) for k in keys)
+
+
+def cache_lifetime(request: RequestData, usage: Mapping[str, Any]) -> dict[str, Any]:
+    """What an answer's usage says about the prompt cache: what its breakpoints now hold, and their ttl.
+
+    When an answer read less than the previous answered request had cached, yet its prompt
+    holds at least as much, it wrote again what it should have read: the entries had expired,
+    so this session's requests come more than 5 minutes apart (a user away, a slow tool), and
+    its breakpoints ask for the 1-hour cache from then on. A write costs 2x the input price
+    there rather than 1.25x, and saves writing the whole history again (1.25x) after each
+    later pause. A compaction leaves a shorter prompt, so it does not switch it.
+    """
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    write = int(usage.get("cache_creation_input_tokens") or 0)
+    changes: dict[str, Any] = {"cached_tokens": read + write}
+    if read < request.cached_tokens <= read + write:
+        changes["cache_ttl"] = "1h"
+    return changes
 
 
 class RequestRun(SharedData, Protocol):

@@ -15,23 +15,36 @@ can predict it; it does not answer HTTP (``server`` calls it) and keeps nothing 
   counts ``ceil(characters / 4)`` tokens, the server's estimate everywhere.
 * A **breakpoint** is a segment carrying ``cache_control``; more than
   :data:`MAX_BREAKPOINTS` is refused with the real API's 400 (:func:`breakpoint_problem`).
-* **Read**: the longest prefix this model has stored that ends at a breakpoint or at
+* **Lifetime**: an entry lives 5 minutes (``cache_control: {"type": "ephemeral"}`` or
+  ``"ttl": "5m"``) or an hour (``"ttl": "1h"``) from its last use: a read or a rewrite of it
+  starts its lifetime again. Time is the cache's ``clock`` (seconds): the server's is the
+  real monotonic clock plus the model time a scenario's ``pause_s`` steps skip, so a test
+  of a 6-minute pause waits for nothing.
+* A breakpoint with a longer ttl after one with a shorter is refused with a 400, as the
+  API refuses it (:func:`breakpoint_problem`).
+* **Read**: the longest live prefix this model has stored that ends at a breakpoint or at
   one of the 20 segments before one (the API's lookback) gives
   ``cache_read_input_tokens``.
-* **Write**: every breakpoint's prefix of at least ``min_tokens`` tokens is stored
-  (the scenario's ``prompt_cache: {min_tokens: N}``, default 1024 as for Sonnet);
-  ``cache_creation_input_tokens`` is the last stored prefix's tokens beyond the read.
-* ``input_tokens`` is the rest of the request's estimate. Entries never expire (the
-  5-minute ttl is not modelled); a model keeps its latest :data:`MAX_ENTRIES` prefixes.
+* **Write**: every breakpoint's prefix of at least the model's minimum is stored
+  (:func:`min_cacheable_tokens`: 1024 for Sonnet 4.5, 4096 for Opus 4.5 … as Anthropic's
+  prompt-caching documentation lists them; a scenario's ``prompt_cache: {min_tokens: N}``
+  sets one figure for every model). ``cache_creation_input_tokens`` is the last stored
+  prefix's tokens beyond the read, split by the ttl of the breakpoint each part ends at
+  (``CacheUsage.write_1h``: the part written for an hour, billed at 2× the input price
+  where a 5-minute write is billed at 1.25×).
+* ``input_tokens`` is the rest of the request's estimate. A model keeps its latest
+  :data:`MAX_ENTRIES` prefixes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
+import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -41,18 +54,35 @@ __all__ = [
     "LOOKBACK_SEGMENTS",
     "MAX_BREAKPOINTS",
     "MAX_ENTRIES",
+    "TTL_SECONDS",
     "CacheUsage",
     "PromptCache",
     "breakpoint_paths",
     "breakpoint_problem",
     "count_breakpoints",
     "has_breakpoints",
+    "min_cacheable_tokens",
     "usage_fields",
     "without_breakpoints",
 ]
 
 DEFAULT_MIN_TOKENS = 1024
-"""The shortest prefix (server tokens) that is written to the cache, unless a scenario says otherwise."""
+"""The shortest prefix (server tokens) written for a model the documentation's table does not list."""
+_MIN_TOKENS_BY_FAMILY: tuple[tuple[str, int], ...] = (
+    # Anthropic's prompt-caching documentation, "cache limitations": the minimum cacheable
+    # prompt length per model, matched here by the model id's start, most specific first.
+    ("claude-opus-4-6", 4096),
+    ("claude-opus-4-5", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048),
+    ("claude-3-5-haiku", 2048),
+    ("claude-3-haiku", 2048),
+    ("claude-opus-4", 1024),
+    ("claude-sonnet-4", 1024),
+    ("claude-3-7-sonnet", 1024),
+)
+TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
+"""How long an entry lives after its last use, by ``cache_control.ttl`` (no ttl is ``5m``)."""
 MAX_BREAKPOINTS = 4
 """The most ``cache_control`` markers one request may carry (the API's limit)."""
 LOOKBACK_SEGMENTS = 20
@@ -67,7 +97,15 @@ class CacheUsage:
 
     read: int = 0
     write: int = 0
+    """Every token written, whatever its ttl."""
     breakpoints: int = 0
+    write_1h: int = 0
+    """The part of ``write`` written for an hour (``ttl: "1h"``); the rest is written for 5 minutes."""
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The documented minimum cacheable prompt length of ``model``; :data:`DEFAULT_MIN_TOKENS` if unlisted."""
+    return next((n for family, n in _MIN_TOKENS_BY_FAMILY if model.startswith(family)), DEFAULT_MIN_TOKENS)
 
 
 def _compact(value: Any) -> str:
@@ -147,19 +185,45 @@ def count_breakpoints(system: Any, messages: Any, tools: Any) -> int:
     return sum(1 for _, block, _ in _segments(system, messages, tools) if _is_breakpoint(block))
 
 
-def breakpoint_problem(system: Any, messages: Any, tools: Any) -> str | None:
-    """The real API's 400 message when a request carries too many breakpoints, else None."""
-    found = count_breakpoints(system, messages, tools)
-    if found <= MAX_BREAKPOINTS:
+def _ttl(block: Any) -> str | None:
+    """A breakpoint's ttl (``5m`` when unsaid), None for a block that is not one or names an unknown ttl."""
+    if not _is_breakpoint(block):
         return None
-    return f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+    ttl = block["cache_control"].get("ttl", "5m")
+    return ttl if ttl in TTL_SECONDS else None
+
+
+def breakpoint_problem(system: Any, messages: Any, tools: Any) -> str | None:
+    """The real API's 400 message for a request's breakpoints (too many, an unknown ttl, a longer ttl
+    after a shorter), else None."""
+    marks = [block for _, block, _ in _segments(system, messages, tools) if _is_breakpoint(block)]
+    if len(marks) > MAX_BREAKPOINTS:
+        return f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}."
+    ttls = [_ttl(block) for block in marks]
+    if None in ttls:
+        return "cache_control.ttl: Input should be '5m' or '1h'"
+    for earlier, later in itertools.pairwise(ttls):
+        if TTL_SECONDS[later or "5m"] > TTL_SECONDS[earlier or "5m"]:
+            return (
+                "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block "
+                "(tools, then system, then messages)"
+            )
+    return None
 
 
 @attrs.frozen
 class _Prefix:
     digest: bytes
     tokens: int
-    breakpoint: bool
+    ttl: str | None
+    """The breakpoint's ttl when the prefix ends at one, else None."""
+
+
+@attrs.define
+class _Entry:
+    tokens: int
+    lifetime: float
+    expires: float
 
 
 def _prefixes(system: Any, messages: Any, tools: Any) -> list[_Prefix]:
@@ -169,43 +233,79 @@ def _prefixes(system: Any, messages: Any, tools: Any) -> list[_Prefix]:
     for role, block, sent in _segments(system, messages, tools):
         running.update(_compact([role, _bare(block)]).encode("utf-8"))
         chars += len(_compact(_bare(sent)))
-        out.append(_Prefix(running.copy().digest(), math.ceil(chars / 4), _is_breakpoint(block)))
+        out.append(_Prefix(running.copy().digest(), math.ceil(chars / 4), _ttl(block)))
     return out
 
 
 class PromptCache:
-    """Per model, the prefixes written so far; :meth:`account` reads and writes one request's."""
+    """Per model, the live prefixes written so far; :meth:`account` reads and writes one request's.
 
-    def __init__(self, *, min_tokens: int = DEFAULT_MIN_TOKENS) -> None:
-        if min_tokens < 0:
+    ``min_tokens`` None takes each model's documented minimum (:func:`min_cacheable_tokens`);
+    ``clock`` gives the time in seconds (default: the monotonic clock).
+    """
+
+    def __init__(self, *, min_tokens: int | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if min_tokens is not None and min_tokens < 0:
             raise ValueError(f"a prompt cache's min_tokens must be >= 0, got {min_tokens}")
         self.min_tokens = min_tokens
-        self._seen: dict[str, OrderedDict[bytes, int]] = {}
+        self.clock = clock
+        self._seen: dict[str, OrderedDict[bytes, _Entry]] = {}
+
+    def minimum(self, model: str) -> int:
+        """The shortest prefix written for ``model``."""
+        return min_cacheable_tokens(model) if self.min_tokens is None else self.min_tokens
 
     def account(self, model: str, system: Any, messages: Any, tools: Any) -> CacheUsage:
-        """Read the longest stored prefix in reach of a breakpoint, then store every long-enough breakpoint's."""
+        """Read the longest live prefix in reach of a breakpoint, then store every long-enough breakpoint's."""
         prefixes = _prefixes(system, messages, tools)
-        marks = [i for i, p in enumerate(prefixes) if p.breakpoint]
+        marks = [i for i, p in enumerate(prefixes) if p.ttl is not None]
         if not marks:
             return CacheUsage()
+        now = self.clock()
         seen = self._seen.setdefault(model, OrderedDict())
         reach = sorted({j for i in marks for j in range(max(0, i - LOOKBACK_SEGMENTS + 1), i + 1)}, reverse=True)
-        read = next((prefixes[j].tokens for j in reach if prefixes[j].digest in seen), 0)
-        written = 0
+        read = 0
+        for j in reach:
+            entry = seen.get(prefixes[j].digest)
+            if entry is not None and entry.expires > now:
+                entry.expires = now + entry.lifetime  # a hit starts the entry's lifetime again
+                read = prefixes[j].tokens
+                break
+        written = write_1h = 0
+        minimum = self.minimum(model)
         for i in marks:
             prefix = prefixes[i]
-            if prefix.tokens < self.min_tokens:
+            if prefix.tokens < minimum:
                 continue
-            seen[prefix.digest] = prefix.tokens
+            lifetime = TTL_SECONDS[prefix.ttl or "5m"]
+            old = seen.get(prefix.digest)
+            if old is not None and old.expires > now:
+                lifetime = max(lifetime, old.lifetime)
+            seen[prefix.digest] = _Entry(prefix.tokens, lifetime, now + lifetime)
             seen.move_to_end(prefix.digest)
-            written = prefix.tokens
+            if prefix.ttl == "1h":
+                write_1h += max(0, prefix.tokens - max(read, written))
+            written = max(written, prefix.tokens)
         while len(seen) > MAX_ENTRIES:
             seen.popitem(last=False)
-        return CacheUsage(read=read, write=max(0, written - read), breakpoints=len(marks))
+        write = max(0, written - read)
+        return CacheUsage(read=read, write=write, breakpoints=len(marks), write_1h=min(write_1h, write))
 
 
-def usage_fields(total: int, usage: CacheUsage) -> Mapping[str, int]:
-    """A reply's input-side usage: the request's estimate split into uncached, read and written tokens."""
+def usage_fields(total: int, usage: CacheUsage) -> Mapping[str, Any]:
+    """A reply's input-side usage: the request's estimate split into uncached, read and written tokens.
+
+    A request that wrote for an hour also gets the API's ``cache_creation`` split
+    (``ephemeral_5m_input_tokens``, ``ephemeral_1h_input_tokens``).
+    """
     read = min(usage.read, total)
     write = min(usage.write, total - read)
-    return {"input_tokens": total - read - write, "cache_read_input_tokens": read, "cache_creation_input_tokens": write}
+    fields: dict[str, Any] = {
+        "input_tokens": total - read - write,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write,
+    }
+    if usage.write_1h:
+        hour = min(usage.write_1h, write)
+        fields["cache_creation"] = {"ephemeral_5m_input_tokens": write - hour, "ephemeral_1h_input_tokens": hour}
+    return fields

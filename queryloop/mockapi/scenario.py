@@ -34,7 +34,7 @@ Format
     default:                          # steps for any model not named under models:
       - reply: {content: [{text: "hi"}]}
     otherwise: {error: {status: 529}} # answer once a model's steps are exhausted
-    prompt_cache: {min_tokens: 1024}  # the shortest prefix the server caches (default 1024)
+    prompt_cache: {min_tokens: 1024}  # the shortest prefix the server caches (default: per model, as documented)
 
 A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers:
 
@@ -49,7 +49,9 @@ A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers
   type defaults from the status (529 → ``overloaded_error`` …). In every message
   ``{n}`` is replaced by the estimated input tokens, ``{limit}`` by the matching rule's
   ``input_tokens_over`` and ``{model}`` by the requested model.
-* ``repeat: N`` counts as N consecutive steps; ``delay_ms: M`` waits before answering.
+* ``repeat: N`` counts as N consecutive steps; ``delay_ms: M`` waits before answering;
+  ``pause_s: S`` says S seconds of model time passed before the request it answers (a
+  user away): the prompt cache's clock moves on S seconds and nothing really waits.
 * Faults (only with ``reply:``; the stream faults apply to streamed requests and are
   ignored when the same step answers a non-streaming request):
   ``cut_after_block: K`` closes the connection abruptly after K complete blocks;
@@ -69,7 +71,8 @@ model's own, else the top-level one), else a 500 ``api_error`` reading ``scenari
 exhausted for model X after N requests``.
 
 ``prompt_cache: {min_tokens: N}`` sets the shortest prefix (in server tokens) the
-server's prompt cache writes (``queryloop.mockapi.prompt_cache`` describes the model);
+server's prompt cache writes for every model (unset: each model's documented minimum;
+``queryloop.mockapi.prompt_cache`` describes the model);
 replies report the cache reads and writes of requests that carry ``cache_control``.
 """
 
@@ -85,8 +88,6 @@ import attrs
 from queryloop.fsm import SpecError, read_yaml, schema_problems
 from queryloop.fsm.source import Source
 from queryloop.machines import shipped_scenarios
-
-from .prompt_cache import DEFAULT_MIN_TOKENS
 
 __all__ = [
     "ERROR_TYPE_BY_STATUS",
@@ -178,6 +179,8 @@ class Step:
     error: ErrorSpec | None = None
     repeat: int = 1
     delay_ms: int = 0
+    pause_s: float = 0.0
+    """Model time (seconds) that passed before the request this step answers; only the cache's clock moves."""
     cut_after_block: int | None = None
     error_event_after_block: int | None = None
     error_event_type: str = "overloaded_error"
@@ -236,8 +239,8 @@ class Scenario:
     models: Mapping[str, ModelScript] = attrs.field(factory=dict)
     default: ModelScript | None = None
     otherwise: Step | None = None
-    cache_min_tokens: int = DEFAULT_MIN_TOKENS
-    """The shortest prefix (server tokens) the server's prompt cache writes."""
+    cache_min_tokens: int | None = None
+    """The shortest prefix (server tokens) the server's prompt cache writes; None: each model's documented one."""
 
     def script_for(self, model: str) -> ModelScript | None:
         """The script a request to ``model`` consumes: its own, else ``default``."""
@@ -302,6 +305,7 @@ _STEP_PROPERTIES: dict[str, Any] = {
     },
     "repeat": {"type": "integer", "minimum": 1},
     "delay_ms": {"type": "integer", "minimum": 0},
+    "pause_s": {"type": "number", "minimum": 0},
     "cut_after_block": {"type": "integer", "minimum": 0},
     "cut_body": {"type": "boolean"},
     "error_event_after_block": {
@@ -416,6 +420,7 @@ class _Builder:
             "line": self.source.line_of(path),
             "repeat": raw.get("repeat", 1),
             "delay_ms": raw.get("delay_ms", 0),
+            "pause_s": float(raw.get("pause_s", 0)),
         }
         faults = [
             k for k in ("cut_after_block", "error_event_after_block", "stall", "malformed", "cut_body") if k in raw
@@ -591,7 +596,7 @@ def parse_scenario(text: str, path: str = "<string>") -> Scenario:
         models=models,
         default=default,
         otherwise=otherwise,
-        cache_min_tokens=int((data.get("prompt_cache") or {}).get("min_tokens", DEFAULT_MIN_TOKENS)),
+        cache_min_tokens=(data.get("prompt_cache") or {}).get("min_tokens"),
     )
 
 

@@ -25,6 +25,7 @@ import asyncio
 import json
 import math
 import sys
+import time
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,10 @@ class RecordedRequest:
     """The server's estimate of the whole input (cached parts included, markers not counted)."""
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+    """The part of ``cache_creation_input_tokens`` written for an hour (``ttl: "1h"``)."""
+    output_tokens: int = 0
+    """The reply's output estimate (0 for an error); a step's ``usage`` override is not applied here."""
     cache_breakpoints: tuple[str, ...] = ()
     """Where the request's ``cache_control`` markers were: ``system[0]``, ``tools[2]``, ``messages[4][0]``."""
 
@@ -177,7 +182,9 @@ class MockServer:
             raise ValueError(f"MockServer max_recorded must be at least 1, got {max_recorded}")
         self.scenario = scenario
         self.requests: deque[RecordedRequest] = deque(maxlen=max_recorded)
-        self.prompt_cache = PromptCache(min_tokens=scenario.cache_min_tokens)
+        self.model_time_skipped = 0.0
+        """Seconds of model time the scenario's ``pause_s`` steps have skipped (the cache's clock adds them)."""
+        self.prompt_cache = PromptCache(min_tokens=scenario.cache_min_tokens, clock=self._model_clock)
         self._consumed: dict[str, int] = {}
         self._rule_hits: dict[int, int] = {}
         self._counter = 0
@@ -226,6 +233,10 @@ class MockServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+    def _model_clock(self) -> float:
+        """The prompt cache's time: the monotonic clock plus the pauses the scenario skipped."""
+        return time.monotonic() + self.model_time_skipped
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` unless the server is stopping."""
@@ -377,6 +388,8 @@ class MockServer:
         n_in = estimate_input_tokens(*_prompt(body, marked))
         step, where, limit = self._choose(model, system, messages, n_in)
         status = 500 if step is None else (step.error.status if step.error is not None else 200)
+        if step is not None:
+            self.model_time_skipped += step.pause_s  # the user was away before this request: no real wait
         cache = CacheUsage()
         if status == 200 and marked:  # an answered prompt is cached; a refused one is not
             cache = self.prompt_cache.account(model, system, messages, body.get("tools"))
@@ -389,6 +402,8 @@ class MockServer:
             input_tokens=n_in,
             cache_read_input_tokens=cache.read,
             cache_creation_input_tokens=cache.write,
+            cache_creation_1h_input_tokens=cache.write_1h,
+            output_tokens=estimate_output_tokens(step.content) if status == 200 and step is not None else 0,
             marked=marked,
         )
 
@@ -411,7 +426,7 @@ class MockServer:
         return self._json_reply(step, rid, model, input_usage)
 
     async def _cut_json_reply(
-        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, int]
+        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]
     ) -> web.StreamResponse:
         """A 200 whose JSON body stops half-way and the connection closes (``cut_body: true``)."""
         blocks, _, msg_id = self._materialise(step, rid, model, input_usage)
@@ -428,7 +443,7 @@ class MockServer:
         return self._error_response(spec.status, spec.type, message, rid, spec.headers)
 
     def _materialise(
-        self, step: Step, rid: str, model: str, input_usage: Mapping[str, int]
+        self, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]
     ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
         """Reply blocks with ids and signatures filled in, the final usage, and a message id.
 
@@ -449,10 +464,12 @@ class MockServer:
             "cache_read_input_tokens": input_usage["cache_read_input_tokens"],
             "output_tokens": estimate_output_tokens(blocks),
         }
+        if "cache_creation" in input_usage:
+            usage["cache_creation"] = input_usage["cache_creation"]
         usage.update(step.usage)
         return blocks, usage, f"msg_mock_{base}"
 
-    def _json_reply(self, step: Step, rid: str, model: str, input_usage: Mapping[str, int]) -> web.Response:
+    def _json_reply(self, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]) -> web.Response:
         blocks, usage, msg_id = self._materialise(step, rid, model, input_usage)
         headers = {"request-id": rid}
         if step.malformed == "json":
@@ -471,7 +488,7 @@ class MockServer:
         return web.json_response(message, headers=headers)
 
     async def _stream_reply(
-        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, int]
+        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]
     ) -> web.StreamResponse:
         blocks, usage, msg_id = self._materialise(step, rid, model, input_usage)
         response = web.StreamResponse(

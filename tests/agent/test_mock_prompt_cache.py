@@ -15,6 +15,7 @@ from queryloop.mockapi.prompt_cache import (
     PromptCache,
     breakpoint_problem,
     count_breakpoints,
+    min_cacheable_tokens,
     usage_fields,
     without_breakpoints,
 )
@@ -130,7 +131,7 @@ def test_markers_do_not_count_in_the_input_estimate() -> None:
 def test_a_scenario_sets_the_minimum_and_rejects_a_bad_one() -> None:
     head = "schema_version: 1\nscenario: t\nmodel: m\n"
     assert parse_scenario(head + "prompt_cache: {min_tokens: 5}\n").cache_min_tokens == 5
-    assert parse_scenario(head).cache_min_tokens == 1024
+    assert parse_scenario(head).cache_min_tokens is None
     with pytest.raises(ScenarioError):
         parse_scenario(head + "prompt_cache: {min_tokens: -1}\n")
 
@@ -178,3 +179,122 @@ def test_replies_over_http_report_the_cache_usage_the_sdk_reads() -> None:
         first.input_tokens + first.cache_creation_input_tokens + (first.cache_read_input_tokens or 0)
     )
     assert recorded[2].response_status == 400
+
+
+# ---- the documented rules: minimum per model, lifetime, 1-hour ttl ------------------------------
+# Anthropic's prompt-caching documentation: the minimum cacheable length is per model; an entry
+# lives 5 minutes, refreshed each time it is used, or an hour with ``ttl: "1h"`` (written at 2x the
+# input price, 5-minute writes at 1.25x); a longer ttl must come before a shorter one.
+
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_minimum_cacheable_length_is_the_documented_one_per_model() -> None:
+    assert [
+        min_cacheable_tokens(m)
+        for m in (
+            "claude-sonnet-4-5-20250929",
+            "claude-sonnet-4-20250514",
+            "claude-opus-4-1-20250805",
+            "claude-opus-4-5-20251101",
+            "claude-haiku-4-5-20251001",
+            "claude-sonnet-4-6",
+            "claude-3-5-haiku-20241022",
+            "mock-primary",
+        )
+    ] == [1024, 1024, 1024, 4096, 4096, 2048, 2048, 1024]
+
+
+def test_a_prefix_between_two_models_minimums_is_written_for_one_only() -> None:
+    cache = PromptCache()
+    system = [text("s" * 8000, mark=True)]  # about 2,000 server tokens
+    messages = [{"role": "user", "content": "hi"}]
+    assert cache.account("claude-sonnet-4-5", system, messages, None).write > 0
+    assert cache.account("claude-opus-4-5", system, messages, None).write == 0
+
+
+def test_a_five_minute_entry_is_refreshed_by_each_hit_and_expires_five_minutes_after_the_last() -> None:
+    clock = Clock()
+    cache = PromptCache(min_tokens=0, clock=clock)
+    written = cache.account("m", SYSTEM, conversation(1), None).write
+    for _ in range(3):  # 4 min 50 s apart, three times: 14.5 minutes after the write, still read
+        clock.now += 290
+        assert cache.account("m", SYSTEM, conversation(1), None) == CacheUsage(read=written, write=0, breakpoints=2)
+    clock.now += 301
+    assert cache.account("m", SYSTEM, conversation(1), None) == CacheUsage(read=0, write=written, breakpoints=2)
+
+
+def test_an_hour_entry_outlives_a_pause_that_expires_a_five_minute_one() -> None:
+    clock = Clock()
+    cache = PromptCache(min_tokens=0, clock=clock)
+    system = [text("s" * 400, mark=True) | {"cache_control": HOUR}]
+    first = cache.account("m", system, conversation(1), None)
+    assert 0 < first.write_1h < first.write, "the system prompt is written for an hour, the history for 5 minutes"
+    clock.now += 50 * 60
+    after = cache.account("m", system, conversation(1), None)
+    assert after.read == first.write_1h and after.write == first.write - first.write_1h and after.write_1h == 0
+    clock.now += 61 * 60
+    assert cache.account("m", system, conversation(1), None).read == 0
+
+
+def test_an_hour_write_is_reported_apart_in_the_usage_as_the_api_does() -> None:
+    assert usage_fields(100, CacheUsage(read=10, write=60, write_1h=40))["cache_creation"] == {
+        "ephemeral_5m_input_tokens": 20,
+        "ephemeral_1h_input_tokens": 40,
+    }
+    assert "cache_creation" not in usage_fields(100, CacheUsage(read=10, write=60))
+
+
+def test_a_longer_ttl_after_a_shorter_one_and_an_unknown_ttl_are_refused() -> None:
+    hour_tail = conversation(1)
+    hour_tail[-1] = {"role": "user", "content": [text("now") | {"cache_control": HOUR}]}
+    assert breakpoint_problem(SYSTEM, hour_tail, None) is not None, "1h on the history after a 5m system"
+    hour_system = [text("s" * 400) | {"cache_control": HOUR}]
+    assert breakpoint_problem(hour_system, conversation(1), None) is None, "1h system, 5m history"
+    odd = [text("s") | {"cache_control": {"type": "ephemeral", "ttl": "2h"}}]
+    assert breakpoint_problem(odd, conversation(1), None) is not None
+
+
+PAUSES = """schema_version: 1
+scenario: t
+model: m
+prompt_cache: {min_tokens: 0}
+default:
+  - reply: {content: [{text: "one"}]}
+  - reply: {content: [{text: "two"}]}
+    pause_s: 240
+  - reply: {content: [{text: "three"}]}
+    pause_s: 240
+  - reply: {content: [{text: "four"}]}
+    pause_s: 301
+"""
+
+
+def test_a_scenario_s_pauses_move_the_cache_clock_without_waiting() -> None:
+    async def main() -> MockServer:
+        async with MockServer(parse_scenario(PAUSES)) as server:
+            client = anthropic.AsyncAnthropic(api_key="x", base_url=server.url, max_retries=0)
+            try:
+                for _ in range(4):
+                    await client.messages.create(model="m", max_tokens=10, system=SYSTEM, messages=conversation(1))
+            finally:
+                await client.close()
+            return server
+
+    server = asyncio.run(main())
+    reads = [r.cache_read_input_tokens for r in server.requests]
+    writes = [r.cache_creation_input_tokens for r in server.requests]
+    assert reads[0] == 0 and reads[1] == reads[2] == writes[0] > 0, "4 min apart: each hit refreshes the entry"
+    assert reads[3] == 0 and writes[3] == writes[0], "5 min 1 s after the last hit: written again"
+    assert server.model_time_skipped == 781
+    assert [r.output_tokens for r in server.requests] == [1, 1, 2, 1]

@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import attrs
 import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queryloop.handlers.messages import MessageView, compact_json
+from queryloop.handlers.request.data import RequestData, cache_lifetime
 from queryloop.handlers.request.services.backends import AnthropicBackend, ModelCall
 from queryloop.handlers.request.services.body import (
     CACHE_CONTROL,
@@ -26,7 +28,8 @@ from queryloop.handlers.request.services.body import (
     with_breakpoint,
 )
 from queryloop.handlers.request.services.client import ModelReply, ModelRequest, send_request
-from queryloop.handlers.request.services.pricing import known_models, model_info
+from queryloop.handlers.request.services.pricing import cost_usd, known_models, model_info
+from queryloop.mockapi.prompt_cache import breakpoint_problem
 
 TOOLS: tuple[dict[str, Any], ...] = (
     {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {}}},
@@ -192,6 +195,28 @@ def test_thinking_and_empty_text_blocks_pass_the_breakpoint_to_the_block_before(
     assert with_breakpoint({"role": "user", "content": "a string"}) is None
 
 
+def test_a_call_that_asks_for_an_hour_marks_both_breakpoints_with_the_hour_ttl() -> None:
+    body = json.loads(encode_request(call(transcript(2), cache_ttl="1h"), stream=True))
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    assert body["system"][0]["cache_control"] == hour and body["messages"][-1]["content"][-1]["cache_control"] == hour
+    assert breakpoint_problem(body["system"], body["messages"], body.get("tools")) is None, "the API takes it"
+    five = json.loads(encode_request(call(transcript(2)), stream=True))
+    assert strip(five) == strip(body), "only the markers differ"
+
+
+def test_the_hour_ttl_is_asked_for_once_a_request_wrote_again_all_the_previous_one_cached() -> None:
+    fresh = RequestData(model="m", max_tokens=10)
+    first = cache_lifetime(fresh, {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 5000})
+    assert first == {"cached_tokens": 5000}, "the first request of a run has nothing to compare with"
+    warm = attrs.evolve(fresh, cached_tokens=5000)
+    grown = cache_lifetime(warm, {"cache_read_input_tokens": 5000, "cache_creation_input_tokens": 8000})
+    assert grown == {"cached_tokens": 13000}, "everything cached was read; a large new tool result is no sign"
+    compacted = cache_lifetime(warm, {"cache_read_input_tokens": 1200, "cache_creation_input_tokens": 2100})
+    assert compacted == {"cached_tokens": 3300}, "the system prompt was read, then a compaction's shorter history"
+    expired = cache_lifetime(warm, {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 5100})
+    assert expired == {"cached_tokens": 5100, "cache_ttl": "1h"}
+
+
 def test_caching_off_sends_a_string_system_prompt_and_no_marker() -> None:
     body = json.loads(encode_request(call(transcript(2), prompt_cache=False), stream=True))
     assert body["system"] == SYSTEM and list(markers(body)) == []
@@ -289,6 +314,12 @@ def test_cache_writes_cost_one_and_a_quarter_and_reads_a_tenth_of_the_input_pric
     info = model_info(model)
     assert info is not None
     assert info.cache_write == pytest.approx(info.input * 1.25) and info.cache_read == pytest.approx(info.input * 0.1)
+
+
+def test_an_hour_write_costs_twice_the_input_price() -> None:
+    split = {"ephemeral_5m_input_tokens": 400_000, "ephemeral_1h_input_tokens": 600_000}
+    usage = {"cache_creation_input_tokens": 1_000_000, "cache_creation": split}
+    assert cost_usd("claude-sonnet-4-5", usage) == pytest.approx(0.4 * 3.75 + 0.6 * 6.0)
 
 
 # ---- the same request on the wire ---------------------------------------------------------------

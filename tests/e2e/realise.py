@@ -781,7 +781,7 @@ class _Builder:
             "scenario": f"{self.path.target[0]}-{self.path.target[1]}",
             "model": MODELS[0],
             "fallback_models": list(MODELS[1 : 1 + end.fallbacks]),
-            "rules": [{"when": {"system_contains": SUMMARY_MARKER}, "times": 1, **s} for s in self.summaries],
+            "rules": [{"when": {"last_user_contains": SUMMARY_MARKER}, "times": 1, **s} for s in self.summaries],
             "models": {m: steps for m, steps in self.steps.items()},
             "otherwise": {"error": {"status": 400, "message": "unplanned request: the run left its planned path"}},
         }

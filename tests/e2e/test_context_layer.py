@@ -17,7 +17,7 @@ from .harness import MockApi, assert_ledger_closed, run_cli
 pytestmark = pytest.mark.slow  # ~35 s in all: tools/test.sh --fast leaves the module out
 
 SMALL = ["--model", "mock-small-context", "--max-output-tokens", "1000"]  # 8k window, 7000 effective
-SUMMARY_RULE = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+SUMMARY_RULE = f"""  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     reply: {{content: [{{text: "Summary: the user asked for outputs; they were printed."}}]}}
 """
 
@@ -38,11 +38,11 @@ def scenario(rules: str, steps: str) -> str:
 
 
 def summaries(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    return [r for r in requests if SUMMARY_MARKER in json.dumps(r.system)]
+    return [r for r in requests if SUMMARY_MARKER in json.dumps(r.messages[-1:])]
 
 
 def main_requests(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    return [r for r in requests if SUMMARY_MARKER not in json.dumps(r.system)]
+    return [r for r in requests if SUMMARY_MARKER not in json.dumps(r.messages[-1:])]
 
 
 PTL_OVER_5000 = """  - when: {input_tokens_over: 5000}
@@ -106,7 +106,7 @@ def test_staged_collapses_free_enough_room_without_a_summary_request(tmp_path: P
 
 
 def test_three_auto_compaction_failures_open_the_breaker_for_the_fourth_turn(tmp_path: Path) -> None:
-    failing = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    failing = f"""  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     error: {{status: 403, message: "summariser forbidden"}}
 """
     text = scenario(failing, turns(2400, 2400, 2400, 2400))
@@ -167,7 +167,7 @@ def test_the_estimate_is_checked_with_count_tokens_near_the_threshold(tmp_path: 
 
 
 def test_a_summary_request_that_is_overloaded_backs_off_and_is_sent_again(tmp_path: Path) -> None:
-    overloaded_once = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    overloaded_once = f"""  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     times: 1
     error: {{status: 529}}
 """
@@ -184,7 +184,7 @@ def test_a_summary_request_that_is_overloaded_backs_off_and_is_sent_again(tmp_pa
 
 
 def test_a_reactive_summary_that_keeps_failing_ends_prompt_too_long_after_its_retries(tmp_path: Path) -> None:
-    down = f"""  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+    down = f"""  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     error: {{status: 503, message: "summariser unavailable"}}
 """
     text = scenario(down + PTL_OVER_5000, turns(12000, 6000))

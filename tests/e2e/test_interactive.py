@@ -33,7 +33,7 @@ model: mock-primary
 cli: {{allowed_tools: ["Bash(sleep:*)"]}}
 files: {{notes.txt: "v1\\n"}}
 rules:
-  - when: {{system_contains: "[queryloop context summary]"}}
+  - when: {{last_user_contains: "[queryloop context summary]"}}
     reply: {{content: [{{text: "Summary: two prompts were answered."}}]}}
 {rules}
 models:

@@ -17,7 +17,7 @@ from .harness import MockApi, assert_ledger_closed, run_cli
 from .test_context_layer import SMALL, SUMMARY_RULE, main_requests, summaries, turns
 from .test_context_layer import scenario as context_scenario
 
-pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
+pytestmark = pytest.mark.slow  # ~80 s in all at load 4 (~25 s quiet before 3 tests were added): --fast skips it
 
 TOOL_TURNS = """schema_version: 1
 scenario: caching
@@ -46,6 +46,7 @@ def expected_cost(model: str, usage: dict[str, Any]) -> float:
         + usage["output_tokens"] * info.output
         + usage["cache_creation_input_tokens"] * info.input * 1.25
         + usage["cache_read_input_tokens"] * info.input * 0.1
+        + usage.get("hour", 0) * info.input * 2
     ) / 1_000_000
 
 
@@ -63,6 +64,7 @@ def test_each_request_marks_the_system_prompt_and_the_last_message_s_last_block(
             "system[0]",
             f"messages[{last}][{len(request.messages[last]['content']) - 1}]",
         ]
+    assert all(r.cache_creation_1h_input_tokens == 0 for r in api.requests), "no pause: the 5-minute cache only"
     assert_ledger_closed(api.requests)
 
 
@@ -132,3 +134,85 @@ def test_disable_prompt_caching_sends_no_breakpoint(tmp_path: Path) -> None:
     assert all(r.cache_read_input_tokens == r.cache_creation_input_tokens == 0 for r in requests)
     usage = run.result["usage"]
     assert usage["cache_read_input_tokens"] == usage["cache_creation_input_tokens"] == 0
+
+
+def test_a_compaction_s_summary_request_reads_the_history_the_agent_s_requests_cached(tmp_path: Path) -> None:
+    text = context_scenario(SUMMARY_RULE, turns(4800, 4800, 1000, 1000))
+    with MockApi(text) as api:
+        run = run_cli(
+            [*SMALL, "-p", "print things", "--auto-compact-threshold", "57"], api=api, cwd=tmp_path, **CACHING_ON
+        )
+        requests = api.requests
+    assert run.returncode == 0, run.stderr
+    summary = summaries(requests)[0]
+    before = requests[requests.index(summary) - 1]
+    assert summary.system == before.system and summary.tool_definitions == before.tool_definitions
+    assert summary.messages[:-1] == before.messages[: len(summary.messages) - 1], "the history as the agent sent it"
+    assert summary.cache_read_input_tokens >= 0.9 * summary.input_tokens, "read from the cache, not written again"
+
+
+RESUMED = """schema_version: 1
+scenario: caching
+model: mock-primary
+models:
+  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo one"}}}]}
+    - reply: {content: [{text: "first done"}]}
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo two"}}}]}
+    - reply: {content: [{text: "second done"}]}
+"""
+
+
+def test_a_resumed_session_reads_the_prefix_the_run_before_it_cached(tmp_path: Path) -> None:
+    session = "5d1b3c1e-0000-4000-8000-00000000c0de"
+    with MockApi(RESUMED) as api:
+        first = run_cli(["-p", "one", "--model", "mock-primary", "--session-id", session], api=api, cwd=tmp_path)
+        second = run_cli(["-p", "two", "--model", "mock-primary", "--resume", session], api=api, cwd=tmp_path)
+        requests = api.requests
+    assert first.returncode == second.returncode == 0, second.stderr
+    ended, resumed = requests[1], requests[2]
+    assert resumed.messages[: len(ended.messages)] == ended.messages, "the history is sent again byte for byte"
+    assert resumed.cache_read_input_tokens == ended.cache_read_input_tokens + ended.cache_creation_input_tokens
+
+
+PAUSED = """schema_version: 1
+scenario: caching
+model: mock-primary
+prompt_cache: {min_tokens: 0}
+models:
+  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo one"}}}]}
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo two"}}}]}
+      pause_s: 400
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo three"}}}]}
+    - reply: {content: [{text: "done"}]}
+      pause_s: 400
+"""
+
+
+def test_once_the_cache_expires_between_two_requests_the_breakpoints_ask_for_an_hour(tmp_path: Path) -> None:
+    with MockApi(PAUSED) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=tmp_path, **CACHING_ON)
+        requests = api.requests
+    assert run.returncode == 0, run.stderr
+    first, missed, hour, after_pause = requests
+    assert missed.cache_read_input_tokens < missed.cache_creation_input_tokens, "6 min 40 s later: written again"
+    assert first.cache_creation_1h_input_tokens == missed.cache_creation_1h_input_tokens == 0
+    assert hour.cache_creation_1h_input_tokens == hour.cache_creation_input_tokens > 0, "written for an hour"
+    assert after_pause.cache_read_input_tokens >= hour.cache_read_input_tokens + hour.cache_creation_input_tokens
+    cost = run.result["total_cost_usd"]
+    assert cost == pytest.approx(sum(expected_cost("mock-primary", r) for r in usages(requests)), rel=1e-6)
+
+
+def usages(requests: list[RecordedRequest]) -> list[dict[str, Any]]:
+    """Each request's usage as the reply reported it, a 1-hour write priced at twice the input price."""
+    return [
+        {
+            "input_tokens": r.input_tokens - r.cache_read_input_tokens - r.cache_creation_input_tokens,
+            "output_tokens": r.output_tokens,
+            "cache_creation_input_tokens": r.cache_creation_input_tokens - r.cache_creation_1h_input_tokens,
+            "cache_read_input_tokens": r.cache_read_input_tokens,
+            "hour": r.cache_creation_1h_input_tokens,
+        }
+        for r in requests
+    ]

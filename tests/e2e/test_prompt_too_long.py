@@ -48,20 +48,20 @@ def scenario(rounds: int, *, main_limit: int, summary: str, final: str = "done")
 
 
 def summary_too_long(limit: int) -> str:
-    return f'  - when: {{system_contains: "{SUMMARY_MARKER}", input_tokens_over: {limit}}}\n    {PTL}\n'
+    return f'  - when: {{last_user_contains: "{SUMMARY_MARKER}", input_tokens_over: {limit}}}\n    {PTL}\n'
 
 
 SUMMARY_OK = (
-    f'  - when: {{system_contains: "{SUMMARY_MARKER}"}}\n    reply: {{content: [{{text: "Summary: printed."}}]}}\n'
+    f'  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}\n    reply: {{content: [{{text: "Summary: printed."}}]}}\n'
 )
 
 
 def summaries(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    return [r for r in requests if SUMMARY_MARKER in json.dumps(r.system)]
+    return [r for r in requests if SUMMARY_MARKER in json.dumps(r.messages[-1:])]
 
 
 def main_requests(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    return [r for r in requests if SUMMARY_MARKER not in json.dumps(r.system)]
+    return [r for r in requests if SUMMARY_MARKER not in json.dumps(r.messages[-1:])]
 
 
 def rounds_in(request: RecordedRequest) -> list[int]:
@@ -145,7 +145,7 @@ def test_summary_requests_that_stay_too_long_halve_then_shrink_by_one_and_end_pr
 
 def test_a_summary_request_that_fails_ends_prompt_too_long_saying_why_compaction_failed(tmp_path: Path) -> None:
     failing = (
-        f'  - when: {{system_contains: "{SUMMARY_MARKER}"}}\n    error: {{status: 403, message: "no summaries"}}\n'
+        f'  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}\n    error: {{status: 403, message: "no summaries"}}\n'
     )
     with MockApi(scenario(3, main_limit=9000, summary=failing)) as api:
         run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)

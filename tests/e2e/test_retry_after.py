@@ -85,7 +85,7 @@ def test_a_summary_request_asking_for_a_wait_over_the_cap_fails_the_compaction(t
     )
     text = (
         "schema_version: 1\nscenario: wait\nmodel: mock-primary\nrules:\n"
-        f'  - when: {{system_contains: "{SUMMARY_MARKER}"}}\n'
+        f'  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}\n'
         '    error: {status: 429, headers: {retry-after: "3600"}}\n'
         "  - when: {input_tokens_over: 9000}\n"
         '    error: {status: 400, message: "prompt is too long: {n} tokens > {limit} maximum"}\n'
@@ -94,7 +94,7 @@ def test_a_summary_request_asking_for_a_wait_over_the_cap_fails_the_compaction(t
     with MockApi(text) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 1
-    summaries = [r for r in api.requests if SUMMARY_MARKER in json.dumps(r.system)]
+    summaries = [r for r in api.requests if SUMMARY_MARKER in json.dumps(r.messages[-1:])]
     assert len(summaries) == 1, "the summary request is not retried in an hour"
     assert run.reasons[-2:] == ["reactive_compact_retry", "reactive_summary_failed_surfaced"]
     assert run.result["result"].startswith("Prompt is too long; automatic compaction failed: ")

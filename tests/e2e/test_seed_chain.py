@@ -21,6 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
+from queryloop.handlers.context import SUMMARY_MARKER
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.session import SessionPaths
 from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, load_history
@@ -70,7 +71,7 @@ def test_the_seed_chain_ends_in_a_ledger_hit_and_rewind_restores_the_checkpoint_
     assert (tmp_path / "deployments.log").read_text() == "dep-42\n", "deployed once, not twice"
     replayed = [line for line in run.of("user") if "Not run again" in str(line["message"]["content"][0]["content"])]
     assert len(replayed) == 1 and replayed[0]["message"]["content"][0]["is_error"] is False
-    summaries = [r for r in api.requests if "summar" in json.dumps(r.system).lower()]
+    summaries = [r for r in api.requests if SUMMARY_MARKER in json.dumps(r.messages[-1:])]
     after = api.requests[api.requests.index(summaries[0]) + 1]
     assert DEPLOY in json.dumps(after.messages[0]), "the summary names the deploy it summarised, with its result"
 

@@ -63,7 +63,7 @@ COMPACTED = """schema_version: 1
 scenario: boundary
 model: mock-primary
 rules:
-  - when: {system_contains: "[queryloop context summary]"}
+  - when: {last_user_contains: "[queryloop context summary]"}
     times: 1
     reply: {content: [{text: "Summary: three commands printed their numbers."}]}
 models:

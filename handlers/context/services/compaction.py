@@ -45,7 +45,7 @@ __all__ = [
     "CompactionPlan",
     "DominantPart",
     "SUMMARY_MARKER",
-    "SUMMARY_SYSTEM_PROMPT",
+    "SUMMARY_PROMPT",
     "StagedCollapse",
     "api_round_groups",
     "collapse_stub",
@@ -307,13 +307,13 @@ def plan_compaction(
 
 
 SUMMARY_MARKER = "[queryloop context summary]"
-"""Appears in :data:`SUMMARY_SYSTEM_PROMPT`, so a scenario rule (``system_contains``)
-can tell summary requests from ordinary turns."""
+"""Opens :data:`SUMMARY_PROMPT`, so a scenario rule (``last_user_contains``) can tell
+summary requests from ordinary turns."""
 
-SUMMARY_SYSTEM_PROMPT = f"""{SUMMARY_MARKER}
-You are summarising the earlier part of a coding-agent session so that the agent can
-carry on from your summary alone: the messages you are given will be removed from its
-context. Write for the agent, not for the user. Keep, concretely:
+SUMMARY_PROMPT = f"""{SUMMARY_MARKER}
+Stop here and summarise the conversation above so that the agent can carry on from your
+summary alone: these messages will be removed from its context. Do not call a tool.
+Write for the agent, not for the user. Keep, concretely:
 
 1. The user's goals and every explicit request or constraint, in their own words where it matters.
 2. Decisions taken and why, including approaches that were rejected.
@@ -324,80 +324,37 @@ context. Write for the agent, not for the user. Keep, concretely:
 
 Quote exact paths, identifiers, values and error messages. Do not invent anything that
 is not in the conversation. No greetings, apologies or commentary about summarising.
-"""
+Reply with the summary only."""
+"""The summary request's last user block. The request is otherwise the agent's own: its
+system prompt, tools and the older messages as they were sent, so the prompt cache the
+agent's requests wrote is read, not written again."""
 
-_SUMMARY_REQUEST = "Summarise the conversation above following your instructions. Reply with the summary only."
 _DROPPED_HEAD_NOTE = "[The start of this conversation was dropped to fit the summary request.]"
 
 
-def _render_result_content(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "text":
-                parts.append(str(b.get("text", "")))
-            else:
-                parts.append(f"[{b.get('type', 'unknown') if isinstance(b, dict) else 'unknown'} omitted]")
-        return "\n".join(parts)
-    return ""
+def summary_request_messages(older: Sequence[Message], instructions: str | None = None) -> list[Message]:
+    """The messages of the summary request for ``older``: they, as stored, then :data:`SUMMARY_PROMPT`.
 
-
-def _render_block(block: Any) -> str:
-    """One content block as plain text for a tools-less request ("" to drop it)."""
-    if not isinstance(block, dict):
-        return ""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind == "tool_use":
-        return f"[tool call {block.get('name')} (id {block.get('id')}): {compact_json(block.get('input', {}))}]"
-    if kind == "tool_result":
-        status = "error result" if block.get("is_error") else "result"
-        return f"[tool {status} for {block.get('tool_use_id')}]\n{_render_result_content(block.get('content'))}"
-    if kind in ("thinking", "redacted_thinking"):
-        # Private reasoning with signatures: not needed to summarise what was done.
-        return ""
-    return f"[{kind} omitted]"
-
-
-def _render_message(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n\n".join(part for part in (_render_block(b) for b in _blocks(message)) if part.strip())
-
-
-def summary_request_messages(older: Sequence[Mapping[str, Any]], instructions: str | None = None) -> list[Message]:
-    """The messages of the summary request for ``older``, valid without tool definitions.
-
-    Every message becomes plain text (tool calls and results rendered inline, thinking
-    dropped, images replaced by a placeholder); empty messages are dropped; adjacent
-    messages of the same role are merged; a transcript that opens with the assistant (its
-    head was dropped) gets a note first; the last user message asks for the summary,
-    followed by the user's ``instructions`` for it when a manual compaction has some.
+    The messages are the agent's own, unchanged, so the request shares its prefix (system
+    prompt, tools, history) with the agent's requests and reads it from the prompt cache.
+    The prompt is one more text block on the last message when that is a user message (a
+    string content becomes its one text block, the same prompt), else a user message of
+    its own; the user's ``instructions`` for a manual compaction follow it. A history that
+    opens with the assistant (its head was dropped) gets a note in front.
     """
-    request = _SUMMARY_REQUEST
+    request = SUMMARY_PROMPT
     if instructions and instructions.strip():
         request += f"\n\nThe user's instructions for this summary:\n{instructions.strip()}"
-    merged: list[Message] = []
-    for message in older:
-        text = _render_message(message)
-        if not text.strip():
-            continue
-        role = "assistant" if message.get("role") == "assistant" else "user"
-        if merged and merged[-1]["role"] == role:
-            merged[-1] = {"role": role, "content": f"{merged[-1]['content']}\n\n{text}"}
-        else:
-            merged.append({"role": role, "content": text})
-    if merged and merged[0]["role"] == "assistant":
-        merged.insert(0, {"role": "user", "content": _DROPPED_HEAD_NOTE})
-    if merged and merged[-1]["role"] == "user":
-        merged[-1] = {"role": "user", "content": f"{merged[-1]['content']}\n\n{request}"}
-    else:
-        merged.append({"role": "user", "content": request})
-    return merged
+    block = {"type": "text", "text": request}
+    messages = list(older)
+    if messages and messages[0].get("role") != "user":
+        messages.insert(0, {"role": "user", "content": _DROPPED_HEAD_NOTE})
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "user":
+        return [*messages, {"role": "user", "content": [block]}]
+    content = last.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    return [*messages[:-1], {**last, "content": [*blocks, block]}]
 
 
 def drop_oldest_group(older: Sequence[Message]) -> tuple[list[Message], int] | None:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
 from ...messages import MessageView
-from .body import encode_request, prompt_caching_disabled, request_messages
+from .body import encode_request, prompt_caching_disabled
 
 if TYPE_CHECKING:
     import anthropic
@@ -57,6 +57,8 @@ class ModelCall:
     """The longest the whole attempt may take; past it the attempt is a ``retryable`` timeout."""
     prompt_cache: bool = True
     """Whether the request may carry ``cache_control`` breakpoints (the backend may still send none)."""
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    """How long the breakpoints ask the prompt cache to keep their prefixes (``ttl``; ``5m`` sends none)."""
     instructions: str | None = None
     """The project instructions (CLAUDE.md files, ``queryloop.run.memory``) as one text: sent as a block in front
     of the first user message (:func:`~queryloop.handlers.request.services.body.encode_request`), never stored."""
@@ -116,16 +118,17 @@ class AnthropicBackend:
 
         Bounded like a model call: the idle timeout for each wait, the deadline overall.
         """
-        kwargs: dict[str, Any] = {"model": call.model, "messages": request_messages(call)}
-        if call.system:
-            kwargs["system"] = call.system
-        if call.tools:
-            kwargs["tools"] = list(call.tools)
         import anthropic  # already loaded: the client is an anthropic client
+        from anthropic.types import MessageTokensCount
 
+        # The prepared body, as the messages request's (breakpoints included): no message is serialised again.
+        body = encode_request(call, stream=False, prompt_cache=call.prompt_cache and self.prompt_caching, counting=True)
+        options: Any = {"headers": {"content-type": "application/json"}, "timeout": call.idle_timeout_s}
         try:
             async with asyncio.timeout(call.deadline_s):
-                counted = await self.client.messages.count_tokens(**kwargs, timeout=call.idle_timeout_s)
+                counted = await self.client.post(
+                    "/v1/messages/count_tokens", cast_to=MessageTokensCount, content=body, options=options
+                )
         except anthropic.APIStatusError as exc:
             status = exc.status_code  # a client error other than a rate limit or timeout will not go away
             return TokenCount(tokens=None, offered=not (400 <= status < 500 and status not in (408, 409, 429)))

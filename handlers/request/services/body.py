@@ -40,6 +40,10 @@ whole. Breakpoints are chosen per request from the request alone, so a compacted
 transcript simply gets new ones. The marked message is the only one serialised again
 (a copy with ``cache_control`` on its block); the stored message never changes.
 ``DISABLE_PROMPT_CACHING`` (Claude Code's variable) sends none.
+
+Both breakpoints carry the call's ``cache_ttl``: none (5 minutes) until the request layer
+sees the cache expire between two requests of the session, ``"1h"`` from then on
+(``queryloop.handlers.request.data.cache_lifetime``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from ...messages import Message, MessageView, compact_json
 
 __all__ = [
     "CACHE_CONTROL",
+    "CACHE_CONTROL_1H",
     "MAX_BREAKPOINTS",
     "RequestParams",
     "encode_params",
@@ -64,6 +69,9 @@ __all__ = [
 
 CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
 """The breakpoint marker: an ephemeral entry with the default 5-minute ttl, as Claude Code sends it."""
+
+CACHE_CONTROL_1H: Mapping[str, str] = {"type": "ephemeral", "ttl": "1h"}
+"""The marker of a 1-hour entry (written at 2x the input price), for a session whose requests come far apart."""
 
 MAX_BREAKPOINTS = 4
 """The most ``cache_control`` markers the API accepts in one request."""
@@ -94,6 +102,8 @@ class RequestParams(Protocol):
     def prompt_cache(self) -> bool: ...
     @property
     def instructions(self) -> str | None: ...
+    @property
+    def cache_ttl(self) -> str: ...
 
 
 def prompt_caching_disabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -108,10 +118,12 @@ def prompt_caching_disabled(environ: Mapping[str, str] | None = None) -> bool:
 # ---- serialised once ----------------------------------------------------------------------
 
 _ONCE_LIMIT = 256
-_once: dict[tuple[int, bool, bool], tuple[object, bytes]] = {}
+_once: dict[tuple[int, bool, bool, str], tuple[object, bytes]] = {}
 
 
-def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False, block: bool = False) -> bytes:
+def _json_once(
+    value: str | Mapping[str, Any], *, breakpoint: bool = False, block: bool = False, ttl: str = "5m"
+) -> bytes:
     """The compact JSON of a system prompt, a tool definition or the instructions, remembered by identity.
 
     With ``breakpoint``, the value as it carries the prefix's breakpoint: a system prompt
@@ -121,7 +133,7 @@ def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False, bloc
     full. Tool definitions are built once and never changed in place (a changed catalog
     is a new tuple of new dicts), so identity is enough.
     """
-    key = (id(value), breakpoint, block)
+    key = (id(value), breakpoint, block, ttl)
     hit = _once.get(key)
     if hit is not None and hit[0] is value:
         return hit[1]
@@ -129,7 +141,7 @@ def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False, bloc
     if block:
         shown = {"type": "text", "text": value}
     elif breakpoint:
-        shown = [_marked({"type": "text", "text": value})] if isinstance(value, str) else _marked(value)
+        shown = [_marked({"type": "text", "text": value}, ttl)] if isinstance(value, str) else _marked(value, ttl)
     encoded = compact_json(shown).encode("utf-8")
     if len(_once) >= _ONCE_LIMIT:
         _once.clear()
@@ -137,8 +149,8 @@ def _json_once(value: str | Mapping[str, Any], *, breakpoint: bool = False, bloc
     return encoded
 
 
-def _marked(block: Mapping[str, Any]) -> dict[str, Any]:
-    return {**block, "cache_control": dict(CACHE_CONTROL)}
+def _marked(block: Mapping[str, Any], ttl: str = "5m") -> dict[str, Any]:
+    return {**block, "cache_control": dict(CACHE_CONTROL_1H if ttl == "1h" else CACHE_CONTROL)}
 
 
 def _markable(block: Any) -> bool:
@@ -147,7 +159,7 @@ def _markable(block: Any) -> bool:
     return not (block.get("type") == "text" and not block.get("text"))  # an empty text block is refused
 
 
-def with_breakpoint(message: Mapping[str, Any]) -> Message | None:
+def with_breakpoint(message: Mapping[str, Any], ttl: str = "5m") -> Message | None:
     """A copy of ``message`` with a breakpoint on its last block that can carry one; None if none can.
 
     Thinking blocks and empty text blocks cannot carry a breakpoint; the nearest block
@@ -160,26 +172,28 @@ def with_breakpoint(message: Mapping[str, Any]) -> Message | None:
     for index in range(len(content) - 1, -1, -1):
         if _markable(content[index]):
             blocks = list(content)
-            blocks[index] = _marked(content[index])
+            blocks[index] = _marked(content[index], ttl)
             return {**message, "content": blocks}
     return None
 
 
-def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool) -> list[bytes]:
+def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, ttl: str = "5m") -> list[bytes]:
     """The pieces of ``{"system":…,"tools":[…],"messages":[`` with the prefix breakpoint when ``cache``."""
     parts = [b"{"]
     if system is not None:  # an empty one cannot carry a breakpoint (the API refuses an empty text block)
-        parts += (b'"system":', _json_once(system, breakpoint=cache and bool(system)), b",")
+        parts += (b'"system":', _json_once(system, breakpoint=cache and bool(system), ttl=ttl), b",")
     if tools:
         encoded = [_json_once(tool) for tool in tools]
         if cache and not system:  # no system prompt to carry the prefix's breakpoint: the last tool does
-            encoded[-1] = _json_once(tools[-1], breakpoint=True)
+            encoded[-1] = _json_once(tools[-1], breakpoint=True, ttl=ttl)
         parts += (b'"tools":[', b",".join(encoded), b"],")
     parts.append(b'"messages":[')
     return parts
 
 
-def _tail(model: str, max_tokens: int, stream: bool) -> bytes:
+def _tail(model: str, max_tokens: int | None, stream: bool) -> bytes:
+    if max_tokens is None:  # a count_tokens request: no output cap, no stream flag
+        return b'],"model":' + compact_json(model).encode("utf-8") + b"}"
     return (
         b'],"model":'
         + compact_json(model).encode("utf-8")
@@ -189,7 +203,9 @@ def _tail(model: str, max_tokens: int, stream: bool) -> bytes:
     )
 
 
-def _carrier(messages: MessageView, lead: Message | None = None, start: int = 0) -> tuple[int, Message] | None:
+def _carrier(
+    messages: MessageView, lead: Message | None = None, start: int = 0, ttl: str = "5m"
+) -> tuple[int, Message] | None:
     """The message that carries the history's breakpoint, marked: the last user message with a block that can.
 
     Normally the last message (the newest tool results). When that one is a plain string
@@ -202,11 +218,11 @@ def _carrier(messages: MessageView, lead: Message | None = None, start: int = 0)
     count = len(messages)
     for index in range(count - 1, max(start - 1, count - 1 - _CARRIER_SEARCH), -1):
         message = messages.at(index)
-        marked = with_breakpoint(message) if message.get("role") == "user" else None
+        marked = with_breakpoint(message, ttl) if message.get("role") == "user" else None
         if marked is not None:
             return index, marked
     if lead is not None and count - start + 1 <= _CARRIER_SEARCH:
-        marked = with_breakpoint(lead)
+        marked = with_breakpoint(lead, ttl)
         if marked is not None:
             return -1, marked
     return None
@@ -294,9 +310,13 @@ def request_messages(call: RequestParams) -> list[Message]:
     return [_lead(call.messages, start, call.instructions), *messages[start:]]
 
 
-def encode_request(call: RequestParams, *, stream: bool, prompt_cache: bool | None = None) -> bytes:
+def encode_request(
+    call: RequestParams, *, stream: bool, prompt_cache: bool | None = None, counting: bool = False
+) -> bytes:
     """The JSON body of ``call`` as the SDK would send it (``"stream": true`` when ``stream``), with breakpoints.
 
+    With ``counting``, the body of its ``/v1/messages/count_tokens`` request: the same bytes up
+    to the model, without ``max_tokens`` and ``stream`` (that endpoint refuses them).
     ``prompt_cache`` None follows ``call.prompt_cache``. The messages' bytes are the ones
     written when they were appended, the instructions' the ones written once; only the
     message carrying the breakpoint is serialised again (a marked copy).
@@ -304,21 +324,22 @@ def encode_request(call: RequestParams, *, stream: bool, prompt_cache: bool | No
     cache = call.prompt_cache if prompt_cache is None else prompt_cache
     messages = call.messages
     count = len(messages)
-    head = _head(call.system, call.tools, cache)
+    ttl = call.cache_ttl
+    head = _head(call.system, call.tools, cache, ttl)
     instructions = call.instructions
     start, lead = 0, None
     if instructions is not None:
         start = _lead_start(messages)
         if cache and count - start < _CARRIER_SEARCH:  # the search for the carrier reaches the first message sent
             lead = _lead(messages, start, instructions)
-    carrier = _carrier(messages, lead, start) if cache else None
+    carrier = _carrier(messages, lead, start, ttl) if cache else None
     if instructions is not None:
         if carrier is not None and carrier[0] < 0:  # the first message sent carries the breakpoint
             first, carrier = compact_json(carrier[1]).encode("utf-8"), None
         else:
             first = _lead_bytes(messages, start, instructions)
         head += (first, b"," if count > start else b"")  # the stored messages sent follow it
-    tail = _tail(call.model, call.max_tokens, stream)
+    tail = _tail(call.model, None if counting else call.max_tokens, stream and not counting)
     if carrier is None:
         return messages.encode_between(head, count, tail, start=start)
     index, marked = carrier

@@ -18,9 +18,19 @@ from typing import Any
 import attrs
 import yaml
 
-__all__ = ["UNLISTED_MODEL", "ModelInfo", "context_window", "cost_usd", "known_models", "model_info"]
+__all__ = [
+    "HOUR_WRITE_MULTIPLIER",
+    "UNLISTED_MODEL",
+    "ModelInfo",
+    "context_window",
+    "cost_usd",
+    "known_models",
+    "model_info",
+]
 
 _PER_MILLION = 1_000_000.0
+HOUR_WRITE_MULTIPLIER = 2.0
+"""A 1-hour cache write (``cache_creation.ephemeral_1h_input_tokens``) costs twice the input price."""
 
 
 @attrs.frozen(kw_only=True)
@@ -106,9 +116,12 @@ def _tokens(usage: Mapping[str, Any], key: str) -> int:
 def cost_usd(model: str, usage: Mapping[str, Any]) -> float:
     """Cost in USD of ``usage`` (API field names) on ``model``; an unlisted model at :data:`UNLISTED_MODEL`'s prices."""
     info = model_info(model) or UNLISTED_MODEL
+    split = usage.get("cache_creation")
+    hour = _tokens(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping) else 0
     return (
         _tokens(usage, "input_tokens") * info.input
         + _tokens(usage, "output_tokens") * info.output
-        + _tokens(usage, "cache_creation_input_tokens") * info.cache_write
+        + (_tokens(usage, "cache_creation_input_tokens") - hour) * info.cache_write
+        + hour * info.input * HOUR_WRITE_MULTIPLIER
         + _tokens(usage, "cache_read_input_tokens") * info.cache_read
     ) / _PER_MILLION
