@@ -63,12 +63,24 @@ _MODEL_FALLBACKS = {"model_fallback": "overloaded", "unavailable_model_fallback"
 _TOOL_USE_ERROR = re.compile(r"</?tool_use_error>")
 
 
-def _tool_use_result(result: dict[str, Any]) -> str:
-    """A ``user`` line's ``tool_use_result``: the tool's text; an error reads ``Error: …`` (Claude Code's form)."""
-    content = result.get("content", "")
+def _result_text(content: Any) -> str:
+    """A tool_result's text: its string, or its text blocks joined (an image block has none)."""
     if isinstance(content, list):
-        content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    text = _TOOL_USE_ERROR.sub("", str(content))
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def _tool_use_result(result: dict[str, Any]) -> str | list[Any]:
+    """A ``user`` line's ``tool_use_result``: the tool's text, or its content blocks when it carries an image
+    (Claude Code's form); an error reads ``Error: …``."""
+    content = result.get("content", "")
+    if (
+        isinstance(content, list)
+        and not result.get("is_error")
+        and any(isinstance(b, dict) and b.get("type") == "image" for b in content)
+    ):
+        return content
+    text = _TOOL_USE_ERROR.sub("", _result_text(content))
     return text if not result.get("is_error") or text.startswith("Error") else f"Error: {text}"
 
 
@@ -317,7 +329,7 @@ class TextRenderer(Renderer):
 
     def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
         mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
-        first = str(result.get("content", "")).strip().splitlines()[:1]
+        first = _result_text(result.get("content", "")).strip().splitlines()[:1]
         self.note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
 
     def show_result(self, result: dict[str, Any]) -> None:
