@@ -1,0 +1,195 @@
+"""End-to-end: the reference MCP servers — images, resources, roots, elicitation, prompts, progress.
+
+The servers are npm's ``@modelcontextprotocol/server-everything`` and
+``@modelcontextprotocol/server-filesystem`` at the versions pinned in
+``tests/fixtures/mcp/npm/package.json`` (``tools/test.sh`` runs ``npm ci`` there when they
+are missing), started by ``queryloop run`` as stdio subprocesses. The model is the embedded
+server over loopback through the real ``anthropic`` SDK; what is checked is the request
+body it received (the image block, the resource's text, the link's URI), the stream-json
+lines and the transcript on disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import ROOT, CliRun, MockApi, run_cli
+
+pytestmark = pytest.mark.slow  # node servers: tools/test.sh --fast leaves the module out
+
+BIN = ROOT / "tests" / "fixtures" / "mcp" / "npm" / "node_modules" / ".bin"
+EVERYTHING = BIN / "mcp-server-everything"
+FILESYSTEM = BIN / "mcp-server-filesystem"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _servers_installed() -> None:
+    if not (EVERYTHING.exists() and FILESYSTEM.exists()):
+        pytest.fail(f"the reference MCP servers are not installed: run tools/test.sh, or npm ci in {BIN.parent.parent}")
+
+
+def _script(*steps: dict[str, Any]) -> str:
+    replies = "\n".join(f"    - reply: {{content: [{json.dumps(s)}]}}" for s in steps)
+    return f"schema_version: 1\nscenario: mcp-servers\nmodel: mock-primary\nmodels:\n  mock-primary:\n{replies}\n"
+
+
+def _call(tool: str, /, **tool_input: Any) -> dict[str, Any]:
+    return {"tool_use": {"name": tool, "input": tool_input}}
+
+
+DONE = {"text": "done"}
+
+
+def _config(**servers: list[str]) -> str:
+    """An ``--mcp-config`` document: each server a stdio command with its arguments."""
+    entries = {name: {"command": str(argv[0]), "args": argv[1:]} for name, argv in servers.items()}
+    return json.dumps({"mcpServers": entries})
+
+
+def _run(tmp_path: Path, script: str, *flags: str, **env: str) -> tuple[CliRun, list[Any]]:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env.setdefault("QUERYLOOP_HOME", str(tmp_path / "home"))
+    with MockApi(script) as api:
+        run = run_cli([*flags, "--model", "mock-primary", "--", "go"], api=api, cwd=work, timeout=120, **env)
+        return run, api.requests
+
+
+def _results(request: Any) -> dict[str, Any]:
+    """Each tool_result's content the request carried, by the name of the tool it answers."""
+    names = {
+        b["id"]: b["name"]
+        for m in request.messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    }
+    return {
+        names[b["tool_use_id"]]: b["content"]
+        for m in request.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    }
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else "\n".join(b.get("text", "") for b in content)
+
+
+def _png(side: int, pixels: bytes) -> bytes:
+    """A PNG file ``side`` pixels square (RGB, stored uncompressed so its size is known)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\0" + pixels[y * side * 3 : (y + 1) * side * 3] for y in range(side))
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 0)) + chunk(b"IEND", b"")
+
+
+def test_images_resources_and_links_reach_the_model_as_claude_code_sends_them(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "big.png").write_bytes(_png(1500, os.urandom(1500 * 1500 * 3)))  # 6.4 MB: over the cap
+    config = _config(everything=[str(EVERYTHING), "stdio"], fs=[str(FILESYSTEM), str(work)])
+    gzip_input = {"name": "fresh.txt", "data": "data:text/plain;base64," + base64.b64encode(b"fresh").decode()}
+    script = _script(
+        _call("mcp__everything__get-tiny-image"),
+        _call("mcp__everything__get-resource-links", count=2),
+        _call("mcp__everything__get-resource-reference", resourceType="Text", resourceId=3),
+        _call("mcp__fs__read_media_file", path=str(work / "big.png")),
+        _call("ListMcpResourcesTool", server="everything"),
+        _call("mcp__everything__gzip-file-as-resource", **gzip_input),
+        _call("ListMcpResourcesTool"),
+        _call("ReadMcpResourceTool", server="everything", uri="demo://resource/dynamic/text/7"),
+        _call("ReadMcpResourceTool", server="fs", uri="file:///etc/passwd"),
+        DONE,
+    )
+    run, requests = _run(tmp_path, script, "--mcp-config", config)
+    assert run.returncode == 0, run.stderr
+    offered = requests[0].tools
+    assert (
+        offered.index("ListMcpResourcesTool")
+        < offered.index("ReadMcpResourceTool")
+        < offered.index("mcp__fs__read_file")
+    )
+    results = _results(requests[-1])
+
+    image = results["mcp__everything__get-tiny-image"]
+    assert [b["type"] for b in image] == ["text", "image", "text"]
+    source = image[1]["source"]
+    assert source["type"] == "base64" and source["media_type"] == "image/png"
+    assert base64.b64decode(source["data"]).startswith(b"\x89PNG")
+
+    links = results["mcp__everything__get-resource-links"]
+    assert "demo://resource/dynamic/blob/1" in links and "demo://resource/dynamic/text/2" in links
+    reference = results["mcp__everything__get-resource-reference"]
+    assert "[Resource from everything at demo://resource/dynamic/text/3] Resource 3: This is a plaintext" in reference
+
+    too_big = results["mcp__fs__read_media_file"]
+    assert isinstance(too_big, str) and "image/png, 6.4 MB" in too_big and "5.0 MB limit" in too_big
+
+    before = json.loads(_text(_results(requests[5])["ListMcpResourcesTool"]))
+    assert {"uri": "demo://resource/static/document/features.md", "server": "everything"}.items() <= before[2].items()
+    after = json.loads(_text(_results(requests[7])["ListMcpResourcesTool"]))
+    added = {e["uri"] for e in after} - {e["uri"] for e in before}
+    assert added == {"demo://resource/session/fresh.txt"}  # resources/list_changed: the listing was refreshed
+
+    read = [
+        b
+        for m in requests[-1].messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert "[Resource from everything at demo://resource/dynamic/text/7] Resource 7" in _text(read[-2]["content"])
+    assert read[-1]["is_error"] and "no connected MCP server 'fs' offers resources" in _text(read[-1]["content"])
+
+    user_lines = [line for line in run.of("user") if line["message"]["content"][0]["type"] == "tool_result"]
+    assert user_lines[0]["tool_use_result"][1]["type"] == "image"  # stream-json: the blocks, as Claude Code
+    transcript = next((tmp_path / "home" / "projects").glob("*/*.jsonl"))
+    kept = [json.loads(line) for line in transcript.read_text().splitlines()]
+    images = [
+        b
+        for e in kept
+        if e.get("type") == "user" and isinstance(e["message"]["content"], list)
+        for r in e["message"]["content"]
+        if r.get("type") == "tool_result" and isinstance(r["content"], list)
+        for b in r["content"]
+        if b["type"] == "image"
+    ]
+    assert images == [image[1]]
+
+
+def test_resource_tools_run_without_asking_and_a_bare_deny_rule_hides_one(tmp_path: Path) -> None:
+    config = _config(everything=[str(EVERYTHING), "stdio"])
+    script = _script(
+        _call("ReadMcpResourceTool", server="everything", uri="demo://resource/dynamic/text/1"),
+        _call("ListMcpResourcesTool"),
+        DONE,
+    )
+    run, requests = _run(
+        tmp_path,
+        script,
+        "--mcp-config",
+        config,
+        "--permission-mode",
+        "default",
+        "--disallowedTools",
+        "ReadMcpResourceTool",
+    )
+    assert run.returncode == 0, run.stderr
+    assert "ReadMcpResourceTool" not in requests[0].tools and "ListMcpResourcesTool" in requests[0].tools
+    results = _results(requests[-1])
+    assert "No such tool available" in _text(results["ReadMcpResourceTool"])
+    assert "demo://resource/static/document" in _text(results["ListMcpResourcesTool"])
+    assert run.result["permission_denials"] == []
