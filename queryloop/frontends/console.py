@@ -38,6 +38,7 @@ from rich.text import Text
 from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
 from queryloop.handlers.session.services.transcript import now
@@ -198,6 +199,8 @@ class Renderer:
                 self.note((f"queryloop: {item.text}", "yellow"))
             else:
                 self.show_notice(item)
+        elif isinstance(item, McpProgress):
+            self.show_progress(item)
 
     def show_request(self, log: RequestLog) -> None:
         """A model request attempt, however it ended."""
@@ -210,6 +213,9 @@ class Renderer:
 
     def show_assistant(self, item: AssistantMessage) -> None:
         """A complete reply."""
+
+    def show_progress(self, progress: McpProgress) -> None:
+        """A running MCP call's progress (the interactive status line shows it; Claude Code prints no line for it)."""
 
     def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
         """One tool call's result (``name`` is ``(synthetic)`` for one no tool produced)."""

@@ -43,6 +43,7 @@ from rich.text import Text
 from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.fsm.trace import Trace, TraceStep, check_trace
+from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpProgress
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AssistantMessage, ModelBackend
 from queryloop.handlers.session import SessionPaths, queryloop_home
@@ -115,9 +116,18 @@ class _TerminalRenderer(TextRenderer):
         self.state = "opening_session"
         self.counters: dict[str, int] = {}
         self.finished = False  # the run reached its end (no status line after it)
+        self.progress: McpProgress | None = None  # the latest progress of a running MCP call (until the next step)
 
     def status_text(self) -> str:
-        return status_line(self.state, self.counters, self.caps)
+        line = status_line(self.state, self.counters, self.caps)
+        return f"{line} · {self.progress.text()}" if self.progress is not None else line
+
+    def show_progress(self, progress: McpProgress) -> None:
+        self.progress = progress
+        if self.status is not None:
+            self.status.update(Text(inert(self.status_text())))
+        elif not self.finished:
+            self.waiting(True)
 
     def pause(self) -> None:
         """Stop the status line (before a question, or a line printed by the session)."""
@@ -131,7 +141,7 @@ class _TerminalRenderer(TextRenderer):
                 self.out.write("\n")
                 self.out.flush()
                 self.at_line_start = True
-            self.status = self.err.status(Text(self.status_text()), spinner="dots")
+            self.status = self.err.status(Text(inert(self.status_text())), spinner="dots")
             self.status.start()
         elif not on and self.status is not None:
             self.status.stop()
@@ -153,6 +163,7 @@ class _TerminalRenderer(TextRenderer):
     def show_step(self, step: Step) -> None:
         self.session.steps.append(step)
         self.state, self.counters = step.dest, step.counter_dict()
+        self.progress = None
         if self.status is not None:
             self.status.update(Text(self.status_text()))
         elif not step.terminal and step.dest != "reading_reply":
@@ -164,6 +175,27 @@ class _TerminalRenderer(TextRenderer):
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
         super().finish(result, data)
         self.session.finished(result, data)
+
+
+def _typed(text: str, kind: object) -> Any:
+    """A form field's answer as its schema type; ValueError naming the type when it is not one."""
+    if kind == "boolean":
+        if text.lower() in ("y", "yes", "true"):
+            return True
+        if text.lower() in ("n", "no", "false"):
+            return False
+        raise ValueError("answer yes or no")
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("answer a whole number") from None
+    if kind == "number":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("answer a number") from None
+    return text
 
 
 def _brief(value: object, width: int = 80) -> str:
@@ -200,7 +232,9 @@ class _Interactive:
 
     def __init__(self, template: AgentOptions, backend: ModelBackend) -> None:
         choice = session_of(template)
-        template = attrs.evolve(template, can_use_tool=self._ask_permission, interactive=False)
+        template = attrs.evolve(
+            template, can_use_tool=self._ask_permission, ask_input=self._ask_input, interactive=False
+        )
         self.conversation = _TerminalConversation(self, template, choice, backend)
         self.renderer: _TerminalRenderer | None = None
         self.steps: list[Step] = []  # the steps of the prompt being played (or the last one)
@@ -373,6 +407,51 @@ class _Interactive:
         added = attrs.evolve(current, allow=(*current.allow, *(parse_rule(r) for r in rules)))
         self.conversation.template = attrs.evolve(self.template, rules=added)
         self._say(f"allowed for the rest of the session: {', '.join(rules)}", "green")
+
+    # ---- an MCP server's request for input (elicitation) ----------------------------------------
+    async def _ask_input(self, request: Elicitation) -> ElicitAnswer:
+        """Asked inline: answer (each field of the form in turn), decline or cancel."""
+        self._say(f"MCP server {request.server!r} asks: {request.message}", "yellow")
+        if request.mode == "url":
+            self._say(f"  open: {request.url}")
+        choice = (await self._question("answer it? [y]es · [n]o (decline) · [c]ancel ")).lower()
+        if choice in ("c", "cancel", ""):
+            return ElicitAnswer(action="cancel")
+        if choice not in ("y", "yes"):
+            return ElicitAnswer(action="decline")
+        if request.mode == "url":
+            return ElicitAnswer(action="accept")
+        values: dict[str, Any] = {}
+        required = set(request.schema.get("required") or ())
+        properties = request.schema.get("properties") or {}
+        for name, field in properties.items() if isinstance(properties, dict) else ():
+            value = await self._field(name, field if isinstance(field, dict) else {}, name in required)
+            if value is not None:
+                values[name] = value
+        return ElicitAnswer(action="accept", content=values)
+
+    async def _field(self, name: str, field: Mapping[str, Any], required: bool) -> Any:
+        """One form field, asked until its answer has the field's type; None: left out (not required, no answer)."""
+        kind = field.get("type", "string")
+        choices = field.get("enum")
+        hint = " · ".join(str(c) for c in choices) if isinstance(choices, list) else kind
+        about = field.get("description") or field.get("title") or ""
+        label = inert(f"  {name}{' (required)' if required else ''}: {about} [{hint}] ")
+        while True:
+            text = await self._question(label)
+            if not text:
+                if required:
+                    continue
+                return None
+            try:
+                value: Any = _typed(text, kind)
+            except ValueError as exc:
+                self._say(f"  {exc}", "red")
+                continue
+            if isinstance(choices, list) and value not in choices:
+                self._say(f"  one of: {hint}", "red")
+                continue
+            return value
 
     # ---- commands (each returns False to end the session) ----------------------------------------
     async def _compact(self, instructions: str) -> bool:

@@ -27,7 +27,7 @@ from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
-from queryloop.handlers.mcp import McpData, McpManager
+from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManager
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
@@ -69,6 +69,8 @@ __all__ = [
     "AgentRun",
     "AgentServices",
     "DEFAULT_SYSTEM_PROMPT",
+    "answer_elicitation",
+    "hook_runner",
     "query_loop_program",
     "restore_run",
     "snapshot_run",
@@ -218,14 +220,7 @@ def _services(
             hidden=read_denied(options.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
         ),
-        hooks=HookRunner(
-            config=options.hooks,
-            cwd=options.cwd,
-            session_id=options.session_id,
-            transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
-            permission_mode=options.permission_mode,
-            prompt_id=options.prompt_id,
-        ),
+        hooks=hook_runner(options),
         max_budget_usd=options.max_budget_usd,
         auto_compact_threshold=options.auto_compact_threshold,
         retry_base_delay_s=options.retry_base_delay_s,
@@ -239,6 +234,31 @@ def _services(
         mcp=mcp,
         call_runner=call_runner,
     )
+
+
+def hook_runner(options: AgentOptions) -> HookRunner:
+    """The run's hooks, bound to what every hook is told."""
+    return HookRunner(
+        config=options.hooks,
+        cwd=options.cwd,
+        session_id=options.session_id,
+        transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
+        permission_mode=options.permission_mode,
+        prompt_id=options.prompt_id,
+    )
+
+
+async def answer_elicitation(options: AgentOptions, request: Elicitation) -> ElicitAnswer:
+    """An MCP server's request for input: an ``Elicitation`` hook's answer, else the user's (``ask_input``);
+    with neither (a headless run), declined with the reason."""
+    outcome = await hook_runner(options).run("Elicitation", request.hook_payload())
+    if outcome is not None and outcome.elicitation is not None:
+        action, content = outcome.elicitation
+        return ElicitAnswer(action=action, content=content)
+    if options.ask_input is not None:
+        return await options.ask_input(request)
+    why = "no one can answer in a headless run (an Elicitation hook can answer it)"
+    return ElicitAnswer(action="decline", reason=why)
 
 
 def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
@@ -335,7 +355,15 @@ class AgentRun:
         self._owns_mcp = mcp is None and bool(options.mcp_servers)
         if self._owns_mcp:
             taken = frozenset(t.name for t in options.custom_tools).__contains__  # never offered twice
-            mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides, taken=taken)
+            mcp = McpManager(
+                options.mcp_servers,
+                cwd=options.cwd,
+                hidden=options.rules.hides,
+                taken=taken,
+                roots=options.working_directories(),
+                elicit=lambda request: answer_elicitation(options, request),
+                progress=self._published,
+            )
         self.services = _services(
             options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store, call_runner
         )
@@ -403,8 +431,10 @@ class AgentRun:
     async def connect_mcp(self) -> None:
         """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this."""
         mcp = self.services.mcp
-        if mcp is not None and not mcp.started:
-            await mcp.start()
+        if mcp is not None:
+            await mcp.set_roots(self.options.working_directories())  # a conversation's servers: told if they changed
+            if not mcp.started:
+                await mcp.start()
 
     def _published(self, item: Observation) -> None:
         if self.transcript is not None:

@@ -193,3 +193,44 @@ def test_resource_tools_run_without_asking_and_a_bare_deny_rule_hides_one(tmp_pa
     assert "No such tool available" in _text(results["ReadMcpResourceTool"])
     assert "demo://resource/static/document" in _text(results["ListMcpResourcesTool"])
     assert run.result["permission_denials"] == []
+
+
+def test_roots_are_the_working_directories_and_a_headless_elicitation_is_declined_saying_why(tmp_path: Path) -> None:
+    extra, elsewhere = tmp_path / "extra", tmp_path / "elsewhere"
+    extra.mkdir()
+    elsewhere.mkdir()
+    settings = json.dumps({"permissions": {"additionalDirectories": [str(extra)]}})
+    config = _config(everything=[str(EVERYTHING), "stdio"], fs=[str(FILESYSTEM), str(elsewhere)])
+    script = _script(
+        _call("mcp__everything__get-roots-list"),
+        _call("mcp__fs__list_allowed_directories"),
+        _call("mcp__everything__trigger-elicitation-request"),
+        DONE,
+    )
+    run, requests = _run(tmp_path, script, "--mcp-config", config, "--settings", settings)
+    assert run.returncode == 0, run.stderr
+    results = _results(requests[-1])
+    work = (tmp_path / "work").resolve()
+    roots = _text(results["mcp__everything__get-roots-list"])
+    assert f"URI: {work.as_uri()}" in roots and f"URI: {extra.resolve().as_uri()}" in roots
+    # the filesystem server serves the roots the client declares instead of its command line's directory
+    allowed = _text(results["mcp__fs__list_allowed_directories"])
+    assert str(work) in allowed and str(extra.resolve()) in allowed and "elsewhere" not in allowed
+    assert '"action": "decline"' in _text(results["mcp__everything__trigger-elicitation-request"])
+    assert "asked for input, which was declined: no one can answer in a headless run" in run.stderr
+
+
+def test_an_elicitation_hook_answers_a_servers_request_for_input(tmp_path: Path) -> None:
+    seen = tmp_path / "elicitation.json"
+    answer = {"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"name": "Ada"}}}
+    command = f"cat > {seen}; echo '{json.dumps(answer)}'"
+    settings = {"hooks": {"Elicitation": [{"matcher": "everything", "hooks": [{"type": "command", "command": command}]}]}}
+    config = _config(everything=[str(EVERYTHING), "stdio"])
+    script = _script(_call("mcp__everything__trigger-elicitation-request"), DONE)
+    run, requests = _run(tmp_path, script, "--mcp-config", config, "--settings", json.dumps(settings))
+    assert run.returncode == 0, run.stderr
+    result = _text(_results(requests[-1])["mcp__everything__trigger-elicitation-request"])
+    assert '"action": "accept"' in result and "Name: Ada" in result
+    asked = json.loads(seen.read_text())
+    assert asked["hook_event_name"] == "Elicitation" and asked["mcp_server_name"] == "everything"
+    assert asked["mode"] == "form" and asked["requested_schema"]["required"] == ["name"]

@@ -33,6 +33,7 @@ import attrs
 from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .config import McpServerConfig, tool_name
 from .content import resource_text, tool_result_content
+from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
 from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs, resource_schemas
 
 if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server is connected: a run without one,
@@ -152,6 +153,10 @@ class McpManager:
     ``taken``: the names of the tools offered beside the servers' (custom tools, the Agent
     SDK's in-process servers'): a listed tool that would be offered under one of them is not
     offered, with a warning, so no rule meant for one tool covers another.
+    ``roots``: the working directories, declared to every server as its roots (:meth:`set_roots`
+    changes them and tells the servers); ``elicit``: who answers a server's request for
+    input (None: every request is declined, with a warning saying so); ``progress``: told
+    each progress notification of a running call.
     """
 
     def __init__(
@@ -163,8 +168,14 @@ class McpManager:
         log_dir: Path | None = None,
         hidden: Callable[[str], bool] = lambda name: False,
         taken: Callable[[str], bool] = lambda name: False,
+        roots: Sequence[Path] = (),
+        elicit: Elicit | None = None,
+        progress: Callable[[McpProgress], None] | None = None,
     ) -> None:
         self._connections = {c.name: _Connection(config=c) for c in configs}
+        self.roots: tuple[Path, ...] = tuple(roots) if roots else ((cwd,) if cwd is not None else ())
+        self.elicit = elicit
+        self.progress = progress
         self.taken = taken
         self.cwd = cwd
         self.connect_timeout_s = connect_timeout_s
@@ -271,6 +282,28 @@ class McpManager:
 
         return run
 
+    async def set_roots(self, roots: Sequence[Path]) -> None:
+        """The working directories changed: declare ``roots`` from now on and tell every connected server."""
+        if tuple(roots) == self.roots:
+            return
+        self.roots = tuple(roots)
+        for connection in self._connections.values():
+            if connection.client is not None and connection.status == "connected":
+                with contextlib.suppress(Exception):  # a server gone meanwhile is repaired at the next boundary
+                    await connection.client.send_roots_list_changed()
+
+    async def _answer(self, server: str, request: Any) -> ElicitAnswer:
+        """A server's request for input, answered by ``elicit``; declined (and said so) when there is none."""
+        if self.elicit is not None:
+            return await self.elicit(request)
+        return ElicitAnswer(action="decline", reason="no one can answer it here")
+
+    def _answered(self, server: str, answer: ElicitAnswer) -> None:
+        if answer.reason is not None:
+            self._connections[server].warnings.append(
+                f"MCP server {server!r} asked for input, which was {answer.action}d: {answer.reason}"
+            )
+
     # ---- connecting ---------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -363,7 +396,16 @@ class McpManager:
             elif isinstance(notification, mcp.types.ResourceListChangedNotification):
                 connection.resource_list = None  # listed again when the model next asks
 
-        common: dict[str, Any] = {"mode": "legacy", "message_handler": on_message, "cache": None}
+        elicit = elicitation_callback(
+            config.name, lambda request: self._answer(config.name, request), lambda a: self._answered(config.name, a)
+        )
+        common: dict[str, Any] = {
+            "mode": "legacy",
+            "message_handler": on_message,
+            "cache": None,
+            "list_roots_callback": roots_callback(lambda: self.roots),
+            "elicitation_callback": elicit,
+        }
         if config.type == "stdio":
             assert config.command is not None
             params = StdioServerParameters(
@@ -456,6 +498,17 @@ class McpManager:
         connection.tools = tuple(tools)
         connection.specs = specs
 
+    def _on_progress(self, tool: McpTool) -> Any:
+        """The SDK's progress callback for a call of ``tool`` (None when no one listens: no token is sent)."""
+        listener = self.progress
+        if listener is None:
+            return None
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            listener(McpProgress(server=tool.server, tool=tool.name, progress=progress, total=total, message=message))
+
+        return on_progress
+
     # ---- resources ----------------------------------------------------------------------------
 
     async def list_resources(self, server: str) -> tuple[mcp.types.Resource, ...]:
@@ -512,7 +565,9 @@ class McpManager:
             failure = attrs.evolve(failure, tool=tool.remote)
             return ToolOutput(content=failure.text() + "\nIt is reconnected before the next request.", is_error=True)
         try:
-            result = await client.call_tool(tool.remote, dict(arguments), read_timeout_seconds=timeout_s)
+            result = await client.call_tool(
+                tool.remote, dict(arguments), read_timeout_seconds=timeout_s, progress_callback=self._on_progress(tool)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
