@@ -678,7 +678,14 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             return await serve_interactive(options, AnthropicBackend(client), args)
         renderer = renderer_for(args.output_format, session_id=options.session_id, verbose=args.verbose)
         run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
-        await run.connect_mcp()  # the init line lists each server's status and tools
+        from queryloop.handlers.mcp.services.prompts import PromptCommandError
+
+        try:
+            await run.connect_mcp()  # the init line lists each server's status and tools
+        except PromptCommandError as exc:  # /mcp__server__prompt without its arguments: nothing was sent
+            await run.close_mcp()
+            sys.stderr.write(inert(f"queryloop: {exc}\n"))
+            return 1
         renderer.start(**run.init_fields())
         interrupts.arm()
         try:

@@ -168,6 +168,7 @@ class Renderer:
         memory_paths: dict[str, list[str]] | None = None,  # the CLAUDE.md files read, by kind
         permission_mode: str = "default",
         api_key_source: str | None = None,  # None: ANTHROPIC_API_KEY when it is set, else "none"
+        slash_commands: list[str] | None = None,  # the MCP servers' prompts, as commands
     ) -> None:
         self.model, self.fallbacks = model, list(fallback_models)
 
@@ -391,7 +392,7 @@ class StreamJsonRenderer(Renderer):
                 "mcp_servers": fields.get("mcp_servers") or [],
                 "model": fields["model"],
                 "permissionMode": fields.get("permission_mode", "default"),
-                "slash_commands": [],
+                "slash_commands": fields.get("slash_commands") or [],  # the MCP servers' prompts
                 "apiKeySource": api_key_source,
                 "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
                 "output_style": "default",

@@ -13,7 +13,10 @@ abort edges close every dangling tool_use — and the session goes on; twice in 
 or Ctrl-D, ends it. Slash commands: ``/compact [instructions]`` (a run started as a
 manual compaction: ``manual_compact_start``), ``/rewind``, ``/resume``, ``/clear``,
 ``/cost``, ``/model``, ``/permissions``, ``/graph`` (where the session is on the
-recovery graph and the path this prompt took) and ``/help``.
+recovery graph and the path this prompt took), ``/add-dir``, each MCP server's prompt
+(``/mcp__<server>__<prompt> ARGS``) and ``/help``. The MCP servers live as long as the
+session; one asking for input is answered inline, and a call's progress shows on the
+status line.
 
 Owns the terminal session: the prompt, the commands, the inline permission question,
 the status line and the graph as text — every line of it built from the model's or a
@@ -43,7 +46,7 @@ from rich.text import Text
 from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.fsm.trace import Trace, TraceStep, check_trace
-from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpProgress
+from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpManager, McpProgress
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AssistantMessage, ModelBackend
 from queryloop.handlers.session import SessionPaths, queryloop_home
@@ -51,7 +54,7 @@ from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.tools import PermissionAnswer, PermissionMode, PermissionRules, decide
 from queryloop.handlers.tools.services.permissions import parse_rule, suggest_rules
 
-from ..run.agent import AgentData, query_loop_program
+from ..run.agent import AgentData, answer_elicitation, query_loop_program
 from ..run.config import AgentOptions, run_params, session_of
 from ..run.observe import Observation
 from ..run.sessions import (
@@ -84,6 +87,8 @@ HELP = """\
 /model [NAME]            show or set the model of the next prompts
 /permissions             the permission mode, the rules and what was answered this session
 /graph                   where the session is on the recovery graph, and the path this prompt took
+/add-dir PATH            another working directory (the MCP servers' roots follow)
+/mcp__SERVER__PROMPT ... an MCP server's prompt, the words after it its arguments (/help lists them)
 /help                    this list
 /exit                    end the session (also /quit, or Ctrl-D)
 Ctrl-C interrupts a prompt (twice in a row exits), Ctrl-D exits, Shift-Tab cycles the permission mode,
@@ -236,10 +241,27 @@ class _Interactive:
             template, can_use_tool=self._ask_permission, ask_input=self._ask_input, interactive=False
         )
         self.conversation = _TerminalConversation(self, template, choice, backend)
+        # The MCP servers live as long as the session (as Claude Code's): their prompts are commands, and
+        # /add-dir changes the roots they were told
+        self.mcp = (
+            McpManager(
+                template.mcp_servers,
+                cwd=template.cwd,
+                hidden=template.rules.hides,
+                taken=frozenset(t.name for t in template.custom_tools).__contains__,
+                roots=template.working_directories(),
+                elicit=lambda request: answer_elicitation(self.template, request),
+                progress=self._progress,
+            )
+            if template.mcp_servers
+            else None
+        )
+        self.conversation.mcp = self.mcp
         self.renderer: _TerminalRenderer | None = None
         self.steps: list[Step] = []  # the steps of the prompt being played (or the last one)
         self.results: list[dict[str, Any]] = []
         self.last_state = "idle"
+        self.mcp_commands: list[str] = []  # the MCP servers' prompts, as commands (/mcp__<server>__<prompt>)
         self.always: list[str] = []  # allow rules the user created by answering "always"
         self.denied: set[str] = set()  # calls the user refused (name and input), refused again without asking
         self.ctrl_c = False  # the last key was a Ctrl-C (a second one in a row exits)
@@ -260,6 +282,7 @@ class _Interactive:
             "cost": self._cost,
             "model": self._model,
             "permissions": self._permissions,
+            "add-dir": self._add_dir,
             "graph": self._graph,
             "help": self._help,
             "exit": self._exit,
@@ -279,6 +302,11 @@ class _Interactive:
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
         try:
+            if self.mcp is not None:
+                await self.mcp.start()
+                for warning in self.mcp.take_warnings():
+                    self._say(f"queryloop: warning: {warning}", "yellow")
+                self.mcp_commands = list(await self.mcp.prompts())
             await self._loop()
         except asyncio.CancelledError:  # SIGTERM: the prompt being played took its abort edge
             task.uncancel()
@@ -287,6 +315,8 @@ class _Interactive:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
             await self.conversation.close()
+            if self.mcp is not None:
+                await self.mcp.close()
         return 0
 
     async def _loop(self) -> None:
@@ -312,7 +342,9 @@ class _Interactive:
             if text.startswith("/"):
                 name, _, rest = text[1:].partition(" ")
                 command = self.commands.get(name)
-                if command is None:
+                if command is None and name.startswith("mcp__"):
+                    await self._play(text)  # an MCP server's prompt: the run fills it in (or says what it needs)
+                elif command is None:
                     self._say(f"unknown command /{name}: /help lists them", "red")
                 elif not await command(rest.strip()):
                     break
@@ -333,6 +365,11 @@ class _Interactive:
             self.conversation.compact = None
             if self.renderer is not None:
                 self.renderer.pause()
+
+    def _progress(self, progress: McpProgress) -> None:
+        """A running MCP call's progress: on the status line of the prompt being played."""
+        if self.renderer is not None and not self.renderer.finished:
+            self.renderer.show_progress(progress)
 
     def _interrupt(self) -> None:
         """Ctrl-C while a prompt runs: interrupt it; a second one before it ended also ends the session."""
@@ -561,6 +598,22 @@ class _Interactive:
 
     async def _help(self, argument: str) -> bool:
         self._say(HELP)
+        if self.mcp_commands:
+            lines = "\n".join(f"/{c}" for c in self.mcp_commands)
+            self._say(f"MCP servers' prompts (the words after one fill its arguments):\n{lines}")
+        return True
+
+    async def _add_dir(self, argument: str) -> bool:
+        """Another working directory for the rest of the session (the MCP servers' roots follow)."""
+        path = (self.template.cwd / argument).resolve() if argument else None
+        if path is None or not path.is_dir():
+            self._say("/add-dir needs a directory that exists: /add-dir PATH", "red")
+            return True
+        rules = self.template.rules
+        if path != self.template.cwd and path not in rules.additional_directories:
+            added = attrs.evolve(rules, additional_directories=(*rules.additional_directories, path))
+            self.conversation.template = attrs.evolve(self.template, rules=added)
+        self._say(f"working directories: {', '.join(str(d) for d in self.template.working_directories())}", "green")
         return True
 
     async def _exit(self, argument: str) -> bool:

@@ -28,6 +28,7 @@ from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
 from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManager
+from queryloop.handlers.mcp.services.prompts import expand_command
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
@@ -367,7 +368,6 @@ class AgentRun:
         self.services = _services(
             options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store, call_runner
         )
-        params = run_params(options)
         program = program or query_loop_program()
         self.program = program
         store = self.services.session
@@ -379,17 +379,24 @@ class AgentRun:
         self.observers = tuple(observers)
         _check_observers(program, (self, *self.observers, *((self.transcript,) if self.transcript else ())))
         self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
-        self.runner: Runner[AgentData, AgentServices] = Runner(
-            program,
+        self._state = state
+        self._expanded = False  # the prompt was looked at for an MCP prompt's command
+        self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
+        self.runner: Runner[AgentData, AgentServices] = self._runner(options)
+        self.started = time.monotonic()
+        self.finished: float | None = None
+
+    def _runner(self, options: AgentOptions) -> Runner[AgentData, AgentServices]:
+        state = self._state
+        return Runner(
+            self.program,
             data=_initial_data(options, self.services) if state is None else None,
             services=self.services,
-            params=params,
+            params=run_params(options),
             state=state,
             on_publish=self._published if self.observers else None,
             on_step=self._stepped,
         )
-        self.started = time.monotonic()
-        self.finished: float | None = None
 
     async def events(self) -> AsyncIterator[Any]:
         """Every step and published item until the run ends.
@@ -409,8 +416,7 @@ class AgentRun:
             self._close_session()
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
-            if self._owns_mcp and self.services.mcp is not None:
-                await self.services.mcp.close()
+            await self.close_mcp()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
 
     def init_fields(self) -> dict[str, Any]:
@@ -426,15 +432,33 @@ class AgentRun:
             "machine": self.program.spec.name,
             "memory_paths": memory_paths(options.instructions),
             "permission_mode": options.permission_mode,
+            "slash_commands": list(self.slash_commands),
         }
 
     async def connect_mcp(self) -> None:
-        """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this."""
+        """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this.
+
+        A prompt naming a server's prompt (``/mcp__<server>__<prompt> ARGS``) is replaced by
+        what the server returns for it; :class:`PromptCommandError` when it cannot be filled.
+        """
         mcp = self.services.mcp
-        if mcp is not None:
-            await mcp.set_roots(self.options.working_directories())  # a conversation's servers: told if they changed
-            if not mcp.started:
-                await mcp.start()
+        if mcp is None:
+            return
+        await mcp.set_roots(self.options.working_directories())  # a conversation's servers: told if they changed
+        if not mcp.started:
+            await mcp.start()
+        self.slash_commands = list(await mcp.prompts())
+        if self._state is None and not self._expanded:
+            self._expanded = True  # once: events() connects too
+            expanded = await expand_command(mcp, self.options.prompt)
+            if expanded is not None:
+                self.options = attrs.evolve(self.options, prompt=expanded)
+                self.runner = self._runner(self.options)
+
+    async def close_mcp(self) -> None:
+        """Close the MCP servers this run started (a conversation's shared ones stay open)."""
+        if self._owns_mcp and self.services.mcp is not None:
+            await self.services.mcp.close()
 
     def _published(self, item: Observation) -> None:
         if self.transcript is not None:

@@ -14,14 +14,18 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import struct
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 
 from .harness import ROOT, CliRun, MockApi, run_cli
+from .test_interactive import Session
 
 pytestmark = pytest.mark.slow  # node servers: tools/test.sh --fast leaves the module out
 
@@ -224,7 +228,9 @@ def test_an_elicitation_hook_answers_a_servers_request_for_input(tmp_path: Path)
     seen = tmp_path / "elicitation.json"
     answer = {"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"name": "Ada"}}}
     command = f"cat > {seen}; echo '{json.dumps(answer)}'"
-    settings = {"hooks": {"Elicitation": [{"matcher": "everything", "hooks": [{"type": "command", "command": command}]}]}}
+    settings = {
+        "hooks": {"Elicitation": [{"matcher": "everything", "hooks": [{"type": "command", "command": command}]}]}
+    }
     config = _config(everything=[str(EVERYTHING), "stdio"])
     script = _script(_call("mcp__everything__trigger-elicitation-request"), DONE)
     run, requests = _run(tmp_path, script, "--mcp-config", config, "--settings", json.dumps(settings))
@@ -234,3 +240,108 @@ def test_an_elicitation_hook_answers_a_servers_request_for_input(tmp_path: Path)
     asked = json.loads(seen.read_text())
     assert asked["hook_event_name"] == "Elicitation" and asked["mcp_server_name"] == "everything"
     assert asked["mode"] == "form" and asked["requested_schema"]["required"] == ["name"]
+
+
+INTERACTIVE = """\
+schema_version: 1
+scenario: interactive-mcp
+model: mock-primary
+rules:
+  - when: {last_user_contains: "weather in Boston"}
+    times: 1
+    reply: {content: [{text: "PROMPT-SEEN"}]}
+%s
+models:
+  mock-primary: [{reply: {content: [{text: "TURN-DONE"}]}}]
+otherwise: {reply: {content: [{text: "TURN-DONE"}]}}
+"""
+
+
+def _calls(**words: tuple[str, dict[str, Any]]) -> str:
+    """Scenario rules: a prompt holding WORD (spelled with spaces for _) calls the tool once."""
+    return "".join(
+        f'  - when: {{last_user_contains: "{word.replace("_", " ")}"}}\n    times: 1\n'
+        f"    reply: {{content: [{{tool_use: {json.dumps({'name': name, 'input': tool_input})}}}]}}\n"
+        for word, (name, tool_input) in words.items()
+    )
+
+
+class _McpSession(Session):
+    """An interactive session whose MCP servers start first (node, on a busy machine: a longer wait)."""
+
+    def __init__(self, scenario: Path, cwd: Path, home: Path, *args: str) -> None:
+        environment = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "QUERYLOOP_HOME": str(home), "TERM": "xterm"}
+        command = ["-m", "queryloop", "--scenario", str(scenario), "--cwd", str(cwd), *args]
+        self.child = pexpect.spawn(sys.executable, command, env=environment, encoding="utf-8", timeout=120)
+        self.child.setwinsize(50, 200)
+        self.seen = ""
+        self.banner = self.ready()
+
+
+def test_the_interactive_session_offers_prompts_follows_roots_asks_for_input_and_shows_progress(tmp_path: Path) -> None:
+    cwd, home, extra = tmp_path / "cwd", tmp_path / "home", tmp_path / "extra"
+    for folder in (cwd, home, extra):
+        folder.mkdir()
+    elicit = ("mcp__everything__trigger-elicitation-request", {})
+    rules = _calls(
+        roots_first=("mcp__everything__get-roots-list", {}),
+        roots_again=("mcp__everything__get-roots-list", {}),
+        ask_me=elicit,
+        ask_again=elicit,
+        go_long=("mcp__everything__trigger-long-running-operation", {"duration": 2, "steps": 4}),
+    )
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(INTERACTIVE % rules)
+    config = _config(everything=[str(EVERYTHING), "stdio"])
+    session = _McpSession(scenario, cwd, home, "--mcp-config", config, "--permission-mode", "bypassPermissions")
+    session.send("/help")
+    session.expect(r"/mcp__everything__args-prompt")
+    session.ready()
+    session.send("/mcp__everything__args-prompt Boston MA")  # a prompt as a slash command
+    session.expect("PROMPT-SEEN")
+    session.ready()
+    for prompt in ("roots first", "/add-dir ../extra", "a prompt between", "roots again"):
+        session.send(prompt)
+        session.expect("working directories:" if prompt.startswith("/") else "TURN-DONE")
+        session.ready()
+    session.send("ask me")  # answered: the required name, the other fields left out
+    session.expect(r"MCP server 'everything' asks: Please provide inputs")
+    session.expect(r"answer it\? \[y\]es · \[n\]o \(decline\) · \[c\]ancel")
+    session.send("y")
+    answered: set[str] = set()  # prompt_toolkit may draw a question twice: each field is answered once
+    while "TURN-DONE" not in (shown := session.expect(r"  \w+( \(required\))?: [^\n]*\[[^\]\n]*\]|TURN-DONE")):
+        field = re.findall(r"  (\w+)(?: \(required\))?: ", shown)[-1]
+        if field not in answered:
+            answered.add(field)
+            session.send("Ada" if field == "name" else "")  # the required name; the other fields left out
+    session.ready()
+    session.send("ask again")  # declined
+    session.expect(r"answer it\?")
+    session.send("n")
+    session.expect("TURN-DONE")
+    session.ready()
+    session.send("go long")
+    progress = session.expect("TURN-DONE")
+    session.ready()
+    assert session.close() == 0
+    assert re.search(r"mcp__everything__trigger-long-running-operation [1-4]/4", progress), progress[-2000:]
+
+    (transcript,) = home.glob("projects/*/*.jsonl")
+    results = [
+        _text(b["content"])
+        for e in map(json.loads, transcript.read_text().splitlines())
+        if e.get("type") == "user" and isinstance(e["message"]["content"], list)
+        for b in e["message"]["content"]
+        if b.get("type") == "tool_result"
+    ]
+    first, again, answered, declined = results[:4]
+    assert cwd.resolve().as_uri() in first and extra.resolve().as_uri() not in first
+    assert cwd.resolve().as_uri() in again and extra.resolve().as_uri() in again  # the roots followed /add-dir
+    assert '"action": "accept"' in answered and "Name: Ada" in answered
+    assert '"action": "decline"' in declined
+    prompts = [
+        e["message"]["content"]
+        for e in map(json.loads, transcript.read_text().splitlines())
+        if e.get("type") == "user" and isinstance(e["message"]["content"], str)
+    ]
+    assert any("What's weather in Boston, MA?" in p for p in prompts)

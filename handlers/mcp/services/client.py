@@ -32,7 +32,7 @@ import attrs
 
 from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .config import McpServerConfig, tool_name
-from .content import resource_text, tool_result_content
+from .content import prompt_messages, resource_text, tool_result_content
 from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
 from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs, resource_schemas
 
@@ -140,6 +140,8 @@ class _Connection:
     list_changed: bool = False  # the server said its list changed; listed again at the next sync
     warnings: list[str] = attrs.field(factory=list)
     starts: int = 0
+    prompts: tuple[mcp.types.Prompt, ...] = ()  # its prompts (offered as /mcp__<server>__<prompt>)
+    prompts_changed: bool = False  # it said its prompt list changed: listed again when next asked
     resources: bool = False  # the server declares the resources capability
     resource_list: tuple[mcp.types.Resource, ...] | None = None  # its listing, until it says the list changed
 
@@ -363,6 +365,7 @@ class McpManager:
                 self._absorb(connection, await self._list(client))
                 connection.resources = client.server_capabilities.resources is not None
                 connection.resource_list = None
+                connection.prompts = await self._list_prompts(client) if client.server_capabilities.prompts else ()
                 connection.client = client
                 connection.status = "connected"
                 connection.error = None
@@ -395,6 +398,8 @@ class McpManager:
                 connection.list_changed = True
             elif isinstance(notification, mcp.types.ResourceListChangedNotification):
                 connection.resource_list = None  # listed again when the model next asks
+            elif isinstance(notification, mcp.types.PromptListChangedNotification):
+                connection.prompts_changed = True
 
         elicit = elicitation_callback(
             config.name, lambda request: self._answer(config.name, request), lambda a: self._answered(config.name, a)
@@ -508,6 +513,39 @@ class McpManager:
             listener(McpProgress(server=tool.server, tool=tool.name, progress=progress, total=total, message=message))
 
         return on_progress
+
+    # ---- prompts ------------------------------------------------------------------------------
+
+    async def _list_prompts(self, client: Client) -> tuple[mcp.types.Prompt, ...]:
+        listed: list[mcp.types.Prompt] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server that pages forever is cut off
+            page = await asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=self.connect_timeout_s)
+            listed.extend(page.prompts)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(listed)
+
+    async def prompts(self) -> dict[str, tuple[str, mcp.types.Prompt]]:
+        """Every connected server's prompts by their command name (``mcp__<server>__<prompt>``): server, prompt."""
+        found: dict[str, tuple[str, mcp.types.Prompt]] = {}
+        for name, connection in self._connections.items():
+            if connection.status != "connected" or connection.client is None:
+                continue
+            if connection.prompts_changed:
+                connection.prompts_changed = False
+                with contextlib.suppress(Exception):  # keeps the last listing; a broken server is repaired later
+                    connection.prompts = await self._list_prompts(connection.client)
+            for prompt in connection.prompts:
+                found[tool_name(name, prompt.name)] = (name, prompt)
+        return found
+
+    async def get_prompt(self, server: str, prompt: str, arguments: Mapping[str, str]) -> list[dict[str, Any]]:
+        """``prompt`` of ``server`` filled with ``arguments``: its messages (ToolError when the server refuses)."""
+        connection = self._connections[server]
+        result = await self._guarded(connection, self._live(connection).get_prompt(prompt, dict(arguments)))
+        return prompt_messages(result, server)
 
     # ---- resources ----------------------------------------------------------------------------
 
