@@ -16,6 +16,7 @@ import json
 import os
 import re
 import struct
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from .harness import ROOT, CliRun, MockApi, run_cli
+from .harness import ROOT, CliRun, MockApi, cli_env, run_cli
 from .test_interactive import Session
 
 pytestmark = pytest.mark.slow  # node servers: tools/test.sh --fast leaves the module out
@@ -345,3 +346,31 @@ def test_the_interactive_session_offers_prompts_follows_roots_asks_for_input_and
         if e.get("type") == "user" and isinstance(e["message"]["content"], str)
     ]
     assert any("What's weather in Boston, MA?" in p for p in prompts)
+
+
+def test_a_prompt_is_a_slash_command_and_a_relative_mcp_config_is_read_where_the_program_was_run(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "servers.json").write_text(_config(everything=[str(EVERYTHING), "stdio"]))
+    script = _script(DONE)
+
+    def run(prompt: str, api: MockApi) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", "work"]
+        flags = ["--mcp-config", "servers.json", "--model", "mock-primary", "-p", prompt]
+        env = cli_env(api, QUERYLOOP_HOME=str(tmp_path / "home"))
+        return subprocess.run([*command, *flags], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+    with MockApi(script) as api:
+        used = run("/mcp__everything__args-prompt Boston MA", api)
+        missing = run("/mcp__everything__args-prompt", api)
+        requests = api.requests
+    assert used.returncode == 0, used.stderr
+    init = json.loads(used.stdout.splitlines()[0])
+    assert init["mcp_servers"] == [{"name": "everything", "status": "connected"}]  # servers.json, not work/servers.json
+    assert {"mcp__everything__simple-prompt", "mcp__everything__args-prompt"} <= set(init["slash_commands"])
+    assert len(requests) == 1 and "What's weather in Boston, MA?" in requests[0].messages[0]["content"]
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert "queryloop: /mcp__everything__args-prompt needs city: /mcp__everything__args-prompt <city> [state]" in (
+        missing.stderr
+    )
