@@ -11,6 +11,7 @@ lines and the transcript on disk.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -374,3 +375,42 @@ def test_a_prompt_is_a_slash_command_and_a_relative_mcp_config_is_read_where_the
     assert "queryloop: /mcp__everything__args-prompt needs city: /mcp__everything__args-prompt <city> [state]" in (
         missing.stderr
     )
+
+
+def test_the_agent_sdk_host_answers_an_elicitation_through_its_hook_callback(tmp_path: Path) -> None:
+    from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage, query
+
+    wrapper = tmp_path / "queryloop-cli"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m queryloop "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    asked: list[dict[str, Any]] = []
+
+    async def answer(input_data: Any, tool_use_id: str | None, context: Any) -> Any:
+        asked.append(dict(input_data))
+        return {
+            "hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"name": "Grace"}}
+        }
+
+    (tmp_path / "work").mkdir()
+    script = _script(_call("mcp__everything__trigger-elicitation-request"), DONE)
+    with MockApi(script) as api:
+        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "test-key", "QUERYLOOP_HOME": str(tmp_path / "home")}
+        options = ClaudeAgentOptions(
+            cli_path=wrapper,
+            cwd=tmp_path / "work",
+            model="mock-primary",
+            env=env,
+            permission_mode="bypassPermissions",
+            mcp_servers={"everything": {"type": "stdio", "command": str(EVERYTHING), "args": ["stdio"]}},
+            hooks={"Elicitation": [HookMatcher(matcher="everything", hooks=[answer])]},  # type: ignore[dict-item]
+        )
+
+        async def play() -> list[Any]:
+            return [m async for m in query(prompt="go", options=options)]
+
+        messages = asyncio.run(asyncio.wait_for(play(), 120))
+        requests = api.requests
+    assert isinstance(messages[-1], ResultMessage) and not messages[-1].is_error
+    result = _text(_results(requests[-1])["mcp__everything__trigger-elicitation-request"])
+    assert '"action": "accept"' in result and "Name: Grace" in result
+    assert asked[0]["hook_event_name"] == "Elicitation" and asked[0]["mcp_server_name"] == "everything"
