@@ -80,7 +80,10 @@ def roots_callback(roots: Callable[[], Sequence[Path]]) -> ListRootsFnT:
     async def list_roots(context: Any) -> mcp.types.ListRootsResult:
         import mcp.types
 
-        listed = [mcp.types.Root(uri=path.resolve().as_uri(), name=path.name or str(path)) for path in roots()]
+        listed = [
+            mcp.types.Root.model_validate({"uri": path.resolve().as_uri(), "name": path.name or str(path)})
+            for path in roots()
+        ]
         return mcp.types.ListRootsResult(roots=listed)
 
     return list_roots
