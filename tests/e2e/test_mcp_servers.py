@@ -176,72 +176,63 @@ def test_images_resources_and_links_reach_the_model_as_claude_code_sends_them(tm
     assert images == [image[1]]
 
 
-def test_resource_tools_run_without_asking_and_a_bare_deny_rule_hides_one(tmp_path: Path) -> None:
-    config = _config(everything=[str(EVERYTHING), "stdio"])
+def test_headless_roots_resource_permissions_and_elicitation_answered_by_a_hook_then_declined(tmp_path: Path) -> None:
+    extra, elsewhere, seen = tmp_path / "extra", tmp_path / "elsewhere", tmp_path / "elicitation.json"
+    extra.mkdir()
+    elsewhere.mkdir()
+    # the hook answers the first request for input only; the second finds no one to answer it
+    answer = {"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"name": "Ada"}}}
+    command = f"[ -e {seen} ] && exit 0; cat > {seen}; echo '{json.dumps(answer)}'"
+    hook = {"matcher": "everything", "hooks": [{"type": "command", "command": command}]}
+    settings = {"permissions": {"additionalDirectories": [str(extra)]}, "hooks": {"Elicitation": [hook]}}
+    config = _config(everything=[str(EVERYTHING), "stdio"], fs=[str(FILESYSTEM), str(elsewhere)])
+    elicit = _call("mcp__everything__trigger-elicitation-request")
     script = _script(
+        _call("mcp__everything__get-roots-list"),
+        _call("mcp__fs__list_allowed_directories"),
         _call("ReadMcpResourceTool", server="everything", uri="demo://resource/dynamic/text/1"),
         _call("ListMcpResourcesTool"),
+        elicit,
+        elicit,
         DONE,
     )
+    flags = ["--permission-mode", "default", "--allowedTools", "mcp__everything,mcp__fs"]
     run, requests = _run(
         tmp_path,
         script,
         "--mcp-config",
         config,
-        "--permission-mode",
-        "default",
+        "--settings",
+        json.dumps(settings),
+        *flags,
         "--disallowedTools",
         "ReadMcpResourceTool",
     )
     assert run.returncode == 0, run.stderr
-    assert "ReadMcpResourceTool" not in requests[0].tools and "ListMcpResourcesTool" in requests[0].tools
-    results = _results(requests[-1])
-    assert "No such tool available" in _text(results["ReadMcpResourceTool"])
-    assert "demo://resource/static/document" in _text(results["ListMcpResourcesTool"])
-    assert run.result["permission_denials"] == []
-
-
-def test_roots_are_the_working_directories_and_a_headless_elicitation_is_declined_saying_why(tmp_path: Path) -> None:
-    extra, elsewhere = tmp_path / "extra", tmp_path / "elsewhere"
-    extra.mkdir()
-    elsewhere.mkdir()
-    settings = json.dumps({"permissions": {"additionalDirectories": [str(extra)]}})
-    config = _config(everything=[str(EVERYTHING), "stdio"], fs=[str(FILESYSTEM), str(elsewhere)])
-    script = _script(
-        _call("mcp__everything__get-roots-list"),
-        _call("mcp__fs__list_allowed_directories"),
-        _call("mcp__everything__trigger-elicitation-request"),
-        DONE,
-    )
-    run, requests = _run(tmp_path, script, "--mcp-config", config, "--settings", settings)
-    assert run.returncode == 0, run.stderr
-    results = _results(requests[-1])
+    results = [
+        _text(b["content"])
+        for m in requests[-1].messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    roots, allowed, read, listed, answered, declined = results
     work = (tmp_path / "work").resolve()
-    roots = _text(results["mcp__everything__get-roots-list"])
     assert f"URI: {work.as_uri()}" in roots and f"URI: {extra.resolve().as_uri()}" in roots
     # the filesystem server serves the roots the client declares instead of its command line's directory
-    allowed = _text(results["mcp__fs__list_allowed_directories"])
     assert str(work) in allowed and str(extra.resolve()) in allowed and "elsewhere" not in allowed
-    assert '"action": "decline"' in _text(results["mcp__everything__trigger-elicitation-request"])
-    assert "asked for input, which was declined: no one can answer in a headless run" in run.stderr
 
+    assert "ReadMcpResourceTool" not in requests[0].tools and "ListMcpResourcesTool" in requests[0].tools
+    assert "No such tool available" in read  # a bare deny rule hides it
+    assert "demo://resource/static/document" in listed  # read-only: it ran without asking
+    assert run.result["permission_denials"] == []
 
-def test_an_elicitation_hook_answers_a_servers_request_for_input(tmp_path: Path) -> None:
-    seen = tmp_path / "elicitation.json"
-    answer = {"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"name": "Ada"}}}
-    command = f"cat > {seen}; echo '{json.dumps(answer)}'"
-    settings = {
-        "hooks": {"Elicitation": [{"matcher": "everything", "hooks": [{"type": "command", "command": command}]}]}
-    }
-    config = _config(everything=[str(EVERYTHING), "stdio"])
-    script = _script(_call("mcp__everything__trigger-elicitation-request"), DONE)
-    run, requests = _run(tmp_path, script, "--mcp-config", config, "--settings", json.dumps(settings))
-    assert run.returncode == 0, run.stderr
-    result = _text(_results(requests[-1])["mcp__everything__trigger-elicitation-request"])
-    assert '"action": "accept"' in result and "Name: Ada" in result
+    assert '"action": "accept"' in answered and "Name: Ada" in answered
     asked = json.loads(seen.read_text())
     assert asked["hook_event_name"] == "Elicitation" and asked["mcp_server_name"] == "everything"
     assert asked["mode"] == "form" and asked["requested_schema"]["required"] == ["name"]
+    assert '"action": "decline"' in declined
+    assert "asked for input, which was declined: no one can answer in a headless run" in run.stderr
 
 
 INTERACTIVE = """\
