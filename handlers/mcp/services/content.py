@@ -167,7 +167,7 @@ def resource_text(result: mcp.types.ReadResourceResult, server: str) -> str | li
 
 
 def prompt_messages(result: mcp.types.GetPromptResult, server: str) -> list[dict[str, Any]]:
-    """A prompt's messages as Messages API messages (role and content blocks), consecutive roles kept apart."""
+    """A prompt's messages as Messages API messages: each its role and its content as blocks."""
     messages: list[dict[str, Any]] = []
     for message in result.messages:
         blocks = content_blocks([message.content], server)
