@@ -7,9 +7,9 @@
 #   tools/test.sh ARGS...  pytest ARGS, e.g. tools/test.sh tests/engine -k spin (also after --fast)
 # pytest prints a line per file with its time, and the slowest tests at the end.
 # Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
-# its own cluster: tests/e2e/test_fleet.py) and bubblewrap (the sandbox tests run commands in it for real:
+# its own cluster: tests/e2e/test_fleet.py), bubblewrap (the sandbox tests run commands in it for real:
 # tests/e2e/test_sandbox.py), chromium and chromium-driver (tests/e2e/test_ui.py drives the inspector in
-# Debian's browser), only when missing.
+# Debian's browser) and npm (the reference MCP servers, below), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=()
@@ -51,6 +51,7 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -58,6 +59,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   wait_for_apt
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The reference MCP servers tests/e2e/test_mcp_servers.py starts (npm server-everything and server-filesystem,
+# at the versions package-lock.json pins), installed into tests/fixtures/mcp/npm/node_modules when missing.
+mcp_servers=tests/fixtures/mcp/npm
+if [ ! -x "$mcp_servers/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$mcp_servers/node_modules/.bin/mcp-server-filesystem" ]; then
+  echo "installing the reference MCP servers with npm ci in $mcp_servers" >&2
+  npm ci --prefix "$mcp_servers" --no-audit --no-fund --loglevel=error
 fi
 full=0  # the whole suite: no --fast, no pytest arguments
 if [ "$#" -eq 0 ] && [ "${#fast[@]}" -eq 0 ]; then

@@ -20,12 +20,14 @@ if TYPE_CHECKING:
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
     from .services.client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
     from .services.config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
+    from .services.host import Elicit, ElicitAnswer, Elicitation, McpProgress
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
             ".services.client": ("FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"),
+            ".services.host": ("Elicit", "ElicitAnswer", "Elicitation", "McpProgress"),
             ".services.config": (
                 "McpConfigError",
                 "McpServerConfig",
@@ -47,11 +49,15 @@ else:
 
 __all__ = [
     "CatalogUpdate",
+    "Elicit",
+    "ElicitAnswer",
+    "Elicitation",
     "FailureKind",
     "McpConfigError",
     "McpData",
     "McpFailure",
     "McpManager",
+    "McpProgress",
     "McpRun",
     "McpServerConfig",
     "McpServices",

@@ -43,6 +43,7 @@ from typing import Any, Self
 import attrs
 
 from queryloop.handlers.mcp import McpManager
+from queryloop.handlers.mcp.services.prompts import PromptCommandError
 from queryloop.handlers.request import AnthropicBackend, ModelBackend
 
 from ..run.agent import AgentRun
@@ -149,6 +150,9 @@ class _Conversation:
             run = AgentRun(options, self.backend, observers=(renderer, _Emitting(sink, emit)), mcp=self.mcp)
             try:
                 await run.connect_mcp()  # as the CLI: the init message lists each MCP server's status and tools
+            except PromptCommandError as exc:  # /mcp__server__prompt without its arguments: nothing was sent
+                await run.close_mcp()
+                raise OptionsError(str(exc)) from None
             except asyncio.CancelledError:
                 if not self._was_interrupt():
                     raise

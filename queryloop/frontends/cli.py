@@ -148,6 +148,14 @@ def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParse
     return parser
 
 
+def _from_here(value: str | None) -> str | None:
+    """A file named on the command line, made absolute against the directory the program was run in
+    (not ``--cwd``): inline JSON, ``~`` paths and absolute paths stay as they are."""
+    if value is None or value.lstrip().startswith("{") or value.startswith("~") or Path(value).is_absolute():
+        return value
+    return str(Path.cwd() / value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     commands, names = _commands()
@@ -521,7 +529,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             prompt=prompt,
             scenario=_scenario_hints(scenario),
             setting_sources=MEMORY_KINDS if args.setting_sources is None else args.setting_sources,
-            settings=args.settings,
+            settings=_from_here(args.settings),
             model=args.model,
             fallback_models=args.fallback_model,
             tools=args.tools,
@@ -537,7 +545,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             request_timeout_s=args.request_timeout,
             system_prompt=args.system_prompt,
             append_system_prompt=args.append_system_prompt,
-            mcp_config=args.mcp_config or (),
+            mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
             strict_mcp_config=args.strict_mcp_config,
             auto_compact=not args.no_auto_compact,
             auto_compact_threshold=None if args.auto_compact_threshold is None else args.auto_compact_threshold / 100,
@@ -680,7 +688,14 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             return await serve_interactive(options, AnthropicBackend(client), args)
         renderer = renderer_for(args.output_format, session_id=options.session_id, verbose=args.verbose)
         run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
-        await run.connect_mcp()  # the init line lists each server's status and tools
+        from queryloop.handlers.mcp.services.prompts import PromptCommandError
+
+        try:
+            await run.connect_mcp()  # the init line lists each server's status and tools
+        except PromptCommandError as exc:  # /mcp__server__prompt without its arguments: nothing was sent
+            await run.close_mcp()
+            sys.stderr.write(inert(f"queryloop: {exc}\n"))
+            return 1
         renderer.start(**run.init_fields())
         interrupts.arm()
         try:

@@ -38,6 +38,7 @@ from rich.text import Text
 from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
 from queryloop.handlers.session.services.transcript import now
@@ -63,12 +64,24 @@ _MODEL_FALLBACKS = {"model_fallback": "overloaded", "unavailable_model_fallback"
 _TOOL_USE_ERROR = re.compile(r"</?tool_use_error>")
 
 
-def _tool_use_result(result: dict[str, Any]) -> str:
-    """A ``user`` line's ``tool_use_result``: the tool's text; an error reads ``Error: …`` (Claude Code's form)."""
-    content = result.get("content", "")
+def _result_text(content: Any) -> str:
+    """A tool_result's text: its string, or its text blocks joined (an image block has none)."""
     if isinstance(content, list):
-        content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    text = _TOOL_USE_ERROR.sub("", str(content))
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def _tool_use_result(result: dict[str, Any]) -> str | list[Any]:
+    """A ``user`` line's ``tool_use_result``: the tool's text, or its content blocks when it carries an image
+    (Claude Code's form); an error reads ``Error: …``."""
+    content = result.get("content", "")
+    if (
+        isinstance(content, list)
+        and not result.get("is_error")
+        and any(isinstance(b, dict) and b.get("type") == "image" for b in content)
+    ):
+        return content
+    text = _TOOL_USE_ERROR.sub("", _result_text(content))
     return text if not result.get("is_error") or text.startswith("Error") else f"Error: {text}"
 
 
@@ -155,6 +168,7 @@ class Renderer:
         memory_paths: dict[str, list[str]] | None = None,  # the CLAUDE.md files read, by kind
         permission_mode: str = "default",
         api_key_source: str | None = None,  # None: ANTHROPIC_API_KEY when it is set, else "none"
+        slash_commands: list[str] | None = None,  # the MCP servers' prompts, as commands
     ) -> None:
         self.model, self.fallbacks = model, list(fallback_models)
 
@@ -186,6 +200,8 @@ class Renderer:
                 self.note((f"queryloop: {item.text}", "yellow"))
             else:
                 self.show_notice(item)
+        elif isinstance(item, McpProgress):
+            self.show_progress(item)
 
     def show_request(self, log: RequestLog) -> None:
         """A model request attempt, however it ended."""
@@ -198,6 +214,9 @@ class Renderer:
 
     def show_assistant(self, item: AssistantMessage) -> None:
         """A complete reply."""
+
+    def show_progress(self, progress: McpProgress) -> None:
+        """A running MCP call's progress (the interactive status line shows it; Claude Code prints no line for it)."""
 
     def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
         """One tool call's result (``name`` is ``(synthetic)`` for one no tool produced)."""
@@ -317,7 +336,7 @@ class TextRenderer(Renderer):
 
     def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
         mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
-        first = str(result.get("content", "")).strip().splitlines()[:1]
+        first = _result_text(result.get("content", "")).strip().splitlines()[:1]
         self.note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
 
     def show_result(self, result: dict[str, Any]) -> None:
@@ -373,7 +392,7 @@ class StreamJsonRenderer(Renderer):
                 "mcp_servers": fields.get("mcp_servers") or [],
                 "model": fields["model"],
                 "permissionMode": fields.get("permission_mode", "default"),
-                "slash_commands": [],
+                "slash_commands": fields.get("slash_commands") or [],  # the MCP servers' prompts
                 "apiKeySource": api_key_source,
                 "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
                 "output_style": "default",

@@ -13,7 +13,10 @@ abort edges close every dangling tool_use — and the session goes on; twice in 
 or Ctrl-D, ends it. Slash commands: ``/compact [instructions]`` (a run started as a
 manual compaction: ``manual_compact_start``), ``/rewind``, ``/resume``, ``/clear``,
 ``/cost``, ``/model``, ``/permissions``, ``/graph`` (where the session is on the
-recovery graph and the path this prompt took) and ``/help``.
+recovery graph and the path this prompt took), ``/add-dir``, each MCP server's prompt
+(``/mcp__<server>__<prompt> ARGS``) and ``/help``. The MCP servers live as long as the
+session; one asking for input is answered inline, and a call's progress shows on the
+status line.
 
 Owns the terminal session: the prompt, the commands, the inline permission question,
 the status line and the graph as text — every line of it built from the model's or a
@@ -43,6 +46,7 @@ from rich.text import Text
 from queryloop.fsm import Step, uses
 from queryloop.fsm.terminal import inert
 from queryloop.fsm.trace import Trace, TraceStep, check_trace
+from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpManager, McpProgress
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AssistantMessage, ModelBackend
 from queryloop.handlers.session import SessionPaths, queryloop_home
@@ -50,7 +54,7 @@ from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.tools import PermissionAnswer, PermissionMode, PermissionRules, decide
 from queryloop.handlers.tools.services.permissions import parse_rule, suggest_rules
 
-from ..run.agent import AgentData, query_loop_program
+from ..run.agent import AgentData, answer_elicitation, query_loop_program
 from ..run.config import AgentOptions, run_params, session_of
 from ..run.observe import Observation
 from ..run.sessions import (
@@ -83,6 +87,8 @@ HELP = """\
 /model [NAME]            show or set the model of the next prompts
 /permissions             the permission mode, the rules and what was answered this session
 /graph                   where the session is on the recovery graph, and the path this prompt took
+/add-dir PATH            another working directory (the MCP servers' roots follow)
+/mcp__SERVER__PROMPT ... an MCP server's prompt, the words after it its arguments (/help lists them)
 /help                    this list
 /exit                    end the session (also /quit, or Ctrl-D)
 Ctrl-C interrupts a prompt (twice in a row exits), Ctrl-D exits, Shift-Tab cycles the permission mode,
@@ -115,9 +121,18 @@ class _TerminalRenderer(TextRenderer):
         self.state = "opening_session"
         self.counters: dict[str, int] = {}
         self.finished = False  # the run reached its end (no status line after it)
+        self.progress: McpProgress | None = None  # the latest progress of a running MCP call (until the next step)
 
     def status_text(self) -> str:
-        return status_line(self.state, self.counters, self.caps)
+        line = status_line(self.state, self.counters, self.caps)
+        return f"{line} · {self.progress.text()}" if self.progress is not None else line
+
+    def show_progress(self, progress: McpProgress) -> None:
+        self.progress = progress
+        if self.status is not None:
+            self.status.update(Text(inert(self.status_text())))
+        elif not self.finished:
+            self.waiting(True)
 
     def pause(self) -> None:
         """Stop the status line (before a question, or a line printed by the session)."""
@@ -131,7 +146,7 @@ class _TerminalRenderer(TextRenderer):
                 self.out.write("\n")
                 self.out.flush()
                 self.at_line_start = True
-            self.status = self.err.status(Text(self.status_text()), spinner="dots")
+            self.status = self.err.status(Text(inert(self.status_text())), spinner="dots")
             self.status.start()
         elif not on and self.status is not None:
             self.status.stop()
@@ -153,6 +168,7 @@ class _TerminalRenderer(TextRenderer):
     def show_step(self, step: Step) -> None:
         self.session.steps.append(step)
         self.state, self.counters = step.dest, step.counter_dict()
+        self.progress = None
         if self.status is not None:
             self.status.update(Text(self.status_text()))
         elif not step.terminal and step.dest != "reading_reply":
@@ -164,6 +180,27 @@ class _TerminalRenderer(TextRenderer):
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
         super().finish(result, data)
         self.session.finished(result, data)
+
+
+def _typed(text: str, kind: object) -> Any:
+    """A form field's answer as its schema type; ValueError naming the type when it is not one."""
+    if kind == "boolean":
+        if text.lower() in ("y", "yes", "true"):
+            return True
+        if text.lower() in ("n", "no", "false"):
+            return False
+        raise ValueError("answer yes or no")
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("answer a whole number") from None
+    if kind == "number":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("answer a number") from None
+    return text
 
 
 def _brief(value: object, width: int = 80) -> str:
@@ -200,12 +237,31 @@ class _Interactive:
 
     def __init__(self, template: AgentOptions, backend: ModelBackend) -> None:
         choice = session_of(template)
-        template = attrs.evolve(template, can_use_tool=self._ask_permission, interactive=False)
+        template = attrs.evolve(
+            template, can_use_tool=self._ask_permission, ask_input=self._ask_input, interactive=False
+        )
         self.conversation = _TerminalConversation(self, template, choice, backend)
+        # The MCP servers live as long as the session (as Claude Code's): their prompts are commands, and
+        # /add-dir changes the roots they were told
+        self.mcp = (
+            McpManager(
+                template.mcp_servers,
+                cwd=template.cwd,
+                hidden=template.rules.hides,
+                taken=frozenset(t.name for t in template.custom_tools).__contains__,
+                roots=template.working_directories(),
+                elicit=lambda request: answer_elicitation(self.template, request),
+                progress=self._progress,
+            )
+            if template.mcp_servers
+            else None
+        )
+        self.conversation.mcp = self.mcp
         self.renderer: _TerminalRenderer | None = None
         self.steps: list[Step] = []  # the steps of the prompt being played (or the last one)
         self.results: list[dict[str, Any]] = []
         self.last_state = "idle"
+        self.mcp_commands: list[str] = []  # the MCP servers' prompts, as commands (/mcp__<server>__<prompt>)
         self.always: list[str] = []  # allow rules the user created by answering "always"
         self.denied: set[str] = set()  # calls the user refused (name and input), refused again without asking
         self.ctrl_c = False  # the last key was a Ctrl-C (a second one in a row exits)
@@ -226,6 +282,7 @@ class _Interactive:
             "cost": self._cost,
             "model": self._model,
             "permissions": self._permissions,
+            "add-dir": self._add_dir,
             "graph": self._graph,
             "help": self._help,
             "exit": self._exit,
@@ -245,6 +302,11 @@ class _Interactive:
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
         try:
+            if self.mcp is not None:
+                await self.mcp.start()
+                for warning in self.mcp.take_warnings():
+                    self._say(f"queryloop: warning: {warning}", "yellow")
+                self.mcp_commands = list(await self.mcp.prompts())
             await self._loop()
         except asyncio.CancelledError:  # SIGTERM: the prompt being played took its abort edge
             task.uncancel()
@@ -253,6 +315,8 @@ class _Interactive:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
             await self.conversation.close()
+            if self.mcp is not None:
+                await self.mcp.close()
         return 0
 
     async def _loop(self) -> None:
@@ -278,7 +342,9 @@ class _Interactive:
             if text.startswith("/"):
                 name, _, rest = text[1:].partition(" ")
                 command = self.commands.get(name)
-                if command is None:
+                if command is None and name.startswith("mcp__"):
+                    await self._play(text)  # an MCP server's prompt: the run fills it in (or says what it needs)
+                elif command is None:
                     self._say(f"unknown command /{name}: /help lists them", "red")
                 elif not await command(rest.strip()):
                     break
@@ -299,6 +365,11 @@ class _Interactive:
             self.conversation.compact = None
             if self.renderer is not None:
                 self.renderer.pause()
+
+    def _progress(self, progress: McpProgress) -> None:
+        """A running MCP call's progress: on the status line of the prompt being played."""
+        if self.renderer is not None and not self.renderer.finished:
+            self.renderer.show_progress(progress)
 
     def _interrupt(self) -> None:
         """Ctrl-C while a prompt runs: interrupt it; a second one before it ended also ends the session."""
@@ -373,6 +444,51 @@ class _Interactive:
         added = attrs.evolve(current, allow=(*current.allow, *(parse_rule(r) for r in rules)))
         self.conversation.template = attrs.evolve(self.template, rules=added)
         self._say(f"allowed for the rest of the session: {', '.join(rules)}", "green")
+
+    # ---- an MCP server's request for input (elicitation) ----------------------------------------
+    async def _ask_input(self, request: Elicitation) -> ElicitAnswer:
+        """Asked inline: answer (each field of the form in turn), decline or cancel."""
+        self._say(f"MCP server {request.server!r} asks: {request.message}", "yellow")
+        if request.mode == "url":
+            self._say(f"  open: {request.url}")
+        choice = (await self._question("answer it? [y]es · [n]o (decline) · [c]ancel ")).lower()
+        if choice in ("c", "cancel", ""):
+            return ElicitAnswer(action="cancel")
+        if choice not in ("y", "yes"):
+            return ElicitAnswer(action="decline")
+        if request.mode == "url":
+            return ElicitAnswer(action="accept")
+        values: dict[str, Any] = {}
+        required = set(request.schema.get("required") or ())
+        properties = request.schema.get("properties") or {}
+        for name, field in properties.items() if isinstance(properties, dict) else ():
+            value = await self._field(name, field if isinstance(field, dict) else {}, name in required)
+            if value is not None:
+                values[name] = value
+        return ElicitAnswer(action="accept", content=values)
+
+    async def _field(self, name: str, field: Mapping[str, Any], required: bool) -> Any:
+        """One form field, asked until its answer has the field's type; None: left out (not required, no answer)."""
+        kind = field.get("type", "string")
+        choices = field.get("enum")
+        hint = " · ".join(str(c) for c in choices) if isinstance(choices, list) else kind
+        about = field.get("description") or field.get("title") or ""
+        label = inert(f"  {name}{' (required)' if required else ''}: {about} [{hint}] ")
+        while True:
+            text = await self._question(label)
+            if not text:
+                if required:
+                    continue
+                return None
+            try:
+                value: Any = _typed(text, kind)
+            except ValueError as exc:
+                self._say(f"  {exc}", "red")
+                continue
+            if isinstance(choices, list) and value not in choices:
+                self._say(f"  one of: {hint}", "red")
+                continue
+            return value
 
     # ---- commands (each returns False to end the session) ----------------------------------------
     async def _compact(self, instructions: str) -> bool:
@@ -482,6 +598,22 @@ class _Interactive:
 
     async def _help(self, argument: str) -> bool:
         self._say(HELP)
+        if self.mcp_commands:
+            lines = "\n".join(f"/{c}" for c in self.mcp_commands)
+            self._say(f"MCP servers' prompts (the words after one fill its arguments):\n{lines}")
+        return True
+
+    async def _add_dir(self, argument: str) -> bool:
+        """Another working directory for the rest of the session (the MCP servers' roots follow)."""
+        path = (self.template.cwd / argument).resolve() if argument else None
+        if path is None or not path.is_dir():
+            self._say("/add-dir needs a directory that exists: /add-dir PATH", "red")
+            return True
+        rules = self.template.rules
+        if path != self.template.cwd and path not in rules.additional_directories:
+            added = attrs.evolve(rules, additional_directories=(*rules.additional_directories, path))
+            self.conversation.template = attrs.evolve(self.template, rules=added)
+        self._say(f"working directories: {', '.join(str(d) for d in self.template.working_directories())}", "green")
         return True
 
     async def _exit(self, argument: str) -> bool:

@@ -50,7 +50,7 @@ from queryloop.handlers.request.services.pricing import model_info
 from queryloop.handlers.tools import PERMISSION_MODES
 
 from .. import __version__
-from ..run.agent import AgentData, AgentOptions
+from ..run.agent import AgentData, AgentOptions, answer_elicitation
 from ..run.config import session_of
 from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
 from .api import _Conversation, _prompt_text
@@ -144,6 +144,9 @@ class _SdkSession:
             cwd=template.cwd,
             hidden=template.rules.hides,
             taken=lambda name: any(name.startswith(tool_name(s, "")) for s in self.servers),
+            roots=template.working_directories(),
+            # the host answers through its Elicitation hook callback (registered at initialize), else declined
+            elicit=lambda request: answer_elicitation(self.conversation.template, request),
         )
         self.conversation.mcp = self.mcp if template.mcp_servers else None  # kept across prompts, as Claude Code's
         self.mcp_ready: asyncio.Task[None] | None = None

@@ -27,7 +27,8 @@ from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
-from queryloop.handlers.mcp import McpData, McpManager
+from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManager
+from queryloop.handlers.mcp.services.prompts import expand_command
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
@@ -71,6 +72,8 @@ __all__ = [
     "AgentRun",
     "AgentServices",
     "DEFAULT_SYSTEM_PROMPT",
+    "answer_elicitation",
+    "hook_runner",
     "query_loop_program",
     "restore_run",
     "snapshot_run",
@@ -220,14 +223,7 @@ def _services(
             hidden=read_denied(options.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
         ),
-        hooks=HookRunner(
-            config=options.hooks,
-            cwd=options.cwd,
-            session_id=options.session_id,
-            transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
-            permission_mode=options.permission_mode,
-            prompt_id=options.prompt_id,
-        ),
+        hooks=hook_runner(options),
         max_budget_usd=options.max_budget_usd,
         auto_compact_threshold=options.auto_compact_threshold,
         retry_base_delay_s=options.retry_base_delay_s,
@@ -241,6 +237,31 @@ def _services(
         mcp=mcp,
         call_runner=call_runner,
     )
+
+
+def hook_runner(options: AgentOptions) -> HookRunner:
+    """The run's hooks, bound to what every hook is told."""
+    return HookRunner(
+        config=options.hooks,
+        cwd=options.cwd,
+        session_id=options.session_id,
+        transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
+        permission_mode=options.permission_mode,
+        prompt_id=options.prompt_id,
+    )
+
+
+async def answer_elicitation(options: AgentOptions, request: Elicitation) -> ElicitAnswer:
+    """An MCP server's request for input: an ``Elicitation`` hook's answer, else the user's (``ask_input``);
+    with neither (a headless run), declined with the reason."""
+    outcome = await hook_runner(options).run("Elicitation", request.hook_payload())
+    if outcome is not None and outcome.elicitation is not None:
+        action, content = outcome.elicitation
+        return ElicitAnswer(action=action, content=content)
+    if options.ask_input is not None:
+        return await options.ask_input(request)
+    why = "no one can answer in a headless run (an Elicitation hook can answer it)"
+    return ElicitAnswer(action="decline", reason=why)
 
 
 def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
@@ -346,11 +367,18 @@ class AgentRun:
         self._owns_mcp = mcp is None and bool(options.mcp_servers)
         if self._owns_mcp:
             taken = frozenset(t.name for t in options.custom_tools).__contains__  # never offered twice
-            mcp = McpManager(options.mcp_servers, cwd=options.cwd, hidden=options.rules.hides, taken=taken)
+            mcp = McpManager(
+                options.mcp_servers,
+                cwd=options.cwd,
+                hidden=options.rules.hides,
+                taken=taken,
+                roots=options.working_directories(),
+                elicit=lambda request: answer_elicitation(options, request),
+                progress=self._published,
+            )
         self.services = _services(
             options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store, call_runner
         )
-        params = run_params(options)
         program = program or query_loop_program()
         self.program = program
         store = self.services.session
@@ -364,17 +392,24 @@ class AgentRun:
         watchers = (self.transcript, self.telemetry)
         _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
         self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
-        self.runner: Runner[AgentData, AgentServices] = Runner(
-            program,
+        self._state = state
+        self._expanded = False  # the prompt was looked at for an MCP prompt's command
+        self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
+        self.runner: Runner[AgentData, AgentServices] = self._runner(options)
+        self.started = time.monotonic()
+        self.finished: float | None = None
+
+    def _runner(self, options: AgentOptions) -> Runner[AgentData, AgentServices]:
+        state = self._state
+        return Runner(
+            self.program,
             data=_initial_data(options, self.services) if state is None else None,
             services=self.services,
-            params=params,
+            params=run_params(options),
             state=state,
             on_publish=self._published if self.observers else None,
             on_step=self._stepped,
         )
-        self.started = time.monotonic()
-        self.finished: float | None = None
 
     async def events(self) -> AsyncIterator[Any]:
         """Every step and published item until the run ends.
@@ -399,8 +434,7 @@ class AgentRun:
                 self.telemetry.close()
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
-            if self._owns_mcp and self.services.mcp is not None:
-                await self.services.mcp.close()
+            await self.close_mcp()
         await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
 
     def init_fields(self) -> dict[str, Any]:
@@ -416,13 +450,33 @@ class AgentRun:
             "machine": self.program.spec.name,
             "memory_paths": memory_paths(options.instructions),
             "permission_mode": options.permission_mode,
+            "slash_commands": list(self.slash_commands),
         }
 
     async def connect_mcp(self) -> None:
-        """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this."""
+        """Connect the MCP servers (once; the run does it when it starts): their statuses are known after this.
+
+        A prompt naming a server's prompt (``/mcp__<server>__<prompt> ARGS``) is replaced by
+        what the server returns for it; :class:`PromptCommandError` when it cannot be filled.
+        """
         mcp = self.services.mcp
-        if mcp is not None and not mcp.started:
+        if mcp is None:
+            return
+        await mcp.set_roots(self.options.working_directories())  # a conversation's servers: told if they changed
+        if not mcp.started:
             await mcp.start()
+        self.slash_commands = list(await mcp.prompts())
+        if self._state is None and not self._expanded:
+            self._expanded = True  # once: events() connects too
+            expanded = await expand_command(mcp, self.options.prompt)
+            if expanded is not None:
+                self.options = attrs.evolve(self.options, prompt=expanded)
+                self.runner = self._runner(self.options)
+
+    async def close_mcp(self) -> None:
+        """Close the MCP servers this run started (a conversation's shared ones stay open)."""
+        if self._owns_mcp and self.services.mcp is not None:
+            await self.services.mcp.close()
 
     def _published(self, item: Observation) -> None:
         if self.transcript is not None:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import attrs
 
 from queryloop.handlers.hooks import HookConfig
-from queryloop.handlers.mcp import McpConfigError, McpServerConfig
+from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig
 from queryloop.handlers.session import SessionPaths, queryloop_home
 from queryloop.handlers.session.services.store import MAX_CHECKPOINTS
 from queryloop.handlers.tools import (
@@ -97,6 +97,7 @@ class AgentOptions:
     # tools of the caller's own (ToolSpecs, e.g. from @queryloop.tool), offered after the built-ins
     custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_specs, validator=_check_custom_tools)
     can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
+    ask_input: Elicit | None = None  # answers an MCP server's request for input no hook answered (the user)
     mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
     auto_compact: bool = True
     auto_compact_threshold: float = defaults.AUTO_COMPACT_THRESHOLD  # of the effective window
@@ -120,6 +121,11 @@ class AgentOptions:
     max_checkpoints: int = MAX_CHECKPOINTS
     sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
     telemetry: TelemetrySettings | None = None  # OpenTelemetry export (queryloop.run.telemetry); None: off
+
+    def working_directories(self) -> tuple[Path, ...]:
+        """The run's working directories: ``cwd``, then the settings' additional directories (the MCP roots)."""
+        extra = (Path(d) for d in self.rules.additional_directories)
+        return (self.cwd, *(d for d in extra if d != self.cwd))
 
     def session_paths(self) -> SessionPaths:
         """Where this run's session is kept (by default in this working directory's project folder)."""

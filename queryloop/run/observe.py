@@ -4,7 +4,7 @@ Owns :data:`Observation` — every kind of item a run hands its observers: each
 :class:`~queryloop.fsm.Step` it takes (a transition, its reason and counters) and what
 its effects publish as they go (a model request's text as it streams, a complete
 reply, an attempt that failed or was logged, a retry about to wait, a tool's result,
-a compaction, a notice) — and the :class:`Observer` protocol. An observer (the
+a compaction, a notice, an MCP call's progress) — and the :class:`Observer` protocol. An observer (the
 renderers of ``queryloop.frontends.console``, the interactive status line, the Agent
 SDK's lines) is given to :class:`~queryloop.run.agent.AgentRun` when it is made and
 told every item in order, the abort step included. Whatever states and reasons it
@@ -19,6 +19,7 @@ from typing import Protocol, get_args
 
 from queryloop.fsm import Step
 from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLogged, TextDelta
 from queryloop.handlers.tools import ToolResultPublished
@@ -35,6 +36,7 @@ Observation = (
     | ToolResultPublished
     | CompactionDone
     | Notice
+    | McpProgress
 )
 """Every item a run hands its observers."""
 

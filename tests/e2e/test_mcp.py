@@ -302,7 +302,7 @@ def test_a_project_mcp_json_starts_nothing_until_the_settings_approve_it(tmp_pat
         ('{"servers": {}}', "--mcp-config: at (top level): 'mcpServers' is a required property"),
         ('{"mcpServers": {"x y": {"command": "a"}}}', "server name 'x y' may hold only letters"),
         ("{nope", "--mcp-config:1:2: invalid JSON"),
-        ("missing.json", "--mcp-config missing.json: cannot read it"),
+        ("missing.json", f"--mcp-config {ROOT / 'missing.json'}: cannot read it"),  # read where the program ran
         ('{"mcpServers": {"x": {"command": "${QL_UNSET_VAR}"}}}', "environment variable QL_UNSET_VAR is not set"),
     ],
 )

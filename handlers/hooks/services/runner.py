@@ -62,6 +62,7 @@ HookEvent = Literal[
     "SessionStart",
     "SessionEnd",
     "PreCompact",
+    "Elicitation",
 ]
 HOOK_EVENTS: Final[tuple[str, ...]] = (
     "PreToolUse",
@@ -72,6 +73,7 @@ HOOK_EVENTS: Final[tuple[str, ...]] = (
     "SessionStart",
     "SessionEnd",
     "PreCompact",
+    "Elicitation",
 )
 
 # The stdin field a matcher is tested against, per event. Events not listed here
@@ -85,6 +87,7 @@ _MATCH_FIELD: Final[Mapping[str, str]] = {
     "SessionStart": "source",
     "SessionEnd": "reason",
     "Notification": "notification_type",
+    "Elicitation": "mcp_server_name",
 }
 # Events where exit code 2 (or `decision: "block"`) blocks something; elsewhere
 # exit 2 is reported as a non-blocking error with its stderr.
@@ -337,6 +340,8 @@ class HookOutcome:
     suppress_output: bool = False
     errors: tuple[HookError, ...] = ()
     results: tuple[HookResult, ...] = ()
+    # Elicitation: the answer a hook gave an MCP server's request for input (action, then the form's values)
+    elicitation: tuple[Literal["accept", "decline", "cancel"], Mapping[str, Any]] | None = None
 
 
 def _truncate(text: str) -> str:
@@ -610,6 +615,7 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
     permission_reason: str | None = None
     updated_input: Mapping[str, Any] | None = None
     updated_output: Any = None
+    elicitation: tuple[Literal["accept", "decline", "cancel"], Mapping[str, Any]] | None = None
 
     def offer_permission(value: Literal["allow", "deny", "ask"], reason: str | None) -> None:
         # Several hooks may decide: deny beats ask beats allow; the first hook giving
@@ -659,6 +665,9 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
             for key in ("updatedOutput", "updatedMCPToolOutput"):
                 if key in specific:
                     updated_output = specific[key]
+        if event == "Elicitation" and elicitation is None and specific.get("action") in ("accept", "decline", "cancel"):
+            values = specific.get("content")
+            elicitation = (specific["action"], values if isinstance(values, dict) else {})
         if isinstance(specific.get("additionalContext"), str):
             contexts.append(specific["additionalContext"])
 
@@ -678,6 +687,7 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
         suppress_output=suppress,
         errors=tuple(errors),
         results=tuple(run.result for run in runs),
+        elicitation=elicitation,
     )
 
 

@@ -24,14 +24,17 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 import attrs
 
-from ...tools.services.base import ToolContext, ToolOutput, ToolRun, ToolSpec
+from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .config import McpServerConfig, tool_name
+from .content import prompt_messages, resource_text, tool_result_content
+from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
+from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs, resource_schemas
 
 if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server is connected: a run without one,
     # and `queryloop check`, never pay for it
@@ -45,6 +48,8 @@ ServerStatus = Literal["pending", "connected", "failed", "needs-auth"]
 
 # Input fields that name one attempt rather than the action: a re-proposed call with a fresh
 # value is still the same call to the side-effect ledger (compared lower-case, without _ and -).
+T = TypeVar("T")
+
 _ATTEMPT_FIELDS = frozenset({"idempotencykey", "idempotencytoken", "requestid", "clientrequestid", "dedupkey", "nonce"})
 
 
@@ -121,20 +126,6 @@ def _description(raw: mcp.types.Tool) -> str:
     return text if len(text) <= _DESCRIPTION_CHARS else text[:_DESCRIPTION_CHARS] + "… [truncated]"
 
 
-def _content_text(result: mcp.types.CallToolResult, tool: str) -> str:
-    import mcp.types
-
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp.types.TextContent):
-            parts.append(block.text)
-        else:
-            parts.append(f"[{block.type} content: not shown]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts) if parts else f"({tool} completed with no output)"
-
-
 @attrs.define(kw_only=True, eq=False)
 class _Connection:
     config: McpServerConfig
@@ -149,6 +140,10 @@ class _Connection:
     list_changed: bool = False  # the server said its list changed; listed again at the next sync
     warnings: list[str] = attrs.field(factory=list)
     starts: int = 0
+    prompts: tuple[mcp.types.Prompt, ...] = ()  # its prompts (offered as /mcp__<server>__<prompt>)
+    prompts_changed: bool = False  # it said its prompt list changed: listed again when next asked
+    resources: bool = False  # the server declares the resources capability
+    resource_list: tuple[mcp.types.Resource, ...] | None = None  # its listing, until it says the list changed
 
 
 class McpManager:
@@ -160,6 +155,10 @@ class McpManager:
     ``taken``: the names of the tools offered beside the servers' (custom tools, the Agent
     SDK's in-process servers'): a listed tool that would be offered under one of them is not
     offered, with a warning, so no rule meant for one tool covers another.
+    ``roots``: the working directories, declared to every server as its roots (:meth:`set_roots`
+    changes them and tells the servers); ``elicit``: who answers a server's request for
+    input (None: every request is declined, with a warning saying so); ``progress``: told
+    each progress notification of a running call.
     """
 
     def __init__(
@@ -171,8 +170,14 @@ class McpManager:
         log_dir: Path | None = None,
         hidden: Callable[[str], bool] = lambda name: False,
         taken: Callable[[str], bool] = lambda name: False,
+        roots: Sequence[Path] = (),
+        elicit: Elicit | None = None,
+        progress: Callable[[McpProgress], None] | None = None,
     ) -> None:
         self._connections = {c.name: _Connection(config=c) for c in configs}
+        self.roots: tuple[Path, ...] = tuple(roots) if roots else ((cwd,) if cwd is not None else ())
+        self.elicit = elicit
+        self.progress = progress
         self.taken = taken
         self.cwd = cwd
         self.connect_timeout_s = connect_timeout_s
@@ -180,6 +185,9 @@ class McpManager:
         self.hidden = hidden
         self._logs: list[TextIO] = []
         self.started = False
+        source = ResourceSource(servers=self.resource_servers, listing=self.list_resources, read=self.read_resource)
+        runs = resource_runs(source)
+        self._resource_specs = {t.name: attrs.evolve(self._spec(t), run=runs[t.name]) for t in self._resource_tools()}
 
     # ---- what the loop asks -----------------------------------------------------------------
 
@@ -218,7 +226,30 @@ class McpManager:
             for t in c.tools
             if not self.hidden(t.name)
         )
-        return tuple(sorted(tools, key=lambda t: t.name))
+        resource_tools = self._resource_tools() if self.resource_servers(exclude=skip) else ()
+        return (*(t for t in resource_tools if not self.hidden(t.name)), *sorted(tools, key=lambda t: t.name))
+
+    def resource_servers(self, exclude: Iterable[str] = ()) -> tuple[str, ...]:
+        """Connected servers that declare the ``resources`` capability (the resource tools are offered for them)."""
+        skip = set(exclude)
+        return tuple(
+            n for n, c in self._connections.items() if c.status == "connected" and c.resources and n not in skip
+        )
+
+    def _resource_tools(self) -> tuple[McpTool, ...]:
+        return tuple(
+            McpTool(
+                server="",
+                name=name,
+                remote=name,
+                description=description,
+                input_schema=schema,
+                read_only=True,
+                idempotent=True,
+                destructive=False,
+            )
+            for name, (description, schema) in resource_schemas().items()
+        )
 
     def take_warnings(self) -> list[str]:
         """Warnings gathered while connecting and listing (tools skipped, servers failing), once each."""
@@ -230,6 +261,8 @@ class McpManager:
 
     def tool_spec(self, name: str) -> ToolSpec | None:
         """The tool the model calls as ``name``, as the tool layer runs it (None if no server lists it now)."""
+        if name in RESOURCE_TOOLS:
+            return self._resource_specs.get(name) if self.resource_servers() and not self.hidden(name) else None
         return next((c.specs[name] for c in self._connections.values() if name in c.specs), None)
 
     def _spec(self, tool: McpTool) -> ToolSpec:
@@ -250,6 +283,28 @@ class McpManager:
             return await self.call(tool, arguments, timeout_s=ctx.tool_timeout_s)
 
         return run
+
+    async def set_roots(self, roots: Sequence[Path]) -> None:
+        """The working directories changed: declare ``roots`` from now on and tell every connected server."""
+        if tuple(roots) == self.roots:
+            return
+        self.roots = tuple(roots)
+        for connection in self._connections.values():
+            if connection.client is not None and connection.status == "connected":
+                with contextlib.suppress(Exception):  # a server gone meanwhile is repaired at the next boundary
+                    await connection.client.send_roots_list_changed()
+
+    async def _answer(self, server: str, request: Any) -> ElicitAnswer:
+        """A server's request for input, answered by ``elicit``; declined (and said so) when there is none."""
+        if self.elicit is not None:
+            return await self.elicit(request)
+        return ElicitAnswer(action="decline", reason="no one can answer it here")
+
+    def _answered(self, server: str, answer: ElicitAnswer) -> None:
+        if answer.reason is not None:
+            self._connections[server].warnings.append(
+                f"MCP server {server!r} asked for input, which was {answer.action}d: {answer.reason}"
+            )
 
     # ---- connecting ---------------------------------------------------------------------------
 
@@ -308,6 +363,9 @@ class McpManager:
         try:
             async with self._client(connection) as client:
                 self._absorb(connection, await self._list(client))
+                connection.resources = client.server_capabilities.resources is not None
+                connection.resource_list = None
+                connection.prompts = await self._list_prompts(client) if client.server_capabilities.prompts else ()
                 connection.client = client
                 connection.status = "connected"
                 connection.error = None
@@ -335,14 +393,24 @@ class McpManager:
         config = connection.config
 
         async def on_message(message: Any) -> None:
-            if isinstance(message, mcp.types.ServerNotification) and isinstance(
-                getattr(message, "root", message), mcp.types.ToolListChangedNotification
-            ):
+            notification = getattr(message, "root", message)
+            if isinstance(notification, mcp.types.ToolListChangedNotification):
                 connection.list_changed = True
-            elif isinstance(message, mcp.types.ToolListChangedNotification):
-                connection.list_changed = True
+            elif isinstance(notification, mcp.types.ResourceListChangedNotification):
+                connection.resource_list = None  # listed again when the model next asks
+            elif isinstance(notification, mcp.types.PromptListChangedNotification):
+                connection.prompts_changed = True
 
-        common: dict[str, Any] = {"mode": "legacy", "message_handler": on_message, "cache": None}
+        elicit = elicitation_callback(
+            config.name, lambda request: self._answer(config.name, request), lambda a: self._answered(config.name, a)
+        )
+        common: dict[str, Any] = {
+            "mode": "legacy",
+            "message_handler": on_message,
+            "cache": None,
+            "list_roots_callback": roots_callback(lambda: self.roots),
+            "elicitation_callback": elicit,
+        }
         if config.type == "stdio":
             assert config.command is not None
             params = StdioServerParameters(
@@ -435,6 +503,95 @@ class McpManager:
         connection.tools = tuple(tools)
         connection.specs = specs
 
+    def _on_progress(self, tool: McpTool) -> Any:
+        """The SDK's progress callback for a call of ``tool`` (None when no one listens: no token is sent)."""
+        listener = self.progress
+        if listener is None:
+            return None
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            listener(McpProgress(server=tool.server, tool=tool.name, progress=progress, total=total, message=message))
+
+        return on_progress
+
+    # ---- prompts ------------------------------------------------------------------------------
+
+    async def _list_prompts(self, client: Client) -> tuple[mcp.types.Prompt, ...]:
+        listed: list[mcp.types.Prompt] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server that pages forever is cut off
+            page = await asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=self.connect_timeout_s)
+            listed.extend(page.prompts)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(listed)
+
+    async def prompts(self) -> dict[str, tuple[str, mcp.types.Prompt]]:
+        """Every connected server's prompts by their command name (``mcp__<server>__<prompt>``): server, prompt."""
+        found: dict[str, tuple[str, mcp.types.Prompt]] = {}
+        for name, connection in self._connections.items():
+            if connection.status != "connected" or connection.client is None:
+                continue
+            if connection.prompts_changed:
+                connection.prompts_changed = False
+                with contextlib.suppress(Exception):  # keeps the last listing; a broken server is repaired later
+                    connection.prompts = await self._list_prompts(connection.client)
+            for prompt in connection.prompts:
+                found[tool_name(name, prompt.name)] = (name, prompt)
+        return found
+
+    async def get_prompt(self, server: str, prompt: str, arguments: Mapping[str, str]) -> list[dict[str, Any]]:
+        """``prompt`` of ``server`` filled with ``arguments``: its messages (ToolError when the server refuses)."""
+        connection = self._connections[server]
+        result = await self._guarded(connection, self._live(connection).get_prompt(prompt, dict(arguments)))
+        return prompt_messages(result, server)
+
+    # ---- resources ----------------------------------------------------------------------------
+
+    async def list_resources(self, server: str) -> tuple[mcp.types.Resource, ...]:
+        """``server``'s resources: its listing, listed again once it said the list changed."""
+        connection = self._connections[server]
+        if connection.resource_list is None:
+            client = self._live(connection)
+            listed: list[mcp.types.Resource] = []
+            cursor: str | None = None
+            for _ in range(100):  # a server that pages forever is cut off
+                page = await self._guarded(connection, client.list_resources(cursor=cursor))
+                listed.extend(page.resources)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            connection.resource_list = tuple(listed)
+        return connection.resource_list
+
+    async def read_resource(self, server: str, uri: str) -> str | list[dict[str, Any]]:
+        """The contents of ``uri`` on ``server``, as the model gets them."""
+        connection = self._connections[server]
+        client = self._live(connection)
+        return resource_text(await self._guarded(connection, client.read_resource(uri)), server)
+
+    def _live(self, connection: _Connection) -> Client:
+        if connection.client is None or connection.status != "connected":
+            raise ToolError(
+                f"MCP server {connection.config.name!r} is not connected; it is reconnected before the next request"
+            )
+        return connection.client
+
+    async def _guarded(self, connection: _Connection, request: Awaitable[T]) -> T:
+        """``request``'s answer; a failure is a ``ToolError`` naming it (a broken connection marks the server down)."""
+        try:
+            return await asyncio.wait_for(request, timeout=self.connect_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            kind, message = _describe(exc)
+            failure = McpFailure(server=connection.config.name, kind=kind, message=message)
+            if kind in ("transport", "auth"):
+                self._fail(connection, failure)
+                connection.stop.set()
+            raise ToolError(f"MCP server {connection.config.name!r} failed ({kind}): {message}") from exc
+
     # ---- calling ------------------------------------------------------------------------------
 
     async def call(self, tool: McpTool, arguments: Mapping[str, Any], *, timeout_s: float) -> ToolOutput:
@@ -446,7 +603,9 @@ class McpManager:
             failure = attrs.evolve(failure, tool=tool.remote)
             return ToolOutput(content=failure.text() + "\nIt is reconnected before the next request.", is_error=True)
         try:
-            result = await client.call_tool(tool.remote, dict(arguments), read_timeout_seconds=timeout_s)
+            result = await client.call_tool(
+                tool.remote, dict(arguments), read_timeout_seconds=timeout_s, progress_callback=self._on_progress(tool)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -456,4 +615,4 @@ class McpManager:
                 self._fail(connection, attrs.evolve(failure, tool=None))
                 connection.stop.set()
             return ToolOutput(content=failure.text(), is_error=True)
-        return ToolOutput(content=_content_text(result, tool.name), is_error=bool(result.is_error))
+        return ToolOutput(content=tool_result_content(result, tool.name, tool.server), is_error=bool(result.is_error))

@@ -129,9 +129,14 @@ class ToolContext:
 
 @attrs.frozen(kw_only=True)
 class ToolOutput:
-    """What a tool implementation returns: the text for the model and whether it is an error."""
+    """What a tool implementation returns: the text for the model and whether it is an error.
 
-    content: str
+    ``content`` is a string, or the result's content blocks (``text`` and ``image``, as the
+    Messages API takes them in a ``tool_result``) when it carries more than text: an MCP
+    server's image.
+    """
+
+    content: str | Sequence[Mapping[str, Any]]
     is_error: bool = False
 
 

@@ -204,8 +204,24 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
             is_error=True,
         )
     # A safety net for tools that do not bound their own output.
-    content = truncate_text(output.content, ctx.max_output_chars)
-    return tool_result_block(call.id, content, is_error=output.is_error)
+    if isinstance(output.content, str):
+        return tool_result_block(call.id, truncate_text(output.content, ctx.max_output_chars), is_error=output.is_error)
+    return tool_result_block(call.id, _bounded_blocks(output.content, ctx.max_output_chars), is_error=output.is_error)
+
+
+def _bounded_blocks(blocks: Sequence[Mapping[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """Content blocks with their text cut to ``limit`` characters in all (images are bounded where they are made)."""
+    out: list[dict[str, Any]] = []
+    left = limit
+    for block in blocks:
+        if block.get("type") == "text":
+            text = str(block.get("text", ""))
+            fitted = truncate_text(text, max(left, 1000)) if len(text) > left else text
+            left = max(left - len(fitted), 0)
+            out.append({"type": "text", "text": fitted})
+        else:
+            out.append(dict(block))
+    return out
 
 
 def _batches(calls: Sequence[ToolCall], registry: ToolRegistry) -> Iterable[tuple[bool, range]]:
