@@ -301,15 +301,16 @@ def _graph_pass(spec: MachineSpec) -> list[Finding]:
     # an edge counted by a counter whose cap is the literal 0 never fires: what only it reaches is unreachable
     g.add_edges_from((t.source, t.dest) for t in spec.transitions if not spec.never_fires(t))
     reachable = nx.descendants(g, spec.initial) | {spec.initial}
-    for t in spec.transitions:
-        if spec.never_fires(t):
+    for dead in spec.transitions:
+        if spec.never_fires(dead):
             out.append(
                 Finding(
                     check="dead_edge",
-                    message=f"transition {t.reason!r} from {t.source!r} can never fire: its counter {t.counter!r} "
-                    "has the literal cap 0 (a setting of 0 belongs to a param a user sets, not to the YAML)",
-                    states=(t.source,),
-                    reasons=(t.reason,),
+                    message=f"transition {dead.reason!r} from {dead.source!r} can never fire: its counter "
+                    f"{dead.counter!r} has the literal cap 0 (a setting of 0 belongs to a param a user sets, "
+                    "not to the YAML)",
+                    states=(dead.source,),
+                    reasons=(dead.reason,),
                 )
             )
     for s in spec.states:

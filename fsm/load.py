@@ -566,7 +566,8 @@ def _bound_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecP
             continue
         edges = [t for t in spec.transitions if t.reason == reason]
         counters = {t.counter for t in edges}
-        counter = spec.counter_map.get(next(iter(counters))) if len(counters) == 1 and None not in counters else None
+        only = next(iter(counters)) if len(counters) == 1 else None
+        counter = spec.counter_map.get(only) if only is not None else None
         why = None
         if param.type != "int":
             why = f"its bound {bound!r} is not an int param"

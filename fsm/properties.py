@@ -109,13 +109,13 @@ def _scope_resets(t: TransitionSpec, per: str) -> bool:
 def _at_most(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
     assert prop.most is not None
     edges = [t for t in spec.transitions if t.reason in prop.reasons]
-    counters = {t.counter for t in edges}
+    counters = {t.counter for t in edges if t.counter is not None}
     head = f"property {prop.name!r} ({prop.doc}): {list(prop.reasons)} at most {prop.most} per {prop.per}"
-    if None in counters or len(counters) != 1:
-        uncounted = sorted({t.reason for t in edges if t.counter is None})
+    uncounted = sorted({t.reason for t in edges if t.counter is None})
+    if uncounted or len(counters) != 1:
         why = f"{uncounted} counted by no counter" if uncounted else f"they are counted by {sorted(counters)}"
         return [Broken(name=prop.name, message=f"{head} is not proven: {why}", reasons=prop.reasons)]
-    counter = spec.counter_map[next(iter(counters))]  # type: ignore[arg-type]
+    counter = spec.counter_map[next(iter(counters))]
     cap = _limit(spec, counter.cap, counter.cap_offset)
     if not _cap_within(spec, cap, _limit(spec, prop.most)):
         shown = counter.cap if not counter.cap_offset else f"{counter.cap} {counter.cap_offset:+d}"
