@@ -730,15 +730,19 @@ def _worst_case(
         assert effect is not None
         figures.setdefault(effect, frozenset({effect}))
     worst: dict[str, int] = {}
+    done: dict[frozenset[str], int] = {}  # figures of the same effects (a figure of one effect is its own): once
     targets = [list({t for t, _ in edges}) for edges in succ]
     for name, effects in figures.items():
+        if effects in done:
+            worst[name] = done[effects]
+            continue
         weight = [1 if effect_of.get(state) in effects else 0 for state, _ in configs]
         best = [0] * len(configs)
         get = best.__getitem__
         for node in reversed(order):
             ts = targets[node]
             best[node] = weight[node] + max(map(get, ts)) if ts else weight[node]
-        worst[name] = max((best[s] for s in starts), default=0)
+        worst[name] = done[effects] = max((best[s] for s in starts), default=0)
     return worst
 
 

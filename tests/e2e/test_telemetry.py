@@ -261,7 +261,7 @@ schema_version: 1
 scenario: compacted
 model: mock-small-context
 rules:
-  - when: {{system_contains: "{SUMMARY_MARKER}"}}
+  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     reply: {{content: [{{text: "Summary: two outputs were printed."}}]}}
   - when: {{input_tokens_over: 5000}}
     error: {{status: 400, message: "prompt is too long: {{n}} tokens > {{limit}} maximum"}}
