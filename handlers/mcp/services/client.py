@@ -53,6 +53,23 @@ T = TypeVar("T")
 _ATTEMPT_FIELDS = frozenset({"idempotencykey", "idempotencytoken", "requestid", "clientrequestid", "dedupkey", "nonce"})
 
 
+MAX_PAGES = 100
+"""The most pages of one listing (tools, prompts, resources) read from a server: one that pages forever is cut off."""
+
+
+async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], items: Callable[[Any], Sequence[T]]) -> list[T]:
+    """Every item of a paged MCP listing: ``fetch(cursor)`` reads one page, ``items(page)`` its entries."""
+    out: list[T] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await fetch(cursor)
+        out.extend(items(page))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return out
+
+
 @attrs.frozen(kw_only=True)
 class McpTool:
     """A tool a server listed: the name the model sees, the server's own name, its schema and annotations."""
@@ -444,15 +461,10 @@ class McpManager:
             connection.warnings.append(f"MCP server {failure.server!r} {failure.kind} failure: {failure.message}")
 
     async def _list(self, client: Client) -> list[mcp.types.Tool]:
-        tools: list[mcp.types.Tool] = []
-        cursor: str | None = None
-        for _ in range(100):  # a server that pages forever is cut off
-            page = await asyncio.wait_for(client.list_tools(cursor=cursor), timeout=self.connect_timeout_s)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return tools
+        return await _all_pages(
+            lambda cursor: asyncio.wait_for(client.list_tools(cursor=cursor), timeout=self.connect_timeout_s),
+            lambda page: page.tools,
+        )
 
     async def _relist_one(self, connection: _Connection) -> None:
         client = connection.client
@@ -517,14 +529,10 @@ class McpManager:
     # ---- prompts ------------------------------------------------------------------------------
 
     async def _list_prompts(self, client: Client) -> tuple[mcp.types.Prompt, ...]:
-        listed: list[mcp.types.Prompt] = []
-        cursor: str | None = None
-        for _ in range(100):  # a server that pages forever is cut off
-            page = await asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=self.connect_timeout_s)
-            listed.extend(page.prompts)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        listed = await _all_pages(
+            lambda cursor: asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=self.connect_timeout_s),
+            lambda page: page.prompts,
+        )
         return tuple(listed)
 
     async def prompts(self) -> dict[str, tuple[str, mcp.types.Prompt]]:
@@ -554,14 +562,10 @@ class McpManager:
         connection = self._connections[server]
         if connection.resource_list is None:
             client = self._live(connection)
-            listed: list[mcp.types.Resource] = []
-            cursor: str | None = None
-            for _ in range(100):  # a server that pages forever is cut off
-                page = await self._guarded(connection, client.list_resources(cursor=cursor))
-                listed.extend(page.resources)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+            listed = await _all_pages(
+                lambda cursor: self._guarded(connection, client.list_resources(cursor=cursor)),
+                lambda page: page.resources,
+            )
             connection.resource_list = tuple(listed)
         return connection.resource_list
 
