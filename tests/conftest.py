@@ -37,6 +37,14 @@ def _only_end_to_end_runs_record_their_paths(request: pytest.FixtureRequest, mon
         monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``tools/test.sh`` runs ``--dist loadgroup``) every test that uses the session's
+    exploration runs on one worker, so the exploration (a minute) is made once per run, not once per worker."""
+    for item in items:
+        if "explored_machines" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("exploration"))
+
+
 @pytest.fixture(scope="session")
 def explored_machines(pytestconfig: pytest.Config) -> dict[Path, CheckReport]:
     """Every shipped machine checked with exploration at its params' check values, once per test

@@ -5,7 +5,7 @@
 #   tools/test.sh --fast   what to run before a commit (under 5 minutes): every test not marked
 #                          `slow` (pyproject.toml registers the marker; the slow tests carry it)
 #   tools/test.sh ARGS...  pytest ARGS, e.g. tools/test.sh tests/engine -k spin (also after --fast)
-# pytest prints a line per file with its time, and the slowest tests at the end.
+# pytest runs on every core (pytest-xdist) and prints the slowest tests at the end.
 # Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
 # its own cluster: tests/e2e/test_fleet.py), bubblewrap (the sandbox tests run commands in it for real:
 # tests/e2e/test_sandbox.py), chromium and chromium-driver (tests/e2e/test_ui.py drives the inspector in
@@ -90,8 +90,10 @@ fi
 trace_dir="$scratch/traces"
 mkdir "$trace_dir"
 export QUERYLOOP_TRACE_DIR="$trace_dir"
-# --verbosity=0 overrides pyproject's -q: one line per file, its dots and (console_output_style=times) its time
-python3 -m pytest --verbosity=0 -o console_output_style=times --durations=15 ${fast[@]+"${fast[@]}"} "$@"
+# -n: one pytest worker per core (QUERYLOOP_TEST_WORKERS overrides; 0 runs in this process); loadgroup keeps the
+# tests sharing the session's exploration on one worker (tests/conftest.py), so it is made once.
+workers="${QUERYLOOP_TEST_WORKERS:-auto}"
+python3 -m pytest -n "$workers" --dist loadgroup --verbosity=0 --durations=25 ${fast[@]+"${fast[@]}"} "$@"
 if [ "$full" -eq 1 ]; then
   python3 -m queryloop check --coverage "$trace_dir" --machine machines/query_loop.yaml --fail-under 100
 fi
