@@ -309,7 +309,7 @@ def _cookie(ui: UiServer) -> str:
     return f"queryloop_ui_{ui.base.rsplit(':', 1)[1]}={ui.token}"
 
 
-@pytest.mark.parametrize("sid", [str(uuid.uuid4()), "..", "NOT-A-SESSION"])
+@pytest.mark.parametrize("sid", ["0b6c3f0e-5d1a-4c2e-9f7a-2b8d4e6f1a3c", "..", "NOT-A-SESSION"])
 def test_an_unknown_session_is_a_404_that_names_it(ui: UiServer, where: dict[str, Path], sid: str):
     for path in ("", "/path", "/rewind", "/layers/request.svg"):
         status, headers, body = _get(f"{ui.base}/api/sessions/{sid}{path}", cookie=_cookie(ui))
