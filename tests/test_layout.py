@@ -23,7 +23,8 @@ FOLDERS = {
     "queryloop.handlers": ROOT / "handlers",
     "queryloop.machines": ROOT / "machines",
 }
-LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context")  # each may import only the ones before it
+# each may import only the ones before it
+LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context", "agents")
 SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome", "queryloop.handlers.records")
 # queryloop/ holds rooms, not modules: the run's assembly, the ways in, the fleet, the embedded server, the inspector
 ROOMS = ("queryloop.run", "queryloop.frontends", "queryloop.fleet", "queryloop.mockapi", "queryloop.ui")

@@ -26,6 +26,11 @@ class HooksData:
     # the run compacts the session's history instead of sending a prompt (/compact): the user's
     # instructions for the summary ("" for none); None: an ordinary prompt
     manual_compact: str | None = None
+    # a sub-agent's run: its id and type (its Stop hooks are SubagentStop; SessionStart and UserPromptSubmit
+    # are the parent's); None: the session's own run
+    agent_id: str | None = None
+    agent_type: str | None = None
+    agent_transcript: str | None = None  # a sub-agent's sidechain transcript (SubagentStop's agent_transcript_path)
 
 
 class HooksRun(SharedData, Protocol):

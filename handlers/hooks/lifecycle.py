@@ -49,6 +49,8 @@ async def submit_prompt(
     A run started to compact the history (/compact) has no prompt: SessionStart runs, then
     the compaction is requested (UserPromptSubmit is a prompt's hook).
     """
+    if ctx.run.data.hooks.agent_id is not None:  # a sub-agent: the session's prompt hooks ran for its parent
+        return Event(name="prompt_accepted", data=PromptAccepted())
     first = ctx.run.data.messages.last() or {}
     prompt = first.get("content") if isinstance(first.get("content"), str) else ""
     context: list[str] = []
@@ -87,8 +89,20 @@ def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> H:
 
 
 async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutcome | None]:
-    """The model answered: Stop hooks may accept the end, block it (feedback for the model) or stop."""
-    outcome = await hook(ctx, "Stop", stop_hook_input(ctx.run.data))
+    """The model answered: Stop hooks may accept the end, block it (feedback for the model) or stop.
+
+    A sub-agent's run runs the SubagentStop hooks instead, told the agent's id and type.
+    """
+    hooks = ctx.run.data.hooks
+    if hooks.agent_id is None:
+        outcome = await hook(ctx, "Stop", stop_hook_input(ctx.run.data))
+    else:
+        agent = {
+            "agent_id": hooks.agent_id,
+            "agent_type": hooks.agent_type,
+            "agent_transcript_path": hooks.agent_transcript,
+        }
+        outcome = await hook(ctx, "SubagentStop", {**stop_hook_input(ctx.run.data), **agent})
     if outcome is None:
         return Event(name="stop_accepted")
     if stopped(outcome):

@@ -19,7 +19,7 @@ from ..outcome import SharedData
 from ..records import evolve
 from ..request.data import RequestData
 from ..session import SessionData, SessionServices
-from .services.base import ToolContext, ToolSpec
+from .services.base import BackgroundTask, ToolContext, ToolSpec
 from .services.dispatch import CallRunner, ToolRegistry
 from .services.permissions import AskPermission, PermissionMode, PermissionRules
 
@@ -38,6 +38,7 @@ class ToolsData:
     turn: int = 0  # tool turns completed
     last_denial: str | None = None  # the calls of the last tool turn when the gate denied them all (denial_signature)
     completed: tuple[dict[str, Any], ...] = ()  # results of calls that finished while the turn runs (seen on abort)
+    background: tuple[BackgroundTask, ...] = ()  # work calls of the run started and left running (sub-agents)
 
 
 class ToolsRun(SharedData, Protocol):

@@ -28,7 +28,7 @@ from ..records import evolve
 from ..request.services.client import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
-from .services.base import ToolContext
+from .services.base import BackgroundTask, ToolContext
 from .services.catalog import turn_registry
 from .services.dispatch import run_tool_calls
 
@@ -53,6 +53,7 @@ class ToolsDone:
     results: tuple[dict[str, Any], ...]
     stop: HookOutcome | None = None
     ledger: tuple[LedgerEntry, ...] = ()  # the completed calls of tools that are not idempotent, as recorded
+    started: tuple[BackgroundTask, ...] = ()  # work calls started and left running (background sub-agents)
 
 
 async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
@@ -70,11 +71,16 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     registry = turn_registry(services, data.request.tool_catalog)
     completed: list[dict[str, Any]] = []
     recorded: list[LedgerEntry] = []
+    started: list[BackgroundTask] = []
+    background = services.tool_context.background
 
     def on_result(call: ToolCall, result: dict[str, object]) -> None:
         publish(ToolResultPublished(call=call, result=result))
         if call.id not in calls:
             return  # a refusal of the gate: it never ran
+        task = background.started_by(call.id) if background is not None else None
+        if task is not None:
+            started.append(task)
         tool = registry.get(call.name)
         if tool is not None and not tool.idempotent:
             entry = LedgerEntry(
@@ -138,7 +144,7 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     results = tuple(by_id[i] for i in order if i in by_id)
     return Event(
         name="stopped_by_hook" if stop is not None else "tools_finished",
-        data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded)),
+        data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded), started=tuple(started)),
     )
 
 
@@ -190,7 +196,15 @@ def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
     data = run.data
     changes: dict[str, Any] = {
         "messages": data.messages.append({"role": "user", "content": list(event.data.results)}),
-        "tools": evolve(data.tools, pending=(), denied=(), order=(), completed=(), turn=data.tools.turn + 1),
+        "tools": evolve(
+            data.tools,
+            pending=(),
+            denied=(),
+            order=(),
+            completed=(),
+            turn=data.tools.turn + 1,
+            background=(*data.tools.background, *event.data.started),
+        ),
         "outcome": evolve(data.outcome, partial_text=""),
     }
     if event.data.ledger:

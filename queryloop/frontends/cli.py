@@ -249,6 +249,12 @@ def _add_model_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--system-prompt", metavar="TEXT", help="replaces the default system prompt ('' for none)")
     run.add_argument("--append-system-prompt", metavar="TEXT", help="appended to the system prompt")
     run.add_argument(
+        "--agents",
+        metavar="JSON",
+        help='custom sub-agents for the Agent tool: {"NAME": {"description": …, "prompt": …, "tools": [...], '
+        '"model": …}} (above .claude/agents/*.md)',
+    )
+    run.add_argument(
         "--max-thinking-tokens",
         type=positive_int,
         metavar="N",
@@ -545,6 +551,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             request_timeout_s=args.request_timeout,
             system_prompt=args.system_prompt,
             append_system_prompt=args.append_system_prompt,
+            agents=args.agents,
             mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
             strict_mcp_config=args.strict_mcp_config,
             auto_compact=not args.no_auto_compact,

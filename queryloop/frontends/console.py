@@ -46,7 +46,7 @@ from queryloop.handlers.tools import ToolResultPublished
 
 from ..run.agent import AgentData
 from ..run.defaults import CLAUDE_CODE_VERSION
-from ..run.observe import Observation
+from ..run.observe import Observation, SubagentEnded, SubagentItem, SubagentStarted
 
 __all__ = ["RENDERERS", "JsonRenderer", "Renderer", "StreamJsonRenderer", "TextRenderer", "renderer_for"]
 
@@ -135,11 +135,14 @@ class Renderer:
         self.called: set[str] = set()
         self.model = ""  # the model the run is on, and the fallbacks left (start() sets them)
         self.fallbacks: list[str] = []
+        self.subagents: dict[str, SubagentStarted] = {}  # the run's sub-agents, by the Agent call that started each
+        self.tags: dict[str, Any] = {}  # what every line says while a sub-agent's item is shown (its Agent call)
 
     # ---- plumbing -------------------------------------------------------------------------
     def line(self, obj: dict[str, Any]) -> None:
-        """One JSON line on stdout, with the session's id."""
+        """One JSON line on stdout, with the session's id (and, for a sub-agent's item, its Agent call's)."""
         obj.setdefault("session_id", self.session_id)
+        obj.update(self.tags)
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
@@ -169,11 +172,31 @@ class Renderer:
         permission_mode: str = "default",
         api_key_source: str | None = None,  # None: ANTHROPIC_API_KEY when it is set, else "none"
         slash_commands: list[str] | None = None,  # the MCP servers' prompts, as commands
+        agents: list[str] | None = None,  # the agents the Agent tool may start
     ) -> None:
         self.model, self.fallbacks = model, list(fallback_models)
 
     def observe(self, item: Observation) -> None:
         """One item of the run, as it happens (an observer's one entry point)."""
+        if isinstance(item, SubagentStarted):
+            self.subagents[item.tool_use_id] = item
+            self.show_subagent_started(item)
+            return
+        if isinstance(item, SubagentEnded):
+            self.show_subagent_ended(item)
+            return
+        if isinstance(item, SubagentItem):
+            started = self.subagents.get(item.tool_use_id)
+            self.tags = {
+                "parent_tool_use_id": item.tool_use_id,
+                "subagent_type": started.agent_type if started else None,
+                "task_description": started.description if started else None,
+            }
+            try:
+                self.show_subagent_item(item.item)
+            finally:
+                self.tags = {}
+            return
         if isinstance(item, (AssistantMessage, RequestLogged)):
             self.show_request(item.log)
         elif isinstance(item, RequestFailed):
@@ -202,6 +225,15 @@ class Renderer:
                 self.show_notice(item)
         elif isinstance(item, McpProgress):
             self.show_progress(item)
+
+    def show_subagent_started(self, item: SubagentStarted) -> None:
+        """An Agent call started a sub-agent."""
+
+    def show_subagent_ended(self, item: SubagentEnded) -> None:
+        """A sub-agent's run ended."""
+
+    def show_subagent_item(self, item: Observation) -> None:
+        """An item of a sub-agent's run (``tags`` name its Agent call while it is shown)."""
 
     def show_request(self, log: RequestLog) -> None:
         """A model request attempt, however it ended."""
@@ -316,6 +348,15 @@ class TextRenderer(Renderer):
         if step.dest == "calling_model" and not step.terminal:
             self.waiting(True)
 
+    def show_subagent_started(self, item: SubagentStarted) -> None:
+        how = "in the background" if item.background else "(waited for)"
+        self.note(("  ⇢ ", "cyan"), f"agent {item.agent_id} ({item.agent_type}) started {how}: {item.description}")
+
+    def show_subagent_ended(self, item: SubagentEnded) -> None:
+        r = item.report
+        style = "green" if r.status == "completed" else "red"
+        self.note(("  ⇠ ", style), f"agent {r.agent_id} {r.status} after {r.duration_ms} ms, {r.tool_uses} tool use(s)")
+
     def show_retry(self, item: ApiRetry) -> None:
         self.note(
             (
@@ -396,7 +437,7 @@ class StreamJsonRenderer(Renderer):
                 "apiKeySource": api_key_source,
                 "claude_code_version": CLAUDE_CODE_VERSION,  # the release it behaves as: the SDK checks it
                 "output_style": "default",
-                "agents": [],
+                "agents": fields.get("agents") or [],
                 "skills": [],
                 "plugins": [],
                 # Claude Code 2.1.235's keys, with what holds here: no Claude Code-only slash commands, none
@@ -417,6 +458,54 @@ class StreamJsonRenderer(Renderer):
     def show_request(self, log: RequestLog) -> None:
         """Every attempt is logged as an event: ids, attempt, model, status, timing, usage."""
         self.line({"type": "system", "subtype": "api_request", **_log_fields(log)})
+
+    def show_subagent_started(self, item: SubagentStarted) -> None:
+        """Claude Code's ``system/task_started`` line."""
+        self.line(
+            {
+                "type": "system",
+                "subtype": "task_started",
+                "task_id": item.agent_id,
+                "tool_use_id": item.tool_use_id,
+                "description": item.description,
+                "subagent_type": item.agent_type,
+                "task_type": "local_agent",
+                "prompt": item.prompt,
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+
+    def show_subagent_ended(self, item: SubagentEnded) -> None:
+        """Claude Code's ``system/task_notification`` line: its ``summary`` is the agent's answer (or what went
+        wrong)."""
+        r = item.report
+        line: dict[str, Any] = {
+            "type": "system",
+            "subtype": "task_notification",
+            "task_id": r.agent_id,
+            "tool_use_id": r.tool_use_id,
+            "status": {"completed": "completed", "cancelled": "stopped"}.get(r.status, "failed"),
+            "output_file": r.transcript,
+            "summary": r.result,
+            "uuid": str(uuid.uuid4()),
+        }
+        if r.status == "completed":
+            line["usage"] = {"total_tokens": r.total_tokens, "tool_uses": r.tool_uses, "duration_ms": r.duration_ms}
+        self.line(line)
+
+    def show_subagent_item(self, item: Observation) -> None:
+        """A sub-agent's replies, tool results, attempts and transitions, as the parent's lines tagged with its call."""
+        if isinstance(item, AssistantMessage):
+            self.show_request(item.log)
+            self.show_assistant(item)
+        elif isinstance(item, (RequestLogged, RequestFailed)):
+            self.show_request(item.log if isinstance(item, RequestLogged) else item.failure.log)
+        elif isinstance(item, ToolResultPublished):
+            self.show_tool_result(item.call.name, item.result)
+        elif isinstance(item, Step):
+            self.show_step(item)
+        elif isinstance(item, ApiRetry):
+            self.show_retry(item)
 
     def show_assistant(self, item: AssistantMessage) -> None:
         """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""
@@ -456,7 +545,7 @@ class StreamJsonRenderer(Renderer):
                 "progress": step.progress,
             }
         )
-        if step.reason in _MODEL_FALLBACKS:
+        if step.reason in _MODEL_FALLBACKS and not self.tags:  # a sub-agent's fallback is not the run's model
             self._model_fallback(step)
 
     def _model_fallback(self, step: Step) -> None:

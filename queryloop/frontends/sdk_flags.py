@@ -98,7 +98,8 @@ def _tools(text: str) -> tuple[str, ...] | None:
     if text.strip() == "default":
         return None
     names = [n.strip() for n in text.replace(" ", ",").split(",") if n.strip()]
-    known = default_registry().names
+    names = ["Agent" if n == "Task" else n for n in names]  # Claude Code's earlier name of the Agent tool
+    known = (*default_registry().names, "Agent")
     unknown = [n for n in names if n not in known]
     if unknown:
         print(

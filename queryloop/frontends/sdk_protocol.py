@@ -44,6 +44,7 @@ from typing import Any
 import attrs
 
 from queryloop.fsm.jsontext import JsonLimitError, loads_json
+from queryloop.handlers.agents.services.definitions import agents_from_json, merge_agents
 from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
 from queryloop.handlers.request import ModelBackend
 from queryloop.handlers.request.services.pricing import model_info
@@ -304,22 +305,24 @@ class _SdkSession:
         if self.initializing is not None:
             raise ControlError("already initialized: initialize is the session's first request, once")
         hooks = hook_config(self.channel, request.get("hooks"))
-        if request.get("agents"):
-            warn(f"warning: subagents are not offered (no Task tool): {', '.join(request['agents'])}")
         self.initializing = asyncio.current_task()  # prompts wait for it
         await asyncio.gather(*(server.connect() for server in self.servers.values()))
         conversation = self.conversation
         served = tuple(t for server in self.servers.values() for t in server.tools)
         template = conversation.template
         try:
+            agents = merge_agents(template.agents, agents_from_json(request.get("agents") or {}, "agents"))
             conversation.template = attrs.evolve(
-                template, hooks=template.hooks.merged(hooks), custom_tools=(*template.custom_tools, *served)
+                template,
+                hooks=template.hooks.merged(hooks),
+                custom_tools=(*template.custom_tools, *served),
+                agents=agents,
             )
-        except ValueError as exc:  # a served tool's name clashes with another
+        except ValueError as exc:  # a served tool's name clashes with another; an agent that cannot be used
             raise ControlError(f"initialize: {exc}") from None
         return {
             "commands": [],
-            "agents": [],
+            "agents": [{"name": a.name, "description": a.description} for a in agents],
             "output_style": "default",
             "available_output_styles": ["default"],
             "models": [],

@@ -63,7 +63,9 @@ A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers
   non-streaming request with a 200 whose body stops half-way as the connection closes.
 
 A **rule** is a step plus ``when:`` (all conditions must hold: ``input_tokens_over: N``,
-``system_contains: str``, ``last_user_contains: str``, ``model: name``) and optional
+``system_contains: str``, ``last_user_contains: str``, ``first_user_contains: str`` — the
+conversation's first user message, which tells a sub-agent's requests (its prompt) from its
+parent's, ``model: name``) and optional
 ``times: N``. A rule answers without consuming the model's steps.
 
 When a model's steps are exhausted the server answers its ``otherwise`` step (the
@@ -199,6 +201,7 @@ class Rule:
     input_tokens_over: int | None = None
     system_contains: str | None = None
     last_user_contains: str | None = None
+    first_user_contains: str | None = None
     model: str | None = None
     times: int | None = None
 
@@ -344,6 +347,7 @@ _RULE: dict[str, Any] = {
                 "input_tokens_over": {"type": "integer", "minimum": 0},
                 "system_contains": {"type": "string", "minLength": 1},
                 "last_user_contains": {"type": "string", "minLength": 1},
+                "first_user_contains": {"type": "string", "minLength": 1},
                 "model": {"type": "string", "minLength": 1},
             },
             "minProperties": 1,
@@ -527,6 +531,7 @@ class _Builder:
             input_tokens_over=when.get("input_tokens_over"),
             system_contains=when.get("system_contains"),
             last_user_contains=when.get("last_user_contains"),
+            first_user_contains=when.get("first_user_contains"),
             model=when.get("model"),
             times=raw.get("times"),
         )

@@ -170,6 +170,14 @@ def _last_user_text(messages: Any) -> str:
     return ""
 
 
+def _first_user_text(messages: Any) -> str:
+    if isinstance(messages, list):
+        for message in messages:
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _text_of(message.get("content"))
+    return ""
+
+
 class _Disconnected(Exception):
     """The client went away while the server was writing."""
 
@@ -259,6 +267,8 @@ class MockServer:
         if rule.input_tokens_over is not None and not n_tokens > rule.input_tokens_over:
             return False
         if rule.system_contains is not None and rule.system_contains not in _text_of(system):
+            return False
+        if rule.first_user_contains is not None and rule.first_user_contains not in _first_user_text(messages):
             return False
         return rule.last_user_contains is None or rule.last_user_contains in _last_user_text(messages)
 

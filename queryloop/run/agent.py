@@ -17,13 +17,15 @@ import functools
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 import attrs
 from cattrs.preconf.json import make_converter
 
 from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load_machine, uses
+from queryloop.handlers.agents import AgentsData, SubagentPool
+from queryloop.handlers.agents.services.tool import AGENT_TOOL
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
@@ -35,7 +37,7 @@ from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
 from queryloop.handlers.records import evolve
 from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
+from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
 from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info
 from queryloop.handlers.session import SessionData, SessionStore
 from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
@@ -58,6 +60,7 @@ from .config import AgentOptions, run_params
 from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
 from .memory import instructions_block, instructions_tokens, memory_paths
 from .observe import Observation, Observer
+from .subagents import Subagents
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
@@ -99,6 +102,7 @@ class AgentData:
     context: ContextData = attrs.field(factory=ContextData)
     session: SessionData = attrs.field(factory=SessionData)
     mcp: McpData = attrs.field(factory=McpData)
+    agents: AgentsData = attrs.field(factory=AgentsData)
     user_turns: int = 0  # user messages the loop added after the prompt, as Claude Code counts them (_turns_in)
 
     def evolve(self, **changes: Any) -> Self:
@@ -161,6 +165,7 @@ class AgentServices:
     session: SessionStore | None = None  # the session's ledger and checkpoints (None: nothing is kept)
     mcp: McpManager | None = None  # the MCP servers (None: none configured)
     call_runner: CallRunner | None = None  # runs each tool call (the fleet: one durable step each); None: in-process
+    subagents: SubagentPool | None = None  # the run's sub-agents (None: no Agent tool is offered)
     rng: random.Random = attrs.field(factory=random.Random)
 
     def extra_tool(self, name: str) -> ToolSpec | None:
@@ -180,12 +185,25 @@ def _store(options: AgentOptions) -> SessionStore | None:
     )
 
 
-def _registry(options: AgentOptions) -> ToolRegistry:
-    """The allowed built-in tools in their order, then the custom ones; a bare deny rule keeps either out."""
+def _registry(options: AgentOptions, subagents: Subagents | None = None) -> ToolRegistry:
+    """The allowed built-in tools in their order, the Agent tool, then the custom ones; a bare deny rule keeps
+    any of them out."""
     hidden = hidden_tools(options.rules)
     builtins = options.tools if options.tools is not None else default_registry().names
     custom = tuple(spec for spec in options.custom_tools if spec.name not in hidden)
-    return ToolRegistry(tools=(*default_registry([t for t in builtins if t not in hidden]).tools, *custom))
+    agent = (subagents.tool,) if subagents is not None else ()
+    chosen = [t for t in builtins if t not in hidden and t != AGENT_TOOL]  # --tools may name Agent: offered apart
+    return ToolRegistry(tools=(*default_registry(chosen).tools, *agent, *custom))
+
+
+def _offers_agents(options: AgentOptions, program: Program) -> bool:
+    """Whether the run offers the Agent tool: agents are defined, the run is no sub-agent itself (a child
+    starts none), the machine reports them back, and neither ``--tools`` nor a bare deny rule leaves it out."""
+    if not options.agents or options.agent_id is not None or "awaiting_agents" not in program.spec.state_map:
+        return False
+    if options.tools is not None and AGENT_TOOL not in options.tools:
+        return False
+    return AGENT_TOOL not in hidden_tools(options.rules)
 
 
 def open_sandbox(options: AgentOptions) -> Sandbox | None:
@@ -207,9 +225,10 @@ def _services(
     mcp: McpManager | None,
     store: SessionStore | None,
     call_runner: CallRunner | None,
+    subagents: Subagents | None = None,
 ) -> AgentServices:
     system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
-    registry = _registry(options)
+    registry = _registry(options, subagents)
     store = store if store is not None else _store(options)
     return AgentServices(
         backend=with_request_deadline(backend, options.request_timeout_s),
@@ -222,6 +241,7 @@ def _services(
             env=options.tool_env,
             hidden=read_denied(options.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
+            background=subagents,
         ),
         hooks=hook_runner(options),
         max_budget_usd=options.max_budget_usd,
@@ -236,6 +256,7 @@ def _services(
         session=store,
         mcp=mcp,
         call_runner=call_runner,
+        subagents=subagents,
     )
 
 
@@ -245,7 +266,8 @@ def hook_runner(options: AgentOptions) -> HookRunner:
         config=options.hooks,
         cwd=options.cwd,
         session_id=options.session_id,
-        transcript_path=str(options.session_paths().transcript),  # as Claude Code, kept or not
+        # as Claude Code, kept or not; a sub-agent's hooks are told the session's (SubagentStop: its own besides)
+        transcript_path=str(attrs.evolve(options.session_paths(), agent_id=None).transcript),
         permission_mode=options.permission_mode,
         prompt_id=options.prompt_id,
     )
@@ -271,7 +293,13 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
             model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
         ),
         output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
-        hooks=HooksData(start_source=options.start_source, manual_compact=options.compact),
+        hooks=HooksData(
+            start_source=options.start_source,
+            manual_compact=options.compact,
+            agent_id=options.agent_id,
+            agent_type=options.agent_type,
+            agent_transcript=str(options.session_paths().transcript) if options.agent_id is not None else None,
+        ),
         context=ContextData(
             auto_compact=options.auto_compact,
             overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)
@@ -325,7 +353,7 @@ class _FirstTokenClock:
         return await self.inner.count_tokens(call)
 
 
-@uses(states=("opening_session", "submitting_prompt"))
+@uses(states=("opening_session", "submitting_prompt", "awaiting_agents"))
 class AgentRun:
     """One run of the query loop: iterate :meth:`events`, then read :meth:`result`.
 
@@ -376,11 +404,29 @@ class AgentRun:
                 elicit=lambda request: answer_elicitation(options, request),
                 progress=self._published,
             )
-        self.services = _services(
-            options, _FirstTokenClock(backend, self._saw_first_token, self._sent_request), mcp, store, call_runner
-        )
         program = program or query_loop_program()
         self.program = program
+        self.subagents: Subagents | None = None
+        if _offers_agents(options, program):
+            self.subagents = Subagents(
+                options=options,
+                start_run=lambda child, observer, servers: AgentRun(
+                    child, backend, program=program, observers=(observer,), mcp=servers
+                ),
+                definitions=options.agents,
+                max_running=int(program.spec.param_defaults["max_running_agents"]),
+                timeout_s=options.agent_timeout_s,
+                mcp=mcp,
+                publish=self._published,
+            )
+        self.services = _services(
+            options,
+            _FirstTokenClock(backend, self._saw_first_token, self._sent_request),
+            mcp,
+            store,
+            call_runner,
+            self.subagents,
+        )
         store = self.services.session
         if transcript is None and store is not None and store.writes:
             transcript = TranscriptWriter(store.paths, in_place=store.source == store.paths)
@@ -396,6 +442,8 @@ class AgentRun:
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
         self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
         self.runner: Runner[AgentData, AgentServices] = self._runner(options)
+        if self.subagents is not None:  # the cap the run was given (--set max_running_agents=N), not the default
+            self.subagents.max_running = int(self.runner.final.params["max_running_agents"])
         self.started = time.monotonic()
         self.finished: float | None = None
 
@@ -411,7 +459,7 @@ class AgentRun:
             on_step=self._stepped,
         )
 
-    async def events(self) -> AsyncIterator[Any]:
+    async def events(self) -> AsyncGenerator[Any, None]:
         """Every step and published item until the run ends.
 
         Cancelling the iterating task, or closing this generator, takes the abort edges
@@ -428,6 +476,8 @@ class AgentRun:
                             self.telemetry.observe(item)
                     yield item
         finally:
+            if self.subagents is not None:  # the children still running end with their parent, by their abort edges
+                await self.subagents.close()
             self.finished = time.monotonic()
             self._close_session()
             if self.telemetry is not None:
@@ -435,7 +485,8 @@ class AgentRun:
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
             await self.close_mcp()
-        await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational only
+        if self.options.agent_id is None:  # a sub-agent's end is no session's end
+            await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational
 
     def init_fields(self) -> dict[str, Any]:
         """What the ``init`` line says of this run (``Renderer.start``'s fields); after :meth:`connect_mcp`."""
@@ -451,6 +502,7 @@ class AgentRun:
             "memory_paths": memory_paths(options.instructions),
             "permission_mode": options.permission_mode,
             "slash_commands": list(self.slash_commands),
+            "agents": [a.name for a in options.agents] if self.subagents is not None else [],
         }
 
     async def connect_mcp(self) -> None:
@@ -538,7 +590,7 @@ class AgentRun:
         is_error = bool(declared.get("is_error", True))
         error = runner.error.message if runner.error is not None else outcome.error
         end = self.finished if self.finished is not None else time.monotonic()
-        usage = data.request.usage
+        usage = self.usage()
         result: dict[str, Any] = {
             "type": "result",
             "subtype": subtype,
@@ -606,9 +658,14 @@ class AgentRun:
             return [f"Reached maximum budget (${self.options.max_budget_usd:g})"]
         return [error] if error else []
 
+    def usage(self) -> UsageTotals:
+        """The usage the result reports: the run's requests and its sub-agents' (as Claude Code's result does)."""
+        own = self.data.request.usage
+        return own if self.subagents is None or not self.subagents.children else own + self.subagents.usage()
+
     def _model_usage(self) -> dict[str, dict[str, Any]]:
         """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
-        by_model = self.data.request.usage.model_usage()
+        by_model = self.usage().model_usage()
         for model, entry in by_model.items():
             info = model_info(model) or UNLISTED_MODEL  # Claude Code's window for a model it does not know
             entry["webSearchRequests"] = 0

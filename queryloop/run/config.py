@@ -26,6 +26,14 @@ from typing import Any, Literal
 
 import attrs
 
+from queryloop.handlers.agents.services.definitions import (
+    BUILT_IN_AGENTS,
+    AgentDefinition,
+    AgentDefinitionError,
+    agents_from_files,
+    agents_from_json,
+    merge_agents,
+)
 from queryloop.handlers.hooks import HookConfig
 from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig
 from queryloop.handlers.session import SessionPaths, queryloop_home
@@ -121,6 +129,10 @@ class AgentOptions:
     max_checkpoints: int = MAX_CHECKPOINTS
     sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
     telemetry: TelemetrySettings | None = None  # OpenTelemetry export (queryloop.run.telemetry); None: off
+    agents: tuple[AgentDefinition, ...] = BUILT_IN_AGENTS  # what the Agent tool may start (none: no Agent tool)
+    agent_timeout_s: float = attrs.field(factory=defaults.agent_timeout_s)  # a sub-agent runs this long at most
+    agent_id: str | None = None  # this run is a sub-agent (its id; its type below): it starts no agents
+    agent_type: str | None = None
 
     def working_directories(self) -> tuple[Path, ...]:
         """The run's working directories: ``cwd``, then the settings' additional directories (the MCP roots)."""
@@ -182,11 +194,11 @@ class ConfigError(ValueError):
 
     ``kind`` says which part was wrong (``settings``: a settings file or a permission
     rule; ``mcp``: the MCP configuration; ``sandbox``: a required sandbox that cannot
-    start; ``value``: an option's value), so each front-end can word it as its users
-    expect.
+    start; ``agents``: a custom agent's definition; ``value``: an option's value), so each
+    front-end can word it as its users expect.
     """
 
-    def __init__(self, message: str, *, kind: Literal["settings", "mcp", "sandbox", "value"]) -> None:
+    def __init__(self, message: str, *, kind: Literal["settings", "mcp", "sandbox", "agents", "value"]) -> None:
         super().__init__(message)
         self.kind = kind
 
@@ -240,6 +252,7 @@ def resolve_config(
     home: Path | None = None,
     sandbox: bool = False,
     interactive: bool = False,
+    agents: str | None = None,
 ) -> Resolved:
     """The run's configuration from what a front-end was told (None: not said); :class:`ConfigError` if it cannot run.
 
@@ -249,7 +262,8 @@ def resolve_config(
     hints (its ``cli`` section with its ``model`` and ``fallback_models``), used for what
     was not said. ``setting_sources``: which settings and CLAUDE.md files are read.
     ``settings``: ``--settings`` (a file or inline JSON, above the files). ``hooks`` and
-    ``env`` are added to the settings' own. ``sandbox``: ``--sandbox``.
+    ``env`` are added to the settings' own. ``sandbox``: ``--sandbox``. ``agents``: ``--agents``
+    (JSON), above the ``.claude/agents/*.md`` files of the project and then the user.
     """
     hints = scenario or {}
     settings_cwd = settings_cwd or cwd
@@ -279,6 +293,15 @@ def resolve_config(
         warnings.append(
             f"sandbox unavailable: {problem}; Bash commands run unsandboxed, through the permission gate alone"
         )
+    try:
+        subagents = merge_agents(
+            BUILT_IN_AGENTS,
+            agents_from_files(Path.home() / ".claude" / "agents") if "user" in setting_sources else (),
+            agents_from_files(settings_cwd / ".claude" / "agents") if "project" in setting_sources else (),
+            agents_from_json(agents) if agents is not None else (),
+        )
+    except AgentDefinitionError as exc:
+        raise ConfigError(str(exc), kind="agents") from None
     caps = dict(params or {})
     if max_retry_after_s is not None:
         caps["max_retry_after_s"] = max_retry_after_s
@@ -317,6 +340,7 @@ def resolve_config(
             home=home,
             sandbox=policy,
             telemetry=_telemetry({**os.environ, **loaded.env, **(env or {})}, warnings),
+            agents=subagents,
         )
     except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
         raise ConfigError(str(exc), kind="value") from None

@@ -24,6 +24,7 @@ __all__ = [
     "OTEL_METRIC_INTERVAL_MS",
     "OTLP_ENDPOINT",
     "RETRY_MAX_DELAY_S",
+    "agent_timeout_s",
     "idle_timeout_s",
     "request_timeout_s",
     "retry_base_delay_s",
@@ -55,19 +56,39 @@ RETRY_MAX_DELAY_S = 32.0  # the backoff's longest delay between two attempts (a 
 
 _RETRY_BASE_DELAY_MS = "500"
 _IDLE_TIMEOUT_S = "90"
+_AGENT_TIMEOUT_S = "1800"
+
+
+def _env_number(name: str, default: str | None, *, zero: bool = False) -> float | None:
+    """The number the environment variable ``name`` holds (else ``default``, None: none); a value that is not
+    a finite number above 0 (or 0 itself, when ``zero``) is an error naming the variable."""
+    value = os.environ.get(name) or default
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (0 <= number if zero else 0 < number) or number == float("inf"):
+        raise ValueError(f"{name}={value!r}: expected a number {'of 0 or more' if zero else 'above 0'}")
+    return number
+
+
+def agent_timeout_s() -> float:
+    """How long a sub-agent may run before it is stopped: 30 minutes, or ``QUERYLOOP_AGENT_TIMEOUT_S``."""
+    return _env_number("QUERYLOOP_AGENT_TIMEOUT_S", _AGENT_TIMEOUT_S) or 0.0
 
 
 def idle_timeout_s() -> float:
     """The longest wait for a response's headers or its next bytes: 90 s, or ``QUERYLOOP_STREAM_IDLE_TIMEOUT_S``."""
-    return float(os.environ.get("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", _IDLE_TIMEOUT_S))
+    return _env_number("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", _IDLE_TIMEOUT_S) or 0.0
 
 
 def request_timeout_s() -> float | None:
     """The deadline of each model request attempt: ``QUERYLOOP_REQUEST_TIMEOUT_S``, else none (the idle timeout)."""
-    value = os.environ.get("QUERYLOOP_REQUEST_TIMEOUT_S")
-    return float(value) if value else None
+    return _env_number("QUERYLOOP_REQUEST_TIMEOUT_S", None)
 
 
 def retry_base_delay_s() -> float:
     """The backoff's first delay: 0.5 s, or ``QUERYLOOP_RETRY_BASE_DELAY_MS`` (tests and demos shorten it)."""
-    return float(os.environ.get("QUERYLOOP_RETRY_BASE_DELAY_MS", _RETRY_BASE_DELAY_MS)) / 1000
+    return (_env_number("QUERYLOOP_RETRY_BASE_DELAY_MS", _RETRY_BASE_DELAY_MS, zero=True) or 0.0) / 1000

@@ -41,6 +41,7 @@ SETTINGS = {
 FLAGS = {"--max-retries", "--max-retry-after", "--max-output-tokens", "--auto-compact-threshold", "--max-turns"}
 FLAGS |= {"--model", "--request-timeout", "--max-budget-usd"}
 ENV = ("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "QUERYLOOP_RETRY_BASE_DELAY_MS", "QUERYLOOP_REQUEST_TIMEOUT_S")
+ENV += ("QUERYLOOP_AGENT_TIMEOUT_S",)
 
 
 def _literal(node: ast.expr | None) -> bool:
@@ -149,3 +150,26 @@ def test_direct_options_take_the_same_defaults(tmp_path: Path) -> None:
     resolved = resolve_config(cwd=tmp_path).options
     for field in ("max_tokens", "retry_base_delay_s", "idle_timeout_s", "auto_compact_threshold", "max_checkpoints"):
         assert getattr(direct, field) == getattr(resolved, field)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("QUERYLOOP_AGENT_TIMEOUT_S", "abc"),
+        ("QUERYLOOP_AGENT_TIMEOUT_S", "0"),
+        ("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", "-1"),
+        ("QUERYLOOP_REQUEST_TIMEOUT_S", "inf"),
+        ("QUERYLOOP_RETRY_BASE_DELAY_MS", "nan"),
+    ],
+)
+def test_a_knob_in_the_environment_that_is_no_usable_number_is_an_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"^{name}='{value}': expected a number"):
+        AgentOptions(prompt="x", model="m")
+
+
+def test_a_zero_retry_delay_in_the_environment_is_no_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUERYLOOP_RETRY_BASE_DELAY_MS", "0")
+    assert AgentOptions(prompt="x", model="m").retry_base_delay_s == 0

@@ -60,7 +60,9 @@ MODELS = ("mock-small-context", "mock-fallback", "mock-fallback-2", "mock-primar
 WINDOWS = (8_000, 200_000, 200_000, 200_000)  # their context windows (handlers/request/services/models.yaml)
 MAX_TOKENS = 100
 ESCALATED_MAX_TOKENS = 200
-HIDDEN_TOOLS = "Read Glob Grep"  # Write, Edit and Bash are offered (a deny rule for Edit would cover Write too)
+# Write, Edit and Bash are offered (a deny rule for Edit would cover Write too); no Agent: the planned runs start no
+# sub-agent (tests/e2e/test_subagents.py takes the agents layer's transitions)
+HIDDEN_TOOLS = "Read Glob Grep Agent"
 ALLOW = ["Bash(printf:*)", "Write"]  # printf and Write run; anything else asks, and a headless run denies it
 BIG_CHARS = 16_800
 SMALL_COMMAND = "printf %05d {n}"  # the nth tool turn's: every call differs, so none repeats a completed one
@@ -268,6 +270,7 @@ class QueryLoopRealiser:
             "can_keep_more_rounds": lambda f, v: [f] if (f.plan is not None and f.plan[0] >= 3) == v else [],
             "retry_after_over_cap": lambda f, v: [f] if f.long_wait == v else [],
             "checkpoint_taken": lambda f, v: [f] if f.write == v else [],
+            "agents_running": lambda f, v: [] if v else [f],  # the planned runs start no sub-agent
         }
         self.open_caps: dict[str, Callable[[Facts, bool], list[Facts]]] = {"turns": _turns_allow}
         self.effects: dict[str | None, Callable[[Facts], Facts | None]] = {

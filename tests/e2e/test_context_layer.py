@@ -16,7 +16,9 @@ from .harness import MockApi, assert_ledger_closed, run_cli
 
 pytestmark = pytest.mark.slow  # ~35 s in all: tools/test.sh --fast leaves the module out
 
-SMALL = ["--model", "mock-small-context", "--max-output-tokens", "1000"]  # 8k window, 7000 effective
+# an 8k window, 7000 effective; the six built-in tools only: the sizes below count their definitions (the Agent
+# tool's would add ~450 tokens)
+SMALL = ["--model", "mock-small-context", "--max-output-tokens", "1000", "--tools", "Read,Write,Edit,Bash,Glob,Grep"]
 SUMMARY_RULE = f"""  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     reply: {{content: [{{text: "Summary: the user asked for outputs; they were printed."}}]}}
 """

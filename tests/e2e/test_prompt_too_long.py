@@ -27,6 +27,9 @@ from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli
 
+# the six built-in tools only: the sizes below count their definitions (the Agent tool's would add ~450 tokens)
+BUILT_INS = ["--tools", "Read,Write,Edit,Bash,Glob,Grep"]
+
 pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
 
 ROUND_CHARS = 12_000  # a Bash output of ~3 000 tokens: the main requests grow 1 300, 4 379, 7 458, … tokens
@@ -82,7 +85,7 @@ def rounds_in(request: RecordedRequest) -> list[int]:
 
 def test_one_tool_round_too_long_is_not_compacted_and_ends_prompt_too_long(tmp_path: Path) -> None:
     with MockApi(scenario(1, main_limit=3000, summary=SUMMARY_OK)) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 1
     assert [r.response_status for r in api.requests] == [200, 400], "no summary request: nothing older to summarise"
     assert run.reasons == ["tools_requested", "next_turn", "nothing_to_compact_surfaced"]
@@ -93,7 +96,7 @@ def test_one_tool_round_too_long_is_not_compacted_and_ends_prompt_too_long(tmp_p
 
 def test_a_reactive_compaction_summarises_the_older_rounds_and_keeps_the_newest_verbatim(tmp_path: Path) -> None:
     with MockApi(scenario(3, main_limit=9000, summary=SUMMARY_OK)) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.reasons
     assert [r.response_status for r in api.requests] == [200, 200, 200, 400, 200, 200]
     (summary,) = summaries(api.requests)
@@ -111,7 +114,7 @@ def test_a_summary_request_too_long_is_sent_again_keeping_as_many_more_rounds_as
     # rounds 1–5 summarised come to ~15 600 tokens: 4 600 over, the size of 1½ rounds → 2 more rounds kept
     text = scenario(6, main_limit=18_000, summary=summary_too_long(11_000) + SUMMARY_OK)
     with MockApi(text) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.reasons
     assert len(api.requests) == 10, "6 rounds, the 400, two summary requests, the retry"
     assert [rounds_in(s) for s in summaries(api.requests)] == [[1, 2, 3, 4, 5], [1, 2, 3]]
@@ -135,7 +138,7 @@ def test_summary_requests_that_stay_too_long_halve_then_shrink_by_one_and_end_pr
 ) -> None:
     text = scenario(6, main_limit=18_000, summary=summary_too_long(100) + SUMMARY_OK)
     with MockApi(text) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 1
     assert [rounds_in(s) for s in summaries(api.requests)] == [[1, 2, 3, 4, 5], [1, 2], [1]]
     assert len(api.requests) == 10
@@ -148,7 +151,7 @@ def test_a_summary_request_that_fails_ends_prompt_too_long_saying_why_compaction
         f'  - when: {{last_user_contains: "{SUMMARY_MARKER}"}}\n    error: {{status: 403, message: "no summaries"}}\n'
     )
     with MockApi(scenario(3, main_limit=9000, summary=failing)) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 1
     assert run.reasons[-1] == "reactive_summary_failed_surfaced"
     result = run.result
@@ -166,7 +169,7 @@ def test_a_413_that_nothing_can_shrink_ends_request_too_large_with_status_413(tm
         "    - error: {status: 413}\n"
     )
     with MockApi(text) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 1 and len(api.requests) == 2
     assert run.reasons[-1] == "nothing_to_compact_surfaced"
     result = run.result
@@ -180,7 +183,7 @@ def test_a_reply_stopped_at_the_context_window_is_continued_like_max_tokens_then
         '    otherwise: {reply: {content: [{text: "partial"}], stop_reason: model_context_window_exceeded}}\n'
     )
     with MockApi(text) as api:
-        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        run = run_cli([*BUILT_INS, "-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 1
     assert len(api.requests) == 4, "the reply and 3 continuations, no compaction"
     assert run.reasons == ["context_window_recovery"] * 3 + ["context_window_exhausted"]

@@ -261,8 +261,9 @@ def test_the_init_line_has_claude_codes_fields(tmp_path: Path) -> None:
     assert init["session_id"] == run.result["session_id"] and init["cwd"] == str(tmp_path)
     assert init["permissionMode"] == "acceptEdits" and init["apiKeySource"] == "ANTHROPIC_API_KEY"
     assert init["output_style"] == "default"
-    for empty in ("mcp_servers", "slash_commands", "agents", "skills", "plugins"):
+    for empty in ("mcp_servers", "slash_commands", "skills", "plugins"):
         assert init[empty] == [], empty
+    assert init["agents"] == ["general-purpose"]  # the built-in one (Claude Code lists its own built-ins too)
     assert isinstance(init["memory_paths"], dict) and init["machine"] == "query_loop"
 
 

@@ -312,7 +312,7 @@ INTENT_MUTANTS = (
         "fallback hops counted per turn instead of per run",
         on_data(lambda d: counter(d, "fallback_hops", scope="turn")),
         "property",
-        ("fallback_hops_per_run", "reset by ['next_turn'] within a run"),
+        ("fallback_hops_per_run", "'next_turn'", "] within a run"),
     ),
     Mutant(
         "stop_hook_blocks-reset-per-turn",
@@ -726,8 +726,8 @@ MUTANTS = (
         "stop_hook_blocks-scope-turn",
         "stop_hook_blocks made turn-scoped: the cap of 8 blocks per run becomes 8 per tool turn",
         on_data(lambda d: counter(d, "stop_hook_blocks", scope="turn")),
-        "figure",
-        ("stop_hook_runs", "max_per_run max_stop_hook_blocks + 1"),
+        "property",
+        ("stop_hook_blocks_per_run", "is reset by", "next_turn"),
     ),
     Mutant(
         "turns-cap_offset-0",
@@ -756,7 +756,7 @@ MUTANTS = (
         "the auto-compact breaker made turn-scoped: it closes again at every tool turn",
         on_data(lambda d: counter(d, "auto_compact_failures", scope="turn")),
         "property",
-        ("compaction_failures_until_success", "['next_turn'] reset it too"),
+        ("compaction_failures_until_success", "'next_turn'", "] reset it too"),
     ),
     Mutant(
         "rapid_refill_breaker-deleted-with-its-terminal",

@@ -670,6 +670,19 @@ class UsageTotals:
         )
         return UsageTotals(by_model={**self.by_model, model: new})
 
+    def __add__(self, other: UsageTotals) -> UsageTotals:
+        """Both runs' usage (a run's and its sub-agents'), model by model."""
+        merged = dict(self.by_model)
+        for model, u in other.by_model.items():
+            old = merged.get(model)
+            if old is None:
+                merged[model] = u
+                continue
+            counts = {k: getattr(old, k) + getattr(u, k) for k in _USAGE_KEYS}
+            cost = None if old.cost_usd is None or u.cost_usd is None else old.cost_usd + u.cost_usd
+            merged[model] = ModelUsage(requests=old.requests + u.requests, cost_usd=cost, **counts)
+        return UsageTotals(by_model=merged)
+
     @property
     def total_cost_usd(self) -> float | None:
         """The summed cost, or None when any model used has no price (never a partial guess)."""

@@ -180,12 +180,17 @@ def _end_a_torn_line(fd: int, path: Path) -> None:
 
 @attrs.frozen(kw_only=True)
 class SessionPaths:
-    """Where one session's files are: the transcript, and its folder (ledger, checkpoints)."""
+    """Where one session's files are: the transcript, and its folder (ledger, checkpoints).
+
+    A sub-agent's paths (``agent_id``) name its sidechain transcript, ``SESSION/subagents/agent-ID.jsonl``
+    as Claude Code keeps them, and the session's own folder: its ledger and checkpoints are the session's.
+    """
 
     home: Path
     cwd: Path  # the working directory of the run that writes (its entries' `cwd`)
     session_id: str
     project_name: str | None = None  # the project folder, when the session was started elsewhere
+    agent_id: str | None = None  # a sub-agent of the session: its transcript is a sidechain in the session's folder
 
     @property
     def project(self) -> Path:
@@ -193,6 +198,8 @@ class SessionPaths:
 
     @property
     def transcript(self) -> Path:
+        if self.agent_id is not None:
+            return self.folder / "subagents" / f"agent-{self.agent_id}.jsonl"
         return self.project / f"{self.session_id}.jsonl"
 
     @property

@@ -258,13 +258,15 @@ class TranscriptWriter:
             )
 
     def _entry(self, kind: str, **fields: Any) -> dict[str, Any]:
+        agent = {} if self.paths.agent_id is None else {"agentId": self.paths.agent_id}
         return {
             "parentUuid": self.leaf,
-            "isSidechain": False,
+            "isSidechain": self.paths.agent_id is not None,
             "userType": "external",
             "cwd": str(self.paths.cwd),
             "sessionId": self.paths.session_id,
             "version": self.version,
+            **agent,
             "type": kind,
             "uuid": str(uuid.uuid4()),
             "timestamp": now(),

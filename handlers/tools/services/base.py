@@ -27,7 +27,7 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import attrs
 import jsonschema
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CREDENTIALS",
+    "Background",
+    "BackgroundTask",
     "DEADLINE_GRACE_S",
     "ToolContext",
     "ToolError",
@@ -77,6 +79,24 @@ class ToolError(Exception):
     """An expected tool failure; its message is shown to the model as the error result."""
 
 
+@attrs.frozen(kw_only=True, slots=True)
+class BackgroundTask:
+    """Work a tool call started that outlives it (a background sub-agent): the call's result only acknowledges it."""
+
+    task_id: str
+    tool_use_id: str  # the call that started it
+    kind: str  # what it is ("agent")
+    description: str = ""
+
+
+class Background(Protocol):
+    """What started background work for a run's calls (``ToolContext.background``)."""
+
+    def started_by(self, tool_use_id: str) -> BackgroundTask | None:
+        """The work the call ``tool_use_id`` started and left running, if any."""
+        ...
+
+
 def _resolve_dir(value: str | Path) -> Path:
     return Path(value).resolve()
 
@@ -111,6 +131,7 @@ class ToolContext:
     # Stores files' bytes before a change (the session's checkpoints): given the call's id and the files.
     checkpoint: Callable[[str, Sequence[Path]], object] | None = None
     call_id: str = ""  # the call running under this context (set per call where a tool needs it)
+    background: Background | None = None  # what starts work that outlives a call (the run's sub-agents)
 
     def command_environment(self) -> dict[str, str]:
         """The environment a model-proposed command runs with: this process's, minus the

@@ -180,7 +180,8 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
     problems = validation_problems(tool, call.input)
     if problems:
         return tool_result_block(call.id, _invalid_input_message(tool, problems), is_error=True)
-    if ctx.sandbox is not None:  # a sandboxed command's changes are checkpointed under its call's id
+    if ctx.sandbox is not None or ctx.background is not None:
+        # a sandboxed command's changes are checkpointed under its call's id; a sub-agent is started by it
         ctx = attrs.evolve(ctx, call_id=call.id)
     deadline = tool.deadline_s(call.input, ctx)
     limit = asyncio.timeout(deadline)

@@ -65,7 +65,8 @@ EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 BASH_TOOLS: Final = frozenset({"Bash"})
 #: Tools that never need a prompt in ``default`` mode (when their path, if any, is
 #: inside a working directory) and the only ones ``plan`` mode lets through.
-DEFAULT_READ_ONLY_TOOLS: Final = READ_TOOLS | {"ListMcpResourcesTool", "ReadMcpResourceTool"}
+# Agent changes nothing itself: each call of the sub-agent it starts passes the gate under the same rules and mode
+DEFAULT_READ_ONLY_TOOLS: Final = READ_TOOLS | {"ListMcpResourcesTool", "ReadMcpResourceTool", "Agent"}
 
 
 _TOOL_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\*?")

@@ -1,0 +1,48 @@
+"""The agents layer: background sub-agents a run launched report back to it.
+
+Its states in ``machines/query_loop.yaml`` are ``collecting_agent_reports`` and
+``awaiting_agents``. Here: the slice of the run data it owns (``data``), the edge module
+(``reporting``) and the ``Agent`` tool with the sub-agents' definitions (``services``).
+A sub-agent is another run of the same machine; ``queryloop.run.subagents`` assembles it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .data import AgentReport, AgentsData, AgentsRun, AgentsServices, AgentStatus, SubagentPool, outstanding
+    from .reporting import agents_running, await_report, collect_report, deliver_report, notification_text
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".data": (
+                "AgentReport",
+                "AgentStatus",
+                "AgentsData",
+                "AgentsRun",
+                "AgentsServices",
+                "SubagentPool",
+                "outstanding",
+            ),
+            ".reporting": ("agents_running", "await_report", "collect_report", "deliver_report", "notification_text"),
+        },
+    )
+
+__all__ = [
+    "AgentReport",
+    "AgentStatus",
+    "AgentsData",
+    "AgentsRun",
+    "AgentsServices",
+    "SubagentPool",
+    "agents_running",
+    "await_report",
+    "collect_report",
+    "deliver_report",
+    "notification_text",
+    "outstanding",
+]

@@ -1,0 +1,1 @@
+"""What the agents layer drives: the sub-agents' definitions (``definitions``) and the ``Agent`` tool (``tool``)."""

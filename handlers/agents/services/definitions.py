@@ -1,0 +1,186 @@
+"""Sub-agent definitions: the built-in one, ``--agents JSON`` and ``.claude/agents/*.md``.
+
+Owns :class:`AgentDefinition` (a name, when to use it, its system prompt, the tools it may
+use, its model), the built-in ``general-purpose`` agent, and reading custom agents the way
+Claude Code users write them — the ``--agents`` flag's JSON object
+(``{"NAME": {"description", "prompt", "tools"?, "disallowedTools"?, "model"?, "maxTurns"?}}``, as
+the Agent SDK's ``agents`` option sends them too) and Markdown files whose YAML frontmatter
+holds ``name``, ``description``, ``tools`` (a comma-separated string or a list),
+``disallowedTools``, ``model`` and ``maxTurns``, the body being the system prompt. Fields
+Claude Code has and queryloop not (``skills``, ``memory``, ``effort`` …) are ignored. Every problem is an
+:class:`AgentDefinitionError` naming the file (or the flag), the agent and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import yaml
+
+__all__ = [
+    "BUILT_IN_AGENTS",
+    "MODEL_FAMILIES",
+    "AgentDefinition",
+    "AgentDefinitionError",
+    "agents_from_files",
+    "agents_from_json",
+    "merge_agents",
+]
+
+MODEL_FAMILIES: Final = {"haiku": "claude-haiku-4-5", "sonnet": "claude-sonnet-4-5", "opus": "claude-opus-4-5"}
+"""The short model names a definition may give (``inherit``, or none, runs it on the parent's model)."""
+
+_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")
+
+
+class AgentDefinitionError(ValueError):
+    """A custom agent that cannot be used; the message names where it was defined and how to fix it."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentDefinition:
+    """One kind of sub-agent the model may start with the Agent tool."""
+
+    name: str
+    description: str  # when the model should use it (listed in the Agent tool's description)
+    prompt: str  # its system prompt
+    tools: tuple[str, ...] | None = None  # the tools it may use (None: the parent's, without Agent)
+    disallowed_tools: tuple[str, ...] = ()  # tools it may not use, of those
+    max_turns: int | None = None  # its tool turns (None: no limit)
+    model: str | None = None  # a model id or family (haiku, sonnet, opus); None or "inherit": the parent's
+    source: str = "built-in"  # built-in, the --agents flag, or the file it was read from
+
+    def model_for(self, parent: str, asked: str | None = None) -> str:
+        """The model it runs on: the call's choice, else its own, else the parent's."""
+        chosen = asked or self.model
+        if chosen is None or chosen == "inherit":
+            return parent
+        return MODEL_FAMILIES.get(chosen, chosen)
+
+
+GENERAL_PURPOSE_PROMPT: Final = (
+    "You are a sub-agent: another agent handed you one task and is waiting for your answer. "
+    "Work on that task alone with the tools you have, in the same working directory. "
+    "When you are done, answer with a concise report of what you found or changed, with the file paths "
+    "and facts the other agent needs; it sees your final answer and nothing else of your work."
+)
+
+BUILT_IN_AGENTS: Final = (
+    AgentDefinition(
+        name="general-purpose",
+        description=(
+            "A capable agent for multi-step tasks: searching the code, reading and changing files, "
+            "running commands. Use it for a self-contained task whose result you need, not its steps."
+        ),
+        prompt=GENERAL_PURPOSE_PROMPT,
+    ),
+)
+
+
+def _tools(value: Any, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        names = [t.strip() for t in value.split(",")]
+    elif isinstance(value, list) and all(isinstance(t, str) for t in value):
+        names = [t.strip() for t in value]
+    else:
+        raise AgentDefinitionError(f"{where}: `tools` must be a list of tool names or a comma-separated string")
+    return tuple(n for n in names if n)
+
+
+def _definition(name: Any, fields: Mapping[str, Any], prompt: Any, where: str) -> AgentDefinition:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AgentDefinitionError(
+            f"{where}: agent name {name!r} must be letters, digits, '-' or '_' (at most 64 characters)"
+        )
+    source, where = where, f"{where}: agent {name!r}"
+    description = fields.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise AgentDefinitionError(f"{where} needs a `description`: when the model should use it")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise AgentDefinitionError(f"{where} needs a prompt: its system prompt (`prompt`, or a file's body)")
+    model = fields.get("model")
+    if model is not None and not isinstance(model, str):
+        raise AgentDefinitionError(f"{where}: `model` must be a model name, a family (haiku, sonnet, opus) or inherit")
+    max_turns = fields.get("maxTurns")
+    if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
+        raise AgentDefinitionError(f"{where}: `maxTurns` must be a whole number of at least 1")
+    return AgentDefinition(
+        name=name,
+        description=description.strip(),
+        prompt=prompt.strip(),
+        tools=_tools(fields.get("tools"), where),
+        disallowed_tools=_tools(fields.get("disallowedTools"), where) or (),
+        model=model,
+        max_turns=max_turns,
+        source=source,
+    )
+
+
+def agents_from_json(text: str | Mapping[str, Any], where: str = "--agents") -> tuple[AgentDefinition, ...]:
+    """The ``--agents`` flag's agents (or the Agent SDK's ``agents``, already parsed): a JSON object of
+    name → {description, prompt, tools?, disallowedTools?, model?, maxTurns?}."""
+    if isinstance(text, str):
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            where_in = f"line {exc.lineno} column {exc.colno}"
+            raise AgentDefinitionError(f"{where}: not JSON ({exc.msg} at {where_in})") from exc
+    else:
+        raw = text
+    if not isinstance(raw, dict):
+        example = '{"NAME": {"description": …, "prompt": …}}'
+        raise AgentDefinitionError(f"{where}: expected a JSON object like {example}")
+    out = []
+    for name, fields in raw.items():
+        if not isinstance(fields, dict):
+            raise AgentDefinitionError(f"{where}: agent {name!r} must be an object with description and prompt")
+        out.append(_definition(name, fields, fields.get("prompt"), where))
+    return tuple(out)
+
+
+_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+
+
+def agents_from_files(folder: Path) -> tuple[AgentDefinition, ...]:
+    """The agents defined by ``folder``'s ``*.md`` files (name order); a missing folder defines none."""
+    if not folder.is_dir():
+        return ()
+    out = []
+    for path in sorted(folder.glob("*.md")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AgentDefinitionError(f"{path}: cannot be read ({exc})") from exc
+        match = _FRONTMATTER.match(text)
+        if match is None:
+            raise AgentDefinitionError(
+                f"{path}: an agent file starts with YAML frontmatter between '---' lines "
+                "(name, description, tools, model), then its system prompt"
+            )
+        try:
+            fields = yaml.safe_load(match[1]) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 2}" if mark is not None else ""
+            raise AgentDefinitionError(f"{path}{line}: the frontmatter is not valid YAML ({exc})") from exc
+        if not isinstance(fields, dict):
+            raise AgentDefinitionError(f"{path}: the frontmatter must be a mapping (name: …, description: …)")
+        out.append(_definition(fields.get("name", path.stem), fields, match[2], str(path)))
+    return tuple(out)
+
+
+def merge_agents(*sources: Iterable[AgentDefinition]) -> tuple[AgentDefinition, ...]:
+    """The agents of ``sources``, a later source's agent replacing an earlier one of the same name."""
+    by_name: dict[str, AgentDefinition] = {}
+    for source in sources:
+        for agent in source:
+            by_name.pop(agent.name, None)
+            by_name[agent.name] = agent
+    return tuple(by_name.values())

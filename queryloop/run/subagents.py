@@ -1,0 +1,331 @@
+"""A run's sub-agents: the Agent tool's calls become child runs of the same machine.
+
+Owns :class:`Subagents` — what a parent run (:class:`~queryloop.run.agent.AgentRun`) gives
+its Agent tool: a call names a definition (``queryloop.handlers.agents.services.definitions``)
+and starts a child :class:`AgentRun` of the same YAML machine with its own run data,
+counters and recovery, the definition's system prompt and tools (never the Agent tool: a
+child starts no agents), the parent's permission rules, hooks, sandbox and MCP servers,
+and its transcript as a sidechain beside the session's. A background call (the default)
+is acknowledged at once and the child runs on; its end becomes a report the parent's
+agents layer delivers (``collecting_agent_reports``, ``awaiting_agents``). A call with
+``run_in_background: false`` waits and its result is the child's answer. Everything the
+child's run tells its observers reaches the parent's, wrapped in :class:`SubagentItem`
+(``queryloop.run.observe``; stream-json tags those lines with ``parent_tool_use_id``). :meth:`Subagents.close`
+cancels the children still running: each takes its own abort edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from queryloop.handlers.agents import AgentReport, AgentStatus
+from queryloop.handlers.agents.services.definitions import AgentDefinition
+from queryloop.handlers.agents.services.tool import AGENT_TOOL, DEFAULT_AGENT, agent_tool
+from queryloop.handlers.outcome import Notice
+from queryloop.handlers.request.services.client import UsageTotals
+from queryloop.handlers.tools import ToolContext, ToolOutput, ToolResultPublished, ToolSpec, default_registry
+from queryloop.handlers.tools.services.base import BackgroundTask
+
+from .observe import Observation, Observer, SubagentEnded, SubagentItem, SubagentStarted
+
+if TYPE_CHECKING:
+    from queryloop.handlers.mcp import McpManager
+
+    from .config import AgentOptions
+
+
+class ChildRun(Protocol):
+    """What a sub-agent's run is to its parent (an :class:`~queryloop.run.agent.AgentRun`)."""
+
+    options: AgentOptions
+
+    def events(self) -> AsyncGenerator[Any, None]: ...
+
+    def result(self) -> dict[str, Any]: ...
+
+    @property
+    def data(self) -> Any: ...  # its run data: the usage of its requests
+
+
+StartRun = Callable[["AgentOptions", Observer, "McpManager | None"], ChildRun]
+"""Makes a child run of the parent's machine: its options, the observer its items go through, the MCP servers."""
+
+__all__ = ["ChildRun", "StartRun", "Subagents"]
+
+
+@attrs.define
+class _Child:
+    agent_id: str
+    tool_use_id: str
+    definition: AgentDefinition
+    description: str
+    background: bool
+    run: ChildRun
+    started: float = attrs.field(factory=time.monotonic)
+    tool_uses: int = 0
+    task: asyncio.Task[AgentReport] | None = None
+    report: AgentReport | None = None
+
+    @property
+    def transcript(self) -> str:
+        """Its sidechain transcript ("" when the session is not kept)."""
+        options = self.run.options
+        return str(options.session_paths().transcript) if options.persist else ""
+
+
+class Subagents:
+    """The sub-agents of one parent run (the Agent tool's calls), their tasks and their reports."""
+
+    def __init__(
+        self,
+        *,
+        options: AgentOptions,
+        start_run: StartRun,
+        definitions: tuple[AgentDefinition, ...],
+        max_running: int,
+        timeout_s: float,
+        mcp: McpManager | None,
+        publish: Callable[[Observation], None],
+    ) -> None:
+        self.options = options
+        self.start_run = start_run
+        self.definitions = {d.name: d for d in definitions}
+        self.max_running = max_running
+        self.timeout_s = timeout_s
+        self.mcp = mcp
+        self.publish = publish
+        self.children: dict[str, _Child] = {}  # by agent id, in launch order
+        self._by_call: dict[str, str] = {}  # Agent tool_use id → agent id (background launches)
+        self._delivered: set[str] = set()
+        self.tool: ToolSpec = agent_tool(definitions, self.call, timeout_s=timeout_s)
+
+    # ---- the Agent tool ---------------------------------------------------------------------
+    async def call(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        """One Agent call: start the child; acknowledge it (background) or return its answer."""
+        kind = str(tool_input.get("subagent_type") or DEFAULT_AGENT)
+        definition = self.definitions.get(kind)
+        if definition is None:
+            known = ", ".join(sorted(self.definitions))
+            return ToolOutput(content=f"Agent type '{kind}' not found. Available agents: {known}", is_error=True)
+        background = tool_input.get("run_in_background") is not False
+        running = sum(1 for c in self.children.values() if c.background and c.agent_id not in self._delivered)
+        if background and running >= self.max_running:
+            return ToolOutput(
+                content=(
+                    f"{running} background agents are running already (max_running_agents is {self.max_running}); "
+                    "wait for one to report, or run this one with run_in_background: false"
+                ),
+                is_error=True,
+            )
+        child = self._child(definition, tool_input, ctx.call_id, background)
+        self.children[child.agent_id] = child
+        self._started(child, tool_input)
+        child.task = asyncio.get_running_loop().create_task(self._run(child), name=f"agent-{child.agent_id}")
+        if not background:
+            report = await child.task  # cancelled with the call: the child takes its abort edge
+            self._delivered.add(child.agent_id)  # answered as the call's result: nothing left to report
+            if report.status != "completed":
+                return ToolOutput(content=f"Agent terminated early: {report.result}", is_error=True)
+            usage = (
+                f"agentId: {child.agent_id}\n<usage>subagent_tokens: {report.total_tokens}\n"
+                f"tool_uses: {report.tool_uses}\nduration_ms: {report.duration_ms}</usage>"
+            )
+            return ToolOutput(content=[{"type": "text", "text": report.result}, {"type": "text", "text": usage}])
+        self._by_call[ctx.call_id] = child.agent_id
+        return ToolOutput(
+            content=(
+                f"The agent is running in the background.\nagentId: {child.agent_id}\n"
+                f"output_file: {child.transcript}\n"
+                "Its answer reaches you in a <task-notification> message when it ends; until then you know "
+                "nothing of its results, so do not guess them. Go on with other work meanwhile and leave its "
+                "task to it. Do not read its output file: it is the agent's whole transcript."
+            )
+        )
+
+    def _child(
+        self, definition: AgentDefinition, tool_input: Mapping[str, Any], call_id: str, background: bool
+    ) -> _Child:
+        agent_id = "a" + secrets.token_hex(8)  # Claude Code's shape: "a" and 16 hex digits
+        parent = self.options
+        allowed = definition.tools
+        refused = {AGENT_TOOL, *definition.disallowed_tools}  # a child starts no agents
+        known = default_registry().names
+        builtins = allowed if allowed is not None else parent.tools
+        # the built-in tools among those it may use (a name no tool has is left out, as Claude Code does)
+        builtins = tuple(t for t in (known if builtins is None else builtins) if t in known and t not in refused)
+        custom = tuple(
+            t for t in parent.custom_tools if (allowed is None or t.name in allowed) and t.name not in refused
+        )
+        options = attrs.evolve(
+            parent,
+            prompt=str(tool_input["prompt"]),
+            model=definition.model_for(parent.model, tool_input.get("model")),
+            system_prompt=definition.prompt,
+            append_system_prompt=None,
+            tools=builtins,
+            custom_tools=custom,
+            agents=(),
+            agent_id=agent_id,
+            agent_type=definition.name,
+            stored_as=attrs.evolve(parent.session_paths(), agent_id=agent_id),
+            resume_from=None,
+            max_turns=definition.max_turns,
+            max_budget_usd=None,
+            interactive=False,
+            telemetry=None,
+            compact=None,
+            start_source="startup",
+        )
+        mcp = self.mcp if allowed is None or any(t.startswith("mcp__") for t in allowed) else None
+        description = str(tool_input.get("description") or definition.name)
+        child: _Child
+        forward = _Forwarder(self, call_id, agent_id, lambda: child)
+        run = self.start_run(options, forward, mcp)
+        child = _Child(
+            agent_id=agent_id,
+            tool_use_id=call_id,
+            definition=definition,
+            description=description,
+            background=background,
+            run=run,
+        )
+        return child
+
+    async def _run(self, child: _Child) -> AgentReport:
+        """Drive the child's run to its end (or its time limit); its report."""
+        status: AgentStatus
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                async with contextlib.aclosing(child.run.events()) as items:
+                    async for _ in items:
+                        pass  # every item reached the parent through the forwarder as it happened
+            result = child.run.result()
+            status = "failed" if result.get("is_error") else "completed"
+            text = result.get("result") or "; ".join(result.get("errors") or ()) or "(no answer)"
+        except TimeoutError:
+            status, text = "timed_out", f"stopped after {self.timeout_s:g} s (the agents' time limit)"
+        except asyncio.CancelledError:
+            why = "cancelled: the run that started it ended or was interrupted"
+            child.report = self._report(child, "cancelled", why)
+            self.publish(SubagentEnded(report=child.report))
+            raise
+        child.report = self._report(child, status, str(text))
+        self.publish(SubagentEnded(report=child.report))
+        return child.report
+
+    def _report(self, child: _Child, status: AgentStatus, text: str) -> AgentReport:
+        usage = child.run.data.request.usage.usage()
+        tokens = sum(
+            int(usage.get(k) or 0)
+            for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
+        return AgentReport(
+            agent_id=child.agent_id,
+            tool_use_id=child.tool_use_id,
+            description=child.description,
+            agent_type=child.definition.name,
+            status=status,
+            result=text,
+            total_tokens=tokens,
+            tool_uses=child.tool_uses,
+            duration_ms=round((time.monotonic() - child.started) * 1000),
+            transcript=child.transcript,
+        )
+
+    def _started(self, child: _Child, tool_input: Mapping[str, Any]) -> None:
+        """Say the child started; beside its sidechain transcript, what it is (Claude Code's ``.meta.json``)."""
+        if child.transcript:
+            meta = {
+                "agentType": child.definition.name,
+                "description": child.description,
+                "toolUseId": child.tool_use_id,
+                "spawnDepth": 1,
+            }
+            path = Path(child.transcript).with_suffix(".meta.json")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+            except OSError as exc:  # the child runs on; its transcript will say the same when it cannot write
+                self.publish(Notice(f"warning: cannot write {path} ({exc.strerror or exc})"))
+        self.publish(
+            SubagentStarted(
+                tool_use_id=child.tool_use_id,
+                agent_id=child.agent_id,
+                agent_type=child.definition.name,
+                description=child.description,
+                prompt=str(tool_input["prompt"]),
+                background=child.background,
+            )
+        )
+
+    # ---- what the tool layer and the agents layer ask -----------------------------------------
+    def started_by(self, tool_use_id: str) -> BackgroundTask | None:
+        agent_id = self._by_call.get(tool_use_id)
+        if agent_id is None:
+            return None
+        child = self.children[agent_id]
+        return BackgroundTask(task_id=agent_id, tool_use_id=tool_use_id, kind="agent", description=child.description)
+
+    def knows(self, agent_id: str) -> bool:
+        return agent_id in self.children
+
+    def ended(self, agent_ids: Collection[str]) -> AgentReport | None:
+        for agent_id in agent_ids:
+            child = self.children.get(agent_id)
+            if child is not None and child.report is not None:
+                self._delivered.add(agent_id)
+                return child.report
+        return None
+
+    async def next_ended(self, agent_ids: Collection[str]) -> AgentReport:
+        waiting = [self.children[a] for a in agent_ids if a in self.children]
+        if not waiting:
+            raise RuntimeError(f"no sub-agent of this run has the ids {sorted(agent_ids)}")
+        while True:
+            report = self.ended(agent_ids)
+            if report is not None:
+                return report
+            tasks = [c.task for c in waiting if c.task is not None and not c.task.done()]
+            if not tasks:
+                raise RuntimeError("the awaited sub-agents ended without a report")
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+
+    # ---- what the parent's result adds ------------------------------------------------------------
+    def usage(self) -> UsageTotals:
+        """Every child's requests: their tokens and cost, per model."""
+        total = UsageTotals()
+        for child in self.children.values():
+            total = total + child.run.data.request.usage
+        return total
+
+    async def close(self) -> None:
+        """Cancel the children still running (each takes its abort edge) and wait for them to end."""
+        running = [c.task for c in self.children.values() if c.task is not None and not c.task.done()]
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+
+class _Forwarder:
+    """The child run's observer: every item goes to the parent's observers, tagged with the call that started it."""
+
+    def __init__(self, pool: Subagents, tool_use_id: str, agent_id: str, child: Callable[[], _Child]) -> None:
+        self.pool = pool
+        self.tool_use_id = tool_use_id
+        self.agent_id = agent_id
+        self.child = child
+
+    def observe(self, item: Observation) -> None:
+        if isinstance(item, ToolResultPublished):
+            self.child().tool_uses += 1
+        self.pool.publish(SubagentItem(tool_use_id=self.tool_use_id, agent_id=self.agent_id, item=item))

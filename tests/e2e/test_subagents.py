@@ -1,0 +1,421 @@
+"""End-to-end: the Agent tool — sub-agents as child runs of the same machine, acknowledged apart from completed.
+
+Each test plays ``queryloop run`` (or an in-process :class:`AgentRun`) through the real
+``anthropic`` SDK against the embedded server, which tells a child's requests from its
+parent's by their first user message (``first_user_contains``). Behaviour observed on Claude
+Code 2.1.235 against a fake API: a background agent's call is acknowledged at once with its
+id and output file; its answer comes back as a ``<task-notification>`` user message that
+starts a new turn once the parent answered (``-p`` waits for running agents); a foreground
+call's result is the answer then an ``agentId``/usage block; child stream-json lines carry
+``parent_tool_use_id``; an unknown type is an error result naming the types. Timing enters
+only as wide margins: a child's reply is held long enough for the parent to be somewhere
+definite when it ends. Together with ``test_every_transition`` these runs take every
+transition of the agents layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from queryloop.fsm import Step
+from queryloop.handlers.request import AnthropicBackend
+from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program, restore_run, snapshot_run
+
+from .harness import ROOT, MockApi, cli_env, run_cli
+
+pytestmark = pytest.mark.slow  # a dozen CLI runs, some holding a reply a few seconds
+
+CHILD = "CHILD-TASK"
+
+
+def agent_call(prompt: str = f"{CHILD} read hello.txt", *, background: bool | None = None, **extra: str) -> str:
+    call: dict[str, Any] = {"description": "read hello", "prompt": prompt, **extra}
+    if background is not None:
+        call["run_in_background"] = background
+    return json.dumps({"tool_use": {"name": "Agent", "input": call}})
+
+
+def child_rules(*replies: str, marker: str = CHILD) -> str:
+    """The child's replies in order (each a YAML step body), routed by its prompt."""
+    out = ""
+    for reply in replies:
+        out += f"  - {{when: {{first_user_contains: {json.dumps(marker)}}}, times: 1, {reply[1:]}\n"
+    return out
+
+
+def scenario(parent: list[str], rules: str, otherwise_child: str | None = None) -> str:
+    if otherwise_child is not None:
+        rules += f"  - {{when: {{first_user_contains: {CHILD}}}, {otherwise_child[1:]}\n"
+    text = "schema_version: 1\nscenario: subagents\nmodel: mock-primary\nrules:\n" + (rules or "  []\n")
+    text += "models:\n  mock-primary:\n" + "".join(f"    - {step}\n" for step in parent)
+    return text
+
+
+def text_reply(text: str, delay_ms: int = 0) -> str:
+    delay = f", delay_ms: {delay_ms}" if delay_ms else ""
+    return f"{{reply: {{content: [{{text: {json.dumps(text)}}}]}}{delay}}}"
+
+
+def tools_reply(*calls: str, delay_ms: int = 0) -> str:
+    delay = f", delay_ms: {delay_ms}" if delay_ms else ""
+    return f"{{reply: {{content: [{', '.join(calls)}]}}{delay}}}"
+
+
+READ = json.dumps({"tool_use": {"name": "Read", "input": {"file_path": "hello.txt"}}})
+
+
+def first_user(request: Any) -> str:
+    content = request.messages[0]["content"]
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
+
+
+def split(requests: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The parent's requests and the children's, by their first user message."""
+    children = [r for r in requests if CHILD in first_user(r)]
+    return [r for r in requests if r not in children], children
+
+
+def results_of(request: Any) -> list[dict[str, Any]]:
+    return [
+        b
+        for m in request.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+
+
+def user_texts(request: Any) -> list[str]:
+    return [m["content"] for m in request.messages if m["role"] == "user" and isinstance(m["content"], str)]
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    where = tmp_path / "cwd"
+    where.mkdir()
+    (where / "hello.txt").write_text("hello\n")
+    return where
+
+
+def test_a_background_agent_is_acknowledged_then_its_report_starts_a_turn(cwd: Path) -> None:
+    text = scenario(
+        [tools_reply(agent_call()), text_reply("Waiting for the agent."), text_reply("PARENT-FINAL it said hello")],
+        child_rules(tools_reply(READ), text_reply("the file says hello")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0, run.stderr
+    assert run.result["result"] == "PARENT-FINAL it said hello"
+    assert run.reasons.count("agent_report_turn") == 1 and "agent_completion_reported" in run.reasons
+    assert len(parent) == 3 and len(children) == 2
+    (ack,) = results_of(parent[1])
+    assert "agentId: a" in ack["content"] and "output_file: " in ack["content"] and not ack.get("is_error")
+    agent_id = ack["content"].split("agentId: ")[1].split()[0]
+    assert len(agent_id) == 17 and agent_id.startswith("a")  # Claude Code's shape: "a" and 16 hex digits
+    notification = user_texts(parent[2])[-1]
+    assert f"<task-id>{agent_id}</task-id>" in notification and "<status>completed</status>" in notification
+    assert "<result>the file says hello</result>" in notification
+    assert 'Agent "read hello" finished' in notification
+    # the child: its own system prompt and tools (no Agent: a child starts none), its prompt as it was given
+    child = children[0]
+    assert first_user(child) == f"{CHILD} read hello.txt"
+    assert "Agent" not in child.tools and "Read" in child.tools
+    assert "sub-agent" in json.dumps(child.system)
+    # stream-json: the task's start and end, the child's lines tagged with the call that started it
+    call_id = ack["tool_use_id"]
+    (started,) = run.of("system", "task_started")
+    assert started["task_id"] == agent_id and started["tool_use_id"] == call_id and started["prompt"].startswith(CHILD)
+    (ended,) = run.of("system", "task_notification")
+    assert ended["status"] == "completed" and ended["summary"] == "the file says hello"
+    tagged = [line for line in run.lines if line.get("parent_tool_use_id") == call_id]
+    assert {line["type"] for line in tagged} >= {"assistant", "user"}
+    assert all(line["subagent_type"] == "general-purpose" for line in tagged if line["type"] == "assistant")
+    assert run.of("system", "init")[0]["agents"] == ["general-purpose"]
+    # its sidechain transcript beside the session's, with what it is
+    sidechain = Path(ended["output_file"])
+    first = json.loads(sidechain.read_text().splitlines()[0])
+    assert first["isSidechain"] is True and first["agentId"] == agent_id
+    assert first["sessionId"] == run.result["session_id"] and sidechain.parent.name == "subagents"
+    meta = json.loads(sidechain.with_suffix(".meta.json").read_text())
+    assert meta == {"agentType": "general-purpose", "description": "read hello", "toolUseId": call_id, "spawnDepth": 1}
+    # the result counts the child's requests with the parent's
+    usage = run.result["modelUsage"]["mock-primary"]
+    counted = usage["inputTokens"] + usage["cacheReadInputTokens"] + usage["cacheCreationInputTokens"]
+    assert counted == sum(r.input_tokens for r in parent + children) > sum(r.input_tokens for r in parent)
+
+
+def test_a_foreground_agent_answers_as_the_calls_result(cwd: Path) -> None:
+    text = scenario(
+        [tools_reply(agent_call(background=False)), text_reply("PARENT-FINAL done")],
+        child_rules(text_reply("the file says hello")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL done", run.stderr
+    assert "agent_report_turn" not in run.reasons and len(parent) == 2 and len(children) == 1
+    (result,) = results_of(parent[1])
+    answer, usage = result["content"]
+    assert answer == {"type": "text", "text": "the file says hello"}
+    assert usage["text"].startswith("agentId: a") and "<usage>subagent_tokens: " in usage["text"]
+    assert not any("<task-notification>" in t for t in user_texts(parent[1]))
+
+
+def test_two_background_agents_report_in_the_order_they_end_each_in_its_own_turn(cwd: Path) -> None:
+    slow, fast = agent_call(f"{CHILD} slow one"), agent_call(f"{CHILD} fast one")
+    text = scenario(
+        [tools_reply(slow, fast), text_reply("Waiting."), text_reply("one reported"), text_reply("PARENT-FINAL both")],
+        child_rules(text_reply("SLOW-ANSWER", delay_ms=1500), marker="slow one")
+        + child_rules(text_reply("FAST-ANSWER"), marker="fast one"),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
+        parent, _ = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL both", run.stderr
+    assert run.reasons.count("agent_report_turn") == 2 and run.reasons.count("agent_completion_reported") == 2
+    assert len(parent) == 4
+    assert "FAST-ANSWER" in user_texts(parent[2])[-1] and "SLOW-ANSWER" in user_texts(parent[3])[-1]
+    assert len(results_of(parent[1])) == 2  # both acknowledgements in one user message, in the calls' order
+
+
+@pytest.mark.parametrize(
+    ("child", "event", "status"),
+    [
+        (text_reply("CHILD-ANSWER", delay_ms=1500), "agent_completion_collected", "completed"),
+        ("{error: {status: 400, message: 'bad child request'}, delay_ms: 1500}", "agent_failure_collected", "failed"),
+        (text_reply("never seen", delay_ms=20_000), "agent_timeout_collected", "failed"),
+    ],
+    ids=["completed", "failed", "timed-out"],
+)
+def test_an_agent_that_ends_during_a_tool_turn_is_reported_after_its_results(
+    cwd: Path, child: str, event: str, status: str
+) -> None:
+    # the parent reads (the agent still runs: nothing to report), then holds its next reply 4 s: by then the
+    # agent has ended — answered or failed at 1.5 s, or stopped at its 1 s time limit
+    text = scenario(
+        [tools_reply(agent_call()), tools_reply(READ), tools_reply(READ, delay_ms=4000), text_reply("PARENT-FINAL")],
+        child_rules(child),
+    )
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--max-retries", "0"],
+            api=api,
+            cwd=cwd,
+            QUERYLOOP_AGENT_TIMEOUT_S="1" if "timeout" in event else "60",
+        )
+        parent, _ = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL", run.stderr
+    turns = [r for r in run.reasons if r.startswith(("next_turn", "agent", "agents"))]
+    assert turns == ["next_turn_with_agents", "agents_still_running"] * 2 + ["next_turn_with_agents", event], turns
+    notification = user_texts(parent[3])[-1]
+    assert f"<status>{status}</status>" in notification
+    assert ("<result>CHILD-ANSWER</result>" in notification) == (status == "completed")
+
+
+@pytest.mark.parametrize(
+    ("child", "reason", "words"),
+    [
+        ("{error: {status: 500, message: 'child down'}}", "agent_failure_reported", "child down"),
+        (text_reply("never seen", delay_ms=20_000), "agent_timeout_reported", "time limit"),
+    ],
+    ids=["failed", "timed-out"],
+)
+def test_an_agent_that_fails_or_runs_too_long_reports_it_and_the_parent_goes_on(
+    cwd: Path, child: str, reason: str, words: str
+) -> None:
+    text = scenario([tools_reply(agent_call()), text_reply("Waiting."), text_reply("PARENT-FINAL sorry")], "", child)
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--max-retries", "1"],
+            api=api,
+            cwd=cwd,
+            QUERYLOOP_AGENT_TIMEOUT_S="1",
+        )
+        parent, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL sorry", run.stderr
+    assert reason in run.reasons and "agent_report_turn" in run.reasons
+    notification = user_texts(parent[2])[-1]
+    assert "<status>failed</status>" in notification and words in notification and "<result>" not in notification
+    if reason == "agent_failure_reported":
+        assert len(children) == 2  # its own retry ladder: --max-retries 1 holds for the child too
+    (ended,) = run.of("system", "task_notification")
+    assert ended["status"] == "failed"
+
+
+def test_a_foreground_agent_that_fails_is_an_error_result(cwd: Path) -> None:
+    text = scenario(
+        [tools_reply(agent_call(background=False)), text_reply("PARENT-FINAL")],
+        "",
+        "{error: {status: 400, message: 'bad child request'}}",
+    )
+    with MockApi(text) as api:
+        run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
+        parent, _ = split(api.requests)
+    (result,) = results_of(parent[1])
+    assert result["is_error"] and result["content"].startswith("Agent terminated early: ")
+    assert "bad child request" in result["content"]
+
+
+def test_a_custom_agent_gets_only_its_tools_its_prompt_and_its_model(cwd: Path) -> None:
+    agents = {
+        "reader": {"description": "reads files", "prompt": "You read files.", "tools": ["Read"], "model": "haiku"}
+    }
+    text = scenario(
+        [tools_reply(agent_call(background=False, subagent_type="reader")), text_reply("PARENT-FINAL")],
+        child_rules(text_reply("read it")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--agents", json.dumps(agents)], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0, run.stderr
+    (child,) = children
+    assert list(child.tools) == ["Read"]
+    assert child.model == "claude-haiku-4-5"
+    assert json.dumps(child.system).count("You read files.") == 1
+    assert run.of("system", "init")[0]["agents"] == ["general-purpose", "reader"]
+    assert "reader: reads files" in next(t["description"] for t in parent[0].tool_definitions if t["name"] == "Agent")
+
+
+def test_an_unknown_agent_type_is_an_error_result_naming_the_types(cwd: Path) -> None:
+    text = scenario([tools_reply(agent_call(subagent_type="nope")), text_reply("PARENT-FINAL")], "")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    (result,) = results_of(parent[1])
+    assert result["is_error"] and result["content"] == "Agent type 'nope' not found. Available agents: general-purpose"
+    assert children == [] and "agent_report_turn" not in run.reasons
+
+
+def test_a_subagent_stop_hook_block_gives_the_child_one_more_turn(cwd: Path, tmp_path: Path) -> None:
+    log = tmp_path / "hook.jsonl"
+    hook = tmp_path / "hook.py"
+    hook.write_text(
+        "import json, sys, pathlib\n"
+        "data = json.load(sys.stdin)\n"
+        f"log = pathlib.Path({str(log)!r})\n"
+        "with log.open('a') as f: f.write(json.dumps(data) + '\\n')\n"
+        "if not data['stop_hook_active']:\n"
+        "    print('check the README too', file=sys.stderr); sys.exit(2)\n"
+    )
+    settings = {"hooks": {"SubagentStop": [{"hooks": [{"type": "command", "command": f"{sys.executable} {hook}"}]}]}}
+    text = scenario(
+        [tools_reply(agent_call(background=False)), text_reply("PARENT-FINAL")],
+        child_rules(text_reply("first answer"), text_reply("second answer")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", json.dumps(settings)], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0, run.stderr
+    assert len(children) == 2 and "Stop hook feedback" in json.dumps(children[1].messages[-1])
+    assert results_of(parent[1])[0]["content"][0]["text"] == "second answer"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["hook_event_name"] for c in calls] == ["SubagentStop", "SubagentStop"]
+    assert [c["stop_hook_active"] for c in calls] == [False, True]
+    first = calls[0]
+    assert first["agent_type"] == "general-purpose" and first["agent_id"].startswith("a")
+    assert first["agent_transcript_path"].endswith(f"agent-{first['agent_id']}.jsonl")
+    assert first["transcript_path"].endswith(f"{run.result['session_id']}.jsonl")  # the session's own
+    assert first["last_assistant_message"] == "first answer"
+
+
+def test_ctrl_c_while_the_parent_waits_for_an_agent_cancels_it(cwd: Path) -> None:
+    text = scenario([tools_reply(agent_call()), text_reply("Waiting.")], "", text_reply("never", delay_ms=30_000))
+    with MockApi(text) as api:
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
+        cmd += ["-p", "go", "--model", "mock-primary"]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not (len(split(api.requests)[0]) == 2 and split(api.requests)[1]):
+                assert time.monotonic() < deadline, "the agent never sent its request"
+                time.sleep(0.05)
+            time.sleep(0.3)  # the parent has answered: it waits for the agent
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    lines = [json.loads(line) for line in stdout.splitlines()]
+    transitions = [line for line in lines if line.get("subtype") == "transition"]
+    assert [t["reason"] for t in transitions if not t.get("parent_tool_use_id")][-1] == "agent_wait_aborted"
+    (ended,) = [line for line in lines if line.get("subtype") == "task_notification"]
+    assert ended["status"] == "stopped"
+    # the child took its own abort edge
+    assert [t["reason"] for t in transitions if t.get("parent_tool_use_id")][-1] == "request_aborted"
+    assert lines[-1]["type"] == "result" and lines[-1]["subtype"] == "error_during_execution"
+
+
+def test_an_interrupt_while_the_reports_are_collected_takes_the_abort_edge(cwd: Path) -> None:
+    """In process: the run's generator is closed right after it enters collecting_agent_reports."""
+    text = scenario(
+        [tools_reply(agent_call()), tools_reply(READ), text_reply("never sent")],
+        "",
+        text_reply("never", delay_ms=30_000),
+    )
+
+    async def play(api: MockApi) -> list[str]:
+        options = AgentOptions(prompt="go", model="mock-primary", cwd=cwd, permission_mode="bypassPermissions")
+        client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
+        run = AgentRun(options, AnthropicBackend(client))
+        async with contextlib.aclosing(run.events()) as items:
+            async for item in items:
+                if isinstance(item, Step) and item.dest == "collecting_agent_reports":
+                    break
+        await client.close()
+        return [s.reason for s in run.steps]
+
+    with MockApi(text) as api:
+        reasons = asyncio.run(play(api))
+    assert reasons[-2:] == ["next_turn_with_agents", "agent_wait_aborted"], reasons
+
+
+def test_a_run_restored_elsewhere_reports_an_agent_it_no_longer_has_as_lost(cwd: Path) -> None:
+    """In process: the run waiting for its agent is rebuilt from its JSON snapshot with fresh services (as a
+    fleet worker takes over a session whose worker died); the agent went with the old process, so it is
+    reported as failed — lost — and the parent answers, instead of waiting for an end that never comes."""
+    text = scenario(
+        [tools_reply(agent_call()), text_reply("Waiting."), text_reply("PARENT-FINAL it was lost")],
+        "",
+        text_reply("never", delay_ms=30_000),
+    )
+
+    async def play(api: MockApi) -> tuple[list[str], dict[str, Any], str]:
+        options = AgentOptions(prompt="go", model="mock-primary", cwd=cwd, permission_mode="bypassPermissions")
+        client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
+        program = query_loop_program()
+        try:
+            run = AgentRun(options, AnthropicBackend(client))
+            reasons: list[str] = []
+            while run.runner.final.state != "awaiting_agents":
+                reasons.append((await run.runner.step_once())[-1].reason)
+            snapshot = json.loads(json.dumps(snapshot_run(program, run.runner.final)))
+            assert run.subagents is not None
+            await run.subagents.close()  # the old process and its agent are gone
+            run = AgentRun(options, AnthropicBackend(client), state=restore_run(program, snapshot))
+            while not run.runner.done:
+                reasons.append((await run.runner.step_once())[-1].reason)
+            return reasons, run.result(), user_texts(api.requests[-1])[-1]
+        finally:
+            await client.close()
+
+    with MockApi(text) as api:
+        reasons, result, notification = asyncio.run(play(api))
+    at = reasons.index("agent_report_turn")
+    assert reasons[at + 1] == "agent_failure_reported" and reasons.count("agent_report_turn") == 1, reasons
+    assert result["result"] == "PARENT-FINAL it was lost" and not result["is_error"]
+    assert "<status>failed</status>" in notification and "lost: the run was restored" in notification
