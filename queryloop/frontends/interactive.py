@@ -56,7 +56,7 @@ from queryloop.handlers.tools.services.permissions import parse_rule, suggest_ru
 
 from ..run.agent import AgentData, answer_elicitation, query_loop_program
 from ..run.config import AgentOptions, run_params, session_of
-from ..run.observe import Observation
+from ..run.observe import Observation, SubagentEnded, SubagentStarted
 from ..run.sessions import (
     PROMPT_REASONS,
     SessionChoice,
@@ -122,10 +122,28 @@ class _TerminalRenderer(TextRenderer):
         self.counters: dict[str, int] = {}
         self.finished = False  # the run reached its end (no status line after it)
         self.progress: McpProgress | None = None  # the latest progress of a running MCP call (until the next step)
+        self.running_agents: dict[str, str] = {}  # the sub-agents running now: id → type
 
     def status_text(self) -> str:
         line = status_line(self.state, self.counters, self.caps)
+        if self.running_agents:
+            kinds = ", ".join(sorted(set(self.running_agents.values())))
+            line += f" · {len(self.running_agents)} agent{'s' * (len(self.running_agents) > 1)} running ({kinds})"
         return f"{line} · {self.progress.text()}" if self.progress is not None else line
+
+    def show_subagent_started(self, item: SubagentStarted) -> None:
+        super().show_subagent_started(item)
+        self.running_agents[item.agent_id] = item.agent_type
+        self._refresh()
+
+    def show_subagent_ended(self, item: SubagentEnded) -> None:
+        super().show_subagent_ended(item)
+        self.running_agents.pop(item.report.agent_id, None)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self.status is not None:
+            self.status.update(Text(inert(self.status_text())))
 
     def show_progress(self, progress: McpProgress) -> None:
         self.progress = progress

@@ -5,8 +5,8 @@ Owns the choice of the run's session from ``--resume``, ``--continue``,
 2.1.235's rules and messages (``--resume`` finds an id in any project folder and keeps
 it; ``--continue`` takes this directory's newest session, or starts one; a fork gets a
 new id in this directory's folder; an unknown id is ``No conversation found with
-session ID: <id>``, exit 1), the ``sessions`` listing (id, start, turns, how it ended,
-cost; newest first) and ``rewind``: the files the session's Write and Edit calls
+session ID: <id>``, exit 1), the ``sessions`` listing (id, start, turns, cost, sub-agents,
+how it ended; newest first) and ``rewind``: the files the session's Write and Edit calls
 changed, put back as they were before a user message (default: before the session's
 first change), with a diff first, ``--dry-run`` to change nothing, no model request —
 and the side effects it cannot undo, read from the ledger. A rewind writes only inside
@@ -164,6 +164,7 @@ class SessionSummary:
     terminal_reason: str  # how its last run ended ("—" when it never wrote its end: killed)
     cost_usd: float | None
     modified: float
+    agents: int = 0  # sub-agents its runs started (their sidechain transcripts in the session's folder)
 
 
 def _summary(path: Path) -> SessionSummary:
@@ -180,6 +181,7 @@ def _summary(path: Path) -> SessionSummary:
         terminal_reason=str(ends[-1].get("terminal_reason")) if ends else "— (no end recorded: killed?)",
         cost_usd=sum(known) if known else None,
         modified=path.stat().st_mtime,
+        agents=sum(1 for _ in (path.parent / path.stem / "subagents").glob("agent-*.jsonl")),
     )
 
 
@@ -205,10 +207,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not rows:
         print(f"queryloop: no sessions for {cwd} under {queryloop_home() / 'projects'}", file=sys.stderr)
         return 0
-    print(f"{'SESSION':36}  {'STARTED':24}  {'RUNS':>4}  {'TURNS':>5}  {'COST':>9}  ENDED")
+    print(f"{'SESSION':36}  {'STARTED':24}  {'RUNS':>4}  {'TURNS':>5}  {'COST':>9}  {'AGENTS':>6}  ENDED")
     for row in rows:
         cost = "—" if row.cost_usd is None else f"${row.cost_usd:.4f}"
-        counts = f"{row.prompts:>4}  {row.turns:>5}  {cost:>9}"
+        counts = f"{row.prompts:>4}  {row.turns:>5}  {cost:>9}  {row.agents:>6}"
         print(inert(f"{row.session_id:36}  {row.started:24}  {counts}  {row.terminal_reason}"))  # from the transcript
     return 0
 

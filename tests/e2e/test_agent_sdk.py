@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import (
+    AgentDefinition,
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
@@ -28,6 +29,8 @@ from claude_agent_sdk import (
     PermissionResultDeny,
     ResultMessage,
     SystemMessage,
+    TaskNotificationMessage,
+    TaskStartedMessage,
     TextBlock,
     ToolPermissionContext,
     ToolResultBlock,
@@ -496,3 +499,31 @@ def test_the_sdk_starts_queryloop_without_warning_that_it_is_too_old(
         messages = _run(lambda: _collect(query(prompt="hi", options=_options(api, cli_path, tmp_path))))
     assert _result(messages).result == "hi"
     assert not [r for r in caplog.records if "too old" in r.getMessage()], "Claude Code 2.1.235 draws no warning"
+
+
+def test_an_agent_given_in_the_sdk_options_runs_in_the_background_and_reports_back(
+    tmp_path: Path, cli_path: Path
+) -> None:
+    call = {"description": "read it", "prompt": "CHILD-TASK read a.txt", "subagent_type": "reader"}
+    text = scenario(
+        f"""  mock-primary:
+    - reply: {{content: [{{tool_use: {{name: Agent, input: {json.dumps(call)}}}}}]}}
+    - reply: {{content: [{{text: "Waiting."}}]}}
+    - reply: {{content: [{{text: "PARENT-FINAL the reader says hi"}}]}}
+""",
+        extra='rules:\n  - {when: {first_user_contains: CHILD-TASK}, reply: {content: [{text: "it says hi"}]}}\n',
+    )
+    reader = AgentDefinition(description="reads files", prompt="You read files.", tools=["Read"])
+    with MockApi(text) as api:
+        options = _options(api, cli_path, tmp_path, agents={"reader": reader})
+        messages = _run(lambda: _collect(query(prompt="go", options=options)))
+        child = next(r for r in api.requests if "CHILD-TASK" in json.dumps(r.messages[0]))
+    init = messages[0]
+    assert isinstance(init, SystemMessage) and "reader" in init.data["agents"]
+    assert child.tools == ("Read",) and "You read files." in json.dumps(child.system)
+    (started,) = [m for m in messages if isinstance(m, TaskStartedMessage)]
+    (ended,) = [m for m in messages if isinstance(m, TaskNotificationMessage)]
+    assert started.task_id == ended.task_id and started.tool_use_id == ended.tool_use_id
+    assert ended.status == "completed" and ended.summary == "it says hi"
+    result = _result(messages)
+    assert (result.is_error, result.result) == (False, "PARENT-FINAL the reader says hi")

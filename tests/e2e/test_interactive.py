@@ -251,3 +251,25 @@ def test_help_lists_exit_and_exit_ends_the_session(place) -> None:  # type: igno
     session.child.expect(pexpect.EOF)
     session.child.close()
     assert session.child.exitstatus == 0
+
+
+def test_the_status_line_shows_the_agents_running_while_the_session_waits_for_them(place) -> None:  # type: ignore[no-untyped-def]
+    scenario, cwd, home = place
+    call = {"description": "look around", "prompt": "CHILD-TASK look around"}
+    scenario.write_text(
+        "schema_version: 1\nscenario: agents\nmodel: mock-primary\nrules:\n"
+        "  - when: {first_user_contains: CHILD-TASK}\n    delay_ms: 3000\n"
+        "    reply: {content: [{text: CHILD-SAYS-HI}]}\n"
+        "models:\n  mock-primary:\n"
+        f"    - reply: {{content: [{_tool('Agent', call)}]}}\n"
+        "    - reply: {content: [{text: WAITING-FOR-IT}]}\n"
+        "    - reply: {content: [{text: ANSWER-AFTER-REPORT}]}\n"
+    )
+    session = Session(scenario, cwd, home)
+    session.send("hello")
+    session.expect(r"started in the background: look around")
+    session.expect(r"awaiting_agents · turns \d+/∞ · 1 agent running \(general-purpose\)")
+    session.expect(r"agent a[0-9a-f]{16} completed")
+    session.expect("ANSWER-AFTER-REPORT")
+    session.ready()
+    session.close()

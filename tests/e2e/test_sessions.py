@@ -440,13 +440,14 @@ def test_sessions_lists_this_directory_s_sessions_newest_first_with_how_they_end
         listed = queryloop(["sessions"], cwd=work)
         assert listed.returncode == 0, listed.stderr
         lines = listed.stdout.splitlines()
-        assert lines[0].split() == ["SESSION", "STARTED", "RUNS", "TURNS", "COST", "ENDED"]
+        assert lines[0].split() == ["SESSION", "STARTED", "RUNS", "TURNS", "COST", "AGENTS", "ENDED"]
         return [line.split() for line in lines[1:]]
 
     table = rows()
     assert [r[0] for r in table] == [bad_id, good_id], "newest first; only this directory's"
-    assert table[1][5] == good.result["terminal_reason"] == "completed"
-    assert table[0][5] == bad.result["terminal_reason"]
+    assert table[1][6] == good.result["terminal_reason"] == "completed"
+    assert table[0][6] == bad.result["terminal_reason"]
+    assert table[0][5] == table[1][5] == "0", "no sub-agents"
     assert table[1][4] == f"${good.result['total_cost_usd']:.4f}"
     assert table[1][2:4] == ["1", str(good.result["num_turns"])]
     # resuming the older one makes it the newest

@@ -150,6 +150,11 @@ def test_a_background_agent_is_acknowledged_then_its_report_starts_a_turn(cwd: P
     assert first["sessionId"] == run.result["session_id"] and sidechain.parent.name == "subagents"
     meta = json.loads(sidechain.with_suffix(".meta.json").read_text())
     assert meta == {"agentType": "general-purpose", "description": "read hello", "toolUseId": call_id, "spawnDepth": 1}
+    listed = subprocess.run(
+        [sys.executable, "-m", "queryloop", "sessions"], capture_output=True, text=True, cwd=cwd, env=cli_env(None)
+    )
+    header, row = listed.stdout.splitlines()
+    assert header.split()[5] == "AGENTS" and row.split()[0] == run.result["session_id"] and row.split()[5] == "1"
     # the result counts the child's requests with the parent's
     usage = run.result["modelUsage"]["mock-primary"]
     counted = usage["inputTokens"] + usage["cacheReadInputTokens"] + usage["cacheCreationInputTokens"]
