@@ -41,7 +41,16 @@ from .load import INTERNAL_ERROR
 from .properties import broken_properties
 from .spec import MachineSpec, TransitionSpec
 
-__all__ = ["CheckReport", "Finding", "Progress", "check_spec", "print_progress", "progress_line"]
+__all__ = [
+    "CheckReport",
+    "Composed",
+    "Finding",
+    "Progress",
+    "check_spec",
+    "composed_figures",
+    "print_progress",
+    "progress_line",
+]
 
 Progress = Callable[[str, str, int, float], None]
 """Told, during a long exploration: the machine's name, the phase (``exploring``, ``analysing``), the
@@ -109,6 +118,50 @@ class Finding:
 
 
 @attrs.frozen(kw_only=True)
+class Composed:
+    """A turn's figures with the runs of this machine it may start (a ``children:`` entry), at given params.
+
+    ``per_turn[f]`` = the turn's own bound of ``f`` + ``starts`` × ``child_run[f]``, where
+    ``child_run`` is the per-run bound of the same machine with its turn bound (every
+    ``unbounded_by_design`` bound) set to ``turns``; infinite when ``turns`` is unset.
+    Depth 1: a child starts none, so its run adds no children of its own. Each term is a
+    proven bound, so the sum is one, provided the runtime keeps ``starts`` and ``turns``
+    (the Agent tool refuses a start beyond ``starts``; a child runs with ``turns`` as its
+    max_turns).
+    """
+
+    per_turn_param: str
+    turns_param: str
+    starts: int
+    turns: int | None
+    child_run: Mapping[str, float]
+    per_turn: Mapping[str, float]
+
+
+def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str, float]) -> dict[str, Composed]:
+    """Every ``children:`` entry's :class:`Composed` figures at ``at`` (``own``: the turn's own per-turn bounds)."""
+    out: dict[str, Composed] = {}
+    for child in spec.children:
+        starts = int(at[child.per_turn])
+        turns = at.get(child.turns)
+        if turns is None:
+            child_run = {name: math.inf for name in spec.figures}
+        else:
+            child_at = {**at, **{bound: int(turns) for bound in set(spec.progress_bounds.values())}}
+            values = figure_values(spec, child_at, per_run=True)
+            child_run = {name: values[name] for name in spec.figures}
+        out[child.name] = Composed(
+            per_turn_param=child.per_turn,
+            turns_param=child.turns,
+            starts=starts,
+            turns=None if turns is None else int(turns),
+            child_run=child_run,
+            per_turn={name: own[name] + (starts * child_run[name] if starts else 0) for name in spec.figures},
+        )
+    return out
+
+
+@attrs.frozen(kw_only=True)
 class CheckReport:
     """What the checker proved or found for one machine, with its figures.
 
@@ -137,6 +190,8 @@ class CheckReport:
     symbolic_at_params: Mapping[str, float] = attrs.field(factory=dict)  # the bounds at the explored caps
     symbolic_per_run_at_params: Mapping[str, float] = attrs.field(factory=dict)
     defaults: Mapping[str, Any] = attrs.field(factory=dict)
+    # per `children:` entry: each declared figure per turn with the children the turn may start (at `at`)
+    composed: Mapping[str, Composed] = attrs.field(factory=dict)
     reachable: frozenset[tuple[str, tuple[int, ...]]] = attrs.field(factory=frozenset, repr=False, eq=False)
 
     @property
@@ -161,6 +216,16 @@ class CheckReport:
             "param_defaults": dict(self.defaults),
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.composed:
+            out["composed_per_turn"] = {
+                name: {
+                    "starts_per_turn": c.starts,
+                    "child_turns": c.turns,
+                    "child_run": {k: num(v) for k, v in c.child_run.items()},
+                    "per_turn": {k: num(v) for k, v in c.per_turn.items()},
+                }
+                for name, c in self.composed.items()
+            }
         if self.explored:
             out["explored"] = {
                 "params": dict(self.params),
@@ -235,6 +300,7 @@ def check_spec(
         per_run=per_run,
         unbounded_by_design=dict(spec.unbounded_by_design),
         defaults=spec.param_defaults,
+        composed=composed_figures(spec, at, per_turn),
     )
     if not explore:
         return report

@@ -104,6 +104,20 @@ def _format_report(r: CheckReport) -> str:
     if unbounded:
         why = "; ".join(f"{text} ({reason})" for reason, text in r.unbounded_by_design.items())
         lines.append(f"  unbounded per run: {', '.join(unbounded)}" + (f" — by design: {why}" if why else ""))
+    for name, c in r.composed.items():
+        if c.turns is None:
+            lines.append(
+                f"  per turn with its {name}, {where}: unbounded — {c.turns_param} is unset, so a child's tool turns "
+                "have no limit (set it for a bound)"
+            )
+            continue
+        runs = f"{c.starts} × a run of at most {c.turns} tool turns"
+        head = f"  per turn with its {name}, {where} (its own + {c.per_turn_param}={c.starts} × a run at"
+        lines.append(f"{head} {c.turns_param}={c.turns}; depth 1): {_figures(c.per_turn)}")
+        mr = "model_requests"
+        if mr in c.per_turn:
+            own = c.per_turn[mr] - c.starts * c.child_run[mr]
+            lines.append(f"    {mr} there = {int(own)} + {runs} ({int(c.child_run[mr])} each) = {int(c.per_turn[mr])}")
     if r.explored:
         scope = {k: v for k, v in r.params.items() if r.defaults.get(k) != v}
         caps = ", ".join(f"{k}={v} (default {r.defaults[k]})" for k, v in scope.items()) or "the defaults"

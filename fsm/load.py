@@ -26,7 +26,16 @@ from .contract import Uses, reads_of, uses_of
 from .errors import SpecError, SpecProblem
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
 from .source import read_yaml, schema_problems
-from .spec import CounterSpec, MachineSpec, ParamSpec, ParamType, PropertySpec, StateSpec, TransitionSpec
+from .spec import (
+    ChildrenSpec,
+    CounterSpec,
+    MachineSpec,
+    ParamSpec,
+    ParamType,
+    PropertySpec,
+    StateSpec,
+    TransitionSpec,
+)
 
 __all__ = ["INTERNAL_ERROR", "Machine", "check_observers", "load_machine", "parse_machine"]
 
@@ -211,6 +220,17 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         },
         unbounded_by_design={name: u["doc"] for name, u in (data.get("unbounded_by_design") or {}).items()},
         progress_bounds={name: u["bound"] for name, u in (data.get("unbounded_by_design") or {}).items()},
+        children=tuple(
+            ChildrenSpec(
+                name=name,
+                per_turn=c["per_turn"],
+                turns=c["turns"],
+                depth=c["depth"],
+                doc=c.get("doc", ""),
+                line=_line_of(lines, ("children", name)),
+            )
+            for name, c in (data.get("children") or {}).items()
+        ),
         properties=tuple(
             _property(name, value, _line_of(lines, ("properties", name)))
             for name, value in (data.get("properties") or {}).items()
@@ -287,6 +307,35 @@ def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
 
 
 # ---- semantic validation ------------------------------------------------------------------
+
+
+def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
+    """A ``children:`` entry's params exist and are ints; ``per_turn`` has a value for every caller (not
+    nullable), since the composed figures multiply by it."""
+    out: list[SpecProblem] = []
+    params = {p.name: p for p in spec.params}
+    for child in spec.children:
+        for key in ("per_turn", "turns"):
+            name = getattr(child, key)
+            param = params.get(name)
+            where = f"children {child.name!r} `{key}`"
+            if param is None:
+                fix = _close(name, params) or "declare it under `params:` (type: int)"
+                out.append(
+                    SpecProblem(spec.path, child.line, f"{where} names param {name!r}, which is not declared", fix)
+                )
+            elif param.type != "int":
+                out.append(SpecProblem(spec.path, child.line, f"{where} names param {name!r}, not an int", "type: int"))
+            elif key == "per_turn" and param.nullable:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        child.line,
+                        f"{where} names param {name!r}, which may be null: the children a turn starts need a limit",
+                        "give it a default and no `nullable`",
+                    )
+                )
+    return out
 
 
 def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -> list[SpecProblem]:
@@ -389,6 +438,7 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     out.extend(_range_problems(spec, lines))
     out.extend(_bound_problems(spec, lines))
     out.extend(_property_problems(spec, lines))
+    out.extend(_children_problems(spec))
     for reason in spec.unbounded_by_design:
         kind = next((k for k in spec.reason_kinds if reason.endswith(f"_{k}")), None)
         if kind is not None:

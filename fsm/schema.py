@@ -84,6 +84,21 @@ MACHINE_SCHEMA: dict[str, Any] = {
                 ]
             },
         },
+        "children": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["per_turn", "turns", "depth"],
+                "additionalProperties": False,
+                "properties": {
+                    "per_turn": _NAME,
+                    "turns": _NAME,
+                    "depth": {"enum": [1]},
+                    "doc": _DOC,
+                },
+            },
+        },
         "unbounded_by_design": {
             "type": "object",
             "propertyNames": _NAME,

@@ -31,6 +31,20 @@ ParamType = Literal["int", "number", "string", "boolean"]
 
 
 @attrs.frozen(kw_only=True)
+class ChildrenSpec:
+    """Runs of this same machine that a run starts (``children:``): at most the ``per_turn`` param's value
+    per tool turn, each with at most the ``turns`` param's tool turns (its run's turn bound), ``depth``
+    levels deep (1: a child starts none). ``queryloop check`` composes the figures with them."""
+
+    name: str
+    per_turn: str
+    turns: str
+    depth: int = 1
+    doc: str = ""
+    line: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ParamSpec:
     """A named default a caller may override.
 
@@ -168,6 +182,7 @@ class MachineSpec:
     figure_max_per_run: Mapping[str, int | str] = attrs.field(factory=dict)
     unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> what is unbounded
     progress_bounds: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> the param that bounds it
+    children: tuple[ChildrenSpec, ...] = ()  # runs of this machine a run starts (sub-agents)
     properties: tuple[PropertySpec, ...] = ()
     states: tuple[StateSpec, ...] = ()
     transitions: tuple[TransitionSpec, ...] = ()

@@ -267,6 +267,13 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
         "--max-turns", type=at_least_one, metavar="N", help="tool-use turns before stopping (default: no limit)"
     )
     run.add_argument(
+        "--max-agent-turns",
+        type=at_least_one,
+        metavar="N",
+        help="a sub-agent's tool turns at most (default: no limit, as in Claude Code); "
+        "`queryloop check --set max_agent_turns=N` bounds a turn with its agents",
+    )
+    run.add_argument(
         "--max-retries", type=positive_int, metavar="N", help="retries per request (default: the machine's max_retries)"
     )
     run.add_argument(
@@ -543,6 +550,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             disallowed_tools=args.disallowed_tools,
             permission_mode=args.permission_mode,
             max_turns=args.max_turns,
+            params={} if args.max_agent_turns is None else {"max_agent_turns": args.max_agent_turns},
             max_retries=args.max_retries,
             max_budget_usd=args.max_budget_usd,
             max_tokens=args.max_output_tokens,

@@ -198,8 +198,11 @@ def _registry(options: AgentOptions, subagents: Subagents | None = None) -> Tool
 
 def _offers_agents(options: AgentOptions, program: Program) -> bool:
     """Whether the run offers the Agent tool: agents are defined, the run is no sub-agent itself (a child
-    starts none), the machine reports them back, and neither ``--tools`` nor a bare deny rule leaves it out."""
+    starts none), the machine reports them back and declares them (``children: agents``, the limits the
+    composed bound counts on), and neither ``--tools`` nor a bare deny rule leaves it out."""
     if not options.agents or options.agent_id is not None or "awaiting_agents" not in program.spec.state_map:
+        return False
+    if not any(c.name == "agents" for c in program.spec.children):
         return False
     if options.tools is not None and AGENT_TOOL not in options.tools:
         return False
@@ -415,6 +418,8 @@ class AgentRun:
                 ),
                 definitions=options.agents,
                 max_running=int(program.spec.param_defaults["max_running_agents"]),
+                max_per_turn=1,  # set from the run's params below, with max_running and max_turns
+                max_turns=None,
                 timeout_s=options.agent_timeout_s,
                 mcp=mcp,
                 publish=self._published,
@@ -442,8 +447,13 @@ class AgentRun:
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
         self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
         self.runner: Runner[AgentData, AgentServices] = self._runner(options)
-        if self.subagents is not None:  # the cap the run was given (--set max_running_agents=N), not the default
-            self.subagents.max_running = int(self.runner.final.params["max_running_agents"])
+        if self.subagents is not None:  # the caps the run was given (params), not the defaults
+            params = self.runner.final.params
+            (children,) = (c for c in program.spec.children if c.name == "agents")  # _offers_agents: there is one
+            self.subagents.max_running = int(params["max_running_agents"])
+            self.subagents.max_per_turn = int(params[children.per_turn])
+            turns = params.get(children.turns)
+            self.subagents.max_turns = None if turns is None else int(turns)
         self.started = time.monotonic()
         self.finished: float | None = None
 

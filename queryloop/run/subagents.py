@@ -92,6 +92,8 @@ class Subagents:
         start_run: StartRun,
         definitions: tuple[AgentDefinition, ...],
         max_running: int,
+        max_per_turn: int,
+        max_turns: int | None,
         timeout_s: float,
         mcp: McpManager | None,
         publish: Callable[[Observation], None],
@@ -100,7 +102,10 @@ class Subagents:
         self.start_run = start_run
         self.definitions = {d.name: d for d in definitions}
         self.max_running = max_running
+        self.max_per_turn = max_per_turn  # agents one tool turn may start (the machine's children: per_turn)
+        self.max_turns = max_turns  # a child's tool turns at most (children: turns); None: no limit
         self.timeout_s = timeout_s
+        self._turn, self._started_in_turn = "", 0  # the tool turn calls come from, and the agents it started
         self.mcp = mcp
         self.publish = publish
         self.children: dict[str, _Child] = {}  # by agent id, in launch order
@@ -126,6 +131,17 @@ class Subagents:
                 ),
                 is_error=True,
             )
+        if ctx.turn != self._turn:
+            self._turn, self._started_in_turn = ctx.turn, 0
+        if self._started_in_turn >= self.max_per_turn:
+            return ToolOutput(
+                content=(
+                    f"Not started: this turn started {self._started_in_turn} agents already, the most one turn may "
+                    f"start (max_agents_per_turn is {self.max_per_turn}); start it in a later turn"
+                ),
+                is_error=True,
+            )
+        self._started_in_turn += 1  # counted before anything awaits: parallel calls of the turn see it
         child = self._child(definition, tool_input, ctx.call_id, background)
         self.children[child.agent_id] = child
         self._started(child, tool_input)
@@ -178,7 +194,7 @@ class Subagents:
             agent_type=definition.name,
             stored_as=attrs.evolve(parent.session_paths(), agent_id=agent_id),
             resume_from=None,
-            max_turns=definition.max_turns,
+            max_turns=_fewest(definition.max_turns, self.max_turns),
             max_budget_usd=None,
             interactive=False,
             telemetry=None,
@@ -314,6 +330,12 @@ class Subagents:
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+
+
+def _fewest(*limits: int | None) -> int | None:
+    """The smallest of the limits set (None: none is)."""
+    given = [n for n in limits if n is not None]
+    return min(given) if given else None
 
 
 class _Forwarder:

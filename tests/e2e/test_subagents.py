@@ -424,3 +424,49 @@ def test_a_run_restored_elsewhere_reports_an_agent_it_no_longer_has_as_lost(cwd:
     assert reasons[at + 1] == "agent_failure_reported" and reasons.count("agent_report_turn") == 1, reasons
     assert result["result"] == "PARENT-FINAL it was lost" and not result["is_error"]
     assert "<status>failed</status>" in notification and "lost: the run was restored" in notification
+
+
+def test_a_turn_starts_at_most_max_agents_per_turn_agents_and_the_others_get_an_error(cwd: Path) -> None:
+    """In process, with the machine's param set as a Python caller sets it: three Agent calls in one reply."""
+    calls = [agent_call(f"{CHILD} task {n}", background=False) for n in range(3)]
+    text = scenario([tools_reply(*calls), text_reply("PARENT-FINAL")], "", text_reply("done"))
+
+    async def play(api: MockApi) -> dict[str, Any]:
+        options = AgentOptions(
+            prompt="go",
+            model="mock-primary",
+            cwd=cwd,
+            permission_mode="bypassPermissions",
+            params={"max_agents_per_turn": 2},
+        )
+        client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
+        try:
+            run = AgentRun(options, AnthropicBackend(client))
+            async with contextlib.aclosing(run.events()) as items:
+                async for _ in items:
+                    pass
+            return run.result()
+        finally:
+            await client.close()
+
+    with MockApi(text) as api:
+        result = asyncio.run(play(api))
+        parent, children = split(api.requests)
+    assert result["result"] == "PARENT-FINAL" and len(children) == 2
+    outcomes = [(r.get("is_error", False), json.dumps(r["content"])) for r in results_of(parent[1])]
+    assert [error for error, _ in outcomes] == [False, False, True], outcomes
+    assert "max_agents_per_turn is 2" in outcomes[2][1]
+
+
+def test_max_agent_turns_limits_a_sub_agents_tool_turns(cwd: Path) -> None:
+    text = scenario(
+        [tools_reply(agent_call(background=False)), text_reply("PARENT-FINAL")],
+        child_rules(tools_reply(READ), tools_reply(READ), text_reply("never reached")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--max-agent-turns", "1"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0, run.stderr
+    assert len(children) == 1, "its first tool turn was its last"
+    (result,) = results_of(parent[1])
+    assert result["is_error"] and "Agent terminated early" in json.dumps(result["content"])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import attrs
@@ -304,3 +306,52 @@ def test_a_long_exploration_tells_its_progress_which_the_command_prints_in_one_l
     assert found == sorted(found) and found[-1] <= report.configurations
     check.print_progress("retry_fetch", "exploring", 1234567, 20.4)
     assert capsys.readouterr().err == "queryloop check: exploring retry_fetch: 1,234,567 configurations, 20 s\n"
+
+
+def test_a_turn_with_its_agents_is_its_own_figure_plus_each_agents_whole_run() -> None:
+    """children: agents — unbounded while a child's turns are unlimited; with max_agent_turns = T, the turn's own
+    bound plus max_agents_per_turn runs of the same machine at max_turns = T (the runtime keeps both limits)."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    unset = check_spec(spec, explore=False).composed["agents"]
+    assert unset.turns is None and unset.per_turn["model_requests"] == math.inf
+    at = {"max_agent_turns": 2, "max_agents_per_turn": 3}
+    composed = check_spec(spec, at, explore=False).composed["agents"]
+    own = check_spec(spec, explore=False).per_turn["model_requests"]
+    a_run = check_spec(spec, {"max_turns": 2}, explore=False).per_run["model_requests"]
+    assert composed.child_run["model_requests"] == a_run < math.inf
+    assert composed.per_turn["model_requests"] == own + 3 * a_run
+    assert composed.per_turn["tool_turns"] == 1 + 3 * 2
+    cmd = [sys.executable, "-m", "queryloop", "check", "--machine", "machines/query_loop.yaml"]
+    shown = subprocess.run([*cmd, "--set", "max_agent_turns=2"], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert f"model_requests there = {int(own)} + 8 × a run of at most 2 tool turns" in shown.stdout
+
+
+def test_a_children_entry_must_name_int_params_and_a_per_turn_limit_that_is_always_set() -> None:
+    text = _mutated("    per_turn: max_agents_per_turn\n", "    per_turn: max_agent_per_turn\n")
+    with pytest.raises(SpecError) as info:
+        parse_machine(text, "mutant.yaml", bind=False)
+    assert "children 'agents' `per_turn` names param 'max_agent_per_turn', which is not declared" in str(info.value)
+    assert "did you mean 'max_agents_per_turn'" in str(info.value)
+    text = _mutated("    per_turn: max_agents_per_turn\n", "    per_turn: max_agent_turns\n")
+    with pytest.raises(SpecError) as info:
+        parse_machine(text, "mutant.yaml", bind=False)
+    assert "names param 'max_agent_turns', which may be null" in str(info.value)
+    text = _mutated("    depth: 1\n", "    depth: 2\n")
+    with pytest.raises(SpecError):
+        parse_machine(text, "mutant.yaml", bind=False)
+
+
+def test_the_composed_bound_the_readme_and_the_docs_quote_is_the_checkers() -> None:
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    composed = check_spec(spec, {"max_agent_turns": 10}, explore=False).composed["agents"]
+    total, a_run = int(composed.per_turn["model_requests"]), int(composed.child_run["model_requests"])
+    spaced = f"{total:,}".replace(",", " ")
+    for page in ("README.md", "docs/checker.md"):
+        text = " ".join((ROOT / page).read_text().split())
+        assert "`--max-agent-turns 10`" in text and f"**{spaced} model requests**" in text, page
+    checker = " ".join((ROOT / "docs/checker.md").read_text().split())
+    assert f"at most {a_run:,} model requests".replace(",", " ") in checker
+    assert (
+        f"({int(check_spec(spec, explore=False).per_turn['model_requests'])} + 8 × {a_run:,})".replace(",", " ")
+        in checker
+    )

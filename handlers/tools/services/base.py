@@ -132,6 +132,7 @@ class ToolContext:
     checkpoint: Callable[[str, Sequence[Path]], object] | None = None
     call_id: str = ""  # the call running under this context (set per call where a tool needs it)
     background: Background | None = None  # what starts work that outlives a call (the run's sub-agents)
+    turn: str = ""  # the tool turn a call runs in (its first call's id; set where `background` is): per-turn limits
 
     def command_environment(self) -> dict[str, str]:
         """The environment a model-proposed command runs with: this process's, minus the

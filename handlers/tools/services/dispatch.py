@@ -296,6 +296,8 @@ async def run_tool_calls(
     An exception raised by ``on_result`` itself propagates too.
     """
     results: list[ToolResultBlock | None] = [None] * len(calls)
+    if calls and ctx.background is not None:  # what starts background work counts it per turn
+        ctx = attrs.evolve(ctx, turn=calls[0].id)
     for parallel, indices in _batches(calls, registry):
         if parallel and len(indices) > 1:
             await _run_parallel(calls, indices, registry, ctx, results, on_result, runner)
