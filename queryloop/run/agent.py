@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import random
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import attrs
@@ -40,6 +42,7 @@ from queryloop.handlers.request.services.backends import ModelCall, TokenCount, 
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
 from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info
 from queryloop.handlers.session import SessionData, SessionStore
+from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
 from queryloop.handlers.tools import (
     AskPermission,
@@ -52,6 +55,7 @@ from queryloop.handlers.tools import (
     default_registry,
     hidden_tools,
 )
+from queryloop.handlers.tools.services.base import BackgroundTask
 from queryloop.handlers.tools.services.dispatch import CallRunner
 from queryloop.handlers.tools.services.permissions import read_denied
 from queryloop.machines import MACHINES_DIR
@@ -289,8 +293,12 @@ async def answer_elicitation(options: AgentOptions, request: Elicitation) -> Eli
     return ElicitAnswer(action="decline", reason=why)
 
 
-def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
+def _initial_data(
+    options: AgentOptions, services: AgentServices, adopted: tuple[BackgroundTask, ...] = ()
+) -> AgentData:
+    """A new run's data; ``adopted``: the background agents of a resumed session it reports (as if launched)."""
     return AgentData(
+        tools=ToolsData(background=adopted),
         messages=MessageView(),  # the session opens first: a stored history, then the prompt
         request=RequestData(
             model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
@@ -310,6 +318,21 @@ def _initial_data(options: AgentOptions, services: AgentServices) -> AgentData:
         ),
         session=SessionData(prompt=options.prompt, prompt_id=options.prompt_id, resume=options.resume_from is not None),
     )
+
+
+_TASK_ID = re.compile(r"<task-id>([^<]*)</task-id>")
+
+
+def _reported_agents(transcript: Path) -> frozenset[str]:
+    """The agents a stored session's transcript delivered a report of (its ``<task-notification>`` messages)."""
+    entries, _ = read_jsonl(transcript)
+    found: set[str] = set()
+    for entry in entries:
+        message = entry.get("message")
+        content = message.get("content") if entry.get("type") == "user" and isinstance(message, dict) else None
+        if isinstance(content, str) and "<task-notification>" in content:
+            found.update(_TASK_ID.findall(content))
+    return frozenset(found)
 
 
 def _telemetry(run: AgentRun) -> RunTelemetry | None:
@@ -446,6 +469,9 @@ class AgentRun:
         self._state = state
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
         self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
+        self._adopted: tuple[BackgroundTask, ...] = ()  # a resumed session's agents that never reported
+        if self.subagents is not None and state is None and options.resume_from == options.session_paths():
+            self._adopted = self.subagents.adopt_unfinished(_reported_agents(options.resume_from.transcript))
         self.runner: Runner[AgentData, AgentServices] = self._runner(options)
         if self.subagents is not None:  # the caps the run was given (params), not the defaults
             params = self.runner.final.params
@@ -461,7 +487,7 @@ class AgentRun:
         state = self._state
         return Runner(
             self.program,
-            data=_initial_data(options, self.services) if state is None else None,
+            data=_initial_data(options, self.services, self._adopted) if state is None else None,
             services=self.services,
             params=run_params(options),
             state=state,
@@ -477,6 +503,8 @@ class AgentRun:
         """
         try:
             await self.connect_mcp()
+            if self.subagents is not None:
+                self.subagents.start_adopted()
             async with contextlib.aclosing(self.runner.run()) as items:
                 async for item in items:
                     if not isinstance(item, Step):  # published after the effect: no observer took it live

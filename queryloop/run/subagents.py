@@ -32,6 +32,7 @@ from queryloop.handlers.agents.services.definitions import AgentDefinition
 from queryloop.handlers.agents.services.tool import AGENT_TOOL, DEFAULT_AGENT, agent_tool
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request.services.client import UsageTotals
+from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.tools import ToolContext, ToolOutput, ToolResultPublished, ToolSpec, default_registry
 from queryloop.handlers.tools.services.base import BackgroundTask
 
@@ -62,6 +63,13 @@ StartRun = Callable[["AgentOptions", Observer, "McpManager | None"], ChildRun]
 __all__ = ["ChildRun", "StartRun", "Subagents"]
 
 
+RESUME_PROMPT = (
+    "The run that started you was interrupted and has been resumed. Continue your task from where you left "
+    "off (the calls that completed are in your history); your final message is your answer."
+)
+"""What a sub-agent resumed from its sidechain is told: the first user message of its resumed run."""
+
+
 @attrs.define
 class _Child:
     agent_id: str
@@ -69,17 +77,12 @@ class _Child:
     definition: AgentDefinition
     description: str
     background: bool
-    run: ChildRun
+    run: ChildRun | None  # None: it ended before the process that ran it did (its report read back)
+    transcript: str = ""  # its sidechain transcript ("" when the session is not kept)
     started: float = attrs.field(factory=time.monotonic)
     tool_uses: int = 0
     task: asyncio.Task[AgentReport] | None = None
     report: AgentReport | None = None
-
-    @property
-    def transcript(self) -> str:
-        """Its sidechain transcript ("" when the session is not kept)."""
-        options = self.run.options
-        return str(options.session_paths().transcript) if options.persist else ""
 
 
 class Subagents:
@@ -168,10 +171,18 @@ class Subagents:
         )
 
     def _child(
-        self, definition: AgentDefinition, tool_input: Mapping[str, Any], call_id: str, background: bool
+        self,
+        definition: AgentDefinition,
+        tool_input: Mapping[str, Any],
+        call_id: str,
+        background: bool,
+        *,
+        resumed: str | None = None,
     ) -> _Child:
-        agent_id = "a" + secrets.token_hex(8)  # Claude Code's shape: "a" and 16 hex digits
+        """A child run (not started); ``resumed``: the id of an agent whose sidechain it continues."""
+        agent_id = resumed or "a" + secrets.token_hex(8)  # Claude Code's shape: "a" and 16 hex digits
         parent = self.options
+        stored_as = attrs.evolve(parent.session_paths(), agent_id=agent_id)
         allowed = definition.tools
         refused = {AGENT_TOOL, *definition.disallowed_tools}  # a child starts no agents
         known = default_registry().names
@@ -192,8 +203,8 @@ class Subagents:
             agents=(),
             agent_id=agent_id,
             agent_type=definition.name,
-            stored_as=attrs.evolve(parent.session_paths(), agent_id=agent_id),
-            resume_from=None,
+            stored_as=stored_as,
+            resume_from=stored_as if resumed is not None else None,
             max_turns=_fewest(definition.max_turns, self.max_turns),
             max_budget_usd=None,
             interactive=False,
@@ -213,18 +224,94 @@ class Subagents:
             description=description,
             background=background,
             run=run,
+            transcript=str(stored_as.transcript) if options.persist else "",
         )
         return child
+
+    # ---- a resumed session's agents ---------------------------------------------------------------
+    def adopt_unfinished(self, delivered: Collection[str]) -> tuple[BackgroundTask, ...]:
+        """The background agents of the session this run resumes that never reported (not in ``delivered``),
+        taken over: one whose sidechain ends with its run's end keeps the report it holds; the others continue
+        from their sidechains when :meth:`start_adopted` runs them (the ledger answers their completed calls).
+        Each is reported once, by this run. An agent whose files cannot be read is reported as failed."""
+        folder = self.options.session_paths().folder / "subagents"
+        tasks: list[BackgroundTask] = []
+        for meta_path in sorted(folder.glob("agent-*.meta.json")) if folder.is_dir() else ():
+            agent_id = meta_path.name.removeprefix("agent-").removesuffix(".meta.json")
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                self.publish(Notice(f"warning: {meta_path} cannot be read ({exc}); that agent is not resumed"))
+                continue
+            if not isinstance(meta, dict) or meta.get("background") is not True or agent_id in delivered:
+                continue
+            call_id, description = str(meta.get("toolUseId", "")), str(meta.get("description", ""))
+            kind = str(meta.get("agentType"))
+            definition = self.definitions.get(kind)
+            sidechain = meta_path.with_name(f"agent-{agent_id}.jsonl")
+            entries, _ = read_jsonl(sidechain)
+            ended = [e for e in entries if e.get("type") == "system" and e.get("subtype") == "result"]
+            if definition is None or ended:
+                child = _Child(
+                    agent_id=agent_id,
+                    tool_use_id=call_id,
+                    definition=definition or AgentDefinition(name=kind, description="(not defined now)", prompt=""),
+                    description=description,
+                    background=True,
+                    run=None,
+                    transcript=str(sidechain),
+                )
+                if definition is None:
+                    status: AgentStatus = "failed"
+                    text = f"not resumed: no agent type {kind!r} is defined now"
+                else:
+                    status = "failed" if ended[-1].get("is_error") else "completed"
+                    text = _last_answer(entries) or "(no answer)"
+                child.report = AgentReport(
+                    agent_id=agent_id,
+                    tool_use_id=call_id,
+                    description=description,
+                    agent_type=child.definition.name,
+                    status=status,
+                    result=text,
+                    transcript=str(sidechain),
+                )
+            else:
+                child = self._child(
+                    definition, {"prompt": RESUME_PROMPT, "description": description}, call_id, True, resumed=agent_id
+                )
+            self.children[agent_id] = child
+            self._by_call[call_id] = agent_id
+            tasks.append(BackgroundTask(task_id=agent_id, tool_use_id=call_id, kind="agent", description=description))
+        return tuple(tasks)
+
+    def start_adopted(self) -> None:
+        """Run the adopted agents that had not ended (:meth:`adopt_unfinished`); once, in the run's event loop."""
+        for child in self.children.values():
+            if child.run is not None and child.task is None and child.report is None:
+                self.publish(
+                    SubagentStarted(
+                        tool_use_id=child.tool_use_id,
+                        agent_id=child.agent_id,
+                        agent_type=child.definition.name,
+                        description=child.description,
+                        prompt=RESUME_PROMPT,
+                        background=True,
+                    )
+                )
+                child.task = asyncio.get_running_loop().create_task(self._run(child), name=f"agent-{child.agent_id}")
 
     async def _run(self, child: _Child) -> AgentReport:
         """Drive the child's run to its end (or its time limit); its report."""
         status: AgentStatus
+        run = child.run
+        assert run is not None, "only a child with a run is run"
         try:
             async with asyncio.timeout(self.timeout_s):
-                async with contextlib.aclosing(child.run.events()) as items:
+                async with contextlib.aclosing(run.events()) as items:
                     async for _ in items:
                         pass  # every item reached the parent through the forwarder as it happened
-            result = child.run.result()
+            result = run.result()
             status = "failed" if result.get("is_error") else "completed"
             text = result.get("result") or "; ".join(result.get("errors") or ()) or "(no answer)"
         except TimeoutError:
@@ -239,7 +326,7 @@ class Subagents:
         return child.report
 
     def _report(self, child: _Child, status: AgentStatus, text: str) -> AgentReport:
-        usage = child.run.data.request.usage.usage()
+        usage = child.run.data.request.usage.usage() if child.run is not None else {}
         tokens = sum(
             int(usage.get(k) or 0)
             for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -265,6 +352,7 @@ class Subagents:
                 "description": child.description,
                 "toolUseId": child.tool_use_id,
                 "spawnDepth": 1,
+                "background": child.background,  # ours: a resumed session takes over the background ones
             }
             path = Path(child.transcript).with_suffix(".meta.json")
             try:
@@ -320,7 +408,8 @@ class Subagents:
         """Every child's requests: their tokens and cost, per model."""
         total = UsageTotals()
         for child in self.children.values():
-            total = total + child.run.data.request.usage
+            if child.run is not None:
+                total = total + child.run.data.request.usage
         return total
 
     async def close(self) -> None:
@@ -330,6 +419,19 @@ class Subagents:
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+
+
+def _last_answer(entries: list[dict[str, Any]]) -> str:
+    """The text of the last assistant message of a transcript's entries ("" when there is none)."""
+    for entry in reversed(entries):
+        message = entry.get("message")
+        if entry.get("type") == "assistant" and isinstance(message, dict):
+            content = message.get("content")
+            if isinstance(content, list):
+                texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+                if any(texts):
+                    return "".join(texts)
+    return ""
 
 
 def _fewest(*limits: int | None) -> int | None:

@@ -73,6 +73,7 @@ def tools_reply(*calls: str, delay_ms: int = 0) -> str:
 
 
 READ = json.dumps({"tool_use": {"name": "Read", "input": {"file_path": "hello.txt"}}})
+BYPASS = ["--permission-mode", "bypassPermissions"]
 
 
 def first_user(request: Any) -> str:
@@ -149,7 +150,13 @@ def test_a_background_agent_is_acknowledged_then_its_report_starts_a_turn(cwd: P
     assert first["isSidechain"] is True and first["agentId"] == agent_id
     assert first["sessionId"] == run.result["session_id"] and sidechain.parent.name == "subagents"
     meta = json.loads(sidechain.with_suffix(".meta.json").read_text())
-    assert meta == {"agentType": "general-purpose", "description": "read hello", "toolUseId": call_id, "spawnDepth": 1}
+    assert meta == {
+        "agentType": "general-purpose",
+        "description": "read hello",
+        "toolUseId": call_id,
+        "spawnDepth": 1,
+        "background": True,
+    }
     listed = subprocess.run(
         [sys.executable, "-m", "queryloop", "sessions"], capture_output=True, text=True, cwd=cwd, env=cli_env(None)
     )
@@ -470,3 +477,104 @@ def test_max_agent_turns_limits_a_sub_agents_tool_turns(cwd: Path) -> None:
     assert len(children) == 1, "its first tool turn was its last"
     (result,) = results_of(parent[1])
     assert result["is_error"] and "Agent terminated early" in json.dumps(result["content"])
+
+
+def test_a_kill_mid_agent_then_resume_continues_the_agent_from_its_sidechain_and_reports_it_once(
+    cwd: Path,
+) -> None:
+    """kill -9 of the parent while its background agent waits for its second reply (its Bash call done and in
+    its sidechain); --resume: the agent continues from its sidechain — the call is not run again — and the
+    resumed run reports it, once."""
+    once = json.dumps({"tool_use": {"name": "Bash", "input": {"command": "echo ran >> side_effect.log"}}})
+    first = scenario(
+        [tools_reply(agent_call()), text_reply("Waiting.")],
+        child_rules(tools_reply(once), text_reply("never", delay_ms=60_000)),
+    )
+    with MockApi(first) as api:
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
+        cmd += ["-p", "go", "--model", "mock-primary", *BYPASS]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api))
+        try:
+            deadline = time.monotonic() + 30
+            while len(split(api.requests)[1]) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)  # until the agent asked for its second reply: its Bash call is done
+            assert len(split(api.requests)[1]) == 2, "the agent never got to its second request"
+            proc.kill()
+        finally:
+            stdout, _ = proc.communicate(timeout=30)
+    session_id = json.loads(stdout.splitlines()[0])["session_id"]
+    assert (cwd / "side_effect.log").read_text() == "ran\n"
+    second = scenario(
+        [text_reply("Still waiting."), text_reply("PARENT-FINAL the agent finished")],
+        child_rules(text_reply("CHILD-DONE after the resume")),
+    )
+    with MockApi(second) as api:
+        run = run_cli(
+            [
+                "--resume",
+                session_id,
+                "-p",
+                "go on",
+                "--model",
+                "mock-primary",
+                "--permission-mode",
+                "bypassPermissions",
+            ],
+            api=api,
+            cwd=cwd,
+        )
+        parent, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL the agent finished", run.stderr
+    assert (cwd / "side_effect.log").read_text() == "ran\n", "the agent's completed call did not run again"
+    (child,) = children
+    assert "echo ran >> side_effect.log" in json.dumps(child.messages), "its history, from its sidechain"
+    assert "interrupted and has been resumed" in json.dumps(child.messages[-1])
+    notifications = [t for t in user_texts(parent[-1]) if "<task-notification>" in t]
+    assert len(notifications) == 1 and "CHILD-DONE after the resume" in notifications[0]
+    assert run.reasons.count("agent_completion_reported") == 1
+
+
+def test_an_agent_that_ended_before_the_kill_but_was_never_reported_is_reported_from_its_sidechain(
+    cwd: Path,
+) -> None:
+    """The agent answers after 0.5 s while the parent waits for a reply held a minute; the parent is killed
+    once the agent's end is in its sidechain. The resumed run reports the answer the sidechain holds, once,
+    without running the agent again."""
+    first = scenario(
+        [tools_reply(agent_call()), text_reply("never", delay_ms=60_000)],
+        child_rules(text_reply("CHILD-ANSWERED-BEFORE-THE-KILL", delay_ms=500)),
+    )
+    with MockApi(first) as api:
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
+        cmd += ["-p", "go", "--model", "mock-primary", *BYPASS]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api))
+        try:
+            deadline = time.monotonic() + 30
+            while len(split(api.requests)[0]) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (ack,) = results_of(split(api.requests)[0][1])
+            sidechain = Path(ack["content"].split("output_file: ")[1].split("\n")[0])
+            while time.monotonic() < deadline and not _has_ended(sidechain):
+                time.sleep(0.05)  # until the agent's end is written
+            proc.kill()
+        finally:
+            stdout, _ = proc.communicate(timeout=30)
+    session_id = json.loads(stdout.splitlines()[0])["session_id"]
+    second = scenario([text_reply("Still here."), text_reply("PARENT-FINAL")], "", text_reply("must not run"))
+    with MockApi(second) as api:
+        run = run_cli(["--resume", session_id, "-p", "go on", "--model", "mock-primary", *BYPASS], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL", run.stderr
+    assert children == [], "an agent that had ended is not run again"
+    (notification,) = [t for t in user_texts(parent[-1]) if "<task-notification>" in t]
+    assert "<result>CHILD-ANSWERED-BEFORE-THE-KILL</result>" in notification
+    assert run.reasons.count("agent_completion_reported") == 1
+
+
+def _has_ended(sidechain: Path) -> bool:
+    """Whether a sidechain transcript holds its run's end (its ``system/result`` entry)."""
+    try:
+        lines = sidechain.read_text().splitlines()
+    except FileNotFoundError:
+        return False
+    return any('"subtype": "result"' in line or '"subtype":"result"' in line for line in lines)
