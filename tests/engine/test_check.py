@@ -21,6 +21,7 @@ from queryloop.fsm import (
     load_machine,
     parse_machine,
 )
+from queryloop.fsm.check import composed_figures
 from queryloop.fsm.spec import CounterSpec
 from queryloop.machines import shipped_machines
 
@@ -95,6 +96,15 @@ def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int])
     assert dict(report.worst_case) == {k: int(v) for k, v in report.symbolic_at_params.items()}
     if report.worst_case_per_run:
         assert all(report.worst_case_per_run[k] <= v for k, v in report.symbolic_per_run_at_params.items())
+    if caps.get("max_turns"):  # the explored runs are what a child at max_agent_turns = max_turns can do
+        at = {**report.params, "max_agent_turns": caps["max_turns"]}
+        composed = composed_figures(spec, at, report.symbolic_at_params)["agents"]
+        explored = {
+            k: report.worst_case[k] + composed.starts * report.worst_case_per_run[k]
+            for k in composed.per_turn
+            if k in report.worst_case and k in report.worst_case_per_run
+        }
+        assert explored and all(explored[k] <= composed.per_turn[k] for k in explored), (explored, composed)
 
 
 def test_recovery_loop_without_a_counter_is_reported_as_unbounded() -> None:
