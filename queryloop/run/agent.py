@@ -446,6 +446,7 @@ class AgentRun:
                 timeout_s=options.agent_timeout_s,
                 mcp=mcp,
                 publish=self._published,
+                trace_parent=lambda call_id: self.telemetry.span_context(call_id) if self.telemetry else None,
             )
         self.services = _services(
             options,

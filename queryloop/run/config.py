@@ -133,6 +133,8 @@ class AgentOptions:
     agent_timeout_s: float = attrs.field(factory=defaults.agent_timeout_s)  # a sub-agent runs this long at most
     agent_id: str | None = None  # this run is a sub-agent (its id; its type below): it starts no agents
     agent_type: str | None = None
+    # a sub-agent's exported spans nest under this OpenTelemetry context (its Agent call's span); None: a root
+    telemetry_parent: Any = attrs.field(default=None, eq=False, repr=False)
 
     def working_directories(self) -> tuple[Path, ...]:
         """The run's working directories: ``cwd``, then the settings' additional directories (the MCP roots)."""

@@ -254,26 +254,42 @@ class RunTelemetry:
         return tracer.start_span(name, context=context, attributes=attributes, **kwargs)
 
     def _start_session(self) -> Span | None:
+        """The run's span: the session's (a root), or a sub-agent's, under the span of the Agent call that
+        started it (``options.telemetry_parent``)."""
         options = self.options
         session_id = options.session_id
         if session_id not in self.providers.sessions_counted:
             self.providers.sessions_counted.add(session_id)
             self._count("claude_code.session.count", 1, {})
-        return self._span(
-            "invoke_agent queryloop",
-            None,
-            {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": "queryloop",
-                "gen_ai.provider.name": "anthropic",
-                "gen_ai.conversation.id": session_id,
-                "gen_ai.request.model": options.model,
-                "session.id": session_id,
-                "queryloop.machine": self.run.program.spec.name,
-                "queryloop.permission_mode": options.permission_mode,
-            },
+        agent = options.agent_type if options.agent_id is not None else None
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent or "queryloop",
+            "gen_ai.provider.name": "anthropic",
+            "gen_ai.conversation.id": session_id,
+            "gen_ai.request.model": options.model,
+            "session.id": session_id,
+            "queryloop.machine": self.run.program.spec.name,
+            "queryloop.permission_mode": options.permission_mode,
+        }
+        if options.agent_id is not None:
+            attributes["gen_ai.agent.id"] = options.agent_id
+        tracer = self.providers.tracer
+        if tracer is None:
+            return None
+        return tracer.start_span(
+            f"invoke_agent {agent or 'queryloop'}",
+            context=options.telemetry_parent,
+            attributes=attributes,
             kind=SpanKind.INTERNAL,
         )
+
+    def span_context(self, tool_use_id: str) -> Any:
+        """The context a sub-agent started by the Agent call ``tool_use_id`` nests its spans in: that call's
+        span (else the turn's); None when no span is open."""
+        opened = self.tools.get(tool_use_id)
+        holder = opened[0] if opened is not None else self.turn
+        return trace.set_span_in_context(holder) if holder is not None else None
 
     def _open_turn(self) -> Span | None:
         if self.turn is None and self.session is not None:
@@ -294,7 +310,7 @@ class RunTelemetry:
             self.retry_reason = step.reason
         elif kind == "breaker":
             self._count("queryloop.breaker.count", 1, {"reason": step.reason})
-        if step.index == 0:
+        if step.index == 0 and self.options.agent_id is None:  # a sub-agent's prompt is no user's
             self._user_prompt()
         holder = self.session if step.source in _BEFORE_THE_LOOP else self._open_turn()
         if holder is not None:

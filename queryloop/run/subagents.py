@@ -100,6 +100,7 @@ class Subagents:
         timeout_s: float,
         mcp: McpManager | None,
         publish: Callable[[Observation], None],
+        trace_parent: Callable[[str], Any] = lambda call_id: None,
     ) -> None:
         self.options = options
         self.start_run = start_run
@@ -111,6 +112,7 @@ class Subagents:
         self._turn, self._started_in_turn = "", 0  # the tool turn calls come from, and the agents it started
         self.mcp = mcp
         self.publish = publish
+        self.trace_parent = trace_parent  # the exported context an Agent call's child nests in (none: not exported)
         self.children: dict[str, _Child] = {}  # by agent id, in launch order
         self._by_call: dict[str, str] = {}  # Agent tool_use id → agent id (background launches)
         self._delivered: set[str] = set()
@@ -208,7 +210,8 @@ class Subagents:
             max_turns=_fewest(definition.max_turns, self.max_turns),
             max_budget_usd=None,
             interactive=False,
-            telemetry=None,
+            telemetry=parent.telemetry,  # its spans nest in the Agent call's; its tokens and cost are counted
+            telemetry_parent=self.trace_parent(call_id) if parent.telemetry is not None else None,
             compact=None,
             start_source="startup",
         )

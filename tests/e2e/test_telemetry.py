@@ -285,3 +285,39 @@ models:
     assert "reactive_compact_retry" in reasons
     event = next(a for body, a in exported["events"] if body == "claude_code.compaction")
     assert event["trigger"] == "reactive" and event["success"] == "true"
+
+
+def test_a_sub_agent_is_a_span_of_its_own_under_its_agent_call_with_its_requests_in_it(tmp_path: Path) -> None:
+    scenario = """\
+schema_version: 1
+scenario: agent
+model: mock-primary
+rules:
+  - when: {first_user_contains: CHILD-TASK}
+    reply: {content: [{text: "the child's answer"}]}
+models:
+  mock-primary:
+    - reply:
+        content:
+          - tool_use: {name: Agent, input: {description: look, prompt: "CHILD-TASK look", run_in_background: false}}
+    - reply: {content: [{text: "done"}]}
+"""
+    exported = export_run(scenario, [], tmp_path)
+    assert exported["result"]["is_error"] is False, exported["result"]
+    spans = exported["spans"]
+    by_id = {s.span_id: s for s in spans}
+    (session,) = [s for s in spans if s.name == "invoke_agent queryloop"]
+    (call,) = [s for s in spans if s.name == "execute_tool Agent"]
+    (child,) = [s for s in spans if s.name == "invoke_agent general-purpose"]
+    assert child.parent_span_id == call.span_id and {s.trace_id for s in spans} == {session.trace_id}
+    child_attrs = _attrs(child.attributes)
+    assert child_attrs["gen_ai.agent.name"] == "general-purpose" and child_attrs["gen_ai.agent.id"].startswith("a")
+    # the child's own turn and model request, inside its span
+    child_turns = [s for s in spans if s.name == "queryloop.turn" and s.parent_span_id == child.span_id]
+    (child_turn,) = child_turns
+    attempts = [s for s in spans if s.name == "chat mock-primary"]
+    assert len(attempts) == 3 and sum(by_id[a.parent_span_id] is child_turn for a in attempts) == 1
+    # one user prompt: the child's is no user's; the cost counts every request
+    assert [a["prompt"] for body, a in exported["events"] if body == "claude_code.user_prompt"] == ["<REDACTED>"]
+    requests = [a for body, a in exported["events"] if body == "claude_code.api_request"]
+    assert len(requests) == 3
