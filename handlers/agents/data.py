@@ -57,6 +57,10 @@ class AgentReport:
 class SubagentPool(Protocol):
     """The run's sub-agents as its agents layer reaches them."""
 
+    def cost_usd(self) -> float:
+        """What the sub-agents' requests have cost so far (the known prices)."""
+        ...
+
     def knows(self, agent_id: str) -> bool:
         """Whether this pool started ``agent_id`` (a run restored elsewhere lost the ones it had not reported)."""
         ...

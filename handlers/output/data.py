@@ -43,7 +43,11 @@ def with_output(data: Out, **changes: Any) -> Out:
 
 
 class OutputServices(Protocol):
-    """What reading a reply uses: the run's budget."""
+    """What reading a reply uses: the run's budget, and what it has spent outside its own requests."""
 
     @property
     def max_budget_usd(self) -> float | None: ...
+
+    def cost_elsewhere_usd(self) -> float:
+        """What the run spent beyond its own requests (its sub-agents' requests), counted against the budget."""
+        ...

@@ -93,7 +93,7 @@ async def read_reply(ctx: EffectContext[Out, OutputServices]) -> Event[ModelRepl
     reply = ctx.run.data.output.reply
     assert reply is not None  # reply_received kept it
     budget = ctx.services.max_budget_usd
-    if budget is not None and ctx.run.data.request.usage.known_cost_usd >= budget:
+    if budget is not None and ctx.run.data.request.usage.known_cost_usd + ctx.services.cost_elsewhere_usd() >= budget:
         return Event(name="budget_spent", data=reply)
     return Event(name=classify_reply(reply), data=reply)
 

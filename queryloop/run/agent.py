@@ -172,6 +172,10 @@ class AgentServices:
     subagents: SubagentPool | None = None  # the run's sub-agents (None: no Agent tool is offered)
     rng: random.Random = attrs.field(factory=random.Random)
 
+    def cost_elsewhere_usd(self) -> float:
+        """What the run's sub-agents spent: the budget counts it with the run's own requests."""
+        return self.subagents.cost_usd() if self.subagents is not None else 0.0
+
     def extra_tool(self, name: str) -> ToolSpec | None:
         """An MCP server's tool by the name the model calls it (None if no server lists it now)."""
         return self.mcp.tool_spec(name) if self.mcp is not None else None
@@ -447,6 +451,7 @@ class AgentRun:
                 mcp=mcp,
                 publish=self._published,
                 trace_parent=lambda call_id: self.telemetry.span_context(call_id) if self.telemetry else None,
+                budget_left=self._budget_left,
             )
         self.services = _services(
             options,
@@ -568,6 +573,15 @@ class AgentRun:
         """Close the MCP servers this run started (a conversation's shared ones stay open)."""
         if self._owns_mcp and self.services.mcp is not None:
             await self.services.mcp.close()
+
+    def _budget_left(self) -> float | None:
+        """What is left of ``--max-budget-usd`` after the run's requests and its sub-agents' (None: no budget)."""
+        budget = self.options.max_budget_usd
+        if budget is None:
+            return None
+        runner = getattr(self, "runner", None)  # none yet while a resumed session's agents are taken over
+        own = runner.final.data.request.usage.known_cost_usd if runner is not None else 0.0
+        return budget - own - self.services.cost_elsewhere_usd()
 
     def _published(self, item: Observation) -> None:
         if self.transcript is not None:

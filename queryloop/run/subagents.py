@@ -101,6 +101,7 @@ class Subagents:
         mcp: McpManager | None,
         publish: Callable[[Observation], None],
         trace_parent: Callable[[str], Any] = lambda call_id: None,
+        budget_left: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.options = options
         self.start_run = start_run
@@ -113,6 +114,7 @@ class Subagents:
         self.mcp = mcp
         self.publish = publish
         self.trace_parent = trace_parent  # the exported context an Agent call's child nests in (none: not exported)
+        self.budget_left = budget_left  # what is left of the run's --max-budget-usd (None: no budget)
         self.children: dict[str, _Child] = {}  # by agent id, in launch order
         self._by_call: dict[str, str] = {}  # Agent tool_use id → agent id (background launches)
         self._delivered: set[str] = set()
@@ -146,6 +148,9 @@ class Subagents:
                 ),
                 is_error=True,
             )
+        left = self.budget_left()
+        if left is not None and left <= 0:
+            return ToolOutput(content="Not started: the run reached its --max-budget-usd limit", is_error=True)
         self._started_in_turn += 1  # counted before anything awaits: parallel calls of the turn see it
         child = self._child(definition, tool_input, ctx.call_id, background)
         self.children[child.agent_id] = child
@@ -208,7 +213,7 @@ class Subagents:
             stored_as=stored_as,
             resume_from=stored_as if resumed is not None else None,
             max_turns=_fewest(definition.max_turns, self.max_turns),
-            max_budget_usd=None,
+            max_budget_usd=self.budget_left(),  # what the run has left (its own requests and its agents')
             interactive=False,
             telemetry=parent.telemetry,  # its spans nest in the Agent call's; its tokens and cost are counted
             telemetry_parent=self.trace_parent(call_id) if parent.telemetry is not None else None,
@@ -406,7 +411,10 @@ class Subagents:
                 raise RuntimeError("the awaited sub-agents ended without a report")
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
 
-    # ---- what the parent's result adds ------------------------------------------------------------
+    # ---- what the parent's result and budget add ------------------------------------------------------------
+    def cost_usd(self) -> float:
+        return sum(c.run.data.request.usage.known_cost_usd for c in self.children.values() if c.run is not None)
+
     def usage(self) -> UsageTotals:
         """Every child's requests: their tokens and cost, per model."""
         total = UsageTotals()

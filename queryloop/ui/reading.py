@@ -162,6 +162,42 @@ class SessionFiles:
         ]
         return rows, dropped, warnings
 
+    def agents(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """The session's sub-agents (their ``.meta.json`` beside each sidechain transcript), in id order: type,
+        task, the call that started it, how its run ended (as its sidechain says) and its last answer."""
+        folder = self.paths.folder / "subagents"
+        rows: list[dict[str, Any]] = []
+        warnings: list[str] = []
+        for meta_path in sorted(folder.glob("agent-*.meta.json")) if folder.is_dir() else ():
+            agent_id = meta_path.name.removeprefix("agent-").removesuffix(".meta.json")
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                warnings.append(f"{meta_path}: cannot be read ({exc})")
+                continue
+            meta = meta if isinstance(meta, dict) else {}
+            entries, unread = read_jsonl(meta_path.with_name(f"agent-{agent_id}.jsonl"))
+            warnings.extend(unread)
+            ends = [e for e in entries if e.get("type") == "system" and e.get("subtype") == "result"]
+            answers = [
+                " ".join(b["text"] for b in _blocks(e["message"].get("content")) if b["kind"] == "text")
+                for e in entries
+                if e.get("type") == "assistant" and isinstance(e.get("message"), dict)
+            ]
+            rows.append(
+                {
+                    "agent_id": agent_id,
+                    "type": str(meta.get("agentType", "?")),
+                    "description": str(meta.get("description", "")),
+                    "tool_use_id": str(meta.get("toolUseId", "")),
+                    "background": bool(meta.get("background", False)),
+                    "ended": str(ends[-1].get("terminal_reason")) if ends else "— (no end recorded)",
+                    "turns": sum(int(e.get("num_turns") or 0) for e in ends),
+                    "answer": _cut(next((a for a in reversed(answers) if a), "")),
+                }
+            )
+        return rows, warnings
+
     def prompts(self) -> list[dict[str, str]]:
         """The user prompts a rewind can go back before: uuid and the prompt's first words."""
         out = []
@@ -177,6 +213,7 @@ class SessionFiles:
     def to_json(self) -> dict[str, Any]:
         ledger, ledger_warnings = self.ledger()
         checkpoints, dropped, checkpoint_warnings = self.checkpoints()
+        agents, agent_warnings = self.agents()
         return {
             "session_id": self.paths.session_id,
             "project": self.paths.project.name,
@@ -186,7 +223,8 @@ class SessionFiles:
             "checkpoints": checkpoints,
             "dropped_checkpoints": dropped,
             "prompts": self.prompts(),
-            "warnings": [*self.warnings, *ledger_warnings, *checkpoint_warnings],
+            "agents": agents,
+            "warnings": [*self.warnings, *ledger_warnings, *checkpoint_warnings, *agent_warnings],
         }
 
     def rewind_dry_run(self, to: str | None) -> dict[str, Any]:

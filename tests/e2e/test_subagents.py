@@ -578,3 +578,21 @@ def _has_ended(sidechain: Path) -> bool:
     except FileNotFoundError:
         return False
     return any('"subtype": "result"' in line or '"subtype":"result"' in line for line in lines)
+
+
+def test_the_budget_counts_the_agents_requests_and_an_agent_gets_what_is_left(cwd: Path) -> None:
+    """--max-budget-usd 1: the agent's one request costs about $3 (a million input tokens), so the agent stops
+    at its own budget (what the run had left) and the parent stops at its next reply, its own cost far below."""
+    costly = "{reply: {content: [{text: costly}], usage: {input_tokens: 1000000, output_tokens: 10}}}"
+    text = scenario(
+        [tools_reply(agent_call(background=False)), text_reply("never the answer")],
+        child_rules(costly),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--max-budget-usd", "1"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 1 and run.result["subtype"] == "error_max_budget_usd", run.stderr
+    assert len(children) == 1 and len(parent) == 2
+    (result,) = results_of(parent[1])
+    assert result["is_error"] and "budget" in json.dumps(result["content"])
+    assert run.result["total_cost_usd"] >= 1 and run.reasons[-1] == "max_budget_reached"

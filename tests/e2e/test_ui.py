@@ -86,12 +86,32 @@ WAITS_FOR_A_FILE = textwrap.dedent(
             stop_reason: end_turn
     """
 )
+AN_AGENT = textwrap.dedent(
+    """
+    schema_version: 1
+    scenario: ui_agent
+    model: mock-primary
+    rules:
+      - when: {first_user_contains: CHILD-TASK}
+        reply: {content: [{text: "the child found three files"}]}
+    models:
+      mock-primary:
+        - reply:
+            content:
+              - tool_use:
+                  name: Agent
+                  input: {description: count the files, prompt: "CHILD-TASK count them", run_in_background: false}
+        - reply:
+            content:
+              - text: "Three files."
+    """
+)
 
 
 @pytest.fixture(scope="module")
 def where(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ui")
-    found = {name: root / name for name in ("home", "traces", "work", "markup", "live", "profile")}
+    found = {name: root / name for name in ("home", "traces", "work", "markup", "live", "profile", "agent")}
     for path in found.values():
         path.mkdir()
     return found
@@ -115,7 +135,8 @@ def sessions(where: dict[str, Path]) -> dict[str, str]:
     (where["work"] / "notes.txt").write_text("old notes\n")
     edits = _run(where, EDITS, "rewrite the notes and deploy", where["work"])
     markup = _run(where, ANSWERS_MARKUP, MARKUP, where["markup"])
-    return {"edits": edits, "markup": markup}
+    agent = _run(where, AN_AGENT, "count the files with an agent", where["agent"])
+    return {"edits": edits, "markup": markup, "agent": agent}
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +223,18 @@ def test_the_ledger_checkpoints_and_a_rewind_dry_run_change_nothing(
     assert 'Bash {"command": "echo deployed >> side.log"' in result.split("cannot undo")[1]
     assert (where["work"] / "notes.txt").read_text() == "new notes\n"
     assert (where["work"] / "side.log").read_text() == "deployed\n"
+
+
+def test_a_session_lists_its_sub_agents_with_how_each_ended_and_its_answer(
+    browser: WebDriver, ui: UiServer, sessions: dict[str, str]
+):
+    _open(browser, ui, sessions["agent"])
+    agents = _wait(browser, "the sub-agents", lambda d: _text(d, "#agents tbody"))
+    assert "general-purpose" in agents and "count the files" in agents and "waited for" in agents
+    assert "completed · 1 turn(s)" in agents and "the child found three files" in agents
+    assert not browser.find_element(By.ID, "no-agents").is_displayed()
+    _open(browser, ui, sessions["edits"])
+    _wait(browser, "no sub-agents", lambda d: d.find_element(By.ID, "no-agents").is_displayed())
 
 
 def test_the_current_state_is_highlighted_live_while_a_run_is_in_progress(

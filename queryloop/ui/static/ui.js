@@ -71,6 +71,18 @@ function showLedgerAndCheckpoints(data) {
     data.checkpoints.map((c) => [c.seq, c.path, c.created ? "did not exist" : "saved", c.prompt_id]),
   );
   document.getElementById("no-checkpoints").hidden = data.checkpoints.length > 0;
+  fill(
+    document.querySelector("#agents tbody"),
+    data.agents.map((a) => [
+      a.agent_id,
+      a.type,
+      a.description,
+      `${a.background ? "background" : "waited for"} · Agent call ${a.tool_use_id}`,
+      `${a.ended} · ${a.turns} turn(s)`,
+      el("pre", {}, a.answer),
+    ]),
+  );
+  document.getElementById("no-agents").hidden = data.agents.length > 0;
   const select = document.getElementById("rewind-to");
   const chosen = select.value;
   select.replaceChildren(
