@@ -471,7 +471,9 @@ class AgentRun:
         self.telemetry = _telemetry(self)  # None unless OpenTelemetry is configured
         watchers = (self.transcript, self.telemetry)
         _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
-        self._trace_step = recorder_from_env(machine=program.spec.name, session_id=options.session_id)
+        self._trace_step = recorder_from_env(
+            machine=program.spec.name, session_id=options.session_id, agent_id=options.agent_id
+        )
         self._state = state
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
         self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)

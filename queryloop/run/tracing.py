@@ -30,12 +30,14 @@ _warned: set[str] = set()  # directories already reported unwritable by this pro
 
 
 class TraceRecorder:
-    """Appends each step of one run to ``<directory>/<session id>-<random>.jsonl``."""
+    """Appends each step of one run to ``<directory>/<session id>-<random>.jsonl`` (a sub-agent's run:
+    ``<session id>.agent-<agent id>-<random>.jsonl``, apart from the session's own runs)."""
 
-    def __init__(self, directory: Path, *, machine: str, session_id: str) -> None:
+    def __init__(self, directory: Path, *, machine: str, session_id: str, agent_id: str | None = None) -> None:
         self.machine = machine
         self.session_id = session_id
-        self.path = directory / f"{session_id}-{uuid.uuid4().hex[:12]}.jsonl"
+        run = session_id if agent_id is None else f"{session_id}.agent-{agent_id}"
+        self.path = directory / f"{run}-{uuid.uuid4().hex[:12]}.jsonl"
         self.failed = False
 
     def __call__(self, step: Step) -> None:
@@ -71,9 +73,10 @@ class TraceRecorder:
                 )
 
 
-def recorder_from_env(*, machine: str, session_id: str) -> TraceRecorder | None:
-    """A recorder for one run when ``QUERYLOOP_TRACE_DIR`` is set (and not empty), else None."""
+def recorder_from_env(*, machine: str, session_id: str, agent_id: str | None = None) -> TraceRecorder | None:
+    """A recorder for one run (``agent_id``: a sub-agent's) when ``QUERYLOOP_TRACE_DIR`` is set (and not
+    empty), else None."""
     directory = os.environ.get(TRACE_DIR_ENV)
     if not directory:
         return None
-    return TraceRecorder(Path(directory), machine=machine, session_id=session_id)
+    return TraceRecorder(Path(directory), machine=machine, session_id=session_id, agent_id=agent_id)

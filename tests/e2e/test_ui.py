@@ -226,9 +226,14 @@ def test_the_ledger_checkpoints_and_a_rewind_dry_run_change_nothing(
 
 
 def test_a_session_lists_its_sub_agents_with_how_each_ended_and_its_answer(
-    browser: WebDriver, ui: UiServer, sessions: dict[str, str]
+    browser: WebDriver, ui: UiServer, sessions: dict[str, str], where: dict[str, Path]
 ):
     _open(browser, ui, sessions["agent"])
+    # the path drawn is the session's own: the sub-agent's run is recorded apart
+    assert list(where["traces"].glob(f"{sessions['agent']}.agent-a*.jsonl"))
+    steps = _steps(where, sessions["agent"])
+    _wait(browser, "the end", lambda d: d.find_element(By.ID, "status").text.startswith("ended"))
+    assert browser.find_element(By.ID, "status").text == f"ended in completed after {len(steps)} steps"
     agents = _wait(browser, "the sub-agents", lambda d: _text(d, "#agents tbody"))
     assert "general-purpose" in agents and "count the files" in agents and "waited for" in agents
     assert "completed · 1 turn(s)" in agents and "the child found three files" in agents
