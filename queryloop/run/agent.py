@@ -478,8 +478,10 @@ class AgentRun:
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
         self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
         self._adopted: tuple[BackgroundTask, ...] = ()  # a resumed session's agents that never reported
-        if self.subagents is not None and state is None and options.resume_from == options.session_paths():
-            self._adopted = self.subagents.adopt_unfinished(_reported_agents(options.resume_from.transcript))
+        resumed = options.resume_from
+        if self.subagents is not None and state is None and resumed == options.session_paths():
+            if (resumed.folder / "subagents").is_dir():  # only then is the transcript read for its reports
+                self._adopted = self.subagents.adopt_unfinished(_reported_agents(resumed.transcript))
         self.runner: Runner[AgentData, AgentServices] = self._runner(options)
         if self.subagents is not None:  # the caps the run was given (params), not the defaults
             params = self.runner.final.params
