@@ -413,7 +413,10 @@ class Subagents:
 
     # ---- what the parent's result and budget add ------------------------------------------------------------
     def cost_usd(self) -> float:
-        return sum(c.run.data.request.usage.known_cost_usd for c in self.children.values() if c.run is not None)
+        costs: list[float] = [
+            c.run.data.request.usage.known_cost_usd for c in self.children.values() if c.run is not None
+        ]
+        return sum(costs)
 
     def usage(self) -> UsageTotals:
         """Every child's requests: their tokens and cost, per model."""
