@@ -39,6 +39,9 @@ class ToolsData:
     last_denial: str | None = None  # the calls of the last tool turn when the gate denied them all (denial_signature)
     completed: tuple[dict[str, Any], ...] = ()  # results of calls that finished while the turn runs (seen on abort)
     background: tuple[BackgroundTask, ...] = ()  # work calls of the run started and left running (sub-agents)
+    # who decided the last gated turn's calls when not the configuration (rules, mode): tool_use id → hook,
+    # user_temporary, user_permanent or user_reject (Claude Code's decision sources); absent: config
+    decision_sources: tuple[tuple[str, str], ...] = ()
 
 
 class ToolsRun(SharedData, Protocol):

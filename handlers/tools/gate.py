@@ -72,6 +72,7 @@ class GateOutcome:
     signature: str | None = None  # when every call was denied: their denial_signature, else None
     replayed: int = 0  # calls answered from the ledger (not run again)
     checkpoints: int = 0  # files checkpointed before the permitted Write/Edit calls
+    sources: tuple[tuple[str, str], ...] = ()  # (tool_use id, who decided) where not the configuration
 
 
 async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str:
@@ -200,6 +201,7 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
     data = ctx.run.data
     hidden = hidden_calls(data.session, data.messages) if data.session.ledger else []
     replayed = checkpoints = 0
+    sources: list[tuple[str, str]] = []  # who decided, where not the rules or the mode
     for call in data.tools.pending:
         tool = find_tool(services, data.request.tool_catalog, call.name)
         if tool is None:  # no such tool: nothing to ask a hook or a rule about
@@ -214,8 +216,14 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
             call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
         verdict = _decide(call, services, always)
         behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
+        if (behavior, reason) != (verdict.behavior, verdict.reason):
+            sources.append((call.id, "hook"))  # the hook's verdict, not the rules', decided
         if behavior == "ask":
+            known = len(always)
             call, behavior, reason, verdict = await _answer(call, reason, verdict, services, always)
+            if services.can_use_tool is not None or services.interactive:  # somebody was asked
+                source = "user_permanent" if len(always) > known else "user_temporary"
+                sources.append((call.id, source if behavior == "allow" else "user_reject"))
         if behavior == "allow":
             entry = matching_entry(call, hidden, tool.attempt_fields) if hidden else None
             if entry is not None:  # it already ran: its recorded result, not a second run
@@ -248,6 +256,7 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         signature=signature,
         replayed=replayed,
         checkpoints=checkpoints,
+        sources=tuple(sources),
     )
     if replayed:
         return Event(name="tools_already_done", data=outcome)
@@ -324,6 +333,8 @@ def record_gate(run: RunState[T], event: Event[GateOutcome]) -> T:
         and gate.allowed == tools.pending
         and gate.always_allowed == tools.always_allowed
         and tools.last_denial is None
+        and not gate.sources
+        and not tools.decision_sources
     ):
         return run.data  # everything runs as asked: the common case
     return with_tools(
@@ -334,6 +345,7 @@ def record_gate(run: RunState[T], event: Event[GateOutcome]) -> T:
         permission_denials=(*tools.permission_denials, *gate.denials),
         always_allowed=gate.always_allowed,
         last_denial=gate.signature,
+        decision_sources=gate.sources,
     )
 
 

@@ -209,7 +209,7 @@ class RunTelemetry:
         self.compaction_done: CompactionDone | None = None
         self.compaction_trigger = ""
         self.asked: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id → (name, input) of the last reply
-        self.tools: dict[str, tuple[Span, float, str]] = {}  # tool_use id → (span, start, decision)
+        self.tools: dict[str, tuple[Span, float, str, str]] = {}  # tool_use id → (span, start, decision, source)
         self.session = self._start_session()
 
     # ---- the observer ----------------------------------------------------------------------
@@ -437,9 +437,11 @@ class RunTelemetry:
         tools = self.run.data.tools
         allowed = {c.id for c in tools.pending}
         refused = {str(d.get("tool_use_id")) for d in tools.permission_denials}
+        sources = dict(tools.decision_sources)  # who decided, where not the configuration
         sandbox = self.run.services.tool_context.sandbox
         for call_id, (name, tool_input) in self.asked.items():
             decision = "accept" if call_id in allowed else "reject" if call_id in refused else "none"
+            source = sources.get(call_id, "config")
             sandboxed = name == "Bash" and sandbox is not None and sandbox.policy.sandboxes(tool_input)
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
@@ -447,22 +449,23 @@ class RunTelemetry:
                 "gen_ai.tool.call.id": call_id,
                 "gen_ai.tool.type": "extension" if name.startswith("mcp__") else "function",
                 "queryloop.permission.decision": decision,
+                "queryloop.permission.source": source,
                 "queryloop.sandbox": "bubblewrap" if sandboxed else "none",
             }
             if self.settings.log_tool_details:
                 attributes["gen_ai.tool.call.arguments"] = _json(tool_input)
             span = self._span(f"execute_tool {name}", self._open_turn(), attributes)
             if span is not None:
-                self.tools[call_id] = (span, time.monotonic(), decision)
+                self.tools[call_id] = (span, time.monotonic(), decision, source)
             if decision == "none":
                 continue  # no such tool, or answered from the ledger: the gate decided nothing
-            event = {"decision": decision, "source": "config", "tool_name": name, "tool_use_id": call_id}
+            event = {"decision": decision, "source": source, "tool_name": name, "tool_use_id": call_id}
             self._event("tool_decision", event)
             if name in _CODE_EDIT_TOOLS:
                 self._count(
                     "claude_code.code_edit_tool.decision",
                     1,
-                    {"decision": decision, "source": "config", "tool_name": name},
+                    {"decision": decision, "source": source, "tool_name": name},
                 )
         self.asked = {}
 
@@ -481,7 +484,7 @@ class RunTelemetry:
             "tool_result_size_bytes": str(size),
         }
         if opened is not None and opened[2] != "none":
-            event.update(decision_source="config", decision_type=opened[2])
+            event.update(decision_source=opened[3], decision_type=opened[2])
         if self.settings.log_tool_details:
             event["tool_parameters"] = _json(call.input)
         self._event("tool_result", event)
@@ -493,7 +496,7 @@ class RunTelemetry:
             span.end()
 
     def _end_tools(self, aborted: bool) -> None:
-        for span, _, _ in self.tools.values():
+        for span, _, _, _ in self.tools.values():
             span.set_attribute("queryloop.tool.finished", False)
             if aborted:
                 span.set_status(Status(StatusCode.ERROR, "the run ended before the call finished"))

@@ -378,3 +378,42 @@ def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: 
     assert (tmp_path / "side_effect.log").read_text() == "ran\nran\n"
     assert seen.count(b"[y/n/always") == 1, "'always' holds for the rest of the run"
     assert b"[y/n/always: Bash(echo ran:*), Bash(tee:*)]" in seen, "the prompt names the rules it creates"
+
+
+def test_the_gate_records_that_the_permission_callback_decided_a_call(tmp_path: Path) -> None:
+    """In process: two Bash calls that would ask; the callback allows one and refuses the other. The gate
+    records who decided each (Claude Code's user_temporary and user_reject), which telemetry reports."""
+    import asyncio
+
+    import anthropic
+
+    from queryloop.handlers.messages import ToolCall
+    from queryloop.handlers.request import AnthropicBackend
+    from queryloop.handlers.tools.services.permissions import PermissionAnswer
+    from queryloop.run.agent import AgentOptions, AgentRun
+
+    async def ask(call: ToolCall, reason: str) -> PermissionAnswer:
+        return PermissionAnswer(allow="allowed" in str(call.input), message="not that one")
+
+    text = scenario("""  mock-primary:
+    - reply:
+        content:
+          - tool_use: {name: Bash, input: {command: "python3 -c 'print(1)' allowed"}}
+          - tool_use: {name: Bash, input: {command: "python3 -c 'print(2)' refused"}}
+    - reply: {content: [{text: "done"}]}
+""")
+
+    async def play(api: MockApi) -> dict[str, str]:
+        options = AgentOptions(prompt="go", model="mock-primary", cwd=tmp_path, can_use_tool=ask)
+        client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
+        try:
+            run = AgentRun(options, AnthropicBackend(client))
+            while run.runner.final.state != "running_tools":
+                await run.runner.step_once()
+            return dict(run.runner.final.data.tools.decision_sources)
+        finally:
+            await client.close()
+
+    with MockApi(text) as api:
+        sources = asyncio.run(play(api))
+    assert sorted(sources.values()) == ["user_reject", "user_temporary"]

@@ -10,6 +10,7 @@ whose request is too long (a reactive compaction and its summary request).
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -321,3 +322,43 @@ models:
     assert [a["prompt"] for body, a in exported["events"] if body == "claude_code.user_prompt"] == ["<REDACTED>"]
     requests = [a for body, a in exported["events"] if body == "claude_code.api_request"]
     assert len(requests) == 3
+
+
+def test_the_decision_source_says_whether_the_rules_or_a_hook_decided(tmp_path: Path) -> None:
+    """The rules allow every echo; a PreToolUse hook denies the one that asks for it: that refusal's source is
+    ``hook``, the other calls' ``config`` (Claude Code's sources)."""
+    hook = tmp_path / "hook.py"
+    hook.write_text(
+        "import json, sys\n"
+        "call = json.load(sys.stdin)\n"
+        "if 'denied-by-hook' in call['tool_input'].get('command', ''):\n"
+        "    print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse', 'permissionDecision': 'deny',"
+        " 'permissionDecisionReason': 'the hook says no'}}))\n"
+    )
+    command = {"type": "command", "command": f"python3 {hook}"}
+    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [command]}]}}
+    scenario = """\
+schema_version: 1
+scenario: sources
+model: mock-primary
+models:
+  mock-primary:
+    - reply:
+        content:
+          - tool_use: {name: Edit, input: {file_path: notes.txt, old_string: "draft", new_string: "final"}}
+          - tool_use: {name: Bash, input: {command: "echo fine"}}
+          - tool_use: {name: Bash, input: {command: "echo denied-by-hook"}}
+    - reply: {content: [{text: "done"}]}
+"""
+    (tmp_path / "notes.txt").write_text("draft\n")
+    args = ["--permission-mode", "acceptEdits", "--allowedTools", "Bash(echo:*)", "--settings", json.dumps(settings)]
+    exported = export_run(scenario, args, tmp_path)
+    assert exported["result"]["is_error"] is False, exported["result"]
+    decisions = [
+        (a["tool_name"], a["decision"], a["source"]) for b, a in exported["events"] if b == "claude_code.tool_decision"
+    ]
+    assert sorted(decisions) == [("Bash", "accept", "config"), ("Bash", "reject", "hook"), ("Edit", "accept", "config")]
+    results = [a for b, a in exported["events"] if b == "claude_code.tool_result"]
+    assert sorted(a["decision_source"] for a in results) == ["config", "config", "hook"]
+    spans = [_attrs(s.attributes) for s in exported["spans"] if s.name == "execute_tool Bash"]
+    assert sorted(s["queryloop.permission.source"] for s in spans) == ["config", "hook"]
