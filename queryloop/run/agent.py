@@ -471,8 +471,11 @@ class AgentRun:
         self.telemetry = _telemetry(self)  # None unless OpenTelemetry is configured
         watchers = (self.transcript, self.telemetry)
         _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
-        self._trace_step = recorder_from_env(
-            machine=program.spec.name, session_id=options.session_id, agent_id=options.agent_id
+        self._trace_step = recorder_from_env(  # QUERYLOOP_TRACE_DIR, else the session's own folder on disk
+            machine=program.spec.name,
+            session_id=options.session_id,
+            agent_id=options.agent_id,
+            session_folder=options.session_paths().folder if isinstance(self.transcript, TranscriptWriter) else None,
         )
         self._state = state
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
@@ -610,6 +613,8 @@ class AgentRun:
         if self.transcript is not None and self.runner.done:
             self.transcript.finish(self.result())
             self.transcript = None
+        if self._trace_step is not None:
+            self._trace_step.close()
         if self.services.session is not None:
             self.services.session.close()
 

@@ -18,6 +18,7 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from typing import TextIO
 
 from queryloop.fsm import Step
 
@@ -39,6 +40,13 @@ class TraceRecorder:
         run = session_id if agent_id is None else f"{session_id}.agent-{agent_id}"
         self.path = directory / f"{run}-{uuid.uuid4().hex[:12]}.jsonl"
         self.failed = False
+        self._out: TextIO | None = None  # opened at the first step, line-buffered: each step is on disk at once
+
+    def close(self) -> None:
+        """The run ended: the file is closed (a step after this opens it again)."""
+        if self._out is not None:
+            self._out.close()
+            self._out = None
 
     def __call__(self, step: Step) -> None:
         if self.failed:
@@ -57,26 +65,38 @@ class TraceRecorder:
             "counters": step.counter_dict(),
         }
         try:
-            if step.index == 0 or not self.path.parent.is_dir():
+            if self._out is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as out:
-                out.write(json.dumps(line, separators=(",", ":")) + "\n")
+                self._out = open(self.path, "a", encoding="utf-8", buffering=1)  # closed by close()
+            self._out.write(json.dumps(line, separators=(",", ":")) + "\n")
         except OSError as exc:
             self.failed = True
+            self.close()
             directory = str(self.path.parent)
             if directory not in _warned:
                 _warned.add(directory)
                 print(
-                    f"queryloop: cannot record run traces in {directory} ({exc.strerror or exc}); "
-                    f"{TRACE_DIR_ENV} is ignored",
+                    f"queryloop: cannot record the run's path in {directory} ({exc.strerror or exc}); "
+                    "the run goes on without it",
                     file=sys.stderr,
                 )
 
 
-def recorder_from_env(*, machine: str, session_id: str, agent_id: str | None = None) -> TraceRecorder | None:
-    """A recorder for one run (``agent_id``: a sub-agent's) when ``QUERYLOOP_TRACE_DIR`` is set (and not
-    empty), else None."""
+SESSION_STEPS = "steps"
+"""The folder in a session's folder where its runs record their paths when ``QUERYLOOP_TRACE_DIR`` is unset."""
+
+
+def recorder_from_env(
+    *, machine: str, session_id: str, agent_id: str | None = None, session_folder: Path | None = None
+) -> TraceRecorder | None:
+    """A recorder for one run (``agent_id``: a sub-agent's): into ``QUERYLOOP_TRACE_DIR`` when it is set
+    (and not empty), else into the session's folder (``session_folder``/steps) when the session is kept on
+    disk; None when neither."""
     directory = os.environ.get(TRACE_DIR_ENV)
-    if not directory:
+    if directory:
+        where = Path(directory)
+    elif session_folder is not None:
+        where = session_folder / SESSION_STEPS
+    else:
         return None
-    return TraceRecorder(Path(directory), machine=machine, session_id=session_id, agent_id=agent_id)
+    return TraceRecorder(where, machine=machine, session_id=session_id, agent_id=agent_id)

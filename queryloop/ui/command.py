@@ -106,6 +106,7 @@ def add_ui_command(sub: Any) -> None:
         "--traces",
         type=Path,
         metavar="DIR",
-        help=f"the directory runs record their paths in (default: ${TRACE_DIR_ENV}); without it no path is drawn",
+        help=f"a directory runs recorded their paths in (default: ${TRACE_DIR_ENV}), read beside each "
+        "session's own steps/ folder",
     )
     ui.set_defaults(func=cmd_ui)

@@ -4,11 +4,12 @@ Owns the reading of ``$QUERYLOOP_HOME/projects/*`` (every project's sessions, no
 directory's), of one session's transcript, side-effect ledger and checkpoint index (through
 the session layer's readers and :mod:`queryloop.run.sessions`), a rewind's dry run (the
 same :func:`~queryloop.run.sessions.plan_rewind` as ``queryloop rewind --dry-run``; nothing
-is written) and of the path a session's runs took: the trace files a run writes when
-``QUERYLOOP_TRACE_DIR`` is set (:mod:`queryloop.run.tracing`), one per run, named
-``<session id>-<random>.jsonl``. Returns plain JSON-ready values; knows nothing of HTTP or
-of how any of it is drawn (:mod:`.pictures`, :mod:`.server`). Every string comes from a file
-anything may have written: it is data, and the page shows it as text.
+is written) and of the path a session's runs took: the trace files a run writes
+(:mod:`queryloop.run.tracing`) in ``QUERYLOOP_TRACE_DIR`` when it is set, else in the session's
+folder (``steps/``), one per run, named ``<session id>-<random>.jsonl``. Returns plain
+JSON-ready values; knows nothing of HTTP or of how any of it is drawn (:mod:`.pictures`,
+:mod:`.server`). Every string comes from a file anything may have written: it is data, and
+the page shows it as text.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from queryloop.run.sessions import (
     plan_rewind,
     rewind_diff,
 )
+from queryloop.run.tracing import SESSION_STEPS
 
 __all__ = ["SessionFiles", "SessionPath", "UnknownSession", "find_session", "list_all_sessions", "read_path"]
 
@@ -250,12 +252,14 @@ class SessionFiles:
         }
 
 
-def _run_files(traces: Path | None, session_id: str) -> list[Path]:
-    """The session's trace files, one per run, oldest first."""
-    if traces is None or not traces.is_dir():
-        return []
-    found = [p for p in traces.glob(f"{session_id}-*.jsonl") if p.is_file()]
-    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+def _run_files(traces: Path | None, session_id: str, folder: Path | None = None) -> list[Path]:
+    """The session's trace files, one per run, oldest first: in ``traces`` (``QUERYLOOP_TRACE_DIR``) and in
+    the session's own folder (``folder``/steps, where a run records its path when the variable is unset)."""
+    found: dict[str, Path] = {}
+    for where in (traces, folder / SESSION_STEPS if folder is not None else None):
+        if where is not None and where.is_dir():
+            found.update((p.name, p) for p in where.glob(f"{session_id}-*.jsonl") if p.is_file())
+    return sorted(found.values(), key=lambda p: (p.stat().st_mtime, p.name))
 
 
 @attrs.frozen(kw_only=True)
@@ -267,7 +271,7 @@ class SessionPath:
     json: dict[str, Any]
 
 
-def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> SessionPath:
+def read_path(spec: MachineSpec, traces: Path | None, session_id: str, folder: Path | None = None) -> SessionPath:
     """The path the session's runs took on ``spec``: its steps, counters after each, and where it is now.
 
     Runs are joined in the order their files were last written; a session is ``running``
@@ -276,7 +280,7 @@ def read_path(spec: MachineSpec, traces: Path | None, session_id: str) -> Sessio
     """
     steps: list[TraceStep] = []
     problems: list[str] = []
-    for path in _run_files(traces, session_id):
+    for path in _run_files(traces, session_id, folder):
         try:
             run = read_trace(path)
             check_trace(spec, run)

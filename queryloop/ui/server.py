@@ -129,20 +129,22 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
         return unknown(request) if found is None else JSONResponse(found.to_json())
 
     def path(request: Request) -> Response:
-        if session_of(request) is None:
+        found = session_of(request)
+        if found is None:
             return unknown(request)
-        body = read_path(spec, traces, request.path_params["sid"]).json
+        body = read_path(spec, traces, request.path_params["sid"], found.paths.folder).json
         body["layers"] = list(pictures.layers)
         body["layers_taken"] = sorted({spec.state(s["from"]).layer for s in body["steps"]} - {""})
         return JSONResponse(body)
 
     def layer(request: Request) -> Response:
         sid, name = request.path_params["sid"], request.path_params["layer"]
-        if session_of(request) is None:
+        found = session_of(request)
+        if found is None:
             return unknown(request)
         if name not in pictures.layers:
             return PlainTextResponse(f"no layer {name!r}\n", status_code=404)
-        read = read_path(spec, traces, sid)
+        read = read_path(spec, traces, sid, found.paths.folder)
         svg = pictures.svg(sid, name, read.trace, running=read.running)
         return Response(svg, media_type="image/svg+xml")
 

@@ -1,4 +1,5 @@
-"""A run records its path when ``QUERYLOOP_TRACE_DIR`` is set: one JSON line per step, one file per run.
+"""A run records its path — in ``QUERYLOOP_TRACE_DIR`` when it is set, else in its kept session's folder: one
+JSON line per step, one file per run.
 
 The runs here use a scripted in-process model; what is checked is the recording itself
 (and that closing a run takes, and records, its abort edge at once).
@@ -18,9 +19,12 @@ from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.testing import ScriptedBackend, scripted_reply
 
 
+def _backend() -> ScriptedBackend:
+    return ScriptedBackend(lambda call: scripted_reply([{"type": "text", "text": "ok"}]))
+
+
 def _run(tmp_path: Path, *, close_after: int | None = None) -> AgentRun:
-    backend = ScriptedBackend(lambda call: scripted_reply([{"type": "text", "text": "ok"}]))
-    run = AgentRun(AgentOptions(prompt="hi", model="m", cwd=tmp_path), backend)
+    run = AgentRun(AgentOptions(prompt="hi", model="m", cwd=tmp_path), _backend())
 
     async def drive() -> None:
         events = run.events()
@@ -52,10 +56,15 @@ def test_every_step_of_a_run_is_appended_to_its_own_trace_file(tmp_path: Path, m
     assert coverage_of(spec, read_runs(traces)).taken[("calling_model", "reply_received")] == 2
 
 
-def test_no_trace_is_written_without_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_variable_a_kept_session_records_its_runs_in_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
     run = _run(tmp_path)
-    assert run._trace_step is None
+    (path,) = (run.options.session_paths().folder / "steps").glob(f"{run.options.session_id}-*.jsonl")
+    assert [json.loads(line)["reason"] for line in path.read_text().splitlines()] == [s.reason for s in run.steps]
+    kept_nothing = AgentRun(AgentOptions(prompt="hi", model="m", cwd=tmp_path, persist=False), _backend())
+    assert kept_nothing._trace_step is None
 
 
 def test_an_unwritable_trace_directory_is_said_once_and_never_fails_a_run(
@@ -67,8 +76,8 @@ def test_an_unwritable_trace_directory_is_said_once_and_never_fails_a_run(
     runs = [_run(tmp_path), _run(tmp_path)]
     assert all(r.result()["terminal_reason"] == "completed" for r in runs)
     err = capsys.readouterr().err
-    assert err.count("cannot record run traces") == 1, err
-    assert str(blocker / "traces") in err and "QUERYLOOP_TRACE_DIR is ignored" in err
+    assert err.count("cannot record the run's path") == 1, err
+    assert str(blocker / "traces") in err and "the run goes on without it" in err
 
 
 def test_closing_a_run_takes_its_abort_edge_at_once_and_records_it(
