@@ -87,7 +87,9 @@ def session_options(spec: SessionSpec) -> AgentOptions:
         strict_mcp_config=True,  # no servers: nothing of the working directory's is approved here
         home=Path(tempfile.gettempdir()) / "queryloop-fleet",  # never written: the store is the database
     )
-    return attrs.evolve(resolved.options, session_id=spec.session_id, prompt_id=spec.prompt_id)
+    # no Agent tool yet: a worker taking a session over replays an Agent call's acknowledgement from the
+    # database without restarting the agent, so its report would never come (docs/agents.md, "Not yet")
+    return attrs.evolve(resolved.options, session_id=spec.session_id, prompt_id=spec.prompt_id, agents=())
 
 
 async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) -> dict[str, Any]:

@@ -133,6 +133,7 @@ def test_the_api_and_the_fleet_resolve_as_the_program_does(tmp_path: Path) -> No
     fields += ("request_timeout_s", "auto_compact_threshold", "permission_mode", "system_prompt", "params")
     for other in (api, fleet):
         assert {f: getattr(other, f) for f in fields} == {f: getattr(program, f) for f in fields}
+    assert program.agents == api.agents != () and fleet.agents == ()  # a fleet offers no Agent tool yet
 
 
 def test_a_bad_configuration_is_one_error_naming_its_part(tmp_path: Path) -> None:
