@@ -613,8 +613,6 @@ class AgentRun:
         if self.transcript is not None and self.runner.done:
             self.transcript.finish(self.result())
             self.transcript = None
-        if self._trace_step is not None:
-            self._trace_step.close()
         if self.services.session is not None:
             self.services.session.close()
 

@@ -18,7 +18,6 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import TextIO
 
 from queryloop.fsm import Step
 
@@ -40,13 +39,7 @@ class TraceRecorder:
         run = session_id if agent_id is None else f"{session_id}.agent-{agent_id}"
         self.path = directory / f"{run}-{uuid.uuid4().hex[:12]}.jsonl"
         self.failed = False
-        self._out: TextIO | None = None  # opened at the first step, line-buffered: each step is on disk at once
-
-    def close(self) -> None:
-        """The run ended: the file is closed (a step after this opens it again)."""
-        if self._out is not None:
-            self._out.close()
-            self._out = None
+        self._made = False  # its directory exists
 
     def __call__(self, step: Step) -> None:
         if self.failed:
@@ -64,14 +57,19 @@ class TraceRecorder:
             "progress": step.progress,
             "counters": step.counter_dict(),
         }
+        data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         try:
-            if self._out is None:
+            if not self._made:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._out = open(self.path, "a", encoding="utf-8", buffering=1)  # closed by close()
-            self._out.write(json.dumps(line, separators=(",", ":")) + "\n")
+                self._made = True
+            # one O_APPEND write per step, nothing held open: a killed run leaves every line it took
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
         except OSError as exc:
             self.failed = True
-            self.close()
             directory = str(self.path.parent)
             if directory not in _warned:
                 _warned.add(directory)

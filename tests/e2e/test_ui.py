@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -156,7 +157,9 @@ def browser(where: dict[str, Path], ui: UiServer) -> Iterator[WebDriver]:
 
 
 def _wait(driver: WebDriver, what: str, check: Any) -> Any:
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(lambda d: check(d), message=what)
+    # the page redraws as a live run goes on: an element found just before a redraw is stale, and looked up again
+    wait = WebDriverWait(driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,))
+    return wait.until(lambda d: check(d), message=what)
 
 
 def _text(driver: WebDriver, css: str) -> str:
