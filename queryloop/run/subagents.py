@@ -154,10 +154,10 @@ class Subagents:
         self._started_in_turn += 1  # counted before anything awaits: parallel calls of the turn see it
         child = self._child(definition, tool_input, ctx.call_id, background)
         self.children[child.agent_id] = child
-        self._started(child, tool_input)
-        child.task = asyncio.get_running_loop().create_task(self._run(child), name=f"agent-{child.agent_id}")
+        self._write_meta(child)
+        task = self._launch(child, str(tool_input["prompt"]))
         if not background:
-            report = await child.task  # cancelled with the call: the child takes its abort edge
+            report = await task  # cancelled with the call: the child takes its abort edge
             self._delivered.add(child.agent_id)  # answered as the call's result: nothing left to report
             if report.status != "completed":
                 return ToolOutput(content=f"Agent terminated early: {report.result}", is_error=True)
@@ -297,17 +297,7 @@ class Subagents:
         """Run the adopted agents that had not ended (:meth:`adopt_unfinished`); once, in the run's event loop."""
         for child in self.children.values():
             if child.run is not None and child.task is None and child.report is None:
-                self.publish(
-                    SubagentStarted(
-                        tool_use_id=child.tool_use_id,
-                        agent_id=child.agent_id,
-                        agent_type=child.definition.name,
-                        description=child.description,
-                        prompt=RESUME_PROMPT,
-                        background=True,
-                    )
-                )
-                child.task = asyncio.get_running_loop().create_task(self._run(child), name=f"agent-{child.agent_id}")
+                self._launch(child, RESUME_PROMPT)
 
     async def _run(self, child: _Child) -> AgentReport:
         """Drive the child's run to its end (or its time limit); its report."""
@@ -352,8 +342,8 @@ class Subagents:
             transcript=child.transcript,
         )
 
-    def _started(self, child: _Child, tool_input: Mapping[str, Any]) -> None:
-        """Say the child started; beside its sidechain transcript, what it is (Claude Code's ``.meta.json``)."""
+    def _write_meta(self, child: _Child) -> None:
+        """Beside the child's sidechain transcript, what it is (Claude Code's ``.meta.json``)."""
         if child.transcript:
             meta = {
                 "agentType": child.definition.name,
@@ -368,16 +358,21 @@ class Subagents:
                 path.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
             except OSError as exc:  # the child runs on; its transcript will say the same when it cannot write
                 self.publish(Notice(f"warning: cannot write {path} ({exc.strerror or exc})"))
+
+    def _launch(self, child: _Child, prompt: str) -> asyncio.Task[AgentReport]:
+        """Say the child started (given ``prompt``) and start its run as a task of the parent's event loop."""
         self.publish(
             SubagentStarted(
                 tool_use_id=child.tool_use_id,
                 agent_id=child.agent_id,
                 agent_type=child.definition.name,
                 description=child.description,
-                prompt=str(tool_input["prompt"]),
+                prompt=prompt,
                 background=child.background,
             )
         )
+        child.task = asyncio.get_running_loop().create_task(self._run(child), name=f"agent-{child.agent_id}")
+        return child.task
 
     # ---- what the tool layer and the agents layer ask -----------------------------------------
     def started_by(self, tool_use_id: str) -> BackgroundTask | None:

@@ -101,6 +101,13 @@ def user_texts(request: Any) -> list[str]:
     return [m["content"] for m in request.messages if m["role"] == "user" and isinstance(m["content"], str)]
 
 
+def start_run(cwd: Path, api: MockApi, *args: str) -> subprocess.Popen[str]:
+    """``queryloop run -p go`` in stream-json, left running (a test interrupts or kills it)."""
+    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
+    cmd += ["-p", "go", "--model", "mock-primary", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
+
+
 @pytest.fixture
 def cwd(tmp_path: Path) -> Path:
     where = tmp_path / "cwd"
@@ -345,11 +352,7 @@ def test_a_subagent_stop_hook_block_gives_the_child_one_more_turn(cwd: Path, tmp
 def test_ctrl_c_while_the_parent_waits_for_an_agent_cancels_it(cwd: Path) -> None:
     text = scenario([tools_reply(agent_call()), text_reply("Waiting.")], "", text_reply("never", delay_ms=30_000))
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
-        cmd += ["-p", "go", "--model", "mock-primary"]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
-        )
+        proc = start_run(cwd, api)
         try:
             deadline = time.monotonic() + 30
             while not (len(split(api.requests)[0]) == 2 and split(api.requests)[1]):
@@ -491,9 +494,7 @@ def test_a_kill_mid_agent_then_resume_continues_the_agent_from_its_sidechain_and
         child_rules(tools_reply(once), text_reply("never", delay_ms=60_000)),
     )
     with MockApi(first) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
-        cmd += ["-p", "go", "--model", "mock-primary", *BYPASS]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api))
+        proc = start_run(cwd, api, *BYPASS)
         try:
             deadline = time.monotonic() + 30
             while len(split(api.requests)[1]) < 2 and time.monotonic() < deadline:
@@ -545,9 +546,7 @@ def test_an_agent_that_ended_before_the_kill_but_was_never_reported_is_reported_
         child_rules(text_reply("CHILD-ANSWERED-BEFORE-THE-KILL", delay_ms=500)),
     )
     with MockApi(first) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
-        cmd += ["-p", "go", "--model", "mock-primary", *BYPASS]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api))
+        proc = start_run(cwd, api, *BYPASS)
         try:
             deadline = time.monotonic() + 30
             while len(split(api.requests)[0]) < 2 and time.monotonic() < deadline:
