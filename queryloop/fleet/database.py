@@ -223,6 +223,11 @@ class FleetDatabase:
             )
             return [json.loads(row.entry) for row in rows]
 
+    def session_ids(self) -> list[str]:
+        """Every session that has a transcript here (``queryloop ui`` lists them)."""
+        with self._begin() as conn:
+            return [row[0] for row in conn.execute(sa.select(_transcript.c.session_id).distinct())]
+
     def export_transcript(self, session_id: str, path: Path) -> Path:
         """Write a session's transcript as the JSON Lines file a local session keeps (what ``load_history`` reads)."""
         lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in self.transcript(session_id)]

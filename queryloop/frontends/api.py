@@ -50,6 +50,7 @@ from ..run.agent import AgentRun
 from ..run.config import AgentOptions, with_session
 from ..run.observe import Observation
 from ..run.sessions import SessionChoice, SessionChoiceError, choose_session
+from ..run.telemetry import end_session_trace
 from .console import Renderer, StreamJsonRenderer
 from .messages import Message, ResultMessage, parse_message
 from .options import OptionsError, QueryOptions, agent_options, permission_asker
@@ -112,6 +113,7 @@ class _Conversation:
         self.backend = AnthropicBackend(self.client)
 
     async def close(self) -> None:
+        end_session_trace(self.session.session_id)
         if self.client is not None:
             await self.client.close()
             self.client = None

@@ -67,6 +67,7 @@ from ..run.sessions import (
     plan_rewind,
     print_rewind,
 )
+from ..run.telemetry import end_session_trace
 from .api import _Conversation
 from .console import Renderer, TextRenderer
 from .options import OptionsError
@@ -577,6 +578,7 @@ class _Interactive:
         return True
 
     def _switch(self, choice: SessionChoice) -> None:
+        end_session_trace(self.conversation.session.session_id)
         self.conversation.session = choice
         self.conversation.prompts = 0  # the next prompt opens ``choice`` (resumed or new)
         self.steps, self.last_state = [], "idle"

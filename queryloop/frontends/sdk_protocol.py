@@ -193,6 +193,7 @@ class _SdkSession:
                 if task is not None:
                     task.cancel()
             await asyncio.gather(player, *self.tasks.values(), return_exceptions=True)
+            await self.conversation.close()
             await self.mcp.close()
         if self.signalled is not None:
             return 128 + self.signalled

@@ -23,6 +23,10 @@ __all__ = [
     "OTEL_LOGS_INTERVAL_MS",
     "OTEL_METRIC_INTERVAL_MS",
     "OTLP_ENDPOINT",
+    "OTLP_GRPC_ENDPOINT",
+    "OTLP_TIMEOUT_MS",
+    "PROMETHEUS_HOST",
+    "PROMETHEUS_PORT",
     "RETRY_MAX_DELAY_S",
     "agent_timeout_s",
     "idle_timeout_s",
@@ -39,6 +43,11 @@ CLAUDE_CODE_VERSION = "2.1.235"
 OTEL_METRIC_INTERVAL_MS = 60_000  # OTEL_METRIC_EXPORT_INTERVAL
 OTEL_LOGS_INTERVAL_MS = 5_000  # OTEL_LOGS_EXPORT_INTERVAL
 OTLP_ENDPOINT = "http://localhost:4318"  # OTEL_EXPORTER_OTLP_ENDPOINT: a local collector's OTLP/HTTP port
+OTLP_GRPC_ENDPOINT = "http://localhost:4317"  # the same, for OTEL_EXPORTER_OTLP_PROTOCOL=grpc
+OTLP_TIMEOUT_MS = 10_000  # OTEL_EXPORTER_OTLP_TIMEOUT: how long one export may take
+# OTEL_EXPORTER_PROMETHEUS_HOST and _PORT: the specification's defaults (Claude Code listens on every interface)
+PROMETHEUS_HOST = "localhost"
+PROMETHEUS_PORT = 9464
 
 DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
 

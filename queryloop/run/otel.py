@@ -8,7 +8,8 @@ one module that imports the OpenTelemetry SDK.
 What one run exports, read from the items and steps the run publishes
 (``queryloop.run.observe``):
 
-- spans: the session (``invoke_agent queryloop``), each turn (``queryloop.turn``),
+- spans: the session (``queryloop.session``: one trace, however many prompts), each
+  prompt's run (``invoke_agent queryloop``), each turn (``queryloop.turn``),
   each model request attempt (``chat <model>``, with the reason of the recovery edge
   that sent it again), each tool call (``execute_tool <name>``, with the gate's
   decision and the sandbox), each compaction (``queryloop.compaction``); every
@@ -27,12 +28,13 @@ of the run.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider
@@ -42,6 +44,7 @@ from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     ConsoleMetricExporter,
     MetricExporter,
+    MetricReader,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
@@ -64,7 +67,9 @@ if TYPE_CHECKING:
     from .config import AgentOptions
     from .observe import Observation
 
-__all__ = ["RETRY_KINDS", "RunTelemetry"]
+__all__ = ["RETRY_KINDS", "RunTelemetry", "end_session"]
+
+_T = TypeVar("_T")
 
 RETRY_KINDS = frozenset({"retry", "fallback", "escalate"})
 """Reason kinds that send the same request again (the machine's ``reason_kinds``): counted as retries."""
@@ -82,7 +87,10 @@ _BEFORE_THE_LOOP = ("opening_session", "submitting_prompt")
 
 
 class _Providers:
-    """The process's tracer, meter instruments and logger; each None when its signal is not exported."""
+    """The process's tracer, meter instruments and logger; each None when its signal is not exported.
+
+    An exporter that cannot be built (a port taken, a bad certificate) is a line on stderr;
+    the run goes on with the others."""
 
     def __init__(self, settings: TelemetrySettings) -> None:
         from importlib.metadata import version
@@ -90,33 +98,60 @@ class _Providers:
         __version__ = version("queryloop")
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
         self.version = __version__
+        self.sessions_counted: set[str] = set()
+        self.sessions: dict[str, tuple[Span, list[int]]] = {}  # session id → its open span, prompts played
+        self.sequence = itertools.count()
         self.tracer: trace.Tracer | None = None
-        if settings.traces:
+        spans = [x for n in settings.traces if (x := _built(n, "traces", _span_exporter, settings)) is not None]
+        if spans:
             tracer_provider = TracerProvider(resource=resource)
-            for name in settings.traces:
-                tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(name, settings)))
+            for span_exporter in spans:
+                tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
             self.tracer = tracer_provider.get_tracer("queryloop", __version__)
+            # ended before the provider's own exit hook (registered before, so run after) flushes them
+            atexit.register(self.end_sessions)
         self.counters: dict[str, Any] = {}
-        if settings.metrics:
-            readers = [
-                PeriodicExportingMetricReader(_metric_exporter(n, settings), settings.metric_interval_ms)
-                for n in settings.metrics
-            ]
+        readers = [r for n in settings.metrics if (r := _built(n, "metrics", _metric_reader, settings)) is not None]
+        if readers:
             meter = MeterProvider(resource=resource, metric_readers=readers).get_meter("queryloop", __version__)
             for counter, unit, description in _COUNTERS:
                 self.counters[counter] = meter.create_counter(counter, unit=unit, description=description)
         self.logger: Any = None
-        if settings.logs:
+        logs = [y for n in settings.logs if (y := _built(n, "logs", _log_exporter, settings)) is not None]
+        if logs:
             logger_provider = LoggerProvider(resource=resource)
-            for name in settings.logs:
+            for log_exporter in logs:
                 logger_provider.add_log_record_processor(
-                    BatchLogRecordProcessor(
-                        _log_exporter(name, settings), schedule_delay_millis=settings.logs_interval_ms
-                    )
+                    BatchLogRecordProcessor(log_exporter, schedule_delay_millis=settings.logs_interval_ms)
                 )
             self.logger = logger_provider.get_logger("queryloop.events", __version__)
-        self.sessions_counted: set[str] = set()
-        self.sequence = itertools.count()
+
+    def session_span(self, options: AgentOptions, machine: str) -> Span | None:
+        """The span of ``options``' session in this process, opened by its first prompt (a root: one trace)."""
+        if self.tracer is None:
+            return None
+        opened = self.sessions.get(options.session_id)
+        if opened is None:
+            attributes = {
+                "session.id": options.session_id,
+                "gen_ai.conversation.id": options.session_id,
+                "queryloop.machine": machine,
+            }
+            span = self.tracer.start_span("queryloop.session", attributes=attributes, kind=SpanKind.INTERNAL)
+            opened = self.sessions[options.session_id] = (span, [0])
+        opened[1][0] += 1
+        return opened[0]
+
+    def end_session(self, session_id: str) -> None:
+        opened = self.sessions.pop(session_id, None)
+        if opened is not None:
+            span, prompts = opened
+            span.set_attribute("queryloop.prompts", prompts[0])
+            span.end()
+
+    def end_sessions(self) -> None:
+        for session_id in list(self.sessions):
+            self.end_session(session_id)
 
 
 _COUNTERS = (
@@ -133,9 +168,46 @@ _COUNTERS = (
 def _span_exporter(name: str, settings: TelemetrySettings) -> SpanExporter:
     if name == "console":
         return ConsoleSpanExporter(out=sys.stderr)  # stdout is the answer's
+    endpoint, headers, timeout = settings.endpoints["traces"], dict(settings.headers["traces"]), settings.timeout_s
+    protocol = settings.protocols["traces"]
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+        return GrpcSpans(endpoint=endpoint, headers=headers, timeout=timeout)
+    if protocol == "http/json":
+        from .otlp_json import JsonSpanExporter
+
+        return JsonSpanExporter(endpoint, headers, timeout)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=settings.endpoints["traces"], headers=dict(settings.headers["traces"]))
+    return OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=timeout)
+
+
+def _built(
+    name: str, signal: str, make: Callable[[str, TelemetrySettings], _T], settings: TelemetrySettings
+) -> _T | None:
+    """``make(name, settings)``, or None with a line on stderr saying why that exporter sends nothing."""
+    try:
+        return make(name, settings)
+    except Exception as error:  # an exporter's set-up failing never stops the run
+        print(f"queryloop: warning: the {name} exporter of {signal} is off: {error}", file=sys.stderr)
+        return None
+
+
+def _metric_reader(name: str, settings: TelemetrySettings) -> MetricReader:
+    """A reader the meter pushes through every interval, or Prometheus's, which is scraped."""
+    if name == "prometheus":
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry()
+        where = f"{settings.prometheus_host}:{settings.prometheus_port}"
+        try:
+            start_http_server(settings.prometheus_port, settings.prometheus_host, registry=registry)
+        except OSError as error:
+            raise OSError(f"cannot listen on {where}: {error.strerror or error}") from None
+        return PrometheusMetricReader(registry=registry)  # cumulative, as Prometheus counts
+    return PeriodicExportingMetricReader(_metric_exporter(name, settings), settings.metric_interval_ms)
 
 
 def _metric_exporter(name: str, settings: TelemetrySettings) -> MetricExporter:
@@ -143,21 +215,37 @@ def _metric_exporter(name: str, settings: TelemetrySettings) -> MetricExporter:
     preferred: dict[type, AggregationTemporality] = {Counter: temporality}
     if name == "console":
         return ConsoleMetricExporter(out=sys.stderr, preferred_temporality=preferred)
+    endpoint, headers, timeout = settings.endpoints["metrics"], dict(settings.headers["metrics"]), settings.timeout_s
+    protocol = settings.protocols["metrics"]
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
+
+        return GrpcMetrics(endpoint=endpoint, headers=headers, timeout=timeout, preferred_temporality=preferred)
+    if protocol == "http/json":
+        from .otlp_json import JsonMetricExporter
+
+        return JsonMetricExporter(endpoint, headers, timeout, preferred)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter(
-        endpoint=settings.endpoints["metrics"],
-        headers=dict(settings.headers["metrics"]),
-        preferred_temporality=preferred,
-    )
+    return OTLPMetricExporter(endpoint=endpoint, headers=headers, timeout=timeout, preferred_temporality=preferred)
 
 
 def _log_exporter(name: str, settings: TelemetrySettings) -> LogRecordExporter:
     if name == "console":
         return ConsoleLogRecordExporter(out=sys.stderr)
+    endpoint, headers, timeout = settings.endpoints["logs"], dict(settings.headers["logs"]), settings.timeout_s
+    protocol = settings.protocols["logs"]
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
+
+        return GrpcLogs(endpoint=endpoint, headers=headers, timeout=timeout)
+    if protocol == "http/json":
+        from .otlp_json import JsonLogExporter
+
+        return JsonLogExporter(endpoint, headers, timeout)
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
-    return OTLPLogExporter(endpoint=settings.endpoints["logs"], headers=dict(settings.headers["logs"]))
+    return OTLPLogExporter(endpoint=endpoint, headers=headers, timeout=timeout)
 
 
 _PROVIDERS: dict[int, _Providers] = {}  # one set per process (keyed by nothing else: the environment is read once)
@@ -167,6 +255,12 @@ def _providers(settings: TelemetrySettings) -> _Providers:
     if not _PROVIDERS:
         _PROVIDERS[0] = _Providers(settings)
     return _PROVIDERS[0]
+
+
+def end_session(session_id: str) -> None:
+    """The session is over in this process (a conversation closed, /clear): its span ends, and its trace with it."""
+    if _PROVIDERS:
+        _PROVIDERS[0].end_session(session_id)
 
 
 def _usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:
@@ -277,11 +371,12 @@ class RunTelemetry:
         tracer = self.providers.tracer
         if tracer is None:
             return None
+        context = options.telemetry_parent
+        if options.agent_id is None:  # a prompt of the session: its span is the session's child
+            session = self.providers.session_span(options, self.run.program.spec.name)
+            context = trace.set_span_in_context(session) if session is not None else None
         return tracer.start_span(
-            f"invoke_agent {agent or 'queryloop'}",
-            context=options.telemetry_parent,
-            attributes=attributes,
-            kind=SpanKind.INTERNAL,
+            f"invoke_agent {agent or 'queryloop'}", context=context, attributes=attributes, kind=SpanKind.INTERNAL
         )
 
     def span_context(self, tool_use_id: str) -> Any:

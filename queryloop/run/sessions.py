@@ -52,6 +52,7 @@ __all__ = [
     "plan_rewind",
     "print_rewind",
     "rewind_diff",
+    "summarize",
 ]
 
 
@@ -169,19 +170,25 @@ class SessionSummary:
 
 def _summary(path: Path) -> SessionSummary:
     entries, _ = read_jsonl(path)
+    agents = sum(1 for _ in (path.parent / path.stem / "subagents").glob("agent-*.jsonl"))
+    return summarize(path.stem, entries, modified=path.stat().st_mtime, agents=agents)
+
+
+def summarize(session_id: str, entries: list[dict[str, Any]], *, modified: float, agents: int = 0) -> SessionSummary:
+    """A session's line from its transcript's entries (a file's, or the fleet database's)."""
     ends = [e for e in entries if e.get("type") == "system" and e.get("subtype") == "result"]
     costs = [e.get("total_cost_usd") for e in ends]
     known = [float(c) for c in costs if isinstance(c, (int, float))]
     prompts = sum(1 for e in entries if e.get("type") == "user" and e.get("reason") in PROMPT_REASONS)
     return SessionSummary(
-        session_id=path.stem,
+        session_id=session_id,
         started=str(entries[0].get("timestamp", "")) if entries else "",
         prompts=prompts,
         turns=sum(int(e.get("num_turns") or 0) for e in ends),
         terminal_reason=str(ends[-1].get("terminal_reason")) if ends else "— (no end recorded: killed?)",
         cost_usd=sum(known) if known else None,
-        modified=path.stat().st_mtime,
-        agents=sum(1 for _ in (path.parent / path.stem / "subagents").glob("agent-*.jsonl")),
+        modified=modified,
+        agents=agents,
     )
 
 

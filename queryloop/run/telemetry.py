@@ -14,15 +14,25 @@ metrics and events themselves (``queryloop.run.otel``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Literal
 
 import attrs
 
-from .defaults import OTEL_LOGS_INTERVAL_MS, OTEL_METRIC_INTERVAL_MS, OTLP_ENDPOINT
+from .defaults import (
+    OTEL_LOGS_INTERVAL_MS,
+    OTEL_METRIC_INTERVAL_MS,
+    OTLP_ENDPOINT,
+    OTLP_GRPC_ENDPOINT,
+    OTLP_TIMEOUT_MS,
+    PROMETHEUS_HOST,
+    PROMETHEUS_PORT,
+)
 
 __all__ = [
     "ENABLE_ENV",
+    "end_session_trace",
     "TelemetryConfigError",
     "TelemetrySettings",
     "telemetry_settings",
@@ -32,9 +42,10 @@ ENABLE_ENV = "CLAUDE_CODE_ENABLE_TELEMETRY"
 """Claude Code's switch: telemetry is off unless it is set to a true value."""
 
 Signal = Literal["traces", "metrics", "logs"]
-Exporter = Literal["otlp", "console"]
-_EXPORTERS = ("otlp", "console", "none")
-_PROTOCOLS = ("http/protobuf",)
+Exporter = Literal["otlp", "console", "prometheus"]
+Protocol = Literal["http/protobuf", "http/json", "grpc"]
+_EXPORTERS = ("otlp", "console", "prometheus", "none")
+_PROTOCOLS = ("http/protobuf", "http/json", "grpc")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -50,7 +61,8 @@ class TelemetrySettings:
     traces: tuple[Exporter, ...] = ()
     metrics: tuple[Exporter, ...] = ()
     logs: tuple[Exporter, ...] = ()
-    endpoints: Mapping[str, str] = attrs.field(factory=dict)  # signal → full OTLP/HTTP URL (…/v1/traces)
+    endpoints: Mapping[str, str] = attrs.field(factory=dict)  # signal → full OTLP/HTTP URL (…/v1/traces), gRPC's as is
+    protocols: Mapping[str, Protocol] = attrs.field(factory=dict)  # signal → its OTLP protocol
     headers: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)  # signal → HTTP headers
     metric_interval_ms: int = OTEL_METRIC_INTERVAL_MS  # OTEL_METRIC_EXPORT_INTERVAL
     logs_interval_ms: int = OTEL_LOGS_INTERVAL_MS  # OTEL_LOGS_EXPORT_INTERVAL
@@ -60,6 +72,9 @@ class TelemetrySettings:
     include_session_id: bool = True  # OTEL_METRICS_INCLUDE_SESSION_ID
     include_version: bool = False  # OTEL_METRICS_INCLUDE_VERSION
     service_name: str = "queryloop"  # OTEL_SERVICE_NAME
+    timeout_s: float = OTLP_TIMEOUT_MS / 1000  # OTEL_EXPORTER_OTLP_TIMEOUT, in milliseconds as the specification says
+    prometheus_host: str = PROMETHEUS_HOST  # OTEL_EXPORTER_PROMETHEUS_HOST
+    prometheus_port: int = PROMETHEUS_PORT  # OTEL_EXPORTER_PROMETHEUS_PORT
 
     def missing_packages(self) -> str | None:
         """The distribution these settings need that is not installed (the ``otel`` extra's), if any."""
@@ -67,9 +82,17 @@ class TelemetrySettings:
 
         if find_spec("opentelemetry.sdk") is None:
             return "opentelemetry-sdk"
-        otlp = "otlp" in (*self.traces, *self.metrics, *self.logs)
-        if otlp and find_spec("opentelemetry.exporter.otlp.proto.http") is None:
-            return "opentelemetry-exporter-otlp-proto-http"
+        needed = {
+            "http/protobuf": ("opentelemetry.exporter.otlp.proto.http", "opentelemetry-exporter-otlp-proto-http"),
+            "http/json": ("opentelemetry.exporter.otlp.proto.common", "opentelemetry-exporter-otlp-proto-common"),
+            "grpc": ("opentelemetry.exporter.otlp.proto.grpc", "opentelemetry-exporter-otlp-proto-grpc"),
+        }
+        for protocol in dict.fromkeys(self.protocols.values()):
+            module, distribution = needed[protocol]
+            if find_spec(module) is None:
+                return distribution
+        if "prometheus" in self.metrics and find_spec("opentelemetry.exporter.prometheus") is None:
+            return "opentelemetry-exporter-prometheus"
         return None
 
 
@@ -89,9 +112,10 @@ def _exporters(env: Mapping[str, str], signal: Signal) -> tuple[Exporter, ...]:
     named = [part.strip() for part in env.get(name, "").split(",") if part.strip()]
     for part in named:
         if part not in _EXPORTERS:
-            raise TelemetryConfigError(
-                f"{name}={env[name]!r}: unknown exporter {part!r} (expected otlp, console or none)"
-            )
+            expected = "otlp, prometheus, console or none" if signal == "metrics" else "otlp, console or none"
+            raise TelemetryConfigError(f"{name}={env[name]!r}: unknown exporter {part!r} (expected {expected})")
+        if part == "prometheus" and signal != "metrics":
+            raise TelemetryConfigError(f"{name}={env[name]!r}: prometheus exports metrics only")
     return tuple(p for p in dict.fromkeys(named) if p != "none")  # type: ignore[misc]
 
 
@@ -119,27 +143,42 @@ def _headers(raw: str, name: str) -> dict[str, str]:
     return out
 
 
-def _otlp_target(env: Mapping[str, str], signal: Signal) -> tuple[str, dict[str, str]]:
-    """The signal's OTLP/HTTP URL and headers: its own variables first, then the shared ones."""
+def _otlp_target(env: Mapping[str, str], signal: Signal) -> tuple[Protocol, str, dict[str, str]]:
+    """The signal's OTLP protocol, URL and headers: its own variables first, then the shared ones.
+
+    Over HTTP a shared endpoint is a base URL that ``/v1/<signal>`` is added to; over gRPC
+    it is the collector's address as is (the OTLP exporter specification's rules)."""
     upper = signal.upper()
     protocol_name = next(
         (n for n in (f"OTEL_EXPORTER_OTLP_{upper}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL") if env.get(n)), None
     )
-    if protocol_name is not None and env[protocol_name].strip() not in _PROTOCOLS:
+    protocol = "http/protobuf" if protocol_name is None else env[protocol_name].strip()
+    if protocol not in _PROTOCOLS:
         raise TelemetryConfigError(
-            f"{protocol_name}={env[protocol_name]!r}: queryloop exports OTLP over http/protobuf only"
+            f"{protocol_name}={env[protocol_name or '']!r}: expected http/protobuf, http/json or grpc"
         )
     own = env.get(f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT", "").strip()
+    shared = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     if own:
         url = own
+    elif protocol == "grpc":
+        url = shared or OTLP_GRPC_ENDPOINT
     else:
-        base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or OTLP_ENDPOINT
-        url = f"{base.rstrip('/')}/v1/{signal}"
+        url = f"{(shared or OTLP_ENDPOINT).rstrip('/')}/v1/{signal}"
     if not url.startswith(("http://", "https://")):
         raise TelemetryConfigError(f"the OTLP endpoint for {signal} must be an http(s) URL, got {url!r}")
     headers = _headers(env.get("OTEL_EXPORTER_OTLP_HEADERS", ""), "OTEL_EXPORTER_OTLP_HEADERS")
     headers.update(_headers(env.get(f"OTEL_EXPORTER_OTLP_{upper}_HEADERS", ""), f"OTEL_EXPORTER_OTLP_{upper}_HEADERS"))
-    return url, headers
+    return protocol, url, headers  # type: ignore[return-value]
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise TelemetryConfigError(f"{name}={env[name]!r}: expected a port number from 1 to 65535")
+    return int(value)
 
 
 def telemetry_settings(env: Mapping[str, str]) -> TelemetrySettings | None:
@@ -154,10 +193,11 @@ def telemetry_settings(env: Mapping[str, str]) -> TelemetrySettings | None:
     if not any(exporters.values()):
         return None
     endpoints: dict[str, str] = {}
+    protocols: dict[str, Protocol] = {}
     headers: dict[str, Mapping[str, str]] = {}
     for signal, chosen in exporters.items():
         if "otlp" in chosen:
-            endpoints[signal], headers[signal] = _otlp_target(env, signal)  # type: ignore[arg-type]
+            protocols[signal], endpoints[signal], headers[signal] = _otlp_target(env, signal)  # type: ignore[arg-type]
     temporality = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta").strip().lower() or "delta"
     if temporality not in ("delta", "cumulative"):
         raise TelemetryConfigError(
@@ -168,6 +208,7 @@ def telemetry_settings(env: Mapping[str, str]) -> TelemetrySettings | None:
         metrics=exporters["metrics"],
         logs=exporters["logs"],
         endpoints=endpoints,
+        protocols=protocols,
         headers=headers,
         metric_interval_ms=_milliseconds(env, "OTEL_METRIC_EXPORT_INTERVAL", OTEL_METRIC_INTERVAL_MS),
         logs_interval_ms=_milliseconds(env, "OTEL_LOGS_EXPORT_INTERVAL", OTEL_LOGS_INTERVAL_MS),
@@ -177,4 +218,15 @@ def telemetry_settings(env: Mapping[str, str]) -> TelemetrySettings | None:
         include_session_id=_flag(env, "OTEL_METRICS_INCLUDE_SESSION_ID", True),
         include_version=_flag(env, "OTEL_METRICS_INCLUDE_VERSION", False),
         service_name=env.get("OTEL_SERVICE_NAME", "").strip() or "queryloop",
+        timeout_s=_milliseconds(env, "OTEL_EXPORTER_OTLP_TIMEOUT", OTLP_TIMEOUT_MS) / 1000,
+        prometheus_host=env.get("OTEL_EXPORTER_PROMETHEUS_HOST", "").strip() or PROMETHEUS_HOST,
+        prometheus_port=_port(env, "OTEL_EXPORTER_PROMETHEUS_PORT", PROMETHEUS_PORT),
     )
+
+
+def end_session_trace(session_id: str) -> None:
+    """End the span of ``session_id``'s session if this process exports one (a conversation closed, a
+    ``/clear``); the rest end when the process exits. Imports nothing when telemetry is off."""
+    otel = sys.modules.get("queryloop.run.otel")
+    if otel is not None:
+        otel.end_session(session_id)

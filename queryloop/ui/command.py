@@ -18,6 +18,7 @@ from typing import Any
 
 # queryloop.run.tracing.TRACE_DIR_ENV, not imported so that `--help` loads no engine (a test holds them equal)
 TRACE_DIR_ENV = "QUERYLOOP_TRACE_DIR"
+DATABASE_ENV = "QUERYLOOP_DATABASE_URL"  # queryloop.fleet.database.DATABASE_ENV, likewise
 
 __all__ = ["UiError", "add_ui_command", "check_home_owner"]
 
@@ -63,21 +64,47 @@ def cmd_ui(args: argparse.Namespace) -> int:
     traces = args.traces or (Path(os.environ[TRACE_DIR_ENV]) if os.environ.get(TRACE_DIR_ENV) else None)
     try:
         check_home_owner(home)
+        fleet = _fleet(args.database_url)
         sock = _bind(args.host, args.port)
     except UiError as exc:
         print(f"queryloop ui: {exc}", file=sys.stderr)
         return 1
     port = sock.getsockname()[1]
     token = secrets.token_urlsafe(32)
-    app = make_app(home=home, traces=traces, token=token, cookie=f"queryloop_ui_{port}")
+    app = make_app(home=home, traces=traces, token=token, cookie=f"queryloop_ui_{port}", fleet=fleet)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     if args.host not in ("127.0.0.1", "::1", "localhost"):
         print(f"queryloop ui: warning: listening on {args.host}, not loopback; the token is all that guards it")
-    print(f"queryloop ui: the sessions under {home}" + (f", paths from {traces}" if traces else ""))
+    print(
+        f"queryloop ui: the sessions under {home}"
+        + (f" and in the fleet database {fleet.shown}" if fleet else "")
+        + (f", paths from {traces}" if traces else "")
+    )
     print(f"open http://{shown}:{port}/?token={token}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _fleet(given: str | None) -> Any:
+    """The fleet's database to list beside the files: ``--database-url``, else ``$QUERYLOOP_DATABASE_URL``;
+    None when neither is given."""
+    raw = given or os.environ.get(DATABASE_ENV)
+    if not raw:
+        return None
+    try:
+        from queryloop.fleet.database import DatabaseUrlError, database_url
+
+        from .fleet import FleetView
+    except ImportError as exc:
+        raise UiError(
+            f"reading the fleet's database needs the fleet extra ({exc.name} is missing): "
+            "pip install 'queryloop[fleet]'"
+        ) from None
+    try:
+        return FleetView(database_url(raw))
+    except DatabaseUrlError as exc:
+        raise UiError(str(exc)) from None
 
 
 def _port(text: str) -> int:
@@ -108,5 +135,11 @@ def add_ui_command(sub: Any) -> None:
         metavar="DIR",
         help=f"a directory runs recorded their paths in (default: ${TRACE_DIR_ENV}), read beside each "
         "session's own steps/ folder",
+    )
+    ui.add_argument(
+        "--database-url",
+        metavar="URL",
+        help=f"also list the sessions of a fleet's database (sqlite:///PATH or postgresql://…; default: "
+        f"${DATABASE_ENV} when set)",
     )
     ui.set_defaults(func=cmd_ui)

@@ -15,6 +15,7 @@ the page shows it as text.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,25 @@ from queryloop.handlers.session.services.transcript import load_ledger
 from queryloop.run.sessions import (
     PROMPT_REASONS,
     SessionChoiceError,
+    SessionSummary,
     list_project_sessions,
     plan_rewind,
     rewind_diff,
 )
 from queryloop.run.tracing import SESSION_STEPS
 
-__all__ = ["SessionFiles", "SessionPath", "UnknownSession", "find_session", "list_all_sessions", "read_path"]
+__all__ = [
+    "SessionFiles",
+    "SessionPath",
+    "UnknownSession",
+    "find_session",
+    "ledger_row",
+    "list_all_sessions",
+    "prompt_rows",
+    "read_path",
+    "session_row",
+    "transcript_rows",
+]
 
 _TEXT_LIMIT = 20_000  # characters of one block shown; the rest is cut with a note (a file read is not a page)
 
@@ -49,17 +62,21 @@ def list_all_sessions(home: Path) -> list[dict[str, Any]]:
     rows: list[tuple[float, dict[str, Any]]] = []
     for folder in sorted(projects.iterdir()) if projects.is_dir() else ():
         for s in list_project_sessions(folder) if folder.is_dir() else ():
-            row = {
-                "session_id": s.session_id,
-                "project": folder.name,
-                "started": s.started,
-                "runs": s.prompts,
-                "turns": s.turns,
-                "ended": s.terminal_reason,
-                "cost_usd": s.cost_usd,
-            }
-            rows.append((s.modified, row))
+            rows.append((s.modified, session_row(s, folder.name)))
     return [row for _, row in sorted(rows, key=lambda r: r[0], reverse=True)]
+
+
+def session_row(s: SessionSummary, project: str) -> dict[str, Any]:
+    """One row of the list page."""
+    return {
+        "session_id": s.session_id,
+        "project": project,
+        "started": s.started,
+        "runs": s.prompts,
+        "turns": s.turns,
+        "ended": s.terminal_reason,
+        "cost_usd": s.cost_usd,
+    }
 
 
 def find_session(home: Path, session_id: str) -> SessionFiles:
@@ -75,6 +92,58 @@ def find_session(home: Path, session_id: str) -> SessionFiles:
             paths = SessionPaths(home=home, cwd=Path(cwd), session_id=session_id, project_name=folder.name)
             return SessionFiles(paths=paths, entries=tuple(entries), warnings=tuple(warnings))
     raise UnknownSession(session_id)
+
+
+def transcript_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every entry in order, as the page shows it: user and assistant messages, boundaries, tombstones, each
+    run's end."""
+    out = []
+    for e in entries:
+        raw = e.get("message")
+        message: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        kind = str(e.get("type", "?"))
+        if kind == "system" and e.get("subtype") == "result":
+            text = f"run ended: {e.get('terminal_reason')} after {e.get('num_turns')} turn(s)"
+            blocks = [{"kind": "result", "text": text}]
+        elif kind == "system":
+            blocks = [{"kind": str(e.get("subtype", "system")), "text": str(e.get("content", ""))}]
+        else:
+            blocks = _blocks(message.get("content") if message else None)
+        out.append(
+            {
+                "uuid": str(e.get("uuid", "")),
+                "type": kind,
+                "role": str(message.get("role", kind)) if message else kind,
+                "reason": str(e.get("reason", "")),
+                "timestamp": str(e.get("timestamp", "")),
+                "meta": bool(e.get("isMeta")),
+                "prompt": kind == "user" and e.get("reason") in PROMPT_REASONS,
+                "blocks": blocks,
+            }
+        )
+    return out
+
+
+def prompt_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
+    """The user prompts a rewind can go back before: uuid and the prompt's first words."""
+    out = []
+    for e in entries:
+        if e.get("type") == "user" and e.get("reason") in PROMPT_REASONS:
+            message = e.get("message")
+            text = " ".join(b["text"] for b in _blocks(message.get("content") if isinstance(message, dict) else None))
+            out.append({"uuid": str(e.get("uuid")), "text": text[:120]})
+    return out
+
+
+def ledger_row(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One completed side effect as the page shows it."""
+    return {
+        "tool_use_id": str(entry.get("tool_use_id", "")),
+        "name": str(entry.get("name", "")),
+        "input": _cut(json.dumps(entry.get("input"), ensure_ascii=False)),
+        "result": " ".join(b["text"] for b in _blocks([entry.get("result")])),
+        "prompt_id": str(entry.get("prompt_id", "")),
+    }
 
 
 def _cut(text: str) -> str:
@@ -114,47 +183,17 @@ class SessionFiles:
     entries: tuple[dict[str, Any], ...]
     warnings: tuple[str, ...] = ()
 
+    @property
+    def steps_folder(self) -> Path | None:
+        """Where its runs record their paths when ``QUERYLOOP_TRACE_DIR`` is unset (``steps/`` under it)."""
+        return self.paths.folder
+
     def transcript(self) -> list[dict[str, Any]]:
-        """Every entry in file order: user and assistant messages, boundaries, tombstones, each run's end."""
-        out = []
-        for e in self.entries:
-            raw = e.get("message")
-            message: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            kind = str(e.get("type", "?"))
-            if kind == "system" and e.get("subtype") == "result":
-                text = f"run ended: {e.get('terminal_reason')} after {e.get('num_turns')} turn(s)"
-                blocks = [{"kind": "result", "text": text}]
-            elif kind == "system":
-                blocks = [{"kind": str(e.get("subtype", "system")), "text": str(e.get("content", ""))}]
-            else:
-                blocks = _blocks(message.get("content") if message else None)
-            out.append(
-                {
-                    "uuid": str(e.get("uuid", "")),
-                    "type": kind,
-                    "role": str(message.get("role", kind)) if message else kind,
-                    "reason": str(e.get("reason", "")),
-                    "timestamp": str(e.get("timestamp", "")),
-                    "meta": bool(e.get("isMeta")),
-                    "prompt": kind == "user" and e.get("reason") in PROMPT_REASONS,
-                    "blocks": blocks,
-                }
-            )
-        return out
+        return transcript_rows(self.entries)
 
     def ledger(self) -> tuple[list[dict[str, Any]], list[str]]:
         entries, warnings = load_ledger(self.paths.ledger)
-        rows = [
-            {
-                "tool_use_id": e.tool_use_id,
-                "name": e.name,
-                "input": _cut(json.dumps(e.input, ensure_ascii=False)),
-                "result": " ".join(b["text"] for b in _blocks([e.result])),
-                "prompt_id": e.prompt_id,
-            }
-            for e in entries
-        ]
-        return rows, warnings
+        return [ledger_row(e.to_json()) for e in entries], warnings
 
     def checkpoints(self) -> tuple[list[dict[str, Any]], int, list[str]]:
         entries, dropped, warnings = CheckpointStore(self.paths).entries()
@@ -200,31 +239,20 @@ class SessionFiles:
             )
         return rows, warnings
 
-    def prompts(self) -> list[dict[str, str]]:
-        """The user prompts a rewind can go back before: uuid and the prompt's first words."""
-        out = []
-        for e in self.entries:
-            if e.get("type") == "user" and e.get("reason") in PROMPT_REASONS:
-                message = e.get("message")
-                text = " ".join(
-                    b["text"] for b in _blocks(message.get("content") if isinstance(message, dict) else None)
-                )
-                out.append({"uuid": str(e.get("uuid")), "text": text[:120]})
-        return out
-
     def to_json(self) -> dict[str, Any]:
         ledger, ledger_warnings = self.ledger()
         checkpoints, dropped, checkpoint_warnings = self.checkpoints()
         agents, agent_warnings = self.agents()
         return {
             "session_id": self.paths.session_id,
+            "source": "files",
             "project": self.paths.project.name,
             "cwd": str(self.paths.cwd),
             "transcript": self.transcript(),
             "ledger": ledger,
             "checkpoints": checkpoints,
             "dropped_checkpoints": dropped,
-            "prompts": self.prompts(),
+            "prompts": prompt_rows(self.entries),
             "agents": agents,
             "warnings": [*self.warnings, *ledger_warnings, *checkpoint_warnings, *agent_warnings],
         }

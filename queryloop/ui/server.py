@@ -17,6 +17,7 @@ import hmac
 import importlib.resources
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,8 +26,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from queryloop.fsm import load_machine
+from queryloop.handlers.session import is_session_id
 from queryloop.machines import MACHINES_DIR
 
+from .fleet import FleetSession, FleetView
 from .pictures import LayerPictures
 from .reading import SessionFiles, UnknownSession, find_session, list_all_sessions, read_path
 
@@ -94,17 +97,23 @@ def _asset(name: str) -> str:
     return importlib.resources.files("queryloop.ui").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "queryloop_ui") -> ASGIApp:
-    """The inspector's ASGI application over ``home`` (and the run traces in ``traces``), behind ``token``."""
+def make_app(
+    *, home: Path, traces: Path | None, token: str, cookie: str = "queryloop_ui", fleet: FleetView | None = None
+) -> ASGIApp:
+    """The inspector's ASGI application over ``home`` (and the run traces in ``traces``, the sessions of the
+    ``fleet`` database), behind ``token``."""
     spec = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
     pictures = LayerPictures(spec)
     pages = {"sessions": _asset("sessions.html"), "session": _asset("session.html")}
 
-    def session_of(request: Request) -> SessionFiles | None:
+    def session_of(request: Request) -> SessionFiles | FleetSession | None:
         try:
             return find_session(home, request.path_params["sid"])
         except UnknownSession:
-            return None
+            pass
+        if fleet is not None and is_session_id(request.path_params["sid"]):
+            return fleet.session(request.path_params["sid"])
+        return None
 
     def page(name: str) -> Callable[[Request], Response]:
         def show(request: Request) -> Response:
@@ -119,7 +128,14 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
         return Response(_asset(name), media_type=_STATIC[name])
 
     def sessions(request: Request) -> Response:
-        return JSONResponse({"home": str(home), "sessions": list_all_sessions(home)})
+        rows, warnings, workers = list_all_sessions(home), list[str](), list[dict[str, Any]]()
+        if fleet is not None:
+            fleet_rows, warnings = fleet.sessions()
+            rows += fleet_rows
+            workers = fleet.workers()
+        database = fleet.shown if fleet is not None else None
+        body = {"home": str(home), "sessions": rows, "warnings": warnings, "workers": workers, "database": database}
+        return JSONResponse(body)
 
     def unknown(request: Request) -> Response:
         return JSONResponse({"error": f"no session {request.path_params['sid']!r} under {home}"}, status_code=404)
@@ -132,7 +148,7 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
         found = session_of(request)
         if found is None:
             return unknown(request)
-        body = read_path(spec, traces, request.path_params["sid"], found.paths.folder).json
+        body = read_path(spec, traces, request.path_params["sid"], found.steps_folder).json
         body["layers"] = list(pictures.layers)
         body["layers_taken"] = sorted({spec.state(s["from"]).layer for s in body["steps"]} - {""})
         return JSONResponse(body)
@@ -144,7 +160,7 @@ def make_app(*, home: Path, traces: Path | None, token: str, cookie: str = "quer
             return unknown(request)
         if name not in pictures.layers:
             return PlainTextResponse(f"no layer {name!r}\n", status_code=404)
-        read = read_path(spec, traces, sid, found.paths.folder)
+        read = read_path(spec, traces, sid, found.steps_folder)
         svg = pictures.svg(sid, name, read.trace, running=read.running)
         return Response(svg, media_type="image/svg+xml")
 

@@ -7,6 +7,7 @@ The export itself (spans, metrics, events over OTLP/HTTP) is tested end to end i
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -53,11 +54,52 @@ def test_each_signal_goes_to_its_own_endpoint_under_the_shared_one() -> None:
     assert settings.delta and not settings.log_user_prompts
 
 
+def test_each_signal_takes_its_own_protocol_and_grpc_takes_the_endpoint_as_it_is() -> None:
+    settings = telemetry_settings(
+        {
+            **ON,
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "otlp,prometheus",
+            "OTEL_LOGS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "http/json",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "2500",
+            "OTEL_EXPORTER_PROMETHEUS_PORT": "9999",
+        }
+    )
+    assert settings is not None
+    assert settings.protocols == {"traces": "grpc", "metrics": "grpc", "logs": "http/json"}
+    assert settings.endpoints == {
+        "traces": "http://localhost:4317",
+        "metrics": "http://localhost:4317",
+        "logs": "http://localhost:4318/v1/logs",
+    }
+    assert settings.metrics == ("otlp", "prometheus") and settings.timeout_s == 2.5
+    assert (settings.prometheus_host, settings.prometheus_port) == ("localhost", 9999)
+
+
+def test_otlp_json_writes_ids_in_hex_and_enums_as_numbers() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from queryloop.run.otlp_json import otlp_json
+
+    message = ExportTraceServiceRequest()
+    span = message.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name, span.kind = bytes(range(16)), b"\xab" * 8, "s", 1
+    written = json.loads(otlp_json(message))
+    (read,) = written["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert read == {"traceId": "000102030405060708090a0b0c0d0e0f", "spanId": "ab" * 8, "name": "s", "kind": 1}
+
+
 @pytest.mark.parametrize(
     ("env", "named"),
     [
-        ({"OTEL_METRICS_EXPORTER": "prometheus"}, "OTEL_METRICS_EXPORTER"),
-        ({"OTEL_LOGS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ({"OTEL_TRACES_EXPORTER": "prometheus"}, "OTEL_TRACES_EXPORTER"),
+        ({"OTEL_METRICS_EXPORTER": "statsd"}, "OTEL_METRICS_EXPORTER"),
+        ({"OTEL_LOGS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"}, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ({"OTEL_LOGS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "json"}, "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"),
+        ({"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_PORT": "99999"}, "PROMETHEUS_PORT"),
+        ({"OTEL_LOGS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, "OTEL_EXPORTER_OTLP_TIMEOUT"),
         ({"OTEL_LOGS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": "novalue"}, "OTEL_EXPORTER_OTLP_HEADERS"),
         ({"OTEL_METRICS_EXPORTER": "console", "OTEL_METRIC_EXPORT_INTERVAL": "soon"}, "OTEL_METRIC_EXPORT_INTERVAL"),
         ({"OTEL_LOGS_EXPORTER": "console", "OTEL_LOG_USER_PROMPTS": "maybe"}, "OTEL_LOG_USER_PROMPTS"),

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from queryloop.fleet.database import FleetDatabase
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.session.services.transcript import load_history
 
+from .browser import UiServer
 from .harness import ROOT, MockApi
 
 TIMEOUT_S = 90.0  # generous: every wait polls and returns as soon as its condition holds
@@ -382,9 +384,37 @@ def test_a_session_submitted_on_sqlite_runs_on_a_worker_and_prints_the_result(tm
                 "tool Glob",
                 "model request",
             ]
+            _check_the_inspector_reads_it(url, result["session_id"], tmp_path)
     finally:
         workers.stop()
         db.close()
+
+
+def _check_the_inspector_reads_it(url: str, session_id: str, tmp_path: Path) -> None:
+    """``queryloop ui --database-url`` lists the fleet's session beside the (empty) home's and shows its
+    transcript, ledger and tool calls with the worker that ran each (its JSON API; test_ui draws the page)."""
+    home = tmp_path / "ui-home"
+    home.mkdir()
+    with UiServer(home, None, "--database-url", url) as ui:
+        cookie = f"queryloop_ui_{ui.base.rsplit(':', 1)[1]}={ui.token}"
+
+        def get(path: str) -> Any:
+            request = urllib.request.Request(ui.base + path, headers={"Cookie": cookie})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())
+
+        listed = get("/api/sessions")
+        (row,) = listed["sessions"]
+        assert row["session_id"] == session_id and row["project"] == "fleet database" and row["ended"] == "completed"
+        assert [w["executor_id"] for w in listed["workers"]] == ["solo"] and listed["warnings"] == []
+        shown = get(f"/api/sessions/{session_id}")
+        assert shown["source"] == "fleet"
+        texts = [b["text"] for e in shown["transcript"] for b in e["blocks"]]
+        assert "Done on one machine." in texts
+        calls = [(c["tool"], c["state"], c["executor_id"]) for c in shown["calls"]]
+        assert calls == [("Bash", "completed", "solo")]  # the one call that must not run twice (Read, Glob may)
+        assert [e["name"] for e in shown["ledger"]] == ["Bash"]
+        assert "error" in get(f"/api/sessions/{session_id}/rewind")  # no rewind from the database
 
 
 def test_submit_explains_a_bad_database_url_an_unknown_session_and_a_fleet_without_workers(tmp_path: Path) -> None:

@@ -10,13 +10,21 @@ whose request is too long (a reactive compaction and its summary request).
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -24,7 +32,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 
-from .harness import MockApi, run_cli
+from .harness import ROOT, MockApi, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # a CLI run whose exporters flush as it exits
 
@@ -56,6 +64,54 @@ class Receiver(ThreadingHTTPServer):
     """Collects every OTLP/HTTP export it is sent, decoded."""
 
     received: list[tuple[str, Any]]
+    content_types: set[str | None]
+
+
+def _base64_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        ids = ("traceId", "spanId", "parentSpanId")
+        return {
+            k: base64.b64encode(bytes.fromhex(v)).decode() if k in ids else _base64_ids(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_base64_ids(v) for v in value]
+    return value
+
+
+class _GrpcReceiver:
+    """The same exports over OTLP/gRPC: a grpcio server with the three collector services."""
+
+    def __init__(self, received: list[tuple[str, Any]]) -> None:
+        import grpc
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        def keep(path: str, reply: Any) -> Any:
+            def export(servicer: Any, request: Any, context: Any) -> Any:
+                received.append((path, request))
+                return reply()
+
+            return export
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            Export = keep("/v1/traces", trace_service_pb2.ExportTraceServiceResponse)
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            Export = keep("/v1/metrics", metrics_service_pb2.ExportMetricsServiceResponse)
+
+        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+            Export = keep("/v1/logs", logs_service_pb2.ExportLogsServiceResponse)
+
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)  # type: ignore[no-untyped-call]
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self.server)  # type: ignore[no-untyped-call]
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)  # type: ignore[no-untyped-call]
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop(grace=None)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -64,10 +120,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         message = _MESSAGES[self.path]()
-        message.ParseFromString(body)
+        kind = self.headers.get("Content-Type")
+        if kind == "application/json":  # OTLP/JSON: ids in hex, which the protobuf JSON mapping reads as base64
+            json_format.ParseDict(_base64_ids(json.loads(body)), message)
+        else:
+            assert kind == "application/x-protobuf", kind
+            message.ParseFromString(body)
         self.server.received.append((self.path, message))
+        self.server.content_types.add(kind)
         self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -86,31 +148,53 @@ def _attrs(attributes: Any) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in attributes if isinstance(kv, KeyValue)}
 
 
-def export_run(scenario: str, args: list[str], cwd: Path) -> dict[str, Any]:
-    """One ``queryloop -p`` run through the embedded server, exported to a receiver: its spans, points and events."""
-    server = Receiver(("127.0.0.1", 0), _Handler)
-    server.received = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def export_run(
+    scenario: str,
+    args: list[str],
+    cwd: Path,
+    *,
+    protocol: str = "http/protobuf",
+    stdin: str | None = None,
+    fmt: str = "json",
+) -> dict[str, Any]:
+    """One ``queryloop -p`` run (or, with ``stdin``, a stream-json session) through the embedded server, exported
+    to a receiver over ``protocol``: its spans, points and events."""
+    received: list[tuple[str, Any]] = []
+    if protocol == "grpc":
+        grpc_server = _GrpcReceiver(received)
+        endpoint, stop = f"http://127.0.0.1:{grpc_server.port}", grpc_server.stop
+    else:
+        server = Receiver(("127.0.0.1", 0), _Handler)
+        server.received, server.content_types = received, set()
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        endpoint = f"http://127.0.0.1:{server.server_port}"
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+
     try:
         with MockApi(scenario) as api:
             run = run_cli(
-                ["-p", "tidy the notes", "--model", "mock-primary", *args],
+                ["-p", "tidy the notes", "--model", "mock-primary", *args]
+                if stdin is None
+                else ["--input-format", "stream-json", "--model", "mock-primary", *args],
                 api=api,
                 cwd=cwd,
-                fmt="json",
+                fmt=fmt,
+                stdin=stdin,
                 CLAUDE_CODE_ENABLE_TELEMETRY="1",
                 OTEL_TRACES_EXPORTER="otlp",
                 OTEL_METRICS_EXPORTER="otlp",
                 OTEL_LOGS_EXPORTER="otlp",
-                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-                OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_port}",
+                OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
             )
     finally:
-        server.shutdown()
-        server.server_close()
+        stop()
     assert "Traceback" not in run.stderr, run.stderr
-    received = server.received
+    if protocol != "grpc":
+        assert server.content_types == {"application/json" if protocol == "http/json" else "application/x-protobuf"}
     spans = [
         span
         for path, message in received
@@ -142,7 +226,14 @@ def export_run(scenario: str, args: list[str], cwd: Path) -> dict[str, Any]:
         if path == "/v1/traces"
         for resource in message.resource_spans
     ]
-    return {"spans": spans, "points": points, "events": events, "resources": resources, "result": run.result}
+    return {
+        "spans": spans,
+        "points": points,
+        "events": events,
+        "resources": resources,
+        "result": run.result,
+        "run": run,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +249,10 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_the_session_turns_attempts_and_tools_are_nested_spans(exported: dict[str, Any]) -> None:
     spans = exported["spans"]
     by_id = {s.span_id: s for s in spans}
+    (root,) = [s for s in spans if s.name == "queryloop.session"]
     (session,) = [s for s in spans if s.name == "invoke_agent queryloop"]
+    assert session.parent_span_id == root.span_id and not root.parent_span_id
+    assert _attrs(root.attributes)["queryloop.prompts"] == 1
     turns = [s for s in spans if s.name == "queryloop.turn"]
     attempts = [s for s in spans if s.name == "chat mock-primary"]
     tools = {s.name: s for s in spans if s.name.startswith("execute_tool ")}
@@ -362,3 +456,97 @@ models:
     assert sorted(a["decision_source"] for a in results) == ["config", "config", "hook"]
     spans = [_attrs(s.attributes) for s in exported["spans"] if s.name == "execute_tool Bash"]
     assert sorted(s["queryloop.permission.source"] for s in spans) == ["config", "hook"]
+
+
+TWO_PROMPTS = """\
+schema_version: 1
+scenario: two_prompts
+model: mock-primary
+models:
+  mock-primary:
+    - reply: {content: [{text: "first answer"}]}
+    - reply: {content: [{text: "second answer"}]}
+"""
+
+
+def _user_lines(*prompts: str) -> str:
+    return "".join(
+        json.dumps({"type": "user", "message": {"role": "user", "content": p}, "parent_tool_use_id": None}) + "\n"
+        for p in prompts
+    )
+
+
+@pytest.mark.parametrize("protocol", ["http/json", "grpc"])
+def test_a_session_of_two_prompts_is_one_trace_over_each_protocol(tmp_path: Path, protocol: str) -> None:
+    """The Agent SDK's session (stream-json on stdin) plays two prompts: one ``queryloop.session`` span holds both
+    prompts' runs, sent over OTLP/JSON or OTLP/gRPC as over http/protobuf; metrics and events arrive too."""
+    exported = export_run(
+        TWO_PROMPTS, ["--verbose"], tmp_path, protocol=protocol, stdin=_user_lines("one", "two"), fmt="stream-json"
+    )
+    results = [line for line in exported["run"].lines if line.get("type") == "result"]
+    assert [r["result"] for r in results] == ["first answer", "second answer"]
+    spans = exported["spans"]
+    (root,) = [s for s in spans if s.name == "queryloop.session"]
+    prompts = [s for s in spans if s.name == "invoke_agent queryloop"]
+    assert len(prompts) == 2 and all(p.parent_span_id == root.span_id for p in prompts)
+    assert {s.trace_id for s in spans} == {root.trace_id}
+    assert _attrs(root.attributes)["queryloop.prompts"] == 2
+    assert _attrs(root.attributes)["session.id"] == results[0]["session_id"] == results[1]["session_id"]
+    assert sum(v for n, _, v in exported["points"] if n == "claude_code.session.count") == 1
+    assert [b for b, _ in exported["events"]].count("claude_code.user_prompt") == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_prometheus_serves_the_sessions_metrics_while_it_runs(tmp_path: Path) -> None:
+    """OTEL_METRICS_EXPORTER=prometheus: a session answers a scrape of /metrics on loopback between prompts with
+    Claude Code's counters and the machine's, cumulative; the endpoint goes away with the process."""
+    port = _free_port()
+    with MockApi(TWO_PROMPTS) as api:
+        env = cli_env(
+            api,
+            CLAUDE_CODE_ENABLE_TELEMETRY="1",
+            OTEL_METRICS_EXPORTER="prometheus",
+            OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
+            OTEL_EXPORTER_PROMETHEUS_PORT=str(port),
+        )
+        cmd = [sys.executable, "-m", "queryloop", "--input-format", "stream-json", "--output-format", "stream-json"]
+        cmd += ["--verbose", "--model", "mock-primary", "--cwd", str(tmp_path)]
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True
+        )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(_user_lines("one"))
+            proc.stdin.flush()
+            for line in proc.stdout:  # the first prompt's result: its metrics are recorded
+                if json.loads(line).get("type") == "result":
+                    break
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                        scraped = response.read().decode()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "nothing listened on the Prometheus port"
+                    time.sleep(0.2)
+            proc.stdin.close()
+            assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+    lines = [line for line in scraped.splitlines() if line and not line.startswith("#")]
+    assert any(line.startswith("claude_code_session_count_total") for line in lines), scraped
+    tokens = [line for line in lines if line.startswith("claude_code_token_usage_tokens_total{")]
+    assert any('type="output"' in line and 'model="mock-primary"' in line for line in tokens), scraped
+    steps = [line for line in lines if line.startswith("queryloop_transition_count_total{")]
+    assert any('reason="stop_hooks_passed"' in line for line in steps), scraped

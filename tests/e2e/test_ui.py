@@ -415,3 +415,38 @@ def test_the_command_names_the_variable_runs_record_their_paths_by():
     from queryloop.ui.command import TRACE_DIR_ENV as SAID
 
     assert SAID == TRACE_DIR_ENV
+
+
+def test_a_fleet_database_s_sessions_workers_and_calls_are_shown(
+    browser: WebDriver, where: dict[str, Path], sessions: dict[str, str], tmp_path: Path
+):
+    """``--database-url``: the fleet's sessions are listed beside the files' and shown from the database. The
+    database holds a real run's transcript, written as a worker writes it (test_fleet runs a real worker and reads
+    the same API)."""
+    from queryloop.fleet.database import FleetDatabase
+
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    db = FleetDatabase(url)
+    try:
+        db.create_tables()
+        sid = str(uuid.uuid4())
+        (transcript,) = where["home"].glob(f"projects/*/{sessions['edits']}.jsonl")
+        for seq, line in enumerate(transcript.read_text().splitlines(), 1):
+            db.append_transcript(sid, seq, {**json.loads(line), "sessionId": sid})
+        assert db.begin_call(f"{sid}/toolu_deploy", session_id=sid, tool="Bash", executor_id="worker-a") is None
+        db.complete_call(f"{sid}/toolu_deploy", {"type": "tool_result", "content": "deployed"})
+        db.beat("worker-a", pid=4242, host="build-1")
+    finally:
+        db.close()
+    with UiServer(where["home"], where["traces"], "--database-url", url) as fleet_ui:
+        browser.get(fleet_ui.url)
+        rows = _wait(browser, "the fleet's row", lambda d: _text(d, "#sessions tbody"))
+        assert sid in rows and sessions["edits"] in rows
+        workers = _wait(browser, "the workers", lambda d: _text(d, "#workers tbody"))
+        assert "worker-a" in workers and "build-1" in workers and "4242" in workers
+        _open(browser, fleet_ui, sid)
+        transcript = _wait(browser, "the transcript", lambda d: _text(d, "#transcript"))
+        assert "Notes rewritten and deployed." in transcript
+        calls = _wait(browser, "the calls", lambda d: _text(d, "#calls tbody"))
+        assert "toolu_deploy" in calls and "worker-a" in calls and "completed" in calls
+        assert "on the fleet" in browser.find_element(By.ID, "where").text

@@ -42,6 +42,15 @@ async function showSessions() {
   ]);
   fill(document.querySelector("#sessions tbody"), rows);
   document.getElementById("empty").hidden = rows.length > 0;
+  document.getElementById("list-warnings").replaceChildren(...data.warnings.map((w) => el("li", {}, w)));
+  document.getElementById("fleet").hidden = data.database === null;
+  if (data.database !== null) {
+    document.getElementById("database").textContent = data.database;
+    fill(
+      document.querySelector("#workers tbody"),
+      data.workers.map((w) => [w.executor_id, w.state, w.host, w.pid ?? "—", w.beat_age_s === null ? "—" : `${w.beat_age_s} s ago`, w.recovered_by || "—"]),
+    );
+  }
 }
 
 // ---- one session ------------------------------------------------------------------------------
@@ -83,6 +92,10 @@ function showLedgerAndCheckpoints(data) {
     ]),
   );
   document.getElementById("no-agents").hidden = data.agents.length > 0;
+  document.getElementById("calls-section").hidden = data.source !== "fleet";
+  if (data.source === "fleet") {
+    fill(document.querySelector("#calls tbody"), data.calls.map((c) => [c.tool, c.tool_use_id, c.state, c.executor_id]));
+  }
   const select = document.getElementById("rewind-to");
   const chosen = select.value;
   select.replaceChildren(
@@ -96,7 +109,8 @@ function showLedgerAndCheckpoints(data) {
 async function showSession() {
   const data = await getJson(api);
   document.getElementById("session-id").textContent = data.session_id;
-  document.getElementById("where").textContent = `ran in ${data.cwd} (project folder ${data.project})`;
+  document.getElementById("where").textContent =
+    data.source === "fleet" ? `ran in ${data.cwd} on the fleet (kept in the ${data.project})` : `ran in ${data.cwd} (project folder ${data.project})`;
   showTranscript(data.transcript);
   showLedgerAndCheckpoints(data);
 }
