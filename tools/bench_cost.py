@@ -20,14 +20,18 @@ Sessions:
   12 more (the same server: its cache is warm, as Anthropic's would be).
 * ``paused`` — 16 tool turns with three pauses of 6 minutes of model time (the server's
   ``pause_s``: the cache clock moves, nothing waits), as when a user steps away.
-* a session with a sub-agent is not in the set: queryloop has no Agent tool until issue 28.
+* ``subagent`` — the model hands a search to a ``general-purpose`` sub-agent (the Agent tool,
+  in the foreground: ``run_in_background: false``), which reads 8 modules one per turn and
+  reports; then the model reads and edits the 4 it named and answers. The sub-agent's
+  requests are told from the parent's by their first user message (the Agent call's prompt)
+  and answered by rules, whichever client sends them; they are billed with the parent's.
 
-Every request either client makes is billed, from the server's log: its input split into
-uncached, cache-read and cache-write tokens (the server's prompt cache, which follows the
-documented rules: per-model minimum, 20-block lookback, 5-minute lifetime refreshed on a
-hit, the 1-hour ttl), and its output tokens. One price table for both: Claude Sonnet 4.5,
-$3 input / $15 output per million tokens, cache writes 1.25x input (5-minute) or 2x
-(1-hour), cache reads 0.1x. Every figure is the server's estimate (a token is 4 characters
+Every request either client makes, a sub-agent's included, is billed from the server's log:
+its input split into uncached, cache-read and cache-write tokens (the server's prompt cache,
+which follows the documented rules: per-model minimum, 20-block lookback, 5-minute lifetime
+refreshed on a hit, the 1-hour ttl), and its output tokens. One price table for both:
+Claude Sonnet 4.5, $3 input / $15 output per million tokens, cache writes 1.25x input
+(5-minute) or 2x (1-hour), cache reads 0.1x. Every figure is the server's estimate (a token is 4 characters
 of compact JSON), the same for both clients.
 
 The **fixed prefix** (tool definitions and system prompt, which come first in the cached
@@ -43,7 +47,6 @@ Usage: ``python tools/bench_cost.py [--session NAME ...] [--only queryloop|claud
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
@@ -52,7 +55,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,8 +62,9 @@ from typing import Any
 
 import attrs
 
+from queryloop.mockapi.background import ServerThread
 from queryloop.mockapi.scenario import parse_scenario
-from queryloop.mockapi.server import MockServer, RecordedRequest
+from queryloop.mockapi.server import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUDE = os.environ.get("CLAUDE_BIN", "/tmp/ref/node_modules/.bin/claude")
@@ -73,6 +76,10 @@ SYSTEM_PROMPT = (
     "changing them, keep edits small and explain what you changed in one short paragraph."
 )
 COMPACTING_FILES = 26
+AGENT_TASK = "[search task]"
+"""Opens the Agent call's prompt: the sub-agent's first user message, which routes its requests."""
+AGENT_READS = 8
+AGENT_FOUND = (1, 3, 4, 6)
 SUMMARY_TEXT = "Summary: the modules mod_00 to mod_19 were read and their VERSION constants bumped; nothing else."
 
 # ---- the files: Python modules of realistic size --------------------------------------------
@@ -142,10 +149,41 @@ class Session:
     files: int
     phases: tuple[Phase, ...]
     large: bool = False
+    agent_rules: tuple[dict[str, Any], ...] = ()
+    """Rules answering a sub-agent's requests (tried before the others); their hits are its requests."""
 
     @property
     def tool_turns(self) -> int:
-        return sum(1 for p in self.phases for s in p.steps if "tool_use" in json.dumps(s))
+        steps = [s for p in self.phases for s in p.steps] + list(self.agent_rules)
+        return sum(1 for s in steps if "tool_use" in json.dumps(s))
+
+
+def _agent_rules(root: Path) -> tuple[dict[str, Any], ...]:
+    """The sub-agent's script: read ``mod_00`` … ``mod_07`` one per request, then report.
+
+    Each request is told by the module its last tool result holds (its docstring opens
+    ``Module K: ``); the first holds only the prompt. Matched within the sub-agent's
+    conversation only (its first user message is the Agent call's prompt).
+    """
+    found = ", ".join(f"pkg/mod_{i:02d}.py" for i in AGENT_FOUND)
+    report = _answer(f"Found a Ledger class in {found}; the other modules have none.")
+    rules = []
+    for k in reversed(range(AGENT_READS)):
+        after = report if k == AGENT_READS - 1 else _tool("Read", file_path=str(root / f"pkg/mod_{k + 1:02d}.py"))
+        rules.append({"when": {"first_user_contains": AGENT_TASK, "last_user_contains": f"Module {k}: "}, **after})
+    first = _tool("Read", file_path=str(root / "pkg/mod_00.py"))
+    rules.append({"when": {"first_user_contains": AGENT_TASK}, **first})
+    return tuple(rules)
+
+
+def _delegate() -> dict[str, Any]:
+    """The parent's Agent call: a search for a general-purpose agent, waited for (foreground)."""
+    prompt = (
+        f"{AGENT_TASK} Read pkg/mod_00.py to pkg/mod_{AGENT_READS - 1:02d}.py and report which modules "
+        "define a class whose name starts with Ledger. Do not change any file."
+    )
+    inputs = {"description": "Find Ledger modules", "prompt": prompt, "subagent_type": "general-purpose"}
+    return _tool("Agent", **inputs, run_in_background=False)
 
 
 def sessions(root: Path) -> list[Session]:
@@ -193,6 +231,17 @@ def sessions(root: Path) -> list[Session]:
             files=8,
             phases=(Phase(prompt="Bump VERSION in every module under pkg/.", steps=(*paused, _answer("Done."))),),
         ),
+        Session(
+            name="subagent",
+            files=AGENT_READS,
+            phases=(
+                Phase(
+                    prompt="Bump VERSION in the pkg/ modules that define a Ledger class; an agent finds them.",
+                    steps=(_delegate(), *turns(AGENT_FOUND), _answer("Done.")),
+                ),
+            ),
+            agent_rules=_agent_rules(root),
+        ),
     ]
 
 
@@ -205,6 +254,7 @@ def scenario_yaml(session: Session) -> str:
         # A compaction's summary request, whichever client sends it (each asks for it in its last
         # user message), and the API's answer to a prompt over the model's 200K-token window.
         "rules": [
+            *session.agent_rules,
             {
                 "when": {"last_user_contains": "[queryloop context summary]"},
                 "reply": {"content": [{"text": SUMMARY_TEXT}]},
@@ -225,26 +275,6 @@ def scenario_yaml(session: Session) -> str:
 
 
 # ---- running a client against the server --------------------------------------------------------
-
-
-class Server:
-    """A MockServer on its own event loop in a thread."""
-
-    def __init__(self, text: str) -> None:
-        self.server = MockServer(parse_scenario(text, "<bench_cost>"), max_recorded=100_000)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 def _command(client: str, phase: Phase, session_id: str, cwd: Path) -> list[str]:
@@ -277,7 +307,7 @@ def run_session(client: str, session: Session) -> tuple[list[RecordedRequest], l
         script = sessions(cwd)
         this = next(s for s in script if s.name == session.name)
         results = []
-        with Server(scenario_yaml(this)) as server:
+        with ServerThread(parse_scenario(scenario_yaml(this), "<bench_cost>"), max_recorded=100_000) as server:
             session_id = str(uuid.uuid4())
             for phase in this.phases:
                 cmd = _command(client, phase, session_id, cwd)
@@ -286,7 +316,7 @@ def run_session(client: str, session: Session) -> tuple[list[RecordedRequest], l
                     capture_output=True,
                     text=True,
                     cwd=cwd,
-                    env=_env(client, server.server.url, home, this),
+                    env=_env(client, server.url, home, this),
                     timeout=900,
                 )
                 lines = [line for line in proc.stdout.splitlines() if line.strip().startswith("{")]
@@ -359,6 +389,10 @@ class Report:
     conversation: Bill
     hit_ratio: tuple[float, ...]
     errors: int
+    agent_requests: int = 0
+    """How many of ``requests`` a sub-agent sent (answered by the session's ``agent_rules``)."""
+    agent: Bill = Bill()
+    """Their part of the bill, fixed prefix and conversation together."""
 
     @property
     def total(self) -> Bill:
@@ -372,6 +406,8 @@ def report(client: str, session: Session, requests: list[RecordedRequest], resul
         f, c = bill(request)
         fixed, conv = fixed + f, conv + c
     ratios = tuple(r.cache_read_input_tokens / r.input_tokens if r.input_tokens else 0.0 for r in billed)
+    agent_steps = {f"rules[{i}]" for i in range(len(session.agent_rules))}
+    agent = [r for r in billed if r.step in agent_steps]
     return Report(
         client=client,
         session=session.name,
@@ -380,6 +416,8 @@ def report(client: str, session: Session, requests: list[RecordedRequest], resul
         conversation=conv,
         hit_ratio=ratios,
         errors=sum(1 for r in results if r.get("is_error")),
+        agent_requests=len(agent),
+        agent=sum((f + c for f, c in map(bill, agent)), Bill()),
     )
 
 
@@ -407,10 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for client in clients:
             requests, results = run_session(client, session)
             reports.append(report(client, session, requests, results))
-            print(
-                f"{session.name}/{client}: {reports[-1].requests} requests, errors {reports[-1].errors}",
-                file=sys.stderr,
-            )
+            r = reports[-1]
+            agent = f" ({r.agent_requests} the sub-agent's)" if session.agent_rules else ""
+            print(f"{session.name}/{client}: {r.requests} requests{agent}, errors {r.errors}", file=sys.stderr)
     print(f"Sonnet 4.5 prices; tokens are the embedded server's estimate; {MODEL} minimum cacheable 1024 tokens.\n")
     head = ("session", "client", "requests", "input", "cache write", "cache read", "output", "fixed prefix")
     print("| " + " | ".join((*head, "conversation", "total")) + " |")
@@ -422,6 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratios = " ".join(f"{round(100 * x)}" for x in r.hit_ratio)
         mean = sum(r.hit_ratio) / len(r.hit_ratio) if r.hit_ratio else 0.0
         print(f"{r.session}/{r.client} cache hit % per request (mean {100 * mean:.0f}): {ratios}")
+    for r in reports:
+        if r.agent_requests:
+            share = f"${r.agent.usd:.4f} of ${r.total.usd:.4f}"
+            print(f"{r.session}/{r.client}: the sub-agent's {r.agent_requests} requests cost {share}")
     for session in chosen:
         pair = {r.client: r for r in reports if r.session == session.name}
         if len(pair) == 2:

@@ -6,44 +6,26 @@ The CLI talks to the server through the real ``anthropic`` SDK over loopback HTT
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from queryloop.handlers.messages import ledger_problem
+from queryloop.mockapi.background import ServerThread
 from queryloop.mockapi.scenario import parse_scenario
-from queryloop.mockapi.server import MockServer, RecordedRequest
+from queryloop.mockapi.server import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-class MockApi:
+class MockApi(ServerThread):
     """A MockServer running on its own event loop in a thread, for the test process."""
 
     def __init__(self, scenario_yaml: str) -> None:
-        self.server = MockServer(parse_scenario(scenario_yaml, "<test scenario>"))
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-
-    def __enter__(self) -> MockApi:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-    @property
-    def url(self) -> str:
-        return str(self.server.url)
+        super().__init__(parse_scenario(scenario_yaml, "<test scenario>"))
 
     @property
     def requests(self) -> list[RecordedRequest]:

@@ -62,6 +62,8 @@ FailureKind = Literal[
 ]
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+_CACHE_SPLIT_KEYS = ("ephemeral_1h_input_tokens", "ephemeral_5m_input_tokens")
+"""A reply's ``usage.cache_creation`` split of its cache writes by lifetime, in Claude Code's result order."""
 
 # The nominal HTTP status of each API error type, used to classify an `event: error`
 # that arrives after a 200 (the SDK reports those with status_code 200).
@@ -649,7 +651,20 @@ class ModelUsage:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+    """The part of the cache writes the replies reported under ``cache_creation`` as 1-hour ones."""
+    ephemeral_5m_input_tokens: int = 0
+    """The part the replies reported as 5-minute ones (a reply without the split adds to neither)."""
     cost_usd: float | None = 0.0
+
+
+def _counts(usage: Mapping[str, Any]) -> dict[str, int]:
+    """One reply's token counts by :class:`ModelUsage` field: the four totals and the cache-write split."""
+    counts = {k: int(usage.get(k) or 0) for k in _USAGE_KEYS}
+    split = usage.get("cache_creation")
+    for k in _CACHE_SPLIT_KEYS:
+        counts[k] = int(split.get(k) or 0) if isinstance(split, Mapping) else 0
+    return counts
 
 
 @attrs.frozen(kw_only=True)
@@ -662,7 +677,7 @@ class UsageTotals:
         """These totals plus one request's ``usage`` (API field names) on ``model``."""
         old = self.by_model.get(model, ModelUsage())
         cost = cost_usd(model, usage)
-        counts = {k: getattr(old, k) + int(usage.get(k) or 0) for k in _USAGE_KEYS}
+        counts = {k: getattr(old, k) + n for k, n in _counts(usage).items()}
         new = ModelUsage(
             requests=old.requests + 1,
             cost_usd=None if cost is None or old.cost_usd is None else old.cost_usd + cost,
@@ -678,7 +693,7 @@ class UsageTotals:
             if old is None:
                 merged[model] = u
                 continue
-            counts = {k: getattr(old, k) + getattr(u, k) for k in _USAGE_KEYS}
+            counts = {k: getattr(old, k) + getattr(u, k) for k in (*_USAGE_KEYS, *_CACHE_SPLIT_KEYS)}
             cost = None if old.cost_usd is None or u.cost_usd is None else old.cost_usd + u.cost_usd
             merged[model] = ModelUsage(requests=old.requests + u.requests, cost_usd=cost, **counts)
         return UsageTotals(by_model=merged)
@@ -696,9 +711,17 @@ class UsageTotals:
         """The summed cost of the models that have a price (a lower bound when some don't)."""
         return sum(u.cost_usd for u in self.by_model.values() if u.cost_usd is not None)
 
-    def usage(self) -> dict[str, int]:
-        """Token counts summed over all models, with API field names."""
-        return {k: sum(getattr(u, k) for u in self.by_model.values()) for k in _USAGE_KEYS}
+    def usage(self) -> dict[str, Any]:
+        """Token counts summed over all models, with API field names.
+
+        The cache writes' split by lifetime comes under ``cache_creation``, as in a reply's
+        usage and in Claude Code 2.1.235's result: the sums of what the replies reported.
+        """
+
+        def total(key: str) -> int:
+            return sum(getattr(u, key) for u in self.by_model.values())
+
+        return {**{k: total(k) for k in _USAGE_KEYS}, "cache_creation": {k: total(k) for k in _CACHE_SPLIT_KEYS}}
 
     def model_usage(self) -> dict[str, dict[str, Any]]:
         """Per-model usage in the result object's ``model_usage`` shape (camelCase keys)."""
