@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     )
     from .jsontext import JsonLimitError, loads_json
     from .load import Machine, check_observers, load_machine, parse_machine
+    from .promela import SpinError, to_promela
     from .render import to_dot, to_mermaid
     from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
     from .source import Source, read_json, read_yaml, schema_problems
     from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
-    from .spin import SpinError, SpinNotFound, SpinReport, spin_check, to_promela
+    from .spin import SpinNotFound, SpinReport, spin_check
     from .terminal import inert
 else:
     __getattr__, __dir__ = lazy_exports(
@@ -50,11 +51,12 @@ else:
             ),
             ".jsontext": ("JsonLimitError", "loads_json"),
             ".load": ("Machine", "check_observers", "load_machine", "parse_machine"),
+            ".promela": ("SpinError", "to_promela"),
             ".render": ("to_dot", "to_mermaid"),
             ".runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
             ".source": ("Source", "read_json", "read_yaml", "schema_problems"),
             ".spec": ("CounterSpec", "MachineSpec", "ParamSpec", "StateSpec", "TransitionSpec"),
-            ".spin": ("SpinError", "SpinNotFound", "SpinReport", "spin_check", "to_promela"),
+            ".spin": ("SpinNotFound", "SpinReport", "spin_check"),
             ".terminal": ("inert",),
         },
     )

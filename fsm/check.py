@@ -192,6 +192,10 @@ class CheckReport:
     defaults: Mapping[str, Any] = attrs.field(factory=dict)
     # per `children:` entry: each declared figure per turn with the children the turn may start (at `at`)
     composed: Mapping[str, Composed] = attrs.field(factory=dict)
+    # per figure with `each_s`: the seconds one invocation may take at `at` (the largest of its terms), and the
+    # worst-case seconds per turn (per_turn × that); inf when a term is an unset param
+    each_s: Mapping[str, float] = attrs.field(factory=dict)
+    wait_s_per_turn: Mapping[str, float] = attrs.field(factory=dict)
     reachable: frozenset[tuple[str, tuple[int, ...]]] = attrs.field(factory=frozenset, repr=False, eq=False)
 
     @property
@@ -216,6 +220,11 @@ class CheckReport:
             "param_defaults": dict(self.defaults),
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.wait_s_per_turn:
+            out["worst_wait_s_per_turn"] = {
+                name: {"each_s": _json_number(self.each_s[name]), "per_turn_s": _json_number(s)}
+                for name, s in self.wait_s_per_turn.items()
+            }
         if self.composed:
             out["composed_per_turn"] = {
                 name: {
@@ -286,6 +295,7 @@ def check_spec(
                     f"(there the bound is {_polynomial(bounds[name].per_run, spec, at)})",
                 )
             )
+    each_s, wait_s = _waits(spec, at, per_turn)
     report = CheckReport(
         machine=spec.name,
         path=spec.path,
@@ -301,6 +311,8 @@ def check_spec(
         unbounded_by_design=dict(spec.unbounded_by_design),
         defaults=spec.param_defaults,
         composed=composed_figures(spec, at, per_turn),
+        each_s=each_s,
+        wait_s_per_turn=wait_s,
     )
     if not explore:
         return report
@@ -334,6 +346,23 @@ def check_spec(
         symbolic_at_params=symbolic,
         symbolic_per_run_at_params=symbolic_run,
     )
+
+
+def _waits(
+    spec: MachineSpec, at: Mapping[str, Any], per_turn: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each ``each_s`` figure's seconds per invocation at ``at`` (its largest term) and its worst case per turn."""
+    each: dict[str, float] = {}
+    for name, terms in spec.figure_each_s.items():
+        values = [at.get(t) if isinstance(t, str) else t for t in terms]
+        known = [float(v) for v in values if v is not None]
+        each[name] = math.inf if len(known) < len(values) else max(known)
+    total = {name: per_turn[name] * s if per_turn[name] else 0.0 for name, s in each.items()}
+    return each, total
+
+
+def _json_number(v: float) -> float | None:
+    return None if v == math.inf else v
 
 
 def _polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, Any]) -> str:

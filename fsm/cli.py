@@ -29,6 +29,7 @@ from .errors import FsmError, SpecError
 
 if TYPE_CHECKING:
     from .check import CheckReport
+    from .counterexample import Counterexample, Replayer
     from .coverage import Coverage, RunSteps
     from .ladder import View
     from .load import Machine
@@ -57,6 +58,7 @@ class UsageError(Exception):
 
 
 DefaultMachines = Callable[[], Sequence[Path]]
+MakeReplayer = Callable[[], "Replayer"]
 
 
 def _param_overrides(values: Sequence[str]) -> dict[str, Any]:
@@ -87,13 +89,34 @@ def _figures(values: Mapping[str, float], sign: str = "≤") -> str:
     )
 
 
-def _format_report(r: CheckReport) -> str:
+def _seconds(s: float) -> str:
+    if s == math.inf:
+        return "∞"
+    hours, rest = divmod(round(s), 3600)
+    return f"{s:g} s" + (f" ({hours} h {rest // 60} min)" if hours else "")
+
+
+def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
+    """The worst-case time a turn spends in ``name``'s invocations, and what it rests on."""
+    count = r.per_turn[name]
+    n = "∞" if count == math.inf else str(int(count))
+    return (
+        f"  worst-case wait per turn, {where}: {name} ≤ {_seconds(total)} = {n} × {_seconds(r.each_s[name])} "
+        "(each one at most its `each_s` params, which the handlers clamp it to)"
+    )
+
+
+def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> str:
+    from .counterexample import format_counterexample
+
     lines = [f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions"]
     changed = {k: v for k, v in r.at.items() if r.defaults.get(k) != v}
     where = "at " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "at the defaults"
     lines.append(f"  worst case per turn, {where} (a bound for every cap value): {_figures(r.per_turn)}")
     for name, (turn, _) in r.expressions.items():
         lines.append(f"    {name} per turn there = {turn}")
+    for name, total in r.wait_s_per_turn.items():
+        lines.append(_wait_line(r, name, total, where))
     bounded = {k: v for k, v in r.per_run.items() if v != math.inf}
     unbounded = [k.rpartition(".")[2] for k, v in r.per_run.items() if v == math.inf]
     if bounded:
@@ -134,10 +157,13 @@ def _format_report(r: CheckReport) -> str:
             "  ok: every state reachable and able to end without an interrupt, no edge shadowed, every recovery "
             "cycle bounded" + (", nothing stuck" if r.explored else " (--explore: also every configuration)")
         )
+    shown = {id(c.finding): c for c in examples}
     for f in r.findings:
         lines.append(f"  FINDING [{f.check}] {f.message}")
         for t in f.trace:
             lines.append(f"      {t}")
+        if id(f) in shown:
+            lines.extend(format_counterexample(shown[id(f)]))
     return "\n".join(lines)
 
 
@@ -169,6 +195,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--fail-under applies to --coverage DIR")
     paths = [Path(p) for p in args.machine] if args.machine else list(args.default_machines())
     params = _param_overrides(args.set)
+    if args.counterexamples is not None and args.make_replayer is None:
+        raise UsageError("--counterexamples: this program has no scenario writer")
     reports: list[dict[str, Any]] = []
     failed = False
     machines: list[Machine | SpecError] = []
@@ -195,10 +223,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             progress=print_progress,  # a line on stderr every ten seconds of a long exploration
         )
         failed |= not report.ok
+        examples = _counterexamples(machine.spec, report, args)
         if args.format == "json":
             reports.append(report.to_json())
+            if examples:
+                reports[-1]["counterexamples"] = [_example_json(c) for c in examples]
         else:
-            print(_format_report(report))
+            print(_format_report(report, examples))
         if args.spin:
             try:
                 failed |= not spin_beside(machine.spec, report, reports[-1] if args.format == "json" else None)
@@ -207,6 +238,49 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(reports, indent=2))
     return 1 if failed else 0
+
+
+def _counterexamples(spec: MachineSpec, report: CheckReport, args: argparse.Namespace) -> tuple[Counterexample, ...]:
+    """The shortest run showing each finding; with ``--counterexamples DIR``, each replayable one written there."""
+    if report.ok:
+        return ()
+    from .counterexample import counterexamples
+
+    writing = args.counterexamples is not None
+    replayer = args.make_replayer() if args.make_replayer is not None else None
+    found = counterexamples(spec, report, replayer=replayer)
+    if not writing or replayer is None:
+        return found
+    out = Path(args.counterexamples)
+    out.mkdir(parents=True, exist_ok=True)
+    for n, example in enumerate(found, 1):
+        if example.run is None:
+            continue
+        if not example.replayable:
+            print(f"{spec.path}: counterexample {n} not replayable: {example.why}", file=sys.stderr)
+            continue
+        try:
+            path = replayer.write(spec, example, out / f"{spec.name}-{n}")
+        except ValueError as exc:
+            print(f"{spec.path}: counterexample {n} not replayable: {exc}", file=sys.stderr)
+            continue
+        print(
+            f"{spec.path}: counterexample {n} written to {_display(path)} (replay: queryloop -p replay "
+            f"--scenario {_display(path)} --machine {spec.path})",
+            file=sys.stderr,
+        )
+    return found
+
+
+def _example_json(example: Counterexample) -> dict[str, Any]:
+    return {
+        "finding": example.finding.message,
+        "shows": example.shows,
+        "reasons": list(example.reasons),
+        "shown_at": None if example.run is None else example.run.taken_at,
+        "replayable": example.replayable,
+        "why": example.why,
+    }
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
@@ -468,8 +542,12 @@ def cmd_docs(args: argparse.Namespace) -> int:
 # ---- commands -------------------------------------------------------------------------------
 
 
-def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
-    """Add ``check`` and ``diagram`` to a subparsers action; ``default_machines`` lists what they use unasked."""
+def add_engine_commands(sub: Any, *, default_machines: DefaultMachines, replayer: MakeReplayer | None = None) -> None:
+    """Add ``check`` and ``diagram`` to a subparsers action; ``default_machines`` lists what they use unasked.
+
+    ``replayer`` makes what writes ``check --counterexamples``' runs as files to replay (None: the
+    option is refused).
+    """
     check = sub.add_parser("check", help="model-check machine declarations (default: every shipped machine)")
     check.add_argument(
         "--machine", action="append", default=[], metavar="FILE", help="a machine YAML file (repeatable)"
@@ -495,10 +573,17 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines) -> None:
     check.add_argument(
         "--spin",
         action="store_true",
-        help="also verify each machine with SPIN (exported as Promela) and print its verdict beside ours "
+        help="also verify each machine with SPIN (exported as Promela): configurations, properties and "
+        "liveness, at the explored params and at the smallest caps with the nullable ones flipped, beside ours "
         "(implies --explore)",
     )
-    check.set_defaults(func=cmd_check, default_machines=default_machines)
+    check.add_argument(
+        "--counterexamples",
+        metavar="DIR",
+        help="also write the shortest run showing each finding as a scenario in DIR, to replay with "
+        "`queryloop -p PROMPT --scenario FILE --machine MACHINE` (waits scaled down to milliseconds)",
+    )
+    check.set_defaults(func=cmd_check, default_machines=default_machines, make_replayer=replayer)
 
     diagram = sub.add_parser(
         "diagram",

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .spec import CounterSpec, MachineSpec, StateSpec, TransitionSpec
+from .spec import CounterSpec, InstanceSpec, MachineSpec, StateSpec, TransitionSpec
 
 __all__ = [
     "Candidate",
@@ -31,9 +31,12 @@ __all__ = [
     "counters_met",
     "decisions",
     "edge_kind",
+    "instance_of",
+    "instance_values",
     "layer_names",
     "outcome_text",
     "source_name",
+    "template_spec",
     "terminal_reason",
     "views",
 ]
@@ -98,21 +101,67 @@ class CounterRow:
 class View:
     """One picture of a machine: its layers (``overview``), everything (``full``), one ``layer``, or one run."""
 
-    kind: Literal["overview", "full", "layer", "run"]
-    layer: str = ""
+    kind: Literal["overview", "full", "layer", "run", "template"]
+    layer: str = ""  # the layer, or the template (kind ``template``)
 
     @property
     def suffix(self) -> str:
-        """What the view adds to the machine's file name: nothing, or ``.<layer>``."""
-        return "." + re.sub(r"[^A-Za-z0-9_-]+", "_", self.layer) if self.kind == "layer" else ""
+        """What the view adds to the machine's file name: nothing, ``.<layer>`` or ``.template.<template>``."""
+        name = "." + re.sub(r"[^A-Za-z0-9_-]+", "_", self.layer)
+        return name if self.kind == "layer" else ".template" + name if self.kind == "template" else ""
 
 
 def views(spec: MachineSpec) -> tuple[View, ...]:
-    """The committed pictures of a machine: overview and one per layer, or one full diagram (< 2 layers)."""
+    """The committed pictures of a machine: overview and one per layer, or one full diagram (< 2 layers);
+    then one per template."""
     layers = layer_names(spec)
+    templates = tuple(View(kind="template", layer=t.name) for t in spec.templates)
     if len(layers) < 2:
-        return (View(kind="full"),)
-    return (View(kind="overview"), *(View(kind="layer", layer=name) for name in layers))
+        return (View(kind="full"), *templates)
+    return (View(kind="overview"), *(View(kind="layer", layer=name) for name in layers), *templates)
+
+
+def instance_of(spec: MachineSpec) -> dict[str, InstanceSpec]:
+    """The instance each templated state came from (hand-written states are not in it)."""
+    return {state: i for i in spec.instances for state in i.states}
+
+
+def instance_values(instance: InstanceSpec) -> tuple[tuple[str, str], ...]:
+    """What an instance gives its template's params, docs left out (a diagram names them, the YAML says them)."""
+    out = []
+    for name, value in instance.values:
+        text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+        if name != "doc" and not name.endswith("_doc") and text and "\n" not in text:
+            out.append((name, text))
+    return tuple(out)
+
+
+def template_spec(spec: MachineSpec, name: str) -> MachineSpec:
+    """Template ``name`` as a machine of its own, for drawing it once: its generic states (``{kind}_compacting``)
+    in a layer named for it, the states it leaves to as stubs (a param: "per instance"), its counters as declared
+    (a param counter: "per instance")."""
+    template = next(t for t in spec.templates if t.name == name)
+    states = [attrs.evolve(s, layer=name) for s in template.states]
+    own = {s.name for s in states}
+    for t in template.transitions:
+        if t.dest not in own:
+            own.add(t.dest)
+            real = spec.state_map.get(t.dest)
+            states.append(real or StateSpec(name=t.dest, layer="per instance"))
+    counters: list[CounterSpec] = []
+    for c in dict.fromkeys(n for t in template.transitions for n in (t.counter, *t.resets) if n):
+        if "{" in c and not any(t.counter == c for t in template.transitions):
+            continue  # a param naming the counters an edge resets, not a counter
+        counters.append(spec.counter_map.get(c) or CounterSpec(name=c, cap=c, scope="session", doc="per instance"))
+    return attrs.evolve(
+        spec,
+        states=tuple(states),
+        transitions=template.transitions,
+        counters=tuple(counters),
+        properties=(),
+        templates=(),
+        instances=(),
+    )
 
 
 def edge_kind(spec: MachineSpec, t: TransitionSpec) -> EdgeKind:
@@ -145,6 +194,8 @@ def cap_text(spec: MachineSpec, counter: CounterSpec, params: Mapping[str, Any] 
     """``3``, ``max_retries (10)``, ``max_turns − 1 (unset: no limit)``: the cap as declared and its value."""
     if isinstance(counter.cap, int):
         return str(counter.cap)
+    if "{" in counter.cap:  # a template's counter given by each instance
+        return "its cap"
     offset = ""
     if counter.cap_offset:
         offset = f" {'+' if counter.cap_offset > 0 else '−'} {abs(counter.cap_offset)}"

@@ -36,6 +36,7 @@ from .spec import (
     StateSpec,
     TransitionSpec,
 )
+from .templates import TEMPLATE_SCHEMA, expand_templates
 
 __all__ = ["INTERNAL_ERROR", "Machine", "check_observers", "load_machine", "parse_machine"]
 
@@ -112,6 +113,12 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
     source = read_yaml(
         text, path, empty_fix="declare at least schema_version, machine, initial, events, states and transitions"
     )
+    problems = schema_problems(TEMPLATE_SCHEMA, source)
+    if problems:
+        raise SpecError(problems)
+    source, templates, instances, problems = expand_templates(source)
+    if problems:
+        raise SpecError(problems)
     data, lines = source.data, source.lines
     problems = schema_problems(
         MACHINE_SCHEMA,
@@ -218,6 +225,11 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             for name, f in (data.get("figures") or {}).items()
             if isinstance(f, dict) and "max_per_run" in f
         },
+        figure_each_s={
+            name: tuple(f["each_s"])
+            for name, f in (data.get("figures") or {}).items()
+            if isinstance(f, dict) and "each_s" in f
+        },
         unbounded_by_design={name: u["doc"] for name, u in (data.get("unbounded_by_design") or {}).items()},
         progress_bounds={name: u["bound"] for name, u in (data.get("unbounded_by_design") or {}).items()},
         children=tuple(
@@ -237,6 +249,8 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         ),
         states=states,
         transitions=tuple(transitions),
+        templates=templates,
+        instances=instances,
     )
     if problems:
         raise SpecError(problems)
@@ -417,6 +431,10 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     for figure, limit in spec.figure_max_per_run.items():
         if isinstance(limit, str):
             known("param", limit.partition(" ")[0], params, _line_of(lines, ("figures", figure)), f"figure {figure!r}")
+    for figure, each in spec.figure_each_s.items():
+        for term in each:
+            if isinstance(term, str):
+                known("param", term, params, _line_of(lines, ("figures", figure)), f"figure {figure!r} `each_s`")
     for c in counters.values():
         own = sorted(r for r in c.consecutive if any(t.reason == r and t.counter == c.name for t in spec.transitions))
         if own:

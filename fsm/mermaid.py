@@ -17,13 +17,17 @@ from typing import Any
 
 from .ladder import (
     EDGE_MEANING,
+    Decision,
     View,
     counter_rows,
     counters_met,
     decisions,
     edge_kind,
+    instance_of,
+    instance_values,
     layer_names,
     source_name,
+    template_spec,
     terminal_reason,
 )
 from .spec import MachineSpec, StateSpec, TransitionSpec
@@ -124,11 +128,7 @@ def _layer_lines(spec: MachineSpec, view: View, params: Mapping[str, Any] | None
         indent = "    " if layer else "  "
         if layer:
             nodes.append(f'  subgraph {_id("layer", layer)}["{_text(layer)}"]')
-        for s in inside:
-            nodes.append(indent + _state_node(spec, s))
-        for d in ds:
-            if d.source in {s.name for s in inside} and d.is_choice:
-                nodes.append(f'{indent}{_id("d", d.source, d.event)}{{"{_text(d.event)}"}}:::decision')
+        nodes += _grouped(spec, inside, [d for d in ds if d.is_choice], indent)
         if layer:
             nodes.append("  end")
     for d in ds:
@@ -164,6 +164,38 @@ def _layer_lines(spec: MachineSpec, view: View, params: Mapping[str, Any] | None
         s = spec.state(name)
         nodes.append("  " + _state_node(spec, s, stub=name not in home_names and not (s.terminal and not s.layer)))
     return nodes, edges
+
+
+def _grouped(spec: MachineSpec, inside: list[StateSpec], choices: list[Decision], indent: str) -> list[str]:
+    """The states (and their decision points) of one layer, a template's instance as a subgraph naming it."""
+    owner = instance_of(spec)
+    groups: dict[str, list[StateSpec]] = {}
+    for s in inside:
+        groups.setdefault(owner[s.name].name if s.name in owner else "", []).append(s)
+    lines: list[str] = []
+    for group, states in groups.items():
+        pad = indent + "  " if group else indent
+        if group:
+            template = next(i.template for i in spec.instances if i.name == group)
+            lines.append(f'{indent}subgraph {_id("inst", group)}["{_text(f"{group} · template {template}")}"]')
+        names = {s.name for s in states}
+        lines += [pad + _state_node(spec, s) for s in states]
+        lines += [
+            f'{pad}{_id("d", d.source, d.event)}{{"{_text(d.event)}"}}:::decision' for d in choices if d.source in names
+        ]
+        if group:
+            lines.append(indent + "end")
+    return lines
+
+
+def _instances_key(spec: MachineSpec, template: str) -> list[str]:
+    """The key node listing a template's instances and what each gives its params."""
+    rows = [
+        f"{i.name}: " + " · ".join(f"{k}={v}" for k, v in instance_values(i))
+        for i in spec.instances
+        if i.template == template
+    ]
+    return [f'    key_instances["<b>instances</b><br/>{"<br/>".join(_text(r) for r in rows)}"]:::key']
 
 
 def _counters_of(spec: MachineSpec, view: View) -> tuple[str, ...]:
@@ -204,6 +236,8 @@ def _overview_lines(spec: MachineSpec) -> tuple[list[str], list[str]]:
 def to_mermaid(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, view: View | None = None) -> str:
     """The Mermaid flowchart of a view of ``spec`` (default: the full machine), as text."""
     view = view or View(kind="full")
+    if view.kind == "template":
+        return _template_mermaid(spec, view.layer, params)
     if view.kind == "layer" and view.layer not in layer_names(spec):
         raise ValueError(f"machine {spec.name!r} has no layer {view.layer!r} (layers: {', '.join(layer_names(spec))})")
     title = {"full": spec.name, "overview": f"{spec.name} · overview"}.get(
@@ -218,5 +252,27 @@ def to_mermaid(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, vi
     ]
     nodes, edges = _overview_lines(spec) if view.kind == "overview" else _layer_lines(spec, view, params)
     lines += nodes + edges + _key(spec, _counters_of(spec, view), params)
+    lines += ["  " + c for c in _CLASSES]
+    return "\n".join(lines) + "\n"
+
+
+def _template_mermaid(spec: MachineSpec, template: str, params: Mapping[str, Any] | None) -> str:
+    """A template drawn once (each ``{param}`` as written), its instances listed in the key."""
+    drawn = template_spec(spec, template)
+    view = View(kind="layer", layer=template)
+    nodes, edges = _layer_lines(drawn, view, params)
+    key = _key(drawn, _counters_of(drawn, view), params)
+    lines = [
+        "---",
+        f"title: {spec.name} · template {template}",
+        "---",
+        "flowchart LR",
+        f"  %% generated from {source_name(spec)} by `queryloop diagram`; do not edit",
+        *nodes,
+        *edges,
+        *key[:-1],
+        *_instances_key(spec, template),
+        key[-1],
+    ]
     lines += ["  " + c for c in _CLASSES]
     return "\n".join(lines) + "\n"

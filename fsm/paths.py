@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
 from .spec import MachineSpec, TransitionSpec
 
-__all__ = ["PathPlan", "PlannedPath", "PlannedStep", "Realiser", "plan_paths"]
+__all__ = ["PathPlan", "PlannedPath", "PlannedStep", "Realiser", "plan_paths", "shortest_run"]
 
 W = TypeVar("W", bound=Hashable)
+A = TypeVar("A", bound=Hashable)
 
 Edge = tuple[str, str]  # (source state, reason)
 
@@ -413,3 +414,63 @@ def plan_paths(
         rest, last = finished
         paths[key] = PlannedPath(target=key, steps=(*steps, *rest), taken_at=len(steps) - 1, end=last[2])
     return PathPlan(machine=spec.name, params=values, paths=paths, missing=missing, explored=search.explored)
+
+
+def shortest_run(
+    spec: MachineSpec,
+    *,
+    params: Mapping[str, Any],
+    start: A,
+    step: Callable[[A, PlannedStep], A],
+    shown: Callable[[A], bool],
+    realiser: Realiser[Any] | None = None,
+    max_nodes: int = 200_000,
+    finish: bool = True,
+) -> PlannedPath | str:
+    """The shortest run along which a watched value ``shown`` comes to hold, then a shortest way to an end.
+
+    ``start`` is the value before the first step and ``step`` its value after each step (a
+    counter of effects per turn, of edges per scope …); the search runs breadth-first over
+    (state, counters at ``params``, realiser state, value). The path's ``taken_at`` is the
+    step after which ``shown`` first holds; its ``target`` that step's edge. A string says
+    why there is none (no run shows it, or the search stopped at ``max_nodes``). Without
+    ``finish`` the run stops at that step (a run into a state that cannot end).
+    """
+    search: _Search[Any] = _Search(spec, params, realiser or _Anything())
+    first = (search.start, start)
+    if shown(start):
+        return "it holds before any step"
+    parent: dict[tuple[_Node, A], tuple[tuple[_Node, A], _Link] | None] = {first: None}
+    frontier = [first]
+    while frontier:
+        layer: list[tuple[_Node, A]] = []
+        for here in frontier:
+            node, value = here
+            for child, link in search.successors(node):
+                after = step(value, link[0])
+                key = (child, after)
+                if key in parent:
+                    continue
+                parent[key] = (here, link)
+                if shown(after):
+                    steps: list[PlannedStep] = []
+                    entry = parent[key]
+                    while entry is not None:
+                        back, taken = entry
+                        steps.append(_noted(taken))
+                        entry = parent[back]
+                    steps.reverse()
+                    target = (steps[-1].source, steps[-1].reason)
+                    if not finish:
+                        return PlannedPath(target=target, steps=tuple(steps), taken_at=len(steps) - 1, end=child[2])
+                    finished = search.finish(child, max_nodes)
+                    if finished is None:
+                        return "no run ends after the steps that show it"
+                    rest, last = finished
+                    return PlannedPath(target=target, steps=(*steps, *rest), taken_at=len(steps) - 1, end=last[2])
+                if not link[0].terminal:
+                    layer.append(key)
+            if len(parent) > max_nodes:
+                return f"no run found within {max_nodes} explored nodes (the search stopped)"
+        frontier = layer
+    return "no run the machine allows shows it"

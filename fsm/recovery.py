@@ -111,6 +111,36 @@ def _reference(spec: MachineSpec) -> list[str]:
     return [*lines, ""]
 
 
+def _value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return _code(map(str, value))
+    text = str(value)
+    return f"`{text}`" if text and " " not in text.strip() else _cell(text)
+
+
+def _templates(spec: MachineSpec) -> list[str]:
+    """Each template once: its doc, its picture, and a table of what each instance gives each param."""
+    if not spec.templates:
+        return []
+    lines = [
+        "### Templates",
+        "",
+        "A ladder declared once and instantiated; the tables above list each instance's edges.",
+        "",
+    ]
+    for t in spec.templates:
+        uses = [i for i in spec.instances if i.template == t.name]
+        picture = f"../diagrams/{spec.name}.template.{t.name}.svg"
+        lines += [f"**`{t.name}`** — {_cell(t.doc)} ([drawn once]({picture}))", ""]
+        lines.append("| param | meaning | " + " | ".join(f"`{i.name}`" for i in uses) + " |")
+        lines.append("|---|---|" + "---|" * len(uses))
+        for name, doc in t.params:
+            given = [dict(i.values).get(name, "") for i in uses]
+            lines.append(f"| `{name}` | {_cell(doc)} | " + " | ".join(_value(v) for v in given) + " |")
+        lines.append("")
+    return lines
+
+
 def recovery_markdown(specs: Sequence[MachineSpec]) -> str:
     """The whole document for ``specs``, in the order given."""
     lines = [
@@ -128,5 +158,6 @@ def recovery_markdown(specs: Sequence[MachineSpec]) -> str:
         where = f"`{source_name(spec)}` — {len(spec.states)} states, {len(spec.transitions)} transitions"
         lines += [f"{where} — {_cell(spec.doc)}" if spec.doc else where, ""]
         lines += _event_sections(spec)
+        lines += _templates(spec)
         lines += _reference(spec)
     return "\n".join(lines).rstrip("\n") + "\n"

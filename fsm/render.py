@@ -38,8 +38,11 @@ from .ladder import (
     counters_met,
     decisions,
     edge_kind,
+    instance_of,
+    instance_values,
     layer_names,
     source_name,
+    template_spec,
     terminal_reason,
 )
 from .mermaid import to_mermaid
@@ -72,7 +75,9 @@ def _tags(t: TransitionSpec) -> list[str]:
 
 
 def _lines(text: str, width: int = 110) -> str:
-    return '<BR ALIGN="LEFT"/>'.join(escape(line) for line in textwrap.wrap(" ".join(text.split()), width))
+    """``text`` wrapped at ``width``, each of its lines starting a new one (a doc's folded lines are one)."""
+    wrapped = [w for para in text.strip().split("\n") for w in textwrap.wrap(" ".join(para.split()), width)]
+    return '<BR ALIGN="LEFT"/>'.join(escape(line) for line in wrapped)
 
 
 def _small(text: str, colour: str = "#555555", size: int = 9) -> str:
@@ -352,6 +357,8 @@ class _Picture:
             self.decisions = [d for d in every if d.source in {s.name for s in self.home}]
         self.home_names = {s.name for s in self.home}
         self.drawn: list[str] = []  # states of other layers and ends reached, in first-drawn order
+        self.heading = ""  # the title, when not the view's (a template's picture)
+        self.note = ""  # the text under the title, when not the machine's doc (a template's instances)
         name = spec.name if view.kind != "layer" else f"{spec.name}.{view.layer}"
         self.graph = _new_graph(spec, name)
 
@@ -480,22 +487,38 @@ class _Picture:
     def _states_and_decisions(self, choices: list[Decision]) -> None:
         g, spec = self.graph, self.spec
         layers = layer_names(spec) if self.view.kind != "layer" else ()
-        for s in self.home:
-            if s.layer not in layers and not (s.terminal and not s.layer):
-                self._add_state(g, s)
-        for d in choices:
-            if spec.state(d.source).layer not in layers:
-                self._decision(g, d)
+        loose = [s for s in self.home if s.layer not in layers and not (s.terminal and not s.layer)]
+        self._grouped(g, loose, [d for d in choices if spec.state(d.source).layer not in layers])
         for layer in layers:
             inside = [s for s in self.home if s.layer == layer]
             if not inside:
                 continue
             with g.subgraph(name=f"cluster_{layer}") as sub:
                 sub.attr(label=layer, style="rounded,dashed", color="#9e9e9e", fontcolor="#616161", fontsize="14")
-                for s in inside:
+                self._grouped(sub, inside, [d for d in choices if spec.state(d.source).layer == layer])
+
+    def _grouped(self, target: graphviz.Digraph, inside: list[StateSpec], choices: list[Decision]) -> None:
+        """A layer's states and decisions; a template's instance in a cluster naming it."""
+        owner = instance_of(self.spec)
+        groups: dict[str, list[StateSpec]] = {}
+        for s in inside:
+            groups.setdefault(owner[s.name].name if s.name in owner else "", []).append(s)
+        for group, states in groups.items():
+            names = {s.name for s in states}
+            if not group:
+                for s in states:
+                    self._add_state(target, s)
+                for d in choices:
+                    if d.source in names:
+                        self._decision(target, d)
+                continue
+            with target.subgraph(name=f"cluster_instance_{group}") as sub:
+                template = owner[states[0].name].template
+                sub.attr(label=f"{group} · template {template}", style="rounded,dotted", color="#b0bec5", fontsize="11")
+                for s in states:
                     self._add_state(sub, s)
                 for d in choices:
-                    if spec.state(d.source).layer == layer:
+                    if d.source in names:
                         self._decision(sub, d)
 
     def build(self) -> graphviz.Digraph:
@@ -515,8 +538,8 @@ class _Picture:
             self.drawn += [s.name for s in spec.states if s.terminal and not s.layer and s.name not in self.drawn]
         for name in self.drawn:
             self._add_state(g, spec.state(name))
-        doc = spec.doc if self.view.kind == "full" else ""
-        key = _key(spec, self._title(), doc, self._counters(), self.params, marks=self.marks)
+        doc = spec.doc if self.view.kind == "full" else self.note
+        key = _key(spec, self.heading or self._title(), doc, self._counters(), self.params, marks=self.marks)
         g.attr(label=key)
         return g
 
@@ -548,9 +571,25 @@ def to_dot(
         raise ValueError("coverage is drawn per transition: on the full diagram or a layer, not the overview")
     if view.kind == "overview":
         return to_overview(spec, params)
+    if view.kind == "template":
+        return _template_picture(spec, view.layer, params)
     if view.kind == "layer" and view.layer not in layer_names(spec):
         raise ValueError(f"machine {spec.name!r} has no layer {view.layer!r} (layers: {', '.join(layer_names(spec))})")
     return _Picture(spec, view, params, trace, coverage).build()
+
+
+def _template_picture(spec: MachineSpec, template: str, params: Mapping[str, Any] | None) -> graphviz.Digraph:
+    """A template drawn once (each ``{param}`` as written), with what each instance gives its params."""
+    picture = _Picture(template_spec(spec, template), View(kind="layer", layer=template), params, None)
+    picture.heading = f"{spec.name} · template {template}"
+    doc = next(t.doc for t in spec.templates if t.name == template)
+    uses = [
+        f"{i.name}: " + " · ".join(f"{k}={v}" for k, v in instance_values(i))
+        for i in spec.instances
+        if i.template == template
+    ]
+    picture.note = "\n".join([" ".join(doc.split()), "instances:", *uses])
+    return picture.build()
 
 
 # ---- overview -------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                             "effects": _EFFECTS,
                             "max": {"type": "integer", "minimum": 0},
                             "max_per_run": _LIMIT,
+                            "each_s": {"type": "array", "minItems": 1, "items": {"type": ["string", "number"]}},
                             "doc": _DOC,
                         },
                     },

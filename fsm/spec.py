@@ -15,12 +15,14 @@ import attrs
 
 __all__ = [
     "CounterSpec",
+    "InstanceSpec",
     "MachineSpec",
     "ParamSpec",
     "ParamType",
     "PropertySpec",
     "Scope",
     "StateSpec",
+    "TemplateSpec",
     "TransitionSpec",
 ]
 
@@ -123,6 +125,34 @@ class PropertySpec:
 
 
 @attrs.frozen(kw_only=True)
+class InstanceSpec:
+    """One use of a template (``instances:``): the states and the reasons of the edges it expanded to.
+
+    The flat ``states`` and ``transitions`` hold them already; this says where they came from,
+    for the diagrams, which draw a template once with its instances."""
+
+    name: str
+    template: str
+    doc: str = ""
+    values: tuple[tuple[str, Any], ...] = ()  # (param, value) as the instance gives them, defaults filled in
+    states: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class TemplateSpec:
+    """A ladder declared once (``templates:``), in its generic form: every ``{param}`` left as written.
+
+    The flat machine never reads it; the diagrams draw it once, beside its instances."""
+
+    name: str
+    doc: str = ""
+    params: tuple[tuple[str, str], ...] = ()  # (param, doc)
+    states: tuple[StateSpec, ...] = ()
+    transitions: tuple[TransitionSpec, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class StateSpec:
     """A state: either it runs an effect that emits one of ``emits``, or it is terminal."""
 
@@ -180,12 +210,16 @@ class MachineSpec:
     figure_max: Mapping[str, int] = attrs.field(factory=dict)  # name -> the most per turn `check` accepts
     # name -> the most per run: an int, a param, or "param + N" / "param - N" (a null param: no limit)
     figure_max_per_run: Mapping[str, int | str] = attrs.field(factory=dict)
+    # name -> params (or numbers) whose largest value bounds one invocation's seconds (a wait)
+    figure_each_s: Mapping[str, tuple[str | float, ...]] = attrs.field(factory=dict)
     unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> what is unbounded
     progress_bounds: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> the param that bounds it
     children: tuple[ChildrenSpec, ...] = ()  # runs of this machine a run starts (sub-agents)
     properties: tuple[PropertySpec, ...] = ()
     states: tuple[StateSpec, ...] = ()
     transitions: tuple[TransitionSpec, ...] = ()
+    templates: tuple[TemplateSpec, ...] = ()  # ladders declared once (diagrams only: the flat graph holds them)
+    instances: tuple[InstanceSpec, ...] = ()  # where templated states and edges came from (diagrams only)
 
     # ---- derived lookups (cheap, computed on demand) -------------------------------------
     def state(self, name: str) -> StateSpec:

@@ -1,22 +1,25 @@
-"""A second, independent checker: the machine exported as Promela and verified by SPIN.
+"""A second, independent checker: the machine's Promela model verified by SPIN.
 
-Owns the export (:func:`to_promela`) and the run (:func:`spin_check`): ``spin -a``, gcc
-and pan in a temporary directory, for two searches over the same Promela text — a safety
-search whose stored states are exactly the reachable (state, counters) configurations
-(``counter <= cap`` asserted on every increment, a stuck decision asserted false), and
-SPIN's non-progress cycle search (``-DNP``, ``pan -l``, a ``progress`` label after every
-progress step). It reads pan's verdict (pan exits 0 even when it finds errors) and
-replays an error trail as the list of reasons taken; :func:`spin_beside` prints it under
-``queryloop check``'s report.
+Owns the settings SPIN checks a machine at (:func:`spin_settings`) and the run
+(:func:`spin_check`): the model from ``fsm.promela``, then ``spin -a``, gcc and pan in a
+temporary directory, for two searches over the same Promela text.
 
-The model is derived from the spec here, sharing no code with ``fsm.check``: the two
-checkers agree only if both follow the machine's semantics. Does not install SPIN or a C
-compiler (a missing one is :class:`SpinNotFound`) and does not decide the exit code.
+* The safety search: its stored states are exactly the reachable (state, counters)
+  configurations, and a decision where no candidate can fire is an assertion.
+* The monitor search (``-DMONITORS``, ``pan -a``): the declared properties as assertions
+  and ghost counters, and the liveness claim ``[] <> turn_over`` — every turn reaches a
+  progress step (the next turn) or an end — as an LTL formula.
+
+It reads pan's verdict (pan exits 0 even when it finds errors) and replays an error trail
+as the list of reasons taken; :func:`spin_beside` prints it under ``queryloop check``'s
+report. Does not write the Promela model or derive the semantics it encodes (that is
+``fsm.promela``; :func:`to_promela` and :func:`derived_resets` are re-exported here), does
+not install SPIN or a C compiler (a missing one is :class:`SpinNotFound`) and does not
+decide the exit code.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import shutil
 import subprocess
@@ -31,37 +34,41 @@ from typing import Any
 import attrs
 
 from .check import CheckReport
-from .errors import FsmError
-from .spec import MachineSpec, TransitionSpec
+from .promela import (
+    FAILURE_MARK,
+    LIVENESS,
+    MONITORS,
+    REASON_MARK,
+    SpinError,
+    derived_resets,
+    property_monitors,
+    resolve_params,
+    to_promela,
+    tracked_caps,
+    wrapped,
+)
+from .spec import MachineSpec
 
 __all__ = [
     "SpinError",
     "SpinNotFound",
     "SpinReport",
+    "derived_resets",
     "format_spin_report",
     "spin_beside",
     "spin_check",
+    "spin_settings",
     "to_promela",
 ]
 
 MODEL = "model.pml"
-NONPROGRESS = "NONPROGRESS"  # the preprocessor symbol that puts the progress labels in
-_MARK = "@@ "  # printf prefix of a reason in a replayed trail
-_FAIL = "@@! "  # printf prefix of what went wrong (a stuck decision)
 _CYCLE = "<<<<<START OF CYCLE>>>>>"
-# one process: no partial-order reduction, no fairness; optimise pan only when its search is long
+# one process: no partial-order reduction; weak fairness (pan -f) only concerns the scheduling of
+# processes, so with one it constrains nothing (the environment's choices are never assumed fair)
 _SAFETY_CFLAGS = ("-DSAFETY", "-DNOREDUCE", "-DNOFAIR", "-DNOBOUNDCHECK")
-_PROGRESS_CFLAGS = ("-DNP", "-DNOREDUCE", "-DNOFAIR", "-DNOBOUNDCHECK")
-_OPTIMISE_ABOVE = 100_000  # configurations (upper bound) above which gcc -O2 pays for its compile time
+_MONITOR_CFLAGS = ("-DNOREDUCE", "-DNOFAIR", "-DNOBOUNDCHECK")
+_OPTIMISE_ABOVE = 100_000  # configurations (upper bound) above which gcc -O1 pays for its compile time (-O2: no faster)
 _DEPTHS = (10_000, 1_000_000, 10_000_000)  # pan -m, tried in turn while pan says the depth is too small
-
-# an atom of an option's condition: ("lt", counter) is `counter < cap`, ("ge", counter) `counter >= cap`
-_Atom = tuple[str, str]
-_Conj = frozenset[_Atom]
-
-
-class SpinError(FsmError):
-    """SPIN, the C compiler or pan failed on a model (a tool failure, not a finding about the machine)."""
 
 
 class SpinNotFound(SpinError):
@@ -74,16 +81,22 @@ class SpinReport:
 
     ``configurations`` is pan's "states, stored" of the safety search: one stored state
     per reachable (state, counters) configuration (fewer when that search stopped at an
-    error). ``counterexample`` lists the reasons of the first error's trail in order; for
-    a non-progress cycle, ``cycle_start`` is the index in it where the cycle begins.
+    error). ``setting`` names the nullable caps' values (all are in ``params``).
+    ``checked`` names what the monitor search verified at this setting (each property,
+    the liveness claim) and ``unchecked`` what it could not, and why.
+    ``counterexample`` lists the reasons of the first error's trail in order; for a cycle
+    (a turn that never ends), ``cycle_start`` is the index in it where the cycle begins.
     """
 
     machine: str
     path: str
     params: Mapping[str, Any]
+    setting: str
     configurations: int
     errors: int
     verdict: tuple[str, ...]
+    checked: tuple[str, ...] = ()
+    unchecked: tuple[str, ...] = ()
     counterexample: tuple[str, ...] = ()
     cycle_start: int | None = None
     failure: str = ""
@@ -104,7 +117,10 @@ class SpinReport:
             "failure": self.failure,
             "counterexample": list(self.counterexample),
             "cycle_start": self.cycle_start,
+            "checked": list(self.checked),
+            "unchecked": list(self.unchecked),
             "verdict": list(self.verdict),
+            "setting": self.setting,
             "params": dict(self.params),
             "seconds": round(self.seconds, 3),
         }
@@ -115,9 +131,9 @@ def format_spin_report(r: SpinReport, ours: int | None = None) -> str:
     agree = ""
     if ours is not None:
         agree = f" (ours: {ours}, {'equal' if ours == r.configurations else 'DIFFERENT'})"
-    lines = [f"  spin: {r.configurations} configurations{agree}, {r.errors} error(s) [{r.seconds:.1f} s]"]
+    lines = [f"  spin ({r.setting}): {r.configurations} configurations{agree}, {r.errors} error(s) [{r.seconds:.1f} s]"]
     if r.ok:
-        lines.append("  spin ok: counters within caps, nothing stuck, no cycle without a progress step")
+        lines += wrapped("  spin ok: nothing stuck; ", list(r.checked), "", width=110)
     else:
         lines.append(f"  spin FINDING {r.failure}")
         if r.counterexample:
@@ -125,228 +141,71 @@ def format_spin_report(r: SpinReport, ours: int | None = None) -> str:
             if r.cycle_start is not None:
                 steps.insert(r.cycle_start, "[cycle:]")
             lines.append("      via " + " -> ".join(steps))
+    if r.unchecked:
+        lines += wrapped("  spin did not check: ", list(r.unchecked), "", width=110)
     return "\n".join(lines)
 
 
+def _setting(spec: MachineSpec, values: Mapping[str, Any]) -> str:
+    """A setting in a few words: the nullable caps with their values, then the other caps."""
+    smallest = _smallest_caps(spec)
+    named = [f"{n}={'unset' if values.get(n) is None else values[n]}" for n in smallest if spec.param_map[n].nullable]
+    others = [n for n in smallest if not spec.param_map[n].nullable]
+    at_smallest = others and all(values.get(n) == smallest[n] for n in others)
+    rest = "caps at their smallest (a cap of 1)" if at_smallest else "params as explored"
+    return f"{', '.join(named)}; other {rest}" if named else rest
+
+
+def _smallest_caps(spec: MachineSpec) -> dict[str, int]:
+    """Every int param that caps a counter, with the value that gives each counter it caps a cap of 1 or more."""
+    out: dict[str, int] = {}
+    for c in spec.counters:
+        param = spec.param_map.get(c.cap) if isinstance(c.cap, str) else None
+        if param is None or param.type != "int":
+            continue
+        value = max(1, 1 - c.cap_offset, out.get(param.name, 0))
+        out[param.name] = value if param.most is None else min(value, int(param.most))
+    return out
+
+
 def spin_beside(spec: MachineSpec, ours: CheckReport, json_report: dict[str, Any] | None = None) -> bool:
-    """Check ``spec`` with SPIN at the params ``ours`` used and print the verdict under ours
-    (or, given ``json_report``, store it there as ``"spin"``). True when SPIN finds no error
-    and counts the same configurations."""
-    r = spin_check(spec, ours.params)
-    agrees = r.ok and r.configurations == ours.configurations
-    if json_report is None:
-        print(format_spin_report(r, ours.configurations))
-    else:
-        json_report["spin"] = {**r.to_json(), "agrees": agrees}
+    """Check ``spec`` with SPIN at every setting of :func:`spin_settings` around the params ``ours``
+    used and print each verdict under ours (or, given ``json_report``, store them there as a list
+    ``"spin"``). True when SPIN finds no error anywhere and counts the same configurations as ours
+    at ours' params."""
+    agrees = True
+    found: list[dict[str, Any]] = []
+    for params in spin_settings(spec, ours.params):
+        r = spin_check(spec, params)
+        same = dict(r.params) == dict(ours.params)
+        agrees_here = r.ok and (not same or r.configurations == ours.configurations)
+        agrees &= agrees_here
+        if json_report is None:
+            print(format_spin_report(r, ours.configurations if same else None))
+        else:
+            found.append({**r.to_json(), "agrees": agrees_here})
+    if json_report is not None:
+        json_report["spin"] = found
     return agrees
 
 
-# ---- export -----------------------------------------------------------------------------------
+def spin_settings(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The settings SPIN checks ``spec`` at: ``params`` resolved (each param's check value unless
+    given); then every cap at its smallest (a counter's cap of 1) with each nullable cap flipped —
+    set there if unset in the first, unset if set.
 
-
-def _resolve(spec: MachineSpec, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    values = spec.param_check_values
-    values.update(params or {})
-    return values
-
-
-def to_promela(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> str:
-    """The machine as one Promela model; ``params`` resolve as for ``check_spec``.
-
-    One global ``st`` (an ``mtype``, one value per state), one bounded global per counter
-    whose cap is set (others are untracked, as in the explorer), and one active process
-    looping over ``d_step`` options, one per (state, event, winning edge): the option's
-    condition folds in every truth assignment of the decision's guard names under which
-    that edge is the first candidate whose counter is below its cap, so one engine step is
-    one atomic step and the process's control state never changes. A step into a terminal
-    state zeroes the counters (a run that ended is its end, as the explorer counts).
-
-    Compiled with ``-DNONPROGRESS`` (the cycle search), a ``progress_N`` label follows every
-    progress step and the options marked ``SAFETY_ONLY`` are left out: steps into terminal
-    states (on no cycle; most of the query loop's configurations are ends) and the stuck
-    assertions (``pan -A`` would turn them into self-loops).
+    An unset cap is modelled as a free choice (below the cap or not, whichever an edge needs),
+    which covers every value a caller may give it, so what holds unset holds for every value of
+    that cap (at the other caps' values); a set cap is exact, and lets the properties it bounds
+    be checked.
     """
-    values = _resolve(spec, params)
-    caps = _tracked_caps(spec, values)
-    states = [s.name for s in spec.states]
-    if len(states) > 255:
-        raise SpinError(f"machine {spec.name!r}: {len(states)} states; a Promela mtype holds at most 255")
-    groups = spec.candidates()
-    ends = set(spec.terminals)
-    out = [
-        _comment(f"machine {spec.name} ({spec.path}), exported by queryloop.fsm.spin"),
-        *_wrapped("/* params: ", [_comment(f"{k}={v!r}")[3:-3] for k, v in values.items()] or ["none"], " */"),
-        "/* one stored state per (state, counters) configuration: st and the tracked counters */",
-        f"#ifdef {NONPROGRESS}",
-        "#define PROGRESS(n) ; progress_##n: skip",
-        "#define SAFETY_ONLY(option)",
-        "#else",
-        "#define PROGRESS(n)",
-        "#define SAFETY_ONLY(option) option",
-        "#endif",
-        "",
-        *_wrapped("mtype = { ", [_st(s) for s in states], " };"),
-        f"mtype st = {_st(spec.initial)};",
-    ]
-    for c in spec.counters:
-        cap = caps.get(c.name)
-        if cap is None:
-            out.append(f"/* counter {c.name}: cap unset, untracked (its cap test is a free guard) */")
-        else:
-            out.append(f"{_int_type(cap)} {_ct(c.name)} = 0; /* cap {cap} */")
-    out += ["", "active proctype machine() {", "end_loop:", "  do"]
-    n_progress = 0
-    for s in spec.states:
-        if s.terminal:
-            continue
-        for event in dict.fromkeys((*s.emits, spec.abort_event)):
-            cands = groups.get((s.name, event), ())
-            out.append(f"  /* {s.name} on {event}: " + (", ".join(t.reason for t in cands) or "no candidate") + " */")
-            outcomes = _outcomes(cands, caps)
-            for winner, conjs in outcomes:
-                cond = _condition(s.name, conjs, caps)
-                if winner is None:
-                    fail = f"stuck in {s.name} on {event}: no candidate can fire"
-                    out.append(f'  SAFETY_ONLY(:: d_step {{ {cond} -> printf("{_FAIL}{fail}\\n"); assert(false) }})')
-                    continue
-                t = cands[winner]
-                body = [*_updates(spec, t, caps), f'printf("{_MARK}{t.reason}\\n")']
-                option = f":: d_step {{ {cond} -> {'; '.join(body)} }}"
-                if t.dest in ends:
-                    out.append(f"  SAFETY_ONLY({option})")
-                elif t.progress:
-                    n_progress += 1
-                    out.append(f"  {option} PROGRESS({n_progress})")
-                else:
-                    out.append(f"  {option}")
-            winners = {w for w, _ in outcomes}
-            for i, t in enumerate(cands):
-                if i not in winners:
-                    why = f"the cap of {t.counter} is 0" if caps.get(t.counter or "") == 0 else "shadowed"
-                    out.append(f"  /* {t.reason} never fires: {why} */")
-    out += [f"#ifdef {NONPROGRESS}", "  :: false /* the loop keeps an option */", "#endif", "  od", "}", ""]
-    return "\n".join(out)
-
-
-def _wrapped(head: str, items: Sequence[str], tail: str, width: int = 100) -> list[str]:
-    """``head`` + the comma-separated items + ``tail``, continued on indented lines past ``width``."""
-    lines = [head]
-    for i, item in enumerate(items):
-        text = item + ("," if i < len(items) - 1 else "")
-        if len(lines[-1]) + len(text) + 1 > width and lines[-1].strip():
-            lines.append("    ")
-        lines[-1] += ("" if lines[-1].endswith((" ", "{")) else " ") + text
-    lines[-1] += tail
-    return lines
-
-
-def _comment(text: str) -> str:
-    return "/* " + text.replace("*/", "* /") + " */"
-
-
-def _st(state: str) -> str:
-    return f"s_{state}"
-
-
-def _ct(counter: str) -> str:
-    return f"c_{counter}"
-
-
-def _int_type(cap: int) -> str:
-    return "byte" if cap <= 255 else "short" if cap <= 32767 else "int"
-
-
-def _tracked_caps(spec: MachineSpec, values: Mapping[str, Any]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in spec.counters:
-        cap = spec.cap_of(c, values)
-        if cap is not None:
-            out[c.name] = cap
-    return out
-
-
-def _free_names(t: TransitionSpec, caps: Mapping[str, int]) -> tuple[str, ...]:
-    """The free booleans a candidate needs true: its guards, and an untracked counter's cap test."""
-    if t.counter is not None and t.counter not in caps:
-        return (*t.guards, f"{t.counter} < unset cap")
-    return t.guards
-
-
-def _outcomes(cands: Sequence[TransitionSpec], caps: Mapping[str, int]) -> list[tuple[int | None, tuple[_Conj, ...]]]:
-    """Per winning candidate (``None``: stuck), the counter conditions under which it wins.
-
-    Every truth assignment of the decision's guard names (one value per name) gives the
-    candidates whose guards hold, in YAML order; along it, a candidate with a tracked
-    counter wins when its counter is below its cap and every one before it is at its cap.
-    The conditions of one winner are OR-ed, reduced by absorption.
-    """
-    names = list(dict.fromkeys(n for t in cands for n in _free_names(t, caps)))
-    wins: dict[int | None, set[_Conj]] = {}
-
-    def record(winner: int | None, conj: set[_Atom]) -> None:
-        if any(("lt", c) in conj and ("ge", c) in conj for _, c in conj):
-            return  # contradictory: a counter both below and at its cap
-        if any(op == "lt" and caps[c] == 0 for op, c in conj):
-            return  # a counter below a cap of 0
-        wins.setdefault(winner, set()).add(frozenset(a for a in conj if not (a[0] == "ge" and caps[a[1]] == 0)))
-
-    for bits in itertools.product((False, True), repeat=len(names)):
-        true = {n for n, b in zip(names, bits, strict=True) if b}
-        blocked: set[_Atom] = set()
-        for i, t in enumerate(cands):
-            if not all(n in true for n in _free_names(t, caps)):
-                continue
-            if t.counter in caps:
-                assert t.counter is not None
-                record(i, blocked | {("lt", t.counter)})
-                blocked.add(("ge", t.counter))
-                continue
-            record(i, blocked)
-            break
-        else:
-            record(None, blocked)
-    order = [*range(len(cands)), None]
-    return [
-        (w, tuple(sorted((c for c in wins[w] if not any(o < c for o in wins[w])), key=_conj_key)))
-        for w in order
-        if w in wins
-    ]
-
-
-def _conj_key(conj: _Conj) -> tuple[int, list[_Atom]]:
-    return (len(conj), sorted(conj, key=lambda a: (a[1], a[0])))
-
-
-def _condition(state: str, conjs: Sequence[_Conj], caps: Mapping[str, int]) -> str:
-    head = f"st == {_st(state)}"
-    if any(not c for c in conjs):
-        return head
-    atoms = [
-        " && ".join(f"{_ct(c)} {'<' if op == 'lt' else '>='} {caps[c]}" for op, c in sorted(conj, key=lambda a: a[1]))
-        for conj in conjs
-    ]
-    if len(atoms) == 1:
-        return f"{head} && {atoms[0]}"
-    return f"{head} && (" + " || ".join(f"({a})" for a in atoms) + ")"
-
-
-def _updates(spec: MachineSpec, t: TransitionSpec, caps: Mapping[str, int]) -> list[str]:
-    """Resets, then the edge's own counter incremented (and asserted within its cap), then the state.
-
-    A step into a terminal state then zeroes every counter: a run that ended is its terminal
-    state, whatever its counters were (one configuration per end, as the explorer counts).
-    """
-    out = [f"{_ct(c.name)} = 0" for c in spec.counters if c.name in spec.resets_of(t) and c.name in caps]
-    if t.counter in caps:
-        assert t.counter is not None
-        out.append(f"{_ct(t.counter)}++")
-    out.append(f"st = {_st(t.dest)}")
-    if t.counter in caps:
-        assert t.counter is not None
-        out.append(f"assert({_ct(t.counter)} <= {caps[t.counter]})")
-    if spec.state_map[t.dest].terminal:
-        out += [f"{_ct(c.name)} = 0" for c in spec.counters if c.name in caps]
-    return out
+    base = resolve_params(spec, params)
+    smallest = _smallest_caps(spec)
+    small = {**base, **smallest}
+    for name in smallest:
+        if spec.param_map[name].nullable and base.get(name) is not None:
+            small[name] = None
+    return [base] if small == base else [base, small]
 
 
 # ---- running SPIN -----------------------------------------------------------------------------
@@ -361,27 +220,30 @@ def spin_check(
 ) -> SpinReport:
     """Export ``spec``, verify it with SPIN and read the verdict.
 
-    Two runs of pan over the same Promela text: a depth-first safety search (assertions,
-    stuck decisions; its stored states are the configurations) and a non-progress cycle
-    search. ``workdir`` keeps the files there (``safety/`` and ``progress/``); by default a
+    Two runs of pan over the same Promela text: a depth-first safety search (stuck
+    decisions; its stored states are the configurations) and the monitor search (the
+    declared properties' assertions, and acceptance cycles of the liveness claim).
+    ``workdir`` keeps the files there (``safety/`` and ``monitors/``); by default a
     temporary directory is removed afterwards. Raises :class:`SpinNotFound` when ``spin``
     or ``gcc`` is missing and :class:`SpinError` when a tool fails.
     """
     spin, cc = _tool("spin", "apt-get install spin"), _tool("gcc", "apt-get install gcc")
-    values = _resolve(spec, params)
+    values = resolve_params(spec, params)
+    # the reset sets named here, so a test can stand in a faulty derivation for the one SPIN checks
     text = to_promela(spec, values)
+    monitors = property_monitors(spec, values, tracked_caps(spec, values))
     started = time.monotonic()
     with _directory(workdir) as root:
-        safety, progress = root / "safety", root / "progress"
+        safety, monitored = root / "safety", root / "monitors"
         bound = _bound(spec, values)
-        optimise = "-O2" if bound > _OPTIMISE_ABOVE else "-O0"
-        _build(spin, cc, text, {safety: (), progress: (f"-D{NONPROGRESS}",)}, optimise, timeout)
+        optimise = "-O1" if bound > _OPTIMISE_ABOVE else "-O0"
+        _build(spin, cc, text, {safety: (), monitored: (f"-D{MONITORS}",)}, optimise, timeout)
         with ThreadPoolExecutor(max_workers=2) as pool:  # the two searches are independent
             safety_job = pool.submit(_search, safety, [f"-w{_hash_bits(bound)}"], timeout)
-            progress_job = pool.submit(_search, progress, ["-l", "-A", f"-w{_hash_bits(2 * bound)}"], timeout)
-            safety_out, progress_out = safety_job.result(), progress_job.result()
+            monitor_job = pool.submit(_search, monitored, ["-a", f"-w{_hash_bits(4 * bound)}"], timeout)
+            safety_out, monitor_out = safety_job.result(), monitor_job.result()
         configurations = _stored(safety_out)
-        runs = [("safety", safety, (), safety_out), ("progress", progress, (f"-D{NONPROGRESS}",), progress_out)]
+        runs = [("safety", safety, (), safety_out), ("monitors", monitored, (f"-D{MONITORS}",), monitor_out)]
         errors = 0
         verdict: list[str] = []
         trail: tuple[tuple[str, ...], int | None, str] = ((), None, "")
@@ -395,9 +257,12 @@ def spin_check(
         machine=spec.name,
         path=spec.path,
         params=values,
+        setting=_setting(spec, values),
         configurations=configurations,
         errors=errors,
         verdict=tuple(verdict),
+        checked=monitors.checked,
+        unchecked=monitors.unchecked,
         counterexample=trail[0],
         cycle_start=trail[1],
         failure=trail[2],
@@ -432,7 +297,7 @@ def _build(spin: str, cc: str, text: str, runs: Mapping[Path, tuple[str, ...]], 
         _run([spin, *defines, "-a", MODEL], where, timeout, "spin -a")
     jobs = []
     for where, defines in runs.items():
-        flags = _PROGRESS_CFLAGS if defines else _SAFETY_CFLAGS
+        flags = _MONITOR_CFLAGS if defines else _SAFETY_CFLAGS
         cmd = [cc, optimise, *flags, "-w", "-o", "pan", "pan.c"]
         jobs.append((where, subprocess.Popen(cmd, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
     for where, job in jobs:
@@ -470,7 +335,7 @@ def _search(where: Path, args: Sequence[str], timeout: float) -> str:
 def _bound(spec: MachineSpec, values: Mapping[str, Any]) -> int:
     """An upper bound on the configurations: states times every tracked counter's range."""
     n = len(spec.states)
-    for cap in _tracked_caps(spec, values).values():
+    for cap in tracked_caps(spec, values).values():
         n *= cap + 1
     return n
 
@@ -535,10 +400,12 @@ def _replay(
     cycle: int | None = None
     for raw in replay.splitlines():
         line = raw.strip()
-        if line.startswith(_FAIL):
-            failure = line[len(_FAIL) :]
-        elif line.startswith(_MARK):
-            reasons.append(line[len(_MARK) :])
+        if line.startswith(FAILURE_MARK):
+            failure = line[len(FAILURE_MARK) :]
+        elif line.startswith(REASON_MARK):
+            reasons.append(line[len(REASON_MARK) :])
         elif line == _CYCLE:
             cycle = len(reasons)
+    if "acceptance cycle" in failure:
+        failure = f"non-progress cycle: a turn that never reaches the next turn or an end (ltl {LIVENESS})"
     return tuple(reasons), cycle, failure

@@ -21,7 +21,7 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 from ..messages import compact_json
 from ..outcome import Notice, with_outcome
 from ..request.data import BackoffServices, with_request
-from ..request.recovery import backoff_delay_s
+from ..request.recovery import backoff_cap_s, backoff_delay_s
 from .data import CatalogUpdate, M, McpRun, McpServices, ServersDown, with_mcp
 from .services.client import McpManager
 
@@ -106,7 +106,7 @@ def _catalog_update(manager: McpManager, data: McpRun) -> CatalogUpdate:
     )
 
 
-@uses(counters=("mcp_reconnects",))
+@uses(counters=("mcp_reconnects",), params=("max_backoff_s",))
 async def reconnect_servers(ctx: EffectContext[M, SyncServices]) -> Event[Any]:
     """Reconnect every server that is down (at once); each retry after a backoff. Reconnected: the new catalog."""
     services = ctx.services
@@ -115,7 +115,8 @@ async def reconnect_servers(ctx: EffectContext[M, SyncServices]) -> Event[Any]:
     retries = ctx.run.count("mcp_reconnects")
     if retries:
         draw = services.rng.random()
-        await asyncio.sleep(backoff_delay_s(retries - 1, services.retry_base_delay_s, services.retry_max_delay_s, draw))
+        delay = backoff_delay_s(retries - 1, services.retry_base_delay_s, services.retry_max_delay_s, draw)
+        await asyncio.sleep(min(delay, backoff_cap_s(ctx.run)))  # the machine's declared bound on one wait
     names = ctx.run.data.mcp.down
     connected = await manager.reconnect(names)
     _publish_warnings(ctx, manager)

@@ -25,6 +25,7 @@ __all__ = [
     "RETRY_JITTER",
     "api_error_text",
     "back_off",
+    "backoff_cap_s",
     "backoff_delay_s",
     "fallback_available",
     "note_failure",
@@ -40,7 +41,7 @@ RETRY_JITTER = 0.25
 """Up to this fraction of the backoff is added at random, so clients don't retry in lockstep."""
 
 
-@uses(counters=("api_retries",))
+@uses(counters=("api_retries",), params=("max_backoff_s",))
 async def wait_before_retry(ctx: EffectContext[R, RequestServices]) -> Event[None]:
     """Sleep before the model request's retry (see :func:`back_off`)."""
     await back_off(ctx, ctx.run.data.request.failure, counter="api_retries", retry_reasons=("api_retry",))
@@ -67,6 +68,7 @@ async def back_off(
     services = ctx.services
     retries = run.count(counter)
     delay = backoff_delay_s(retries, services.retry_base_delay_s, services.retry_max_delay_s, services.rng.random())
+    delay = min(delay, backoff_cap_s(run))  # the machine's declared bound on one wait (check's worst-case wait)
     if failure is not None and failure.retry_after_s is not None:
         # Claude Code waits the larger of the two: a retry-after of 0 still backs off.
         delay = max(failure.retry_after_s, delay)
@@ -90,6 +92,11 @@ def backoff_delay_s(retries: int, base_s: float, max_s: float, draw: float) -> f
     """
     delay: float = min(base_s * 2.0**retries, max_s)
     return round(delay * (1.0 + RETRY_JITTER * draw), 3)
+
+
+def backoff_cap_s(run: RunState[Any]) -> float:
+    """The longest backoff wait (``max_backoff_s``); a handler calling this declares the param."""
+    return float(run.params["max_backoff_s"])
 
 
 def retry_after_cap_s(run: RunState[Any]) -> float:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     import anthropic
 
+    from ..mockapi.replay import ScenarioReplayer
     from ..mockapi.scenario import Scenario
     from ..run.agent import AgentOptions
     from ..run.memory import MemoryKind
@@ -96,11 +97,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _scenario_replayer() -> ScenarioReplayer:
+    """What writes ``check --counterexamples``' runs as scenarios (imported only when asked for)."""
+    from ..mockapi.replay import ScenarioReplayer
+
+    return ScenarioReplayer()
+
+
 def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     """The commands' parser and their names: the engine's, ``mock-api``, and ``run`` (the agent, by name)."""
     parser = _Parser(prog="queryloop", description="The queryloop commands; the agent itself is `queryloop [prompt]`.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_engine_commands(sub, default_machines=shipped_machines)
+    add_engine_commands(sub, default_machines=shipped_machines, replayer=_scenario_replayer)
     run = sub.add_parser("run", help="the same as no command: run the agent (kept for scripts that name it)")
     _add_agent_options(run)
     mock = sub.add_parser(
@@ -212,7 +220,13 @@ def _add_agent_options(run: argparse.ArgumentParser) -> None:
         help="run offline against the embedded server playing a scenario: a shipped one's name "
         "(queryloop mock-api --list) or a scenario file",
     )
-    run.add_argument("--machine", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    run.add_argument(
+        "--machine",
+        type=Path,
+        metavar="FILE",
+        help="run this machine file instead of the shipped query loop (a mutated copy, to replay a "
+        "`check --counterexamples` scenario); a file that does not load is an error before any request",
+    )
     run.set_defaults(func=cmd_run)
 
 

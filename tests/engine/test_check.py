@@ -243,7 +243,10 @@ def test_a_null_cap_param_without_a_type_is_refused_at_load() -> None:
 
 def test_a_retry_edge_marked_progress_is_refused_at_load() -> None:
     """Progress resets every turn budget: a recovery marked progress would never be bounded per turn."""
-    text = _mutated("    reason: api_retry\n    counter: api_retries\n", "    reason: api_retry\n    progress: true\n")
+    text = _mutated(
+        '        reason: "{retry}"\n        counter: "{counter}"\n',
+        '        reason: "{retry}"\n        progress: true\n',
+    )
     with pytest.raises(SpecError) as info:
         parse_machine(text, "mutant.yaml", bind=False)
     assert "transition 'api_retry' is marked `progress` but is a recovery (`_retry`)" in str(info.value)

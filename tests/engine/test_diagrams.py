@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from queryloop.frontends.cli import main
-from queryloop.fsm import MachineSpec, parse_machine
+from queryloop.fsm import MachineSpec, load_machine, parse_machine
 from queryloop.fsm.ladder import View, views
 from queryloop.fsm.mermaid import to_mermaid
 from queryloop.fsm.recovery import recovery_markdown
@@ -144,6 +144,33 @@ def test_the_recovery_document_has_one_ladder_per_event_with_order_guard_counter
     assert "run ends: gave_up (error); the job failed too often" in rows[1]
 
 
+def test_a_template_is_drawn_once_with_what_each_instance_gives_its_params() -> None:
+    spec = load_machine(_query_loop(), bind=False).spec
+    view = View(kind="template", layer="compaction_ladder")
+    assert view in views(spec) and view.suffix == ".template.compaction_ladder"
+    mermaid = to_mermaid(spec, view=view)
+    assert mermaid.count('st__kind__compacting("{kind}_compacting")') == 1
+    assert "auto_compacting" not in mermaid.split("key_instances")[0]
+    instances = mermaid.split("key_instances")[1]
+    for given in ("auto_compaction: kind=auto", "reactive_compaction: kind=reactive", "failed_to=compaction_failed"):
+        assert given in instances
+    dot = str(to_dot(spec, view=view).source)
+    assert "{kind}_compacting" in dot and "manual_compaction: kind=manual" in dot
+
+
+def test_an_instance_is_drawn_in_its_layer_as_a_group_naming_its_template() -> None:
+    spec = load_machine(_query_loop(), bind=False).spec
+    context = View(kind="layer", layer="context")
+    mermaid = to_mermaid(spec, view=context)
+    head = 'subgraph inst_reactive_compaction["reactive_compaction · template compaction_ladder"]'
+    group = mermaid.split(head)[1].split("end")[0]
+    assert "st_reactive_compacting(" in group and "st_backing_off_reactive_summary(" in group
+    assert "st_auto_compacting(" not in group
+    dot = str(to_dot(spec, view=context).source)
+    assert "subgraph cluster_instance_reactive_compaction" in dot
+    assert "reactive_compaction · template compaction_ladder" in dot
+
+
 # ---- every meaning-changing edit changes the pictures ---------------------------------------------
 
 
@@ -178,6 +205,8 @@ def _edge_resets(data: dict[str, Any]) -> None:
 def _candidate_order(data: dict[str, Any]) -> None:
     groups: dict[tuple[str, str], list[int]] = {}
     for i, t in enumerate(data["transitions"]):
+        if "instance" in t:
+            continue  # where an instance's edges go, not an edge
         sources = t["from"] if isinstance(t["from"], list) else [t["from"]]
         for s in sources:
             groups.setdefault((s, t["event"]), []).append(i)
@@ -213,6 +242,11 @@ def _completes_request(data: dict[str, Any]) -> None:
     del edge["completes_request"]
 
 
+def _template_counter(data: dict[str, Any]) -> None:
+    edge = next(t for t in data["templates"]["compaction_ladder"]["transitions"] if t.get("counter"))
+    edge["counter"] = "summary_retries" if edge["counter"] != "summary_retries" else "head_truncations"
+
+
 MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "a counter's scope": _counter_scope,
     "an edge's resets": _edge_resets,
@@ -221,6 +255,7 @@ MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "a param cap's default": _param_cap,
     "a counter's consecutive reasons": _consecutive,
     "an edge's completes_request": _completes_request,
+    "a template edge's counter": _template_counter,
 }
 
 

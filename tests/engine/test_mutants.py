@@ -23,12 +23,14 @@ import pytest
 import yaml
 
 from queryloop.fsm import SpecError, check_spec, parse_machine, read_yaml
+from queryloop.fsm.templates import expand_templates
 
 pytestmark = pytest.mark.slow  # ~30 s in all: tools/test.sh --fast leaves the module out
 
 SHIPPED = Path(__file__).resolve().parents[2] / "machines" / "query_loop.yaml"
 TEXT = SHIPPED.read_text(encoding="utf-8")
-DATA = read_yaml(TEXT, str(SHIPPED)).data
+# the flat machine (templates expanded), so a data edit can reach one instance's edge
+DATA = expand_templates(read_yaml(TEXT, str(SHIPPED)))[0].data
 
 # Small caps at which the whole machine explores in about a second (981 configurations);
 # the denied-call breaker needs max_denied_call_repeats − 1 = 2 to show its counter's reset.
@@ -539,12 +541,23 @@ MUTANTS = (
     Mutant(
         "api_retries-reset-inside-its-loop",
         "the retry edge resets its own counter",
-        replace(
-            "    reason: api_retry\n    counter: api_retries\n",
-            "    reason: api_retry\n    counter: api_retries\n    resets: [api_retries]\n",
-        ),
+        on_data(lambda d: edge(d, "api_retry").update(resets=["api_retries"])),
         "termination",
         ("'api_retries', 'overload_streak' are reset inside the cycle", "api_retry"),
+    ),
+    Mutant(
+        "retry_ladder-resets-its-counter",
+        "the retry template's retry edge resets its own counter: every instance loops",
+        replace('        counter: "{counter}"\n', '        counter: "{counter}"\n        resets: ["{counter}"]\n'),
+        "termination",
+        ("'summary_retries' are reset inside the cycle", "manual_summary_retry"),
+    ),
+    Mutant(
+        "compaction_ladder-shrink-without-counter",
+        "the compaction template's shrink edge loses its counter: every instance's shrink loops",
+        replace("        counter: head_truncations\n", ""),
+        "termination",
+        ("unbounded recovery cycle", "compact_head_truncation_retry"),
     ),
     Mutant(
         "api_retry-marked-progress",
@@ -702,9 +715,7 @@ MUTANTS = (
     Mutant(
         "backing_off-without-emits",
         "an effect state without `emits`",
-        replace(
-            "    effect: .request.wait_before_retry\n    emits: [elapsed]\n", "    effect: .request.wait_before_retry\n"
-        ),
+        on_data(lambda d: d["states"]["backing_off"].pop("emits")),
         "load",
         ("state 'backing_off' is neither terminal nor runs an effect with `emits`",),
     ),

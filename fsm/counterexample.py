@@ -1,0 +1,297 @@
+"""Counterexamples you can run: for a checker finding with a finite concrete path, the shortest run that shows it.
+
+Owns, per kind of finding, what a run must do to show it and the search for the shortest
+such run (:func:`~fsm.paths.shortest_run` over the same (state, counters) product the
+checker explores, guards free): a figure above its ``max`` (its effects entered more
+than ``max`` times in one turn, at the params the figure was checked at), an ``at_most``
+property broken (its edges taken more often in one scope than its limit), an order
+property broken (the candidate tried too early, taken), a state that cannot end (reached)
+and an unbounded cycle (its shortest lasso, the loop unrolled :data:`UNROLL` times). Each
+run is completed by a shortest way to a terminal state, so it is a whole run.
+
+A :class:`Replayer` (the program's: the engine knows no server) may restrict the search to
+runs it can script and writes each run as a file to replay; a run it cannot script is
+reported with why, never skipped. Findings with no finite path (an unreachable state, a
+dead edge, an exploration finding, which carries its own trace) get none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from .check import CheckReport, Finding
+from .paths import PlannedPath, PlannedStep, Realiser, shortest_run
+from .properties import broken_properties
+from .spec import MachineSpec, TransitionSpec
+
+__all__ = ["UNROLL", "MAX_NODES", "Counterexample", "Replayer", "counterexamples", "format_counterexample"]
+
+UNROLL = 3
+"""Times an unbounded cycle's loop is taken in its counterexample: enough to see it repeat."""
+
+MAX_NODES = 30_000
+"""Configurations one search may visit (about a second): a figure far above its ``max`` has no run that short."""
+
+
+@attrs.frozen(kw_only=True)
+class Counterexample:
+    """A finding and the shortest run that shows it (``run`` None: ``why`` says why there is none)."""
+
+    finding: Finding
+    shows: str  # what the run shows, in a few words
+    run: PlannedPath | None = None
+    params: Mapping[str, Any] = attrs.field(factory=dict)
+    why: str = ""  # no run: why; a run the replayer cannot script: why not
+    replayable: bool = False  # the replayer can script every step of the run
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return () if self.run is None else self.run.reasons
+
+
+class Replayer(Protocol):
+    """What makes counterexamples replayable: the steps it can script, and the files it writes."""
+
+    def realiser(self, spec: MachineSpec) -> Realiser[Any] | None:
+        """A realiser refusing the steps it cannot script (None: it scripts none of this machine's)."""
+
+    def unscriptable(self, spec: MachineSpec, steps: Sequence[PlannedStep]) -> str | None:
+        """Why ``steps`` cannot be scripted (None: they can)."""
+
+    def write(self, spec: MachineSpec, example: Counterexample, path: Path) -> Path:
+        """Write ``example``'s run as a file to replay at ``path`` (the name without a suffix); the file written."""
+
+
+# ---- what each finding's run watches ---------------------------------------------------------
+
+Watch = tuple[str, Hashable, Callable[[Any, PlannedStep], Any], Callable[[Any], bool]]  # shows, start, step, shown
+
+
+def _figure_watch(spec: MachineSpec, name: str, most: int) -> Watch:
+    effects = frozenset(spec.figures[name])
+    weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
+
+    def step(n: int, s: PlannedStep) -> int:
+        # a progress edge starts a new turn; the state entered counts in it
+        return min((0 if s.transition.progress else n) + weight[s.dest], most + 1)
+
+    return f"{name} reaches {most + 1} in one turn", weight[spec.initial], step, lambda n: n > most
+
+
+def _scope_resets(t: TransitionSpec, per: str) -> bool:
+    if per == "run":
+        return False
+    return t.progress if per == "turn" else t.progress or t.completes_request
+
+
+def _at_most_watch(counted: frozenset[str], per: str, limit: int) -> Watch:
+    def step(n: int, s: PlannedStep) -> int:
+        n = 0 if _scope_resets(s.transition, per) else n
+        return min(n + (s.reason in counted), limit + 1)
+
+    return f"{' / '.join(sorted(counted))} taken {limit + 1} times in one {per}", 0, step, lambda n: n > limit
+
+
+def _edge_watch(source: str, reason: str) -> Watch:
+    def step(seen: bool, s: PlannedStep) -> bool:
+        return seen or (s.source == source and s.reason == reason)
+
+    return f"{reason} taken from {source}", False, step, bool
+
+
+def _state_watch(states: frozenset[str]) -> Watch:
+    def step(seen: bool, s: PlannedStep) -> bool:
+        return seen or s.dest in states
+
+    return f"{', '.join(sorted(states))} reached", False, step, bool
+
+
+# ---- the searches ---------------------------------------------------------------------------
+
+
+def counterexamples(
+    spec: MachineSpec,
+    report: CheckReport,
+    *,
+    replayer: Replayer | None = None,
+    max_nodes: int = MAX_NODES,
+) -> tuple[Counterexample, ...]:
+    """A :class:`Counterexample` for every finding of ``report`` on ``spec`` (with or without a run).
+
+    Runs are searched at the params the figures were checked at (``report.at``). With a
+    ``replayer``, the shortest run it can script is preferred; when none exists the
+    abstract shortest run is kept and ``why`` says which step cannot be scripted.
+    """
+    at = dict(report.at)
+    realiser = replayer.realiser(spec) if replayer is not None else None
+    broken = {b.message: b for b in broken_properties(spec)}
+    props = {p.name: p for p in spec.properties}
+    out: list[Counterexample] = []
+    for finding in report.findings:
+        watch, why = _watch_for(spec, finding, at, broken, props)
+        if watch is None:
+            out.append(Counterexample(finding=finding, shows="", params=at, why=why))
+            continue
+        out.append(_search(spec, finding, watch, at, realiser, replayer, max_nodes))
+    return tuple(out)
+
+
+def _watch_for(
+    spec: MachineSpec,
+    finding: Finding,
+    at: Mapping[str, Any],
+    broken: Mapping[str, Any],
+    props: Mapping[str, Any],
+) -> tuple[Watch | None, str]:
+    if finding.check == "figure":
+        for name, most in spec.figure_max.items():
+            if finding.message.startswith(f"figure {name!r} can reach") and "per turn" in finding.message:
+                return _figure_watch(spec, name, most), ""
+        return None, "no run is searched for a bound per run yet"
+    if finding.check == "property" and finding.message in broken:
+        prop = props[broken[finding.message].name]
+        if prop.kind == "at_most" and prop.most is not None:
+            limit = spec.limit_of(prop.most, at)
+            if limit is None:
+                return None, f"the limit {prop.most} is unset at these params"
+            return _at_most_watch(frozenset(prop.reasons), prop.per, limit), ""
+        if prop.kind == "order" and len(finding.reasons) >= 2:
+            # the candidate tried before one the property puts first, taken where both are candidates
+            rank = {r: i for i, r in enumerate(prop.reasons)}
+            listed = finding.reasons
+            early = next((r for i, r in enumerate(listed) if any(rank[r] > rank[q] for q in listed[i + 1 :])), None)
+            for (source, _), cands in spec.candidates().items():
+                if early is not None and [t.reason for t in cands if t.reason in rank] == list(listed):
+                    return _edge_watch(source, early), ""
+        if prop.kind == "order":
+            return None, "no decision tries two of its reasons, so no run shows an order"
+        return None, f"no run is searched for a broken {prop.kind} property yet"
+    if finding.check in ("termination", "progress_bound") and finding.states:
+        return _state_watch(frozenset(finding.states)), ""
+    if finding.check == "dead_end" and finding.states:
+        return _state_watch(frozenset(finding.states)), ""
+    if finding.trace:
+        return None, "the exploration's own trace (printed with the finding) is the run"
+    return None, "no finite run shows it (nothing a run does reaches it)"
+
+
+def _search(
+    spec: MachineSpec,
+    finding: Finding,
+    watch: Watch,
+    at: Mapping[str, Any],
+    realiser: Realiser[Any] | None,
+    replayer: Replayer | None,
+    max_nodes: int,
+) -> Counterexample:
+    shows, start, step, shown = watch
+    cycle = finding.check in ("termination", "progress_bound")
+    finish = finding.check != "dead_end"  # a run into a state that cannot end stops there
+    found: PlannedPath | str = "no replayer"
+    if realiser is not None:
+        found = _run(spec, at, start, step, shown, realiser, max_nodes, finding if cycle else None, finish)
+    if isinstance(found, PlannedPath):
+        return Counterexample(finding=finding, shows=shows, run=found, params=at, replayable=True)
+    scripted_why = found if realiser is not None else ""
+    if realiser is not None and "search stopped" in scripted_why:
+        return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(scripted_why, finding))
+    found = _run(spec, at, start, step, shown, None, max_nodes, finding if cycle else None, finish)
+    if isinstance(found, str):
+        return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(found, finding))
+    why = ""
+    if replayer is not None:
+        why = replayer.unscriptable(spec, found.steps) or scripted_why
+    return Counterexample(finding=finding, shows=shows + (" (a lasso)" if cycle else ""), run=found, params=at, why=why)
+
+
+def _too_long(why: str, finding: Finding) -> str:
+    if "search stopped" not in why or finding.check != "figure":
+        return why
+    return f"{why}; a run past a large max is long (--explore finds the exact worst case at small caps)"
+
+
+def _run(
+    spec: MachineSpec,
+    at: Mapping[str, Any],
+    start: Hashable,
+    step: Callable[[Any, PlannedStep], Any],
+    shown: Callable[[Any], bool],
+    realiser: Realiser[Any] | None,
+    max_nodes: int,
+    cycle: Finding | None,
+    finish: bool,
+) -> PlannedPath | str:
+    found = shortest_run(
+        spec, params=at, start=start, step=step, shown=shown, realiser=realiser, max_nodes=max_nodes, finish=finish
+    )
+    if isinstance(found, str) or cycle is None:
+        return found
+    return _lasso(spec, at, found, cycle, realiser, max_nodes)
+
+
+def _lasso(
+    spec: MachineSpec,
+    at: Mapping[str, Any],
+    entry: PlannedPath,
+    cycle: Finding,
+    realiser: Realiser[Any] | None,
+    max_nodes: int,
+) -> PlannedPath | str:
+    """The run into the cycle, then a shortest loop through its edges back to where it entered, :data:`UNROLL` times."""
+    head = entry.steps[: entry.taken_at + 1]
+    into = head[-1].dest
+    inner = frozenset(cycle.reasons)
+    states = frozenset(cycle.states)
+    prefix = tuple(s.reason for s in head)
+
+    # the loop: a shortest path from `into` back to `into` over the cycle's own edges, taken UNROLL times
+    def step(done: tuple[int, int], s: PlannedStep) -> tuple[int, int]:
+        loops, length = done
+        if s.reason not in inner or s.dest not in states or loops >= UNROLL:
+            return (-1, 0)
+        return (loops + 1, 0) if s.dest == into else (loops, length + 1)
+
+    def on_path(s: PlannedStep, k: int) -> bool:
+        return k < len(prefix) and s.reason == prefix[k]
+
+    # replay the prefix exactly (each step matched by reason), then the loops
+    def full(state: tuple[int, tuple[int, int]], s: PlannedStep) -> tuple[int, tuple[int, int]]:
+        k, done = state
+        if k < 0 or done[0] < 0:
+            return (-1, (-1, 0))
+        if k < len(prefix):
+            return (k + 1, done) if on_path(s, k) else (-1, (-1, 0))
+        return (k, step(done, s))
+
+    looped = shortest_run(
+        spec,
+        params=at,
+        start=(0, (0, 0)),
+        step=full,
+        shown=lambda v: v[0] == len(prefix) and v[1][0] >= UNROLL,
+        realiser=realiser,
+        max_nodes=max_nodes,
+    )
+    if isinstance(looped, str):
+        return f"the cycle cannot be taken {UNROLL} times in a row after entering it ({looped})"
+    return looped
+
+
+# ---- text -----------------------------------------------------------------------------------
+
+
+def format_counterexample(example: Counterexample) -> list[str]:
+    """The lines ``check`` prints under a finding: the run's reasons in order, the one that shows it marked."""
+    if example.run is None:
+        return [f"      no counterexample: {example.why}"] if example.why else []
+    run = example.run
+    head = f"      shortest run that shows it ({example.shows}; {len(run.steps)} steps):"
+    reasons = [f"*{r}*" if i == run.taken_at else r for i, r in enumerate(run.reasons)]
+    lines = [head, "        " + " → ".join(reasons)]
+    if example.why:
+        lines.append(f"        not replayable: {example.why}")
+    return lines

@@ -1,0 +1,504 @@
+"""The machine as one Promela model, for SPIN: the second, independent checker's input.
+
+Owns the export (:func:`to_promela`) and everything in it derived from the declaration:
+the reset sets (:func:`derived_resets`, from docs/machines.md's rules, not
+``MachineSpec.resets_of``), the counters it tracks at a setting of the params, each
+decision's outcomes folded into ``d_step`` options, and the property monitors compiled in
+with ``-DMONITORS`` — the declared properties as assertions and ghost counters (the scopes
+of the budgets, the breaks of the streaks) and the liveness claim ``[] <> turn_over`` as an
+LTL formula. Shares no code with ``fsm.check``, ``fsm.properties`` or ``fsm.bounds``: the two
+checkers agree only if both follow the machine's semantics.
+
+Does not run SPIN, gcc or pan, read their verdicts, replay trails or choose the settings a
+machine is checked at: that is ``fsm.spin``, which imports the printf markers
+(:data:`REASON_MARK`, :data:`FAILURE_MARK`) its replay reads back from a trail.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .errors import FsmError
+from .spec import MachineSpec, PropertySpec, TransitionSpec
+
+__all__ = [
+    "FAILURE_MARK",
+    "LIVENESS",
+    "MONITORS",
+    "REASON_MARK",
+    "Monitors",
+    "SpinError",
+    "derived_resets",
+    "property_monitors",
+    "resolve_params",
+    "to_promela",
+    "tracked_caps",
+    "wrapped",
+]
+
+MONITORS = "MONITORS"  # the preprocessor symbol that puts the property monitors and the LTL claim in
+LIVENESS = "every_turn_ends"  # the name of the LTL formula
+REASON_MARK = "@@ "  # printf prefix of a reason in a replayed trail
+FAILURE_MARK = "@@! "  # printf prefix of what went wrong (a stuck decision, a broken property)
+
+# an atom of an option's condition: ("lt", counter) is `counter < cap`, ("ge", counter) `counter >= cap`
+_Atom = tuple[str, str]
+_Conj = frozenset[_Atom]
+
+
+class SpinError(FsmError):
+    """SPIN, the C compiler or pan failed on a model (a tool failure, not a finding about the machine)."""
+
+
+# ---- the semantics, derived from the declaration ------------------------------------------------
+
+
+def derived_resets(spec: MachineSpec) -> dict[tuple[str, str], frozenset[str]]:
+    """Per edge (source state, reason), the counters it sets to 0, by docs/machines.md's rules ("Counters and scopes").
+
+    Written counter by counter, independently of ``MachineSpec.resets_of`` (the engine's and the
+    checker's), so that SPIN checks the declared semantics rather than repeating our reading of
+    it: a counter is reset by the edges listing it under ``resets``, by the reasons of its
+    ``consecutive``, by every other outcome of a state that emits an event of its ``streak_of``,
+    and by scope (``turn`` and ``request`` at a ``progress`` edge, ``request`` also at a
+    ``completes_request`` one) — but scope and streak never reset the edge's own counter.
+    """
+    emits = {s.name: frozenset(s.emits) for s in spec.states}
+    out: dict[tuple[str, str], set[str]] = {(t.source, t.reason): set(t.resets) for t in spec.transitions}
+    for c in spec.counters:
+        streak = frozenset(c.streak_of)
+        for t in spec.transitions:
+            if t.reason in c.consecutive:
+                out[t.source, t.reason].add(c.name)
+            if t.counter == c.name:
+                continue
+            breaks_streak = bool(streak & emits.get(t.source, frozenset())) and t.event not in streak
+            ends_scope = (t.progress and c.scope != "session") or (t.completes_request and c.scope == "request")
+            if breaks_streak or ends_scope:
+                out[t.source, t.reason].add(c.name)
+    return {edge: frozenset(counters) for edge, counters in out.items()}
+
+
+@attrs.frozen(kw_only=True)
+class _Budget:
+    """An ``at_most`` property as a ghost counter: +1 on ``counts``, 0 on ``restarts`` (a new scope)."""
+
+    name: str
+    var: str
+    counts: frozenset[str]
+    restarts: frozenset[str]
+    limit: int
+    per: str
+
+
+@attrs.frozen(kw_only=True)
+class _Streak:
+    """An ``in_a_row`` property as a ghost counter of the steps counting ``counter`` since the streak broke."""
+
+    name: str
+    var: str
+    counter: str
+    counts: frozenset[str]
+    restarts: frozenset[str]
+    cap: int
+
+
+@attrs.frozen(kw_only=True)
+class Monitors:
+    """The declared properties SPIN watches at one setting, and those it cannot (with why)."""
+
+    budgets: tuple[_Budget, ...] = ()
+    streaks: tuple[_Streak, ...] = ()
+    before: Mapping[str, tuple[tuple[str, str], ...]] = attrs.field(factory=dict)  # reason -> (property, earlier)
+    orders: tuple[str, ...] = ()
+    unchecked: tuple[str, ...] = ()
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        return (
+            *(f"order {n}" for n in self.orders),
+            *(f"at_most {b.name} (at most {b.limit} per {b.per})" for b in self.budgets),
+            *(f"in_a_row {s.name}" for s in self.streaks),
+            f"ltl {LIVENESS}: every turn reaches the next turn or an end",
+        )
+
+
+def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> Monitors:
+    budgets: list[_Budget] = []
+    streaks: list[_Streak] = []
+    before: dict[str, list[tuple[str, str]]] = {}
+    orders: list[str] = []
+    unchecked: list[str] = []
+    for i, prop in enumerate(spec.properties):
+        if prop.kind == "order":
+            orders.append(prop.name)
+            for later, reason in enumerate(prop.reasons):
+                before.setdefault(reason, []).extend((prop.name, r) for r in prop.reasons[:later])
+        elif prop.kind == "at_most":
+            budget = _budget(spec, prop, values, f"g{i}_{prop.name}")
+            if budget is None:
+                unchecked.append(f"at_most {prop.name} (its max, {prop.most}, is unset: no bound)")
+            else:
+                budgets.append(budget)
+        else:
+            assert prop.counter is not None
+            if prop.counter not in caps:
+                unchecked.append(f"in_a_row {prop.name} ({prop.counter}'s cap is unset: untracked)")
+                continue
+            streaks.append(_streak(spec, prop, caps[prop.counter], f"g{i}_{prop.name}"))
+    return Monitors(
+        budgets=tuple(budgets),
+        streaks=tuple(streaks),
+        before={r: tuple(v) for r, v in before.items()},
+        orders=tuple(orders),
+        unchecked=tuple(unchecked),
+    )
+
+
+def _budget(spec: MachineSpec, prop: PropertySpec, values: Mapping[str, Any], var: str) -> _Budget | None:
+    """A turn ends at a ``progress`` edge; a request also at a ``completes_request`` one; a run never."""
+    assert prop.most is not None
+    limit = spec.limit_of(prop.most, values)
+    if limit is None:
+        return None
+    counts = frozenset(prop.reasons)
+    restarts = frozenset(t.reason for t in spec.transitions if _ends(t, prop.per)) - counts
+    return _Budget(name=prop.name, var=var, counts=counts, restarts=restarts, limit=max(limit, 0), per=prop.per)
+
+
+def _ends(t: TransitionSpec, per: str) -> bool:
+    """Whether taking ``t`` ends the current ``per`` (request, turn or run)."""
+    return per != "run" and (t.progress or (per == "request" and t.completes_request))
+
+
+def _streak(spec: MachineSpec, prop: PropertySpec, cap: int, var: str) -> _Streak:
+    """The streak breaks at the edges ``broken_by`` lists, else at every other outcome of a state that counts it."""
+    counting = [t for t in spec.transitions if t.counter == prop.counter]
+    counts = frozenset(t.reason for t in counting)
+    if prop.reasons:
+        restarts = frozenset(prop.reasons)
+    else:
+        outcomes = {(t.source, t.event) for t in counting}
+        sources = {s for s, _ in outcomes}
+        events = {e for _, e in outcomes}
+        restarts = frozenset(t.reason for t in spec.transitions if t.source in sources and t.event not in events)
+    assert prop.counter is not None
+    return _Streak(name=prop.name, var=var, counter=prop.counter, counts=counts, restarts=restarts - counts, cap=cap)
+
+
+# ---- export -----------------------------------------------------------------------------------
+
+
+def resolve_params(spec: MachineSpec, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every param's check value, overridden by those ``params`` gives."""
+    values = spec.param_check_values
+    values.update(params or {})
+    return values
+
+
+def to_promela(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> str:
+    """The machine as one Promela model; ``params`` resolve as for ``check_spec``, the reset sets
+    (per edge, the counters it zeroes) are :func:`derived_resets`'.
+
+    One global ``st`` (an ``mtype``, one value per state), one bounded global per counter
+    whose cap is set (others are untracked, as in the explorer: the cap test is a free
+    guard), and one active process looping over ``d_step`` options, one per (state, event,
+    winning edge, earlier candidates able to fire): the option's condition folds in every
+    truth assignment of the decision's guard names under which that edge is the first
+    candidate whose counter is below its cap, so one engine step is one atomic step and the
+    process's control state never changes. A step into a terminal state zeroes the counters
+    (a run that ended is its end, as the explorer counts). The increment needs no
+    ``counter <= cap`` assertion: the option's condition is ``counter < cap``.
+
+    Compiled with ``-DMONITORS`` (the monitor search), each step also checks the declared
+    properties: an ``order`` one asserts that no candidate listed before the one taken could
+    fire (its guards held and its counter was below its cap); an ``at_most`` one counts its
+    edges in a ghost counter reset at its scope's end and asserts it stays within the bound;
+    an ``in_a_row`` one counts the steps of its counter since the streak last broke and
+    asserts the counter is no more. The stuck assertions are left out there (the safety
+    search has them; a stuck configuration blocks, which the claim reports as a turn that
+    never ends), and ``turn_over`` — set by a progress step or an end — feeds the LTL claim
+    ``[] <> turn_over``.
+    """
+    values = resolve_params(spec, params)
+    caps = tracked_caps(spec, values)
+    monitors = property_monitors(spec, values, caps)
+    resets = derived_resets(spec)
+    states = [s.name for s in spec.states]
+    if len(states) > 255:
+        raise SpinError(f"machine {spec.name!r}: {len(states)} states; a Promela mtype holds at most 255")
+    groups = spec.candidates()
+    out = [
+        _comment(f"machine {spec.name} ({spec.path}), exported by queryloop.fsm.spin"),
+        *wrapped("/* params: ", [_comment(f"{k}={v!r}")[3:-3] for k, v in values.items()] or ["none"], " */"),
+        "/* without MONITORS, one stored state per (state, counters) configuration: st and the tracked counters */",
+        "",
+        *wrapped("mtype = { ", [_st(s) for s in states], " };"),
+        f"mtype st = {_st(spec.initial)};",
+    ]
+    for c in spec.counters:
+        cap = caps.get(c.name)
+        if cap is None:
+            out.append(f"/* counter {c.name}: cap unset, untracked (its cap test is a free guard) */")
+        else:
+            out.append(f"{_int_type(cap)} {_ct(c.name)} = 0; /* cap {cap} */")
+    out += [f"#ifdef {MONITORS}", *_ghost_declarations(monitors), "#endif", ""]
+    out += ["active proctype machine() {", "end_loop:", "  do"]
+    for s in spec.states:
+        if s.terminal:
+            continue
+        for event in dict.fromkeys((*s.emits, spec.abort_event)):
+            cands = groups.get((s.name, event), ())
+            out.append(f"  /* {s.name} on {event}: " + (", ".join(t.reason for t in cands) or "no candidate") + " */")
+            outcomes = _outcomes(cands, caps, monitors.before)
+            for winner, earlier, conjs in outcomes:
+                cond = _condition(s.name, conjs, caps)
+                if winner is None:
+                    fail = f"stuck in {s.name} on {event}: no candidate can fire"
+                    out += [
+                        f"#ifndef {MONITORS}",
+                        f'  :: d_step {{ {cond} -> printf("{FAILURE_MARK}{fail}\\n"); assert(false) }}',
+                    ]
+                    out.append("#endif")
+                    continue
+                out += _option(spec, cands[winner], cond, earlier, caps, resets, monitors)
+            winners = {w for w, _, _ in outcomes}
+            for i, t in enumerate(cands):
+                if i not in winners:
+                    why = f"the cap of {t.counter} is 0" if caps.get(t.counter or "") == 0 else "shadowed"
+                    out.append(f"  /* {t.reason} never fires: {why} */")
+    out += ["  od", "}", ""]
+    return "\n".join(out)
+
+
+def _ghost_declarations(m: Monitors) -> list[str]:
+    out = [
+        f"{_int_type(b.limit + 1)} {b.var} = 0; /* at_most {b.name}: its edges this {b.per}, at most {b.limit} */"
+        for b in m.budgets
+    ]
+    out += [
+        f"{_int_type(s.cap)} {s.var} = 0; /* in_a_row {s.name}: steps of {s.counter} in a row */" for s in m.streaks
+    ]
+    out += [
+        "bit turn_over = 0; /* the last step was a progress step (the next turn) or into an end */",
+        f"ltl {LIVENESS} {{ [] <> turn_over }}",
+    ]
+    return [_comment_safe(line) for line in out]
+
+
+def _comment_safe(line: str) -> str:
+    head, sep, comment = line.partition("/* ")
+    return head + sep + comment[:-3].replace("*/", "* /") + " */" if sep else line
+
+
+def _option(
+    spec: MachineSpec,
+    t: TransitionSpec,
+    cond: str,
+    earlier: frozenset[tuple[str, TransitionSpec]],
+    caps: Mapping[str, int],
+    resets: Mapping[tuple[str, str], frozenset[str]],
+    m: Monitors,
+) -> list[str]:
+    """One ``d_step`` option: the reason printed, the order checks (counters as they were), the
+    resets and the increment, the ghosts and their checks, then, into an end, every counter zeroed
+    (a run that ended is its terminal state, whatever its counters were: one configuration per
+    end, as the explorer counts)."""
+    ended = spec.state_map[t.dest].terminal
+    lines = [f"  :: d_step {{ {cond} ->", f'       printf("{REASON_MARK}{t.reason}\\n")']
+    lines += _monitored([_order_check(t, p, c, caps) for p, c in sorted(earlier, key=lambda pc: (pc[0], pc[1].reason))])
+    lines.append("       ; " + "; ".join(_updates(t, caps, resets)))
+    lines += _monitored(_ghost_updates(t, m, ended))
+    if ended:
+        lines.append("       ; " + "; ".join(f"{_ct(c)} = 0" for c in caps))
+        lines += _monitored([f"{g} = 0" for g in (*(b.var for b in m.budgets), *(s.var for s in m.streaks))])
+    lines.append("     }")
+    return lines
+
+
+def _monitored(statements: Sequence[str]) -> list[str]:
+    if not statements:
+        return []
+    return [f"#ifdef {MONITORS}", *(f"       ; {s}" for s in statements), "#endif"]
+
+
+def _violation(message: str, *args: str) -> str:
+    extra = "".join(f", {a}" for a in args)
+    return f'printf("{FAILURE_MARK}{message}\\n"{extra}); assert(false)'
+
+
+def _order_check(t: TransitionSpec, prop: str, c: TransitionSpec, caps: Mapping[str, int]) -> str:
+    """``c`` (listed before ``t`` in ``prop``) had its guards hold here: its counter must be at its cap."""
+    broken = _violation(
+        f"property {prop} broken: {t.reason} taken from {t.source} on {t.event} "
+        f"while {c.reason}, listed before it, could fire"
+    )
+    if c.counter is None or c.counter not in caps:
+        return broken
+    return f"if :: {_ct(c.counter)} < {caps[c.counter]} -> {broken} :: else -> skip fi"
+
+
+def _ghost_updates(t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
+    """Each budget and streak the step counts or restarts, with its check; ``turn_over`` set or cleared."""
+    out: list[str] = []
+    for b in m.budgets:
+        if t.reason in b.counts:
+            broken = _violation(
+                f"property {b.name} broken: {t.reason} makes %d of its edges this {b.per}, above {b.limit}", b.var
+            )
+            out += [f"{b.var}++", f"if :: {b.var} > {b.limit} -> {broken} :: else -> skip fi"]
+        elif t.reason in b.restarts and not ended:
+            out.append(f"{b.var} = 0")
+    for s in m.streaks:
+        c = _ct(s.counter)
+        if t.reason in s.counts:
+            # saturated at the cap: the counter never passes it, so `c > ghost` keeps its truth
+            broken = _violation(
+                f"property {s.name} broken: {s.counter} is %d after {t.reason}, %d step(s) in a row", c, s.var
+            )
+            out += [f"{s.var} = ({s.var} < {s.cap} -> {s.var} + 1 : {s.cap})"]
+            out.append(f"if :: {c} > {s.var} -> {broken} :: else -> skip fi")
+        elif t.reason in s.restarts and not ended:
+            out.append(f"{s.var} = 0")
+    out.append(f"turn_over = {1 if t.progress or ended else 0}")
+    return out
+
+
+def wrapped(head: str, items: Sequence[str], tail: str, width: int = 100) -> list[str]:
+    """``head`` + the comma-separated items + ``tail``, continued on indented lines past ``width``."""
+    lines = [head]
+    for i, item in enumerate(items):
+        text = item + ("," if i < len(items) - 1 else "")
+        if len(lines[-1]) + len(text) + 1 > width and lines[-1].strip():
+            lines.append("    ")
+        lines[-1] += ("" if lines[-1].endswith((" ", "{")) else " ") + text
+    lines[-1] += tail
+    return lines
+
+
+def _comment(text: str) -> str:
+    return "/* " + text.replace("*/", "* /") + " */"
+
+
+def _st(state: str) -> str:
+    return f"s_{state}"
+
+
+def _ct(counter: str) -> str:
+    return f"c_{counter}"
+
+
+def _int_type(cap: int) -> str:
+    return "byte" if cap <= 255 else "short" if cap <= 32767 else "int"
+
+
+def tracked_caps(spec: MachineSpec, values: Mapping[str, Any]) -> dict[str, int]:
+    """The cap of every counter whose cap is set at ``values`` (the others are untracked: a free guard)."""
+    out: dict[str, int] = {}
+    for c in spec.counters:
+        cap = spec.cap_of(c, values)
+        if cap is not None:
+            out[c.name] = cap
+    return out
+
+
+def _free_names(t: TransitionSpec, caps: Mapping[str, int]) -> tuple[str, ...]:
+    """The free booleans a candidate needs true: its guards, and an untracked counter's cap test."""
+    if t.counter is not None and t.counter not in caps:
+        return (*t.guards, f"{t.counter} < unset cap")
+    return t.guards
+
+
+_Outcome = tuple[int | None, frozenset[tuple[str, TransitionSpec]], tuple[_Conj, ...]]
+
+
+def _outcomes(
+    cands: Sequence[TransitionSpec],
+    caps: Mapping[str, int],
+    before: Mapping[str, Sequence[tuple[str, str]]],
+) -> list[_Outcome]:
+    """Per winning candidate (``None``: stuck) and set of earlier-listed candidates whose guards held,
+    the counter conditions under which it wins.
+
+    Every truth assignment of the decision's guard names (one value per name) gives the
+    candidates whose guards hold, in YAML order; along it, a candidate with a tracked
+    counter wins when its counter is below its cap and every one before it is at its cap.
+    ``before`` maps a reason to the (order property, reason) pairs a property lists before
+    it: those of them whose guards hold in the assignment go with the outcome, for the
+    monitor to check they could not fire. The conditions of one outcome are OR-ed, reduced
+    by absorption.
+    """
+    names = list(dict.fromkeys(n for t in cands for n in _free_names(t, caps)))
+    by_reason = {t.reason: t for t in cands}
+    wins: dict[tuple[int | None, frozenset[tuple[str, TransitionSpec]]], set[_Conj]] = {}
+
+    def record(winner: int | None, conj: set[_Atom], true: set[str]) -> None:
+        if any(("lt", c) in conj and ("ge", c) in conj for _, c in conj):
+            return  # contradictory: a counter both below and at its cap
+        if any(op == "lt" and caps[c] == 0 for op, c in conj):
+            return  # a counter below a cap of 0
+        earlier: frozenset[tuple[str, TransitionSpec]] = frozenset()
+        if winner is not None:
+            earlier = frozenset(
+                (prop, by_reason[r])
+                for prop, r in before.get(cands[winner].reason, ())
+                if r in by_reason and all(n in true for n in _free_names(by_reason[r], caps))
+            )
+        kept = frozenset(a for a in conj if not (a[0] == "ge" and caps[a[1]] == 0))
+        wins.setdefault((winner, earlier), set()).add(kept)
+
+    for bits in itertools.product((False, True), repeat=len(names)):
+        true = {n for n, b in zip(names, bits, strict=True) if b}
+        blocked: set[_Atom] = set()
+        for i, t in enumerate(cands):
+            if not all(n in true for n in _free_names(t, caps)):
+                continue
+            if t.counter in caps:
+                assert t.counter is not None
+                record(i, blocked | {("lt", t.counter)}, true)
+                blocked.add(("ge", t.counter))
+                continue
+            record(i, blocked, true)
+            break
+        else:
+            record(None, blocked, true)
+    rank = {w: i for i, w in enumerate([*range(len(cands)), None])}
+    return [
+        (w, earlier, tuple(sorted((c for c in conjs if not any(o < c for o in conjs)), key=_conj_key)))
+        for (w, earlier), conjs in sorted(wins.items(), key=lambda kv: (rank[kv[0][0]], _earlier_key(kv[0][1])))
+    ]
+
+
+def _earlier_key(earlier: frozenset[tuple[str, TransitionSpec]]) -> list[tuple[str, str]]:
+    return sorted((p, t.reason) for p, t in earlier)
+
+
+def _conj_key(conj: _Conj) -> tuple[int, list[_Atom]]:
+    return (len(conj), sorted(conj, key=lambda a: (a[1], a[0])))
+
+
+def _condition(state: str, conjs: Sequence[_Conj], caps: Mapping[str, int]) -> str:
+    head = f"st == {_st(state)}"
+    if any(not c for c in conjs):
+        return head
+    atoms = [
+        " && ".join(f"{_ct(c)} {'<' if op == 'lt' else '>='} {caps[c]}" for op, c in sorted(conj, key=lambda a: a[1]))
+        for conj in conjs
+    ]
+    if len(atoms) == 1:
+        return f"{head} && {atoms[0]}"
+    return f"{head} && (" + " || ".join(f"({a})" for a in atoms) + ")"
+
+
+def _updates(t: TransitionSpec, caps: Mapping[str, int], resets: Mapping[tuple[str, str], frozenset[str]]) -> list[str]:
+    """The edge's resets (all at once), then its own counter incremented, then the state."""
+    out = [f"{_ct(c)} = 0" for c in caps if c in resets[t.source, t.reason]]
+    if t.counter in caps:
+        assert t.counter is not None
+        out.append(f"{_ct(t.counter)}++")
+    out.append(f"st = {_st(t.dest)}")
+    return out

@@ -1,0 +1,129 @@
+"""End-to-end: a counterexample `queryloop check` prints is a run the real program takes.
+
+A mutant of the shipped machine breaks a figure's ``max`` or a declared property;
+``queryloop check --counterexamples`` prints the shortest run that shows it and writes it as
+a scenario; the real CLI replays that scenario with ``--machine`` against the embedded server
+(the real ``anthropic`` SDK over loopback), and its stream-json transitions must be exactly
+the reasons the checker printed. Also: a ``--machine`` file that does not load, and the clamp
+the worst-case wait per turn rests on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import yaml
+
+from queryloop import Message, QueryOptions, SystemMessage, query
+from queryloop.handlers.request import AnthropicBackend
+
+from .harness import ROOT, CliRun, MockApi, cli_env, run_cli
+
+SHIPPED = ROOT / "machines" / "query_loop.yaml"
+HEAD = "shortest run that shows it"
+
+
+def replies_read_at_most_3(document: dict[str, Any]) -> None:
+    document["figures"]["replies_read"]["max"] = 3
+
+
+def one_pause_continue_per_turn(document: dict[str, Any]) -> None:
+    document["properties"]["pause_continues_per_turn"]["at_most"]["max"] = 1
+
+
+def printed_runs(stdout: str) -> list[tuple[list[str], int]]:
+    """Each run the report prints under a finding (the line after its heading) and where it shows it (``*r*``)."""
+    lines = stdout.splitlines()
+    runs = []
+    for i, line in enumerate(lines):
+        if HEAD in line:
+            reasons = lines[i + 1].strip().split(" → ")
+            shown = next(k for k, r in enumerate(reasons) if r.startswith("*"))
+            runs.append(([r.strip("*") for r in reasons], shown))
+    return runs
+
+
+def counterexample(tmp_path: Path, mutate: Callable[[dict[str, Any]], None]) -> tuple[list[str], int, CliRun]:
+    """The mutant's first printed counterexample, where it shows the finding, and its replay by the CLI."""
+    document = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+    mutate(document)
+    machine = tmp_path / "mutant.yaml"
+    machine.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    out = tmp_path / "counterexamples"
+    check = subprocess.run(
+        [sys.executable, "-m", "queryloop", "check", "--machine", str(machine), "--counterexamples", str(out)],
+        capture_output=True,
+        text=True,
+        env=cli_env(None),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert check.returncode == 1, check.stdout + check.stderr
+    runs = printed_runs(check.stdout)
+    assert runs, check.stdout + check.stderr
+    scenario = out / "query_loop-1.yaml"
+    assert scenario.exists(), check.stderr
+    run = run_cli(["-p", "replay", "--scenario", str(scenario), "--machine", str(machine)], api=None, cwd=tmp_path)
+    return *runs[0], run
+
+
+def test_a_run_past_a_figures_max_replays_step_for_step(tmp_path: Path) -> None:
+    reasons, _, run = counterexample(tmp_path, replies_read_at_most_3)
+    assert run.all_reasons == reasons, run.stderr
+    assert run.result["terminal_reason"] == "malformed_tool_use_exhausted"
+
+
+def test_a_run_that_breaks_a_property_replays_up_to_the_step_the_runtime_refuses(tmp_path: Path) -> None:
+    # the runtime watches the declared properties: the step that would break one ends the run in internal_error
+    reasons, shown, run = counterexample(tmp_path, one_pause_continue_per_turn)
+    assert reasons[shown] == "pause_turn_continue"
+    assert run.all_reasons == [*reasons[:shown], "internal_error"], run.stderr
+    assert run.result["terminal_reason"] == "internal_error"
+    assert "property 'pause_continues_per_turn' broken at run time" in run.stderr
+
+
+def test_a_machine_file_that_does_not_load_is_a_one_line_error_and_nothing_runs(tmp_path: Path) -> None:
+    machine = tmp_path / "broken.yaml"
+    machine.write_text("schema_version: 1\nmachine: broken\n", encoding="utf-8")
+    run = run_cli(["-p", "hi", "--scenario", "hello", "--machine", str(machine)], api=None, cwd=tmp_path)
+    assert run.returncode == 1
+    assert f"queryloop: {machine}:1: $: missing required key" in run.stderr
+    assert "Traceback" not in run.stderr and not any(line.get("type") == "assistant" for line in run.lines)
+
+
+def test_a_backoff_longer_than_max_backoff_s_is_clamped_to_it(tmp_path: Path) -> None:
+    # the worst-case wait `check` prints rests on this clamp: a 10 s backoff base waits max_backoff_s (2 ms) instead
+    text = (
+        "schema_version: 1\nscenario: clamp\nmodel: mock-primary\nmodels:\n  mock-primary:\n"
+        '    - error: {status: 500}\n    - reply: {content: [{text: "ok"}]}\n'
+    )
+
+    async def play(backend: AnthropicBackend) -> list[Message]:
+        options = QueryOptions(
+            model="mock-primary",
+            cwd=tmp_path,
+            home=tmp_path / "home",
+            backend=backend,
+            retry_base_delay_s=10.0,
+            params={"max_backoff_s": 0.002},
+        )
+        return [m async for m in query(prompt="hi", options=options)]
+
+    with MockApi(text) as api:
+
+        async def run() -> list[Message]:
+            client = anthropic.AsyncAnthropic(api_key="test-key", base_url=api.url, max_retries=0)
+            try:
+                return await play(AnthropicBackend(client))
+            finally:
+                await client.close()
+
+        messages = asyncio.run(run())
+    retries = [m.data for m in messages if isinstance(m, SystemMessage) and m.subtype == "api_retry"]
+    assert [r["retry_delay_ms"] for r in retries] == [2]
