@@ -143,6 +143,10 @@ class Renderer:
         """One JSON line on stdout, with the session's id (and, for a sub-agent's item, its Agent call's)."""
         obj.setdefault("session_id", self.session_id)
         obj.update(self.tags)
+        self.write_line(obj)
+
+    def write_line(self, obj: dict[str, Any]) -> None:
+        """Print one finished line (the Python API keeps the object instead: ``queryloop.frontends.api``)."""
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 

@@ -2,8 +2,9 @@
 
 Owns :class:`TraceRecorder`, which an :class:`~queryloop.run.agent.AgentRun` hands its runner
 as ``on_step`` when the environment variable ``QUERYLOOP_TRACE_DIR`` names a directory.
-Each step taken is appended at once (opened, written, closed: a run that dies keeps the
-steps it took) as one line shaped like the stream-json ``system/transition`` line —
+Each step taken is appended at once (one ``O_APPEND`` write: a run that dies keeps the
+steps it took; the file is held open until the run's terminal step) as one line shaped
+like the stream-json ``system/transition`` line —
 ``from``, ``event``, ``reason``, ``to``, ``progress``, ``counters`` — plus the machine's
 name, the session id and the step's index. The test suite collects these files and
 ``queryloop check --coverage DIR`` reads them; a single file is also a run log that
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 import uuid
+import weakref
 from pathlib import Path
 
 from queryloop.fsm import Step
@@ -40,6 +42,8 @@ class TraceRecorder:
         self.path = directory / f"{run}-{uuid.uuid4().hex[:12]}.jsonl"
         self.failed = False
         self._made = False  # its directory exists
+        self._fd: int | None = None  # open from the first step to the terminal one
+        self._closer: weakref.finalize[[int], TraceRecorder] | None = None  # closes it if the run is dropped unfinished
 
     def __call__(self, step: Step) -> None:
         if self.failed:
@@ -62,13 +66,14 @@ class TraceRecorder:
             if not self._made:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._made = True
-            # one O_APPEND write per step, nothing held open: a killed run leaves every line it took
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._closer = weakref.finalize(self, os.close, self._fd)
+            # one O_APPEND write per step, in the kernel at once: a killed run leaves every line it took.
+            # Held open, not opened and closed per step: that cost a persisted run's tool turn 6 opens and closes.
+            os.write(self._fd, data)
         except OSError as exc:
+            self.close()
             self.failed = True
             directory = str(self.path.parent)
             if directory not in _warned:
@@ -78,6 +83,15 @@ class TraceRecorder:
                     "the run goes on without it",
                     file=sys.stderr,
                 )
+            return
+        if step.terminal:
+            self.close()
+
+    def close(self) -> None:
+        """Close the file (the next step, if one came, would open it again)."""
+        if self._closer is not None:
+            self._closer()
+        self._fd = self._closer = None
 
 
 SESSION_STEPS = "steps"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import copy
 import errno
 import functools
 import os
@@ -133,6 +134,19 @@ class ToolContext:
     call_id: str = ""  # the call running under this context (set per call where a tool needs it)
     background: Background | None = None  # what starts work that outlives a call (the run's sub-agents)
     turn: str = ""  # the tool turn a call runs in (its first call's id; set where `background` is): per-turn limits
+
+    def for_call(self, *, call_id: str | None = None, turn: str | None = None) -> ToolContext:
+        """This context with the ids of the call or turn it runs under (None: unchanged).
+
+        Not ``attrs.evolve``: that resolves ``cwd`` again and checks it is a directory, a path
+        lookup per level on every tool call; the ids are plain strings, everything else stays.
+        """
+        context = copy.copy(self)
+        if call_id is not None:
+            object.__setattr__(context, "call_id", call_id)
+        if turn is not None:
+            object.__setattr__(context, "turn", turn)
+        return context
 
     def command_environment(self) -> dict[str, str]:
         """The environment a model-proposed command runs with: this process's, minus the

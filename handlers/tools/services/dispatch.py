@@ -182,7 +182,7 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
         return tool_result_block(call.id, _invalid_input_message(tool, problems), is_error=True)
     if ctx.sandbox is not None or ctx.background is not None:
         # a sandboxed command's changes are checkpointed under its call's id; a sub-agent is started by it
-        ctx = attrs.evolve(ctx, call_id=call.id)
+        ctx = ctx.for_call(call_id=call.id)
     deadline = tool.deadline_s(call.input, ctx)
     limit = asyncio.timeout(deadline)
     try:
@@ -297,7 +297,7 @@ async def run_tool_calls(
     """
     results: list[ToolResultBlock | None] = [None] * len(calls)
     if calls and ctx.background is not None:  # what starts background work counts it per turn
-        ctx = attrs.evolve(ctx, turn=calls[0].id)
+        ctx = ctx.for_call(turn=calls[0].id)
     for parallel, indices in _batches(calls, registry):
         if parallel and len(indices) > 1:
             await _run_parallel(calls, indices, registry, ctx, results, on_result, runner)
