@@ -165,22 +165,36 @@ _COUNTERS = (
 )
 
 
+# the OTLP exporter class of each (signal, protocol): the SDK's, or ours for http/json (queryloop.run.otlp_json)
+_OTLP_EXPORTERS = {
+    ("traces", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "OTLPSpanExporter"),
+    ("traces", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
+    ("traces", "http/json"): ("queryloop.run.otlp_json", "JsonSpanExporter"),
+    ("metrics", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc.metric_exporter", "OTLPMetricExporter"),
+    ("metrics", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http.metric_exporter", "OTLPMetricExporter"),
+    ("metrics", "http/json"): ("queryloop.run.otlp_json", "JsonMetricExporter"),
+    ("logs", "grpc"): ("opentelemetry.exporter.otlp.proto.grpc._log_exporter", "OTLPLogExporter"),
+    ("logs", "http/protobuf"): ("opentelemetry.exporter.otlp.proto.http._log_exporter", "OTLPLogExporter"),
+    ("logs", "http/json"): ("queryloop.run.otlp_json", "JsonLogExporter"),
+}
+
+
+def _otlp(signal: str, settings: TelemetrySettings, **extra: Any) -> Any:
+    """The signal's OTLP exporter over its protocol, to its endpoint with its headers and the timeout (imported
+    here: a process loads only the exporter it uses)."""
+    import importlib
+
+    module, name = _OTLP_EXPORTERS[signal, settings.protocols[signal]]
+    exporter = getattr(importlib.import_module(module), name)
+    return exporter(
+        endpoint=settings.endpoints[signal], headers=dict(settings.headers[signal]), timeout=settings.timeout_s, **extra
+    )
+
+
 def _span_exporter(name: str, settings: TelemetrySettings) -> SpanExporter:
     if name == "console":
         return ConsoleSpanExporter(out=sys.stderr)  # stdout is the answer's
-    endpoint, headers, timeout = settings.endpoints["traces"], dict(settings.headers["traces"]), settings.timeout_s
-    protocol = settings.protocols["traces"]
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
-
-        return GrpcSpans(endpoint=endpoint, headers=headers, timeout=timeout)
-    if protocol == "http/json":
-        from .otlp_json import JsonSpanExporter
-
-        return JsonSpanExporter(endpoint, headers, timeout)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=timeout)
+    return _otlp("traces", settings)  # type: ignore[no-any-return]
 
 
 def _built(
@@ -215,37 +229,13 @@ def _metric_exporter(name: str, settings: TelemetrySettings) -> MetricExporter:
     preferred: dict[type, AggregationTemporality] = {Counter: temporality}
     if name == "console":
         return ConsoleMetricExporter(out=sys.stderr, preferred_temporality=preferred)
-    endpoint, headers, timeout = settings.endpoints["metrics"], dict(settings.headers["metrics"]), settings.timeout_s
-    protocol = settings.protocols["metrics"]
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
-
-        return GrpcMetrics(endpoint=endpoint, headers=headers, timeout=timeout, preferred_temporality=preferred)
-    if protocol == "http/json":
-        from .otlp_json import JsonMetricExporter
-
-        return JsonMetricExporter(endpoint, headers, timeout, preferred)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-    return OTLPMetricExporter(endpoint=endpoint, headers=headers, timeout=timeout, preferred_temporality=preferred)
+    return _otlp("metrics", settings, preferred_temporality=preferred)  # type: ignore[no-any-return]
 
 
 def _log_exporter(name: str, settings: TelemetrySettings) -> LogRecordExporter:
     if name == "console":
         return ConsoleLogRecordExporter(out=sys.stderr)
-    endpoint, headers, timeout = settings.endpoints["logs"], dict(settings.headers["logs"]), settings.timeout_s
-    protocol = settings.protocols["logs"]
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
-
-        return GrpcLogs(endpoint=endpoint, headers=headers, timeout=timeout)
-    if protocol == "http/json":
-        from .otlp_json import JsonLogExporter
-
-        return JsonLogExporter(endpoint, headers, timeout)
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-
-    return OTLPLogExporter(endpoint=endpoint, headers=headers, timeout=timeout)
+    return _otlp("logs", settings)  # type: ignore[no-any-return]
 
 
 _PROVIDERS: dict[int, _Providers] = {}  # one set per process (keyed by nothing else: the environment is read once)

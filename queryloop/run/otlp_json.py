@@ -6,7 +6,9 @@ JSON encoding — the protobuf JSON mapping with lowerCamelCase names, enums as 
 and trace and span ids as hex strings rather than base64 — and POSTs it with
 ``Content-Type: application/json``. A batch is sent again after a connection error or
 a 429, 502, 503 or 504 (at most three tries, 1 s then 2 s apart, within the timeout),
-as the OTLP specification asks of a client. Imported only by ``queryloop.run.otel``.
+as the OTLP specification asks of a client. The constructors take the SDK exporters'
+keywords (``endpoint``, ``headers``, ``timeout`` in seconds). Imported only by
+``queryloop.run.otel``.
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ class _Poster:
 
 
 class JsonSpanExporter(SpanExporter):
-    def __init__(self, endpoint: str, headers: Mapping[str, str], timeout_s: float) -> None:
-        self._poster = _Poster(endpoint, headers, timeout_s)
+    def __init__(self, *, endpoint: str, headers: Mapping[str, str], timeout: float) -> None:
+        self._poster = _Poster(endpoint, headers, timeout)
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         ok = self._poster.post(otlp_json(encode_spans(spans)))
@@ -102,13 +104,14 @@ class JsonSpanExporter(SpanExporter):
 class JsonMetricExporter(MetricExporter):
     def __init__(
         self,
+        *,
         endpoint: str,
         headers: Mapping[str, str],
-        timeout_s: float,
+        timeout: float,
         preferred_temporality: dict[type, AggregationTemporality],
     ) -> None:
         super().__init__(preferred_temporality=preferred_temporality)
-        self._poster = _Poster(endpoint, headers, timeout_s)
+        self._poster = _Poster(endpoint, headers, timeout)
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         ok = self._poster.post(otlp_json(encode_metrics(metrics_data)))
@@ -122,8 +125,8 @@ class JsonMetricExporter(MetricExporter):
 
 
 class JsonLogExporter(LogRecordExporter):
-    def __init__(self, endpoint: str, headers: Mapping[str, str], timeout_s: float) -> None:
-        self._poster = _Poster(endpoint, headers, timeout_s)
+    def __init__(self, *, endpoint: str, headers: Mapping[str, str], timeout: float) -> None:
+        self._poster = _Poster(endpoint, headers, timeout)
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
         ok = self._poster.post(otlp_json(encode_logs(batch)))
