@@ -35,6 +35,7 @@ __all__ = [
     "FleetDatabase",
     "database_url",
     "default_database_url",
+    "safe_url",
 ]
 
 DATABASE_ENV = "QUERYLOOP_DATABASE_URL"
@@ -81,6 +82,11 @@ def database_url(given: str | None) -> str:
         f"unsupported database {backend!r} in {raw!r}: queryloop's fleet runs on sqlite:///PATH "
         "(one machine) or postgresql://USER@HOST:PORT/DATABASE (a fleet)"
     )
+
+
+def safe_url(url: str) -> str:
+    """The database URL without its password, for messages and pages."""
+    return sa.make_url(url).render_as_string(hide_password=True)
 
 
 def _engine_url(raw: str) -> sa.URL:

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from .database import FleetDatabase
+from .database import FleetDatabase, safe_url
 from .session import QUEUE, WORKFLOW, SessionSpec
 
 __all__ = ["FleetError", "SessionFailed", "enqueue", "result_line", "wait_for_result"]
@@ -39,18 +39,12 @@ def _client(url: str) -> Any:
         DBOS.migrate(url)  # the system tables, when no worker has created them yet
         return DBOSClient(system_database_url=url, application_name="queryloop")
     except Exception as exc:
-        raise FleetError(f"cannot reach the database {_safe(url)}: {_first_line(exc)}") from exc
+        raise FleetError(f"cannot reach the database {safe_url(url)}: {_first_line(exc)}") from exc
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _safe(url: str) -> str:
-    import sqlalchemy as sa
-
-    return sa.make_url(url).render_as_string(hide_password=True)
 
 
 def enqueue(url: str, spec: SessionSpec, *, live_within_s: float = 30.0, require_worker: bool = False) -> int:
@@ -65,7 +59,7 @@ def enqueue(url: str, spec: SessionSpec, *, live_within_s: float = 30.0, require
         live = len(db.live_workers(dead_after_s=live_within_s))
         if require_worker and not live:
             raise FleetError(
-                f"no worker is running on {_safe(url)} (none beat in the last {live_within_s:g} s): "
+                f"no worker is running on {safe_url(url)} (none beat in the last {live_within_s:g} s): "
                 "start one with `queryloop worker` on the same --database-url, or submit without --wait"
             )
         from dbos import EnqueueOptions
@@ -98,7 +92,7 @@ def wait_for_result(url: str, session_id: str, *, timeout_s: float | None = None
             handle = client.retrieve_workflow(session_id)
         except DBOSNonExistentWorkflowError:
             raise FleetError(
-                f"no session {session_id} in {_safe(url)}: check the id `queryloop submit` printed"
+                f"no session {session_id} in {safe_url(url)}: check the id `queryloop submit` printed"
             ) from None
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:

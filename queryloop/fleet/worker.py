@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from .database import FleetDatabase
+from .database import FleetDatabase, safe_url
 from .session import QUEUE, WORKFLOW, run_session
 
 __all__ = ["APPLICATION_VERSION", "WorkerConfig", "serve"]
@@ -110,7 +110,7 @@ def serve(config: WorkerConfig, *, stop: threading.Event | None = None) -> int:
     host, pid = socket.gethostname(), os.getpid()
     db.beat(config.executor_id, pid=pid, host=host)  # alive before DBOS takes anything from the queue
     _launch(config, db)
-    _say(f"{config.executor_id} (pid {pid}) runs sessions from {_safe_url(config.database_url)}")
+    _say(f"{config.executor_id} (pid {pid}) runs sessions from {safe_url(config.database_url)}")
     from dbos import DBOS
 
     try:
@@ -124,10 +124,3 @@ def serve(config: WorkerConfig, *, stop: threading.Event | None = None) -> int:
         DBOS.destroy(workflow_completion_timeout_sec=0)
         db.close()
     return 0
-
-
-def _safe_url(url: str) -> str:
-    """The database URL without its password (for messages)."""
-    import sqlalchemy as sa
-
-    return sa.make_url(url).render_as_string(hide_password=True)

@@ -31,10 +31,10 @@ class FleetView:
     """The fleet's database behind ``url``, opened lazily (the ``fleet`` extra brings SQLAlchemy)."""
 
     def __init__(self, url: str) -> None:
-        from queryloop.fleet.database import FleetDatabase
+        from queryloop.fleet.database import FleetDatabase, safe_url
 
         self.url = url
-        self.shown = _safe(url)
+        self.shown = safe_url(url)  # a URL database_url() accepted
         self.db = FleetDatabase(url)
 
     def close(self) -> None:
@@ -154,16 +154,6 @@ def _stamp(entries: list[dict[str, Any]]) -> float:
         except ValueError:
             continue
     return datetime.min.replace(tzinfo=UTC).timestamp()
-
-
-def _safe(url: str) -> str:
-    """The URL without its password."""
-    import sqlalchemy as sa
-
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
 
 
 def _first_line(exc: BaseException) -> str:
