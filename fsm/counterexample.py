@@ -5,7 +5,9 @@ such run (:func:`~fsm.paths.shortest_run` over the same (state, counters) produc
 checker explores, guards free): a figure above its ``max`` (its effects entered more
 than ``max`` times in one turn, at the params the figure was checked at), an ``at_most``
 property broken (its edges taken more often in one scope than its limit), an order
-property broken (the candidate tried too early, taken), a state that cannot end (reached)
+property broken (the candidate tried too early, taken), a ``resets`` property broken (the
+edge taken with a counter it keeps above 0), a ``guarded`` one (the edge taken without its
+guard deciding it), a state that cannot end (reached)
 and an unbounded cycle (its shortest lasso, the loop unrolled :data:`UNROLL` times). Each
 run is completed by a shortest way to a terminal state, so it is a whole run.
 
@@ -103,6 +105,13 @@ def _edge_watch(source: str, reason: str) -> Watch:
     return f"{reason} taken from {source}", False, step, bool
 
 
+def _kept_watch(reasons: frozenset[str], kept: frozenset[str]) -> Watch:
+    def step(seen: bool, s: PlannedStep) -> bool:
+        return seen or (s.reason in reasons and any(s.counters.get(c, 0) > 0 for c in kept))
+
+    return f"{' / '.join(sorted(reasons))} taken with {' or '.join(sorted(kept))} above 0", False, step, bool
+
+
 def _state_watch(states: frozenset[str]) -> Watch:
     def step(seen: bool, s: PlannedStep) -> bool:
         return seen or s.dest in states
@@ -169,6 +178,14 @@ def _watch_for(
                     return _edge_watch(source, early), ""
         if prop.kind == "order":
             return None, "no decision tries two of its reasons, so no run shows an order"
+        if prop.kind == "resets":  # a counter the edge keeps, above 0 when it is taken
+            kept = {c for t in spec.transitions if t.reason in finding.reasons for c in prop.counters}
+            kept -= {c for t in spec.transitions if t.reason in finding.reasons for c in spec.resets_of(t)}
+            return _kept_watch(frozenset(finding.reasons), frozenset(kept)), ""
+        if prop.kind == "guarded":  # the edge taken where its guard does not decide it
+            for t in spec.transitions:
+                if t.reason in finding.reasons and prop.guard not in t.guards:
+                    return _edge_watch(t.source, t.reason), ""
         return None, f"no run is searched for a broken {prop.kind} property yet"
     if finding.check in ("termination", "progress_bound") and finding.states:
         return _state_watch(frozenset(finding.states)), ""

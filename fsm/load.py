@@ -294,6 +294,14 @@ def _property(name: str, value: Mapping[str, Any], line: int | None) -> Property
         return PropertySpec(
             name=name, kind="at_most", reasons=tuple(a["count"]), per=a["per"], most=a["max"], doc=doc, line=line
         )
+    if "resets" in value:
+        r = value["resets"]
+        return PropertySpec(
+            name=name, kind="resets", reasons=tuple(r["after"]), counters=tuple(r["counters"]), doc=doc, line=line
+        )
+    if "guarded" in value:
+        g = value["guarded"]
+        return PropertySpec(name=name, kind="guarded", reasons=tuple(g["edges"]), guard=g["by"], doc=doc, line=line)
     row = value["in_a_row"]
     return PropertySpec(
         name=name,
@@ -676,13 +684,23 @@ def _property_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[Sp
                         _close(reason, reasons) or "name reasons of this machine's transitions",
                     )
                 )
-        if prop.counter is not None and prop.counter not in spec.counter_map:
+        for counter in (*((prop.counter,) if prop.counter is not None else ()), *prop.counters):
+            if counter not in spec.counter_map:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        where,
+                        f"property {prop.name!r} names the counter {counter!r}, which is not declared",
+                        _close(counter, spec.counter_map) or "name a counter declared under `counters:`",
+                    )
+                )
+        if prop.guard is not None and prop.guard not in spec.guards:
             out.append(
                 SpecProblem(
                     spec.path,
                     where,
-                    f"property {prop.name!r} names the counter {prop.counter!r}, which is not declared",
-                    _close(prop.counter, spec.counter_map) or "name a counter declared under `counters:`",
+                    f"property {prop.name!r} names the guard {prop.guard!r}, which is not declared",
+                    _close(prop.guard, spec.guards) or "name a guard declared under `guards:`",
                 )
             )
         if isinstance(prop.most, str) and prop.most.partition(" ")[0] not in spec.param_map:

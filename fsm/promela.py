@@ -115,6 +115,8 @@ class Monitors:
     streaks: tuple[_Streak, ...] = ()
     before: Mapping[str, tuple[tuple[str, str], ...]] = attrs.field(factory=dict)  # reason -> (property, earlier)
     orders: tuple[str, ...] = ()
+    zeroed: Mapping[str, tuple[tuple[str, str], ...]] = attrs.field(factory=dict)  # reason -> (property, counter)
+    resets: tuple[str, ...] = ()
     unchecked: tuple[str, ...] = ()
 
     @property
@@ -123,6 +125,7 @@ class Monitors:
             *(f"order {n}" for n in self.orders),
             *(f"at_most {b.name} (at most {b.limit} per {b.per})" for b in self.budgets),
             *(f"in_a_row {s.name}" for s in self.streaks),
+            *(f"resets {n}" for n in self.resets),
             f"ltl {LIVENESS}: every turn reaches the next turn or an end",
         )
 
@@ -132,9 +135,22 @@ def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mappin
     streaks: list[_Streak] = []
     before: dict[str, list[tuple[str, str]]] = {}
     orders: list[str] = []
+    zeroed: dict[str, list[tuple[str, str]]] = {}
+    resets: list[str] = []
     unchecked: list[str] = []
     for i, prop in enumerate(spec.properties):
-        if prop.kind == "order":
+        if prop.kind == "guarded":
+            unchecked.append(f"guarded {prop.name} (a guard is a free choice here: the edge's guard list is the proof)")
+        elif prop.kind == "resets":
+            untracked = [c for c in prop.counters if c not in caps]
+            if untracked:
+                unchecked.append(f"resets {prop.name} ({', '.join(untracked)}: cap unset, untracked)")
+            tracked = [c for c in prop.counters if c in caps]
+            if tracked:
+                resets.append(prop.name)
+                for reason in prop.reasons:
+                    zeroed.setdefault(reason, []).extend((prop.name, c) for c in tracked)
+        elif prop.kind == "order":
             orders.append(prop.name)
             for later, reason in enumerate(prop.reasons):
                 before.setdefault(reason, []).extend((prop.name, r) for r in prop.reasons[:later])
@@ -155,6 +171,8 @@ def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mappin
         streaks=tuple(streaks),
         before={r: tuple(v) for r, v in before.items()},
         orders=tuple(orders),
+        zeroed={r: tuple(v) for r, v in zeroed.items()},
+        resets=tuple(resets),
         unchecked=tuple(unchecked),
     )
 
@@ -343,8 +361,12 @@ def _order_check(t: TransitionSpec, prop: str, c: TransitionSpec, caps: Mapping[
 
 
 def _ghost_updates(t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
-    """Each budget and streak the step counts or restarts, with its check; ``turn_over`` set or cleared."""
+    """Each budget and streak the step counts or restarts, with its check; each counter a ``resets``
+    property wants 0 after the step checked; ``turn_over`` set or cleared."""
     out: list[str] = []
+    for prop, counter in m.zeroed.get(t.reason, ()):
+        broken = _violation(f"property {prop} broken: {counter} is %d after {t.reason}, not 0", _ct(counter))
+        out.append(f"if :: {_ct(counter)} != 0 -> {broken} :: else -> skip fi")
     for b in m.budgets:
         if t.reason in b.counts:
             broken = _violation(

@@ -1,13 +1,14 @@
 """The properties a machine declares: proven from the YAML by ``check``, and watched at every step of a run.
 
-Owns what each kind of property means (``order``, ``at_most``, ``in_a_row`` — see
-:class:`~fsm.spec.PropertySpec`), the static proof of each from the declaration
-alone, and the run-time :class:`Watch` that counts what a run has done and names the
-property a step would break. A static proof is sufficient, not exhaustive: an
+Owns what each kind of property means (``order``, ``at_most``, ``in_a_row``, ``resets``,
+``guarded`` — see :class:`~fsm.spec.PropertySpec`), the static proof of each from the
+declaration alone, and the run-time :class:`Watch` that counts what a run has done and
+names the property a step would break. A static proof is sufficient, not exhaustive: an
 ``at_most`` holds when one counter counts every edge it names, its cap is at most the
 property's bound for every allowed param value (the params' declared ``max`` is used
 here) and nothing inside the scope resets it; anything else is reported as unproven,
-naming why. Reads only :mod:`fsm.spec` records; runs no handler.
+naming why. The proofs of ``resets`` (the edge's reset set) and ``guarded`` (the edge's
+guards) are exact. Reads only :mod:`fsm.spec` records; runs no handler.
 """
 
 from __future__ import annotations
@@ -39,9 +40,45 @@ def broken_properties(spec: MachineSpec) -> list[Broken]:
             out.extend(_order(spec, prop))
         elif prop.kind == "at_most":
             out.extend(_at_most(spec, prop))
+        elif prop.kind == "resets":
+            out.extend(_resets(spec, prop))
+        elif prop.kind == "guarded":
+            out.extend(_guarded(spec, prop))
         else:
             out.extend(_in_a_row(spec, prop))
     return out
+
+
+def _resets(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
+    """Exact: each listed edge's reset set (explicit, scope, streak) holds every listed counter."""
+    out: list[Broken] = []
+    for t in (t for t in spec.transitions if t.reason in prop.reasons):
+        kept = [c for c in prop.counters if c not in spec.resets_of(t)]
+        if kept:
+            out.append(
+                Broken(
+                    name=prop.name,
+                    message=f"property {prop.name!r} ({prop.doc}): {t.reason!r} (from {t.source!r}) leaves "
+                    f"{kept} as they were; it must reset them (its scope, `completes_request`/`progress`, or "
+                    "`resets:`)",
+                    reasons=(t.reason,),
+                )
+            )
+    return out
+
+
+def _guarded(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
+    """Exact: every listed edge names the guard (the engine takes an edge only while all its guards hold)."""
+    return [
+        Broken(
+            name=prop.name,
+            message=f"property {prop.name!r} ({prop.doc}): {t.reason!r} (from {t.source!r}) can be taken without "
+            f"its guard {prop.guard!r}",
+            reasons=(t.reason,),
+        )
+        for t in spec.transitions
+        if t.reason in prop.reasons and prop.guard not in t.guards
+    ]
 
 
 def _order(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
@@ -221,6 +258,8 @@ class Watcher:
     windows: tuple[_Window, ...]
     actions: Mapping[str, tuple[tuple[int, bool], ...]]
     spec: MachineSpec
+    zeroed: Mapping[str, tuple[tuple[int, str, str], ...]] = attrs.field(factory=dict)
+    """``resets`` properties: per reason, (counter index, counter, property) that must be 0 after it."""
 
     @classmethod
     def of(cls, spec: MachineSpec, counter_names: tuple[str, ...]) -> Watcher:
@@ -248,7 +287,20 @@ class Watcher:
                     restarts = {t.reason for t in spec.transitions if t.source in sources and t.event not in events}
                 window = _Window(name=prop.name, doc=prop.doc, most=None, counter=counter_names.index(prop.counter))
                 add(window, {t.reason for t in counted}, restarts)
-        return cls(windows=tuple(windows), actions={r: tuple(a) for r, a in actions.items()}, spec=spec)
+        zeroed: dict[str, list[tuple[int, str, str]]] = {}
+        for prop in spec.properties:
+            if prop.kind == "resets":
+                for reason in prop.reasons:
+                    zeroed.setdefault(reason, []).extend(
+                        (counter_names.index(c), c, f"property {prop.name!r} broken at run time ({prop.doc})")
+                        for c in prop.counters
+                    )
+        return cls(
+            windows=tuple(windows),
+            actions={r: tuple(a) for r, a in actions.items()},
+            spec=spec,
+            zeroed={r: tuple(z) for r, z in zeroed.items()},
+        )
 
     def watch(self, params: Mapping[str, Any], counters: tuple[int, ...] | None = None) -> Watch:
         """The watch over one run, with each bound resolved for its params (a null param: no bound).
@@ -269,16 +321,20 @@ class Watcher:
 class Watch:
     """What one run has done against each watched property; :meth:`broken_by` names what a step would break."""
 
-    __slots__ = ("_actions", "_counts", "_limits", "_windows")
+    __slots__ = ("_actions", "_counts", "_limits", "_windows", "_zeroed")
 
     def __init__(self, watcher: Watcher, limits: tuple[int | None, ...]) -> None:
         self._actions = watcher.actions
+        self._zeroed = watcher.zeroed
         self._windows = watcher.windows
         self._limits = limits
         self._counts = [0] * len(limits)
 
     def broken_by(self, reason: str, counters: tuple[int, ...]) -> str | None:
         """Count a step taken for ``reason`` (``counters``: after it); the first property it breaks, else ``None``."""
+        for index, name, said in self._zeroed.get(reason, ()):
+            if counters[index]:
+                return f"{said}: {name} is {counters[index]} after {reason!r}, not 0"
         touched = self._actions.get(reason)
         if touched is None:
             return None

@@ -141,6 +141,24 @@ MACHINE_SCHEMA: dict[str, Any] = {
                             "broken_by": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
                         },
                     },
+                    "resets": {
+                        "type": "object",
+                        "required": ["after", "counters"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "after": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "counters": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                        },
+                    },
+                    "guarded": {
+                        "type": "object",
+                        "required": ["edges", "by"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "edges": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "by": _NAME,
+                        },
+                    },
                 },
             },
         },

@@ -98,7 +98,7 @@ class CounterSpec:
     line: int | None = None
 
 
-PropertyKind = Literal["order", "at_most", "in_a_row"]
+PropertyKind = Literal["order", "at_most", "in_a_row", "resets", "guarded"]
 PropertyScope = Literal["request", "turn", "run"]
 
 
@@ -111,7 +111,10 @@ class PropertySpec:
     * ``at_most``: the edges ``reasons`` are taken at most ``most`` times ``per`` request,
       turn or run (``most`` an int, a param, or ``param ± N``);
     * ``in_a_row``: ``counter`` counts in a row: every other outcome of a state it counts
-      in resets it — or, with ``reasons``, exactly the edges listed there break the streak.
+      in resets it — or, with ``reasons``, exactly the edges listed there break the streak;
+    * ``resets``: after any of the edges ``reasons``, each of ``counters`` is 0 (a reply
+      completes its request: the next request has its whole retry budget);
+    * ``guarded``: the edges ``reasons`` are taken only while the guard ``guard`` holds.
     """
 
     name: str
@@ -120,6 +123,8 @@ class PropertySpec:
     per: PropertyScope = "turn"
     most: int | str | None = None
     counter: str | None = None
+    counters: tuple[str, ...] = ()  # resets: the counters that are 0 after the edges
+    guard: str | None = None  # guarded: the guard every listed edge needs
     doc: str = ""
     line: int | None = None
 

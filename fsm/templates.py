@@ -111,7 +111,8 @@ class _Expander:
         self.problems.append(self.source.problem(where, message, fix))
 
     def values(self, template: str, given: Mapping[str, Any], where: _Path, who: str) -> dict[str, Any] | None:
-        """The values of ``template``'s params for one use: given, else the param's default."""
+        """The values of ``template``'s params for one use: given, else the param's default (its
+        ``{param}``s filled in from the others)."""
         declared: Mapping[str, Any] = self.templates[template]["params"]
         ok = True
         for name in given:
@@ -123,20 +124,50 @@ class _Expander:
                     f"its params are: {known}",
                 )
                 ok = False
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {name: given[name] for name in declared if name in given}
         for name, spec in declared.items():
-            if name in given:
-                out[name] = given[name]
-            elif isinstance(spec, dict):
-                out[name] = spec["default"]
-            else:
+            if name not in given and not isinstance(spec, dict):
                 self.problem(
                     where,
                     f"{who} does not give {name!r}, a param of template {template!r}",
                     f"add `{name}: …` under its `with:`",
                 )
                 ok = False
-        return out if ok else None
+        if not ok:
+            return None
+        for name in declared:
+            self.default(template, name, out)
+        return {name: out[name] for name in declared}
+
+    def default(self, template: str, name: str, out: dict[str, Any]) -> None:
+        """Fill ``out[name]`` from its default, the params it names first (checked acyclic and declared)."""
+        if name in out:
+            return
+        value = self.templates[template]["params"][name]["default"]
+        for used in _params_in(value):
+            self.default(template, used, out)
+        out[name] = self.substitute(value, out, ("templates", template, "params", name, "default"), template)
+
+    def check_defaults(self, template: str) -> None:
+        """Refuse a default naming a ``{param}`` the template does not declare, or defaults naming each other."""
+        declared: Mapping[str, Any] = self.templates[template]["params"]
+        uses = {name: _params_in(spec["default"]) for name, spec in declared.items() if isinstance(spec, dict)}
+        for name, used in uses.items():
+            for other in used:
+                if other not in declared:
+                    self.problem(
+                        ("templates", template, "params", name, "default"),
+                        f"the default of param {name!r} of template {template!r} uses {{{other}}},"
+                        " which the template does not declare",
+                        f"declare {other!r} under its `params:` (declared: {', '.join(declared)})",
+                    )
+        cycle = _cycle(uses)
+        if cycle:
+            self.problem(
+                ("templates", template, "params", cycle[0], "default"),
+                f"the defaults of template {template!r} use each other ({' → '.join(cycle)})",
+                "give one of them a default naming none of the others, or no default",
+            )
 
     def substitute(self, value: Any, values: Mapping[str, Any], where: _Path, template: str) -> Any:
         """``value`` with every ``{param}`` replaced; a string that is one ``{param}`` takes the value as is."""
@@ -228,6 +259,10 @@ def expand_templates(
     if not isinstance(data, dict) or ("templates" not in data and "instances" not in data):
         return source, (), (), []
     ex = _Expander(source)
+    for name in ex.templates:
+        ex.check_defaults(name)
+    if ex.problems:
+        return source, (), (), _once(ex.problems)
     instances: dict[str, Instance] = {}
     for name, inst in (data.get("instances") or {}).items():
         expanded = ex.expand(inst["template"], inst["with"], ("instances", name), f"instance {name!r}", ())
@@ -261,6 +296,40 @@ def _once(problems: list[SpecProblem]) -> list[SpecProblem]:
     return list({str(p): p for p in problems}.values())
 
 
+def _params_in(value: Any) -> list[str]:
+    """The ``{param}``s a value names, each once, in order."""
+    if isinstance(value, str):
+        return list(dict.fromkeys(_PARAM.findall(value)))
+    if isinstance(value, dict):
+        return list(dict.fromkeys(p for k, v in value.items() for p in (*_params_in(k), *_params_in(v))))
+    if isinstance(value, list):
+        return list(dict.fromkeys(p for v in value for p in _params_in(v)))
+    return []
+
+
+def _cycle(uses: Mapping[str, list[str]]) -> list[str]:
+    """A cycle among the defaults (``[a, b, a]``: a's default names b, b's names a), else ``[]``."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str]:
+        if name in path:
+            return [*path[path.index(name) :], name]
+        if name in done or name not in uses:
+            return []
+        for used in uses[name]:
+            found = visit(used, [*path, name])
+            if found:
+                return found
+        done.add(name)
+        return []
+
+    for name in uses:
+        found = visit(name, [])
+        if found:
+            return found
+    return []
+
+
 def _names(value: Any) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value or ())
 
@@ -270,7 +339,7 @@ def _generic(ex: _Expander, name: str) -> TemplateSpec:
     declared = ex.templates[name]["params"]
     own = {p: "{" + p + "}" for p in declared}
     doc = ex.templates[name].get("doc", "")
-    params = tuple((p, v if isinstance(v, str) else v.get("doc", "")) for p, v in declared.items())
+    params = tuple((p, _param_doc(v)) for p, v in declared.items())
     inst = ex.expand(name, own, ("templates", name), f"template {name!r}", ())
     if inst is None:  # a template no instance uses, broken: its problem is recorded
         return TemplateSpec(name=name, doc=doc, params=params)
@@ -303,6 +372,17 @@ def _generic(ex: _Expander, name: str) -> TemplateSpec:
         for origin in _names(t["from"])
     )
     return TemplateSpec(name=name, doc=doc, params=params, states=states, transitions=transitions)
+
+
+def _param_doc(spec: Any) -> str:
+    """A param's doc as the diagrams and docs show it: with its default, unless that is empty."""
+    if isinstance(spec, str):
+        return spec
+    doc, default = spec.get("doc", ""), spec["default"]
+    if default in ("", [], None):
+        return str(doc)
+    shown = ", ".join(map(str, default)) if isinstance(default, list) else str(default)
+    return f"{doc} (default: {shown})" if doc else f"default: {shown}"
 
 
 def _copy_lines(lines: dict[_Path, int], old: _Lines, src: _Path, dst: _Path) -> None:

@@ -345,6 +345,80 @@ def test_cancelling_run_hooks_kills_the_hook_processes(tmp_path: Path) -> None:
         os.kill(pid, 0)
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` is alive (a zombie waiting to be reaped by init counts as gone)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_cancelling_run_hooks_kills_what_the_hook_started_and_reaps_its_shell(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    marker = tmp_path / "survived"
+    command = f"(sleep 30; touch {marker}) & echo $$ $! > {pids}.tmp && mv {pids}.tmp {pids}; wait"
+    config = _config("PreToolUse", (None, [command]))
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(
+            run_hooks(
+                "PreToolUse",
+                _TOOL,
+                config,
+                cwd=tmp_path,
+                session_id="s",
+                transcript_path="t",
+                permission_mode="default",
+            )
+        )
+        for _ in range(500):
+            if pids.exists():
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    shell, child = map(int, pids.read_text().split())
+    with pytest.raises(ProcessLookupError):
+        os.kill(shell, 0)  # killed and reaped: not even a zombie is left
+    deadline = time.monotonic() + 5
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _running(child), "the hook's background child survived the cancellation"
+    assert not marker.exists()
+
+
+def test_a_hook_that_closes_its_output_is_still_waited_for_and_its_exit_code_read(tmp_path: Path) -> None:
+    config = _config("PreToolUse", (None, ["exec >&- 2>&-; sleep 0.3; exit 3"]))
+    outcome = _run("PreToolUse", _TOOL, config, tmp_path)
+    assert [r.exit_code for r in outcome.results] == [3]
+    assert outcome.results[0].duration_ms >= 300
+    assert outcome.errors[0].message == "exited with code 3"
+
+
+def test_a_hook_that_closes_its_output_and_hangs_is_killed_at_its_timeout(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    command = f"echo $$ > {pid_file}; exec >&- 2>&-; sleep 30"
+    config = _config("PreToolUse", (None, [{"type": "command", "command": command, "timeout": 1}]))
+    started = time.monotonic()
+    outcome = _run("PreToolUse", _TOOL, config, tmp_path)
+    assert time.monotonic() - started < 10
+    assert outcome.results[0].timed_out and "timed out after 1 s" in outcome.errors[0].message
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_stdin_larger_than_a_pipe_reaches_a_slow_reader_whole_and_a_hook_may_ignore_it(tmp_path: Path) -> None:
+    dump = tmp_path / "stdin.json"
+    payload = {**_TOOL, "tool_input": {"command": "x" * 300_000}}  # past the 64 KiB a pipe holds
+    config = _config("PreToolUse", (None, [f"sleep 0.2; cat > {dump}", "exit 0"]))
+    outcome = _run("PreToolUse", payload, config, tmp_path)
+    assert outcome.errors == ()
+    assert json.loads(dump.read_text())["tool_input"] == payload["tool_input"]
+
+
 def test_no_matching_hooks_gives_a_neutral_outcome(tmp_path: Path) -> None:
     outcome = _run("PreToolUse", _TOOL, _config("PreToolUse", ("Edit", ["exit 2"])), tmp_path)
     assert outcome == HookOutcome(event="PreToolUse")

@@ -4,11 +4,14 @@ real SDK against the embedded server."""
 from __future__ import annotations
 
 import json
+import signal
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from .harness import MockApi, run_cli
+from .harness import ROOT, MockApi, cli_env, live_members, run_cli
 from .test_request_layer import scenario
 
 SIDE_EFFECT = '{tool_use: {name: Bash, input: {command: "echo ran >> side_effect.log"}}}'
@@ -243,6 +246,51 @@ def test_a_hook_that_sleeps_past_its_timeout_does_not_hang_the_run(tmp_path: Pat
     assert run.returncode == 0
     assert time.monotonic() - started < 25
     assert "Stop hook error" in run.stderr
+
+
+def test_ctrl_c_during_a_pre_tool_use_hook_kills_the_hooks_process_group_and_the_tool_never_runs(
+    tmp_path: Path,
+) -> None:
+    # The hook records its process group (its own session) atomically, then sleeps.
+    hook = script(tmp_path, "slow.sh", "echo $$ > pgid.tmp && mv pgid.tmp pgid\nsleep 30\necho late > late.txt\n")
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{SIDE_EFFECT}]}}
+    - reply: {{content: [{{text: "never"}}]}}
+""")
+    hooks = settings(PreToolUse=[{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}])
+    with MockApi(text) as api:
+        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path)]
+        cmd += ["--permission-mode", "bypassPermissions", "-p", "go", "--model", "mock-primary", "--settings", hooks]
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(api),
+            cwd=ROOT,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while not (tmp_path / "pgid").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            pgid = int((tmp_path / "pgid").read_text())
+            assert live_members(pgid), "the hook is running"
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    result = json.loads(stdout.splitlines()[-1])
+    assert result["type"] == "result" and result["is_error"] is True, stdout
+    deadline = time.monotonic() + 5
+    while live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert live_members(pgid) == [], "a process of the hook's group survived Ctrl-C"
+    assert not (tmp_path / "late.txt").exists()
+    assert not (tmp_path / "side_effect.log").exists()
+    assert len(api.requests) == 1
 
 
 def test_user_prompt_submit_context_reaches_the_model_and_a_block_stops_the_run(tmp_path: Path) -> None:

@@ -72,6 +72,36 @@ def test_an_at_most_property_broken_shows_its_edge_taken_once_too_often_in_a_tur
     assert shown.count("pause_turn_continue") == 2 and shown[-1] == "pause_turn_continue"
 
 
+def _edge_of(document: dict[str, Any], reason: str) -> dict[str, Any]:
+    found = [t for t in document["transitions"] if t.get("reason") == reason]
+    assert len(found) == 1, reason
+    return found[0]
+
+
+def test_a_reply_that_keeps_its_retries_is_shown_after_a_stream_fallback(tmp_path: Path) -> None:
+    def reply_keeps_its_retries(document: dict[str, Any]) -> None:
+        del _edge_of(document, "reply_received")["completes_request"]
+
+    example = only(mutated(tmp_path, reply_keeps_its_retries), "property")
+    assert example.run is not None and example.replayable and not example.why
+    shown = example.run.steps[: example.run.taken_at + 1]
+    assert shown[-1].reason == "reply_received"
+    assert shown[-1].counters["stream_fallbacks"] == 1, "the shortest: the stream broke once, then the reply came"
+    assert [s.reason for s in shown[-2:]] == ["stream_fallback", "reply_received"]
+
+
+def test_a_fallback_without_its_guard_is_shown_taken_in_a_plain_run(tmp_path: Path) -> None:
+    """A plain offline run has no fallback model: taking the fallback there is the defect, and it replays."""
+
+    def unguarded_fallback(document: dict[str, Any]) -> None:
+        del _edge_of(document, "model_fallback")["guards"]
+
+    example = only(mutated(tmp_path, unguarded_fallback), "property")
+    assert example.run is not None and example.replayable and not example.why
+    assert example.run.reasons[example.run.taken_at] == "model_fallback"
+    assert "fallback_available" not in example.run.steps[example.run.taken_at].guards
+
+
 def test_an_unbounded_cycle_is_shown_as_its_lasso_with_the_loop_taken_three_times() -> None:
     spec = load_machine(str(LOOP_BUG)).spec
     example = only(spec, "termination")

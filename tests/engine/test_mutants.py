@@ -482,6 +482,42 @@ INTENT_MUTANTS = (
         "property",
         ("output_recoveries_per_turn", "they are counted by ['output_recoveries', 'window_recoveries']"),
     ),
+    # reset semantics and guards stated as properties
+    Mutant(
+        "reply_received-without-completes_request",
+        "a reply no longer completes its request: the next request starts with the retries this one spent",
+        on_data(lambda d: take(edge(d, "reply_received"), "completes_request", True)),
+        "property",
+        ("a_reply_completes_its_request", "'reply_received'", "api_retries", "stream_fallbacks"),
+    ),
+    Mutant(
+        "model_fallback-without-its-guard",
+        "the overload fallback taken with no fallback model left",
+        on_data(lambda d: take(edge(d, "model_fallback"), "guards", ["fallback_available"])),
+        "property",
+        ("fallback_only_to_a_model_left", "'model_fallback'", "'fallback_available'"),
+    ),
+    Mutant(
+        "model_fallback-guarded-by-another",
+        "the overload fallback guarded by another guard than a model left",
+        on_data(lambda d: edge(d, "model_fallback").update(guards=["escalation_configured"])),
+        "property",
+        ("fallback_only_to_a_model_left", "'model_fallback'"),
+    ),
+    Mutant(
+        "resets-property-names-an-undeclared-counter",
+        "the reply's property names a counter the machine does not declare",
+        on_data(lambda d: d["properties"]["a_reply_completes_its_request"]["resets"].update(counters=["api_retry"])),
+        "load",
+        ("names the counter 'api_retry', which is not declared",),
+    ),
+    Mutant(
+        "guarded-property-names-an-undeclared-guard",
+        "the fallback's property names a guard the machine does not declare",
+        on_data(lambda d: d["properties"]["fallback_only_to_a_model_left"]["guarded"].update(by="fallback_left")),
+        "load",
+        ("names the guard 'fallback_left', which is not declared",),
+    ),
     Mutant(
         "budget-behind-a-zero-cap",
         "budget_exhausted reachable only through a counter with the literal cap 0: a run over budget goes on",
@@ -555,7 +591,7 @@ MUTANTS = (
     Mutant(
         "compaction_ladder-shrink-without-counter",
         "the compaction template's shrink edge loses its counter: every instance's shrink loops",
-        replace("        counter: head_truncations\n", ""),
+        replace(" counter: head_truncations,", ""),
         "termination",
         ("unbounded recovery cycle", "compact_head_truncation_retry"),
     ),

@@ -529,6 +529,30 @@ def test_a_counter_that_stops_counting_in_a_row_is_caught_at_run_time(tmp_path: 
     assert "its counter is 2 after 1 in a row" in runner.error.message  # type: ignore[union-attr]
 
 
+def test_a_reset_the_edge_no_longer_makes_is_caught_at_run_time(tmp_path: Path) -> None:
+    """A ``resets`` property is watched at every step: here a success keeps the failures it should clear."""
+    text = (ROOT / "machines/examples/circuit_breaker.yaml").read_text()
+    for old, new in (
+        ("    consecutive: [call_succeeded, call_succeeded_last]\n", ""),
+        (
+            "properties:\n",
+            "properties:\n  a_success_clears_the_failures:\n"
+            "    resets: {after: [call_succeeded], counters: [consecutive_failures]}\n"
+            "    doc: a success closes the breaker's count\n",
+        ),
+    ):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = tmp_path / "circuit_breaker.yaml"
+    path.write_text(text)
+    runner = Runner(load_machine(path), services=Feed(["fail", "ok", "ok"]))
+    _drive(runner)
+    assert _reasons(runner) == ["call_retry", "internal_error"], "the success that kept the count was not taken"
+    message = runner.error.message  # type: ignore[union-attr]
+    assert "property 'a_success_clears_the_failures' broken at run time" in message
+    assert "consecutive_failures is 1 after 'call_succeeded', not 0" in message
+
+
 def test_the_shipped_examples_keep_their_properties_on_every_path_the_tests_drive() -> None:
     """The control: the breaker's own runs never trip the watch."""
     for outcomes in (["fail", "fail", "ok"] * 3, ["ok"] * 6, ["fail"] * 5):

@@ -94,7 +94,7 @@ transitions:
 
 
 # A model call with retries, overload backoffs in a row and tool turns, declaring one property of
-# each kind; the tests below break each one by a one-line change and watch SPIN catch it.
+# each kind SPIN checks; the tests below break each one by a one-line change and watch SPIN catch it.
 SMALL_LOOP = f"""
 schema_version: 1
 machine: small_loop
@@ -125,6 +125,9 @@ properties:
   turns_per_run:
     at_most: {{count: [next_turn], per: run, max: max_turns - 1}}
     doc: at most max_turns turns per run
+  a_turn_starts_afresh:
+    resets: {{after: [next_turn], counters: [retries]}}
+    doc: each tool turn has its whole retry budget again
 states:
   calling: {{effect: queryloop.fsm.testing.scripted, emits: [replied, tool_used, overloaded, failed]}}
   waiting: {{effect: queryloop.fsm.testing.scripted, emits: [waited]}}
@@ -198,8 +201,14 @@ def test_every_shipped_machine_keeps_its_properties_and_ends_every_turn_at_every
     if path.name == "query_loop.yaml":  # max_turns unset, then set: its budget is checked only when set
         unset, set_ = spin_on_shipped[path]
         assert unset.params["max_turns"] is None and set_.params["max_turns"] == 2
-        assert set(unset.unchecked) == {"at_most tool_turns_per_run (its max, max_turns - 1, is unset: no bound)"}
-        assert not set_.unchecked
+        structural = (
+            "guarded fallback_only_to_a_model_left (a guard is a free choice here: the edge's guard list is the proof)"
+        )
+        assert set(unset.unchecked) == {
+            "at_most tool_turns_per_run (its max, max_turns - 1, is unset: no bound)",
+            structural,
+        }
+        assert set_.unchecked == (structural,)
         assert set_.setting == "max_turns=2; other caps at their smallest (a cap of 1)"
         assert set_.params["max_retries"] == 1 and set_.params["max_denied_call_repeats"] == 2  # cap_offset -1
 
@@ -274,6 +283,11 @@ MUTANTS = {
         "property retry_before_giving_up broken: call_retry taken from calling on failed while "
         "retries_exhausted, listed before it, could fire",
     ),
+    "a_reset_lost": (
+        "retries: {cap: max_retries, scope: turn}",
+        "retries: {cap: max_retries, scope: session}",
+        "property a_turn_starts_afresh broken: retries is 1 after next_turn, not 0",
+    ),
     "a_wait_that_never_ends": (
         "to: calling, reason: wait_over",
         "to: waiting, reason: wait_over",
@@ -296,6 +310,8 @@ def test_spin_reports_each_broken_promise_with_its_trail(mutant: str) -> None:
     elif mutant == "a_streak_reset_removed":  # another outcome between the last two overloads, which kept the count
         previous = max(i for i, r in enumerate(trail[:-1]) if r == "overloaded_backoff")
         assert trail[-1] == "overloaded_backoff" and set(trail[previous + 1 : -1]) - {"wait_over"}
+    elif mutant == "a_reset_lost":  # a retry, then the next tool turn, which kept it
+        assert trail[-1] == "next_turn" and "call_retry" in trail
     elif mutant == "an_order_swapped":
         assert trail[-1] == "call_retry"
     else:

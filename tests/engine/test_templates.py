@@ -236,3 +236,66 @@ def test_a_mistake_in_a_template_is_reported_once_whatever_the_number_of_instanc
     )
     err = _error(text)
     assert str(err).count("uses {retyr}") == 1
+
+
+def test_a_default_built_from_other_params_takes_each_instances_values() -> None:
+    text = GOOD.replace(
+        'give_up_doc: {default: "", doc: the doc of giving up}',
+        'give_up_doc: {default: "{retry}s spent, back from {state}", doc: the doc of giving up}',
+    )
+    spec = parse_machine(text, "tiny.yaml", bind=False).spec
+    exhausted = next(t for t in spec.transitions if t.reason == "api_retry_exhausted")
+    assert exhausted.doc == "api_retrys spent, back from backing_off"
+    (instance,) = spec.instances
+    assert dict(instance.values)["give_up_doc"] == "api_retrys spent, back from backing_off"
+    (template,) = spec.templates
+    assert dict(template.params)["give_up_doc"] == "the doc of giving up (default: {retry}s spent, back from {state})"
+
+
+def test_a_default_may_name_a_param_that_has_a_default_itself() -> None:
+    text = GOOD.replace(
+        '      give_up_doc: {default: "", doc: the doc of giving up}',
+        '      give_up_doc: {default: "{exhausted}", doc: the doc of giving up}\n'
+        '      exhausted: {default: "{retry}_exhausted", doc: the reason of giving up}',
+    ).replace('reason: "{retry}_exhausted"', 'reason: "{exhausted}"')
+    spec = parse_machine(text, "tiny.yaml", bind=False).spec
+    exhausted = spec.transitions[3]
+    assert (exhausted.reason, exhausted.doc) == ("api_retry_exhausted", "api_retry_exhausted")
+
+
+def test_a_default_naming_an_undeclared_param_is_refused_at_its_line() -> None:
+    text = GOOD.replace(
+        'give_up_doc: {default: "", doc: the doc of giving up}',
+        'give_up_doc: {default: "{retyr} spent", doc: the doc of giving up}',
+    )
+    err = _error(text)
+    assert (
+        "the default of param 'give_up_doc' of template 'retry_ladder' uses {retyr},"
+        " which the template does not declare" in str(err)
+    )
+    assert "declare 'retyr' under its `params:` (declared: state, caller, retry, give_up_doc)" in str(err)
+    assert err.first.line == next(i for i, line in enumerate(text.splitlines(), 1) if "{retyr} spent" in line)
+    assert str(err).count("{retyr}") == 1  # once, though no instance leaves the param out
+
+
+def test_defaults_naming_each_other_are_refused_with_the_cycle() -> None:
+    text = GOOD.replace(
+        '      give_up_doc: {default: "", doc: the doc of giving up}',
+        '      give_up_doc: {default: "{give_up}", doc: the doc of giving up}\n'
+        '      give_up: {default: "after {give_up_doc}", doc: where the run goes}',
+    )
+    err = _error(text)
+    assert "the defaults of template 'retry_ladder' use each other (give_up_doc → give_up → give_up_doc)" in str(err)
+    assert "give one of them a default naming none of the others, or no default" in str(err)
+
+
+def test_no_instance_of_the_shipped_query_loop_gives_a_param_its_default() -> None:
+    import yaml
+
+    data = yaml.safe_load((ROOT / "machines" / "query_loop.yaml").read_text(encoding="utf-8"))
+    for name, instance in data["instances"].items():
+        declared = data["templates"][instance["template"]]["params"]
+        for param, value in instance["with"].items():
+            spec = declared[param]
+            if isinstance(spec, dict) and "{" not in str(spec["default"]):
+                assert value != spec["default"], f"instance {name!r} gives {param!r} its default: leave it out"

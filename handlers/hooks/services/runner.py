@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -372,35 +375,145 @@ class _Captured:
     dropped: int
 
 
-async def _read_capped(stream: asyncio.StreamReader | None, limit: int) -> _Captured:
-    kept = bytearray()
-    dropped = 0
-    while stream is not None and (chunk := await stream.read(_READ_CHUNK)):
-        room = max(limit - len(kept), 0)
-        kept += chunk[:room]
-        dropped += len(chunk) - min(room, len(chunk))
-    return _Captured(kept=bytes(kept), dropped=dropped)
+class _Sink:
+    """One output pipe as it is read: the first ``limit`` bytes kept, the rest counted and dropped."""
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    def take(self, chunk: bytes) -> None:
+        room = max(self.limit - len(self.kept), 0)
+        self.kept += chunk[:room]
+        self.dropped += len(chunk) - min(room, len(chunk))
+
+    def captured(self) -> _Captured:
+        return _Captured(kept=bytes(self.kept), dropped=self.dropped)
 
 
-async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
-    if stream is None:
-        return
+class _Exchange:
+    """One hook's three pipes, driven by the event loop's own selector.
+
+    asyncio's subprocess transports cost this process about 2 ms of CPU per hook (three
+    pipe transports, a protocol, and on Python 3.11 a thread per child waiting for it to
+    exit); a hook on every tool call paid that on every call. Reading and writing the
+    raw pipe fds from reader and writer callbacks does the same exchange without them.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], stdin: bytes, limit: int) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all pipes
+        self._loop = asyncio.get_running_loop()
+        self._proc = proc
+        self._pending = memoryview(stdin)
+        self.stdout = _Sink(proc.stdout.fileno(), limit)
+        self.stderr = _Sink(proc.stderr.fileno(), limit)
+        self._watched: list[int] = []  # fds with a reader or writer registered
+        self._open = 2  # output pipes not yet at end of file
+        self.finished: asyncio.Future[None] = self._loop.create_future()
+
+    def start(self) -> None:
+        """Write what stdin takes now and watch for the rest; watch stdout and stderr."""
+        for sink in (self.stdout, self.stderr):
+            os.set_blocking(sink.fd, False)
+            self._loop.add_reader(sink.fd, self._read, sink)
+            self._watched.append(sink.fd)
+        assert self._proc.stdin is not None
+        os.set_blocking(self._proc.stdin.fileno(), False)
+        self._write()
+
+    def close(self) -> None:
+        """Stop watching every pipe and close this process's ends of them."""
+        for fd in self._watched:
+            self._loop.remove_reader(fd)
+            self._loop.remove_writer(fd)
+        self._watched.clear()
+        for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def _write(self) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        fd = stdin.fileno()
+        try:
+            while self._pending:
+                self._pending = self._pending[os.write(fd, self._pending) :]
+        except BlockingIOError:  # the pipe is full: go on when the hook has read some
+            if fd not in self._watched:
+                self._loop.add_writer(fd, self._write)
+                self._watched.append(fd)
+            return
+        except OSError:
+            pass  # BrokenPipeError: the hook does not read its stdin, which is allowed
+        if fd in self._watched:
+            self._loop.remove_writer(fd)
+            self._watched.remove(fd)
+        stdin.close()  # end of file for the hook
+
+    def _read(self, sink: _Sink) -> None:
+        try:
+            chunk = os.read(sink.fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""  # a pipe that cannot be read has ended, as for asyncio's transports
+        if chunk:
+            sink.take(chunk)
+            return
+        self._loop.remove_reader(sink.fd)
+        self._watched.remove(sink.fd)
+        self._open -= 1
+        if self._open == 0 and not self.finished.done():
+            self.finished.set_result(None)
+
+
+@functools.lru_cache(maxsize=16)
+def _find_shell(search_path: tuple[str, ...]) -> str | None:
+    """Where exec would find ``bash`` on ``search_path``; None leaves the search to exec.
+
+    Popen otherwise searches ``PATH`` again for every hook (a join and an encode per
+    directory, in this process). Found once per ``PATH``, as bash's own ``hash`` does.
+    A relative entry is searched from the hook's working directory, so then exec does it.
+    """
+    if not all(os.path.isabs(entry) for entry in search_path):
+        return None
+    return shutil.which("bash", path=os.pathsep.join(search_path))
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():  # a level-triggered reader may fire again before the waiter runs
+        future.set_result(None)
+
+
+async def _exited(proc: subprocess.Popen[bytes]) -> int:
+    """Wait until the hook's shell has exited, then reap it; no thread waits for it."""
+    if (code := proc.poll()) is not None:
+        return code
+    if not hasattr(os, "pidfd_open"):  # not Linux: look again now and then
+        delay = 0.001
+        while (code := proc.poll()) is None:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return code
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+    pidfd = os.pidfd_open(proc.pid)  # readable once the process has exited
+    loop.add_reader(pidfd, _settle, exited)
     try:
-        stream.write(data)
-        await stream.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the hook does not read its stdin: allowed
+        await exited
     finally:
-        stream.close()
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+    return proc.wait()  # a zombie by now: reaped at once
 
 
-async def _communicate(proc: asyncio.subprocess.Process, stdin: bytes, limit: int) -> tuple[_Captured, _Captured]:
-    """Like ``Process.communicate``, but each output stream keeps at most ``limit`` bytes in memory."""
-    _, out, err = await asyncio.gather(
-        _feed(proc.stdin, stdin), _read_capped(proc.stdout, limit), _read_capped(proc.stderr, limit)
-    )
-    await proc.wait()
-    return out, err
+async def _communicate(exchange: _Exchange, proc: subprocess.Popen[bytes]) -> None:
+    """Like ``Popen.communicate`` without blocking the loop; each output stream keeps at most its cap in memory."""
+    exchange.start()
+    await exchange.finished
+    await _exited(proc)
 
 
 def _cut_note(out: _Captured, err: _Captured, limit: int) -> str | None:
@@ -422,11 +535,14 @@ def _with_note(run: _Run, note: str | None) -> _Run:
     return attrs.evolve(run, errors=(HookError(command=run.result.command, message=note),))
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+async def _kill(exchange: _Exchange, proc: subprocess.Popen[bytes]) -> None:
+    """Kill the hook's process group and reap its shell, even if this task is cancelled meanwhile."""
+    exchange.close()
     # The hook runs in its own session, so its pid is its process-group id; killing
     # the group also takes any children it spawned (`sleep`, pipelines, ...).
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    await asyncio.shield(_exited(proc))  # cancelled, the reaping still finishes
 
 
 async def _run_one(
@@ -446,13 +562,15 @@ async def _run_one(
 
     command = hook.command
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        # Popen starts the shell with vfork/exec, and `_Exchange` talks to it through
+        # the loop's selector: no transports and no waiting thread (see `_Exchange`).
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            executable=_find_shell(tuple(os.get_exec_path(env))),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
             cwd=cwd,
             env=dict(env),
             start_new_session=True,
@@ -460,11 +578,12 @@ async def _run_one(
     except OSError as exc:
         result = HookResult(command=command, exit_code=None, duration_ms=elapsed_ms(), stdout="", stderr="")
         return _Run(result=result, errors=(HookError(command=command, message=f"could not start the hook: {exc}"),))
+    exchange = _Exchange(proc, stdin, output_limit_bytes)
     try:
-        out, err = await asyncio.wait_for(_communicate(proc, stdin, output_limit_bytes), timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await _communicate(exchange, proc)
     except TimeoutError:
-        _kill_group(proc)
-        await proc.wait()
+        await _kill(exchange, proc)
         result = HookResult(
             command=command, exit_code=None, duration_ms=elapsed_ms(), stdout="", stderr="", timed_out=True
         )
@@ -472,10 +591,11 @@ async def _run_one(
         return _Run(result=result, errors=(HookError(command=command, message=message),))
     except BaseException:
         # Cancellation (or anything else) must not leave hook processes behind.
-        _kill_group(proc)
         with contextlib.suppress(BaseException):
-            await asyncio.shield(proc.wait())
+            await _kill(exchange, proc)
         raise
+    exchange.close()
+    out, err = exchange.stdout.captured(), exchange.stderr.captured()
     stdout = out.kept.decode("utf-8", errors="replace")
     stderr = err.kept.decode("utf-8", errors="replace")
     code = proc.returncode
