@@ -248,6 +248,7 @@ def figure_bounds(
     as expressions, keyed as ``CheckReport.worst_case``. For the figures in ``unbounded_runs`` (known
     unbounded per run at the params of interest) the per-run expression is not built: it is ∞."""
     sym = _Sym()
+    memo = _Memo(spec)
     wanted = None if names is None else set(names)
     skip_run = set(unbounded_runs)
     done: dict[frozenset[str], tuple[Expr, Expr]] = {}  # figures of the same effects: built once
@@ -256,23 +257,28 @@ def figure_bounds(
         if wanted is not None and name not in wanted:
             continue
         if effects not in done:
-            per_run = INF if name in skip_run else _figure(spec, effects, sym, per_run=True)
-            done[effects] = (_figure(spec, effects, sym, per_run=False), per_run)
+            per_turn, per_run = _figure(spec, effects, sym, memo, per_run=name not in skip_run)
+            done[effects] = (per_turn, INF if per_run is None else per_run)
         per_turn, per_run = done[effects]
         out[name] = Bound(name=name, effects=effects, per_turn=per_turn, per_run=per_run)
     return out
 
 
-def figure_values(spec: MachineSpec, params: Mapping[str, Any], *, per_run: bool = False) -> dict[str, Value]:
-    """Every figure's bound evaluated at ``params`` (each cap as ``spec.cap_of`` resolves it), directly."""
+def figure_values(spec: MachineSpec, params: Mapping[str, Any]) -> tuple[dict[str, Value], dict[str, Value]]:
+    """Every figure's bound evaluated at ``params`` (each cap as ``spec.cap_of`` resolves it), directly:
+    per turn, then per run."""
     num = _Num(spec, params)
-    done: dict[frozenset[str], Value] = {}
-    out: dict[str, Value] = {}
+    memo = _Memo(spec)
+    done: dict[frozenset[str], tuple[Value, Value]] = {}
+    per_turn: dict[str, Value] = {}
+    per_run: dict[str, Value] = {}
     for name, effects in _figures(spec).items():
         if effects not in done:
-            done[effects] = _figure(spec, effects, num, per_run=per_run)
-        out[name] = done[effects]
-    return out
+            turn, run = _figure(spec, effects, num, memo, per_run=True)
+            assert run is not None
+            done[effects] = (turn, run)
+        per_turn[name], per_run[name] = done[effects]
+    return per_turn, per_run
 
 
 def _figures(spec: MachineSpec) -> dict[str, frozenset[str]]:
@@ -299,13 +305,17 @@ class _Algebra(Protocol[V]):
 class _Num:
     def __init__(self, spec: MachineSpec, params: Mapping[str, Any]) -> None:
         self.spec, self.params = spec, params
+        self.caps: dict[str, float] = {}
 
     def const(self, n: float) -> float:
         return n
 
     def cap(self, counter: CounterSpec) -> float:
-        cap = self.spec.cap_of(counter, self.params)
-        return math.inf if cap is None else cap
+        found = self.caps.get(counter.name)
+        if found is None:
+            cap = self.spec.cap_of(counter, self.params)
+            found = self.caps[counter.name] = math.inf if cap is None else cap
+        return found
 
     def add(self, terms: Iterable[float]) -> float:
         values = list(terms)
@@ -356,71 +366,160 @@ class _Sym:
         return Expr("when", args=(cap, value))
 
 
-def _figure(spec: MachineSpec, effects: frozenset[str], alg: _Algebra[V], *, per_run: bool) -> V:
+@attrs.define
+class _Memo:
+    """What the decomposition finds from the structure alone, kept across the figures of one
+    machine: a figure changes only the weights, so each edge set is decomposed once."""
+
+    spec: MachineSpec
+    splits: dict[tuple[str, ...], _Split] = attrs.field(factory=dict)
+    parts: dict[tuple[str, ...], _Part] = attrs.field(factory=dict)
+    never_reset: frozenset[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        reset = {r for t in self.spec.transitions for r in self.spec.resets_of(t)}
+        self.never_reset = frozenset(c.name for c in self.spec.counters) - reset
+
+    def split(self, edges: list[TransitionSpec], nodes: list[str]) -> _Split:
+        key = (*nodes, "|", *(t.reason for t in edges))
+        found = self.splits.get(key)
+        if found is None:
+            found = self.splits[key] = _Split.of(edges, nodes)
+        return found
+
+    def part(self, inner: list[TransitionSpec]) -> _Part:
+        key = tuple(t.reason for t in inner)
+        found = self.parts.get(key)
+        if found is None:
+            found = self.parts[key] = _Part.of(self.spec, inner)
+        return found
+
+
+@attrs.frozen
+class _Split:
+    """An edge set's strongly connected components: their states (in node order), the edges inside
+    each, the edges entering each from another, and the components in topological order."""
+
+    comp_of: Mapping[str, int]
+    states: Mapping[int, list[str]]
+    inner: Mapping[int, list[TransitionSpec]]
+    entering: Mapping[int, list[tuple[str, str]]]
+    topo: list[int]
+
+    @classmethod
+    def of(cls, edges: list[TransitionSpec], nodes: list[str]) -> _Split:
+        g: nx.MultiDiGraph[str] = nx.MultiDiGraph()
+        g.add_nodes_from(nodes)
+        for t in edges:
+            g.add_edge(t.source, t.dest, key=t.reason)
+        dag = nx.condensation(g)
+        members: Mapping[int, set[str]] = nx.get_node_attributes(dag, "members")
+        comp_of: Mapping[str, int] = dag.graph["mapping"]
+        inner: dict[int, list[TransitionSpec]] = {comp: [] for comp in members}
+        entering: dict[int, list[tuple[str, str]]] = {}
+        for t in edges:
+            if comp_of[t.source] == comp_of[t.dest]:
+                inner[comp_of[t.source]].append(t)
+            else:
+                entering.setdefault(comp_of[t.dest], []).append((t.source, t.dest))
+        return cls(
+            comp_of=comp_of,
+            states={comp: [n for n in nodes if n in states] for comp, states in members.items()},
+            inner=inner,
+            entering=entering,
+            topo=list(nx.topological_sort(dag)),
+        )
+
+
+@attrs.frozen
+class _Part:
+    """One component's bounding edges (counting a counter no edge inside resets), the plain
+    self-loops among them, the rest, and the edges left without them."""
+
+    bounding: list[TransitionSpec]
+    plain: list[TransitionSpec]
+    rest: list[TransitionSpec]
+    residual: list[TransitionSpec]
+
+    @classmethod
+    def of(cls, spec: MachineSpec, inner: list[TransitionSpec]) -> _Part:
+        reset_inside: set[str] = set()
+        for t in inner:
+            reset_inside |= spec.resets_of(t)
+        bounding = [t for t in inner if t.counter is not None and t.counter not in reset_inside]
+        plain = [t for t in bounding if t.source == t.dest and not spec.resets_of(t)]
+        return cls(
+            bounding=bounding,
+            plain=plain,
+            rest=[t for t in bounding if t not in plain],
+            residual=[t for t in inner if t not in bounding],
+        )
+
+
+def _figure(
+    spec: MachineSpec, effects: frozenset[str], alg: _Algebra[V], memo: _Memo, *, per_run: bool
+) -> tuple[V, V | None]:
+    """The figure of ``effects`` per turn, and per run (``None`` unless ``per_run``)."""
     weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
     nodes = list(spec.state_map)
     # An edge whose counter's cap is 0 is never taken: it joins nothing, not even a cycle.
     taken = [t for t in spec.transitions if not spec.never_fires(t)]
     turn_edges = [t for t in taken if not t.progress]
     starts = list(dict.fromkeys([spec.initial, *(t.dest for t in taken if t.progress)]))
-    pairs = _pairs(spec, turn_edges, nodes, weight, alg)
+    pairs = _pairs(spec, turn_edges, nodes, weight, alg, memo)
     per_turn = alg.max(value for (v, _), value in pairs.items() if v in starts)
     if not per_run:
-        return per_turn
-    pairs = _pairs(spec, taken, nodes, weight, alg)
+        return per_turn, None
+    pairs = _pairs(spec, taken, nodes, weight, alg, memo)
     whole = alg.max(value for (v, _), value in pairs.items() if v == spec.initial)
     # Also: a run is at most 1 + (progress steps) turns, when every progress edge is counted by a
     # counter nothing resets (the sum of those caps bounds the progress steps).
-    never_reset = {c.name for c in spec.counters} - {r for t in spec.transitions for r in spec.resets_of(t)}
     counted = [t.counter for t in spec.transitions if t.progress]
-    if all(c is not None and c in never_reset for c in counted):
+    if all(c is not None and c in memo.never_reset for c in counted):
         steps = alg.add(alg.cap(spec.counter_map[c]) for c in dict.fromkeys(counted) if c is not None)
-        return alg.min((whole, alg.mul(alg.add((alg.const(1), steps)), per_turn)))
-    return whole
+        return per_turn, alg.min((whole, alg.mul(alg.add((alg.const(1), steps)), per_turn)))
+    return per_turn, whole
 
 
 def _pairs(
-    spec: MachineSpec, edges: list[TransitionSpec], nodes: list[str], weight: Mapping[str, int], alg: _Algebra[V]
+    spec: MachineSpec,
+    edges: list[TransitionSpec],
+    nodes: list[str],
+    weight: Mapping[str, int],
+    alg: _Algebra[V],
+    memo: _Memo,
 ) -> dict[tuple[str, str], V]:
     """``(v, w) ->`` a bound of the weight of a walk from ``v`` to ``w`` over ``edges`` (both ends counted);
     a pair no walk joins is absent."""
-    g: nx.MultiDiGraph[str] = nx.MultiDiGraph()
-    g.add_nodes_from(nodes)
-    for t in edges:
-        g.add_edge(t.source, t.dest, key=t.reason)
-    dag = nx.condensation(g)
-    members: Mapping[int, set[str]] = nx.get_node_attributes(dag, "members")
-    comp_of: Mapping[str, int] = dag.graph["mapping"]
-    inside: dict[int, dict[tuple[str, str], V]] = {}
-    for comp, states in members.items():
-        inner = [t for t in edges if t.source in states and t.dest in states]
-        order = [n for n in nodes if n in states]
-        inside[comp] = (
-            _component_pairs(spec, inner, order, weight, alg)
+    split = memo.split(edges, nodes)
+    inside: dict[int, dict[str, list[tuple[str, V]]]] = {}  # component -> v -> [(w, pair bound)]
+    for comp, order in split.states.items():
+        inner = split.inner[comp]
+        pairs = (
+            _component_pairs(spec, inner, order, weight, alg, memo)
             if inner
             else {(order[0], order[0]): alg.const(weight[order[0]])}
         )
-    entering: dict[int, list[tuple[str, str]]] = {}
-    for t in edges:
-        if comp_of[t.source] != comp_of[t.dest]:
-            entering.setdefault(comp_of[t.dest], []).append((t.source, t.dest))
-    topo = list(nx.topological_sort(dag))
-    rank = {comp: i for i, comp in enumerate(topo)}
+        by_start: dict[str, list[tuple[str, V]]] = {}
+        for (a, w), value in pairs.items():
+            by_start.setdefault(a, []).append((w, value))
+        inside[comp] = by_start
+    rank = {comp: i for i, comp in enumerate(split.topo)}
     out: dict[tuple[str, str], V] = {}
     for v in nodes:
-        reach: dict[str, V] = {w: value for (a, w), value in inside[comp_of[v]].items() if a == v}
-        for comp in topo[rank[comp_of[v]] + 1 :]:
+        reach: dict[str, V] = dict(inside[split.comp_of[v]].get(v, ()))
+        for comp in split.topo[rank[split.comp_of[v]] + 1 :]:
             into: dict[str, list[V]] = {}
-            for x, y in entering.get(comp, ()):
+            for x, y in split.entering.get(comp, ()):
                 if x in reach:
                     into.setdefault(y, []).append(reach[x])
             if not into:
                 continue
-            best = {y: alg.max(values) for y, values in into.items()}
             found: dict[str, list[V]] = {}
-            for (a, w), value in inside[comp].items():
-                if a in best:
-                    found.setdefault(w, []).append(alg.add((best[a], value)))
+            for a, values in into.items():
+                best = alg.max(values)
+                for w, value in inside[comp].get(a, ()):
+                    found.setdefault(w, []).append(alg.add((best, value)))
             for w, values in found.items():
                 reach[w] = alg.max(values)
         for w, value in reach.items():
@@ -429,27 +528,28 @@ def _pairs(
 
 
 def _component_pairs(
-    spec: MachineSpec, inner: list[TransitionSpec], states: list[str], weight: Mapping[str, int], alg: _Algebra[V]
+    spec: MachineSpec,
+    inner: list[TransitionSpec],
+    states: list[str],
+    weight: Mapping[str, int],
+    alg: _Algebra[V],
+    memo: _Memo,
 ) -> dict[tuple[str, str], V]:
     """Pair bounds inside one strongly connected component (see the module docstring)."""
-    reset_inside: set[str] = set()
-    for t in inner:
-        reset_inside |= spec.resets_of(t)
-    bounding = [t for t in inner if t.counter is not None and t.counter not in reset_inside]
-    if not bounding:
+    part = memo.part(inner)
+    if not part.bounding:
         endless = alg.const(math.inf if any(weight[s] for s in states) else 0)
         return {(v, w): endless for v in states for w in states}
-    residual = _pairs(spec, [t for t in inner if t not in bounding], states, weight, alg)
+    residual = _pairs(spec, part.residual, states, weight, alg, memo)
     # A bounding self-loop that resets nothing returns where it left with every other budget as it
     # was: taking it out of a walk leaves a walk the rest of the analysis bounds, so its traversals
     # only add their target's weight, at most cap times — they cut no piece.
     loops: dict[str, V] = {}
-    plain = [t for t in bounding if t.source == t.dest and not spec.resets_of(t)]
-    for t in plain:
+    for t in part.plain:
         assert t.counter is not None
         loops[t.counter] = alg.max((loops.get(t.counter, alg.const(0)), alg.const(weight[t.dest])))
     looped = alg.add(alg.mul(alg.cap(spec.counter_map[c]), value) for c, value in loops.items())
-    bounding = [t for t in bounding if t not in plain]
+    bounding = part.rest
     if not bounding:
         return {pair: alg.add((value, looped)) for pair, value in residual.items()}
     targets = list(dict.fromkeys(t.dest for t in bounding))
@@ -475,35 +575,40 @@ def _component_pairs(
     def middle(charge: Mapping[str, V]) -> V:
         return alg.add(alg.mul(alg.cap(spec.counter_map[c]), value) for c, value in charge.items())
 
+    gates = {t.counter: alg.cap(spec.counter_map[t.counter]) for t in bounding if t.counter is not None}
+
     def possible(t: TransitionSpec, value: V) -> V:
         """``value`` when ``t`` can be crossed at all (its cap is not 0), else nothing."""
         assert t.counter is not None
-        return alg.when(alg.cap(spec.counter_map[t.counter]), value)
+        return alg.when(gates[t.counter], value)
 
     middle_before, middle_after = middle(before), middle(after)
-    out: dict[tuple[str, str], V] = {}
+    # The first piece depends on v alone and the last on w alone: each side's maxima once per state.
+    first: dict[str, tuple[V, V]] = {}  # v -> (charged before, charged after)
+    last: dict[str, tuple[V, V]] = {}  # w -> (charged before, charged after)
     for v in states:
         starts = [(t, residual[(v, t.source)]) for t in bounding if (v, t.source) in residual]
+        if starts:
+            first[v] = (
+                alg.max(possible(t, alg.sub(p, before.get(t.counter or "", zero))) for t, p in starts),
+                alg.max(possible(t, p) for t, p in starts),
+            )
+        ends = [(t, residual[(t.dest, v)]) for t in bounding if (t.dest, v) in residual]
+        if ends:
+            last[v] = (
+                alg.max(possible(t, p) for t, p in ends),
+                alg.max(possible(t, alg.sub(p, after.get(t.counter or "", zero))) for t, p in ends),
+            )
+    out: dict[tuple[str, str], V] = {}
+    for v in states:
         for w in states:
             candidates = [residual[(v, w)]] if (v, w) in residual else []
-            ends = [(t, residual[(t.dest, w)]) for t in bounding if (t.dest, w) in residual]
-            if starts and ends:
-                # charged before: b1's own charge is not paid (its piece is the first one)
-                by_before = alg.add(
-                    (
-                        alg.max(possible(t, alg.sub(p, before.get(t.counter or "", zero))) for t, p in starts),
-                        middle_before,
-                        alg.max(possible(t, p) for t, p in ends),
-                    )
-                )
+            if v in first and w in last:
+                (start_before, start_after), (end_before, end_after) = first[v], last[w]
+                # charged before: b1's own charge is not paid (its piece is the first one);
                 # charged after: bK's own charge is not paid (its piece is the last one)
-                by_after = alg.add(
-                    (
-                        alg.max(possible(t, p) for t, p in starts),
-                        middle_after,
-                        alg.max(possible(t, alg.sub(p, after.get(t.counter or "", zero))) for t, p in ends),
-                    )
-                )
+                by_before = alg.add((start_before, middle_before, end_before))
+                by_after = alg.add((start_after, middle_after, end_after))
                 candidates.append(alg.min((by_before, by_after)))
             if candidates:
                 out[(v, w)] = alg.add((alg.max(candidates), looped))

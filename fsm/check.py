@@ -148,7 +148,7 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
             child_run = {name: math.inf for name in spec.figures}
         else:
             child_at = {**at, **{bound: int(turns) for bound in set(spec.progress_bounds.values())}}
-            values = figure_values(spec, child_at, per_run=True)
+            _, values = figure_values(spec, child_at)
             child_run = {name: values[name] for name in spec.figures}
         out[child.name] = Composed(
             per_turn_param=child.per_turn,
@@ -270,8 +270,7 @@ def check_spec(
     findings += _run_pass(spec)
     findings += _loophole_pass(spec)
     findings += [Finding(check="property", message=b.message, reasons=b.reasons) for b in broken_properties(spec)]
-    per_turn = figure_values(spec, at)
-    per_run = figure_values(spec, at, per_run=True)
+    per_turn, per_run = figure_values(spec, at)
     # a per-run expression is shown (and used) only where the run is bounded at these params
     bounds = figure_bounds(spec, spec.figures, unbounded_runs=[n for n, v in per_run.items() if v == math.inf])
     for name, most in spec.figure_max.items():
@@ -322,8 +321,7 @@ def check_spec(
         explored, more, worst, worst_run = _exploration_pass(spec, values, max_configs, status)
     shadowed = {f.reasons for f in findings if f.check == "dead_edge"}
     more = [f for f in more if not (f.check == "dead_edge" and f.reasons in shadowed)]
-    symbolic = figure_values(spec, values)
-    symbolic_run = figure_values(spec, values, per_run=True)
+    symbolic, symbolic_run = figure_values(spec, values)
     for per, exact_values, bound_values in (("turn", worst, symbolic), ("run", worst_run, symbolic_run)):
         for name, exact in exact_values.items():
             if exact > bound_values[name]:

@@ -3,18 +3,23 @@
 Owns, per kind of finding, what a run must do to show it and the search for the shortest
 such run (:func:`~fsm.paths.shortest_run` over the same (state, counters) product the
 checker explores, guards free): a figure above its ``max`` (its effects entered more
-than ``max`` times in one turn, at the params the figure was checked at), an ``at_most``
-property broken (its edges taken more often in one scope than its limit), an order
-property broken (the candidate tried too early, taken), a ``resets`` property broken (the
-edge taken with a counter it keeps above 0), a ``guarded`` one (the edge taken without its
-guard deciding it), a state that cannot end (reached)
-and an unbounded cycle (its shortest lasso, the loop unrolled :data:`UNROLL` times). Each
-run is completed by a shortest way to a terminal state, so it is a whole run.
+than ``max`` times in one turn, at the params the figure was checked at) or above its
+``max_per_run`` (entered more often in the whole run than that limit at those params), an
+``at_most`` property broken (its edges taken more often in one scope than its limit), an
+``in_a_row`` one (a streak broken while its counter kept its count, then counted again: the
+counter above its streak; or, when an edge outside ``broken_by`` resets it, that edge taken
+mid-streak), an order property broken (the candidate tried too early, taken), a ``resets``
+property broken (the edge taken with a counter it keeps above 0), a ``guarded`` one (the edge
+taken without its guard deciding it), a state that cannot end (reached) and an unbounded
+cycle (its shortest lasso, the loop unrolled :data:`UNROLL` times). Each run is completed by
+a shortest way to a terminal state, so it is a whole run.
 
 A :class:`Replayer` (the program's: the engine knows no server) may restrict the search to
 runs it can script and writes each run as a file to replay; a run it cannot script is
-reported with why, never skipped. Findings with no finite path (an unreachable state, a
-dead edge, an exploration finding, which carries its own trace) get none.
+reported with why, never skipped (when the scripted search stops before finding one, the
+abstract run is searched for too, but for a figure's: a run that long is as long
+abstractly). Findings with no finite path (an unreachable state, a dead edge, an
+exploration finding, which carries its own trace) get none.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import attrs
 from .check import CheckReport, Finding
 from .paths import PlannedPath, PlannedStep, Realiser, shortest_run
 from .properties import broken_properties
-from .spec import MachineSpec, TransitionSpec
+from .spec import MachineSpec, PropertySpec, TransitionSpec
 
 __all__ = ["UNROLL", "MAX_NODES", "Counterexample", "Replayer", "counterexamples", "format_counterexample"]
 
@@ -73,15 +78,16 @@ class Replayer(Protocol):
 Watch = tuple[str, Hashable, Callable[[Any, PlannedStep], Any], Callable[[Any], bool]]  # shows, start, step, shown
 
 
-def _figure_watch(spec: MachineSpec, name: str, most: int) -> Watch:
+def _figure_watch(spec: MachineSpec, name: str, most: int, per: str = "turn") -> Watch:
     effects = frozenset(spec.figures[name])
     weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
+    per_turn = per == "turn"
 
     def step(n: int, s: PlannedStep) -> int:
-        # a progress edge starts a new turn; the state entered counts in it
-        return min((0 if s.transition.progress else n) + weight[s.dest], most + 1)
+        # per turn, a progress edge starts a new turn (the state entered counts in it); per run nothing does
+        return min((0 if per_turn and s.transition.progress else n) + weight[s.dest], most + 1)
 
-    return f"{name} reaches {most + 1} in one turn", weight[spec.initial], step, lambda n: n > most
+    return f"{name} reaches {most + 1} in one {per}", weight[spec.initial], step, lambda n: n > most
 
 
 def _scope_resets(t: TransitionSpec, per: str) -> bool:
@@ -96,6 +102,46 @@ def _at_most_watch(counted: frozenset[str], per: str, limit: int) -> Watch:
         return min(n + (s.reason in counted), limit + 1)
 
     return f"{' / '.join(sorted(counted))} taken {limit + 1} times in one {per}", 0, step, lambda n: n > limit
+
+
+def _streak_watch(spec: MachineSpec, prop: PropertySpec, reasons: frozenset[str]) -> Watch:
+    """``prop``'s counter counted above its streak, or (``reasons`` reset it but break nothing) reset mid-streak.
+
+    The streak is what the run-time watch counts: the counting steps since the last break
+    (another outcome of a state it counts in, or exactly ``broken_by``). The value is (the
+    counter above 0, the counter above the streak, shown): a break that leaves the counter
+    above 0 puts it above the streak, and the next count shows it, as the runtime sees it.
+    """
+    name = str(prop.counter)
+    counted = [t for t in spec.transitions if t.counter == name]
+    if prop.reasons:
+        breaks = frozenset(prop.reasons)
+    else:
+        events = {t.event for t in counted}
+        sources = {t.source for t in counted}
+        breaks = frozenset(t.reason for t in spec.transitions if t.source in sources and t.event not in events)
+    resets = frozenset((t.source, t.reason) for t in spec.transitions if name in spec.resets_of(t))
+    kept = reasons & breaks  # breaks that leave the counter as it was
+    mid = reasons - breaks  # edges that reset it within a streak
+
+    def step(v: tuple[bool, bool, bool], s: PlannedStep) -> tuple[bool, bool, bool]:
+        positive, ahead, seen = v
+        if seen:
+            return v
+        t = s.transition
+        reset = (t.source, t.reason) in resets
+        if t.counter == name:  # counted: the streak goes on; reset first, it starts again at 1
+            return True, ahead and not reset, bool(kept) and ahead and not reset
+        if not kept and s.reason in mid and positive:
+            return False, False, True
+        positive = positive and not reset
+        return positive, positive if s.reason in breaks else ahead and positive, False
+
+    if kept:
+        shows = f"{name} counted again after a break left it above 0"
+    else:
+        shows = f"{' / '.join(sorted(mid))} taken with {name} above 0, mid-streak"
+    return shows, (False, False, False), step, lambda v: v[2]
 
 
 def _edge_watch(source: str, reason: str) -> Watch:
@@ -160,7 +206,13 @@ def _watch_for(
         for name, most in spec.figure_max.items():
             if finding.message.startswith(f"figure {name!r} can reach") and "per turn" in finding.message:
                 return _figure_watch(spec, name, most), ""
-        return None, "no run is searched for a bound per run yet"
+        for name, declared in spec.figure_max_per_run.items():
+            if finding.message.startswith(f"figure {name!r} can reach") and "per run" in finding.message:
+                run_most = spec.limit_of(declared, at)
+                if run_most is None:
+                    return None, f"the limit {declared} is unset at these params"
+                return _figure_watch(spec, name, run_most, per="run"), ""
+        return None, "the finding names no declared figure"
     if finding.check == "property" and finding.message in broken:
         prop = props[broken[finding.message].name]
         if prop.kind == "at_most" and prop.most is not None:
@@ -182,6 +234,10 @@ def _watch_for(
             kept = {c for t in spec.transitions if t.reason in finding.reasons for c in prop.counters}
             kept -= {c for t in spec.transitions if t.reason in finding.reasons for c in spec.resets_of(t)}
             return _kept_watch(frozenset(finding.reasons), frozenset(kept)), ""
+        if prop.kind == "in_a_row" and prop.counter is not None:
+            if not any(t.counter == prop.counter for t in spec.transitions):
+                return None, f"no edge counts {prop.counter!r}, so no run counts it"
+            return _streak_watch(spec, prop, frozenset(finding.reasons)), ""
         if prop.kind == "guarded":  # the edge taken where its guard does not decide it
             for t in spec.transitions:
                 if t.reason in finding.reasons and prop.guard not in t.guards:
@@ -214,7 +270,7 @@ def _search(
     if isinstance(found, PlannedPath):
         return Counterexample(finding=finding, shows=shows, run=found, params=at, replayable=True)
     scripted_why = found if realiser is not None else ""
-    if realiser is not None and "search stopped" in scripted_why:
+    if "search stopped" in scripted_why and finding.check == "figure":  # the run is long: so is the abstract one
         return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(scripted_why, finding))
     found = _run(spec, at, start, step, shown, None, max_nodes, finding if cycle else None, finish)
     if isinstance(found, str):

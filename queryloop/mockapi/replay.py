@@ -4,11 +4,22 @@ Owns :data:`SCRIPT_BY_EVENT`, the declarative table from an event to what the se
 must answer to make it happen (a 529 for ``overloaded``, a prompt-too-long 400 for
 ``context_overflowed``, a ``max_tokens`` stop for ``truncated`` …) or why no scenario
 can make it happen; :data:`PLAIN_GUARDS`, the value each guard takes in a plain offline
-run (no fallback model, no escalation, no MCP server, no hooks, a small transcript); and
+run (no escalation, no MCP server, no hooks, a small transcript); and
 :class:`ScenarioReplayer`, which restricts ``queryloop check``'s counterexample search to
 runs a scenario can play and writes them (``check --counterexamples DIR``). Waits are
-scaled down: every scripted error asks for a retry after 1 ms. It does not search
-(``fsm.counterexample`` does) and does not serve (``queryloop.mockapi.server`` does).
+scaled down: every scripted error asks for a retry after 1 ms. A run searched at a
+``max_turns`` or ``max_retries`` other than the default says it in the scenario's ``cli``
+section; every other param replays at the machine's default.
+
+The one choice a scenario makes beyond its answers is its fallback chain
+(``fallback_models``, at most 3: :data:`FALLBACK_MODELS`). The realiser tracks it along
+the run: ``fallback_available`` is True exactly while a declared fallback model remains,
+an edge running ``switch_to_fallback_model`` moves the run to the next one, and the run
+stays there (every later request — a retry, a summary, the next turn — goes to that model,
+as ``handlers/request/recovery.py`` keeps it). How many the scenario declares is fixed
+lazily by the run: as many as it switches to, or needs left. Each scripted answer is
+written under the model its request goes to. It does not search (``fsm.counterexample``
+does) and does not serve (``queryloop.mockapi.server`` does).
 """
 
 from __future__ import annotations
@@ -27,9 +38,24 @@ from queryloop.fsm.spec import MachineSpec
 
 from .scenario import parse_scenario
 
-__all__ = ["MODEL", "PLAIN_GUARDS", "SCRIPT_BY_EVENT", "Script", "ScenarioReplayer", "scenario_of"]
+__all__ = [
+    "FALLBACK_MODELS",
+    "MODEL",
+    "PLAIN_GUARDS",
+    "SCRIPT_BY_EVENT",
+    "SWITCH_MODEL",
+    "Script",
+    "ScenarioReplayer",
+    "scenario_of",
+]
 
 MODEL = "mock-primary"
+FALLBACK_MODELS = ("mock-fallback-1", "mock-fallback-2", "mock-fallback-3")
+"""The fallback chain a scenario may declare, in the order a run switches to them (at most 3, as the CLI takes)."""
+SWITCH_MODEL = "switch_to_fallback_model"
+"""The edge handler that moves a run to the next model of its chain, for the rest of the run."""
+CHAIN_GUARD = "fallback_available"  # decided by the chain a scenario declares, not by a plain run
+CLI_PARAMS = ("max_turns", "max_retries")  # params a scenario's `cli` section sets; the rest replay at their defaults
 READ_FILE = "counterexample.txt"  # the file a scripted tool call reads
 FAST = {"retry-after-ms": "1"}  # a scripted failure's wait, scaled down from seconds to a millisecond
 
@@ -133,7 +159,7 @@ SCRIPT_BY_EVENT: Mapping[str, Script] = {
 """What the server scripts for each event of ``machines/query_loop.yaml`` (an event missing here is not replayable)."""
 
 PLAIN_GUARDS: Mapping[str, bool | None] = {
-    "fallback_available": False,  # no --fallback-model
+    "fallback_available": False,  # no --fallback-model; a run that needs one declares its chain (_Chain)
     "escalation_configured": False,  # no escalated max_tokens
     "can_compact": None,  # depends on the transcript's size
     "refill_thrashing": False,
@@ -155,6 +181,8 @@ def _refusal(step: PlannedStep) -> str | None:
     if script.kind == "never":
         return f"event {step.event!r} {script.why}"
     for guard, value in step.guards.items():
+        if guard == CHAIN_GUARD:
+            continue  # the chain decides it, along the run
         plain = PLAIN_GUARDS.get(guard)
         if plain is None:
             return f"guard {guard!r} must be {value}, which no scenario fixes"
@@ -166,29 +194,77 @@ def _refusal(step: PlannedStep) -> str | None:
     return None
 
 
-class _PlainRun:
-    """The realiser of a plain offline run: a step happens only if the table scripts it and its guards hold."""
+@attrs.frozen
+class _Chain:
+    """The fallback chain along a run: the models switched to (``used``), the fewest the scenario
+    must declare (``least``), and whether that number is fixed (a step needed none left)."""
 
-    def start(self) -> None:
-        return None
+    used: int = 0
+    least: int = 0
+    fixed: bool = False
+
+    @property
+    def model(self) -> str:
+        """The model the run's requests go to now (a switch is for the rest of the run)."""
+        return FALLBACK_MODELS[self.used - 1] if self.used else MODEL
+
+    @property
+    def declared(self) -> tuple[str, ...]:
+        return FALLBACK_MODELS[: self.least]
+
+    def after(self, step: PlannedStep) -> _Chain | str:
+        """The chain after ``step`` (its guard read first, then its edge's switch), or why no chain makes it happen."""
+        used, least, fixed = self.used, self.least, self.fixed
+        available = step.guards.get(CHAIN_GUARD)
+        if available is True:
+            if fixed:
+                return f"guard {CHAIN_GUARD!r} must be True, but an earlier step needed no fallback model left"
+            if used >= len(FALLBACK_MODELS):
+                return f"guard {CHAIN_GUARD!r} must be True, but all {len(FALLBACK_MODELS)} fallback models are used"
+            least = max(least, used + 1)
+        elif available is False:
+            if least > used:
+                return f"guard {CHAIN_GUARD!r} must be False, but an earlier step needed a fallback model left"
+            fixed = True
+        if (step.transition.do or "").rpartition(".")[2] == SWITCH_MODEL:
+            if fixed or used >= len(FALLBACK_MODELS):
+                return f"{step.reason!r} switches to the next fallback model, and none is left"
+            used += 1
+            least = max(least, used)
+        return _Chain(used=used, least=least, fixed=fixed)
+
+
+class _ScenarioRun:
+    """The realiser of a scenario's run: a step happens only if the table scripts it, its guards
+    hold in a plain offline run, and a fallback chain of at most 3 models allows it."""
+
+    def start(self) -> _Chain:
+        return _Chain()
 
     def refuse(self, step: PlannedStep) -> str | None:
         return _refusal(step)
 
-    def advance(self, data: None, step: PlannedStep) -> Iterable[tuple[None, Any]]:
-        return () if _refusal(step) is not None else ((None, None),)
+    def advance(self, data: _Chain, step: PlannedStep) -> Iterable[tuple[_Chain, Any]]:
+        if _refusal(step) is not None:
+            return ()
+        after = data.after(step)
+        if isinstance(after, str):
+            return ()
+        answered = SCRIPT_BY_EVENT[step.event].kind in ("answer", "shape")
+        return ((after, data.model if answered else None),)  # the note: the model that answers the step
 
 
-def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, Any]:
-    """``example``'s run as a scenario document (raises ValueError naming the first step no scenario plays)."""
-    if example.run is None:
-        raise ValueError(f"no run to write: {example.why}")
-    steps: list[dict[str, Any]] = []
+def _script(steps: Sequence[PlannedStep]) -> tuple[_Chain, dict[str, list[dict[str, Any]]]]:
+    """Each model's scripted answers along ``steps``, and the chain at the end (ValueError: the first step no
+    scenario plays)."""
+    chain = _Chain()
+    answers: dict[str, list[dict[str, Any]]] = {MODEL: []}
     pending = False
-    for i, step in enumerate(example.run.steps, 1):
+    for i, step in enumerate(steps, 1):
         why = _refusal(step)
-        if why is not None:
-            raise ValueError(f"step {i} ({step.reason}): {why}")
+        after = chain.after(step) if why is None else why
+        if isinstance(after, str):
+            raise ValueError(f"step {i} ({step.reason}): {after}")
         script = SCRIPT_BY_EVENT[step.event]
         if pending and script.kind != "shape":
             raise ValueError(f"step {i} ({step.reason}): a reply must be shaped by the event after it")
@@ -197,38 +273,64 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
         elif script.kind == "shape":
             if not pending:
                 raise ValueError(f"step {i} ({step.reason}): {step.event!r} follows no reply")
-            steps.append(copy.deepcopy(dict(script.step)))
+            answers.setdefault(chain.model, []).append(copy.deepcopy(dict(script.step)))
             pending = False
         elif script.kind == "answer":
-            steps.append(copy.deepcopy(dict(script.step)))
+            answers.setdefault(chain.model, []).append(copy.deepcopy(dict(script.step)))
+        chain = after
+    return chain, answers
+
+
+def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, Any]:
+    """``example``'s run as a scenario document (raises ValueError naming the first step no scenario plays).
+
+    The primary model answers until the run switches; each fallback model it declares then
+    answers the requests that go to it, in order.
+    """
+    if example.run is None:
+        raise ValueError(f"no run to write: {example.why}")
+    chain, answers = _script(example.run.steps)
     reasons = " ".join(example.run.reasons)
-    return {
+    cli: dict[str, Any] = {"prompt": "Replay the counterexample.", "allowed_tools": ["Read"]}
+    defaults = spec.param_defaults
+    for param in CLI_PARAMS:  # a run searched at `--set max_turns=N` replays at N
+        value = example.params.get(param)
+        if param in defaults and value is not None and value != defaults[param]:
+            cli[param] = value
+    document: dict[str, Any] = {
         "schema_version": 1,
         "scenario": name,
         "doc": f"counterexample of `queryloop check` on {spec.path}: {example.shows}. "
         f"Finding: {example.finding.message} Reasons: {reasons}",
         "model": MODEL,
-        "cli": {"prompt": "Replay the counterexample.", "allowed_tools": ["Read"]},
-        "files": {READ_FILE: "read by the scripted tool call\n"},
-        "models": {MODEL: steps},
-        "otherwise": {
-            "error": {"status": 500, "message": "the counterexample's script is exhausted: the run diverged"}
-        },
     }
+    if chain.declared:
+        document["fallback_models"] = list(chain.declared)
+    document.update(
+        {
+            "cli": cli,
+            "files": {READ_FILE: "read by the scripted tool call\n"},
+            "models": {model: answers.get(model, []) for model in (MODEL, *chain.declared)},
+            "otherwise": {
+                "error": {"status": 500, "message": "the counterexample's script is exhausted: the run diverged"}
+            },
+        }
+    )
+    return document
 
 
 @attrs.define
 class ScenarioReplayer:
     """The program's :class:`~queryloop.fsm.counterexample.Replayer`: scenarios for the embedded server."""
 
-    def realiser(self, spec: MachineSpec) -> _PlainRun:
-        return _PlainRun()
+    def realiser(self, spec: MachineSpec) -> _ScenarioRun:
+        return _ScenarioRun()
 
     def unscriptable(self, spec: MachineSpec, steps: Sequence[PlannedStep]) -> str | None:
-        for i, step in enumerate(steps, 1):
-            why = _refusal(step)
-            if why is not None:
-                return f"step {i} ({step.reason}): {why}"
+        try:
+            _script(steps)
+        except ValueError as exc:
+            return str(exc)
         return None
 
     def write(self, spec: MachineSpec, example: Counterexample, path: Path) -> Path:

@@ -4,8 +4,10 @@ A mutant of the shipped machine breaks a figure's ``max`` or a declared property
 ``queryloop check --counterexamples`` prints the shortest run that shows it and writes it as
 a scenario; the real CLI replays that scenario with ``--machine`` against the embedded server
 (the real ``anthropic`` SDK over loopback), and its stream-json transitions must be exactly
-the reasons the checker printed. Also: a ``--machine`` file that does not load, and the clamp
-the worst-case wait per turn rests on.
+the reasons the checker printed. A run that falls back to another model replays on the
+fallback chain its scenario declares, and stays on the fallback model for its retries and its
+next turn. Also: a ``--machine`` file that does not load, and the clamp the worst-case wait
+per turn rests on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ import anthropic
 import yaml
 
 from queryloop import Message, QueryOptions, SystemMessage, query
+from queryloop.fsm.check import Finding
+from queryloop.fsm.counterexample import Counterexample
+from queryloop.fsm.load import load_machine
+from queryloop.fsm.paths import PlannedPath, PlannedStep, shortest_run
 from queryloop.handlers.request import AnthropicBackend
+from queryloop.mockapi.replay import ScenarioReplayer
 
 from .harness import ROOT, CliRun, MockApi, cli_env, run_cli
 
@@ -35,6 +42,16 @@ def replies_read_at_most_3(document: dict[str, Any]) -> None:
 
 def one_pause_continue_per_turn(document: dict[str, Any]) -> None:
     document["properties"]["pause_continues_per_turn"]["at_most"]["max"] = 1
+
+
+def overloads_counted_in_total(document: dict[str, Any]) -> None:
+    del document["counters"]["overload_streak"]["streak_of"]
+
+
+def one_fallback_hop_and_two_requests_per_turn(document: dict[str, Any]) -> None:
+    # the shortest way to a third request in a turn: the switch to the one fallback model, then a stream fallback
+    document["params"]["max_fallback_hops"]["default"] = 1
+    document["figures"]["model_requests"]["max"] = 2
 
 
 def printed_runs(stdout: str) -> list[tuple[list[str], int]]:
@@ -86,6 +103,45 @@ def test_a_run_that_breaks_a_property_replays_up_to_the_step_the_runtime_refuses
     assert run.all_reasons == [*reasons[:shown], "internal_error"], run.stderr
     assert run.result["terminal_reason"] == "internal_error"
     assert "property 'pause_continues_per_turn' broken at run time" in run.stderr
+
+
+def test_a_streak_counted_past_a_break_is_refused_by_the_runtime_at_the_step_the_checker_marks(tmp_path: Path) -> None:
+    reasons, shown, run = counterexample(tmp_path, overloads_counted_in_total)
+    assert reasons[shown] == "overloaded_backoff" and "overloaded_backoff" in reasons[: shown - 1]
+    assert run.all_reasons == [*reasons[:shown], "internal_error"], run.stderr
+    assert "property 'overloads_in_a_row' broken at run time" in run.stderr
+
+
+def test_a_run_that_falls_back_replays_on_the_fallback_model_its_scenario_declares(tmp_path: Path) -> None:
+    reasons, shown, run = counterexample(tmp_path, one_fallback_hop_and_two_requests_per_turn)
+    switched = reasons.index("unavailable_model_fallback")
+    assert switched < shown and reasons[-1] == "model_unavailable_surfaced", reasons
+    scenario = yaml.safe_load((tmp_path / "counterexamples" / "query_loop-1.yaml").read_text(encoding="utf-8"))
+    assert scenario["fallback_models"] == ["mock-fallback-1"]
+    assert set(scenario["models"]) == {"mock-primary", "mock-fallback-1"}
+    # the 404 it switches on, then the retry after the broken stream and the last 404 on the fallback model
+    assert run.all_reasons == reasons, run.stderr
+    assert run.result["is_error"] and "mock-fallback-1" in run.result["result"], run.result
+
+
+def test_a_run_stays_on_its_fallback_model_for_the_retry_and_the_next_turn(tmp_path: Path) -> None:
+    spec = load_machine(str(SHIPPED)).spec
+    order = (("model_fallback", "unavailable_model_fallback"), ("api_retry",), ("next_turn",))
+
+    def step(seen: int, s: PlannedStep) -> int:
+        return seen + 1 if seen < len(order) and s.reason in order[seen] else seen
+
+    replayer = ScenarioReplayer()
+    found = shortest_run(
+        spec, params=spec.param_defaults, start=0, step=step, shown=lambda v: v == 3, realiser=replayer.realiser(spec)
+    )
+    assert isinstance(found, PlannedPath), found
+    example = Counterexample(finding=Finding(check="figure", message="a run past a fallback"), shows="", run=found)
+    scenario = replayer.write(spec, example, tmp_path / "later")
+    run = run_cli(["-p", "replay", "--scenario", str(scenario)], api=None, cwd=tmp_path)
+    assert run.all_reasons == list(found.reasons), run.stderr
+    models = [m["message"]["model"] for m in run.of("assistant") if "message" in m]
+    assert models and set(models) == {"mock-fallback-1"}, models
 
 
 def test_a_machine_file_that_does_not_load_is_a_one_line_error_and_nothing_runs(tmp_path: Path) -> None:

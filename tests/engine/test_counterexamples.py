@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from queryloop.frontends.cli import main
-from queryloop.fsm.check import check_spec
+from queryloop.fsm.check import Finding, check_spec
 from queryloop.fsm.counterexample import UNROLL, Counterexample, counterexamples, format_counterexample
 from queryloop.fsm.load import load_machine
-from queryloop.fsm.paths import plan_paths
+from queryloop.fsm.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
 from queryloop.fsm.spec import MachineSpec
 from queryloop.mockapi.replay import PLAIN_GUARDS, SCRIPT_BY_EVENT, ScenarioReplayer, scenario_of
 from queryloop.mockapi.scenario import load_scenario, parse_scenario
@@ -72,6 +72,71 @@ def test_an_at_most_property_broken_shows_its_edge_taken_once_too_often_in_a_tur
     assert shown.count("pause_turn_continue") == 2 and shown[-1] == "pause_turn_continue"
 
 
+def test_a_streak_a_break_does_not_reset_is_shown_counted_again_after_the_break(tmp_path: Path) -> None:
+    def overloads_counted_in_total(document: dict[str, Any]) -> None:
+        del document["counters"]["overload_streak"]["streak_of"]
+
+    example = only(mutated(tmp_path, overloads_counted_in_total), "property")
+    assert example.run is not None and example.replayable and not example.why
+    shown = example.run.steps[: example.run.taken_at + 1]
+    counts = [i for i, s in enumerate(shown) if s.transition.counter == "overload_streak"]
+    assert len(counts) >= 2 and counts[-1] == len(shown) - 1, example.reasons
+    between = shown[counts[-2] + 1 : counts[-1]]
+    breaks = [s for s in between if s.source == "calling_model" and s.event != "overloaded"]
+    assert breaks, "a streak-breaking outcome of the attempt between the two counts"
+    assert shown[-1].counters["overload_streak"] >= 1, "the break left the counter above 0"
+    parse_scenario(yaml.safe_dump(scenario_of(load_machine(str(tmp_path / "mutant.yaml")).spec, example, name="s")))
+
+
+def test_a_streak_only_an_unscripted_success_resets_still_gets_its_run(tmp_path: Path) -> None:
+    """No scenario passes the auto-compact threshold: the abstract run is printed, with the step no scenario plays."""
+
+    def failures_counted_in_total(document: dict[str, Any]) -> None:
+        del document["counters"]["auto_compact_failures"]["consecutive"]
+
+    example = only(mutated(tmp_path, failures_counted_in_total), "property")
+    assert example.run is not None and not example.replayable
+    shown = example.run.reasons[: example.run.taken_at + 1]
+    assert shown[-1] == "auto_compact_start" and "auto_compact_succeeded" in shown
+    assert "needs a transcript past the auto-compact threshold" in example.why
+
+
+def test_a_streak_reset_by_an_edge_outside_broken_by_is_shown_reset_mid_streak(tmp_path: Path) -> None:
+    def only_auto_compaction_succeeds(document: dict[str, Any]) -> None:
+        streak = document["properties"]["compaction_failures_until_success"]["in_a_row"]
+        streak["broken_by"] = ["auto_compact_succeeded"]
+
+    example = only(mutated(tmp_path, only_auto_compaction_succeeds), "property")
+    assert example.run is not None
+    shown = example.run.steps[: example.run.taken_at + 1]
+    assert shown[-1].reason == "reactive_compact_succeeded" and shown[-1].counters["auto_compact_failures"] > 0
+
+
+def test_a_figure_above_its_max_per_run_is_shown_counted_across_turns(tmp_path: Path) -> None:
+    def one_tool_turn_per_run(document: dict[str, Any]) -> None:
+        document["figures"]["tool_turns"]["max_per_run"] = 1
+
+    example = only(mutated(tmp_path, one_tool_turn_per_run), "figure")
+    assert example.run is not None and example.replayable and not example.why
+    assert example.shows == "tool_turns reaches 2 in one run"
+    shown = example.run.steps[: example.run.taken_at + 1]
+    assert sum(s.dest == "running_tools" for s in shown) == 2 and shown[-1].dest == "running_tools"
+    assert any(s.transition.progress for s in shown), "a new turn between them: a bound per run does not restart"
+
+
+def test_a_figure_per_run_at_a_set_max_turns_replays_at_it(tmp_path: Path) -> None:
+    def one_turn_fewer(document: dict[str, Any]) -> None:
+        document["figures"]["tool_turns"]["max_per_run"] = "max_turns - 1"
+
+    spec = mutated(tmp_path, one_turn_fewer)
+    report = check_spec(spec, {"max_turns": 2}, explore=False)
+    (example,) = [c for c in counterexamples(spec, report, replayer=ScenarioReplayer()) if c.finding.check == "figure"]
+    assert example.run is not None and example.replayable, example.why
+    assert example.run.reasons[-1] == "max_turns_reached"
+    scenario = load_scenario(ScenarioReplayer().write(spec, example, tmp_path / "turns"))
+    assert scenario.cli["max_turns"] == 2
+
+
 def _edge_of(document: dict[str, Any], reason: str) -> dict[str, Any]:
     found = [t for t in document["transitions"] if t.get("reason") == reason]
     assert len(found) == 1, reason
@@ -90,8 +155,8 @@ def test_a_reply_that_keeps_its_retries_is_shown_after_a_stream_fallback(tmp_pat
     assert [s.reason for s in shown[-2:]] == ["stream_fallback", "reply_received"]
 
 
-def test_a_fallback_without_its_guard_is_shown_taken_in_a_plain_run(tmp_path: Path) -> None:
-    """A plain offline run has no fallback model: taking the fallback there is the defect, and it replays."""
+def test_a_fallback_without_its_guard_is_shown_taken_where_the_guard_is_not_read(tmp_path: Path) -> None:
+    """The edge is taken without reading fallback_available; the run declares the model it switches to, and replays."""
 
     def unguarded_fallback(document: dict[str, Any]) -> None:
         del _edge_of(document, "model_fallback")["guards"]
@@ -128,20 +193,67 @@ def test_every_scripted_answer_is_a_step_the_server_reads() -> None:
     assert len(scenario.models["m"].steps) == len(steps)
 
 
-def test_a_run_that_needs_a_fallback_model_is_not_written_and_says_which_step() -> None:
+def test_a_run_that_needs_a_fallback_model_is_written_with_the_chain_it_needs(tmp_path: Path) -> None:
     spec = load_machine(str(SHIPPED)).spec
-    plan = plan_paths(spec, targets=[("calling_model", "model_fallback")])
-    run = plan.paths[("calling_model", "model_fallback")]
-    report = check_spec(spec, explore=False)
-    example = Counterexample(finding=next(iter(report.findings), None) or _finding(), shows="x", run=run)
-    with pytest.raises(ValueError, match=r"step \d+ \(model_fallback\): guard 'fallback_available' must be True"):
-        scenario_of(spec, example, name="fallback")
+    replayer = ScenarioReplayer()
+    target = ("calling_model", "model_fallback")
+    plan = plan_paths(spec, params=spec.param_defaults, targets=[target], realiser=replayer.realiser(spec))
+    run = plan.paths[target]
+    assert run.steps[run.taken_at].guards == {"fallback_available": True}
+    example = Counterexample(finding=Finding(check="figure", message="a finding"), shows="x", run=run)
+    scenario = load_scenario(replayer.write(spec, example, tmp_path / "fallback"))
+    assert scenario.fallback_models == ("mock-fallback-1",)
+    # the primary answers every attempt up to the switch (the 529 it switches on included); the fallback the rest
+    before = sum(s.event in ("overloaded", "model_unavailable") for s in run.steps[: run.taken_at + 1])
+    assert len(scenario.models["mock-primary"].steps) == before
+    after = [s for s in run.steps[run.taken_at + 1 :] if SCRIPT_BY_EVENT[s.event].kind in ("answer", "shape")]
+    assert len(scenario.models["mock-fallback-1"].steps) == len(after)
+    assert [s.note for s in run.steps[run.taken_at + 1 :] if s.note] == ["mock-fallback-1"] * len(after)
 
 
-def _finding() -> Any:
-    from queryloop.fsm.check import Finding
+def test_a_run_stays_on_the_fallback_model_for_its_later_turns() -> None:
+    """After the switch every request goes to the fallback model (as the handlers keep it): a retry, the next turn."""
+    spec = load_machine(str(SHIPPED)).spec
+    run = switch_then_retry_then_next_turn(spec)
+    example = Counterexample(finding=Finding(check="figure", message="a finding"), shows="x", run=run)
+    document = scenario_of(spec, example, name="later")
+    parse_scenario(yaml.safe_dump(document))
+    switched = next(i for i, s in enumerate(run.steps) if s.reason in SWITCHES)
+    assert "api_retry" in run.reasons[switched:] and "next_turn" in run.reasons[switched:]
+    answered = [i for i, s in enumerate(run.steps) if SCRIPT_BY_EVENT[s.event].kind in ("answer", "shape")]
+    assert document["fallback_models"] == ["mock-fallback-1"]
+    assert len(document["models"]["mock-primary"]) == sum(i <= switched for i in answered)
+    assert len(document["models"]["mock-fallback-1"]) == sum(i > switched for i in answered)
+    later = [run.steps[i].note for i in answered if i > switched]
+    assert later and set(later) == {"mock-fallback-1"}, "a retry and the next turn go to the fallback model"
 
-    return Finding(check="figure", message="a finding")
+
+def test_a_fallback_after_the_run_found_none_left_is_not_written() -> None:
+    spec = load_machine(str(SHIPPED)).spec
+    replayer = ScenarioReplayer()
+    realiser = replayer.realiser(spec)
+    targets = [("calling_model", "overloaded_no_fallback_backoff"), ("calling_model", "model_fallback")]
+    plan = plan_paths(spec, params=spec.param_defaults, targets=targets, realiser=realiser)
+    no_left, switch = (plan.paths[t] for t in targets)
+    steps = [*no_left.steps[: no_left.taken_at + 1], *switch.steps[switch.taken_at :]]
+    why = replayer.unscriptable(spec, steps)
+    assert why is not None and "(model_fallback): guard 'fallback_available' must be True, but an earlier" in why
+
+
+SWITCHES = ("model_fallback", "unavailable_model_fallback")
+
+
+def switch_then_retry_then_next_turn(spec: MachineSpec) -> PlannedPath:
+    """The shortest scripted run that switches to a fallback model, then retries, then starts a tool turn."""
+    order = (SWITCHES, ("api_retry",), ("next_turn",))
+
+    def step(seen: int, s: PlannedStep) -> int:
+        return seen + 1 if seen < len(order) and s.reason in order[seen] else seen
+
+    realiser = ScenarioReplayer().realiser(spec)
+    run = shortest_run(spec, params=spec.param_defaults, start=0, step=step, shown=lambda v: v == 3, realiser=realiser)
+    assert isinstance(run, PlannedPath), run
+    return run
 
 
 def test_the_writer_writes_one_scripted_answer_per_request_of_the_run(
