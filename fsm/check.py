@@ -26,6 +26,7 @@ Does not import the runtime; findings carry a counterexample trace where one exi
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import threading
 import time
@@ -816,27 +817,37 @@ def _worst_case(
     spec: MachineSpec, configs: list[_Config], succ: list[list[tuple[int, str]]], order: list[int], starts: set[int]
 ) -> dict[str, int]:
     """Longest path (in effect invocations) from a segment start over the acyclic product, per
-    declared figure (a sum over several effects) and per effect."""
+    declared figure (a sum over several effects) and per effect.
+
+    One pass for every figure: a configuration's worst cases are one tuple, a lane per
+    distinct set of effects, combined lane-wise (``map``) from its successors' tuples, so a
+    configuration that adds nothing and has one successor shares that successor's tuple."""
     effect_of = {s.name: s.effect for s in spec.states if s.effect}
     figures: dict[str, frozenset[str]] = {name: frozenset(effects) for name, effects in spec.figures.items()}
     for effect in dict.fromkeys(effect_of.values()):
         assert effect is not None
         figures.setdefault(effect, frozenset({effect}))
-    worst: dict[str, int] = {}
-    done: dict[frozenset[str], int] = {}  # figures of the same effects (a figure of one effect is its own): once
-    targets = [list({t for t, _ in edges}) for edges in succ]
-    for name, effects in figures.items():
-        if effects in done:
-            worst[name] = done[effects]
-            continue
-        weight = [1 if effect_of.get(state) in effects else 0 for state, _ in configs]
-        best = [0] * len(configs)
-        get = best.__getitem__
-        for node in reversed(order):
-            ts = targets[node]
-            best[node] = weight[node] + max(map(get, ts)) if ts else weight[node]
-        worst[name] = done[effects] = max((best[s] for s in starts), default=0)
-    return worst
+    lanes = list(dict.fromkeys(figures.values()))  # figures of the same effects share a lane
+    nothing = (0,) * len(lanes)
+    weights: dict[str, tuple[int, ...] | None] = {}  # per state; None: it adds nothing to any figure
+    for state in spec.state_map:
+        lane = tuple(1 if effect_of.get(state) in effects else 0 for effects in lanes)
+        weights[state] = lane if any(lane) else None
+    adds = [weights[state] for state, _ in configs]
+    best: list[tuple[int, ...]] = [nothing] * len(configs)
+    for node in reversed(order):
+        edges = succ[node]
+        if not edges:
+            found = nothing
+        elif len(edges) == 1:
+            found = best[edges[0][0]]
+        else:
+            found = tuple(map(max, *[best[t] for t, _ in edges]))
+        w = adds[node]
+        best[node] = found if w is None else tuple(map(operator.add, w, found))
+    tops = [best[s] for s in starts]
+    top = nothing if not tops else tops[0] if len(tops) == 1 else tuple(map(max, *tops))
+    return {name: top[lanes.index(effects)] for name, effects in figures.items()}
 
 
 def _why_dead(

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from queryloop.handlers.messages import ledger_problem
 from queryloop.mockapi.background import ServerThread
@@ -133,3 +137,48 @@ def live_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             found.append(int(entry.name))
     return found
+
+
+def wait_for(path: Path, seconds: float = 20) -> str:
+    """The text of ``path`` once it exists (polled, no fixed sleep)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            return path.read_text()
+        time.sleep(0.01)
+    raise AssertionError(f"{path.name} never appeared")
+
+
+@attrs.frozen
+class Signalled:
+    """A CLI run signalled once a process group it started was running: how it ended, and that group."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    pgid: int
+
+
+def signal_when_running(
+    cmd: list[str], api: MockApi, pgid_file: Path, signum: signal.Signals = signal.SIGINT, **env: str
+) -> Signalled:
+    """Run ``cmd`` (the CLI) against ``api``; once ``pgid_file`` names a running group, send ``signum``."""
+    pipes: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    proc = subprocess.Popen(cmd, text=True, env=cli_env(api, **env), cwd=ROOT, **pipes)
+    try:
+        pgid = int(wait_for(pgid_file))
+        assert live_members(pgid), f"the group in {pgid_file.name} is running"
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    return Signalled(returncode=proc.returncode, stdout=stdout, stderr=stderr, pgid=pgid)
+
+
+def assert_group_gone(pgid: int, what: str) -> None:
+    """Within 5 s, no process of group ``pgid`` runs (``what``: whose group, for the message)."""
+    deadline = time.monotonic() + 5
+    while live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert live_members(pgid) == [], f"a process of {what} survived"

@@ -4,14 +4,13 @@ real SDK against the embedded server."""
 from __future__ import annotations
 
 import json
-import signal
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .harness import ROOT, MockApi, cli_env, live_members, run_cli
+from .harness import MockApi, assert_group_gone, run_cli, signal_when_running
 from .test_request_layer import scenario
 
 SIDE_EFFECT = '{tool_use: {name: Bash, input: {command: "echo ran >> side_effect.log"}}}'
@@ -261,33 +260,11 @@ def test_ctrl_c_during_a_pre_tool_use_hook_kills_the_hooks_process_group_and_the
     with MockApi(text) as api:
         cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path)]
         cmd += ["--permission-mode", "bypassPermissions", "-p", "go", "--model", "mock-primary", "--settings", hooks]
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=cli_env(api),
-            cwd=ROOT,
-        )
-        try:
-            deadline = time.monotonic() + 20
-            while not (tmp_path / "pgid").exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            pgid = int((tmp_path / "pgid").read_text())
-            assert live_members(pgid), "the hook is running"
-            proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=20)
-        finally:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
-    result = json.loads(stdout.splitlines()[-1])
-    assert result["type"] == "result" and result["is_error"] is True, stdout
-    deadline = time.monotonic() + 5
-    while live_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert live_members(pgid) == [], "a process of the hook's group survived Ctrl-C"
+        run = signal_when_running(cmd, api, tmp_path / "pgid")
+    assert run.returncode == 130, run.stderr
+    result = json.loads(run.stdout.splitlines()[-1])
+    assert result["type"] == "result" and result["is_error"] is True, run.stdout
+    assert_group_gone(run.pgid, "the hook's group after Ctrl-C")
     assert not (tmp_path / "late.txt").exists()
     assert not (tmp_path / "side_effect.log").exists()
     assert len(api.requests) == 1
@@ -369,7 +346,6 @@ def test_a_pre_compact_hook_can_block_a_compaction(tmp_path: Path) -> None:
 def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: Path) -> None:
     import os
     import select
-    import subprocess
     import sys
 
     from .harness import ROOT, cli_env

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, MockApi, cli_env, live_members, run_cli
+from .harness import MockApi, assert_group_gone, run_cli, signal_when_running
 from .test_request_layer import scenario
 
 # bash records its pid (its process group: Bash runs in a new session) atomically, then sleeps.
@@ -27,15 +25,6 @@ SLEEPER = scenario(f"""  mock-primary:
 """)
 
 
-def wait_for(path: Path, seconds: float = 20) -> str:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if path.exists():
-            return path.read_text()
-        time.sleep(0.01)
-    raise AssertionError(f"{path.name} never appeared")
-
-
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_during_a_bash_call_prints_an_aborted_result_kills_the_group_and_exits_128_plus_n(
     tmp_path: Path, signum: signal.Signals, code: int
@@ -43,31 +32,12 @@ def test_a_signal_during_a_bash_call_prints_an_aborted_result_kills_the_group_an
     with MockApi(SLEEPER) as api:
         cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path)]
         cmd += ["--permission-mode", "bypassPermissions", "-p", "sleep", "--model", "mock-primary"]
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=cli_env(api),
-            cwd=ROOT,
-        )
-        try:
-            pgid = int(wait_for(tmp_path / "pgid"))
-            assert live_members(pgid), "the command is running"
-            proc.send_signal(signum)
-            stdout, stderr = proc.communicate(timeout=20)
-        finally:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == code, stderr
-    result = json.loads(stdout.splitlines()[-1])
-    assert result["type"] == "result" and result["is_error"] is True, stdout
+        run = signal_when_running(cmd, api, tmp_path / "pgid", signum)
+    assert run.returncode == code, run.stderr
+    result = json.loads(run.stdout.splitlines()[-1])
+    assert result["type"] == "result" and result["is_error"] is True, run.stdout
     assert result["terminal_reason"] == "aborted_tools"
-    deadline = time.monotonic() + 5
-    while live_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert live_members(pgid) == [], "a process of the Bash call's group survived"
+    assert_group_gone(run.pgid, "the Bash call's group")
     assert not (tmp_path / "late.txt").exists()
     assert len(api.requests) == 1
 
@@ -87,19 +57,11 @@ def test_an_interrupted_resumed_prompt_shows_results_for_its_own_calls_only(tmp_
         cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--verbose", "--cwd", str(tmp_path)]
         cmd += ["--permission-mode", "bypassPermissions", "--model", "mock-primary"]
         cmd += ["--resume", first.result["session_id"], "-p", "sleep"]
-        pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        proc = subprocess.Popen(cmd, text=True, env=cli_env(api, **home), cwd=ROOT, **pipes)
-        try:
-            wait_for(tmp_path / "pgid")
-            proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=20)
-        finally:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+        run = signal_when_running(cmd, api, tmp_path / "pgid", **home)
+    assert run.returncode == 130, run.stderr
     if fmt == "text":
-        assert stderr.count("(synthetic)") == 1, stderr
+        assert run.stderr.count("(synthetic)") == 1, run.stderr
     else:
-        lines = [json.loads(line) for line in stdout.splitlines()]
+        lines = [json.loads(line) for line in run.stdout.splitlines()]
         results = [b["tool_use_id"] for line in lines if line["type"] == "user" for b in line["message"]["content"]]
         assert results == ["toolu_now"]
