@@ -484,13 +484,16 @@ class _BashCall:
     def _refused_read(self) -> PermissionDecision | None:
         """A read-only command naming a file a Read deny rule covers is denied (and listed, as Claude Code does)."""
         denied = read_denied(self.rules, cwd=self.ctx.cwd, home=self.ctx.home)
-        named: list[tuple[str, str]] = [(path, "a redirection") for path in self.shell.reads]
+        # who names each path: a redirection (None) or a command, whose text is written out only for
+        # the path denied (a line of 20 000 operands would otherwise join its text 20 000 times)
+        named: list[tuple[str, SimpleCommand | None]] = [(path, None) for path in self.shell.reads]
         for command in self.shell.commands:
             reading = read_only_operands(command)
-            named.extend((path, repr(command.text)) for path in (reading.paths if reading else command.reads))
+            named.extend((path, command) for path in (reading.paths if reading else command.reads))
         for path, by in named:
             if denied(self._path(path)):
-                why = f"Bash reads {path!r}, which a Read deny rule covers ({by})"
+                who = "a redirection" if by is None else repr(by.text)
+                why = f"Bash reads {path!r}, which a Read deny rule covers ({who})"
                 return PermissionDecision(behavior="deny", rule=None, reason=why)
         return None
 
