@@ -14,6 +14,7 @@ SCHEMA_VERSION = 1
 """The machine format this engine reads; a file declares it as ``schema_version``."""
 
 _NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}
+_NAMES = {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1}  # a non-empty list of distinct names
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # absolute (pkg.module.attr) or relative to the machine's `package` (.module.attr)
 _DOTTED = {"type": "string", "pattern": rf"^(\.{_IDENT}(\.{_IDENT})*|{_IDENT}(\.{_IDENT})+)$"}
@@ -127,7 +128,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "required": ["count", "per", "max"],
                         "additionalProperties": False,
                         "properties": {
-                            "count": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "count": _NAMES,
                             "per": {"enum": ["request", "turn", "run"]},
                             "max": _LIMIT,
                         },
@@ -138,7 +139,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "properties": {
                             "counter": _NAME,
-                            "broken_by": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "broken_by": _NAMES,
                         },
                     },
                     "resets": {
@@ -146,8 +147,8 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "required": ["after", "counters"],
                         "additionalProperties": False,
                         "properties": {
-                            "after": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
-                            "counters": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "after": _NAMES,
+                            "counters": _NAMES,
                         },
                     },
                     "guarded": {
@@ -155,7 +156,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "required": ["edges", "by"],
                         "additionalProperties": False,
                         "properties": {
-                            "edges": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                            "edges": _NAMES,
                             "by": _NAME,
                         },
                     },
@@ -194,7 +195,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                     "cap_offset": {"type": "integer"},
                     "scope": {"enum": ["request", "turn", "session"]},
                     "consecutive": {"type": "array", "items": _NAME, "uniqueItems": True},
-                    "streak_of": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                    "streak_of": _NAMES,
                     "doc": _DOC,
                 },
             },
@@ -210,7 +211,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                     "doc": _DOC,
                     "layer": {"type": "string"},
                     "effect": _DOTTED,
-                    "emits": {"type": "array", "items": _NAME, "uniqueItems": True, "minItems": 1},
+                    "emits": _NAMES,
                     "exit": _DOTTED,
                     "terminal": {"type": "boolean"},
                     "result": {"type": "object"},
