@@ -9,6 +9,7 @@ imports no layer: every layer may use it, it uses none of them.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -107,6 +108,41 @@ class _ResultIndex:
         return positions.get(tool_use_id)
 
 
+class _CallIndex:
+    """Every tool_use block of one append-only store, oldest first: ``(position, id, name)``,
+    extended as it is asked; and, per set of tool names asked about, how many of the calls
+    up to each one are of those tools."""
+
+    __slots__ = ("_counts", "_indexed", "calls")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, str, str]] = []
+        self._indexed = 0  # store entries looked at so far
+        self._counts: dict[frozenset[str], list[int]] = {}
+
+    def extend(self, store: list[tuple[Message, bool, int, int]]) -> list[tuple[int, str, str]]:
+        calls = self.calls
+        for index in range(self._indexed, len(store)):
+            message = store[index][0]
+            content = message.get("content")
+            if message.get("role") == "assistant" and isinstance(content, list):
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        calls.append((index, str(block.get("id")), str(block.get("name"))))
+        self._indexed = len(store)
+        return calls
+
+    def counts(self, store: list[tuple[Message, bool, int, int]], names: frozenset[str]) -> list[int]:
+        """``counts[k]``: how many of the first ``k + 1`` calls are of ``names``."""
+        calls = self.extend(store)
+        counts = self._counts.setdefault(names, [])
+        total = counts[-1] if counts else 0
+        for _, _, name in calls[len(counts) :]:
+            total += name in names
+            counts.append(total)
+        return counts
+
+
 class _Store:
     """The shared, append-only storage behind views: entries, and every message's compact JSON.
 
@@ -117,12 +153,13 @@ class _Store:
     from it without serialising the history again.
     """
 
-    __slots__ = ("__weakref__", "encoded", "entries", "results")
+    __slots__ = ("__weakref__", "calls", "encoded", "entries", "results")
 
     def __init__(self, entries: list[tuple[Message, bool, int, int]], encoded: bytearray) -> None:
         self.entries = entries
         self.encoded = encoded
         self.results = _ResultIndex()  # where each tool_result sits (built as it is asked)
+        self.calls = _CallIndex()  # every tool_use (built as it is asked)
 
     def prefix(self, length: int) -> _Store:
         """A new store holding the first ``length`` entries (a branch starts from it)."""
@@ -214,6 +251,32 @@ class MessageView:
         store = self._store
         position = store.results.position(store.entries, tool_use_id)
         return position is not None and position < self._length
+
+    def tool_calls(self) -> list[tuple[int, str, str]]:
+        """Every tool_use of the view, oldest first: ``(message index, id, tool name)`` (O(1)
+        amortised per message appended, and a copy of the list)."""
+        store = self._store
+        calls = store.calls.extend(store.entries)
+        return calls[: bisect.bisect_left(calls, (self._length,))]
+
+    def count_calls(self, names: frozenset[str]) -> int:
+        """How many tool_use blocks of the view call one of ``names`` (O(log n) once indexed)."""
+        store = self._store
+        counts = store.calls.counts(store.entries, names)
+        within = bisect.bisect_left(store.calls.calls, (self._length,))
+        return counts[within - 1] if within else 0
+
+    def result_position(self, tool_use_id: str) -> int | None:
+        """The index of the message holding the tool_result of ``tool_use_id``, if the view holds it."""
+        store = self._store
+        position = store.results.position(store.entries, tool_use_id)
+        return position if position is not None and position < self._length else None
+
+    def tokens_before(self, index: int) -> int:
+        """The local token estimate of the messages before ``index``, in O(1)."""
+        if not 0 <= index <= self._length:
+            raise IndexError(f"message index {index} out of range for a view of {self._length} messages")
+        return self._store.entries[index - 1][2] if index else 0
 
     def last(self) -> Message | None:
         return self._store.entries[self._length - 1][0] if self._length else None

@@ -39,8 +39,10 @@ if TYPE_CHECKING:
     from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
     from .measuring import (
         can_compact,
+        clear_old_tool_results,
         effective_window,
         measure_context,
+        old_results_clearable,
         record_count_tokens_offer,
         record_measurement,
         refill_thrashing,
@@ -86,8 +88,10 @@ else:
             ),
             ".measuring": (
                 "can_compact",
+                "clear_old_tool_results",
                 "effective_window",
                 "measure_context",
+                "old_results_clearable",
                 "record_count_tokens_offer",
                 "record_measurement",
                 "refill_thrashing",
@@ -114,6 +118,7 @@ __all__ = [
     "can_compact",
     "can_drop_oldest_group",
     "can_keep_more_rounds",
+    "clear_old_tool_results",
     "commit_staged_collapses",
     "compact_transcript",
     "drop_oldest_group",
@@ -124,6 +129,7 @@ __all__ = [
     "note_compaction_failure",
     "note_summary_failure",
     "nothing_older_to_summarise",
+    "old_results_clearable",
     "plan_compaction",
     "plan_manual_compaction",
     "plan_reactive_compaction",

@@ -24,7 +24,7 @@ from ..request.services.client import ModelFailure, RequestLog
 from ..session import SessionData
 from ..tools.data import ToolsData
 from ..tools.services.base import ToolContext
-from .services.compaction import CompactBoundary, CompactionPlan, StagedCollapse
+from .services.compaction import Clearing, CompactBoundary, CompactionPlan, StagedCollapse
 
 __all__ = [
     "Compacted",
@@ -47,6 +47,8 @@ class ContextData:
     overhead: int = 0  # the estimate of the system prompt and tool definitions (fixed for a run)
     count_tokens_offered: bool = True  # False once the server refused count_tokens for good
     staged: tuple[StagedCollapse, ...] = ()  # large old tool results that can be collapsed at no API cost
+    microcompact: bool = True  # clear old tool results below the threshold when that frees enough
+    clearable_calls_seen: int = 0  # calls of the clearable tools in the history when old results were last looked for
     plan: CompactionPlan | None = None  # the compaction in progress (older part shrinks on head truncation)
     dropped_messages: int = 0  # messages dropped unsummarised by head truncation in this compaction
     compaction_turns: tuple[int, ...] = ()  # the turn of every successful compaction
@@ -99,6 +101,10 @@ class Measured:
     estimate: int
     staged: tuple[StagedCollapse, ...]
     count_tokens_offered: bool
+    clearing: Clearing | None = None
+    """Old tool results worth clearing (``within_threshold`` only; the ``microcompact`` edge's guard)."""
+    clearable_calls: int | None = None
+    """How many calls of the clearable tools the history held when they were looked for; ``None`` when they were not."""
 
 
 @attrs.frozen(kw_only=True, slots=True)

@@ -18,7 +18,8 @@ import itertools
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..outcome import with_outcome
+from ..messages import MessageView
+from ..outcome import evolved, with_outcome
 from ..request.services.backends import ModelCall
 from ..request.services.pricing import model_info
 from .data import C, ContextData, ContextServices, Measured, with_context
@@ -28,9 +29,11 @@ __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "RAPID_TURNS",
     "can_compact",
+    "clear_old_tool_results",
     "effective_window",
     "estimate_of",
     "measure_context",
+    "old_results_clearable",
     "record_count_tokens_offer",
     "record_measurement",
     "refill_thrashing",
@@ -93,8 +96,35 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
         offered = counted.offered
         if counted.tokens is not None:
             estimate = counted.tokens
-    name = "over_threshold" if estimate > threshold else "within_threshold"
-    return Event(name=name, data=Measured(estimate=estimate, staged=staged, count_tokens_offered=offered))
+    if estimate > threshold:
+        measured = Measured(estimate=estimate, staged=staged, count_tokens_offered=offered)
+        return Event(name="over_threshold", data=measured)
+    clearing, calls = _old_results(run)
+    return Event(
+        name="within_threshold",
+        data=Measured(
+            estimate=estimate,
+            staged=staged,
+            count_tokens_offered=offered,
+            clearing=clearing,
+            clearable_calls=calls,
+        ),
+    )
+
+
+def _old_results(run: RunState[C]) -> tuple[compaction.Clearing | None, int | None]:
+    """The old tool results worth clearing, and how many calls of the clearable tools the
+    history holds if they were looked for: only when the history could free enough, and
+    again only once that number changed (a clearing pays more only as calls age out)."""
+    context = run.data.context
+    messages = run.data.messages
+    if not context.microcompact or messages.tokens < compaction.MICROCOMPACT_MIN_TOKENS:
+        return None, None
+    calls = messages.count_calls(compaction.CLEARABLE_TOOLS)
+    if calls == context.clearable_calls_seen:
+        return None, None
+    clearing = compaction.plan_clearing(messages)
+    return (clearing if clearing.pays else None), calls
 
 
 def record_count_tokens_offer(run: RunState[C], event: Event[Measured | None]) -> C:
@@ -126,11 +156,35 @@ def refill_thrashing(run: RunState[C], event: Event[object]) -> bool:
 
 
 def record_measurement(run: RunState[C], event: Event[Measured]) -> C:
-    """Keep the staged collapses (the estimate itself is recomputed whenever it is needed)."""
+    """Keep the staged collapses and when old results were looked for (the estimate itself is
+    recomputed whenever it is needed)."""
     measured = event.data
-    if measured.staged == run.data.context.staged:
+    context = run.data.context
+    seen = context.clearable_calls_seen if measured.clearable_calls is None else measured.clearable_calls
+    if measured.staged == context.staged and seen == context.clearable_calls_seen:
         return run.data  # the common case: nothing to stage, nothing to record
-    return with_context(run.data, estimate=measured.estimate, staged=measured.staged)
+    return with_context(run.data, estimate=measured.estimate, staged=measured.staged, clearable_calls_seen=seen)
+
+
+def old_results_clearable(run: RunState[C], event: Event[Measured]) -> bool:
+    """Clearing the old results of Read, Bash, Grep, … (all but the newest 4) pays: it frees at least
+    10,000 tokens, and at least what the next request writes to the cache again."""
+    return event.data.clearing is not None
+
+
+def clear_old_tool_results(run: RunState[C], event: Event[Measured]) -> C:
+    """Microcompaction: the old tool results become ``[Old tool result content cleared]``; the
+    history is written to the cache again once, and every later request reads less of it."""
+    clearing = event.data.clearing
+    assert clearing is not None  # the edge's guard
+    data = record_measurement(run, event)
+    messages = data.messages.to_list()
+    cleared = compaction.clear_results(messages, clearing)
+    meta = [data.messages.is_meta(i) for i in range(len(messages))]
+    kept = tuple(s for s in data.context.staged if cleared[s.message_index] is messages[s.message_index])
+    data = with_context(evolved(data, messages=MessageView.of(cleared, meta)), staged=kept)
+    cleared_count, freed = len(clearing.tool_use_ids), clearing.tokens_freed
+    return with_outcome(data, note=f"microcompact: cleared {cleared_count} old tool result(s), ~{freed} tokens freed")
 
 
 @uses(counters=("auto_compact_failures",))

@@ -331,6 +331,12 @@ def _add_context_options(run: argparse.ArgumentParser) -> None:
         "--no-auto-compact", action="store_true", help="never compact (prompt-too-long then surfaces at once)"
     )
     run.add_argument(
+        "--no-microcompact",
+        action="store_true",
+        help="keep old tool results as they were (by default all but the newest 4 results of Read, Bash, Grep, "
+        "Glob, Edit, Write and the web tools are cleared once that frees 10,000 tokens and what it rewrites)",
+    )
+    run.add_argument(
         "--settings", metavar="FILE|JSON", help="settings file or inline JSON, above the user/project/local files"
     )
     run.add_argument(
@@ -577,6 +583,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
             mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
             strict_mcp_config=args.strict_mcp_config,
             auto_compact=not args.no_auto_compact,
+            microcompact=not args.no_microcompact,
             auto_compact_threshold=None if args.auto_compact_threshold is None else args.auto_compact_threshold / 100,
             persist=not args.no_session_persistence,
             sandbox=args.sandbox,

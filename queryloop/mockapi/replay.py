@@ -164,6 +164,7 @@ PLAIN_GUARDS: Mapping[str, bool | None] = {
     "can_compact": None,  # depends on the transcript's size
     "refill_thrashing": False,
     "has_staged_collapses": False,
+    "old_results_clearable": False,  # the scripted calls' results are far from 10,000 tokens
     "can_drop_oldest_group": None,
     "nothing_older_to_summarise": None,
     "can_keep_more_rounds": None,

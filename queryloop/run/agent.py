@@ -317,6 +317,7 @@ def _initial_data(
         ),
         context=ContextData(
             auto_compact=options.auto_compact,
+            microcompact=options.microcompact,
             overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)
             + instructions_tokens(options.instructions),
         ),

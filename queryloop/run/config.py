@@ -108,6 +108,7 @@ class AgentOptions:
     ask_input: Elicit | None = None  # answers an MCP server's request for input no hook answered (the user)
     mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
     auto_compact: bool = True
+    microcompact: bool = True  # clear old tool results once that pays (docs/caching.md)
     auto_compact_threshold: float = defaults.AUTO_COMPACT_THRESHOLD  # of the effective window
     params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
     permission_mode: PermissionMode = "default"
@@ -248,6 +249,7 @@ def resolve_config(
     hooks: HookConfig | None = None,
     env: Mapping[str, str] | None = None,
     auto_compact: bool = True,
+    microcompact: bool = True,
     auto_compact_threshold: float | None = None,
     params: Mapping[str, Any] | None = None,
     persist: bool = True,
@@ -327,6 +329,7 @@ def resolve_config(
             can_use_tool=can_use_tool,
             mcp_servers=servers,
             auto_compact=auto_compact,
+            microcompact=microcompact,
             auto_compact_threshold=_said(auto_compact_threshold, defaults.AUTO_COMPACT_THRESHOLD),
             params=caps,
             permission_mode=permission_mode

@@ -18,12 +18,17 @@ from hypothesis import strategies as st
 
 from queryloop.handlers.context.services import compaction as context_module
 from queryloop.handlers.context.services.compaction import (
+    CLEARED_RESULT,
     COLLAPSE_STUB_PREFIX,
+    MICROCOMPACT_KEEP_RECENT,
+    MICROCOMPACT_MIN_TOKENS,
     SUMMARY_MARKER,
     SUMMARY_PROMPT,
+    Clearing,
     CompactBoundary,
     StagedCollapse,
     api_round_groups,
+    clear_results,
     commit_collapses,
     compacted_messages,
     dominant_part,
@@ -33,6 +38,7 @@ from queryloop.handlers.context.services.compaction import (
     messages_tokens,
     not_compactable_hint,
     not_compactable_hint_from,
+    plan_clearing,
     plan_compaction,
     regenerate_attachments,
     request_overhead_tokens,
@@ -40,6 +46,7 @@ from queryloop.handlers.context.services.compaction import (
     stage_collapses,
     summary_request_messages,
 )
+from queryloop.handlers.messages import MessageView
 from queryloop.mockapi.server import estimate_input_tokens
 
 Message = dict[str, Any]
@@ -511,3 +518,83 @@ def test_hint_from_running_totals_matches_the_hint_from_the_request() -> None:
 def test_module_exports_a_sorted_all_of_existing_names() -> None:
     assert context_module.__all__ == sorted(context_module.__all__)
     assert all(hasattr(context_module, name) for name in context_module.__all__)
+
+
+# --------------------------------------------------------------------------- microcompaction
+
+
+def test_clearing_takes_the_old_results_of_the_clearable_tools_and_keeps_the_newest_four() -> None:
+    messages = [user("go")]
+    for n in range(7):
+        messages += tool_round(f"r{n}", "x" * 8000, name="Read", file_path=f"f{n}.py")
+        messages += tool_round(f"m{n}", "y" * 8000, name="mcp__notes__get")  # not clearable: kept whatever its age
+    view = MessageView.of(messages)
+    clearing = plan_clearing(view)
+    assert MICROCOMPACT_KEEP_RECENT == 4
+    assert clearing.tool_use_ids == {"r0", "r1", "r2"}
+    assert clearing.tokens_freed == 3 * 2000
+    first = 2  # the message holding r0's result: everything from it on is written to the cache again
+    assert clearing.tokens_rewritten == view.tokens - messages_tokens(messages[:first]) - 3 * 2000
+
+
+def test_a_branch_of_a_history_sees_only_its_own_calls() -> None:
+    messages = [user("go")]
+    for n in range(8):
+        messages += tool_round(f"b{n}", "z" * 4000)
+    longer = MessageView.of(messages)
+    shorter = MessageView.of(messages[:9])  # the prompt and four rounds
+    assert [c[1] for c in longer.tool_calls()] == [f"b{n}" for n in range(8)]
+    assert plan_clearing(shorter).tool_use_ids == frozenset()
+    branch = shorter.append(assistant(tool_use("other", "Bash")))  # a branch off the same history
+    assert [c[1] for c in branch.tool_calls()] == [*(f"b{n}" for n in range(4)), "other"]
+    assert plan_clearing(longer).tool_use_ids == {"b0", "b1", "b2", "b3"}
+    bash, read = frozenset({"Bash"}), frozenset({"Read"})
+    assert [longer.count_calls(bash), shorter.count_calls(bash), branch.count_calls(bash)] == [8, 4, 5]
+    assert longer.count_calls(read) == 0 and MessageView().count_calls(bash) == 0
+
+
+def test_a_clearing_pays_once_it_frees_the_minimum_and_what_it_makes_the_next_request_write_again() -> None:
+    assert MICROCOMPACT_MIN_TOKENS == 10_000
+    assert Clearing(tool_use_ids=frozenset(), tokens_freed=12_000, tokens_rewritten=11_000).pays
+    assert not Clearing(tool_use_ids=frozenset(), tokens_freed=12_000, tokens_rewritten=13_000).pays
+    assert not Clearing(tool_use_ids=frozenset(), tokens_freed=9_999, tokens_rewritten=0).pays
+    # two large old results and four small new ones: it pays; six equal ones: the four kept outweigh two cleared
+    large_then_small = [user("go")]
+    for n, size in enumerate([25_000, 25_000, 1000, 1000, 1000, 1000]):
+        large_then_small += tool_round(f"t{n}", "x" * size)
+    assert plan_clearing(MessageView.of(large_then_small)).pays
+    equal = [user("go")]
+    for n in range(6):
+        equal += tool_round(f"t{n}", "x" * 25_000)
+    assert not plan_clearing(MessageView.of(equal)).pays
+
+
+def test_clearing_replaces_contents_keeping_ids_and_error_flags_without_mutating_inputs() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    messages = [
+        user("go"),
+        assistant(tool_use("a", "Read", file_path="x.png")),
+        user([result("a", [text("a picture"), image])]),
+        assistant(tool_use("b", "Bash")),
+        user([result("b", "boom", is_error=True), text("(meta) keep going")]),
+    ]
+    before = copy.deepcopy(messages)
+    cleared = clear_results(messages, Clearing(tool_use_ids=frozenset({"a", "b"}), tokens_freed=2001))
+    assert messages == before
+    assert cleared[2]["content"] == [{**result("a", CLEARED_RESULT)}]
+    assert cleared[4]["content"] == [result("b", CLEARED_RESULT, is_error=True), text("(meta) keep going")]
+    assert cleared[1] is messages[1], "unchanged messages are the same objects"
+    # the image counts 2,000, the text a quarter of its characters
+    assert plan_clearing(MessageView.of(messages), keep_recent=1).tokens_freed == 2000 + 3
+
+
+@given(transcripts())
+@settings(max_examples=60, deadline=None)
+def test_a_clearing_keeps_the_ledger_and_leaves_nothing_more_to_clear(messages: list[Message]) -> None:
+    clearing = plan_clearing(MessageView.of(messages), keep_recent=2)
+    cleared = clear_results(messages, clearing)
+    assert ledger_problems(cleared) == ledger_problems(messages)
+    assert [m["role"] for m in cleared] == [m["role"] for m in messages]
+    assert messages_tokens(cleared) <= messages_tokens(messages)
+    again = plan_clearing(MessageView.of(cleared), keep_recent=2)
+    assert again.tool_use_ids == frozenset() and again.tokens_freed == 0

@@ -271,6 +271,8 @@ class QueryLoopRealiser:
             "retry_after_over_cap": lambda f, v: [f] if f.long_wait == v else [],
             "checkpoint_taken": lambda f, v: [f] if f.write == v else [],
             "agents_running": lambda f, v: [] if v else [f],  # the planned runs start no sub-agent
+            # the planned runs' histories are far from the 10,000 tokens of old results a microcompaction needs
+            "old_results_clearable": lambda f, v: [] if v else [f],
         }
         self.open_caps: dict[str, Callable[[Facts, bool], list[Facts]]] = {"turns": _turns_allow}
         self.effects: dict[str | None, Callable[[Facts], Facts | None]] = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
+from queryloop.handlers.context.services.compaction import CLEARED_RESULT, SUMMARY_MARKER
 from queryloop.mockapi.server import RecordedRequest
 
 from .harness import MockApi, assert_ledger_closed, run_cli
@@ -203,3 +203,65 @@ def test_a_reactive_summary_that_keeps_failing_ends_prompt_too_long_after_its_re
     result = run.result
     assert result["terminal_reason"] == "prompt_too_long" and result["api_error_status"] == 400
     assert "the summary request kept failing" in result["result"] and "503" in result["result"]
+
+
+MICRO = """schema_version: 1
+scenario: microcompact
+model: mock-primary
+models:
+  mock-primary:
+{steps}"""
+
+
+def bash_turns(*sizes: int) -> str:
+    """Tool turns running Bash commands that print ``sizes`` digits, then an answer."""
+    steps = "".join(
+        f'    - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "printf %0{n}d {i}"}}}}}}]}}\n'
+        for i, n in enumerate(sizes)
+    )
+    return MICRO.format(steps=steps + '    - reply: {content: [{text: "done"}]}\n')
+
+
+def results(request: RecordedRequest) -> list[str]:
+    """The content of every tool_result the request sends, in order."""
+    return [
+        str(block["content"])
+        for message in request.messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+def test_old_tool_results_are_cleared_once_that_frees_enough_and_the_newest_four_stay(tmp_path: Path) -> None:
+    # two large old results (~12,500 tokens), then four small ones: clearing the two frees more than the
+    # request after them would write again, so the seventh request sends them cleared
+    text = bash_turns(25_000, 25_000, 1_000, 1_000, 1_000, 1_000)
+    with MockApi(text) as api:
+        run = run_cli(["-p", "print things", "--model", "mock-primary"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.reasons.count("microcompact") == 1
+    before, after = api.requests[-2], api.requests[-1]
+    assert [len(r) for r in results(before)][:2] == [25_000, 25_000], "nothing is cleared before it pays"
+    assert results(after)[:2] == [CLEARED_RESULT, CLEARED_RESULT]
+    assert results(after)[2:] == [f"{i:01000d}" for i in range(2, 6)], "the newest four are sent as they were"
+    assert after.input_tokens < before.input_tokens - 10_000
+    assert_ledger_closed(api.requests)
+    # the transcript holds the cleared history: a resumed session sends it as the last request did
+    answer = MICRO.format(steps='    - reply: {content: [{text: "again"}]}\n')
+    with MockApi(answer) as api2:
+        session = str(run.result["session_id"])
+        again = run_cli(["--resume", session, "-p", "once more", "--model", "mock-primary"], api=api2, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    resumed = api2.requests[0].messages
+    assert resumed[: len(after.messages)] == after.messages, "the cleared history, as the last request sent it"
+    assert results(api2.requests[0])[:2] == [CLEARED_RESULT, CLEARED_RESULT]
+
+
+def test_no_microcompact_keeps_every_tool_result(tmp_path: Path) -> None:
+    text = bash_turns(25_000, 25_000, 1_000, 1_000, 1_000, 1_000)
+    with MockApi(text) as api:
+        run = run_cli(["-p", "print things", "--model", "mock-primary", "--no-microcompact"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "microcompact" not in run.reasons
+    assert CLEARED_RESULT not in results(api.requests[-1])

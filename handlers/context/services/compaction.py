@@ -36,18 +36,24 @@ from typing import Any, Literal
 
 import attrs
 
-from ...messages import Message, compact_json, message_tokens, messages_tokens
+from ...messages import Message, MessageView, compact_json, message_tokens, messages_tokens
 
 __all__ = [
+    "CLEARABLE_TOOLS",
+    "CLEARED_RESULT",
     "COLLAPSE_STUB_PREFIX",
+    "Clearing",
     "CompactBoundary",
     "CompactTrigger",
     "CompactionPlan",
     "DominantPart",
+    "MICROCOMPACT_KEEP_RECENT",
+    "MICROCOMPACT_MIN_TOKENS",
     "SUMMARY_MARKER",
     "SUMMARY_PROMPT",
     "StagedCollapse",
     "api_round_groups",
+    "clear_results",
     "collapse_stub",
     "commit_collapses",
     "compacted_messages",
@@ -56,6 +62,7 @@ __all__ = [
     "drop_oldest_group",
     "not_compactable_hint",
     "not_compactable_hint_from",
+    "plan_clearing",
     "plan_compaction",
     "regenerate_attachments",
     "request_overhead_tokens",
@@ -251,6 +258,110 @@ def commit_collapses(messages: Sequence[Message], staged: Sequence[StagedCollaps
             old = blocks[entry.block_index]
             blocks[entry.block_index] = {**old, "content": _collapsed_content(old.get("content"), entry.chars)}
         result[index] = {**messages[index], "content": blocks}
+    return result
+
+
+# ----------------------------------------------------------------------- microcompaction
+
+CLEARED_RESULT = "[Old tool result content cleared]"
+"""What a cleared tool result's content becomes (Claude Code's own marker)."""
+
+_CLEARED_JSON = compact_json(CLEARED_RESULT)
+
+CLEARABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebFetch", "WebSearch", "Edit", "Write"})
+"""The tools whose old results a microcompaction clears: what they returned can be had again
+(read, listed, searched or fetched anew) or was only a confirmation. Claude Code 2.1.235's set."""
+
+MICROCOMPACT_KEEP_RECENT = 4
+"""The newest results of those tools that stay as they are."""
+
+MICROCOMPACT_MIN_TOKENS = 10_000
+"""A microcompaction is made only when it frees at least this many (estimated) tokens."""
+
+
+@attrs.frozen(kw_only=True)
+class Clearing:
+    """Old tool results a microcompaction replaces by :data:`CLEARED_RESULT`."""
+
+    tool_use_ids: frozenset[str]
+    tokens_freed: int = attrs.field(validator=attrs.validators.ge(0))
+    """Estimated tokens removed: a quarter of the text characters cleared, an image or a
+    document 2,000 (as Claude Code estimates it; the marker left in their place is not
+    taken off)."""
+    tokens_rewritten: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    """Estimated tokens the next request writes to the cache again: the history from the first
+    cleared result on, once cleared."""
+
+    @property
+    def pays(self) -> bool:
+        """Worth making: it frees at least :data:`MICROCOMPACT_MIN_TOKENS`, and at least what it
+        makes the next request write again (a write costs 1.25x input, a read 0.1x: a clearing
+        that frees F and rewrites R pays for itself after about 11.5 R / F requests)."""
+        return self.tokens_freed >= max(MICROCOMPACT_MIN_TOKENS, self.tokens_rewritten)
+
+
+def _result_tokens(content: Any) -> int:
+    if isinstance(content, str):
+        return math.ceil(len(content) / 4)
+    if isinstance(content, list):
+        total = 0
+        for b in content:
+            if isinstance(b, dict):
+                kind = b.get("type")
+                if kind == "text":
+                    total += math.ceil(len(str(b.get("text", ""))) / 4)
+                elif kind in ("image", "document"):
+                    total += 2000
+        return total
+    return 0
+
+
+def plan_clearing(
+    messages: MessageView,
+    *,
+    keep_recent: int = MICROCOMPACT_KEEP_RECENT,
+    tools: frozenset[str] = CLEARABLE_TOOLS,
+) -> Clearing:
+    """The results of ``tools`` to clear: all but the newest ``keep_recent`` (at least 1) of
+    their calls, those not cleared already and longer than the marker; the tokens that frees, and the tokens from the
+    first of them to the end that the next request writes to the cache again. O(calls of
+    ``tools``): the view indexes its calls and results as it grows."""
+    calls = [call_id for _, call_id, name in messages.tool_calls() if name in tools]
+    cleared: set[str] = set()
+    freed = 0
+    first = len(messages)
+    for call_id in calls[: max(0, len(calls) - max(1, keep_recent))]:
+        position = messages.result_position(call_id)
+        if position is None:
+            continue
+        for block in _blocks(messages.at(position)):
+            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
+                content = block.get("content")
+                if content != CLEARED_RESULT and len(compact_json(content)) > len(_CLEARED_JSON):
+                    cleared.add(call_id)
+                    freed += _result_tokens(content)
+                    first = min(first, position)
+                break
+    rewritten = max(0, messages.tokens - messages.tokens_before(first) - freed) if cleared else 0
+    return Clearing(tool_use_ids=frozenset(cleared), tokens_freed=freed, tokens_rewritten=rewritten)
+
+
+def clear_results(messages: Sequence[Message], clearing: Clearing) -> list[Message]:
+    """``messages`` with the results ``clearing`` names replaced by :data:`CLEARED_RESULT`
+    (``tool_use_id`` and ``is_error`` kept). Only the changed messages are new dicts."""
+    ids = clearing.tool_use_ids
+    result = list(messages)
+    for index, message in enumerate(messages):
+        if message.get("role") != "user":
+            continue
+        blocks = _blocks(message)
+        hit = [isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in ids for b in blocks]
+        if not any(hit):
+            continue
+        result[index] = {
+            **message,
+            "content": [{**b, "content": CLEARED_RESULT} if h else b for b, h in zip(blocks, hit, strict=True)],
+        }
     return result
 
 

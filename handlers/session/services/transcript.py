@@ -10,7 +10,7 @@ Writing: :class:`TranscriptWriter`, told every step the run takes (and every ite
 effects publish), appends after each step the messages the step added — with ``uuid``,
 ``sessionId``, ``timestamp``, ``cwd``, ``version``, ``isMeta`` for hidden messages, and
 ``reason``, the transition that added them (ours). A step that rebuilt the transcript (a
-compaction, a collapse of old results) writes a ``system/compact_boundary`` entry first —
+compaction, a collapse or a microcompaction of old results) writes a ``system/compact_boundary`` entry first —
 ``compactMetadata`` with what was summarised and kept — and then the new transcript from
 it. An attempt whose streamed output a fallback discarded leaves a ``tombstone`` entry.
 The run's end is a ``system/result`` entry (terminal reason, turns, cost) that
@@ -209,7 +209,7 @@ def now() -> str:
     return stamp.replace("+00:00", "Z")
 
 
-@uses(states=("calling_model", "opening_session"))
+@uses(states=("calling_model", "opening_session"), reasons=("microcompact",))
 class TranscriptWriter:
     """Appends one session's transcript entries as the run takes its steps.
 
@@ -292,7 +292,7 @@ class TranscriptWriter:
                 self.leaf = data.session.restored_leaf
         else:
             extension = messages.added_since(self.view)
-            if extension is None:  # rebuilt: a compaction or a collapse of old tool results
+            if extension is None:  # rebuilt: a compaction, a collapse or a microcompaction of old tool results
                 self._boundary(step, data)
                 extension = messages.entries()
             added = extension
@@ -317,8 +317,9 @@ class TranscriptWriter:
         if len(boundaries) > self.boundaries:
             b = boundaries[-1]
             metadata = {"trigger": b.trigger, "preTokens": b.pre_tokens, **b.to_json()}
-        else:  # old tool results collapsed to stubs: no summary, the transcript is written anew
-            metadata = {"trigger": "collapse", "preTokens": self.view.tokens if self.view is not None else 0}
+        else:  # old tool results collapsed to stubs or cleared: no summary, the transcript is written anew
+            trigger = "microcompact" if step.reason == "microcompact" else "collapse"
+            metadata = {"trigger": trigger, "preTokens": self.view.tokens if self.view is not None else 0}
         self.boundaries = len(boundaries)
         entry = self._entry(
             "system",
