@@ -86,55 +86,48 @@ def messages_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
-class _ResultIndex:
-    """The store position of every tool_result in one append-only store, extended as it is asked."""
+class _BlockIndex:
+    """Where the tool blocks of one append-only store are, extended as it is asked: the
+    position of every tool_result, every tool_use in order ``(position, id, name)``, and, per
+    set of tool names asked about, how many of the calls up to each one are of those tools."""
 
-    __slots__ = ("_indexed", "_positions")
+    __slots__ = ("_calls", "_counts", "_indexed", "_positions")
 
     def __init__(self) -> None:
         self._positions: dict[str, int] = {}
+        self._calls: list[tuple[int, str, str]] = []
+        self._counts: dict[frozenset[str], list[int]] = {}
         self._indexed = 0  # store entries looked at so far
+
+    def _extend(self, store: list[tuple[Message, bool, int, int]]) -> None:
+        positions, calls = self._positions, self._calls
+        for index in range(self._indexed, len(store)):
+            message = store[index][0]
+            content = message.get("content")
+            if not isinstance(content, list):
+                continue
+            role = message.get("role")
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "tool_result" and role == "user":
+                    positions.setdefault(str(block.get("tool_use_id")), index)
+                elif kind == "tool_use" and role == "assistant":
+                    calls.append((index, str(block.get("id")), str(block.get("name"))))
+        self._indexed = len(store)
 
     def position(self, store: list[tuple[Message, bool, int, int]], tool_use_id: str) -> int | None:
-        positions = self._positions
-        for index in range(self._indexed, len(store)):
-            message = store[index][0]
-            content = message.get("content")
-            if message.get("role") == "user" and isinstance(content, list):
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_result":
-                        positions.setdefault(str(block.get("tool_use_id")), index)
-        self._indexed = len(store)
-        return positions.get(tool_use_id)
+        self._extend(store)
+        return self._positions.get(tool_use_id)
 
-
-class _CallIndex:
-    """Every tool_use block of one append-only store, oldest first: ``(position, id, name)``,
-    extended as it is asked; and, per set of tool names asked about, how many of the calls
-    up to each one are of those tools."""
-
-    __slots__ = ("_counts", "_indexed", "calls")
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, str, str]] = []
-        self._indexed = 0  # store entries looked at so far
-        self._counts: dict[frozenset[str], list[int]] = {}
-
-    def extend(self, store: list[tuple[Message, bool, int, int]]) -> list[tuple[int, str, str]]:
-        calls = self.calls
-        for index in range(self._indexed, len(store)):
-            message = store[index][0]
-            content = message.get("content")
-            if message.get("role") == "assistant" and isinstance(content, list):
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_use":
-                        calls.append((index, str(block.get("id")), str(block.get("name"))))
-        self._indexed = len(store)
-        return calls
+    def calls(self, store: list[tuple[Message, bool, int, int]]) -> list[tuple[int, str, str]]:
+        self._extend(store)
+        return self._calls
 
     def counts(self, store: list[tuple[Message, bool, int, int]], names: frozenset[str]) -> list[int]:
         """``counts[k]``: how many of the first ``k + 1`` calls are of ``names``."""
-        calls = self.extend(store)
+        calls = self.calls(store)
         counts = self._counts.setdefault(names, [])
         total = counts[-1] if counts else 0
         for _, _, name in calls[len(counts) :]:
@@ -153,13 +146,12 @@ class _Store:
     from it without serialising the history again.
     """
 
-    __slots__ = ("__weakref__", "calls", "encoded", "entries", "results")
+    __slots__ = ("__weakref__", "blocks", "encoded", "entries")
 
     def __init__(self, entries: list[tuple[Message, bool, int, int]], encoded: bytearray) -> None:
         self.entries = entries
         self.encoded = encoded
-        self.results = _ResultIndex()  # where each tool_result sits (built as it is asked)
-        self.calls = _CallIndex()  # every tool_use (built as it is asked)
+        self.blocks = _BlockIndex()  # where each tool_use and tool_result sits (built as it is asked)
 
     def prefix(self, length: int) -> _Store:
         """A new store holding the first ``length`` entries (a branch starts from it)."""
@@ -248,28 +240,26 @@ class MessageView:
 
     def holds_result(self, tool_use_id: str) -> bool:
         """Whether a message of this view holds the tool_result of ``tool_use_id`` (O(1) amortised)."""
-        store = self._store
-        position = store.results.position(store.entries, tool_use_id)
-        return position is not None and position < self._length
+        return self.result_position(tool_use_id) is not None
 
     def tool_calls(self) -> list[tuple[int, str, str]]:
         """Every tool_use of the view, oldest first: ``(message index, id, tool name)`` (O(1)
         amortised per message appended, and a copy of the list)."""
         store = self._store
-        calls = store.calls.extend(store.entries)
+        calls = store.blocks.calls(store.entries)
         return calls[: bisect.bisect_left(calls, (self._length,))]
 
     def count_calls(self, names: frozenset[str]) -> int:
         """How many tool_use blocks of the view call one of ``names`` (O(log n) once indexed)."""
         store = self._store
-        counts = store.calls.counts(store.entries, names)
-        within = bisect.bisect_left(store.calls.calls, (self._length,))
+        counts = store.blocks.counts(store.entries, names)
+        within = bisect.bisect_left(store.blocks.calls(store.entries), (self._length,))
         return counts[within - 1] if within else 0
 
     def result_position(self, tool_use_id: str) -> int | None:
         """The index of the message holding the tool_result of ``tool_use_id``, if the view holds it."""
         store = self._store
-        position = store.results.position(store.entries, tool_use_id)
+        position = store.blocks.position(store.entries, tool_use_id)
         return position if position is not None and position < self._length else None
 
     def tokens_before(self, index: int) -> int:
