@@ -37,9 +37,13 @@ def _only_end_to_end_runs_record_their_paths(request: pytest.FixtureRequest, mon
         monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``tools/test.sh`` runs ``--dist loadgroup``) every test that uses the session's
-    exploration runs on one worker, so the exploration (a minute) is made once per run, not once per worker."""
+    exploration runs on one worker, so the exploration (a minute) is made once per run, not once per worker.
+
+    ``tryfirst``: xdist's worker reads the ``xdist_group`` marks in its own hook of the same name (registered
+    after this conftest, so by default called before it); a mark added after that places no test in a group."""
     for item in items:
         if "explored_machines" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("exploration"))

@@ -30,6 +30,9 @@ import queryloop
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("fsm", "handlers", "machines", "queryloop", "pyproject.toml", "README.md")
+# One xdist worker runs the whole module (its group), so the wheel (and the installs of it) is built once per run,
+# not once per worker.
+pytestmark = pytest.mark.xdist_group("packaging")
 
 
 @pytest.fixture(scope="module")

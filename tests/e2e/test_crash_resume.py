@@ -45,7 +45,9 @@ from queryloop.mockapi.scenario import parse_scenario
 
 from .harness import ROOT, CliRun, MockApi, cli_env, live_members, run_cli
 
-pytestmark = pytest.mark.slow  # ~90 s in all: tools/test.sh --fast leaves the module out
+# ~90 s in all: tools/test.sh --fast leaves the module out. One xdist worker runs the whole module (its group), so
+# the module's crashes (every point's run, killed and resumed) are made once per run, not once per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("crash_resume")]
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
 SCRIPT = (FIXTURES / "crash_run.yaml").read_text(encoding="utf-8")

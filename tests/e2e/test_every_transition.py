@@ -31,7 +31,9 @@ from queryloop.machines import MACHINES_DIR
 
 from .realise import MCP_STATES, QueryLoopRealiser, RunPlan, build_run, play_cli, play_in_process
 
-pytestmark = pytest.mark.slow  # ~85 s in all: tools/test.sh --fast leaves the module out
+# ~85 s in all: tools/test.sh --fast leaves the module out. One xdist worker runs the whole module (its group), so
+# the in-process plan (half a minute of search, cached per process by planned()) is made once per run, not per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("every_transition")]
 
 SPEC = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
 AGENT_STATES = {s.name for s in SPEC.states if s.layer == "agents"}

@@ -34,7 +34,9 @@ from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 
 from .harness import ROOT, MockApi, cli_env, run_cli
 
-pytestmark = pytest.mark.slow  # a CLI run whose exporters flush as it exits
+# a CLI run whose exporters flush as it exits. One xdist worker runs the whole module (its group), so the run that
+# `exported` makes is made once per run, not once per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("telemetry")]
 
 SCENARIO = """\
 schema_version: 1

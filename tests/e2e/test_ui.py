@@ -32,7 +32,9 @@ from queryloop.frontends.cli import main
 from .browser import UiServer, chromium
 from .harness import ROOT, MockApi, cli_env, run_cli
 
-pytestmark = pytest.mark.slow  # a browser and five runs: tools/test.sh --fast leaves the module out
+# a browser and five runs: tools/test.sh --fast leaves the module out. One xdist worker runs the whole module (its
+# group), so the module's runs, inspector and browser are started once per run, not once per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui")]
 
 WAIT_S = 60  # the most any wait below polls for; a wait that ends sooner passes at once
 
