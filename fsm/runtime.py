@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
-from types import MappingProxyType
+from types import MappingProxyType, MemberDescriptorType
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -62,12 +62,23 @@ class Event(Generic[P_co]):
     data: P_co = None  # type: ignore[assignment]  # an event without a payload carries None
 
 
+_INT = frozenset((int,))
+_last_within: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+"""The last ``(counters, limits)`` pair found within caps: both tuples of ints, immutable and kept
+alive here, so the same two objects are within caps for as long as they are held. Most steps
+carry the counters over unchanged (the same tuple object, under the same limits): the answer is
+then known without a pass."""
+
+
 def _counters_within_caps(instance: RunState[Any], attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
-    if (
-        len(value) == len(instance.limits)
-        and (not value or min(value) >= 0)
-        and all(map(operator.le, value, instance.limits))
-    ):
+    global _last_within
+    limits = instance.limits
+    last = _last_within
+    if value is last[0] and limits is last[1]:
+        return  # these very tuples were found within caps (a step that changed no counter)
+    if len(value) == len(limits) and (not value or min(value) >= 0) and all(map(operator.le, value, limits)):
+        if type(value) is tuple and type(limits) is tuple and {*map(type, value), *map(type, limits)} == _INT:
+            _last_within = (value, limits)  # tuples of ints only: immutable, so the answer cannot change
         return  # the fast path: one C-level pass per step
     for name, count, cap in zip(instance.counter_names, value, instance.caps, strict=True):
         if count < 0 or (cap is not None and count > cap):
@@ -134,29 +145,72 @@ class RunFailure:
         return str(self.exception)
 
 
-def _cancel_pending() -> bool:
-    """Whether the running task has a cancellation request it has not taken back (``Task.cancelling``)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+def _builder(cls: type) -> Callable[..., Any]:
+    """A constructor of the slotted attrs class ``cls`` taking every field by position, in field order.
+
+    It does what the ``__init__`` attrs generated does — sets each field, then runs the
+    fields' validators (unless validators are switched off, ``attrs.validators.set_disabled``)
+    with the values set — without parsing keyword arguments or looking up each field's setter
+    by name: the engine builds a run state and a step at every step. Refuses a class whose
+    ``__init__`` does more (a converter, a field not in ``__init__``, a pre- or post-init hook,
+    a cached hash, an ``__init__`` of its own), so it cannot silently drift from the class.
+    """
+    fields = attrs.fields(cls)
+    for field in fields:
+        if not field.init or field.converter is not None or field.alias != field.name:
+            raise TypeError(f"{cls.__qualname__}.{field.name}: the positional builder cannot set it as __init__ does")
+    for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init__"):
+        if hasattr(cls, hook):
+            raise TypeError(f"{cls.__qualname__} has {hook}: the positional builder cannot run it as __init__ does")
+    init = getattr(cls.__dict__.get("__init__"), "__code__", None)
+    if (
+        init is None
+        or not init.co_filename.startswith("<attrs generated")
+        or "_attrs_cached_hash" in getattr(cls, "__slots__", ())
+    ):
+        raise TypeError(f"{cls.__qualname__}.__init__ does more than attrs' own: the positional builder cannot")
+    names = [field.name for field in fields]
+    if not all(isinstance(cls.__dict__.get(name), MemberDescriptorType) for name in names):
+        raise TypeError(f"{cls.__qualname__} is not a slotted attrs class: its fields have no slots to set")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_disabled": attrs.validators.get_disabled}
+    lines = [f"def build({', '.join(names)}):", "    self = _new(_cls)"]
+    for field in fields:
+        namespace[f"_set_{field.name}"] = cls.__dict__[field.name].__set__  # the slot's own setter
+        lines.append(f"    _set_{field.name}(self, {field.name})")
+    checked = [field for field in fields if field.validator is not None]
+    if checked:
+        lines.append("    if not _disabled():")
+        for field in checked:
+            namespace[f"_check_{field.name}"] = field.validator
+            namespace[f"_field_{field.name}"] = field
+            lines.append(f"        _check_{field.name}(self, _field_{field.name}, {field.name})")
+    lines.append("    return self")
+    exec(compile("\n".join(lines) + "\n", f"<queryloop.fsm builder {cls.__qualname__}>", "exec"), namespace)
+    build: Callable[..., Any] = namespace["build"]
+    return build
+
+
+_new_run_state = _builder(RunState)
+"""``RunState(...)`` with the fields by position: machine, state, counter_names, caps, limits, counters, params,
+data, steps."""
+_new_step = _builder(Step)
+"""``Step(...)`` with the fields by position: index, source, event, reason, dest, progress, counter_names,
+counters, terminal."""
 
 
 def _with_data(run: RunState[D], data: D) -> RunState[D]:
     """``run`` with other data: what an edge handler sees after the state's exit changed it."""
-    return RunState(
-        machine=run.machine,
-        state=run.state,
-        counter_names=run.counter_names,
-        caps=run.caps,
-        limits=run.limits,
-        counters=run.counters,
-        params=run.params,
-        data=data,
-        steps=run.steps,
+    return cast(
+        RunState[D],
+        _new_run_state(
+            run.machine, run.state, run.counter_names, run.caps, run.limits, run.counters, run.params, data, run.steps
+        ),
     )
 
 
 @attrs.frozen(slots=True)
 class _Edge:
+    source: str
     reason: str
     dest: str
     guards: tuple[tuple[str, Callable[..., bool]], ...]  # (name, function), in the YAML's order
@@ -164,6 +218,8 @@ class _Edge:
     resets: tuple[int, ...]
     handler: Callable[..., Any] | None
     progress: bool
+    what: str  # how an error of its handler names it (built once, not at every step)
+    target: transitions.State | None = None  # the bookkeeping machine's state it registered for (source, reason)
 
 
 class _Book:
@@ -189,12 +245,15 @@ class Program:
         self.emits = {s.name: frozenset(s.emits) for s in spec.states}
         self.abort_event = spec.abort_event
         self.exits = dict(machine.exits)
+        # how an error of each state's exit names it (built once, not at every step)
+        self._exit_what = {state.name: f"exit handler of state {state.name!r}" for state in spec.states}
         # the declared at_most / in_a_row properties, watched at every step (None: the machine declares none)
         self.watcher = Watcher.of(spec, self.counter_names) if spec.properties else None
         self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
         for key, cands in spec.candidates().items():
             self.edges[key] = tuple(
                 _Edge(
+                    source=t.source,
                     reason=t.reason,
                     dest=t.dest,
                     guards=tuple((g, machine.guards[g]) for g in t.guards),
@@ -202,6 +261,7 @@ class Program:
                     resets=tuple(sorted(index[c] for c in spec.resets_of(t))),
                     handler=machine.handlers.get(t.reason),
                     progress=t.progress,
+                    what=f"edge handler of {t.reason!r}",
                 )
                 for t in cands
             )
@@ -220,26 +280,27 @@ class Program:
             for source in event.transitions
         }
         # each candidate edge's target as the machine registered it for (source, reason): looked up once
-        # here, so an edge the machine did not register cannot even be built, and a step only sets the state
-        self._book_targets: dict[tuple[str, str], transitions.State] = {}
-        for (source, _event), edges in self.edges.items():
+        # here and kept on the edge, so an edge the machine did not register cannot even be built, and a
+        # step only sets the state
+        for key, edges in self.edges.items():
             for edge in edges:
-                dest = registered.get((source, edge.reason))
-                if dest != edge.dest:
+                dest = registered.get((edge.source, edge.reason))
+                if edge.source != key[0] or dest != edge.dest:
                     raise InternalError(
-                        f"the bookkeeping machine has no step {source!r} --{edge.reason}--> {edge.dest!r}"
+                        f"the bookkeeping machine has no step {key[0]!r} --{edge.reason}--> {edge.dest!r}"
                     )
-                self._book_targets[source, edge.reason] = self._book.get_state(dest)
+            self.edges[key] = tuple(attrs.evolve(e, target=self._book.get_state(e.dest)) for e in edges)
 
     def _bookkeep(self, book: _Book, source: str, edge: _Edge) -> None:
         """Take the same step on the ``transitions`` machine; a step it does not declare is an engine bug.
 
         The step is checked against the ``Transition`` objects the machine registered for
-        ``(source, reason)`` and the model's state is set through the machine. Its callback
-        dispatch is not used: no callbacks are registered (effects and handlers run outside
-        the transition, by design), so it would only cost time on every step.
+        ``(source, reason)`` (the target state kept on the edge when the program was built) and
+        the model's state is set through the machine. Its callback dispatch is not used: no
+        callbacks are registered (effects and handlers run outside the transition, by design),
+        so it would only cost time on every step.
         """
-        target = self._book_targets.get((source, edge.reason)) if book.state == source else None
+        target = edge.target if book.state == source and edge.source == source else None
         if target is None or target.value != edge.dest:
             raise InternalError(
                 f"undeclared step {book.state!r} --{edge.reason}--> {edge.dest!r} (the run is in {source!r})"
@@ -382,10 +443,10 @@ class Program:
         data = run.data
         exit_handler = self.exits.get(run.state)
         if exit_handler is not None:
-            data = self._apply(exit_handler, f"exit handler of state {run.state!r}", run, event)
+            data = self._apply(exit_handler, self._exit_what[run.state], run, event)
         if edge.handler is not None:
             seen = run if data is run.data else _with_data(run, data)
-            data = self._apply(edge.handler, f"edge handler of {edge.reason!r}", seen, event)
+            data = self._apply(edge.handler, edge.what, seen, event)
         counters = run.counters
         if edge.resets or edge.counter is not None:
             values = list(counters)
@@ -393,30 +454,25 @@ class Program:
                 values[i] = 0
             if edge.counter is not None:
                 values[edge.counter] += 1
-            counters = tuple(values)
+            fresh = tuple(values)
+            if fresh != counters:  # resets of counters already at 0 change nothing: the same tuple goes on
+                counters = fresh
         if book is not None:
             self._bookkeep(book, run.state, edge)
-        nxt = RunState(
-            machine=run.machine,
-            state=edge.dest,
-            counter_names=run.counter_names,
-            caps=run.caps,
-            limits=run.limits,
-            counters=counters,
-            params=run.params,
-            data=data,
-            steps=run.steps + 1,
+        # RunState(...) and Step(...), their fields by position (_builder): the validator runs as in __init__
+        nxt: RunState[Any] = _new_run_state(
+            run.machine, edge.dest, run.counter_names, run.caps, run.limits, counters, run.params, data, run.steps + 1
         )
-        step = Step(
-            index=run.steps,
-            source=run.state,
-            event=event.name,
-            reason=edge.reason,
-            dest=edge.dest,
-            progress=edge.progress,
-            counter_names=self.counter_names,
-            counters=counters,
-            terminal=edge.dest in self.terminals,
+        step: Step = _new_step(
+            run.steps,
+            run.state,
+            event.name,
+            edge.reason,
+            edge.dest,
+            edge.progress,
+            self.counter_names,
+            counters,
+            edge.dest in self.terminals,
         )
         return nxt, step
 
@@ -576,8 +632,14 @@ class Runner(Generic[D, S]):
         self._saved = None
         try:
             ctx = EffectContext(self.program, self.final, self.services, buffer, self.on_publish, self._save)
-            event = await self._effect(state_name, ctx)
-            if _cancel_pending():
+            try:  # the effect, awaited here rather than in a coroutine of its own (one fewer per step)
+                event = await self.program.machine.effects[state_name](ctx)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise HandlerError(f"effect of state {state_name!r} raised {type(exc).__name__}: {exc}") from exc
+            task = asyncio.current_task()  # a cancellation request it has not taken back (Task.cancelling)?
+            if task is not None and task.cancelling() > 0:
                 # the effect caught the cancellation and returned: the run is still cancelled, so the
                 # outcome it returned is not taken; the caller's abort edge is (from the data it saved)
                 raise asyncio.CancelledError(f"the effect of state {state_name!r} swallowed a cancellation")
@@ -594,35 +656,33 @@ class Runner(Generic[D, S]):
     def _save(self, data: D | Callable[[], D]) -> None:
         self._saved = data
 
-    async def _effect(self, state_name: str, ctx: EffectContext[D, S]) -> Any:
-        try:
-            return await self.program.machine.effects[state_name](ctx)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise HandlerError(f"effect of state {state_name!r} raised {type(exc).__name__}: {exc}") from exc
-
     def _advance(self, event: Any, state_name: str) -> Step:
+        program = self.program
         if isinstance(event, str):
             event = Event(name=event)
         if not isinstance(event, Event):
             raise HandlerError(f"effect of state {state_name!r} returned {event!r}; expected an Event or an event name")
-        if event.name == self.program.abort_event:
+        name = event.name
+        if name == program.abort_event:
             raise HandlerError(
-                f"effect of state {state_name!r} returned the abort event {event.name!r}; "
+                f"effect of state {state_name!r} returned the abort event {name!r}; "
                 "only cancelling the run takes the abort edges"
             )
-        if event.name not in self.program.emits[state_name]:
+        if name not in program.emits[state_name]:
             raise HandlerError(
-                f"effect of state {state_name!r} returned event {event.name!r}, which the state does not "
-                f"declare in `emits` ({', '.join(sorted(self.program.emits[state_name]))})"
+                f"effect of state {state_name!r} returned event {name!r}, which the state does not "
+                f"declare in `emits` ({', '.join(sorted(program.emits[state_name]))})"
             )
-        taken = self.program.step(self.final, event, self._book)
+        nxt, step = program.step(self.final, event, self._book)
         if self._watch is not None:
-            broken = self._watch.broken_by(taken[1].reason, taken[1].counters)
+            broken = self._watch.broken_by(step.reason, step.counters)
             if broken is not None:  # the step is not taken: the run ends in internal_error, naming the property
                 raise InternalError(broken)
-        return self._take(taken)
+        self.final = nxt  # what _take does, here on the path every step takes
+        self._trace.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+        return step
 
     def _take(self, taken: tuple[RunState[Any], Step]) -> Step:
         self.final, step = taken

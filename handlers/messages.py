@@ -12,7 +12,9 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal, TypedDict
 
 import attrs
@@ -37,11 +39,38 @@ Message = dict[str, Any]
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: json.dumps builds one a call
+_encoders = threading.local()  # per thread, the C encoder _COMPACT.encode would build on every call
 
 
 def compact_json(value: Any) -> str:
-    """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure."""
-    return _COMPACT.encode(value)
+    """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure.
+
+    ``_COMPACT.encode(value)``, with the C encoder it builds for each call built once per
+    thread instead (the same settings, and a table of the containers being encoded, for its
+    circular-reference check, that is empty again after every call that returns); after a
+    call that raised, whose table may still hold entries, the next call builds a new one.
+    """
+    if c_make_encoder is None or isinstance(value, str):  # no C encoder, or a string: encode's own path
+        return _COMPACT.encode(value)
+    encode = getattr(_encoders, "encode", None)
+    if encode is None:
+        encode = _encoders.encode = c_make_encoder(
+            {},  # the circular-reference check's table (check_circular)
+            _COMPACT.default,
+            encode_basestring,  # ensure_ascii=False
+            None,  # indent
+            ":",
+            ",",
+            False,  # sort_keys
+            False,  # skipkeys
+            True,  # allow_nan
+        )
+    try:
+        chunks = encode(value, 0)
+    except BaseException:
+        _encoders.encode = None  # its table may keep what the failed call was encoding
+        raise
+    return "".join(chunks)
 
 
 IMAGE_TOKENS = 1600
@@ -386,12 +415,12 @@ def ledger_problem(messages: Iterable[Mapping[str, Any]]) -> str | None:
 
 def tool_calls_of(content: Sequence[Mapping[str, Any]]) -> tuple[ToolCall, ...]:
     """The complete tool_use blocks of an assistant message, as tool calls, in order."""
-    return tuple(ToolCall.from_block(b) for b in content if b.get("type") == "tool_use")
+    return tuple([ToolCall.from_block(b) for b in content if b.get("type") == "tool_use"])
 
 
 def visible_text(content: Sequence[Mapping[str, Any]]) -> str:
     """The text a user sees in an assistant message's content (text blocks only)."""
-    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    return "".join([b.get("text", "") for b in content if b.get("type") == "text"])
 
 
 def final_text(content: Sequence[Mapping[str, Any]]) -> str:

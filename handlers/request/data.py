@@ -63,8 +63,12 @@ class RequestData:
 
 def real_input_tokens(usage: Mapping[str, Any]) -> int:
     """Input tokens the API counted for a request, cache reads and writes included."""
-    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    return sum(int(usage.get(k) or 0) for k in keys)
+    get = usage.get
+    return (
+        int(get("input_tokens") or 0)
+        + int(get("cache_read_input_tokens") or 0)
+        + int(get("cache_creation_input_tokens") or 0)
+    )
 
 
 def cache_lifetime(request: RequestData, usage: Mapping[str, Any]) -> dict[str, Any]:

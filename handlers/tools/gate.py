@@ -202,13 +202,18 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
     hidden = hidden_calls(data.session, data.messages) if data.session.ledger else []
     replayed = checkpoints = 0
     sources: list[tuple[str, str]] = []  # who decided, where not the rules or the mode
+    hooked = services.hooks.configured  # none configured: no PreToolUse payload to build, no hook to ask
     for call in data.tools.pending:
         tool = find_tool(services, data.request.tool_catalog, call.name)
         if tool is None:  # no such tool: nothing to ask a hook or a rule about
             denied.append(dict(unknown_tool_result(call, removed_by_deny_rule=services.rules.hides(call.name))))
             unknown = True
             continue
-        pre = await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
+        pre = (
+            await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
+            if hooked
+            else None
+        )
         if stopped(pre):
             assert pre is not None
             return Event(name="stopped_by_hook", data=pre)
@@ -231,7 +236,8 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
                 replayed += 1
                 continue
             try:
-                checkpoints += await _checkpoint(ctx, call, tool)
+                if services.session is not None and services.session.writes:  # else nothing is kept: none to take
+                    checkpoints += await _checkpoint(ctx, call, tool)
             except OSError as exc:
                 why = f"Not run: the checkpoint of the file it changes could not be stored ({exc}); nothing was changed"
                 denied.append(dict(tool_result_block(call.id, why, is_error=True)))

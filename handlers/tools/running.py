@@ -181,14 +181,13 @@ def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure
         notes = outcome.notices
         stop_reason = source.stop_reason
     data = run.data
-    return evolved(  # one copy of the run data: this runs on every tool turn
-        data,
-        messages=data.messages.append({"role": "assistant", "content": content}),
-        tools=evolve(data.tools, pending=tool_calls_of(content)),
-        outcome=evolve(
-            outcome, stop_reason=stop_reason, partial_text=outcome.partial_text + visible_text(content), notices=notes
-        ),
-    )
+    messages = data.messages.append({"role": "assistant", "content": content})
+    tools = evolve(data.tools, pending=tool_calls_of(content))
+    text = visible_text(content)
+    if stop_reason != outcome.stop_reason or text or notes is not outcome.notices:
+        outcome = evolve(outcome, stop_reason=stop_reason, partial_text=outcome.partial_text + text, notices=notes)
+    # else the outcome is already the one a copy would make (the usual tool turn: no text, the same stop reason)
+    return evolved(data, messages=messages, tools=tools, outcome=outcome)  # one copy of the run data per tool turn
 
 
 def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
@@ -205,7 +204,7 @@ def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
             turn=data.tools.turn + 1,
             background=(*data.tools.background, *event.data.started),
         ),
-        "outcome": evolve(data.outcome, partial_text=""),
+        "outcome": evolve(data.outcome, partial_text="") if data.outcome.partial_text else data.outcome,
     }
     if event.data.ledger:
         changes["session"] = evolve(data.session, ledger=(*data.session.ledger, *event.data.ledger))

@@ -243,11 +243,12 @@ def _json_copy(value: Any) -> Any:
     if kind in _JSON_SCALARS:
         return value
     if kind is dict:
-        copied = {}
-        for key, item in value.items():
+        copied = dict(value)  # one C-level copy; only what is not a scalar is copied again, in place
+        for key, item in copied.items():
             if type(key) is not str:
                 return json.loads(json.dumps(value, ensure_ascii=False))
-            copied[key] = item if type(item) in _JSON_SCALARS else _json_copy(item)
+            if type(item) not in _JSON_SCALARS:
+                copied[key] = _json_copy(item)  # a value replaced, no key added: the iteration goes on
         return copied
     if kind is list or kind is tuple:
         return [item if type(item) in _JSON_SCALARS else _json_copy(item) for item in value]

@@ -120,7 +120,10 @@ class AgentData:
         if messages is not None and "user_turns" not in changes:
             added = messages.added_since(self.messages)
             if added:
-                changes["user_turns"] = self.user_turns + sum(_turns_in(m, meta) for m, meta in added)
+                turns = self.user_turns
+                for message, meta in added:
+                    turns += _turns_in(message, meta)
+                changes["user_turns"] = turns
         return evolve(self, **changes)
 
 
@@ -140,7 +143,10 @@ def _turns_in(message: Message, meta: bool) -> int:
     if meta:
         return int(content == MALFORMED_TOOL_USE_PROMPT)
     if isinstance(content, list):
-        results = sum(1 for block in content if isinstance(block, dict) and block.get("type") == "tool_result")
+        results = 0
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                results += 1
         if results:
             return results
     return 1
@@ -506,7 +512,14 @@ class AgentRun:
             params=run_params(options),
             state=state,
             on_publish=self._published if self.observers else None,
-            on_step=self._stepped,
+            # nothing to tell of a step (no trace, transcript, telemetry or observer; all are set by now): no call
+            on_step=self._stepped if self._steps_watched() else None,
+        )
+
+    def _steps_watched(self) -> bool:
+        """Whether :meth:`_stepped` has anyone to tell of a step."""
+        return bool(
+            self._trace_step is not None or self.transcript is not None or self.telemetry is not None or self.observers
         )
 
     async def events(self) -> AsyncGenerator[Any, None]:

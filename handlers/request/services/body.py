@@ -167,13 +167,22 @@ def with_breakpoint(message: Mapping[str, Any], ttl: str = "5m") -> Message | No
     is not rewritten into one: every message is sent as it is stored.
     """
     content = message.get("content")
+    index = _breakpoint_block(content)
+    if index is None:
+        return None
+    assert isinstance(content, list)  # _breakpoint_block found a block in it
+    blocks = list(content)
+    blocks[index] = _marked(content[index], ttl)
+    return {**message, "content": blocks}
+
+
+def _breakpoint_block(content: Any) -> int | None:
+    """The index of the block of a message's ``content`` that carries its breakpoint: the last that can (None: none)."""
     if not isinstance(content, list):
         return None
     for index in range(len(content) - 1, -1, -1):
         if _markable(content[index]):
-            blocks = list(content)
-            blocks[index] = _marked(content[index], ttl)
-            return {**message, "content": blocks}
+            return index
     return None
 
 
@@ -191,22 +200,37 @@ def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, t
     return parts
 
 
+_tails: dict[tuple[str, int | None, bool], bytes] = {}
+
+
 def _tail(model: str, max_tokens: int | None, stream: bool) -> bytes:
+    """The body's end after the messages; the same for every request of a run, so kept by its values."""
+    key = (model, max_tokens, bool(stream))
+    plain = type(model) is str and (max_tokens is None or type(max_tokens) is int)  # the key is the value
+    if plain:
+        hit = _tails.get(key)
+        if hit is not None:
+            return hit
     if max_tokens is None:  # a count_tokens request: no output cap, no stream flag
-        return b'],"model":' + compact_json(model).encode("utf-8") + b"}"
-    return (
-        b'],"model":'
-        + compact_json(model).encode("utf-8")
-        + b',"max_tokens":'
-        + str(int(max_tokens)).encode()
-        + (b',"stream":true}' if stream else b"}")
-    )
+        tail = b'],"model":' + compact_json(model).encode("utf-8") + b"}"
+    else:
+        tail = (
+            b'],"model":'
+            + compact_json(model).encode("utf-8")
+            + b',"max_tokens":'
+            + str(int(max_tokens)).encode()
+            + (b',"stream":true}' if stream else b"}")
+        )
+    if plain:
+        if len(_tails) >= _ONCE_LIMIT:
+            _tails.clear()
+        _tails[key] = tail
+    return tail
 
 
-def _carrier(
-    messages: MessageView, lead: Message | None = None, start: int = 0, ttl: str = "5m"
-) -> tuple[int, Message] | None:
-    """The message that carries the history's breakpoint, marked: the last user message with a block that can.
+def _carrier_at(messages: MessageView, lead: Message | None = None, start: int = 0) -> tuple[int, Message, int] | None:
+    """The message that carries the history's breakpoint (unmarked: :func:`with_breakpoint` marks it), and the
+    index of its block that carries it: the last user message with a block that can.
 
     Normally the last message (the newest tool results). When that one is a plain string
     (a prompt, a continuation, hook feedback), the user message before it, the one that
@@ -218,14 +242,57 @@ def _carrier(
     count = len(messages)
     for index in range(count - 1, max(start - 1, count - 1 - _CARRIER_SEARCH), -1):
         message = messages.at(index)
-        marked = with_breakpoint(message, ttl) if message.get("role") == "user" else None
-        if marked is not None:
-            return index, marked
+        block = _breakpoint_block(message.get("content")) if message.get("role") == "user" else None
+        if block is not None:
+            return index, message, block
     if lead is not None and count - start + 1 <= _CARRIER_SEARCH:
-        marked = with_breakpoint(lead, ttl)
-        if marked is not None:
-            return -1, marked
+        block = _breakpoint_block(lead.get("content"))
+        if block is not None:
+            return -1, lead, block
     return None
+
+
+_controls: dict[str, tuple[dict[str, str], bytes]] = {}
+
+
+def _control_json(ttl: str) -> bytes:
+    """The compact JSON of the ``cache_control`` a breakpoint with ``ttl`` carries (kept while its value holds)."""
+    control = dict(CACHE_CONTROL_1H if ttl == "1h" else CACHE_CONTROL)
+    hit = _controls.get(ttl)
+    if hit is not None and hit[0] == control:
+        return hit[1]
+    encoded = compact_json(control).encode("utf-8")
+    _controls[ttl] = (control, encoded)
+    return encoded
+
+
+def _marked_bytes(messages: MessageView, index: int, block: int, ttl: str) -> bytes:
+    """The compact JSON of stored message ``index`` with its breakpoint on block ``block``
+    (:func:`with_breakpoint`: the last block that can carry one).
+
+    The usual carrier, a message of tool results whose last block takes the breakpoint and
+    whose content is its last key, is spliced from the bytes stored when it was appended: the
+    ``cache_control`` key goes at the end of that block, as ``{**block, "cache_control": …}``
+    puts it, so the bytes are the same as serialising the marked copy would give. Any other
+    shape is marked and serialised.
+    """
+    message = messages.at(index)
+    content = message.get("content")
+    if (
+        type(message) is dict
+        and type(content) is list
+        and block == len(content) - 1  # the last block is the one marked
+        and next(reversed(message)) == "content"
+        and type(content[block]) is dict
+        and content[block]
+        and "cache_control" not in content[block]
+    ):
+        stored = messages.encoded(index)
+        if stored.endswith(b"}]}"):
+            return b"".join((stored[:-3], b',"cache_control":', _control_json(ttl), b"}]}"))
+    marked = with_breakpoint(message, ttl)
+    assert marked is not None  # the block can carry a breakpoint
+    return compact_json(marked).encode("utf-8")
 
 
 # ---- the instructions in front of the first user message ---------------------------------------
@@ -332,18 +399,19 @@ def encode_request(
         start = _lead_start(messages)
         if cache and count - start < _CARRIER_SEARCH:  # the search for the carrier reaches the first message sent
             lead = _lead(messages, start, instructions)
-    carrier = _carrier(messages, lead, start, ttl) if cache else None
+    carrier = _carrier_at(messages, lead, start) if cache else None
     if instructions is not None:
         if carrier is not None and carrier[0] < 0:  # the first message sent carries the breakpoint
-            first, carrier = compact_json(carrier[1]).encode("utf-8"), None
+            marked = with_breakpoint(carrier[1], ttl)
+            first, carrier = compact_json(marked).encode("utf-8"), None
         else:
             first = _lead_bytes(messages, start, instructions)
         head += (first, b"," if count > start else b"")  # the stored messages sent follow it
     tail = _tail(call.model, None if counting else call.max_tokens, stream and not counting)
     if carrier is None:
         return messages.encode_between(head, count, tail, start=start)
-    index, marked = carrier
-    after = [compact_json(marked).encode("utf-8"), *(messages.encoded(i) for i in range(index + 1, count))]
+    index, _, block = carrier
+    after = [_marked_bytes(messages, index, block, ttl), *(messages.encoded(i) for i in range(index + 1, count))]
     return messages.encode_between(head, index, (b"," if index > start else b"") + b",".join(after) + tail, start=start)
 
 

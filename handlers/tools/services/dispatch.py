@@ -298,12 +298,15 @@ async def run_tool_calls(
     results: list[ToolResultBlock | None] = [None] * len(calls)
     if calls and ctx.background is not None:  # what starts background work counts it per turn
         ctx = ctx.for_call(turn=calls[0].id)
-    for parallel, indices in _batches(calls, registry):
+    # one call (the usual turn) is one batch of one, run alone whatever the tool: no batching to work out
+    batches = ((False, range(1)),) if len(calls) == 1 else _batches(calls, registry)
+    for parallel, indices in batches:
         if parallel and len(indices) > 1:
             await _run_parallel(calls, indices, registry, ctx, results, on_result, runner)
             continue
         index = indices[0]
-        block = await _run_one(calls[index], registry, ctx, runner)
+        call = calls[index]
+        block = await (_execute(call, registry, ctx) if runner is None else _run_one(call, registry, ctx, runner))
         results[index] = block
         if on_result is not None:
             on_result(calls[index], block)

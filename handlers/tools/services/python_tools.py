@@ -174,6 +174,8 @@ class _Call:
         params = list(signature.parameters.values())
         self.context = next((p.name for p in params if _is_context(p.annotation)), None)
         self.params = [p for p in params if not _is_context(p.annotation)]
+        # the parameters passed by position, in order (looked up once: a parameter's kind is a property)
+        self.positional_only = tuple(p.name for p in self.params if p.kind is p.POSITIONAL_ONLY)
         if any(p.kind is p.VAR_POSITIONAL for p in self.params):
             raise ToolDefinitionError(
                 f"tool {name!r}: {fn.__qualname__} takes *args, which a model cannot give; use a list parameter"
@@ -234,7 +236,7 @@ class _Call:
         if self.dict_arg:
             return _output(await self.fn(dict(tool_input), **extra))
         values = dict(tool_input) if self.adapter is None else self.adapter.validate_python(dict(tool_input))
-        positional = [values.pop(p.name) for p in self.params if p.kind is p.POSITIONAL_ONLY and p.name in values]
+        positional = [values.pop(name) for name in self.positional_only if name in values]
         return _output(await self.fn(*positional, **values, **extra))
 
 
