@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
-from types import MappingProxyType, MemberDescriptorType
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -32,6 +32,7 @@ import transitions
 from .errors import HandlerError, InternalError, TransitionError
 from .load import INTERNAL_ERROR, Machine
 from .properties import Watch, Watcher
+from .slots import slot_function
 
 __all__ = [
     "EffectContext",
@@ -146,47 +147,12 @@ class RunFailure:
 
 
 def _builder(cls: type) -> Callable[..., Any]:
-    """A constructor of the slotted attrs class ``cls`` taking every field by position, in field order.
-
-    It does what the ``__init__`` attrs generated does — sets each field, then runs the
-    fields' validators (unless validators are switched off, ``attrs.validators.set_disabled``)
-    with the values set — without parsing keyword arguments or looking up each field's setter
-    by name: the engine builds a run state and a step at every step. Refuses a class whose
-    ``__init__`` does more (a converter, a field not in ``__init__``, a pre- or post-init hook,
-    a cached hash, an ``__init__`` of its own), so it cannot silently drift from the class.
-    """
-    fields = attrs.fields(cls)
-    for field in fields:
-        if not field.init or field.converter is not None or field.alias != field.name:
-            raise TypeError(f"{cls.__qualname__}.{field.name}: the positional builder cannot set it as __init__ does")
-    for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init__"):
-        if hasattr(cls, hook):
-            raise TypeError(f"{cls.__qualname__} has {hook}: the positional builder cannot run it as __init__ does")
-    init = getattr(cls.__dict__.get("__init__"), "__code__", None)
-    if (
-        init is None
-        or not init.co_filename.startswith("<attrs generated")
-        or "_attrs_cached_hash" in getattr(cls, "__slots__", ())
-    ):
-        raise TypeError(f"{cls.__qualname__}.__init__ does more than attrs' own: the positional builder cannot")
-    names = [field.name for field in fields]
-    if not all(isinstance(cls.__dict__.get(name), MemberDescriptorType) for name in names):
-        raise TypeError(f"{cls.__qualname__} is not a slotted attrs class: its fields have no slots to set")
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_disabled": attrs.validators.get_disabled}
-    lines = [f"def build({', '.join(names)}):", "    self = _new(_cls)"]
-    for field in fields:
-        namespace[f"_set_{field.name}"] = cls.__dict__[field.name].__set__  # the slot's own setter
-        lines.append(f"    _set_{field.name}(self, {field.name})")
-    checked = [field for field in fields if field.validator is not None]
-    if checked:
-        lines.append("    if not _disabled():")
-        for field in checked:
-            namespace[f"_check_{field.name}"] = field.validator
-            namespace[f"_field_{field.name}"] = field
-            lines.append(f"        _check_{field.name}(self, _field_{field.name}, {field.name})")
-    lines.append("    return self")
-    exec(compile("\n".join(lines) + "\n", f"<queryloop.fsm builder {cls.__qualname__}>", "exec"), namespace)
-    build: Callable[..., Any] = namespace["build"]
+    """A constructor of the slotted attrs class ``cls`` taking every field by position, in field order: what
+    its ``__init__`` does, without parsing keyword arguments (:func:`~queryloop.fsm.slots.slot_function`)."""
+    names = [field.name for field in attrs.fields(cls)]
+    build = slot_function(cls, f"build({', '.join(names)})", lambda name: name)
+    if build is None:
+        raise TypeError(f"{cls.__qualname__}.__init__ does more than set and validate its fields: no builder")
     return build
 
 

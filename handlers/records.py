@@ -9,16 +9,18 @@ passed; an unknown name is a ``TypeError`` from the constructor, as there). For 
 slotted class whose ``__init__`` only sets its fields and runs their validators (no
 converter, no field left out of ``__init__``, no pre- or post-init hook, no cached hash), the copy sets
 the slots itself and then runs the validators as that ``__init__`` does (unless
-validators are switched off): the same record, without parsing keyword arguments.
+validators are switched off; ``queryloop.fsm.slots``): the same record, without parsing
+keyword arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import MemberDescriptorType
 from typing import Any, TypeVar
 
 import attrs
+
+from queryloop.fsm.slots import slot_function
 
 __all__ = ["evolve"]
 
@@ -46,46 +48,17 @@ def _by_constructor(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
 def _by_slots(cls: type, fallback: Callable[[Any, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any] | None:
     """A copier that sets the slots of a new ``cls`` and runs the validators as its ``__init__`` does; None when
     that ``__init__`` does more than that (then only the constructor copies it as ``attrs.evolve`` would)."""
-    fields = attrs.fields(cls)
-    names = [a.name for a in fields]
-    if any(not a.init or a.converter is not None or a.alias != a.name or not a.name.isidentifier() for a in fields):
-        return None
-    if any(hasattr(cls, hook) for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init__")):
-        return None
-    init = getattr(cls.__dict__.get("__init__"), "__code__", None)
-    if init is None or not init.co_filename.startswith("<attrs generated"):
-        return None  # an __init__ of the class's own
-    if "_attrs_cached_hash" in getattr(cls, "__slots__", ()):
-        return None  # a cached hash: __init__ sets a slot that is no field
-    if not all(isinstance(cls.__dict__.get(name), MemberDescriptorType) for name in names):
-        return None  # not slotted: its fields are not slots to set
-    namespace: dict[str, Any] = {
-        "_new": object.__new__,
-        "_cls": cls,
-        "_names": frozenset(names),
-        "_fallback": fallback,
-        "_disabled": attrs.validators.get_disabled,
-    }
-    lines = [
-        "def copy(inst, changes):",
-        "    if not _names.issuperset(changes):",
-        "        return _fallback(inst, changes)  # an unknown name: the constructor's TypeError",
-        "    self = _new(_cls)",
-    ]
-    for name in names:
-        namespace[f"_set_{name}"] = cls.__dict__[name].__set__  # the slot's own setter
-        lines.append(f"    _set_{name}(self, changes[{name!r}] if {name!r} in changes else inst.{name})")
-    checked = [a for a in fields if a.validator is not None]
-    if checked:
-        lines.append("    if not _disabled():")
-        for a in checked:
-            namespace[f"_check_{a.name}"] = a.validator
-            namespace[f"_field_{a.name}"] = a
-            lines.append(f"        _check_{a.name}(self, _field_{a.name}, self.{a.name})")
-    lines.append("    return self")
-    exec(compile("\n".join(lines) + "\n", f"<queryloop evolve {cls.__qualname__}>", "exec"), namespace)
-    copier: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
-    return copier
+    names = frozenset(a.name for a in attrs.fields(cls))
+    return slot_function(
+        cls,
+        "copy(inst, changes)",
+        lambda name: f"changes[{name!r}] if {name!r} in changes else inst.{name}",
+        prologue=(
+            "if not _names.issuperset(changes):",
+            "    return _fallback(inst, changes)  # the constructor's error",
+        ),
+        names={"_names": names, "_fallback": fallback},
+    )
 
 
 def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
