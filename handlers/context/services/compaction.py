@@ -323,9 +323,9 @@ def plan_clearing(
     tools: frozenset[str] = CLEARABLE_TOOLS,
 ) -> Clearing:
     """The results of ``tools`` to clear: all but the newest ``keep_recent`` (at least 1) of
-    their calls, those not cleared already and longer than the marker; the tokens that frees, and the tokens from the
-    first of them to the end that the next request writes to the cache again. O(calls of
-    ``tools``): the view indexes its calls and results as it grows."""
+    their calls, those not cleared already and longer than the marker; the tokens that frees,
+    and the tokens from the first of them to the end that the next request writes to the
+    cache again. O(calls of ``tools``): the view indexes its calls and results as it grows."""
     calls = [call_id for _, call_id, name in messages.tool_calls() if name in tools]
     cleared: set[str] = set()
     freed = 0

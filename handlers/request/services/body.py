@@ -200,32 +200,16 @@ def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, t
     return parts
 
 
-_tails: dict[tuple[str, int | None, bool], bytes] = {}
-
-
 def _tail(model: str, max_tokens: int | None, stream: bool) -> bytes:
-    """The body's end after the messages; the same for every request of a run, so kept by its values."""
-    key = (model, max_tokens, bool(stream))
-    plain = type(model) is str and (max_tokens is None or type(max_tokens) is int)  # the key is the value
-    if plain:
-        hit = _tails.get(key)
-        if hit is not None:
-            return hit
     if max_tokens is None:  # a count_tokens request: no output cap, no stream flag
-        tail = b'],"model":' + compact_json(model).encode("utf-8") + b"}"
-    else:
-        tail = (
-            b'],"model":'
-            + compact_json(model).encode("utf-8")
-            + b',"max_tokens":'
-            + str(int(max_tokens)).encode()
-            + (b',"stream":true}' if stream else b"}")
-        )
-    if plain:
-        if len(_tails) >= _ONCE_LIMIT:
-            _tails.clear()
-        _tails[key] = tail
-    return tail
+        return b'],"model":' + compact_json(model).encode("utf-8") + b"}"
+    return (
+        b'],"model":'
+        + compact_json(model).encode("utf-8")
+        + b',"max_tokens":'
+        + str(int(max_tokens)).encode()
+        + (b',"stream":true}' if stream else b"}")
+    )
 
 
 def _carrier_at(messages: MessageView, lead: Message | None = None, start: int = 0) -> tuple[int, Message, int] | None:
@@ -252,18 +236,11 @@ def _carrier_at(messages: MessageView, lead: Message | None = None, start: int =
     return None
 
 
-_controls: dict[str, tuple[dict[str, str], bytes]] = {}
-
-
-def _control_json(ttl: str) -> bytes:
-    """The compact JSON of the ``cache_control`` a breakpoint with ``ttl`` carries (kept while its value holds)."""
-    control = dict(CACHE_CONTROL_1H if ttl == "1h" else CACHE_CONTROL)
-    hit = _controls.get(ttl)
-    if hit is not None and hit[0] == control:
-        return hit[1]
-    encoded = compact_json(control).encode("utf-8")
-    _controls[ttl] = (control, encoded)
-    return encoded
+_CONTROL_JSON = {
+    ttl: compact_json(dict(control)).encode("utf-8")
+    for ttl, control in (("5m", CACHE_CONTROL), ("1h", CACHE_CONTROL_1H))
+}
+"""The compact JSON of the ``cache_control`` a breakpoint carries, by ``ttl`` (what :func:`_marked` puts in)."""
 
 
 def _marked_bytes(messages: MessageView, index: int, block: int, ttl: str) -> bytes:
@@ -289,7 +266,7 @@ def _marked_bytes(messages: MessageView, index: int, block: int, ttl: str) -> by
     ):
         stored = messages.encoded(index)
         if stored.endswith(b"}]}"):
-            return b"".join((stored[:-3], b',"cache_control":', _control_json(ttl), b"}]}"))
+            return b"".join((stored[:-3], b',"cache_control":', _CONTROL_JSON["1h" if ttl == "1h" else "5m"], b"}]}"))
     marked = with_breakpoint(message, ttl)
     assert marked is not None  # the block can carry a breakpoint
     return compact_json(marked).encode("utf-8")

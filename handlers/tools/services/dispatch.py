@@ -305,8 +305,7 @@ async def run_tool_calls(
             await _run_parallel(calls, indices, registry, ctx, results, on_result, runner)
             continue
         index = indices[0]
-        call = calls[index]
-        block = await (_execute(call, registry, ctx) if runner is None else _run_one(call, registry, ctx, runner))
+        block = await _run_one(calls[index], registry, ctx, runner)
         results[index] = block
         if on_result is not None:
             on_result(calls[index], block)
