@@ -113,18 +113,19 @@ def analyse(line: str) -> ShellCommand:
     its checkpoint, the sandbox policy and the tool, and each asks here.
     """
     import bashlex  # here: a run without a Bash call, and `queryloop check`, do not pay for its parser tables
-    import bashlex.errors
 
     if "$'" in line or '$"' in line:
         return ShellCommand(problem="ANSI-C or locale quoting ($'…', $\"…\") is not checked")
     if "\x00" in line:
         return ShellCommand(problem="the command contains a NUL byte")
+    if (len(line) - len(line.rstrip("\\"))) % 2:
+        return ShellCommand(problem="the command ends in a backslash, which bash reads as a word the parser drops")
     try:
         trees = bashlex.parse(line)
-    except (bashlex.errors.ParsingError, NotImplementedError, IndexError, AttributeError, TypeError, ValueError) as exc:
-        return ShellCommand(problem=f"shell syntax that is not checked ({type(exc).__name__}: {exc})")
     except RecursionError:
         return ShellCommand(problem="the command is nested too deeply to check")
+    except Exception as exc:  # the parser's own errors and its bugs (a NameError in its quote removal): unclear
+        return ShellCommand(problem=f"shell syntax that is not checked ({type(exc).__name__}: {exc})")
     reader = _Reader(line)
     try:
         for tree in trees:
@@ -251,11 +252,22 @@ class _Reader:
         return True
 
     def _heredoc(self, redirect: Any, heredoc: Any) -> bool:
-        """A here-document: literal when its delimiter is quoted; an unquoted one's body must expand nothing."""
+        """A here-document whose delimiter is plain text and whose body expands nothing; anything else is unclear.
+
+        bashlex ends a here-document at a line equal to its delimiter *as written*
+        (``'EOF'``), bash at a line equal to it after quote removal (``EOF``): with a
+        quoted or escaped delimiter the two disagree on where the document ends, and
+        what bash then runs as commands the parser read as text. So only a delimiter
+        the two read alike passes, and its body must hold nothing the shell expands
+        (``$``, a backtick, a backslash, which also joins lines).
+        """
         delimiter = self._raw(redirect.output)
+        if not delimiter or any(ch not in _LITERAL_CHARS for ch in delimiter):
+            raise _Unclear(
+                f"a here-document delimited by {delimiter!r} is not checked (only a plain delimiter such as EOF is: "
+                "bash and the parser disagree on where a quoted one ends)"
+            )
         body = str(getattr(heredoc, "value", ""))
-        if any(q in delimiter for q in ("'", '"', "\\")):
-            return True
         if any(c in body for c in "$`\\"):
             raise _Unclear("a here-document body that the shell expands is not checked")
         return True
