@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything queryloop's tests need on a fresh machine, lint, then run the tests:
 #   tools/test.sh          the documentation site (mkdocs build --strict, about 5 s), the whole suite
-#                          (about 12 minutes on a quiet 2-core machine), then the transition-coverage gate
+#                          (about 12 minutes on a quiet 2-core machine), then the transition-coverage gate,
+#                          then, as root, the sandbox's tests again as an unprivileged user
 #   tools/test.sh --fast   what to run before a commit (under 5 minutes): every test not marked
 #                          `slow` (pyproject.toml registers the marker; the slow tests carry it)
 #   tools/test.sh ARGS...  pytest ARGS, e.g. tools/test.sh tests/engine -k spin (also after --fast)
@@ -96,4 +97,30 @@ workers="${QUERYLOOP_TEST_WORKERS:-auto}"
 python3 -m pytest -n "$workers" --dist loadgroup --verbosity=0 --durations=25 ${fast[@]+"${fast[@]}"} "$@"
 if [ "$full" -eq 1 ]; then
   python3 -m queryloop check --coverage "$trace_dir" --machine machines/query_loop.yaml --fail-under 100
+fi
+# The sandbox's tests again as an unprivileged user (about 40 s): root passes permission checks an ordinary
+# user's run fails (issue 41: every sandboxed command of a non-root user once failed). As root, with the whole
+# suite, a throwaway system user runs them; the interpreter's folders are made reachable for it if they are not.
+if [ "$full" -eq 1 ] && [ "$(id -u)" -eq 0 ]; then
+  user=queryloop-sandbox
+  id -u "$user" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent "$user"
+  interpreter="$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')"
+  for path in "$interpreter" "$PWD/tools/test.sh"; do
+    folder="$(dirname "$path")"
+    while [ "$folder" != / ]; do
+      if ! runuser -u "$user" -- test -x "$folder"; then
+        echo "making $folder searchable for $user (o+x) to run the sandbox tests as an ordinary user" >&2
+        chmod o+x "$folder"
+      fi
+      folder="$(dirname "$folder")"
+    done
+  done
+  as_user="$(mktemp -d "${TMPDIR:-/tmp}/queryloop-as-user.XXXXXX")"
+  trap 'rm -rf "$scratch" "$as_user"' EXIT
+  mkdir "$as_user/home"
+  chown -R "$user" "$as_user"
+  runuser -u "$user" -- env -u QUERYLOOP_TRACE_DIR HOME="$as_user/home" TMPDIR="$as_user" \
+    PYTHONDONTWRITEBYTECODE=1 "$interpreter" -m pytest -p no:cacheprovider -p no:xdist --basetemp="$as_user/pytest" \
+    tests/e2e/test_sandbox.py tests/e2e/test_sandbox_containment.py tests/agent/test_sandbox_network.py \
+    tests/agent/test_sandbox_overlay.py tests/agent/test_sandbox_policy.py tests/agent/test_sandbox_protect.py
 fi

@@ -342,6 +342,17 @@ CONTROLS: Final = (
     "seq 1 5",
     "ls && pwd",
     "echo a; echo b",
+    # issue 43: programs Claude Code reads as read-only that were asked about; issue 41: closed descriptors
+    "test -f a.txt",
+    "[ -d sub ] && ls sub",
+    "sleep 1",
+    "ps aux",
+    "ps -ef",
+    "cut -d, -f1 a.txt",
+    "cut -d , -f 2 a.txt",
+    "ls 2>&-",
+    "ls >&- 2>&1",
+    "cat a.txt <&-",
 )
 
 

@@ -283,7 +283,7 @@ def test_the_bridge_without_its_socket_warns_once_and_still_runs_the_command(tmp
 
 
 def test_the_bridge_with_a_malformed_command_line_runs_nothing_and_exits_125(tmp_path: Path) -> None:
-    argv = [sys.executable, "-I", bridge_argv("s", 1, [])[3], "s", "notaport", "--", "true"]
+    argv = [sys.executable, "-I", bridge_argv("s", 1, [])[3], "s", "notaport", "-", "--", "true"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     assert proc.returncode == 125
     assert "PORT must be a number" in proc.stderr

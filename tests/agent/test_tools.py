@@ -352,7 +352,7 @@ def test_bash_command_killed_by_a_signal_is_an_error_naming_it(ctx: ToolContext)
 
 
 def test_bash_command_without_output_says_so(ctx: ToolContext) -> None:
-    assert ok(call(ctx, "Bash", {"command": "true"})) == "(no output)"
+    assert ok(call(ctx, "Bash", {"command": "true"})) == "(Bash completed with no output)"
 
 
 def test_bash_long_output_keeps_start_and_end_with_a_marker_counting_dropped_chars(ctx: ToolContext) -> None:

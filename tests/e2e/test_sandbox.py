@@ -48,12 +48,13 @@ def _run(
     *flags: str,
     settings: dict[str, object] | None = None,
     permissions: dict[str, object] | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[list[str], dict]:
     """Run the script sandboxed in default mode (headless); the tool results' texts and the result line."""
     document = {"sandbox": {"enabled": True, **(settings or {})}, "permissions": permissions or {}}
     args = ["-p", "go", "--model", "mock-primary", "--permission-mode", "default", *flags]
     with MockApi(text) as api:
-        run = run_cli([*args, "--settings", json.dumps(document)], api=api, cwd=tmp_path, fmt="json")
+        run = run_cli([*args, "--settings", json.dumps(document)], api=api, cwd=tmp_path, fmt="json", **(env or {}))
         assert run.returncode == 0, run.stderr
         results = [
             str(block.get("content"))
@@ -153,7 +154,9 @@ def test_a_sandboxed_change_is_checkpointed_and_rewound(tmp_path: Path) -> None:
     text = _script("echo edited > config.txt && rm doomed.txt && mkdir -p out && echo new > out/made.txt")
     results, result = _run(tmp_path, text)
     assert (tmp_path / "config.txt").read_text() == "edited\n" and not (tmp_path / "doomed.txt").exists()
-    assert results[0].startswith("(no output)\n3 files changed and 1 file removed in the working directory"), results
+    assert results[0].startswith(
+        "(Bash completed with no output)\n3 files changed and 1 file removed in the working directory"
+    ), results
     rewind = subprocess.run(
         [sys.executable, "-m", "queryloop", "rewind", result["session_id"]],
         capture_output=True,

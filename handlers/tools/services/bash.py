@@ -29,6 +29,7 @@ from .base import (
     split_budget,
     truncation_marker,
 )
+from .sandbox.protect import SandboxRefusal  # light: the sandbox itself is imported only when one is made
 
 if TYPE_CHECKING:
     from .sandbox import SandboxedCommand
@@ -181,7 +182,26 @@ def _bring_back(prepared: SandboxedCommand | None, ctx: ToolContext) -> str:
     save = ctx.checkpoint
     call_id = ctx.call_id
     changes = prepared.finish(None if save is None else lambda files: save(call_id, files))
-    return "" if changes is None or (not changes.changed and not changes.removed) else changes.summary()
+    if changes is None or not (changes.changed or changes.removed or changes.refused):
+        return ""
+    return changes.summary()
+
+
+def _no_implicit_bare_repositories(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with git told to use a bare repository only when named (``safe.bareRepository=explicit``).
+
+    A sandboxed command may write a ``HEAD``, ``config`` and ``objects/`` anywhere it can write;
+    git run outside the sandbox in that folder would take it for a repository and run what its
+    ``config`` names (``core.fsmonitor``). Added after any ``GIT_CONFIG_COUNT`` entries already set.
+    """
+    count = env.get("GIT_CONFIG_COUNT", "0")
+    index = int(count) if count.isdigit() else 0
+    return {
+        **env,
+        "GIT_CONFIG_COUNT": str(index + 1),
+        f"GIT_CONFIG_KEY_{index}": "safe.bareRepository",
+        f"GIT_CONFIG_VALUE_{index}": "explicit",
+    }
 
 
 async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -189,8 +209,13 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
     timeout_s = _timeout_seconds(tool_input, ctx)
     capture = _OutputCapture(ctx.max_output_chars - _STATUS_RESERVE)
     # Off the event loop: with Read deny rules, preparing walks the working directory.
-    prepared = await asyncio.to_thread(_sandboxed, command, tool_input, ctx) if ctx.sandbox else None
+    try:
+        prepared = await asyncio.to_thread(_sandboxed, command, tool_input, ctx) if ctx.sandbox else None
+    except SandboxRefusal as refusal:
+        return ToolOutput(content=str(refusal), is_error=True)
     argv, env = (prepared.argv, prepared.env) if prepared else (("bash", "-c", command), ctx.command_environment())
+    if prepared is None and ctx.sandbox is not None:  # left the sandbox (excludedCommands, or by request)
+        env = _no_implicit_bare_repositories(env)
     transport, protocol = await _spawn(argv, env, ctx, capture)
     pgid = transport.get_pid()  # the session leader's pid is its process group id
     try:
@@ -212,9 +237,13 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
         transport.close()  # closes the pipe even if a detached process still holds it
     try:
         note = await asyncio.to_thread(_bring_back, prepared, ctx)
+    except SandboxRefusal as refusal:
+        note = f"({refusal})"
     except OSError as exc:
         note = f"(the sandbox could not bring all of the command's changes back to the working directory: {exc})"
-    output = capture.text() or "(no output)"
+    code = None if timed_out else transport.get_returncode()
+    # Nothing to show: a success says it completed (as Claude Code and MCP results here say), a failure says none.
+    output = capture.text() or ("(Bash completed with no output)" if code == 0 else "(no output)")
     if note:
         output = f"{output}\n{note}"
     if timed_out:
@@ -222,7 +251,6 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
             content=f"Command timed out after {timeout_s:g} s; its process group was killed. Output so far:\n{output}",
             is_error=True,
         )
-    code = transport.get_returncode()
     assert code is not None  # protocol.exited is done
     if code < 0:
         return ToolOutput(content=f"Command was killed by {_signal_name(-code)}\n{output}", is_error=True)

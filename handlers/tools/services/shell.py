@@ -134,6 +134,8 @@ def analyse(line: str) -> ShellCommand:
         return ShellCommand(problem=str(exc))
     except RecursionError:
         return ShellCommand(problem="the command is nested too deeply to check")
+    except Exception as exc:  # a tree shape this reader did not expect: unclear, never a crash of the run
+        return ShellCommand(problem=f"shell syntax that is not checked ({type(exc).__name__}: {exc})")
     return ShellCommand(commands=tuple(reader.commands), writes=tuple(reader.writes), reads=tuple(reader.reads))
 
 
@@ -236,8 +238,10 @@ class _Reader:
         heredoc = getattr(redirect, "heredoc", None)
         if heredoc is not None:
             return self._heredoc(redirect, heredoc)
-        if isinstance(target, int):  # 2>&1: a descriptor, not a file
+        if isinstance(target, int) or target == "-":  # 2>&1 names a descriptor, 2>&- closes one: no file
             return True
+        if not hasattr(target, "pos"):
+            raise _Unclear(f"a redirection to {target!r} is not checked")
         if redirect.type == "<<<":  # a here-string: its word is expanded like any other
             return self._word(target)
         if getattr(target, "parts", None):
@@ -289,6 +293,8 @@ def _children(node: Any) -> Iterator[Any]:
 
 def _is_literal(raw: str) -> bool:
     """True when the shell would take ``raw`` as written: plain characters, '…', or "…" without $ ` \\ !."""
+    if raw in ("[", "]"):  # test's brackets: a lone bracket is no pattern
+        return True
     quote: str | None = None
     for ch in raw:
         if quote == "'":
@@ -310,7 +316,7 @@ def _normalise(words: list[str]) -> tuple[list[str], list[str]]:
     assignments: list[str] = []
     while words:
         name = words[0].rsplit("/", 1)[-1] if "/" in words[0] else words[0]
-        if not _NAME.match(name):
+        if not _NAME.match(name) and name != "[":
             raise _Unclear(f"the command word {words[0]!r} is not a plain name")
         words = [name, *words[1:]]
         if name not in _WRAPPERS:
@@ -450,11 +456,17 @@ _GREP: Final = _program(
     lists_dirs="-r -R -rn -ri -rl -rin -rni --recursive --dereference-recursive",
 )
 
+_TEST: Final = _program(
+    "-a -b -c -d -e -f -g -h -k -L -N -O -G -p -r -s -S -t -u -w -x -z -n -o -nt -ot -ef = == != < > "
+    "-eq -ne -lt -le -gt -ge ! ( ) ]",
+    operands="text",
+)
+
 #: The programs that cannot write a file or run another program with any option they accept here.
 #: Dropped on purpose: sort (-o, --compress-program), uniq (an output operand), date (-s), file (-C),
 #: find (-exec, -delete, -fprint), git (--output, -c, repository config that runs programs), printf (-v
-#: assigns through an array subscript the shell evaluates), test / [ (-v evaluates one), tee, xargs, cd
-#: (later commands then read elsewhere than the paths checked here).
+#: assigns through an array subscript the shell evaluates), tee, xargs, cd (later commands then read
+#: elsewhere than the paths checked here); test and [ only without -v.
 _READ_ONLY: Final[Mapping[str, _Program]] = {
     "cat": _program(
         "-A -b -e -E -n -s -t -T -u -v --show-all --number-nonblank --show-ends --number --squeeze-blank "
@@ -512,6 +524,16 @@ _READ_ONLY: Final[Mapping[str, _Program]] = {
     "whoami": _program(operands="none"),
     "uname": _program("-a -s -n -r -v -m -o --all", operands="none"),
     "which": _program("-a", operands="text"),
+    # `test` and `[` without -v (it evaluates an array subscript: `test -v 'a[$(…)]'`); every other operator
+    # only looks at a file or compares words.
+    "test": _TEST,
+    "[": _TEST,
+    "sleep": _program(operands="text"),
+    "ps": _program(
+        "-A -a -d -e -f -F -l -H -j -x -w -ww -ef -eF -ely -aux --forest --no-headers --headers",
+        "-p -o -u -U -g -G -C -t -q --pid --ppid --format --user --sort --cols --columns --lines --rows",
+        operands="text",
+    ),
 }
 
 
@@ -549,6 +571,8 @@ def read_only_operands(command: SimpleCommand) -> ReadOnlyReading | None:
             pattern_given = pattern_given or arg in ("-e", "--regexp")
         elif arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in program.valued:
             pattern_given = pattern_given or arg.startswith("--regexp=")
+        elif not arg.startswith("--") and len(arg) > 2 and arg[:2] in program.valued:  # `-d,`, `-f1`, `-n5`
+            pattern_given = pattern_given or arg[:2] == "-e"
         elif program.numeric and arg[1:].isdigit():
             pass
         else:

@@ -2,21 +2,26 @@
 
 Run inside the sandbox, before the command, as::
 
-    python3 -I -S /abs/path/bridge.py SOCKET PORT -- CMD [ARGS...]
+    python3 -I -S /abs/path/bridge.py SOCKET PORT FILTER -- CMD [ARGS...]
 
 (:func:`bridge_argv` builds that line). Inside ``--unshare-net`` the sandbox has only its own loopback,
 so the proxy (``proxy.DomainProxy``, outside) is reached over a Unix socket bind-mounted in. The script
 binds and listens on ``127.0.0.1:PORT`` first, so the port is ready before the command starts, then
 forks: the child accepts on the port and relays each connection, byte for byte both ways, to a new
-connection on ``SOCKET``; the parent ``exec``s ``CMD``, which keeps the process id and exit status the
-sandbox waits for. The command finds the proxy through ``HTTP_PROXY``/``HTTPS_PROXY``
-(``http://127.0.0.1:PORT``), which the caller sets.
+connection on ``SOCKET``; the parent forks ``CMD`` with the seccomp program in the file ``FILTER``
+(``seccomp``: no Unix sockets) installed on it, and waits for it, reaping what it leaves, then exits
+with its status. The relay needs its Unix socket, the command must not have one, so the filter is
+installed here, on the command alone, not by bubblewrap on all three; the bridge and the relay make
+themselves undumpable, so the command cannot write into them through ``/proc`` or ptrace. With
+``FILTER`` ``-`` the parent ``exec``s ``CMD`` instead. The command
+finds the proxy through ``HTTP_PROXY``/``HTTPS_PROXY`` (``http://127.0.0.1:PORT``), which the caller sets.
 
 When the network cannot be bridged (``SOCKET`` missing or not a socket, ``PORT`` taken) the script prints
 one line starting ``queryloop sandbox:`` to stderr and still runs ``CMD``: the command then simply has no
 network, which is what the sandbox promises anyway, and a failing command says more than a refusal to
 start would. Only a malformed command line (no ``--``, no ``CMD``, a bad port) exits 125 without running
-anything, and a ``CMD`` that cannot be executed exits 127 (not found) or 126, as a shell does.
+anything, as does a filter that cannot be installed; a ``CMD`` that cannot be executed exits 127 (not
+found) or 126, as a shell does.
 
 The relay ends with the sandbox: it asks the kernel for ``SIGKILL`` when its parent (the command, after
 ``exec``) ends, watches its parent as well, ignores ``SIGINT`` meant for the command, and holds none of
@@ -43,6 +48,7 @@ __all__ = ["bridge_argv", "main"]
 
 _CHUNK = 64 * 1024
 _PR_SET_PDEATHSIG = 1  # prctl(2)
+_PR_SET_DUMPABLE = 4
 
 
 def bridge_argv(
@@ -52,6 +58,7 @@ def bridge_argv(
     *,
     python: str = sys.executable,
     script: str | os.PathLike[str] | None = None,
+    seccomp_filter: str | os.PathLike[str] | None = None,
 ) -> tuple[str, ...]:
     """The argument vector that runs ``command`` inside the sandbox behind the bridge on ``port``.
 
@@ -59,20 +66,48 @@ def bridge_argv(
     hides the directory it is installed in.
     """
     here = os.fspath(script) if script is not None else os.path.abspath(__file__)
-    return (python, "-I", "-S", here, os.fspath(socket_path), str(port), "--", *command)  # -S: no site, a faster start
+    program = "-" if seccomp_filter is None else os.fspath(seccomp_filter)
+    return (python, "-I", "-S", here, os.fspath(socket_path), str(port), program, "--", *command)  # -S: faster
 
 
 def _warn(message: str) -> None:
     print(f"queryloop sandbox: {message}", file=sys.stderr, flush=True)
 
 
-def _parse(argv: Sequence[str]) -> tuple[str, int, list[str]] | str:
-    """Socket, port and command, or the reason the command line is malformed."""
-    if len(argv) < 4 or argv[2] != "--":
-        return "usage: bridge.py SOCKET PORT -- CMD [ARGS...]"
+def _parse(argv: Sequence[str]) -> tuple[str, int, str, list[str]] | str:
+    """Socket, port, filter and command, or the reason the command line is malformed."""
+    if len(argv) < 5 or argv[3] != "--":
+        return "usage: bridge.py SOCKET PORT FILTER -- CMD [ARGS...]"
     if not argv[1].isdigit() or not 0 < int(argv[1]) < 65536:
         return f"PORT must be a number from 1 to 65535, not {argv[1]!r}"
-    return argv[0], int(argv[1]), list(argv[3:])
+    return argv[0], int(argv[1]), argv[2], list(argv[4:])
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def _install_filter(path: str) -> str | None:
+    """Install the seccomp program in ``path`` on this process; None when done, else why not."""
+    try:
+        with open(path, "rb") as file:
+            program = file.read()
+    except OSError as exc:
+        return f"cannot read the seccomp filter {path}: {exc.strerror}"
+    if not program or len(program) % 8:
+        return f"{path} is not a seccomp program"
+    libc = ctypes.CDLL(None, use_errno=True)
+    fprog = _SockFprog(len(program) // 8, program)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}"
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        return f"prctl(PR_SET_SECCOMP): {os.strerror(ctypes.get_errno())}"
+    return None
 
 
 def _listen(socket_path: str, port: int) -> socket.socket | None:
@@ -159,7 +194,14 @@ def _close_inherited(*, keep: set[int]) -> None:
 
 
 def _serve(listener: socket.socket, socket_path: str, parent: int) -> None:
-    """The child: let go of the command's streams and files, then relay every connection until killed."""
+    """The child: let go of the command's streams and files, then relay every connection until killed.
+
+    It makes itself undumpable first: the command runs as the same user, and could otherwise
+    ptrace the relay or write its memory through ``/proc`` and use its Unix socket, which the
+    command's own seccomp filter refuses it.
+    """
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        os._exit(1)  # no relay rather than one the command could take over
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -185,12 +227,12 @@ def _exec(command: list[str]) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Listen, fork the relay, run the command (``argv`` excludes the program name). Returns only on failure."""
+    """Listen, fork the relay, run the command (``argv`` excludes the program name); its exit status."""
     parsed = _parse(argv)
     if isinstance(parsed, str):
         _warn(parsed)
         return 125
-    socket_path, port, command = parsed
+    socket_path, port, program, command = parsed
     listener = _listen(socket_path, port)
     if listener is not None:
         parent = os.getpid()
@@ -202,7 +244,38 @@ def main(argv: Sequence[str]) -> int:
             finally:
                 os._exit(0)
         listener.close()
-    return _exec(command)
+    if program == "-":
+        return _exec(command)
+    return _run_filtered(program, command)
+
+
+def _run_filtered(program: str, command: list[str]) -> int:
+    """Run the command with the seccomp ``program`` installed on it alone; wait for it, reaping what it leaves.
+
+    The bridge stays, undumpable, as the sandbox's first process (bubblewrap's ``--as-pid-1``):
+    bubblewrap's own first process would be a process without the filter that the command,
+    as the same user, could write into through ``/proc``.
+    """
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        _warn("cannot make the bridge undumpable; the command does not run")
+        return 125
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        problem = _install_filter(program)
+        if problem is not None:
+            _warn(f"{problem}; the command does not run")
+            os._exit(125)
+        os._exit(_exec(command))
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            return code if code >= 0 else 128 - code
 
 
 if __name__ == "__main__":

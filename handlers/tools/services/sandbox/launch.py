@@ -43,11 +43,21 @@ import attrs
 from ..rules import PermissionRules, read_denied, read_denied_paths
 from . import bridge
 from .bridge import bridge_argv
-from .overlay import OverlayChanges, apply_upper, overlay_available, overlay_mount_options
+from .overlay import (
+    OverlayChanges,
+    PathNote,
+    apply_upper,
+    overlay_available,
+    overlay_mount_options,
+    remove_inside,
+    remove_tree,
+)
 from .policy import SandboxPolicy
+from .protect import SandboxRefusal, WalkLimitError, existing_protected, home_within, is_protected, shallow_protected
 from .proxy import DomainProxy
+from .seccomp import unix_socket_filter
 
-__all__ = ["DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxedCommand"]
+__all__ = ["DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxRefusal", "SandboxedCommand"]
 
 PROXY_PORT: Final = 3128
 """The port on the sandbox's own loopback where the bridge to the domain proxy listens."""
@@ -55,7 +65,9 @@ PROXY_PORT: Final = 3128
 DEFAULT_CAPTURE_BYTES: Final = 64 * 1024 * 1024
 """How many bytes of the files one command overwrites or removes are checkpointed (beyond: not rewindable)."""
 
-_MAX_WALK: Final = 200_000  # directory entries walked to find what Read deny rules cover
+_MAX_WALK: Final = 200_000  # directory entries walked to find what Read deny rules cover and what is protected
+
+_Rel = tuple[str, ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -68,39 +80,61 @@ class SandboxedCommand:
     work: Path | None
     cwd: Path
     cap_bytes: int
+    guard: Callable[[_Rel], bool] = attrs.field(eq=False)  # what the command may not change (``protect``)
+    home: _Rel | None = None
+    protected_before: frozenset[Path] = frozenset()  # bound directly: the protected paths that existed
+    walk_limit: int = _MAX_WALK
 
     def finish(self, checkpoint: Callable[[Sequence[Path]], object] | None) -> OverlayChanges | None:
         """Checkpoint the originals of what the command changed, then apply the changes; None when not captured.
 
         Runs whether the command succeeded, failed, timed out or was cancelled: what it
-        wrote, it wrote. ``checkpoint`` None (no session kept) applies without storing.
+        wrote, it wrote, except what is protected. ``checkpoint`` None (no session kept)
+        applies without storing. Bound directly (no overlay), nothing is captured, and a
+        protected path the command created (no mount could cover what did not exist) is
+        removed again and listed; raises :class:`SandboxRefusal` when the working directory
+        grew too large to look.
         """
         if self.upper is None:
-            return None
+            return self._remove_new_protected()
         try:
-            return apply_upper(self.upper, self.cwd, checkpoint=checkpoint or _no_checkpoint, cap_bytes=self.cap_bytes)
+            return apply_upper(
+                self.upper,
+                self.cwd,
+                checkpoint=checkpoint or _no_checkpoint,
+                cap_bytes=self.cap_bytes,
+                guard=self.guard,
+            )
         finally:
             for folder in (self.upper, self.work):
                 if folder is not None:
                     remove_tree(folder)
 
+    def _remove_new_protected(self) -> OverlayChanges | None:
+        try:
+            found = set(existing_protected(self.cwd, home=self.home, limit=self.walk_limit))
+        except WalkLimitError as exc:
+            raise SandboxRefusal(f"{exc}; files the command made there were not checked") from None
+        made = sorted(found - self.protected_before)
+        if not made:
+            return None
+        for path in made:
+            remove_inside(self.cwd, path.relative_to(self.cwd).parts)
+        refused = tuple(PathNote(path=str(p.relative_to(self.cwd)), why="protected, removed") for p in made)
+        return OverlayChanges(
+            changed=(),
+            removed=(),
+            checkpointed=(),
+            not_rewindable=(),
+            refused=refused,
+            bytes_checkpointed=0,
+            over_cap=False,
+            cap_bytes=self.cap_bytes,
+        )
+
 
 def _no_checkpoint(paths: Sequence[Path]) -> None:
     return None
-
-
-def remove_tree(folder: Path) -> None:
-    """Remove a folder the sandbox made, read-only parts included (overlayfs makes ``work/work`` mode 000)."""
-
-    def writable_then_retry(function: Callable[..., object], path: str, _exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            function(path)
-        except OSError:
-            pass  # what cannot be removed stays; it is ours, in a temporary directory
-
-    shutil.rmtree(folder, onerror=writable_then_retry)
 
 
 class Sandbox:
@@ -120,8 +154,10 @@ class Sandbox:
         denied_paths: Sequence[Path] = (),
         capture: bool = True,
         cap_bytes: int = DEFAULT_CAPTURE_BYTES,
+        walk_limit: int = _MAX_WALK,
     ) -> None:
         self.policy = policy
+        self.walk_limit = walk_limit
         self.cwd = cwd.resolve()
         self.hidden = hidden
         self.denied_paths = tuple(denied_paths)
@@ -136,6 +172,14 @@ class Sandbox:
         self.empty.chmod(0o444)
         self._lock = threading.Lock()
         self._proxy: DomainProxy | None = None
+        self.home = home_within(self.cwd)
+        self.net = self.scratch / "net"  # seen by the sandbox when it bridges the network: the bridge, the filter
+        self.net.mkdir()
+        program = unix_socket_filter()
+        self.socket_filter: Path | None = None
+        if program is not None:
+            self.socket_filter = self.net / "unix.bpf"
+            self.socket_filter.write_bytes(program)
         self.capture_problem: str | None = self._capture_problem() if capture else "capture is off"
 
     def _capture_problem(self) -> str | None:
@@ -183,8 +227,7 @@ class Sandbox:
     def _proxy_socket(self) -> Path:
         with self._lock:
             if self._proxy is None:
-                folder = self.scratch / "net"
-                folder.mkdir(exist_ok=True)
+                folder = self.net
                 # The bridge runs from here: the sandbox sees this folder, not always where queryloop is
                 # installed (an install under /tmp is hidden by the sandbox's own /tmp).
                 shutil.copyfile(bridge.__file__, folder / "bridge.py")
@@ -193,14 +236,28 @@ class Sandbox:
             return self._proxy.socket_path
 
     def prepare(self, command: str, env: Mapping[str, str]) -> SandboxedCommand:
-        """The ``bwrap`` command line (and environment) that runs ``bash -c command`` in the sandbox."""
+        """The ``bwrap`` command line (and environment) that runs ``bash -c command`` in the sandbox.
+
+        Raises :class:`SandboxRefusal` when a protection cannot be given here: no seccomp
+        program for this machine, a working directory too large to walk, a Read deny rule
+        naming a symlink to a folder the sandbox cannot hide.
+        """
+        if self.socket_filter is None:
+            raise SandboxRefusal(
+                "the sandbox cannot keep commands off Unix sockets on this machine's architecture, so it runs none"
+            )
         environment = {**env, "TMPDIR": "/tmp"}
         for key in ("no_proxy", "NO_PROXY"):
             environment.pop(key, None)
         args: list[str] = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--bind", str(self.tmp), "/tmp", "--bind", str(self.cwd), str(self.cwd)]
+        found, protected, guard = self._protection()
+        for path in protected:
+            args += ["--ro-bind", str(path), str(path)]
         args += self._masks()
         inner: list[str] = ["bash", "-c", command]
+        seccomp: list[str] = ["--seccomp", "3"]  # fd 3: the filter, opened by the wrapper below
+        filter_fd = True
         if self.policy.allowed_domains:
             socket = self._proxy_socket()
             args += ["--bind", str(socket.parent), str(socket.parent)]
@@ -211,12 +268,27 @@ class Sandbox:
             prefix = os.path.realpath(sys.base_prefix)
             if Path(prefix).is_relative_to("/tmp"):  # an interpreter under /tmp: shown at its place, read-only
                 args += ["--ro-bind", prefix, prefix]
-            inner = list(bridge_argv(socket, PROXY_PORT, inner, python=python, script=socket.parent / "bridge.py"))
+            script = socket.parent / "bridge.py"
+            inner = list(
+                bridge_argv(socket, PROXY_PORT, inner, python=python, script=script, seccomp_filter=self.socket_filter)
+            )
+            seccomp, filter_fd = ["--as-pid-1"], False  # the relay needs a Unix socket: the bridge filters the command
         args += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(self.cwd)]
-        bwrap = [shutil.which("bwrap") or "bwrap", *args, "--", *inner]
+        bwrap = [shutil.which("bwrap") or "bwrap", *args, *seccomp, "--", *inner]
+        if filter_fd:
+            bwrap = ["sh", "-c", 'f=$1; shift; exec "$@" 3<"$f"', "sh", str(self.socket_filter), *bwrap]
         if not self.captures:
             return SandboxedCommand(
-                argv=tuple(bwrap), env=environment, upper=None, work=None, cwd=self.cwd, cap_bytes=self.cap_bytes
+                argv=tuple(bwrap),
+                env=environment,
+                upper=None,
+                work=None,
+                cwd=self.cwd,
+                cap_bytes=self.cap_bytes,
+                guard=guard,
+                home=self.home,
+                protected_before=frozenset(found),
+                walk_limit=self.walk_limit,
             )
         upper = Path(tempfile.mkdtemp(prefix="upper-", dir=self.scratch))
         work = Path(tempfile.mkdtemp(prefix="work-", dir=self.scratch))
@@ -225,8 +297,51 @@ class Sandbox:
         mount = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
         argv = ("unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount, "sh", options, str(self.cwd))
         return SandboxedCommand(
-            argv=(*argv, *bwrap), env=environment, upper=upper, work=work, cwd=self.cwd, cap_bytes=self.cap_bytes
+            argv=(*argv, *bwrap),
+            env=environment,
+            upper=upper,
+            work=work,
+            cwd=self.cwd,
+            cap_bytes=self.cap_bytes,
+            guard=guard,
+            home=self.home,
         )
+
+    def _protection(self) -> tuple[list[Path], list[Path], Callable[[_Rel], bool]]:
+        """The protected paths found, those to bind read-only, and the test ``overlay`` holds each change to.
+
+        With the overlay, every change is held to :func:`protect.is_protected` when it comes
+        out, so only the usual places are looked at (the working directory's own entries,
+        its ``.git``, the home directory's); bound directly, the whole directory is walked.
+        A protected symlink is bound at its target when that lies in the working directory
+        (writing through it would change the target), and the target is protected too.
+        """
+        try:
+            found = (
+                list(shallow_protected(self.cwd, home=self.home))
+                if self.captures
+                else list(existing_protected(self.cwd, home=self.home, limit=self.walk_limit))
+            )
+        except WalkLimitError as exc:
+            raise SandboxRefusal(
+                f"{exc}; without overlayfs it cannot protect them, so the command does not run"
+            ) from None
+        paths: list[Path] = []
+        targets: list[_Rel] = []
+        for path in found:
+            if path.is_symlink():
+                target = Path(os.path.realpath(path))
+                if target.is_relative_to(self.cwd) and target != self.cwd and target.exists():
+                    paths.append(target)
+                    targets.append(target.relative_to(self.cwd).parts)
+            elif path.exists():
+                paths.append(path)
+        home = self.home
+
+        def guard(rel: _Rel) -> bool:
+            return is_protected(rel, home=home) or any(rel[: len(t)] == t for t in targets)
+
+        return found, paths, guard
 
     def _masks(self) -> list[str]:
         """bwrap arguments replacing what the Read deny rules cover with empty, read-only stand-ins.
@@ -247,11 +362,14 @@ class Sandbox:
         return args
 
     def _denied(self) -> Iterator[tuple[Path, bool]]:
+        """What the Read deny rules cover, by the path a read reaches: a symlink's target, not the link.
+
+        Raises :class:`SandboxRefusal` past ``_MAX_WALK`` entries (what is not walked cannot be
+        hidden) and for a covered symlink whose target the sandbox cannot hide (the root, the
+        working directory or a folder holding it).
+        """
         for path in self.denied_paths:
-            if path.is_dir() and not path.is_symlink():
-                yield path, True
-            elif path.exists() and not path.is_symlink():
-                yield path, False
+            yield from self._reached(path)
         hidden = self.hidden
         if hidden is None:
             return
@@ -261,15 +379,32 @@ class Sandbox:
             kept: list[str] = []
             for name in dirs:
                 path = base / name
-                if hidden(path) and not path.is_symlink():
-                    yield path, True
+                if hidden(path):
+                    yield from self._reached(path)
                 else:
                     kept.append(name)
             dirs[:] = kept
             for name in files:
                 path = base / name
-                if hidden(path) and not path.is_symlink():
-                    yield path, False
+                if hidden(path):
+                    yield from self._reached(path)
             seen += len(dirs) + len(files)
-            if seen > _MAX_WALK:
-                return
+            if seen > self.walk_limit:
+                raise SandboxRefusal(
+                    f"the working directory holds more than {self.walk_limit:,} entries, so the sandbox cannot find "
+                    "every file the Read deny rules cover; the command does not run"
+                )
+
+    def _reached(self, path: Path) -> Iterator[tuple[Path, bool]]:
+        """The path a read of ``path`` reaches (its target when a symlink), and whether it is a directory."""
+        if not os.path.lexists(path):
+            return
+        target = Path(os.path.realpath(path))
+        if not target.exists():
+            return
+        if target == Path("/") or self.cwd.is_relative_to(target) or target in (self.tmp, Path("/tmp")):
+            raise SandboxRefusal(
+                f"{path} is covered by a Read deny rule but leads to {target}, which the sandbox cannot hide; "
+                "the command does not run"
+            )
+        yield target, target.is_dir()

@@ -21,11 +21,13 @@ replaced or refused, never followed. Set-user-ID and set-group-ID bits never com
 sandbox (a process that runs as root would otherwise apply a set-user-ID root program the
 sandbox made).
 
-Does not own mounting, bubblewrap or running the command (``launch``), the checkpoint store
-(``handlers.session.store``), or clearing the upper and work directories after an apply:
-the caller does that, once :func:`apply_upper` has returned or raised (the work directory
-keeps a ``work/work`` directory of mode 000 the caller must make writable to remove it as
-a non-root user).
+Also owns :func:`remove_tree`, which the caller uses to clear the upper and work directories
+once :func:`apply_upper` has returned or raised: the work directory keeps a ``work/work``
+directory of mode 000, and the command may have left unreadable directories and symlinks
+to anything, so it changes permissions only of real directories and follows no link.
+
+Does not own mounting, bubblewrap or running the command (``launch``) or the checkpoint store
+(``handlers.session.store``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ __all__ = [
     "apply_upper",
     "overlay_available",
     "overlay_mount_options",
+    "remove_inside",
+    "remove_tree",
 ]
 
 _OPAQUE_XATTRS: Final = ("user.overlay.opaque", "trusted.overlay.opaque")
@@ -93,6 +97,7 @@ class OverlayChanges:
     checkpointed: tuple[Path, ...]  # absolute paths handed to the checkpoint (bytes before, or absence)
     not_rewindable: tuple[PathNote, ...]  # changes a rewind cannot undo, and why
     skipped: tuple[PathNote, ...] = ()  # what the command made that is not copied out (FIFOs, sockets, devices)
+    refused: tuple[PathNote, ...] = ()  # changes to protected paths (``protect``), not brought out
     bytes_checkpointed: int = attrs.field(validator=attrs.validators.ge(0))
     over_cap: bool  # some file's bytes were not checkpointed: the cap was reached
     cap_bytes: int = attrs.field(validator=attrs.validators.ge(0))
@@ -112,6 +117,8 @@ class OverlayChanges:
             line = f"{' and '.join(parts)} in the working directory (checkpointed for rewind)"
         if self.skipped:
             line += f"; not copied out of the sandbox: {_listing(self.skipped)}"
+        if self.refused:
+            line += f"; refused, read-only to sandboxed commands: {_listing(self.refused)}"
         return line
 
 
@@ -185,7 +192,7 @@ def overlay_available(scratch: Path) -> str | None:
     try:
         return _probe(unshare, base)
     finally:
-        _remove_scratch(base)
+        remove_tree(base)
 
 
 def _probe(unshare: str, base: Path) -> str | None:
@@ -236,11 +243,45 @@ def _probe_result(lower: Path, upper: Path) -> str | None:
     return None
 
 
-def _remove_scratch(base: Path) -> None:
-    """Remove a probe's directories, the work directory's mode-000 ``work`` folder included."""
-    with contextlib.suppress(OSError):
-        os.chmod(base / "work" / "work", 0o700)
-    shutil.rmtree(base, ignore_errors=True)
+def remove_tree(folder: Path) -> None:
+    """Remove a folder the sandbox made, its unreadable parts included, never following a symlink in it.
+
+    A sandboxed command decides what its upper directory holds: directories of mode
+    000 or 500 (overlayfs itself makes ``work/work`` mode 000), and symlinks to
+    anything. Every real directory in the tree is first made ``0o700`` through a
+    descriptor opened with ``O_PATH | O_NOFOLLOW | O_DIRECTORY`` (so a symlink is never
+    followed and its target's permissions never change), top down, then the tree is
+    removed by :func:`shutil.rmtree`, which does not follow symlinks either. What still
+    cannot be removed stays: it is ours, in a temporary directory.
+    """
+    pending = [str(folder)]
+    while pending:
+        path = pending.pop()
+        if not _make_searchable(path):
+            continue
+        try:
+            with os.scandir(path) as found:
+                pending.extend(entry.path for entry in found if entry.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _make_searchable(path: str) -> bool:
+    """Give the real directory at ``path`` mode 0o700; False when it is not one (a symlink, a file, gone)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        # chmod through the descriptor's /proc link changes the directory it was opened on: fchmod refuses
+        # an O_PATH descriptor, and Linux has no lchmod.
+        os.chmod(f"/proc/self/fd/{fd}", 0o700)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return True
 
 
 # ---- reading the upper directory ----------------------------------------------------------------
@@ -298,9 +339,10 @@ class _Step:
 class _Plan:
     """Everything the upper directory asks of the real one, worked out by reading both (no change made)."""
 
-    def __init__(self, upper: Path, real: Path) -> None:
+    def __init__(self, upper: Path, real: Path, guard: Callable[[_Rel], bool]) -> None:
         self.upper = upper
         self.real = real
+        self.guard = guard  # a path the command may not change (``protect.is_protected``)
         self.steps: list[_Step] = []
         self.late: list[_Step] = []  # directory permissions: set last, deepest first (a read-only one stays writable)
         self.changed: list[str] = []
@@ -308,6 +350,7 @@ class _Plan:
         self.candidates: list[tuple[Path, int, str]] = []  # (absolute path, bytes to keep (0: absent), rel text)
         self.not_rewindable: list[PathNote] = []
         self.skipped: list[PathNote] = []
+        self.refused: list[PathNote] = []
 
     def _note(self, rel: _Rel, why: str) -> None:
         self.not_rewindable.append(PathNote(path=_text(rel), why=why))
@@ -327,17 +370,22 @@ class _Plan:
             for name in sorted(os.listdir(self.real.joinpath(*rel))):
                 if name not in names:
                     child = (*rel, name)
-                    self._remove(child, os.lstat(self.real.joinpath(*child)))
+                    self._remove(child, os.lstat(self.real.joinpath(*child)))  # refused when protected
         for entry in entries:
             child = (*rel, entry.name)
             upper_st = entry.stat(follow_symlinks=False)
             _refuse_unreadable(self.upper.joinpath(*child))
             self._merge_entry(child, upper_st, self._real_lstat(child) if real == "dir" else None, real)
 
+    def _refuse(self, rel: _Rel) -> None:
+        self.refused.append(PathNote(path=_text(rel), why="protected"))
+
     def _merge_entry(
         self, rel: _Rel, upper_st: os.stat_result, real_st: os.stat_result | None, parent: _RealSide
     ) -> None:
-        if _is_whiteout(upper_st):
+        if self.guard(rel):  # nothing under it comes out either
+            self._refuse(rel)
+        elif _is_whiteout(upper_st):
             if real_st is not None:
                 self._remove(rel, real_st)
         elif stat.S_ISDIR(upper_st.st_mode):
@@ -361,8 +409,8 @@ class _Plan:
                 self._note(rel, "a directory's permissions")
             self.merge_dir(rel, real="dir", opaque=_is_opaque(self.upper.joinpath(*rel)))
             return
-        if real_st is not None:
-            self._remove(rel, real_st, replaced_by="a directory")
+        if real_st is not None and not self._remove(rel, real_st, replaced_by="a directory"):
+            return
         self.steps.append(_Step(action="mkdir", rel=rel))
         self.late.append(_Step(action="chmod", rel=rel, mode=mode))
         self.changed.append(_text(rel))
@@ -394,8 +442,8 @@ class _Plan:
             self.candidates.append((path, 0, _text(rel)))
         elif real_st is None:
             self._note(rel, "a new file in a directory that replaced a file or symlink")
-        else:
-            self._remove(rel, real_st, replaced_by="a file")
+        elif not self._remove(rel, real_st, replaced_by="a file"):
+            return
         self.steps.append(copy)
         self.changed.append(_text(rel))
 
@@ -406,14 +454,21 @@ class _Plan:
             self._note(rel, "a symlink's target")  # the new link is renamed over the old one
         elif real_st is not None:
             # a regular file's bytes are checkpointed: rewind writes them back over the symlink
-            self._remove(rel, real_st, replaced_by="a symlink")
+            if not self._remove(rel, real_st, replaced_by="a symlink"):
+                return
         else:
             self._note(rel, "a new symlink")
         self.steps.append(_Step(action="symlink", rel=rel, target=target))
         self.changed.append(_text(rel))
 
-    def _remove(self, rel: _Rel, real_st: os.stat_result, *, replaced_by: str = "") -> None:
-        """Plan removing the real entry at ``rel`` (alone, or to put ``replaced_by`` in its place)."""
+    def _remove(self, rel: _Rel, real_st: os.stat_result, *, replaced_by: str = "") -> bool:
+        """Plan removing the real entry at ``rel`` (alone, or to put ``replaced_by`` in its place).
+
+        False, and nothing planned, when it is protected or a directory holding something protected.
+        """
+        if self.guard(rel) or (stat.S_ISDIR(real_st.st_mode) and self._holds_guarded(rel)):
+            self._refuse(rel)
+            return False
         self.steps.append(_Step(action="remove", rel=rel))
         if not replaced_by:
             self.removed.append(_text(rel))
@@ -425,6 +480,15 @@ class _Plan:
             self._note(rel, f"a directory {how}: rewind restores the files in it, not the directory")
         else:
             self._note(rel, f"{_kind(real_st.st_mode)} {how}")
+        return True
+
+    def _holds_guarded(self, rel: _Rel) -> bool:
+        """Does the real directory at ``rel`` hold a protected path (following no symlink)?"""
+        for root, dirs, files in os.walk(self.real.joinpath(*rel)):
+            under = (*rel, *Path(root).relative_to(self.real.joinpath(*rel)).parts)
+            if any(self.guard((*under, name)) for name in (*dirs, *files)):
+                return True
+        return False
 
     def _collect_tree(self, rel: _Rel) -> None:
         """The regular files under a real directory about to be removed, to checkpoint; the rest, noted."""
@@ -524,6 +588,15 @@ class _RealDir:
                 os.utime(name, ns=step.times_ns, dir_fd=fd, follow_symlinks=False)
 
 
+def remove_inside(real: Path, rel: _Rel) -> None:
+    """Remove the entry at ``rel`` under ``real``, reached without following a symlink (a directory: all of it)."""
+    target = _RealDir(real)
+    try:
+        target.apply(_Step(action="remove", rel=rel))
+    finally:
+        target.close()
+
+
 def _temp_name() -> str:
     return f".queryloop-apply-{secrets.token_hex(8)}"
 
@@ -573,8 +646,17 @@ def _copy_at(fd: int, name: str, source: Path, mode: int, times_ns: tuple[int, i
 # ---- the whole apply ------------------------------------------------------------------------------
 
 
+def _nothing_guarded(rel: _Rel) -> bool:
+    return False
+
+
 def apply_upper(
-    upper: Path, real: Path, *, checkpoint: Callable[[Sequence[Path]], object], cap_bytes: int
+    upper: Path,
+    real: Path,
+    *,
+    checkpoint: Callable[[Sequence[Path]], object],
+    cap_bytes: int,
+    guard: Callable[[_Rel], bool] = _nothing_guarded,
 ) -> OverlayChanges:
     """Make ``real`` match what a command left in overlay ``upper``, checkpointing the originals first.
 
@@ -586,7 +668,9 @@ def apply_upper(
     then changes ``real``: files copied (a temporary file and a rename each, permissions
     and times kept, set-ID bits dropped), symlinks recreated, whiteouts removing, opaque
     directories emptied of what the command did not remake, a directory replacing a file
-    or the reverse. A call over the cap still applies everything.
+    or the reverse. A call over the cap still applies everything. A path ``guard`` covers
+    (components under ``real``) is not changed, nor removed with a directory that holds it,
+    nor replaced: it is listed in ``refused``.
 
     Raises what ``checkpoint`` raises (an OSError when the store cannot keep the bytes)
     with ``real`` unchanged; :class:`UnsupportedUpperError` for a layout it cannot read,
@@ -596,7 +680,7 @@ def apply_upper(
     if cap_bytes < 0:
         raise ValueError(f"cap_bytes must be at least 0, got {cap_bytes}")
     real = real.resolve(strict=True)
-    plan = _Plan(upper, real)
+    plan = _Plan(upper, real, guard)
     plan.merge_dir((), real="dir", opaque=False)
     chosen, total, over = _choose(plan, cap_bytes)
     if chosen:
@@ -613,6 +697,7 @@ def apply_upper(
         checkpointed=tuple(chosen),
         not_rewindable=(*over, *plan.not_rewindable),
         skipped=tuple(plan.skipped),
+        refused=tuple(plan.refused),
         bytes_checkpointed=total,
         over_cap=bool(over),
         cap_bytes=cap_bytes,
