@@ -77,6 +77,7 @@ HIDING: Final = [
     "cat <<'EOF'\n'EOF'\necho '\nEOF\nrm -rf x\n'\n",
     "echo \"$(cat <<'EOF'\nEOF\nrm x\n'EOF'\n)\"\n",
     "ls; \\",
+    "EOF\"'EOF'\"",  # bashlex's quote removal: EOFEOF; bash runs EOF'EOF'
 ]
 AGREED: Final = [
     "cat <<EOF\nplain text\nEOF\n",

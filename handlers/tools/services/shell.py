@@ -201,9 +201,19 @@ class _Reader:
         return "".join(pieces)
 
     def _word(self, word: Any) -> bool:
-        """Check one word; True when it is a literal (nothing in it is expanded)."""
+        """Check one word; True when it is a literal (nothing in it is expanded).
+
+        A literal word must read as bash reads it: bashlex removes quotes inside other quotes
+        (``a"'b'"`` is ``ab`` to it, ``a'b'`` to bash), so a rule would be matched against a
+        word bash never runs.
+        """
         self._children_of_word(word)
-        return not getattr(word, "parts", None) and _is_literal(self._raw(word))
+        raw = self._raw(word)
+        if getattr(word, "parts", None) or not _is_literal(raw):
+            return False
+        if word.kind == "word" and word.word != _unquoted(raw):
+            raise _Unclear(f"the word {raw!r} is read as {word.word!r} by the parser and {_unquoted(raw)!r} by bash")
+        return True
 
     def _command(self, node: Any) -> None:
         words: list[str] = []
@@ -309,6 +319,20 @@ def _is_literal(raw: str) -> bool:
         elif ch not in _LITERAL_CHARS:
             return False
     return quote is None and not raw.startswith("=")
+
+
+def _unquoted(raw: str) -> str:
+    """A literal word (:func:`_is_literal`) after bash's quote removal: '…' and "…" lose their quotes only."""
+    out: list[str] = []
+    quote: str | None = None
+    for ch in raw:
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif ch == quote:
+            quote = None
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _normalise(words: list[str]) -> tuple[list[str], list[str]]:
