@@ -25,7 +25,10 @@ that resets nothing returns where it left with every other budget intact, so it
 cuts no piece and only adds its target's weight, at most ``cap`` times. A cycle with
 no bounding edge is unbounded (``∞``), as is a cap whose param is null. Per run, a
 figure is also at most (1 + the caps of the progress counters) times the per-turn
-figure when every progress edge is counted by a counter nothing resets.
+figure when every progress edge is counted by a counter nothing resets; and, with the
+run budgets (the Stop-hook blocks, the fallback hops) paid once per run rather than once
+per turn, at most the turns times the per-turn figure without them plus each budget's cap
+times its largest step (:func:`runs_of_turns`, used for the runs a turn starts).
 
 Every step is an upper bound, so a figure is a bound for every value of every cap. It
 is exact where each piece can take its longest path next to each bounding edge: the
@@ -35,6 +38,7 @@ the exact figure where a counter is reset on some paths of a cycle only.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -44,7 +48,7 @@ import networkx as nx
 
 from .spec import CounterSpec, MachineSpec, TransitionSpec
 
-__all__ = ["Bound", "Expr", "figure_bounds", "figure_values", "polynomial_text"]
+__all__ = ["Bound", "Expr", "figure_bounds", "figure_values", "polynomial_text", "runs_of_turns"]
 
 Value = float  # a bound's value: an integer, or math.inf
 V = TypeVar("V")
@@ -335,6 +339,74 @@ class _Num:
 
     def when(self, cap: float, value: float) -> float:
         return value if cap > 0 else -math.inf
+
+
+MOST_BUDGET_POINTS = 256
+"""The most settings of the run budgets :func:`runs_of_turns` evaluates a figure at (else it gives no bound)."""
+
+
+def runs_of_turns(spec: MachineSpec, params: Mapping[str, Any], names: Iterable[str]) -> dict[str, Value]:
+    """Every figure ``names`` per run, each run budget charged once to the whole run, not to every turn.
+
+    A run is at most T = 1 + (the caps of the progress counters) turns, when every progress edge is counted
+    by a counter nothing resets. A *run budget* is a session counter nothing resets, not a progress one,
+    whose cap is a param no other counter's cap reads (the Stop-hook blocks, the fallback hops). A turn
+    that spends ``n_c`` of each budget ``c`` is bounded by the per-turn bound ``B`` with each such cap set to
+    ``n_c`` (a bound for every cap value), and over the run the ``n_c`` sum to at most ``c``'s cap ``N_c``.
+    With ``D_c`` the largest step ``B(n + e_c) − B(n)`` anywhere in the box ``0 ≤ n ≤ N``, every
+    ``B(n) ≤ B(0) + Σ_c D_c·n_c`` (a sum of such steps), so the run is at most ``T·B(0) + Σ_c D_c·N_c``:
+    the budgets' terms of the per-turn figure are paid once per run. ``math.inf`` where that does not
+    apply (a progress edge not so counted, an unset cap, a box of more than :data:`MOST_BUDGET_POINTS`).
+    """
+    memo = _Memo(spec)
+    figures = {name: effects for name, effects in _figures(spec).items() if name in set(names)}
+    unbounded = {name: math.inf for name in figures}
+    counted = [t.counter for t in spec.transitions if t.progress]
+    if not counted or not all(c is not None and c in memo.never_reset for c in counted):
+        return unbounded
+    caps = {c.name: spec.cap_of(c, params) for c in spec.counters}
+    if any(caps[c] is None for c in counted if c is not None):
+        return unbounded
+    turns = 1 + sum(int(caps[c] or 0) for c in dict.fromkeys(counted) if c is not None)
+    readers: dict[str, int] = {}
+    for c in spec.counters:
+        if isinstance(c.cap, str):
+            readers[c.cap] = readers.get(c.cap, 0) + 1
+    budgets = [
+        c
+        for c in spec.counters
+        if c.name in memo.never_reset
+        and c.name not in counted
+        and c.scope == "session"
+        and isinstance(c.cap, str)
+        and readers[c.cap] == 1
+        and caps[c.name] is not None
+    ]
+    sizes = [int(caps[c.name] or 0) for c in budgets]
+    if math.prod(size + 1 for size in sizes) > MOST_BUDGET_POINTS:
+        return unbounded
+    # the per-turn bound of every figure at every point of the box (each point: the caps the turn spends)
+    per_point: dict[tuple[int, ...], dict[frozenset[str], Value]] = {}
+    for point in itertools.product(*(range(size + 1) for size in sizes)):
+        at = {**params, **{str(c.cap): n - c.cap_offset for c, n in zip(budgets, point, strict=True)}}
+        num = _Num(spec, at)
+        per_point[point] = {
+            effects: _figure(spec, effects, num, memo, per_run=False)[0] for effects in set(figures.values())
+        }
+    out: dict[str, Value] = {}
+    for name, effects in figures.items():
+        values = {point: found[effects] for point, found in per_point.items()}
+        zero = values[(0,) * len(budgets)]
+        steps = [
+            max(
+                (values[(*n[:i], n[i] + 1, *n[i + 1 :])] - v for n, v in values.items() if n[i] < sizes[i]),
+                default=0,
+            )
+            for i in range(len(budgets))
+        ]
+        total = turns * zero + sum(max(d, 0) * size for d, size in zip(steps, sizes, strict=True))
+        out[name] = math.inf if math.isnan(total) else total
+    return out
 
 
 class _Sym:

@@ -13,7 +13,10 @@ Python guards are free booleans, one truth value per guard name and decision):
    ``unbounded_by_design`` (recursive SCC decomposition);
 3. bounds — every figure per turn and per run as an expression of the caps
    (``fsm.bounds``), evaluated at the defaults (or ``--set``), checked against a
-   figure's declared ``max``;
+   figure's declared ``max``, and with the runs of the machine a turn starts
+   (``children:``, each run budget paid once per child run) against its
+   ``max_with_children``; the declared properties and the guards' declared meanings
+   (``fsm.properties``);
 4. exploration (on request: it costs seconds at small caps) — every reachable
    (state, counters) configuration at the params' ``check`` values: nothing stuck,
    counters within caps, the product acyclic once ``progress`` edges are cut, edges
@@ -37,9 +40,9 @@ from typing import Any
 import attrs
 import networkx as nx
 
-from .bounds import Expr, figure_bounds, figure_values, polynomial_text
+from .bounds import Expr, figure_bounds, figure_values, polynomial_text, runs_of_turns
 from .load import INTERNAL_ERROR
-from .properties import broken_properties
+from .properties import broken_guard_meanings, broken_properties
 from .spec import MachineSpec, TransitionSpec
 
 __all__ = [
@@ -124,7 +127,8 @@ class Composed:
 
     ``per_turn[f]`` = the turn's own bound of ``f`` + ``starts`` × ``child_run[f]``, where
     ``child_run`` is the per-run bound of the same machine with its turn bound (every
-    ``unbounded_by_design`` bound) set to ``turns``; infinite when ``turns`` is unset.
+    ``unbounded_by_design`` bound) set to ``turns``, its run budgets paid once per run
+    (:func:`~fsm.bounds.runs_of_turns`); infinite when ``turns`` is unset.
     Depth 1: a child starts none, so its run adds no children of its own. Each term is a
     proven bound, so the sum is one, provided the runtime keeps ``starts`` and ``turns``
     (the Agent tool refuses a start beyond ``starts``; a child runs with ``turns`` as its
@@ -139,6 +143,18 @@ class Composed:
     per_turn: Mapping[str, float]
 
 
+def without_guard(spec: MachineSpec, guard: str) -> MachineSpec:
+    """``spec`` where ``guard`` never holds: without the edges it guards (and their progress bounds)."""
+    kept = tuple(t for t in spec.transitions if guard not in t.guards)
+    reasons = {t.reason for t in kept}
+    return attrs.evolve(
+        spec,
+        transitions=kept,
+        unbounded_by_design={r: d for r, d in spec.unbounded_by_design.items() if r in reasons},
+        progress_bounds={r: b for r, b in spec.progress_bounds.items() if r in reasons},
+    )
+
+
 def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str, float]) -> dict[str, Composed]:
     """Every ``children:`` entry's :class:`Composed` figures at ``at`` (``own``: the turn's own per-turn bounds)."""
     out: dict[str, Composed] = {}
@@ -148,9 +164,13 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
         if turns is None:
             child_run = {name: math.inf for name in spec.figures}
         else:
-            child_at = {**at, **{bound: int(turns) for bound in set(spec.progress_bounds.values())}}
-            _, values = figure_values(spec, child_at)
-            child_run = {name: values[name] for name in spec.figures}
+            # a child at the last depth starts none: its run is the machine's without the edges `pending` guards
+            run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
+            child_at = {**at, **{bound: int(turns) for bound in set(run_spec.progress_bounds.values())}}
+            _, values = figure_values(run_spec, child_at)
+            # each run budget (Stop-hook blocks, fallback hops) paid once per child run, not once per turn
+            budgeted = runs_of_turns(run_spec, child_at, spec.figures)
+            child_run = {name: min(values[name], budgeted[name]) for name in spec.figures}
         out[child.name] = Composed(
             per_turn_param=child.per_turn,
             turns_param=child.turns,
@@ -270,7 +290,14 @@ def check_spec(
     findings += _termination_pass(spec)
     findings += _run_pass(spec)
     findings += _loophole_pass(spec)
-    findings += [Finding(check="property", message=b.message, reasons=b.reasons) for b in broken_properties(spec)]
+    findings += [
+        Finding(check="property", message=b.message, reasons=b.reasons, states=(b.source,) if b.source else ())
+        for b in broken_properties(spec)
+    ]
+    findings += [
+        Finding(check="guard", message=b.message, reasons=b.reasons, states=(b.source,) if b.source else ())
+        for b in broken_guard_meanings(spec)
+    ]
     per_turn, per_run = figure_values(spec, at)
     # a per-run expression is shown (and used) only where the run is bounded at these params
     bounds = figure_bounds(spec, spec.figures, unbounded_runs=[n for n, v in per_run.items() if v == math.inf])
@@ -296,6 +323,8 @@ def check_spec(
                 )
             )
     each_s, wait_s = _waits(spec, at, per_turn)
+    composed = composed_figures(spec, at, per_turn)
+    findings += _composed_findings(spec, at, composed)
     report = CheckReport(
         machine=spec.name,
         path=spec.path,
@@ -310,7 +339,7 @@ def check_spec(
         per_run=per_run,
         unbounded_by_design=dict(spec.unbounded_by_design),
         defaults=spec.param_defaults,
-        composed=composed_figures(spec, at, per_turn),
+        composed=composed,
         each_s=each_s,
         wait_s_per_turn=wait_s,
     )
@@ -347,6 +376,27 @@ def check_spec(
     )
 
 
+def _composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mapping[str, Composed]) -> list[Finding]:
+    """A figure with ``max_with_children`` above it per turn with the runs the turn starts, where that is bounded
+    (the children's turns set): at ``at``, the budgets of each child run charged over the whole range of
+    what one of its turns may spend (:func:`~fsm.bounds.runs_of_turns`)."""
+    out: list[Finding] = []
+    for child in composed.values():
+        for name, most in spec.figure_max_with_children.items():
+            value = child.per_turn[name]
+            if value != math.inf and value > most:
+                out.append(
+                    Finding(
+                        check="figure",
+                        message=f"figure {name!r} with its children can reach {_show(value)} per turn at "
+                        f"{child.turns_param}={child.turns}, {child.per_turn_param}={child.starts} "
+                        f"({_show(value - child.starts * child.child_run[name])} + {child.starts} × "
+                        f"{_show(child.child_run[name])}), above its declared max_with_children {most}",
+                    )
+                )
+    return out
+
+
 def _waits(
     spec: MachineSpec, at: Mapping[str, Any], per_turn: Mapping[str, float]
 ) -> tuple[dict[str, float], dict[str, float]]:
@@ -356,7 +406,8 @@ def _waits(
         values = [at.get(t) if isinstance(t, str) else t for t in terms]
         known = [float(v) for v in values if v is not None]
         each[name] = math.inf if len(known) < len(values) else max(known)
-    total = {name: per_turn[name] * s if per_turn[name] else 0.0 for name, s in each.items()}
+    # no invocation waits nothing, however long one may be (and an unbounded count of waits of 0 s is 0 s)
+    total = {name: per_turn[name] * s if per_turn[name] and s else 0.0 for name, s in each.items()}
     return each, total
 
 

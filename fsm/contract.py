@@ -33,6 +33,7 @@ class Uses:
     states: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    waits: tuple[str, ...] = ()  # an effect that sleeps: the params whose largest value bounds one sleep
 
 
 def uses(
@@ -41,11 +42,18 @@ def uses(
     states: tuple[str, ...] = (),
     params: tuple[str, ...] = (),
     reasons: tuple[str, ...] = (),
+    waits: tuple[str, ...] = (),
 ) -> Callable[[F], F]:
-    """Declare the counters, states, params and reasons the decorated handler (or observer class) reads."""
+    """Declare the counters, states, params and reasons the decorated handler (or observer class) reads.
+
+    ``waits``: an effect that sleeps names the params (seconds) whose largest value bounds one of its
+    sleeps, as it clamps them; the loader then holds every figure that counts the effect to an ``each_s``
+    naming each of them, so ``check``'s worst-case wait is never below what the effect may sleep.
+    """
 
     def mark(fn: F) -> F:
-        setattr(fn, _ATTRIBUTE, Uses(counters=counters, states=states, params=params, reasons=reasons))
+        declared = Uses(counters=counters, states=states, params=(*params, *waits), reasons=reasons, waits=waits)
+        setattr(fn, _ATTRIBUTE, declared)
         return fn
 
     return mark

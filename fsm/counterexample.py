@@ -10,7 +10,10 @@ than ``max`` times in one turn, at the params the figure was checked at) or abov
 counter above its streak; or, when an edge outside ``broken_by`` resets it, that edge taken
 mid-streak), an order property broken (the candidate tried too early, taken), a ``resets``
 property broken (the edge taken with a counter it keeps above 0), a ``guarded`` one (the edge
-taken without its guard deciding it), a state that cannot end (reached) and an unbounded
+taken without its guard deciding it), a ``preceded`` one (a step into its states before any into
+the states it must follow, in one scope), an ``ends`` one (the edge taken to where it may not go),
+a guard's declared meaning broken (the edge taken without asking it, or asking it for an edge it
+does not decide), a state that cannot end (reached) and an unbounded
 cycle (its shortest lasso, the loop unrolled :data:`UNROLL` times). Each run is completed by
 a shortest way to a terminal state, so it is a whole run.
 
@@ -31,7 +34,7 @@ from typing import Any, Protocol
 import attrs
 
 from .check import CheckReport, Finding
-from .paths import PlannedPath, PlannedStep, Realiser, shortest_run
+from .paths import PlannedPath, PlannedStep, Realiser, plan_paths, shortest_run
 from .properties import broken_properties
 from .spec import MachineSpec, PropertySpec, TransitionSpec
 
@@ -144,11 +147,19 @@ def _streak_watch(spec: MachineSpec, prop: PropertySpec, reasons: frozenset[str]
     return shows, (False, False, False), step, lambda v: v[2]
 
 
-def _edge_watch(source: str, reason: str) -> Watch:
-    def step(seen: bool, s: PlannedStep) -> bool:
-        return seen or (s.source == source and s.reason == reason)
+@attrs.frozen
+class _Taken:
+    """The step of an edge watch: whether the edge ``target`` has been taken. A run that shows it is a run
+    that takes one edge, which the guided search (:func:`~fsm.paths.plan_paths`) finds however deep."""
 
-    return f"{reason} taken from {source}", False, step, bool
+    target: tuple[str, str]  # (source, reason)
+
+    def __call__(self, seen: bool, s: PlannedStep) -> bool:
+        return seen or (s.source, s.reason) == self.target
+
+
+def _edge_watch(source: str, reason: str) -> Watch:
+    return f"{reason} taken from {source}", False, _Taken((source, reason)), bool
 
 
 def _kept_watch(reasons: frozenset[str], kept: frozenset[str]) -> Watch:
@@ -156,6 +167,21 @@ def _kept_watch(reasons: frozenset[str], kept: frozenset[str]) -> Watch:
         return seen or (s.reason in reasons and any(s.counters.get(c, 0) > 0 for c in kept))
 
     return f"{' / '.join(sorted(reasons))} taken with {' or '.join(sorted(kept))} above 0", False, step, bool
+
+
+def _first_watch(spec: MachineSpec, prop: PropertySpec) -> Watch:
+    """A ``preceded`` property broken: a step into its states before any into ``by`` in its scope."""
+    by, into = frozenset(prop.by), frozenset(prop.states)
+
+    def step(v: tuple[bool, bool], s: PlannedStep) -> tuple[bool, bool]:
+        seen, shown = v
+        if shown:
+            return v
+        seen = s.dest in by or (seen and not _scope_resets(s.transition, prop.per))
+        return seen, s.dest in into and not seen
+
+    shows = f"{', '.join(sorted(into))} entered with no step into {', '.join(sorted(by))} this {prop.per}"
+    return shows, (spec.initial in by, False), step, lambda v: v[1]
 
 
 def _state_watch(states: frozenset[str]) -> Watch:
@@ -242,7 +268,13 @@ def _watch_for(
             for t in spec.transitions:
                 if t.reason in finding.reasons and prop.guard not in t.guards:
                     return _edge_watch(t.source, t.reason), ""
+        if prop.kind == "preceded":  # a step into its states with none into `by` since the scope began
+            return _first_watch(spec, prop), ""
+        if prop.kind == "ends" and finding.states:  # the edge taken: where it goes is the defect
+            return _edge_watch(finding.states[0], finding.reasons[0]), ""
         return None, f"no run is searched for a broken {prop.kind} property yet"
+    if finding.check == "guard" and finding.states and finding.reasons:  # the edge taken, its guard not asked
+        return _edge_watch(finding.states[0], finding.reasons[0]), ""
     if finding.check in ("termination", "progress_bound") and finding.states:
         return _state_watch(frozenset(finding.states)), ""
     if finding.check == "dead_end" and finding.states:
@@ -266,19 +298,61 @@ def _search(
     finish = finding.check != "dead_end"  # a run into a state that cannot end stops there
     found: PlannedPath | str = "no replayer"
     if realiser is not None:
-        found = _run(spec, at, start, step, shown, realiser, max_nodes, finding if cycle else None, finish)
+        found = _scripted(spec, at, watch, realiser, max_nodes, finding if cycle else None, finish)
     if isinstance(found, PlannedPath):
         return Counterexample(finding=finding, shows=shows, run=found, params=at, replayable=True)
     scripted_why = found if realiser is not None else ""
     if "search stopped" in scripted_why and finding.check == "figure":  # the run is long: so is the abstract one
         return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(scripted_why, finding))
     found = _run(spec, at, start, step, shown, None, max_nodes, finding if cycle else None, finish)
+    if realiser is not None and "search stopped" in scripted_why and _long(found, realiser):
+        # the scripted search gave up where the run is long (a loop of a dozen retries): look further for one
+        scripted = _run(spec, at, start, step, shown, realiser, max_nodes * SCRIPTED_EFFORT, None, finish)
+        if isinstance(scripted, PlannedPath) and not cycle:
+            return Counterexample(finding=finding, shows=shows, run=scripted, params=at, replayable=True)
     if isinstance(found, str):
         return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(found, finding))
     why = ""
     if replayer is not None:
         why = replayer.unscriptable(spec, found.steps) or scripted_why
     return Counterexample(finding=finding, shows=shows + (" (a lasso)" if cycle else ""), run=found, params=at, why=why)
+
+
+SCRIPTED_EFFORT = 8
+"""How many times :data:`MAX_NODES` a second search for a scripted run may visit, when the first gave up and
+the abstract run is long (or not found either): a replayable run is worth the wait (a loop of a dozen
+retries lies past the first give-up)."""
+
+LONG_RUN = 8
+"""Steps from which an abstract run counts as long: a scripted one may lie past the first search's give-up."""
+
+
+def _long(found: PlannedPath | str, realiser: Realiser[Any]) -> bool:
+    """Whether a scripted run may lie past the first search: the abstract one is long (or was not found
+    either), and the replayer can script the step that shows it (if not, no longer search helps)."""
+    if isinstance(found, str):
+        return True
+    return found.taken_at + 1 >= LONG_RUN and realiser.refuse(found.steps[found.taken_at]) is None
+
+
+def _scripted(
+    spec: MachineSpec,
+    at: Mapping[str, Any],
+    watch: Watch,
+    realiser: Realiser[Any],
+    max_nodes: int,
+    cycle: Finding | None,
+    finish: bool,
+) -> PlannedPath | str:
+    """The shortest run the replayer can script: an edge taken is searched for guided (A*, however deep it
+    lies), any other watch breadth-first."""
+    _, start, step, shown = watch
+    if isinstance(step, _Taken) and cycle is None:
+        plan = plan_paths(spec, params=at, realiser=realiser, targets=[step.target], max_nodes=max_nodes)
+        path = plan.paths.get(step.target)
+        if path is not None:
+            return path
+    return _run(spec, at, start, step, shown, realiser, max_nodes, cycle, finish)
 
 
 def _too_long(why: str, finding: Finding) -> str:

@@ -29,6 +29,7 @@ from .source import read_yaml, schema_problems
 from .spec import (
     ChildrenSpec,
     CounterSpec,
+    EndRule,
     MachineSpec,
     ParamSpec,
     ParamType,
@@ -149,9 +150,12 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
     events = {name: (doc or "") for name, doc in data["events"].items()}
     guards: dict[str, str] = {}
     guard_docs: dict[str, str] = {}
+    guard_decides: dict[str, tuple[str, ...]] = {}
     for name, value in (data.get("guards") or {}).items():
         guards[name] = absolute(value if isinstance(value, str) else value["call"], ("guards", name))
         guard_docs[name] = "" if isinstance(value, str) else value.get("doc", "")
+        if not isinstance(value, str) and "decides" in value:
+            guard_decides[name] = tuple(value["decides"])
     counters = tuple(
         CounterSpec(
             name=name,
@@ -193,6 +197,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
                     counter=t.get("counter"),
                     resets=tuple(t.get("resets", ())),
                     do=absolute(t["do"], ("transitions", i, "do")) if "do" in t else None,
+                    changes=tuple(t.get("changes", ())),
                     progress=bool(t.get("progress", False)),
                     completes_request=bool(t.get("completes_request", False)),
                     doc=t.get("doc", ""),
@@ -212,6 +217,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         events=events,
         guards=guards,
         guard_docs=guard_docs,
+        guard_decides=guard_decides,
         counters=counters,
         figures={
             name: tuple(absolute(e, ("figures", name)) for e in (f["effects"] if isinstance(f, dict) else f))
@@ -224,6 +230,11 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             name: f["max_per_run"]
             for name, f in (data.get("figures") or {}).items()
             if isinstance(f, dict) and "max_per_run" in f
+        },
+        figure_max_with_children={
+            name: f["max_with_children"]
+            for name, f in (data.get("figures") or {}).items()
+            if isinstance(f, dict) and "max_with_children" in f
         },
         figure_each_s={
             name: tuple(f["each_s"])
@@ -238,6 +249,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
                 per_turn=c["per_turn"],
                 turns=c["turns"],
                 depth=c["depth"],
+                pending=c.get("pending"),
                 doc=c.get("doc", ""),
                 line=_line_of(lines, ("children", name)),
             )
@@ -302,6 +314,29 @@ def _property(name: str, value: Mapping[str, Any], line: int | None) -> Property
     if "guarded" in value:
         g = value["guarded"]
         return PropertySpec(name=name, kind="guarded", reasons=tuple(g["edges"]), guard=g["by"], doc=doc, line=line)
+    if "preceded" in value:
+        p = value["preceded"]
+        return PropertySpec(
+            name=name, kind="preceded", states=tuple(p["states"]), by=tuple(p["by"]), per=p["per"], doc=doc, line=line
+        )
+    if "ends" in value:
+        rules = tuple(
+            EndRule(
+                kinds=tuple(r.get("kinds", ())),
+                reasons=tuple(r.get("reasons", ())),
+                unless=tuple(r.get("except", ())),
+                result=tuple(r["result"].items()),
+            )
+            for r in value["ends"]
+        )
+        return PropertySpec(
+            name=name,
+            kind="ends",
+            reasons=tuple(dict.fromkeys(n for r in rules for n in (*r.reasons, *r.unless))),
+            rules=rules,
+            doc=doc,
+            line=line,
+        )
     row = value["in_a_row"]
     return PropertySpec(
         name=name,
@@ -357,6 +392,16 @@ def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
                         "give it a default and no `nullable`",
                     )
                 )
+        if child.pending is not None and child.pending not in spec.guards:
+            fix = _close(child.pending, spec.guards) or "name a guard declared under `guards:`"
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    child.line,
+                    f"children {child.name!r} `pending` names guard {child.pending!r}, which is not declared",
+                    fix,
+                )
+            )
     return out
 
 
@@ -451,6 +496,14 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 f"counter {c.name!r} `consecutive` names {own[0]!r}, the edge that counts it",
                 "an edge never resets the counter it increments; list the reasons that end the streak",
             )
+    for t in spec.transitions:
+        if t.changes and t.do is None:
+            add(
+                t.line,
+                f"transition {t.reason!r} promises to change {list(t.changes)} (`changes:`) but has no `do` to "
+                "change them",
+                "name the edge handler that makes the change in `do:`, or drop the promise",
+            )
     progress = {t.reason for t in spec.transitions if t.progress}
     for t in spec.transitions:
         kind = next((k for k in spec.reason_kinds if t.reason.endswith(f"_{k}")), None) if t.progress else None
@@ -464,6 +517,7 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
     out.extend(_range_problems(spec, lines))
     out.extend(_bound_problems(spec, lines))
     out.extend(_property_problems(spec, lines))
+    out.extend(_guard_meaning_problems(spec, lines))
     out.extend(_children_problems(spec))
     for reason in spec.unbounded_by_design:
         kind = next((k for k in spec.reason_kinds if reason.endswith(f"_{k}")), None)
@@ -694,6 +748,26 @@ def _property_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[Sp
                         _close(counter, spec.counter_map) or "name a counter declared under `counters:`",
                     )
                 )
+        for state in (*prop.states, *prop.by):
+            if state not in spec.state_map:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        where,
+                        f"property {prop.name!r} names the state {state!r}, which is not declared",
+                        _close(state, spec.state_map) or "name a state declared under `states:`",
+                    )
+                )
+        for kind in (k for rule in prop.rules for k in rule.kinds):
+            if kind not in spec.reason_kinds:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        where,
+                        f"property {prop.name!r} names the reason kind {kind!r}, which is not declared",
+                        _close(kind, spec.reason_kinds) or "name a kind declared under `reason_kinds:`",
+                    )
+                )
         if prop.guard is not None and prop.guard not in spec.guards:
             out.append(
                 SpecProblem(
@@ -713,6 +787,24 @@ def _property_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[Sp
                     _close(name, spec.param_map) or "name a declared param",
                 )
             )
+    return out
+
+
+def _guard_meaning_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """A guard's `decides` names reasons of this machine's transitions (whether they name it is ``check``'s)."""
+    out: list[SpecProblem] = []
+    reasons = {t.reason for t in spec.transitions}
+    for guard, decided in spec.guard_decides.items():
+        for reason in decided:
+            if reason not in reasons:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        _line_of(lines, ("guards", guard)),
+                        f"guard {guard!r} `decides` names the reason {reason!r}, which no transition has",
+                        _close(reason, reasons) or "name reasons of this machine's transitions",
+                    )
+                )
     return out
 
 
@@ -911,9 +1003,57 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
             fn = resolve(t.do, t.line, f"transition {t.reason!r} `do`")
             if fn is not None:
                 handlers[t.reason] = fn
+    problems.extend(_wait_problems(spec, effects, lines))
     if problems:
         raise SpecError(problems)
     return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers, exits=exits)
+
+
+def _wait_problems(
+    spec: MachineSpec, effects: Mapping[str, Callable[..., Any]], lines: Mapping[_Path, int]
+) -> list[SpecProblem]:
+    """An effect that declares what bounds its sleeps (``uses(waits=...)``) must be counted by a figure with
+    ``each_s``, and every such figure must name each of those params: else ``check`` would print a worst-case
+    wait below what the effect may sleep (or none at all)."""
+    out: list[SpecProblem] = []
+    done: set[str] = set()
+    for state in spec.states:
+        fn = effects.get(state.name)
+        declared = None if fn is None or state.effect is None else uses_of(fn)
+        if declared is None or not declared.waits or state.effect in done:
+            continue
+        done.add(str(state.effect))
+        counting = [name for name, named in spec.figures.items() if state.effect in named]
+        timed = [name for name in counting if name in spec.figure_each_s]
+        shown = ", ".join(declared.waits)
+        if not timed:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    state.line,
+                    f"effect {state.effect!r} sleeps up to {shown} seconds at a time, but no figure with `each_s` "
+                    f"counts it{f' ({_few_names(counting)} count it without)' if counting else ''}",
+                    f"list it under a figure's `effects` with `each_s: [{shown}]`",
+                )
+            )
+        for name in timed:
+            missing = [w for w in declared.waits if w not in spec.figure_each_s[name]]
+            if missing:
+                out.append(
+                    SpecProblem(
+                        spec.path,
+                        _line_of(lines, ("figures", name)),
+                        f"figure {name!r} `each_s` leaves out {', '.join(map(repr, missing))}: its effect "
+                        f"{state.effect!r} may sleep up to the largest of {shown} seconds at a time (the handler "
+                        "declares it), so the worst-case wait printed would be below what a turn may wait",
+                        f"write `each_s: [{shown}]`",
+                    )
+                )
+    return out
+
+
+def _few_names(names: Iterable[str]) -> str:
+    return ", ".join(repr(n) for n in names)
 
 
 def _undeclared_reads(

@@ -108,6 +108,19 @@ class _Streak:
 
 
 @attrs.frozen(kw_only=True)
+class _Path:
+    """A ``preceded`` property as a ghost bit: 1 once a step enters one of ``by``, 0 where its scope begins;
+    a step into one of ``states`` asserts it is 1."""
+
+    name: str
+    var: str
+    states: frozenset[str]
+    by: frozenset[str]
+    per: str
+    start: int  # its value at the start of a run: 1 if the initial state is one of `by`
+
+
+@attrs.frozen(kw_only=True)
 class Monitors:
     """The declared properties SPIN watches at one setting, and those it cannot (with why)."""
 
@@ -117,6 +130,8 @@ class Monitors:
     orders: tuple[str, ...] = ()
     zeroed: Mapping[str, tuple[tuple[str, str], ...]] = attrs.field(factory=dict)  # reason -> (property, counter)
     resets: tuple[str, ...] = ()
+    paths: tuple[_Path, ...] = ()
+    ends: tuple[PropertySpec, ...] = ()
     unchecked: tuple[str, ...] = ()
 
     @property
@@ -126,6 +141,8 @@ class Monitors:
             *(f"at_most {b.name} (at most {b.limit} per {b.per})" for b in self.budgets),
             *(f"in_a_row {s.name}" for s in self.streaks),
             *(f"resets {n}" for n in self.resets),
+            *(f"preceded {p.name}" for p in self.paths),
+            *(f"ends {p.name}" for p in self.ends),
             f"ltl {LIVENESS}: every turn reaches the next turn or an end",
         )
 
@@ -138,8 +155,23 @@ def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mappin
     zeroed: dict[str, list[tuple[str, str]]] = {}
     resets: list[str] = []
     unchecked: list[str] = []
+    paths: list[_Path] = []
+    ends: list[PropertySpec] = []
     for i, prop in enumerate(spec.properties):
-        if prop.kind == "guarded":
+        if prop.kind == "preceded":
+            paths.append(
+                _Path(
+                    name=prop.name,
+                    var=f"g{i}_{prop.name}",
+                    states=frozenset(prop.states),
+                    by=frozenset(prop.by),
+                    per=prop.per,
+                    start=int(spec.initial in prop.by),
+                )
+            )
+        elif prop.kind == "ends":
+            ends.append(prop)
+        elif prop.kind == "guarded":
             unchecked.append(f"guarded {prop.name} (a guard is a free choice here: the edge's guard list is the proof)")
         elif prop.kind == "resets":
             untracked = [c for c in prop.counters if c not in caps]
@@ -173,6 +205,8 @@ def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mappin
         orders=tuple(orders),
         zeroed={r: tuple(v) for r, v in zeroed.items()},
         resets=tuple(resets),
+        paths=tuple(paths),
+        ends=tuple(ends),
         unchecked=tuple(unchecked),
     )
 
@@ -302,6 +336,10 @@ def _ghost_declarations(m: Monitors) -> list[str]:
         f"{_int_type(s.cap)} {s.var} = 0; /* in_a_row {s.name}: steps of {s.counter} in a row */" for s in m.streaks
     ]
     out += [
+        f"bit {p.var} = {p.start}; /* preceded {p.name}: a step into {', '.join(sorted(p.by))} this {p.per} */"
+        for p in m.paths
+    ]
+    out += [
         "bit turn_over = 0; /* the last step was a progress step (the next turn) or into an end */",
         f"ltl {LIVENESS} {{ [] <> turn_over }}",
     ]
@@ -330,10 +368,11 @@ def _option(
     lines = [f"  :: d_step {{ {cond} ->", f'       printf("{REASON_MARK}{t.reason}\\n")']
     lines += _monitored([_order_check(t, p, c, caps) for p, c in sorted(earlier, key=lambda pc: (pc[0], pc[1].reason))])
     lines.append("       ; " + "; ".join(_updates(t, caps, resets)))
-    lines += _monitored(_ghost_updates(t, m, ended))
+    lines += _monitored([*_ghost_updates(t, m, ended), *_end_checks(spec, t, m)])
     if ended:
         lines.append("       ; " + "; ".join(f"{_ct(c)} = 0" for c in caps))
-        lines += _monitored([f"{g} = 0" for g in (*(b.var for b in m.budgets), *(s.var for s in m.streaks))])
+        zeroed = [f"{g} = 0" for g in (*(b.var for b in m.budgets), *(s.var for s in m.streaks))]
+        lines += _monitored([*zeroed, *(f"{p.var} = {p.start}" for p in m.paths)])
     lines.append("     }")
     return lines
 
@@ -386,7 +425,34 @@ def _ghost_updates(t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
             out.append(f"if :: {c} > {s.var} -> {broken} :: else -> skip fi")
         elif t.reason in s.restarts and not ended:
             out.append(f"{s.var} = 0")
+    for p in m.paths:
+        if _ends(t, p.per) and not ended:
+            out.append(f"{p.var} = 0")
+        if t.dest in p.by:
+            out.append(f"{p.var} = 1")
+        if t.dest in p.states:
+            broken = _violation(
+                f"property {p.name} broken: {t.reason} enters {t.dest} with no step into "
+                f"{' or '.join(sorted(p.by))} since the {p.per} began"
+            )
+            out.append(f"if :: {p.var} == 0 -> {broken} :: else -> skip fi")
     out.append(f"turn_over = {1 if t.progress or ended else 0}")
+    return out
+
+
+def _end_checks(spec: MachineSpec, t: TransitionSpec, m: Monitors) -> list[str]:
+    """An ``ends`` property's rule that covers ``t`` (its reason of a listed kind or listed, not excepted)
+    and that ``t``'s target does not keep: the step itself breaks it."""
+    out: list[str] = []
+    dest = spec.state_map[t.dest]
+    for prop in m.ends:
+        for rule in prop.rules:
+            kinds = any(t.reason.endswith("_" + k) for k in rule.kinds)
+            if t.reason in rule.unless or not (kinds or t.reason in rule.reasons):
+                continue
+            if not dest.terminal or any(dest.result.get(k) != v for k, v in rule.result):
+                out.append(_violation(f"property {prop.name} broken: {t.reason} goes to {t.dest}"))
+            break
     return out
 
 

@@ -1,14 +1,17 @@
 """The properties a machine declares: proven from the YAML by ``check``, and watched at every step of a run.
 
 Owns what each kind of property means (``order``, ``at_most``, ``in_a_row``, ``resets``,
-``guarded`` — see :class:`~fsm.spec.PropertySpec`), the static proof of each from the
-declaration alone, and the run-time :class:`Watch` that counts what a run has done and
-names the property a step would break. A static proof is sufficient, not exhaustive: an
-``at_most`` holds when one counter counts every edge it names, its cap is at most the
-property's bound for every allowed param value (the params' declared ``max`` is used
-here) and nothing inside the scope resets it; anything else is reported as unproven,
-naming why. The proofs of ``resets`` (the edge's reset set) and ``guarded`` (the edge's
-guards) are exact. Reads only :mod:`fsm.spec` records; runs no handler.
+``guarded``, ``preceded``, ``ends`` — see :class:`~fsm.spec.PropertySpec`) and what a guard's
+declared meaning (``decides``) requires, the static proof of each from the declaration alone,
+and the run-time :class:`Watch` that counts what a run has done and names the property a step
+would break. A static proof is sufficient, not exhaustive: an ``at_most`` holds when one
+counter counts every edge it names, its cap is at most the property's bound for every allowed
+param value (the params' declared ``max`` is used here) and nothing inside the scope resets
+it where it may be above 0 (:func:`may_be_positive`: a reset where it is always 0 changes
+nothing); anything else is reported as unproven, naming why. The proofs of ``resets`` (the
+edge's reset set), ``guarded`` and ``decides`` (the edges' guards) and ``ends`` (where each
+edge goes) are exact; ``preceded`` is exact for the graph (guards and counters free). Reads
+only :mod:`fsm.spec` records; runs no handler.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import attrs
 
 from .spec import MachineSpec, PropertySpec, TransitionSpec
 
-__all__ = ["Broken", "Watch", "Watcher", "broken_properties"]
+__all__ = ["Broken", "Watch", "Watcher", "broken_guard_meanings", "broken_properties", "may_be_positive"]
 
 
 @attrs.frozen(kw_only=True)
@@ -30,6 +33,7 @@ class Broken:
     name: str
     message: str
     reasons: tuple[str, ...] = ()
+    source: str | None = None  # the state the edge that breaks it leaves, when one edge does
 
 
 def broken_properties(spec: MachineSpec) -> list[Broken]:
@@ -44,8 +48,93 @@ def broken_properties(spec: MachineSpec) -> list[Broken]:
             out.extend(_resets(spec, prop))
         elif prop.kind == "guarded":
             out.extend(_guarded(spec, prop))
+        elif prop.kind == "preceded":
+            out.extend(_preceded(spec, prop))
+        elif prop.kind == "ends":
+            out.extend(_ends_where_it_should(spec, prop))
         else:
             out.extend(_in_a_row(spec, prop))
+    return out
+
+
+def broken_guard_meanings(spec: MachineSpec) -> list[Broken]:
+    """Exact: a guard that declares the edges it decides (``decides:``) is named by exactly those edges.
+
+    A guard is a free choice to the checker; what it decides is its declared meaning. An edge
+    listed without the guard would be taken where the guard would refuse it (a fallback with no
+    model left); an edge naming it unlisted is decided by a question asked for another edge."""
+    out: list[Broken] = []
+    for guard, decided in spec.guard_decides.items():
+        doc = spec.guard_docs.get(guard) or guard
+        for t in spec.transitions:
+            listed, named = t.reason in decided, guard in t.guards
+            if listed and not named:
+                message = (
+                    f"guard {guard!r} ({doc}) decides {t.reason!r}, but that edge (from {t.source!r}) is taken "
+                    "without asking it"
+                )
+            elif named and not listed:
+                message = (
+                    f"guard {guard!r} ({doc}) decides {t.reason!r} (from {t.source!r}), which its `decides` does "
+                    "not list: the question is asked for an edge it does not mean"
+                )
+            else:
+                continue
+            out.append(Broken(name=guard, message=message, reasons=(t.reason,), source=t.source))
+    return out
+
+
+def _preceded(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
+    """Exact for the graph (guards and counters free): a search over (state, entered one of ``by`` since the
+    scope began) from the initial state finds every edge into ``states`` that can come first."""
+    by, into = frozenset(prop.by), frozenset(prop.states)
+    start = (spec.initial, spec.initial in by)
+    seen = {start}
+    todo = [start]
+    found: dict[str, str] = {}
+    out_of: dict[str, list[TransitionSpec]] = {}
+    for t in spec.transitions:
+        if not spec.never_fires(t):
+            out_of.setdefault(t.source, []).append(t)
+    while todo:
+        state, was = todo.pop()
+        for t in out_of.get(state, ()):
+            now = t.dest in by or (was and not _scope_resets(t, prop.per))
+            if t.dest in into and not now:
+                found.setdefault(t.reason, t.source)
+            if (t.dest, now) not in seen:
+                seen.add((t.dest, now))
+                todo.append((t.dest, now))
+    return [
+        Broken(
+            name=prop.name,
+            message=f"property {prop.name!r} ({prop.doc}): {reason!r} (from {source!r}) enters "
+            f"{spec.transitions_to(reason)} with no step into {sorted(by)} since the {prop.per} began",
+            reasons=(reason,),
+            source=source,
+        )
+        for reason, source in sorted(found.items())
+    ]
+
+
+def _ends_where_it_should(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
+    """Exact: every edge a rule covers goes to a terminal state whose result the rule accepts."""
+    out: list[Broken] = []
+    for t in spec.transitions:
+        rule = next((r for r in prop.rules if r.covers(t.reason)), None)
+        if rule is None or rule.kept_by(spec.state_map[t.dest]):
+            continue
+        dest = spec.state_map[t.dest]
+        went = f"the terminal state {t.dest!r} (result {dict(dest.result)})" if dest.terminal else f"{t.dest!r}"
+        out.append(
+            Broken(
+                name=prop.name,
+                message=f"property {prop.name!r} ({prop.doc}): {t.reason!r} (from {t.source!r}) goes to {went}, "
+                f"not {rule.wanted()}",
+                reasons=(t.reason,),
+                source=t.source,
+            )
+        )
     return out
 
 
@@ -164,8 +253,13 @@ def _at_most(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
                 reasons=prop.reasons,
             )
         ]
+    positive = may_be_positive(spec, counter.name)
     inside = sorted(
-        {t.reason for t in spec.transitions if counter.name in spec.resets_of(t) and not _scope_resets(t, prop.per)}
+        {
+            t.reason
+            for t in spec.transitions
+            if counter.name in spec.resets_of(t) and not _scope_resets(t, prop.per) and t.source in positive
+        }
     )
     if inside:
         return [
@@ -179,6 +273,27 @@ def _at_most(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
     return []
 
 
+def may_be_positive(spec: MachineSpec, counter: str) -> frozenset[str]:
+    """The states a run may be in with ``counter`` above 0: those an edge counting it reaches, then every state
+    an edge that does not reset it leads on to (guards free; a run starts with every counter at 0).
+
+    A reset where the counter is always 0 changes nothing: it restarts no count and breaks no budget.
+    """
+    counting = [t.dest for t in spec.transitions if t.counter == counter and not spec.never_fires(t)]
+    keeping: dict[str, list[str]] = {}
+    for t in spec.transitions:
+        if counter not in spec.resets_of(t) and not spec.never_fires(t):
+            keeping.setdefault(t.source, []).append(t.dest)
+    seen = set(counting)
+    todo = list(counting)
+    while todo:
+        for dest in keeping.get(todo.pop(), ()):
+            if dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    return frozenset(seen)
+
+
 def _in_a_row(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
     assert prop.counter is not None
     name = prop.counter
@@ -189,7 +304,9 @@ def _in_a_row(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
     resetting = {t.reason for t in spec.transitions if name in spec.resets_of(t)}
     if prop.reasons:  # exactly these edges break the streak
         missing = sorted(set(prop.reasons) - resetting)
-        extra = sorted(r for r in resetting - set(prop.reasons) if not _ends(spec, r))
+        positive = may_be_positive(spec, name)
+        harmful = {t.reason for t in spec.transitions if name in spec.resets_of(t) and t.source in positive}
+        extra = sorted(r for r in (resetting & harmful) - set(prop.reasons) if not _ends(spec, r))
         if missing or extra:
             why = "; ".join(
                 part
@@ -260,6 +377,13 @@ class Watcher:
     spec: MachineSpec
     zeroed: Mapping[str, tuple[tuple[int, str, str], ...]] = attrs.field(factory=dict)
     """``resets`` properties: per reason, (counter index, counter, property) that must be 0 after it."""
+    paths: tuple[str, ...] = ()
+    """``preceded`` properties: what each says when a step into its states comes first in its scope."""
+    path_actions: Mapping[str, tuple[tuple[int, bool, bool, bool], ...]] = attrs.field(factory=dict)
+    """Per reason, for each ``preceded`` property it touches: (index, restarts its scope, enters one of its
+    ``by``, enters one of its states)."""
+    ended: Mapping[str, str] = attrs.field(factory=dict)
+    """``ends`` properties: per reason whose edges end where a rule does not allow, what it breaks."""
 
     @classmethod
     def of(cls, spec: MachineSpec, counter_names: tuple[str, ...]) -> Watcher:
@@ -295,11 +419,33 @@ class Watcher:
                         (counter_names.index(c), c, f"property {prop.name!r} broken at run time ({prop.doc})")
                         for c in prop.counters
                     )
+        paths: list[str] = []
+        path_actions: dict[str, list[tuple[int, bool, bool, bool]]] = {}
+        ended: dict[str, str] = {}
+        for prop in spec.properties:
+            if prop.kind == "preceded":
+                for reason in dict.fromkeys(t.reason for t in spec.transitions):
+                    edges = [t for t in spec.transitions if t.reason == reason]
+                    restart = any(_scope_resets(t, prop.per) for t in edges)
+                    mark = any(t.dest in prop.by for t in edges)
+                    check = any(t.dest in prop.states for t in edges)
+                    if restart or mark or check:
+                        path_actions.setdefault(reason, []).append((len(paths), restart, mark, check))
+                paths.append(
+                    f"property {prop.name!r} broken at run time ({prop.doc}): no step into "
+                    f"{', '.join(prop.by)} since the {prop.per} began"
+                )
+            elif prop.kind == "ends":
+                for b in _ends_where_it_should(spec, prop):
+                    ended.setdefault(b.reasons[0], f"property {prop.name!r} broken at run time: {b.message}")
         return cls(
             windows=tuple(windows),
             actions={r: tuple(a) for r, a in actions.items()},
             spec=spec,
             zeroed={r: tuple(z) for r, z in zeroed.items()},
+            paths=tuple(paths),
+            path_actions={r: tuple(a) for r, a in path_actions.items()},
+            ended=ended,
         )
 
     def watch(self, params: Mapping[str, Any], counters: tuple[int, ...] | None = None) -> Watch:
@@ -315,13 +461,15 @@ class Watcher:
             for i, w in enumerate(self.windows):
                 if w.counter is not None:
                     watch._counts[i] = counters[w.counter]
+            # a restored run may stand past the step a `preceded` property wants first: not blamed for it
+            watch._seen = [True] * len(self.paths)
         return watch
 
 
 class Watch:
     """What one run has done against each watched property; :meth:`broken_by` names what a step would break."""
 
-    __slots__ = ("_actions", "_counts", "_limits", "_windows", "_zeroed")
+    __slots__ = ("_actions", "_counts", "_ended", "_limits", "_path_actions", "_paths", "_seen", "_windows", "_zeroed")
 
     def __init__(self, watcher: Watcher, limits: tuple[int | None, ...]) -> None:
         self._actions = watcher.actions
@@ -329,12 +477,27 @@ class Watch:
         self._windows = watcher.windows
         self._limits = limits
         self._counts = [0] * len(limits)
+        self._paths = watcher.paths
+        self._path_actions = watcher.path_actions
+        self._seen = [watcher.spec.initial in p.by for p in watcher.spec.properties if p.kind == "preceded"]
+        self._ended = watcher.ended
 
     def broken_by(self, reason: str, counters: tuple[int, ...]) -> str | None:
         """Count a step taken for ``reason`` (``counters``: after it); the first property it breaks, else ``None``."""
         for index, name, said in self._zeroed.get(reason, ()):
             if counters[index]:
                 return f"{said}: {name} is {counters[index]} after {reason!r}, not 0"
+        ended = self._ended.get(reason)
+        if ended is not None:
+            return ended
+        for i, restarts, marks, checks in self._path_actions.get(reason, ()):
+            seen = self._seen
+            if restarts:
+                seen[i] = False
+            if marks:
+                seen[i] = True
+            if checks and not seen[i]:
+                return f"{self._paths[i]}, and {reason!r} enters one of its states"
         touched = self._actions.get(reason)
         if touched is None:
             return None

@@ -164,6 +164,42 @@ _new_step = _builder(Step)
 counters, terminal."""
 
 
+_WATCHED_FIELDS = ("state", "counters", "steps", "data", "params", "caps", "limits")
+"""The run state's fields an effect, exit or edge handler is handed and may not rewrite in place."""
+
+
+def _fields(run: RunState[Any]) -> tuple[Any, ...]:
+    """``run``'s fields as handed to an effect or handler, to see afterwards that none was rewritten in place."""
+    return (run.state, run.counters, run.steps, run.data, run.params, run.caps, run.limits)
+
+
+def _rewritten(run: RunState[Any], seen: tuple[Any, ...]) -> str | None:
+    """The fields of ``run`` no longer the objects ``seen`` held (a frozen record rewritten in place), else None.
+
+    A record is frozen against ``run.x = y``, not against ``object.__setattr__``: an effect that reset
+    the counters that way would give a request its whole budget again, unnoticed by the caps."""
+    now = _fields(run)
+    if all(map(operator.is_, now, seen)):
+        return None  # the common case, one C-level pass
+    return ", ".join(name for name, a, b in zip(_WATCHED_FIELDS, now, seen, strict=True) if a is not b)
+
+
+def _as_seen(run: RunState[D], seen: tuple[Any, ...]) -> RunState[D]:
+    """The run state as it was before it was rewritten in place (``seen``: its fields then)."""
+    state, counters, steps, data, params, caps, limits = seen
+    return cast(
+        RunState[D],
+        _new_run_state(run.machine, state, run.counter_names, caps, limits, counters, params, data, steps),
+    )
+
+
+def _field(data: Any, path: str) -> Any:
+    """The field of the run data at the dotted ``path`` (``mcp.down``)."""
+    for name in path.split("."):
+        data = getattr(data, name)
+    return data
+
+
 def _with_data(run: RunState[D], data: D) -> RunState[D]:
     """``run`` with other data: what an edge handler sees after the state's exit changed it."""
     return cast(
@@ -186,6 +222,7 @@ class _Edge:
     progress: bool
     what: str  # how an error of its handler names it (built once, not at every step)
     target: transitions.State | None = None  # the bookkeeping machine's state it registered for (source, reason)
+    changes: tuple[str, ...] = ()  # its handler's contract: the run data's fields (dotted paths) it must change
 
 
 class _Book:
@@ -228,6 +265,7 @@ class Program:
                     handler=machine.handlers.get(t.reason),
                     progress=t.progress,
                     what=f"edge handler of {t.reason!r}",
+                    changes=t.changes,
                 )
                 for t in cands
             )
@@ -399,6 +437,34 @@ class Program:
             )
         return data
 
+    @staticmethod
+    def _kept_promise(edge: _Edge, before: Any, after: Any) -> None:
+        """Refuse a handler that left a field its edge's contract (``changes:``) says it changes (a HandlerError)."""
+        kept = []
+        for path in edge.changes:
+            try:
+                old, new = _field(before, path), _field(after, path)
+            except AttributeError as exc:
+                raise HandlerError(f"{edge.what}: its contract names {path!r}, which the run data lacks") from exc
+            if new is old or new == old:
+                kept.append(path)
+        if kept:
+            raise HandlerError(
+                f"{edge.what} left {', '.join(kept)} as it was; its edge's contract (`changes:`) says it changes "
+                f"{'it' if len(kept) == 1 else 'them'} (a run that goes on without the change may loop, "
+                "or end where it should not)"
+            )
+
+    @staticmethod
+    def _unchanged(run: RunState[Any], seen: tuple[Any, ...], what: str) -> None:
+        """Refuse a handler that rewrote, in place, the run state it was handed (a HandlerError)."""
+        changed = _rewritten(run, seen)
+        if changed is not None:
+            raise HandlerError(
+                f"{what} rewrote the run state it was given ({changed}); a run state is replaced whole by the "
+                "engine, never changed in place (handlers return the new run data, the machine owns the counters)"
+            )
+
     def step(self, run: RunState[Any], event: Event[Any], book: _Book | None = None) -> tuple[RunState[Any], Step]:
         """Take one transition: choose the edge, run the state's exit and the edge's handler, update counters.
 
@@ -408,11 +474,18 @@ class Program:
         edge = self.choose(run, event)
         data = run.data
         exit_handler = self.exits.get(run.state)
+        fields = _fields(run) if exit_handler is not None or edge.handler is not None else ()
         if exit_handler is not None:
             data = self._apply(exit_handler, self._exit_what[run.state], run, event)
+            self._unchanged(run, fields, self._exit_what[run.state])
         if edge.handler is not None:
             seen = run if data is run.data else _with_data(run, data)
+            handed = fields if seen is run else _fields(seen)
             data = self._apply(edge.handler, edge.what, seen, event)
+            self._unchanged(seen, handed, edge.what)
+            self._unchanged(run, fields, edge.what)
+            if edge.changes:
+                self._kept_promise(edge, seen.data, data)
         counters = run.counters
         if edge.resets or edge.counter is not None:
             values = list(counters)
@@ -526,7 +599,11 @@ class Runner(Generic[D, S]):
     ``SystemExit`` are never swallowed: each takes the abort edge first and is raised again, so
     a run always ends in a terminal state. An effect that catches its cancellation and returns
     an event anyway does not carry the run on: the task is still cancelled, so the abort edge
-    is taken instead of the event's. ``on_step`` is told every step as it is taken, however
+    is taken instead of the event's; one interrupted again in the abort edge's own handler still
+    ends the run (in ``internal_error``) before the interrupt goes on. An effect, exit or edge
+    handler that rewrites the run state it was handed in place (``object.__setattr__`` on the
+    frozen record: its counters reset, say) ends the run in ``internal_error``, which keeps the
+    state as it was handed. ``on_step`` is told every step as it is taken, however
     the run is driven (``run``, ``step_once``, the abort edge): the place to record a run's path.
     """
 
@@ -596,14 +673,27 @@ class Runner(Generic[D, S]):
         """The current state's effect and its step; an ``Exception`` of either becomes the step into internal_error."""
         state_name = self.final.state
         self._saved = None
+        handed = self.final
+        fields = _fields(handed)
         try:
-            ctx = EffectContext(self.program, self.final, self.services, buffer, self.on_publish, self._save)
+            ctx = EffectContext(self.program, handed, self.services, buffer, self.on_publish, self._save)
             try:  # the effect, awaited here rather than in a coroutine of its own (one fewer per step)
                 event = await self.program.machine.effects[state_name](ctx)
             except asyncio.CancelledError:
+                self._restore(handed, fields)
                 raise
             except Exception as exc:
+                self._restore(handed, fields)
                 raise HandlerError(f"effect of state {state_name!r} raised {type(exc).__name__}: {exc}") from exc
+            except BaseException:
+                self._restore(handed, fields)
+                raise
+            changed = self._restore(handed, fields)
+            if changed is not None:
+                raise HandlerError(
+                    f"effect of state {state_name!r} rewrote the run state it was given ({changed}); an effect "
+                    "returns one event, and only the machine's step changes the run state"
+                )
             task = asyncio.current_task()  # a cancellation request it has not taken back (Task.cancelling)?
             if task is not None and task.cancelling() > 0:
                 # the effect caught the cancellation and returned: the run is still cancelled, so the
@@ -621,6 +711,14 @@ class Runner(Generic[D, S]):
 
     def _save(self, data: D | Callable[[], D]) -> None:
         self._saved = data
+
+    def _restore(self, handed: RunState[D], fields: tuple[Any, ...]) -> str | None:
+        """What of the run state an effect was handed it rewrote in place (None: nothing); the run then goes
+        on from the state as it was handed (the step into internal_error keeps the true counters)."""
+        changed = _rewritten(handed, fields)
+        if changed is not None and self.final is handed:
+            self.final = _as_seen(handed, fields)
+        return changed
 
     def _advance(self, event: Any, state_name: str) -> Step:
         program = self.program
@@ -699,6 +797,14 @@ class Runner(Generic[D, S]):
             if self._book in program._book.models:
                 program._book.remove_model(self._book)
 
+    def _abort_edge(self) -> str:
+        """How a failure of the abort edge from where the run stands names it."""
+        try:
+            reason = self.program.choose(self.final, Event(name=self.program.abort_event)).reason
+        except Exception:  # no abort edge chosen: the failure was choosing it
+            return "the abort edge"
+        return f"the abort edge {reason!r} (its state's exit or its handler)"
+
     def _abort(self) -> None:
         """Take the machine's abort edge from wherever the run stands: one step, straight into a terminal state.
 
@@ -715,5 +821,13 @@ class Runner(Generic[D, S]):
             self._take(self.program.step(self.final, Event(name=self.program.abort_event), self._book))
         except Exception as exc:
             self._fail(exc)
+        except BaseException as exc:
+            # interrupted again while cleaning up (a second Ctrl-C in the abort edge's handler): the run
+            # still ends, in internal_error, and the interrupt goes on (never swallowed)
+            if not self.done:
+                failure = HandlerError(f"{self._abort_edge()} was interrupted by {type(exc).__name__}")
+                failure.__cause__ = exc
+                self._fail(failure)
+            raise
         if not self.done:
             raise InternalError(f"the abort edge did not reach a terminal state (now in {self.final.state!r})")

@@ -15,6 +15,7 @@ import attrs
 
 __all__ = [
     "CounterSpec",
+    "EndRule",
     "InstanceSpec",
     "MachineSpec",
     "ParamSpec",
@@ -36,12 +37,15 @@ ParamType = Literal["int", "number", "string", "boolean"]
 class ChildrenSpec:
     """Runs of this same machine that a run starts (``children:``): at most the ``per_turn`` param's value
     per tool turn, each with at most the ``turns`` param's tool turns (its run's turn bound), ``depth``
-    levels deep (1: a child starts none). ``queryloop check`` composes the figures with them."""
+    levels deep (1: a child starts none). ``queryloop check`` composes the figures with them. ``pending``
+    names the guard that holds while a child a run started is still to be heard from: false in a child at the
+    last depth (it starts none), so a child's run is bounded as the machine without the edges it guards."""
 
     name: str
     per_turn: str
     turns: str
     depth: int = 1
+    pending: str | None = None
     doc: str = ""
     line: int | None = None
 
@@ -98,8 +102,36 @@ class CounterSpec:
     line: int | None = None
 
 
-PropertyKind = Literal["order", "at_most", "in_a_row", "resets", "guarded"]
+PropertyKind = Literal["order", "at_most", "in_a_row", "resets", "guarded", "preceded", "ends"]
 PropertyScope = Literal["request", "turn", "run"]
+
+
+@attrs.frozen(kw_only=True)
+class EndRule:
+    """One rule of an ``ends`` property: the edges whose reason is of one of ``kinds`` (ends in
+    ``_<kind>``) or is listed in ``reasons``, but for those in ``unless``, go to a terminal state
+    whose declared ``result`` holds each of ``result``'s pairs (none: any terminal state)."""
+
+    kinds: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()
+    result: tuple[tuple[str, Any], ...] = ()
+
+    def covers(self, reason: str) -> bool:
+        """Whether the rule speaks of the edges of ``reason``."""
+        if reason in self.unless:
+            return False
+        return reason in self.reasons or any(reason.endswith(f"_{kind}") for kind in self.kinds)
+
+    def kept_by(self, state: StateSpec) -> bool:
+        """Whether ending in ``state`` keeps the rule."""
+        return state.terminal and all(state.result.get(key) == value for key, value in self.result)
+
+    def wanted(self) -> str:
+        """What the rule wants, in words."""
+        if not self.result:
+            return "a terminal state"
+        return "a terminal state whose result has " + ", ".join(f"{k}: {v!r}" for k, v in self.result)
 
 
 @attrs.frozen(kw_only=True)
@@ -114,7 +146,11 @@ class PropertySpec:
       in resets it — or, with ``reasons``, exactly the edges listed there break the streak;
     * ``resets``: after any of the edges ``reasons``, each of ``counters`` is 0 (a reply
       completes its request: the next request has its whole retry budget);
-    * ``guarded``: the edges ``reasons`` are taken only while the guard ``guard`` holds.
+    * ``guarded``: the edges ``reasons`` are taken only while the guard ``guard`` holds;
+    * ``preceded``: a step into one of ``states`` comes after a step into one of ``by`` since the
+      ``per`` request, turn or run began (every tool run is preceded by the gate in its turn);
+    * ``ends``: each of ``rules`` holds (a terminal's result matches its cause: an interrupt ends
+      as one, a spent budget in an error).
     """
 
     name: str
@@ -125,6 +161,9 @@ class PropertySpec:
     counter: str | None = None
     counters: tuple[str, ...] = ()  # resets: the counters that are 0 after the edges
     guard: str | None = None  # guarded: the guard every listed edge needs
+    states: tuple[str, ...] = ()  # preceded: the states entered only after one of `by`
+    by: tuple[str, ...] = ()  # preceded: the states one of which comes first in the scope
+    rules: tuple[EndRule, ...] = ()  # ends: where edges of a kind go
     doc: str = ""
     line: int | None = None
 
@@ -184,6 +223,7 @@ class TransitionSpec:
     counter: str | None = None
     resets: tuple[str, ...] = ()
     do: str | None = None
+    changes: tuple[str, ...] = ()  # the contract of `do`: the run data's fields (dotted paths) it must change
     progress: bool = False
     completes_request: bool = False
     doc: str = ""
@@ -210,11 +250,15 @@ class MachineSpec:
     events: Mapping[str, str] = attrs.field(factory=dict)  # name -> doc
     guards: Mapping[str, str] = attrs.field(factory=dict)  # guard name -> dotted python name (absolute)
     guard_docs: Mapping[str, str] = attrs.field(factory=dict)
+    # guard name -> the reasons of exactly the edges it decides (`decides:`, its declared meaning); absent: undeclared
+    guard_decides: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     counters: tuple[CounterSpec, ...] = ()
     figures: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # name -> effects summed by the checker
     figure_max: Mapping[str, int] = attrs.field(factory=dict)  # name -> the most per turn `check` accepts
     # name -> the most per run: an int, a param, or "param + N" / "param - N" (a null param: no limit)
     figure_max_per_run: Mapping[str, int | str] = attrs.field(factory=dict)
+    # name -> the most per turn with the runs of this machine the turn starts (`children:`), where that is bounded
+    figure_max_with_children: Mapping[str, int] = attrs.field(factory=dict)
     # name -> params (or numbers) whose largest value bounds one invocation's seconds (a wait)
     figure_each_s: Mapping[str, tuple[str | float, ...]] = attrs.field(factory=dict)
     unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> what is unbounded
@@ -250,6 +294,10 @@ class MachineSpec:
     @property
     def terminals(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.states if s.terminal)
+
+    def transitions_to(self, reason: str) -> str:
+        """Where the edges of ``reason`` go, for a message: ``'state'`` (or several, comma-separated)."""
+        return ", ".join(repr(d) for d in dict.fromkeys(t.dest for t in self.transitions if t.reason == reason))
 
     def candidates(self) -> dict[tuple[str, str], tuple[TransitionSpec, ...]]:
         """Candidate edges per ``(state, event)``, in YAML order (the order they are tried)."""

@@ -127,7 +127,7 @@ async def compact_transcript(
     return Event(name="compacted", data=Compacted(messages=tuple(messages), boundary=boundary, log=outcome.log))
 
 
-@uses(counters=("summary_retries",), params=("max_backoff_s",))
+@uses(counters=("summary_retries",), waits=("max_retry_after_s", "max_backoff_s"))
 async def wait_before_summary_retry(ctx: EffectContext[C, ContextServices]) -> Event[None]:
     """Sleep before the summary request's retry, as a model request's retry would (see ``back_off``)."""
     retries = ("auto_summary_retry", "reactive_summary_retry", "manual_summary_retry")

@@ -106,7 +106,7 @@ def _catalog_update(manager: McpManager, data: McpRun) -> CatalogUpdate:
     )
 
 
-@uses(counters=("mcp_reconnects",), params=("max_backoff_s",))
+@uses(counters=("mcp_reconnects",), waits=("max_backoff_s",))
 async def reconnect_servers(ctx: EffectContext[M, SyncServices]) -> Event[Any]:
     """Reconnect every server that is down (at once); each retry after a backoff. Reconnected: the new catalog."""
     services = ctx.services

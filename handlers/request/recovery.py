@@ -41,7 +41,7 @@ RETRY_JITTER = 0.25
 """Up to this fraction of the backoff is added at random, so clients don't retry in lockstep."""
 
 
-@uses(counters=("api_retries",), params=("max_backoff_s",))
+@uses(counters=("api_retries",), waits=("max_retry_after_s", "max_backoff_s"))
 async def wait_before_retry(ctx: EffectContext[R, RequestServices]) -> Event[None]:
     """Sleep before the model request's retry (see :func:`back_off`)."""
     await back_off(ctx, ctx.run.data.request.failure, counter="api_retries", retry_reasons=("api_retry",))
@@ -70,8 +70,10 @@ async def back_off(
     delay = backoff_delay_s(retries, services.retry_base_delay_s, services.retry_max_delay_s, services.rng.random())
     delay = min(delay, backoff_cap_s(run))  # the machine's declared bound on one wait (check's worst-case wait)
     if failure is not None and failure.retry_after_s is not None:
-        # Claude Code waits the larger of the two: a retry-after of 0 still backs off.
-        delay = max(failure.retry_after_s, delay)
+        # Claude Code waits the larger of the two: a retry-after of 0 still backs off. A retry-after over
+        # max_retry_after_s ends the run before this wait (the machine tries that edge first); the clamp keeps
+        # every wait within the `each_s` its callers declare (`waits`) even if the machine did not.
+        delay = min(max(failure.retry_after_s, delay), max(retry_after_cap_s(run), backoff_cap_s(run)))
     ctx.publish(
         ApiRetry(
             attempt=retries + 1,

@@ -365,3 +365,34 @@ def test_thinking_deltas_are_not_reported_as_visible_text() -> None:
     (out,), _ = run(scenario, request(), on_text=seen.append)
     assert "".join(seen) == "public"
     assert [b["type"] for b in reply(out).content] == ["thinking", "text"]
+
+
+@pytest.mark.parametrize(("retry_after_s", "slept"), [(1e6, 60.0), (50.0, 50.0), (None, None)])
+def test_a_backoff_never_sleeps_past_the_longest_wait_its_effect_declares(
+    monkeypatch: pytest.MonkeyPatch, retry_after_s: float | None, slept: float | None
+) -> None:
+    """The machine ends a run whose retry-after is over max_retry_after_s before this wait; should it not, the
+    wait is still clamped to max(max_retry_after_s, max_backoff_s), the `each_s` check's worst case."""
+    import random
+    from types import SimpleNamespace
+
+    from queryloop.handlers.request.recovery import back_off
+
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    run = SimpleNamespace(
+        count=lambda name: 9, cap=lambda name: 10, params={"max_backoff_s": 40, "max_retry_after_s": 60}
+    )
+    services = SimpleNamespace(retry_base_delay_s=0.5, retry_max_delay_s=32.0, rng=random.Random(0))
+    ctx = SimpleNamespace(next_reason=lambda event: "api_retry", run=run, services=services, publish=lambda item: None)
+    failure = SimpleNamespace(retry_after_s=retry_after_s, status=529, message="overloaded")
+    asyncio.run(back_off(ctx, failure, counter="api_retries", retry_reasons=("api_retry",)))  # type: ignore[arg-type]
+    assert len(sleeps) == 1
+    if slept is None:
+        assert 32.0 <= sleeps[0] <= 40.0, "the backoff alone: 32 s plus jitter, clamped to max_backoff_s"
+    else:
+        assert sleeps[0] == slept

@@ -21,7 +21,8 @@ from queryloop.fsm import (
     load_machine,
     parse_machine,
 )
-from queryloop.fsm.check import composed_figures
+from queryloop.fsm.bounds import figure_values, runs_of_turns
+from queryloop.fsm.check import composed_figures, without_guard
 from queryloop.fsm.spec import CounterSpec
 from queryloop.machines import shipped_machines
 
@@ -99,10 +100,12 @@ def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int])
     if caps.get("max_turns"):  # the explored runs are what a child at max_agent_turns = max_turns can do
         at = {**report.params, "max_agent_turns": caps["max_turns"]}
         composed = composed_figures(spec, at, report.symbolic_at_params)["agents"]
+        (children,) = spec.children  # a child (depth 1) starts none: explored without the edges `pending` guards
+        child = check_spec(without_guard(spec, str(children.pending)), caps)
         explored = {
-            k: report.worst_case[k] + composed.starts * report.worst_case_per_run[k]
+            k: report.worst_case[k] + composed.starts * child.worst_case_per_run[k]
             for k in composed.per_turn
-            if k in report.worst_case and k in report.worst_case_per_run
+            if k in report.worst_case and k in child.worst_case_per_run
         }
         assert explored and all(explored[k] <= composed.per_turn[k] for k in explored), (explored, composed)
 
@@ -299,7 +302,8 @@ transitions:
 
 def test_the_check_reports_per_run_figures_when_every_progress_edge_is_bounded() -> None:
     report = check_spec(load_machine(ROOT / "machines/query_loop.yaml").spec, {"max_turns": 3}, explore=False)
-    assert report.per_run["model_requests"] == 3 * report.per_turn["model_requests"]
+    # three tool turns, and as many turns started by background sub-agents' reports (not counted by max_turns)
+    assert report.per_run["model_requests"] == 2 * 3 * report.per_turn["model_requests"]
     assert "max_turns" in report.expressions["model_requests"][1]
 
 
@@ -330,8 +334,16 @@ def test_a_turn_with_its_agents_is_its_own_figure_plus_each_agents_whole_run() -
     at = {"max_agent_turns": 2, "max_agents_per_turn": 3}
     composed = check_spec(spec, at, explore=False).composed["agents"]
     own = check_spec(spec, explore=False).per_turn["model_requests"]
-    a_run = check_spec(spec, {"max_turns": 2}, explore=False).per_run["model_requests"]
-    assert composed.child_run["model_requests"] == a_run < math.inf
+    # a child (depth 1) starts none: its run is the machine's without the edges `pending` (agents_running) guards
+    (children,) = spec.children
+    assert children.pending == "agents_running"
+    child = without_guard(spec, children.pending)
+    gone = {"next_turn_with_agents", "agent_report_turn", "turn_limit_agent_wait"}
+    assert not gone & {t.reason for t in child.transitions}
+    child_at = {bound: 2 for bound in set(child.progress_bounds.values())}
+    loose = check_spec(child, child_at, explore=False).per_run["model_requests"]
+    a_run = runs_of_turns(child, {**child.param_defaults, **at, **child_at}, ["model_requests"])["model_requests"]
+    assert composed.child_run["model_requests"] == a_run < loose, "each run budget paid once per child run"
     assert composed.per_turn["model_requests"] == own + 3 * a_run
     assert composed.per_turn["tool_turns"] == 1 + 3 * 2
     cmd = [sys.executable, "-m", "queryloop", "check", "--machine", "machines/query_loop.yaml"]
@@ -368,3 +380,106 @@ def test_the_composed_bound_the_readme_and_the_docs_quote_is_the_checkers() -> N
         f"({int(check_spec(spec, explore=False).per_turn['model_requests'])} + 8 × {a_run:,})".replace(",", " ")
         in checker
     )
+
+
+# ---- the worst-case wait: each `each_s` covers what its effects may sleep (issue 42) ----------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (  # 13 600 s printed where a turn may wait 20 400 s: retry-afters up to 60 s are waited for
+            "    each_s: [max_retry_after_s, max_backoff_s]\n",
+            "    each_s: [max_backoff_s]\n",
+            "figure 'waits' `each_s` leaves out 'max_retry_after_s'",
+        ),
+        (  # 0 s printed for reconnects, which back off up to max_backoff_s each
+            "    each_s: [max_backoff_s]\n    doc: >\n      reconnect attempts",
+            "    each_s: [0]\n    doc: >\n      reconnect attempts",
+            "figure 'mcp_reconnects' `each_s` leaves out 'max_backoff_s'",
+        ),
+        (  # no wait printed at all
+            "    each_s: [max_backoff_s]\n    doc: >\n      reconnect attempts",
+            "    doc: >\n      reconnect attempts",
+            "effect 'queryloop.handlers.mcp.reconnect_servers' sleeps up to max_backoff_s seconds at a time, but no "
+            "figure with `each_s` counts it ('mcp_reconnects' count it without)",
+        ),
+    ],
+    ids=["waits-without-retry-after", "reconnects-each-0-s", "reconnects-without-each_s"],
+)
+def test_a_worst_case_wait_below_what_the_effects_sleep_is_refused(old: str, new: str, expected: str) -> None:
+    text = _mutated(old, new)
+    parse_machine(text, "mutant.yaml", bind=False)  # the YAML alone cannot tell: the handlers declare their sleeps
+    with pytest.raises(SpecError) as info:
+        parse_machine(text, "mutant.yaml")
+    assert expected in str(info.value)
+
+
+def test_no_wait_is_counted_where_no_wait_can_be_long() -> None:
+    """An unbounded count of waits that are each 0 s is 0 s, not a NaN."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    report = check_spec(spec, {"max_backoff_s": 0, "max_retry_after_s": 0, "max_retries": 100}, explore=False)
+    assert report.wait_s_per_turn["waits"] == 0.0
+    unbounded = attrs.evolve(report, per_turn={**report.per_turn, "waits": math.inf})
+    from queryloop.fsm.check import _waits
+
+    assert _waits(spec, unbounded.at, unbounded.per_turn)[1]["waits"] == 0.0
+
+
+# ---- a run's budgets paid once per run: the tight composed figure (issue 42) ---------------------------------
+
+
+def test_a_child_run_pays_its_stop_hook_blocks_and_fallback_hops_once_not_once_per_turn() -> None:
+    """A turn's 390 is 170 + 23 per Stop-hook block + 12 per fallback hop; a run of T turns spends each of those
+    budgets once in all, so it is T × 170 + 8 × 23 + 3 × 12, not T × 390 (nor the per-run decomposition's)."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    for turns in (1, 2, 10):
+        at = {**spec.param_defaults, **{bound: turns for bound in set(spec.progress_bounds.values())}}
+        _, loose = figure_values(spec, at)
+        tight = runs_of_turns(spec, at, spec.figures)
+        progress = {t.counter for t in spec.transitions if t.progress}
+        steps = sum(spec.cap_of(spec.counter_map[c], at) or 0 for c in progress if c)
+        assert tight["model_requests"] == (steps + 1) * 170 + 8 * 23 + 3 * 12 < loose["model_requests"]
+
+
+def test_the_composed_figure_has_a_max_checked_where_the_childrens_turns_are_set() -> None:
+    text = _mutated("    max_with_children: 16000\n", "    max_with_children: 15000\n")
+    spec = parse_machine(text, "mutant.yaml", bind=False).spec
+    assert check_spec(spec, explore=False).ok, "unset agent turns: unbounded by design, nothing to hold to a max"
+    report = check_spec(spec, {"max_agent_turns": 10}, explore=False)
+    found = [f.message for f in report.findings if f.check == "figure"]
+    assert len(found) == 1 and "figure 'model_requests' with its children can reach" in found[0]
+    assert "above its declared max_with_children 15000" in found[0]
+
+
+SMALL_RUNS = {
+    "max_retries": 0,
+    "overloaded_retries_before_fallback": 0,
+    "max_output_recoveries": 0,
+    "max_pause_continues": 0,
+    "max_auto_compact_failures": 0,
+    "max_head_truncations": 0,
+    "max_denied_call_repeats": 2,
+    "max_ledger_replays": 2,
+    "max_mcp_reconnects": 0,
+    "max_running_agents": 1,
+}
+
+
+@pytest.mark.slow  # four explorations of whole runs at small caps: about 10 s
+@pytest.mark.parametrize(
+    ("turns", "blocks", "hops"), [(1, 2, 1), (2, 1, 1), (2, 2, 0), (3, 1, 0)], ids=lambda v: str(v)
+)
+def test_the_run_bound_with_budgets_paid_once_is_never_below_an_explored_run(
+    turns: int, blocks: int, hops: int
+) -> None:
+    """Soundness at every cap value of a small range: the worst whole run the exploration finds stays within
+    the bound that charges each run budget once (its steps are the largest over the whole box of budgets)."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml", bind=False).spec
+    caps = {**SMALL_RUNS, "max_stop_hook_blocks": blocks, "max_fallback_hops": hops}
+    caps.update({bound: turns for bound in set(spec.progress_bounds.values())})
+    report = check_spec(spec, caps)
+    assert report.worst_case_per_run, [f.message for f in report.findings]
+    tight = runs_of_turns(spec, report.params, spec.figures)
+    for name in spec.figures:
+        assert report.worst_case_per_run[name] <= tight[name], (name, report.worst_case_per_run[name], tight[name])

@@ -334,3 +334,50 @@ def test_an_order_broken_is_shown_by_the_candidate_tried_too_early_taken(tmp_pat
     example = only(mutated(tmp_path, recovery_before_escalation), "property")
     assert example.run is not None and example.replayable
     assert example.run.reasons[example.run.taken_at] == "max_output_tokens_recovery"
+
+
+def test_a_tool_run_that_skips_the_gate_is_shown_as_a_replayable_run(tmp_path: Path) -> None:
+    def ungated(document: dict[str, Any]) -> None:
+        _edge_of(document, "tools_requested")["to"] = "running_tools"
+
+    example = only(mutated(tmp_path, ungated), "property")
+    assert example.run is not None and example.replayable and not example.why
+    shown = example.run.steps[: example.run.taken_at + 1]
+    assert shown[-1].reason == "tools_requested" and shown[-1].dest == "running_tools"
+    assert not any(s.dest == "gating_tools" for s in shown)
+
+
+def test_spent_retries_ending_as_a_success_are_shown_as_a_replayable_run(tmp_path: Path) -> None:
+    def spent_is_success(document: dict[str, Any]) -> None:
+        document["instances"]["api_retries"]["with"]["give_up"] = "completed"
+
+    example = only(mutated(tmp_path, spent_is_success), "property")
+    assert example.run is not None and example.replayable and not example.why
+    assert example.run.reasons[example.run.taken_at] == "api_retries_exhausted"
+    assert example.run.steps[example.run.taken_at].dest == "completed"
+
+
+def test_an_edge_taken_without_the_guard_that_decides_it_is_shown_as_a_replayable_run(tmp_path: Path) -> None:
+    def unguarded(document: dict[str, Any]) -> None:
+        del _edge_of(document, "retry_after_too_long_surfaced")["guards"]
+
+    example = only(mutated(tmp_path, unguarded), "guard")
+    assert example.run is not None and example.replayable and not example.why
+    assert example.run.reasons[example.run.taken_at] == "retry_after_too_long_surfaced"
+    assert "retry_after_over_cap" not in example.run.steps[example.run.taken_at].guards
+
+
+@pytest.mark.slow  # the scripted search looks past its first give-up: about 5 s
+def test_a_budget_broken_only_after_a_dozen_retries_still_gets_a_replayable_run(tmp_path: Path) -> None:
+    """Ten retries of one request: past the first search's 30 000 nodes, the scripted run is looked for further."""
+
+    def one_retry_too_many(document: dict[str, Any]) -> None:
+        document["properties"]["retries_per_request"] = {
+            "at_most": {"count": ["api_retry"], "per": "request", "max": "max_retries - 1"},
+            "doc": "a made-up budget one below the retries the machine allows",
+        }
+
+    example = only(mutated(tmp_path, one_retry_too_many), "property")
+    assert example.run is not None and example.replayable and not example.why
+    shown = example.run.reasons[: example.run.taken_at + 1]
+    assert shown.count("api_retry") == 10 and shown[-1] == "api_retry"

@@ -124,10 +124,16 @@ def retry_unbounded_by_design(data: dict[str, Any]) -> None:
 
 
 def unlist(data: dict[str, Any], reason: str) -> None:
-    """Take ``reason`` out of the order properties that name it (a mutant deleting its edge on purpose)."""
+    """Take ``reason`` out of the order properties and the guards' meanings that name it (a mutant deleting its
+    edge on purpose)."""
     for prop in data["properties"].values():
         if reason in prop.get("order", ()):
             prop["order"].remove(reason)
+    for guard in data["guards"].values():
+        if reason in guard.get("decides", ()):
+            guard["decides"].remove(reason)
+            if not guard["decides"]:
+                del guard["decides"]  # a guard no edge asks any more
 
 
 def drop_refill_breaker_and_its_end(data: dict[str, Any]) -> None:
@@ -518,6 +524,94 @@ INTENT_MUTANTS = (
         "load",
         ("names the guard 'fallback_left', which is not declared",),
     ),
+    # where an edge may go and what a guard decides (issue 42): path properties and guards' declared meanings
+    Mutant(
+        "tools_requested-skips-the-gate",
+        "the model's tool calls run without the permission gate",
+        on_data(lambda d: edge(d, "tools_requested").update(to="running_tools")),
+        "property",
+        ("tools_run_only_after_the_gate", "'tools_requested'", "'running_tools'"),
+    ),
+    Mutant(
+        "partial_tool_use_kept-skips-the-gate",
+        "tool calls kept from a cut stream run without the permission gate",
+        on_data(lambda d: edge(d, "partial_tool_use_kept").update(to="running_tools")),
+        "property",
+        ("tools_run_only_after_the_gate", "'partial_tool_use_kept'"),
+    ),
+    Mutant(
+        "api_retries_exhausted-ends-as-success",
+        "spent retries end the run as a success",
+        on_data(lambda d: edge(d, "api_retries_exhausted").update(to="completed")),
+        "property",
+        ("exhausted_ends_in_an_error", "'api_retries_exhausted'", "is_error: True"),
+    ),
+    Mutant(
+        "context_window_exhausted-ends-as-a-refusal",
+        "a reply still cut at the context window ends as a (successful) refusal",
+        on_data(lambda d: edge(d, "context_window_exhausted").update(to="refusal")),
+        "property",
+        ("exhausted_ends_in_an_error", "'context_window_exhausted'", "'refusal'"),
+    ),
+    Mutant(
+        "prompt_hook_blocked-sends-the-prompt",
+        "a prompt a UserPromptSubmit hook blocked is sent anyway",
+        on_data(lambda d: edge(d, "prompt_hook_blocked").update(to="syncing_tools")),
+        "property",
+        ("a_terminal_matches_its_cause", "'prompt_hook_blocked'", "not a terminal state"),
+    ),
+    Mutant(
+        "request_aborted-ends-as-success",
+        "Ctrl-C while the model is awaited is reported as a success",
+        on_data(lambda d: edge(d, "request_aborted").update(to="completed")),
+        "property",
+        ("a_terminal_matches_its_cause", "'request_aborted'", "error_during_execution"),
+    ),
+    Mutant(
+        "retry_after_too_long_surfaced-without-its-guard",
+        "every elapsed backoff ends the run as if the retry-after were too long",
+        on_data(lambda d: take(edge(d, "retry_after_too_long_surfaced"), "guards", ["retry_after_over_cap"])),
+        "guard",
+        ("'retry_after_over_cap'", "'retry_after_too_long_surfaced'", "without asking it"),
+    ),
+    Mutant(
+        "rapid_refill_breaker-asks-the-wrong-guard",
+        "the refill breaker asks whether old results are clearable instead of whether compaction thrashes",
+        on_data(lambda d: edge(d, "rapid_refill_breaker").update(guards=["can_compact", "old_results_clearable"])),
+        "guard",
+        ("'refill_thrashing'", "'rapid_refill_breaker'"),
+    ),
+    Mutant(
+        "escalation-guard-moved-to-the-recovery",
+        "the hidden continuation asks whether escalation is configured; the escalation no longer does",
+        on_data(
+            lambda d: (
+                take(edge(d, "max_output_tokens_escalate"), "guards", ["escalation_configured"]),
+                edge(d, "max_output_tokens_recovery").update(guards=["escalation_configured"]),
+            )
+        ),
+        "guard",
+        ("'escalation_configured'", "'max_output_tokens_recovery'", "does not list"),
+    ),
+    Mutant(
+        "collapse-drain-and-reactive-compaction-guards-swapped",
+        "the collapse drain asks can_compact, the reactive compaction whether collapses are staged",
+        on_data(
+            lambda d: (
+                edge(d, "collapse_drain_retry").update(guards=["can_compact"]),
+                edge(d, "reactive_compact_retry").update(guards=["has_staged_collapses"]),
+            )
+        ),
+        "guard",
+        ("'has_staged_collapses'", "'collapse_drain_retry'"),
+    ),
+    Mutant(
+        "a-guard-decides-an-edge-that-is-not-there",
+        "a guard's meaning names a reason no transition has",
+        on_data(lambda d: d["guards"]["fallback_available"].update(decides=["model_fallback", "model_fallbak"])),
+        "load",
+        ("guard 'fallback_available' `decides` names the reason 'model_fallbak'",),
+    ),
     Mutant(
         "budget-behind-a-zero-cap",
         "budget_exhausted reachable only through a counter with the literal cap 0: a run over budget goes on",
@@ -544,6 +638,15 @@ HARMLESS = (
     ("mcp_reconnects-cap-minus-one", on_data(lambda d: counter(d, "mcp_reconnects", cap_offset=-1))),
     ("figure-max-at-its-bound", on_data(lambda d: figure(d, "waits").update(max=340))),
     ("a-range-widened", on_data(lambda d: param(d, "max_retries", max=200))),
+    (
+        # at the start of a run every counter is 0: resetting there changes nothing (issue 42's false alarm)
+        "run-budgets-reset-where-they-are-always-0",
+        on_data(
+            lambda d: edge(d, "session_started").update(
+                resets=["fallback_hops", "stop_hook_blocks", "auto_compact_failures"]
+            )
+        ),
+    ),
     (
         "a-property-added",
         on_data(
@@ -778,10 +881,12 @@ MUTANTS = (
     ),
     Mutant(
         "turns-cap_offset-0",
-        "`cap_offset: 0` on turns: max_turns + 1 tool turns run (off by one)",
+        "`cap_offset: 0` on turns: max_turns + 1 tool turns run (off by one); the tool_turns figure has no "
+        "max_per_run since turns past max_turns wait for sub-agents' reports (turn_limit_agent_wait), so the "
+        "per-run property names it",
         on_data(lambda d: counter(d, "turns", cap_offset=0)),
-        "figure",
-        ("tool_turns", "can reach 4 per run", "max_per_run max_turns = 3"),
+        "property",
+        ("tool_turns_per_run", "capped at max_turns, which may be more than max_turns - 1"),
         at={"max_turns": 3},
     ),
     Mutant(

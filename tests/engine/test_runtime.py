@@ -575,3 +575,162 @@ def test_a_run_restored_mid_streak_is_not_blamed_for_the_steps_before_it() -> No
     _drive(resumed)
     assert resumed.error is None
     assert _reasons(resumed)[:2] == ["call_retry", "call_succeeded"], "the third failure in a row, then a success"
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_raised_by_the_abort_edges_own_handler_still_ends_the_run(error: type[BaseException]) -> None:
+    """A second Ctrl-C while the abort edge cleans up: the run ends in internal_error, and the interrupt goes on."""
+
+    def interrupted(run: RunState, event: Event) -> ItemsData:
+        raise error()
+
+    machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "fetch_aborted": interrupted})
+
+    async def stop(ctx):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    machine = attrs.evolve(machine, effects={**machine.effects, "fetching": stop})
+    runner = Runner(machine, data=ItemsData(), services=Feed([]))
+    with pytest.raises(error):
+        asyncio.run(_consume(runner))
+    _ended_in_internal_error(runner, "fetching")
+    assert runner.aborted
+    message = runner.error.message  # type: ignore[union-attr]
+    assert (
+        f"the abort edge 'fetch_aborted' (its state's exit or its handler) was interrupted by {error.__name__}"
+        in message
+    )
+
+
+def test_an_interrupt_in_the_abort_handler_after_a_cancellation_still_ends_the_run() -> None:
+    def interrupted(run: RunState, event: Event) -> ItemsData:
+        raise KeyboardInterrupt
+
+    machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "fetch_aborted": interrupted})
+    runner = Runner(machine, data=ItemsData(), services=Feed(["transient"], backoff_s=30))
+
+    async def main() -> None:
+        task = asyncio.create_task(_consume(runner))
+        while not runner.trace:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # into the backoff
+        task.cancel()
+        await task
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    _ended_in_internal_error(runner, "backing_off")
+
+
+def _rewriting(field: str, value: Any) -> Any:
+    async def rewrite(ctx):  # type: ignore[no-untyped-def]
+        object.__setattr__(ctx.run, field, value)  # a frozen record rewritten in place
+        return Event(name="elapsed")
+
+    return rewrite
+
+
+@pytest.mark.parametrize("field", ["counters", "state", "steps"])
+def test_an_effect_that_rewrites_the_frozen_run_state_ends_the_run_in_internal_error(field: str) -> None:
+    """Resetting the retries by rewriting the run state in place would give the item a new budget: refused."""
+    value = {"counters": (0, 0), "state": "fetching", "steps": 0}[field]
+    machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "backing_off": _rewriting(field, value)})
+    runner = Runner(machine, data=ItemsData(), services=Feed(["transient"] * 10))
+    _drive(runner)
+    _ended_in_internal_error(runner, "backing_off")
+    assert _reasons(runner) == ["fetch_backoff", "internal_error"]
+    assert runner.trace[-1].counter_dict()["retries"] == 1, "the count the effect tried to reset is kept"
+    message = runner.error.message  # type: ignore[union-attr]
+    assert f"effect of state 'backing_off' rewrote the run state it was given ({field})" in message
+
+
+def test_an_edge_handler_that_rewrites_the_counters_it_was_given_ends_the_run_in_internal_error() -> None:
+    def reset(run: RunState, event: Event) -> ItemsData:
+        object.__setattr__(run, "counters", (0, *run.counters[1:]))  # the item's retries, reset in place
+        return run.data
+
+    machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "item_fetched": reset})
+    runner = Runner(machine, data=ItemsData(), services=Feed(["transient", "ok"]))
+    _drive(runner)
+    _ended_in_internal_error(runner, "fetching")
+    assert "edge handler of 'item_fetched' rewrote the run state it was given (counters)" in runner.error.message  # type: ignore[union-attr]
+
+
+def _retry_fetch_with(tmp_path: Path, prop: str) -> Any:
+    text = (ROOT / "machines/examples/retry_fetch.yaml").read_text()
+    assert "properties:" not in text
+    path = tmp_path / "retry_fetch.yaml"
+    path.write_text(text.replace("states:\n", f"properties:\n{prop}states:\n", 1))
+    return load_machine(path)
+
+
+def test_a_step_into_a_state_before_the_step_it_must_follow_is_caught_at_run_time(tmp_path: Path) -> None:
+    """A ``preceded`` property is watched at every step: here an item is stored without a backoff first."""
+    prop = (
+        "  stored_only_after_a_wait:\n"
+        "    preceded: {states: [storing], by: [backing_off], per: turn}\n"
+        "    doc: an item is stored only after a backoff in its turn\n"
+    )
+    runner = Runner(_retry_fetch_with(tmp_path, prop), data=ItemsData(), services=Feed(["transient", "ok", "ok"]))
+    _drive(runner)
+    assert _reasons(runner) == ["fetch_backoff", "fetch_retry", "item_fetched", "next_item", "internal_error"]
+    message = runner.error.message  # type: ignore[union-attr]
+    assert "property 'stored_only_after_a_wait' broken at run time" in message
+    assert "no step into backing_off since the turn began, and 'item_fetched' enters one of its states" in message
+
+
+def test_an_edge_ending_where_its_kind_may_not_end_is_caught_at_run_time(tmp_path: Path) -> None:
+    prop = (
+        "  a_spent_budget_is_no_error:\n"
+        "    ends: [{kinds: [exhausted], result: {is_error: false}}]\n"
+        "    doc: a made-up promise the machine breaks\n"
+    )
+    runner = Runner(_retry_fetch_with(tmp_path, prop), data=ItemsData(), services=Feed(["transient"] * 10))
+    _drive(runner)
+    assert _reasons(runner)[-2:] == ["fetch_retry", "internal_error"], "the step into 'failed' is not taken"
+    message = runner.error.message  # type: ignore[union-attr]
+    assert "property 'a_spent_budget_is_no_error' broken at run time" in message
+    assert "'retries_exhausted' (from 'fetching') goes to the terminal state 'failed'" in message
+
+
+def test_an_edge_handler_that_breaks_its_contract_ends_the_run_in_internal_error(tmp_path: Path) -> None:
+    """``changes:`` says what an edge's ``do`` must change; a handler that leaves it (the item never recorded,
+    so the same item would be fetched again and again) ends the run at that step."""
+    text = (ROOT / "machines/examples/retry_fetch.yaml").read_text()
+    old = "reason: item_fetched, do: .effects.record_item}"
+    assert text.count(old) == 1
+    path = tmp_path / "retry_fetch.yaml"
+    path.write_text(text.replace(old, "reason: item_fetched, do: .effects.record_item, changes: [done]}"))
+    machine = load_machine(path)
+    kept = Runner(machine, data=ItemsData(), services=Feed(["ok"] * 3))
+    _drive(kept)
+    assert kept.error is None and kept.final.state == "done", "record_item keeps the contract"
+
+    def forgets(run: RunState, event: Event) -> ItemsData:
+        return run.data
+
+    broken = Runner(
+        attrs.evolve(machine, handlers={**machine.handlers, "item_fetched": forgets}),
+        data=ItemsData(),
+        services=Feed(["ok"] * 3),
+    )
+    _drive(broken)
+    _ended_in_internal_error(broken, "fetching")
+    message = broken.error.message  # type: ignore[union-attr]
+    assert (
+        "edge handler of 'item_fetched' left done as it was; its edge's contract (`changes:`) says it changes it"
+        in message
+    )
+
+
+def test_a_contract_without_a_handler_to_keep_it_is_refused_at_load(tmp_path: Path) -> None:
+    text = (ROOT / "machines/examples/retry_fetch.yaml").read_text()
+    old = "{from: fetching, event: failed_for_good, to: failed, reason: fetch_failed}"
+    assert text.count(old) == 1
+    path = tmp_path / "retry_fetch.yaml"
+    path.write_text(
+        text.replace(old, "{from: fetching, event: failed_for_good, to: failed, reason: fetch_failed, changes: [done]}")
+    )
+    with pytest.raises(SpecError) as info:
+        load_machine(path)
+    assert "transition 'fetch_failed' promises to change ['done'] (`changes:`) but has no `do`" in str(info.value)

@@ -128,12 +128,18 @@ properties:
   a_turn_starts_afresh:
     resets: {{after: [next_turn], counters: [retries]}}
     doc: each tool turn has its whole retry budget again
+  tools_after_a_call:
+    preceded: {{states: [running_tools], by: [calling], per: turn}}
+    doc: the tools of a turn run after its model call
+  giving_up_is_an_error:
+    ends: [{{reasons: [retries_exhausted, overloads_exhausted], result: {{is_error: true}}}}]
+    doc: a spent budget ends the run in an error
 states:
   calling: {{effect: queryloop.fsm.testing.scripted, emits: [replied, tool_used, overloaded, failed]}}
   waiting: {{effect: queryloop.fsm.testing.scripted, emits: [waited]}}
   running_tools: {{effect: queryloop.fsm.testing.scripted, emits: [tools_done]}}
   done: {{terminal: true}}
-  failed_for_good: {{terminal: true}}
+  failed_for_good: {{terminal: true, result: {{is_error: true}}}}
   turns_used_up: {{terminal: true}}
   aborted: {{terminal: true}}
   {INTERNAL_ERROR}
@@ -288,6 +294,17 @@ MUTANTS = {
         "retries: {cap: max_retries, scope: session}",
         "property a_turn_starts_afresh broken: retries is 1 after next_turn, not 0",
     ),
+    "a_turn_without_its_call": (
+        "to: calling, reason: next_turn",
+        "to: running_tools, reason: next_turn",
+        "property tools_after_a_call broken: next_turn enters running_tools with no step into calling since the "
+        "turn began",
+    ),
+    "a_spent_budget_ending_well": (
+        "to: failed_for_good, reason: retries_exhausted",
+        "to: done, reason: retries_exhausted",
+        "property giving_up_is_an_error broken: retries_exhausted goes to done",
+    ),
     "a_wait_that_never_ends": (
         "to: calling, reason: wait_over",
         "to: waiting, reason: wait_over",
@@ -314,6 +331,10 @@ def test_spin_reports_each_broken_promise_with_its_trail(mutant: str) -> None:
         assert trail[-1] == "next_turn" and "call_retry" in trail
     elif mutant == "an_order_swapped":
         assert trail[-1] == "call_retry"
+    elif mutant == "a_turn_without_its_call":  # a tool turn, then the next one straight into the tools
+        assert trail[-2:] == ("tools_started", "next_turn")
+    elif mutant == "a_spent_budget_ending_well":
+        assert trail[-1] == "retries_exhausted"
     else:
         assert report.cycle_start is not None and trail[report.cycle_start :] == ("wait_over",)
 
