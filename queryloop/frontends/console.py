@@ -27,10 +27,12 @@ import json
 import os
 import re
 import sys
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, TextIO
 
+import attrs
 from rich.console import Console
 from rich.status import Status
 from rich.text import Text
@@ -85,6 +87,59 @@ def _tool_use_result(result: dict[str, Any]) -> str | list[Any]:
     return text if not result.get("is_error") or text.startswith("Error") else f"Error: {text}"
 
 
+@attrs.define
+class _AgentWork:
+    """What a sub-agent has done so far, as its ``task_progress`` lines count it."""
+
+    started: float = attrs.field(factory=time.monotonic)
+    tokens: int = 0
+    tool_uses: int = 0
+
+
+_ACTIVITY_KEYS = ("file_path", "notebook_path", "path", "pattern", "command", "url", "query", "description")
+
+
+def _activity(name: str, tool_input: Any) -> str:
+    """A ``task_progress`` line's description: the tool and what it works on (``Read hello.txt``)."""
+    if isinstance(tool_input, dict):
+        subject = next((tool_input[k].strip() for k in _ACTIVITY_KEYS if isinstance(tool_input.get(k), str)), "")
+        if subject:
+            return f"{name} {subject.splitlines()[0][:80]}"
+    return name
+
+
+def _agent_result(started: SubagentStarted, ended: SubagentEnded | None, result: dict[str, Any]) -> Any:
+    """An Agent call's ``tool_use_result``, in Claude Code 2.1.235's fields: a background launch's, or a
+    waited-for agent's answer with its counts (an error result stays its text)."""
+    if result.get("is_error"):
+        return _tool_use_result(result)
+    if started.background:
+        return {
+            "isAsync": True,
+            "status": "async_launched",
+            "agentId": started.agent_id,
+            "description": started.description,
+            "resolvedModel": started.model,
+            "prompt": started.prompt,
+            "outputFile": started.output_file,
+            "canReadOutputFile": bool(started.output_file),
+        }
+    report = ended.report if ended is not None else None
+    content = result.get("content")
+    answer = content[:1] if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+    return {
+        "status": "completed",
+        "prompt": started.prompt,
+        "agentId": started.agent_id,
+        "agentType": started.agent_type,
+        "content": answer,
+        "resolvedModel": started.model,
+        "totalDurationMs": report.duration_ms if report else 0,
+        "totalTokens": report.total_tokens if report else 0,
+        "totalToolUseCount": report.tool_uses if report else 0,
+    }
+
+
 def _log_fields(log: RequestLog) -> dict[str, Any]:
     withheld = log.error_kind in _WITHHELD
     return {
@@ -136,6 +191,8 @@ class Renderer:
         self.model = ""  # the model the run is on, and the fallbacks left (start() sets them)
         self.fallbacks: list[str] = []
         self.subagents: dict[str, SubagentStarted] = {}  # the run's sub-agents, by the Agent call that started each
+        self.agent_ends: dict[str, SubagentEnded] = {}  # how each ended, by the same call
+        self.agent_work: dict[str, _AgentWork] = {}  # what each has done so far (task_progress), by the same call
         self.tags: dict[str, Any] = {}  # what every line says while a sub-agent's item is shown (its Agent call)
 
     # ---- plumbing -------------------------------------------------------------------------
@@ -184,9 +241,11 @@ class Renderer:
         """One item of the run, as it happens (an observer's one entry point)."""
         if isinstance(item, SubagentStarted):
             self.subagents[item.tool_use_id] = item
+            self.agent_work[item.tool_use_id] = _AgentWork()
             self.show_subagent_started(item)
             return
         if isinstance(item, SubagentEnded):
+            self.agent_ends[item.report.tool_use_id] = item
             self.show_subagent_ended(item)
             return
         if isinstance(item, SubagentItem):
@@ -483,12 +542,22 @@ class StreamJsonRenderer(Renderer):
         """Claude Code's ``system/task_notification`` line: its ``summary`` is the agent's answer (or what went
         wrong)."""
         r = item.report
+        status = {"completed": "completed", "cancelled": "stopped"}.get(r.status, "failed")
+        self.line(
+            {
+                "type": "system",
+                "subtype": "task_updated",  # Claude Code 2.1.235: the task's new status, then the notification
+                "task_id": r.agent_id,
+                "patch": {"status": status, "end_time": int(time.time() * 1000)},
+                "uuid": str(uuid.uuid4()),
+            }
+        )
         line: dict[str, Any] = {
             "type": "system",
             "subtype": "task_notification",
             "task_id": r.agent_id,
             "tool_use_id": r.tool_use_id,
-            "status": {"completed": "completed", "cancelled": "stopped"}.get(r.status, "failed"),
+            "status": status,
             "output_file": r.transcript,
             "summary": r.result,
             "uuid": str(uuid.uuid4()),
@@ -502,6 +571,7 @@ class StreamJsonRenderer(Renderer):
         if isinstance(item, AssistantMessage):
             self.show_request(item.log)
             self.show_assistant(item)
+            self._task_progress(item)
         elif isinstance(item, (RequestLogged, RequestFailed)):
             self.show_request(item.log if isinstance(item, RequestLogged) else item.failure.log)
         elif isinstance(item, ToolResultPublished):
@@ -510,6 +580,40 @@ class StreamJsonRenderer(Renderer):
             self.show_step(item)
         elif isinstance(item, ApiRetry):
             self.show_retry(item)
+
+    def _task_progress(self, item: AssistantMessage) -> None:
+        """Claude Code's ``system/task_progress`` line for each tool call of a sub-agent's reply: what it is
+        doing now, and its tokens, tool calls and time so far."""
+        call_id = self.tags.get("parent_tool_use_id")
+        started, work = self.subagents.get(str(call_id)), self.agent_work.get(str(call_id))
+        if started is None or work is None:
+            return
+        work.tokens += sum(int(v) for k, v in item.log.usage.items() if k.endswith("tokens") and isinstance(v, int))
+        for block in item.message["content"]:
+            if block.get("type") != "tool_use":
+                continue
+            work.tool_uses += 1
+            tags, self.tags = self.tags, {}  # a line about the task, not one of its own
+            try:
+                self.line(
+                    {
+                        "type": "system",
+                        "subtype": "task_progress",
+                        "task_id": started.agent_id,
+                        "tool_use_id": started.tool_use_id,
+                        "description": _activity(str(block.get("name")), block.get("input")),
+                        "subagent_type": started.agent_type,
+                        "usage": {
+                            "total_tokens": work.tokens,
+                            "tool_uses": work.tool_uses,
+                            "duration_ms": round((time.monotonic() - work.started) * 1000),
+                        },
+                        "last_tool_name": block.get("name"),
+                        "uuid": str(uuid.uuid4()),
+                    }
+                )
+            finally:
+                self.tags = tags
 
     def show_assistant(self, item: AssistantMessage) -> None:
         """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""
@@ -611,6 +715,7 @@ class StreamJsonRenderer(Renderer):
             )
 
     def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+        started = None if self.tags else self.subagents.get(str(result.get("tool_use_id")))
         self.line(
             {
                 "type": "user",
@@ -618,7 +723,9 @@ class StreamJsonRenderer(Renderer):
                 "parent_tool_use_id": None,
                 "uuid": str(uuid.uuid4()),
                 "timestamp": now(),
-                "tool_use_result": _tool_use_result(result),
+                "tool_use_result": _tool_use_result(result)
+                if started is None
+                else _agent_result(started, self.agent_ends.get(started.tool_use_id), result),
             }
         )
 

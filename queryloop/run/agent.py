@@ -210,13 +210,23 @@ def _registry(options: AgentOptions, subagents: Subagents | None = None) -> Tool
     return ToolRegistry(tools=(*default_registry(chosen).tools, *agent, *custom))
 
 
+def _init_tool_names(names: Sequence[str]) -> list[str]:
+    """The ``init`` line's tools: the Agent tool first and under its earlier name, ``Task``, as Claude Code
+    2.1.235 lists it there (its requests, and every other line, call it ``Agent``)."""
+    if AGENT_TOOL not in names:
+        return list(names)
+    return ["Task", *(n for n in names if n != AGENT_TOOL)]
+
+
 def _offers_agents(options: AgentOptions, program: Program) -> bool:
-    """Whether the run offers the Agent tool: agents are defined, the run is no sub-agent itself (a child
-    starts none), the machine reports them back and declares them (``children: agents``, the limits the
-    composed bound counts on), and neither ``--tools`` nor a bare deny rule leaves it out."""
-    if not options.agents or options.agent_id is not None or "awaiting_agents" not in program.spec.state_map:
+    """Whether the run offers the Agent tool: agents are defined, the machine reports them back and declares
+    them (``children: agents``, the limits the composed bound counts on), the run is less deep than that
+    declaration's ``depth`` (at depth 1 a sub-agent starts none), and neither ``--tools`` nor a bare deny rule
+    leaves it out."""
+    if not options.agents or "awaiting_agents" not in program.spec.state_map:
         return False
-    if not any(c.name == "agents" for c in program.spec.children):
+    children = next((c for c in program.spec.children if c.name == "agents"), None)
+    if children is None or options.spawn_depth >= children.depth:
         return False
     if options.tools is not None and AGENT_TOOL not in options.tools:
         return False
@@ -255,6 +265,8 @@ def _services(
         instructions=instructions_block(options.instructions),
         tool_context=ToolContext(
             cwd=options.cwd,
+            additional_dirs=tuple(d for d in options.working_directories()[1:] if d.is_dir()),
+            responses={} if any(m.event == "PostToolUse" for m in options.hooks.matchers) else None,
             env=options.tool_env,
             hidden=read_denied(options.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
@@ -287,6 +299,8 @@ def hook_runner(options: AgentOptions) -> HookRunner:
         transcript_path=str(attrs.evolve(options.session_paths(), agent_id=None).transcript),
         permission_mode=options.permission_mode,
         prompt_id=options.prompt_id,
+        agent_id=options.agent_id,  # a sub-agent's hooks are told which agent runs them
+        agent_type=options.agent_type,
     )
 
 
@@ -560,14 +574,15 @@ class AgentRun:
         return {
             "model": options.model,
             "cwd": str(options.cwd),
-            "tools": [*services.tools.names, *(t.name for t in (mcp.catalog() if mcp else ()))],
+            "tools": [*_init_tool_names(services.tools.names), *(t.name for t in (mcp.catalog() if mcp else ()))],
             "mcp_servers": mcp.statuses() if mcp else [],
             "fallback_models": list(options.fallback_models),
             "machine": self.program.spec.name,
             "memory_paths": memory_paths(options.instructions),
             "permission_mode": options.permission_mode,
             "slash_commands": list(self.slash_commands),
-            "agents": [a.name for a in options.agents] if self.subagents is not None else [],
+            # Claude Code 2.1.235 lists them by name, case aside
+            "agents": sorted((a.name for a in options.agents), key=str.lower) if self.subagents is not None else [],
         }
 
     async def connect_mcp(self) -> None:
@@ -680,7 +695,7 @@ class AgentRun:
             "total_cost_usd": usage.total_cost_usd,
             "usage": usage.usage(),
             "modelUsage": self._model_usage(),
-            "permission_denials": [dict(d) for d in data.tools.permission_denials],
+            "permission_denials": self._permission_denials(),
             # Claude Code's fast mode (a faster tier of its own service) does not exist here: always off,
             # and of its closed set of reasons the one that says it is not available in this setup
             "fast_mode_state": "off",
@@ -693,6 +708,12 @@ class AgentRun:
         elif not is_error and self.first_token is not None:
             result.update(self._timings())
         return result
+
+    def _permission_denials(self) -> list[dict[str, Any]]:
+        """The calls refused in this run, then in its sub-agents' (launch order), as Claude Code's result lists
+        a sub-agent's refusals with its parent's."""
+        own = [dict(d) for d in self.data.tools.permission_denials]
+        return own if self.subagents is None else own + self.subagents.permission_denials()
 
     def _timings(self) -> dict[str, int]:
         """An answered run's timings from its start, in ms: the first token, and the first request sent.

@@ -132,8 +132,11 @@ class AgentOptions:
     telemetry: TelemetrySettings | None = None  # OpenTelemetry export (queryloop.run.telemetry); None: off
     agents: tuple[AgentDefinition, ...] = BUILT_IN_AGENTS  # what the Agent tool may start (none: no Agent tool)
     agent_timeout_s: float = attrs.field(factory=defaults.agent_timeout_s)  # a sub-agent runs this long at most
-    agent_id: str | None = None  # this run is a sub-agent (its id; its type below): it starts no agents
+    agent_id: str | None = None  # this run is a sub-agent (its id; its type below)
     agent_type: str | None = None
+    # how many Agent calls deep this run is (0: the user's run); the machine's `children: agents` `depth`
+    # says how deep a run may be and still start agents
+    spawn_depth: int = 0
     # a sub-agent's exported spans nest under this OpenTelemetry context (its Agent call's span); None: a root
     telemetry_parent: Any = attrs.field(default=None, eq=False, repr=False)
 
@@ -316,7 +319,9 @@ def resolve_config(
             fallback_models=tuple(_said(fallback_models, hints.get("fallback_models")) or ()),
             cwd=cwd,
             max_turns=_said(max_turns, hints.get("max_turns")),
-            max_retries=_said(max_retries, hints.get("max_retries")),
+            max_retries=_said(
+                max_retries, _said(hints.get("max_retries"), defaults.max_retries({**os.environ, **loaded.env}))
+            ),
             max_budget_usd=_said(max_budget_usd, hints.get("max_budget_usd")),
             max_tokens=_said(max_tokens, defaults.MAX_OUTPUT_TOKENS),
             escalated_max_tokens=escalated_max_tokens,

@@ -41,6 +41,8 @@ class SubagentStarted:
     description: str
     prompt: str
     background: bool
+    model: str = ""  # the model it runs on
+    output_file: str = ""  # its sidechain transcript ("" when the session is not kept)
 
 
 @attrs.frozen(kw_only=True, slots=True)

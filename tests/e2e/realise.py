@@ -274,7 +274,11 @@ class QueryLoopRealiser:
             # the planned runs' histories are far from the 10,000 tokens of old results a microcompaction needs
             "old_results_clearable": lambda f, v: [] if v else [f],
         }
-        self.open_caps: dict[str, Callable[[Facts, bool], list[Facts]]] = {"turns": _turns_allow}
+        self.open_caps: dict[str, Callable[[Facts, bool], list[Facts]]] = {
+            "turns": _turns_allow,
+            # counts only edges agents_running guards, false in every planned run: either way, nothing changes
+            "agent_report_turns": lambda f, v: [f],
+        }
         self.effects: dict[str | None, Callable[[Facts], Facts | None]] = {
             None: _same,
             "start_session": _same,

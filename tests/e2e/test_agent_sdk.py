@@ -31,6 +31,7 @@ from claude_agent_sdk import (
     SystemMessage,
     TaskNotificationMessage,
     TaskStartedMessage,
+    TaskUpdatedMessage,
     TextBlock,
     ToolPermissionContext,
     ToolResultBlock,
@@ -525,5 +526,7 @@ def test_an_agent_given_in_the_sdk_options_runs_in_the_background_and_reports_ba
     (ended,) = [m for m in messages if isinstance(m, TaskNotificationMessage)]
     assert started.task_id == ended.task_id and started.tool_use_id == ended.tool_use_id
     assert ended.status == "completed" and ended.summary == "it says hi"
+    (updated,) = [m for m in messages if isinstance(m, TaskUpdatedMessage)]  # as Claude Code 2.1.235 sends it
+    assert updated.task_id == ended.task_id and updated.status == "completed"
     result = _result(messages)
     assert (result.is_error, result.result) == (False, "PARENT-FINAL the reader says hi")

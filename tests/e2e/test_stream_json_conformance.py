@@ -263,7 +263,8 @@ def test_the_init_line_has_claude_codes_fields(tmp_path: Path) -> None:
     assert init["output_style"] == "default"
     for empty in ("mcp_servers", "slash_commands", "skills", "plugins"):
         assert init[empty] == [], empty
-    assert init["agents"] == ["general-purpose"]  # the built-in one (Claude Code lists its own built-ins too)
+    # the built-in ones, by name, case aside (Claude Code 2.1.235 lists statusline-setup too)
+    assert init["agents"] == ["claude", "Explore", "general-purpose", "Plan"]
     assert isinstance(init["memory_paths"], dict) and init["machine"] == "query_loop"
 
 

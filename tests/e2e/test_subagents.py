@@ -129,9 +129,13 @@ def test_a_background_agent_is_acknowledged_then_its_report_starts_a_turn(cwd: P
     assert run.reasons.count("agent_report_turn") == 1 and "agent_completion_reported" in run.reasons
     assert len(parent) == 3 and len(children) == 2
     (ack,) = results_of(parent[1])
-    assert "agentId: a" in ack["content"] and "output_file: " in ack["content"] and not ack.get("is_error")
-    agent_id = ack["content"].split("agentId: ")[1].split()[0]
+    # observed: one text block whose lines include `agentId: ID` and `output_file: PATH`
+    ((block,),) = [ack["content"]]
+    assert block["type"] == "text" and not ack.get("is_error")
+    lines = block["text"].splitlines()
+    (agent_id,) = [line.removeprefix("agentId: ") for line in lines if line.startswith("agentId: ")]
     assert len(agent_id) == 17 and agent_id.startswith("a")  # Claude Code's shape: "a" and 16 hex digits
+    assert any(line.startswith("output_file: /") for line in lines)
     notification = user_texts(parent[2])[-1]
     assert f"<task-id>{agent_id}</task-id>" in notification and "<status>completed</status>" in notification
     assert "<result>the file says hello</result>" in notification
@@ -141,16 +145,43 @@ def test_a_background_agent_is_acknowledged_then_its_report_starts_a_turn(cwd: P
     assert first_user(child) == f"{CHILD} read hello.txt"
     assert "Agent" not in child.tools and "Read" in child.tools
     assert "sub-agent" in json.dumps(child.system)
+    # observed: a sub-agent's system prompt tells it its working directory and model (our words)
+    assert f"working directory: {cwd}" in json.dumps(child.system) and "model: mock-primary" in json.dumps(child.system)
     # stream-json: the task's start and end, the child's lines tagged with the call that started it
     call_id = ack["tool_use_id"]
+    # observed: the user line of the acknowledgement carries the launch's fields as tool_use_result
+    (shown,) = [u for u in run.of("user") if u["message"]["content"][0].get("tool_use_id") == call_id]
+    assert shown["tool_use_result"] == {
+        "isAsync": True,
+        "status": "async_launched",
+        "agentId": agent_id,
+        "description": "read hello",
+        "resolvedModel": "mock-primary",
+        "prompt": f"{CHILD} read hello.txt",
+        "outputFile": shown["tool_use_result"]["outputFile"],
+        "canReadOutputFile": True,
+    }
+    assert shown["tool_use_result"]["outputFile"].endswith(f"agent-{agent_id}.jsonl")
     (started,) = run.of("system", "task_started")
     assert started["task_id"] == agent_id and started["tool_use_id"] == call_id and started["prompt"].startswith(CHILD)
     (ended,) = run.of("system", "task_notification")
     assert ended["status"] == "completed" and ended["summary"] == "the file says hello"
+    # observed: a task_progress line per tool call of the agent, and a task_updated line before the notification
+    (progress,) = run.of("system", "task_progress")
+    assert progress["task_id"] == agent_id and progress["tool_use_id"] == call_id
+    assert progress["subagent_type"] == "general-purpose" and progress["last_tool_name"] == "Read"
+    assert progress["usage"]["tool_uses"] == 1 and progress["usage"]["total_tokens"] > 0
+    assert "parent_tool_use_id" not in progress
+    (updated,) = run.of("system", "task_updated")
+    assert updated["task_id"] == agent_id and updated["patch"]["status"] == "completed"
+    assert run.lines.index(updated) + 1 == run.lines.index(ended)
     tagged = [line for line in run.lines if line.get("parent_tool_use_id") == call_id]
     assert {line["type"] for line in tagged} >= {"assistant", "user"}
     assert all(line["subagent_type"] == "general-purpose" for line in tagged if line["type"] == "assistant")
-    assert run.of("system", "init")[0]["agents"] == ["general-purpose"]
+    # observed: the init line lists the built-in agents by name, case aside, and the Agent tool first, as Task
+    (init,) = run.of("system", "init")
+    assert init["agents"] == ["claude", "Explore", "general-purpose", "Plan"]
+    assert init["tools"][0] == "Task" and "Agent" not in init["tools"]
     # its sidechain transcript beside the session's, with what it is
     sidechain = Path(ended["output_file"])
     first = json.loads(sidechain.read_text().splitlines()[0])
@@ -190,6 +221,20 @@ def test_a_foreground_agent_answers_as_the_calls_result(cwd: Path) -> None:
     assert answer == {"type": "text", "text": "the file says hello"}
     assert usage["text"].startswith("agentId: a") and "<usage>subagent_tokens: " in usage["text"]
     assert not any("<task-notification>" in t for t in user_texts(parent[1]))
+    # observed: the call's user line carries the answer and the agent's counts apart, not their texts run together
+    (shown,) = [u for u in run.of("user") if u["message"]["content"][0].get("tool_use_id") == result["tool_use_id"]]
+    fields = shown["tool_use_result"]
+    (ended,) = run.of("system", "task_notification")
+    assert {k: fields[k] for k in ("status", "prompt", "agentId", "agentType", "content", "resolvedModel")} == {
+        "status": "completed",
+        "prompt": f"{CHILD} read hello.txt",
+        "agentId": ended["task_id"],
+        "agentType": "general-purpose",
+        "content": [{"type": "text", "text": "the file says hello"}],
+        "resolvedModel": "mock-primary",
+    }
+    assert fields["totalTokens"] == ended["usage"]["total_tokens"] > 0 and fields["totalToolUseCount"] == 0
+    assert fields["totalDurationMs"] == ended["usage"]["duration_ms"]
 
 
 def test_two_background_agents_report_in_the_order_they_end_each_in_its_own_turn(cwd: Path) -> None:
@@ -303,7 +348,7 @@ def test_a_custom_agent_gets_only_its_tools_its_prompt_and_its_model(cwd: Path) 
     assert list(child.tools) == ["Read"]
     assert child.model == "claude-haiku-4-5"
     assert json.dumps(child.system).count("You read files.") == 1
-    assert run.of("system", "init")[0]["agents"] == ["general-purpose", "reader"]
+    assert run.of("system", "init")[0]["agents"] == ["claude", "Explore", "general-purpose", "Plan", "reader"]
     assert "reader: reads files" in next(t["description"] for t in parent[0].tool_definitions if t["name"] == "Agent")
 
 
@@ -313,7 +358,9 @@ def test_an_unknown_agent_type_is_an_error_result_naming_the_types(cwd: Path) ->
         run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
         parent, children = split(api.requests)
     (result,) = results_of(parent[1])
-    assert result["is_error"] and result["content"] == "Agent type 'nope' not found. Available agents: general-purpose"
+    # observed: the types in the init line's order (Claude Code 2.1.235 also lists statusline-setup)
+    known = "claude, Explore, general-purpose, Plan"
+    assert result["is_error"] and result["content"] == f"Agent type 'nope' not found. Available agents: {known}"
     assert children == [] and "agent_report_turn" not in run.reasons
 
 
@@ -552,7 +599,7 @@ def test_an_agent_that_ended_before_the_kill_but_was_never_reported_is_reported_
             while len(split(api.requests)[0]) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             (ack,) = results_of(split(api.requests)[0][1])
-            sidechain = Path(ack["content"].split("output_file: ")[1].split("\n")[0])
+            sidechain = Path(ack["content"][0]["text"].split("output_file: ")[1].split("\n")[0])
             while time.monotonic() < deadline and not _has_ended(sidechain):
                 time.sleep(0.05)  # until the agent's end is written
             proc.kill()
@@ -595,3 +642,106 @@ def test_the_budget_counts_the_agents_requests_and_an_agent_gets_what_is_left(cw
     (result,) = results_of(parent[1])
     assert result["is_error"] and "budget" in json.dumps(result["content"])
     assert run.result["total_cost_usd"] >= 1 and run.reasons[-1] == "max_budget_reached"
+
+
+# ---- issue 43: what Claude Code 2.1.235 does, observed against the same scenarios (2026-12-04) -------------
+
+
+def test_a_report_turn_does_not_count_against_max_turns(cwd: Path) -> None:
+    """Observed: with --max-turns 2, the Agent call's turn and the answer use the run's turns, and the agent's
+    report still starts a turn of its own (Claude Code does not count it): the model's answer to the report is
+    the result, the agent was not cancelled."""
+    text = scenario(
+        [tools_reply(agent_call()), text_reply("Waiting."), text_reply("PARENT-FINAL it said hello")],
+        child_rules(tools_reply(READ), text_reply("the file says hello", delay_ms=500)),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--max-turns", "2"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL it said hello", run.stderr
+    assert run.reasons.count("agent_report_turn") == 1 and "agent_completion_reported" in run.reasons
+    assert len(parent) == 3 and len(children) == 2
+    (ended,) = run.of("system", "task_notification")
+    assert ended["status"] == "completed"
+
+
+def test_at_max_turns_a_running_background_agent_finishes_and_its_report_starts_a_turn(cwd: Path) -> None:
+    """Observed: with --max-turns 1 the Agent call's tool turn is the last the run may take, yet the agent runs
+    to its end (not cancelled) and its report starts a turn the model answers. Claude Code prints an
+    error_max_turns result for the first turn, then a success one for the report's turn; queryloop prints one
+    result, the run's last."""
+    text = scenario(
+        [tools_reply(agent_call()), text_reply("PARENT-FINAL after the report")],
+        child_rules(tools_reply(READ), text_reply("the file says hello", delay_ms=500)),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--max-turns", "1"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0, run.stderr
+    assert run.result["result"] == "PARENT-FINAL after the report" and run.result["subtype"] == "success"
+    assert "turn_limit_agent_wait" in run.reasons and "max_turns_reached" not in run.reasons, run.reasons
+    assert len(parent) == 2 and len(children) == 2
+    notification = user_texts(parent[1])[-1]
+    assert "<status>completed</status>" in notification and "<result>the file says hello</result>" in notification
+    (ended,) = run.of("system", "task_notification")
+    assert ended["status"] == "completed"
+
+
+def test_a_sub_agents_tool_hooks_are_told_its_agent_id_and_type(cwd: Path, tmp_path: Path) -> None:
+    """Observed: a sub-agent's PreToolUse and PostToolUse hooks get ``agent_id`` and ``agent_type``; its
+    parent's own calls (the Agent call itself) get neither."""
+    log = tmp_path / "hooks.jsonl"
+    hook = tmp_path / "hook.py"
+    hook.write_text(f"import sys, pathlib\npathlib.Path({str(log)!r}).open('a').write(sys.stdin.read() + '\\n')\n")
+    command = [{"type": "command", "command": f"{sys.executable} {hook}"}]
+    settings = {"hooks": {e: [{"matcher": "*", "hooks": command}] for e in ("PreToolUse", "PostToolUse")}}
+    text = scenario(
+        [tools_reply(agent_call(background=False)), text_reply("PARENT-FINAL")],
+        child_rules(tools_reply(READ), text_reply("the file says hello")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", json.dumps(settings)], api=api, cwd=cwd)
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    (started,) = run.of("system", "task_started")
+    seen = [(c["hook_event_name"], c["tool_name"], c.get("agent_id"), c.get("agent_type")) for c in calls]
+    agent = (started["task_id"], "general-purpose")
+    assert sorted(seen) == sorted(
+        [
+            ("PreToolUse", "Agent", None, None),
+            ("PreToolUse", "Read", *agent),
+            ("PostToolUse", "Read", *agent),
+            ("PostToolUse", "Agent", None, None),
+        ]
+    )
+
+
+def test_a_sub_agents_refused_calls_are_listed_in_the_runs_permission_denials(cwd: Path) -> None:
+    """Observed (issue 41): headless, a sub-agent's Write that would ask is refused, and the run's result lists it
+    in ``permission_denials`` with the sub-agent's tool_use id and input."""
+    write = json.dumps({"tool_use": {"name": "Write", "input": {"file_path": "out.txt", "content": "x"}}})
+    text = scenario(
+        [tools_reply(agent_call(f"{CHILD} write it", background=False)), text_reply("PARENT-FINAL")],
+        child_rules(tools_reply(write), text_reply("could not write")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "default"], api=api, cwd=cwd)
+        _, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL", run.stderr
+    (refused,) = [b for b in results_of(children[1]) if b.get("is_error")]
+    (denial,) = run.result["permission_denials"]
+    assert denial["tool_name"] == "Write" and denial["tool_use_id"] == refused["tool_use_id"]
+    assert denial["tool_input"]["content"] == "x" and not (cwd / "out.txt").exists()
+
+
+def test_at_the_machines_defaults_a_turn_starts_eight_agents_and_a_ninth_gets_an_error(cwd: Path) -> None:
+    """The per-turn limit the run keeps is the machine's (`children: agents` `per_turn`, max_agents_per_turn: 8)."""
+    calls = [agent_call(f"{CHILD} task {n}", background=False) for n in range(9)]
+    text = scenario([tools_reply(*calls), text_reply("PARENT-FINAL")], "", text_reply("done"))
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
+        parent, children = split(api.requests)
+    assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL", run.stderr
+    assert len(children) == 8
+    errors = [json.dumps(r["content"]) for r in results_of(parent[1]) if r.get("is_error")]
+    assert len(errors) == 1 and "max_agents_per_turn is 8" in errors[0]

@@ -1,7 +1,8 @@
 """Sub-agent definitions: the built-in one, ``--agents JSON`` and ``.claude/agents/*.md``.
 
 Owns :class:`AgentDefinition` (a name, when to use it, its system prompt, the tools it may
-use, its model), the built-in ``general-purpose`` agent, and reading custom agents the way
+use, its model), the built-in agents (``claude``, ``Explore``, ``general-purpose``, ``Plan``),
+and reading custom agents the way
 Claude Code users write them — the ``--agents`` flag's JSON object
 (``{"NAME": {"description", "prompt", "tools"?, "disallowedTools"?, "model"?, "maxTurns"?}}``, as
 the Agent SDK's ``agents`` option sends them too) and Markdown files whose YAML frontmatter
@@ -70,7 +71,54 @@ GENERAL_PURPOSE_PROMPT: Final = (
     "and facts the other agent needs; it sees your final answer and nothing else of your work."
 )
 
+CATCH_ALL_PROMPT: Final = (
+    "You are a sub-agent: another agent handed you a task no more specific kind of agent was chosen for, and "
+    "it waits for your answer. Do the whole task with the tools you have, in the same working directory, "
+    "then answer with what you did and found: the parent sees that answer and nothing else of your work."
+)
+
+READ_ONLY_RULES: Final = (
+    "You only look: you have no tool that writes files, and you do not change anything through the shell "
+    "either (no redirections into files, no moves, deletions, installs or commits). Use the shell only for "
+    "commands that read (listing, searching, git log and diff)."
+)
+
+EXPLORE_PROMPT: Final = (
+    "You are a search sub-agent: another agent wants to know where something is in this code base and what "
+    "it looks like, and waits for your answer. Search widely and fast — file names, several spellings of a "
+    "name, the places that use it — reading only as much of each file as you need to be sure. "
+    + READ_ONLY_RULES
+    + " Answer with the locations (absolute paths, with line numbers when they help) and a short account of "
+    "what you found; the parent sees that answer and nothing else of your work."
+)
+
+PLAN_PROMPT: Final = (
+    "You are a planning sub-agent: another agent is about to change this code base and wants a plan first. "
+    "Read the code the change touches and what depends on it, then design how to make the change. "
+    + READ_ONLY_RULES
+    + " Answer with the plan: the steps in order, the files each one changes (absolute paths), what to watch "
+    "for, and the choices you made and why; the parent sees that answer and nothing else of your work."
+)
+
+_READ_ONLY_TOOLS_OUT: Final = ("Agent", "Edit", "Write", "NotebookEdit")
+"""What the read-only built-in agents (Explore, Plan) may not use, as in Claude Code 2.1.235."""
+
 BUILT_IN_AGENTS: Final = (
+    AgentDefinition(
+        name="claude",
+        description="A catch-all agent for a task no other type here fits; it has your tools.",
+        prompt=CATCH_ALL_PROMPT,
+    ),
+    AgentDefinition(
+        name="Explore",
+        description=(
+            "A read-only search agent: finds where things are across many files and reports the places and "
+            "what they hold, not the files themselves. Say how thorough it should be (a quick look, or every "
+            "location and naming convention)."
+        ),
+        prompt=EXPLORE_PROMPT,
+        disallowed_tools=_READ_ONLY_TOOLS_OUT,
+    ),
     AgentDefinition(
         name="general-purpose",
         description=(
@@ -79,7 +127,18 @@ BUILT_IN_AGENTS: Final = (
         ),
         prompt=GENERAL_PURPOSE_PROMPT,
     ),
+    AgentDefinition(
+        name="Plan",
+        description=(
+            "A read-only planning agent: reads the code a change touches and returns a plan — the steps, the "
+            "files each changes, the risks and trade-offs. Use it before a change that needs a design."
+        ),
+        prompt=PLAN_PROMPT,
+        disallowed_tools=_READ_ONLY_TOOLS_OUT,
+    ),
 )
+"""The agents every run may start, as Claude Code 2.1.235 ships them (but its ``statusline-setup``, which
+edits a status line queryloop does not draw): their names, tools and models; their words are ours."""
 
 
 def _tools(value: Any, where: str) -> tuple[str, ...] | None:

@@ -33,6 +33,9 @@ class HookRunner:
     permission_mode: str = "default"
     prompt_id: str | None = None  # the run's user prompt: every hook after SessionStart gets it, as in Claude Code
     timeout_s: float = 600.0
+    # a sub-agent's run: every hook it runs is told which agent calls (Claude Code 2.1.235's agent_id, agent_type)
+    agent_id: str | None = None
+    agent_type: str | None = None
 
     @property
     def configured(self) -> bool:
@@ -43,6 +46,8 @@ class HookRunner:
         """Run the hooks matching ``event``/``payload``; None when none is configured for it."""
         if not self.config.commands_for(event, payload):
             return None
+        if self.agent_id is not None:
+            payload = {"agent_id": self.agent_id, "agent_type": self.agent_type, **payload}
         if self.prompt_id and event != "SessionStart":  # Claude Code 2.1.235: absent before the prompt
             payload = {"prompt_id": self.prompt_id, **payload}
         return await run_hooks(
