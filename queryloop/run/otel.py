@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -84,6 +85,7 @@ _COMPACTING = {
     "backing_off_manual_summary": "manual",
 }
 _BEFORE_THE_LOOP = ("opening_session", "submitting_prompt")
+_STATUS_WORD = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a span's error status: a name, never a sentence or a path
 
 
 class _Providers:
@@ -323,7 +325,8 @@ class RunTelemetry:
         self._end_tools(aborted=True)
         self._end_turn()
         failure = self.run.runner.error
-        self.session.set_status(Status(StatusCode.ERROR, failure.message[:500] if failure else "the run stopped"))
+        # the error's message may quote the run's data (a path, a tool's output): its name only
+        self._fail(self.session, "internal_error" if failure else "unfinished")
         self.session.set_attribute("queryloop.terminal_reason", "internal_error" if failure else "unfinished")
         self.session.end()
         self.session = None
@@ -463,7 +466,7 @@ class RunTelemetry:
             span.set_attribute("error.type", failure.failure.kind)
             if failure.failure.status is not None:
                 span.set_attribute("http.response.status_code", failure.failure.status)
-            span.set_status(Status(StatusCode.ERROR, failure.failure.message[:500]))
+            self._fail(span, failure.failure.kind)  # the API's message may quote the request: the kind only
         span.end()
 
     def _replied(self, item: AssistantMessage) -> None:
@@ -513,7 +516,7 @@ class RunTelemetry:
         if span is not None:
             if log.error_kind is not None:
                 span.set_attribute("error.type", log.error_kind)
-                span.set_status(Status(StatusCode.ERROR, (log.error_message or "")[:500]))
+                self._fail(span, log.error_kind)
             span.end(end_time=now)
 
     def _gated(self) -> None:
@@ -577,14 +580,16 @@ class RunTelemetry:
             span = opened[0]
             span.set_attribute("queryloop.tool.success", not failed)
             if failed:
-                span.set_status(Status(StatusCode.ERROR, str(content)[:500] if content is not None else ""))
+                refused = opened[2] == "reject"
+                detail = content if isinstance(content, str) else _json(content) if content is not None else ""
+                self._fail(span, "permission_denied" if refused else "tool_error", content=detail)
             span.end()
 
     def _end_tools(self, aborted: bool) -> None:
         for span, _, _, _ in self.tools.values():
             span.set_attribute("queryloop.tool.finished", False)
             if aborted:
-                span.set_status(Status(StatusCode.ERROR, "the run ended before the call finished"))
+                self._fail(span, "unfinished")  # the run ended before the call finished
             span.end()
         self.tools.clear()
 
@@ -614,7 +619,7 @@ class RunTelemetry:
                 span.set_attribute("queryloop.compaction.pre_tokens", done.boundary.pre_tokens)
                 span.set_attribute("queryloop.compaction.post_tokens", done.boundary.post_tokens)
             else:
-                span.set_status(Status(StatusCode.ERROR, step.reason))
+                self._fail(span, step.reason)
             span.end()
 
     def _end_session(self, step: Step) -> None:
@@ -635,8 +640,23 @@ class RunTelemetry:
         span.set_attribute("queryloop.terminal_reason", str(declared.get("terminal_reason", step.dest)))
         span.set_attribute("queryloop.steps", step.index + 1)
         if declared.get("is_error", True):
-            span.set_status(Status(StatusCode.ERROR, str(declared.get("terminal_reason", step.dest))))
+            self._fail(span, str(declared.get("terminal_reason", step.dest)))
         span.end()
+
+    def _fail(self, span: Span, why: str, *, content: str | None = None) -> None:
+        """Mark ``span`` failed: the one place a span takes an error status.
+
+        ``why`` is a name from a closed vocabulary — a failure kind, a reason or terminal
+        reason of the machine, ``tool_error`` — and anything else reads ``error``, so no
+        caller can put a path, a tool's output or an API message in the description. A
+        failed tool's ``content`` joins it only when ``OTEL_LOG_TOOL_DETAILS`` is on: Claude
+        Code 2.1.235 gives a failed tool's span its error message only then, and its error
+        class otherwise.
+        """
+        text = why if _STATUS_WORD.fullmatch(why) else "error"
+        if content and self.settings.log_tool_details:
+            text = f"{text}: {content[:500]}"
+        span.set_status(Status(StatusCode.ERROR, text))
 
     # ---- events and metrics ------------------------------------------------------------------
 

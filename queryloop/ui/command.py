@@ -71,7 +71,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 1
     port = sock.getsockname()[1]
     token = secrets.token_urlsafe(32)
-    app = make_app(home=home, traces=traces, token=token, cookie=f"queryloop_ui_{port}", fleet=fleet)
+    app = make_app(home=home, traces=traces, token=token, fleet=fleet)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     if args.host not in ("127.0.0.1", "::1", "localhost"):
         print(f"queryloop ui: warning: listening on {args.host}, not loopback; the token is all that guards it")
@@ -80,7 +80,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
         + (f" and in the fleet database {fleet.shown}" if fleet else "")
         + (f", paths from {traces}" if traces else "")
     )
-    print(f"open http://{shown}:{port}/?token={token}", flush=True)
+    # in the fragment: the browser never sends it, the page's script keeps it for this origin (host and port)
+    print(f"open http://{shown}:{port}/#token={token}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
     return 0
@@ -125,7 +126,7 @@ def add_ui_command(sub: Any) -> None:
         help="a local web page over the stored sessions: transcript, path on the graph (live), ledger, rewind",
         description="Serve a web page listing the sessions under QUERYLOOP_HOME; for each, its transcript, its path "
         "on each layer of the recovery graph (live while it runs), its counters, ledger and checkpoints. Prints "
-        "the URL to open: it carries a random token, required on every request.",
+        "the URL to open: it carries a random token, required on every request for a session's data.",
     )
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback)")
     ui.add_argument("--port", type=_port, default=0, metavar="N", help="port (default: any free one)")

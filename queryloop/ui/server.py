@@ -2,9 +2,14 @@
 
 Owns the token check and the HTTP routes: two static
 pages and their script, and JSON and SVG under ``/api/``. Loopback is shared by every
-user of the machine, so every request must carry the token: ``?token=`` on the first
-visit (compared in constant time; the answer sets a cookie, ``HttpOnly`` and
-``SameSite=Strict``, and redirects to the same page without it), the cookie after. A
+user of the machine, so every request for a session's data (everything under ``/api/``)
+must carry the token in the ``X-Queryloop-Token`` header, compared in constant time. The
+printed URL hands it to the page in its fragment (``/#token=…``, never sent to a server);
+the script keeps it in the origin's ``localStorage`` — bound to this scheme, host and
+port — and sends it with each of its requests. No cookie: a browser sends a cookie for
+``127.0.0.1`` to every port of that host, whatever its name, so any other local server the
+browser visits would be handed the credential. The pages and their script hold nothing of
+the sessions and are served to anyone. A
 strict Content-Security-Policy allows only this server's own script and style: the
 pages are static and put every string from a session's files in as text, so a
 transcript holding markup stays text even if some code path were to miss that.
@@ -21,7 +26,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,7 +38,10 @@ from .fleet import FleetSession, FleetView
 from .pictures import LayerPictures
 from .reading import SessionFiles, UnknownSession, find_session, list_all_sessions, read_path
 
-__all__ = ["CSP", "make_app"]
+__all__ = ["CSP", "TOKEN_HEADER", "make_app"]
+
+TOKEN_HEADER = "x-queryloop-token"
+"""The header each request for a session's data carries the launch's token in."""
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -49,15 +57,17 @@ _HEADERS = {
 _STATIC = {"ui.js": "text/javascript; charset=utf-8", "ui.css": "text/css; charset=utf-8"}
 _REFUSED = (
     "forbidden: this page needs the token of the `queryloop ui` that serves it; "
-    "open the URL it printed (http://…/?token=…)\n"
+    "open the URL it printed (http://…/#token=…)\n"
 )
 
 
 class _TokenGate:
-    """Every request carries the launch's token: ``?token=`` once (then a cookie), or it is refused with 403."""
+    """Every request under ``/api/`` carries the launch's token in :data:`TOKEN_HEADER`, or it is refused with 403.
 
-    def __init__(self, app: ASGIApp, token: str, cookie: str) -> None:
-        self.app, self.token, self.cookie = app, token, cookie
+    Only the header counts: a token in the query or a cookie is refused like a wrong one."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app, self.token = app, token
 
     def _matches(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
@@ -67,11 +77,7 @@ class _TokenGate:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        if self._matches(request.query_params.get("token")):
-            response: Response = RedirectResponse(request.url.remove_query_params("token").path, status_code=303)
-            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
-            await _secured(response)(scope, receive, send)
-        elif self._matches(request.cookies.get(self.cookie)):
+        if not request.url.path.startswith("/api/") or self._matches(request.headers.get(TOKEN_HEADER)):
             await self.app(scope, receive, _with_headers(send))
         else:
             await _secured(PlainTextResponse(_REFUSED, status_code=403))(scope, receive, send)
@@ -97,9 +103,7 @@ def _asset(name: str) -> str:
     return importlib.resources.files("queryloop.ui").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def make_app(
-    *, home: Path, traces: Path | None, token: str, cookie: str = "queryloop_ui", fleet: FleetView | None = None
-) -> ASGIApp:
+def make_app(*, home: Path, traces: Path | None, token: str, fleet: FleetView | None = None) -> ASGIApp:
     """The inspector's ASGI application over ``home`` (and the run traces in ``traces``, the sessions of the
     ``fleet`` database), behind ``token``."""
     spec = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
@@ -180,4 +184,4 @@ def make_app(
         Route("/api/sessions/{sid}/layers/{layer}.svg", layer),
         Route("/api/sessions/{sid}/rewind", rewind),
     ]
-    return _TokenGate(Starlette(routes=routes), token, cookie)
+    return _TokenGate(Starlette(routes=routes), token)

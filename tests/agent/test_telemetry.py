@@ -160,3 +160,22 @@ def test_without_the_sdk_installed_the_run_says_so_and_exports_nothing(
     resolved = resolve_config(prompt="hi", cwd=tmp_path, home=tmp_path / "home")
     assert resolved.options.telemetry is None
     assert any("opentelemetry-sdk is not installed" in w and "queryloop[otel]" in w for w in resolved.warnings)
+
+
+def test_only_one_method_gives_a_span_an_error_status_and_none_records_an_exception() -> None:
+    """``RunTelemetry._fail`` keeps a span's status to a name: any other ``set_status`` could export content."""
+    import ast
+
+    import queryloop.run.otel as otel
+
+    tree = ast.parse(Path(otel.__file__).read_text(encoding="utf-8"))
+    callers = {
+        function.name
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef)
+        for call in ast.walk(function)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("set_status", "record_exception")
+    }
+    assert callers == {"_fail"}

@@ -63,7 +63,7 @@ class UiServer:
             self.proc.wait(10)
             self.stderr.seek(0)
             raise RuntimeError(f"queryloop ui printed no URL (exit {self.proc.returncode}): {self.stderr.read()}")
-        self.base = self.url.split("/?token=")[0]
+        self.base = self.url.split("/#token=")[0]
         self.token = self.url.split("token=")[1]
 
     def __enter__(self) -> UiServer:

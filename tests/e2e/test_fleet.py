@@ -396,10 +396,9 @@ def _check_the_inspector_reads_it(url: str, session_id: str, tmp_path: Path) -> 
     home = tmp_path / "ui-home"
     home.mkdir()
     with UiServer(home, None, "--database-url", url) as ui:
-        cookie = f"queryloop_ui_{ui.base.rsplit(':', 1)[1]}={ui.token}"
 
         def get(path: str) -> Any:
-            request = urllib.request.Request(ui.base + path, headers={"Cookie": cookie})
+            request = urllib.request.Request(ui.base + path, headers={"X-Queryloop-Token": ui.token})
             with urllib.request.urlopen(request, timeout=30) as response:
                 return json.loads(response.read())
 

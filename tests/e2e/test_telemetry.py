@@ -192,6 +192,7 @@ def export_run(
                 OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                 OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
             )
+            requests = api.requests
     finally:
         stop()
     assert "Traceback" not in run.stderr, run.stderr
@@ -235,6 +236,7 @@ def export_run(
         "resources": resources,
         "result": run.result,
         "run": run,
+        "requests": requests,
     }
 
 
@@ -339,6 +341,46 @@ def test_events_carry_claude_codes_names_and_attributes(exported: dict[str, Any]
     assert sorted(int(a["event.sequence"]) for _, a in events) == list(range(len(events)))
 
 
+QUIET = """\
+schema_version: 1
+scenario: quiet
+model: mock-primary
+models:
+  mock-primary:
+    - error: {status: 529, message: "overloaded while reading /srv/SECRET-API-7f3", headers: {retry-after-ms: "1"}}
+    - reply:
+        content:
+          - tool_use: {name: Read, input: {file_path: /nonexistent/SECRET-PATH-7f3/keys.txt}}
+          - tool_use: {name: Bash, input: {command: "echo SECRET-OUTPUT-7f3; exit 3"}}
+    - reply:
+        content:
+          - text: "Both failed."
+"""
+
+
+def _span_texts(span: Any) -> list[str]:
+    """Every string a span exports: its name, attributes, status and events."""
+    texts = [span.name, span.status.message, *map(str, _attrs(span.attributes).values())]
+    for event in span.events:
+        texts += [event.name, *map(str, _attrs(event.attributes).values())]
+    return texts
+
+
+def test_with_content_logging_off_no_span_carries_a_tools_output_a_path_or_an_api_message(tmp_path: Path) -> None:
+    exported = export_run(QUIET, [], tmp_path)
+    sent = json.dumps([r.messages for r in exported["requests"]])
+    assert "SECRET-PATH-7f3" in sent and "SECRET-OUTPUT-7f3" in sent, "both failed calls' outputs reached the model"
+    leaks = [t for s in exported["spans"] for t in _span_texts(s) if "SECRET" in t]
+    assert leaks == []
+    events = [str(v) for _, attributes in exported["events"] for v in attributes.values()]
+    assert [t for t in events if "SECRET-PATH" in t or "SECRET-OUTPUT" in t] == []
+    tools = [s for s in exported["spans"] if s.name.startswith("execute_tool ")]
+    error = tools[0].status.STATUS_CODE_ERROR
+    assert [(s.status.code, s.status.message) for s in tools] == [(error, "tool_error")] * 2
+    (failed,) = [s for s in exported["spans"] if _attrs(s.attributes).get("error.type") == "overloaded"]
+    assert failed.status.message == "overloaded"
+
+
 def test_a_run_that_spends_its_retries_reports_the_error_it_ended_with(tmp_path: Path) -> None:
     scenario = "schema_version: 1\nscenario: spent\nmodel: mock-primary\nmodels:\n  mock-primary:\n"
     scenario += "    - error: {status: 529}\n      repeat: 3\n"
@@ -360,7 +402,7 @@ model: mock-small-context
 rules:
   - when: {{last_user_contains: "{SUMMARY_MARKER}"}}
     reply: {{content: [{{text: "Summary: two outputs were printed."}}]}}
-  - when: {{input_tokens_over: 5000}}
+  - when: {{input_tokens_over: 5500}}
     error: {{status: 400, message: "prompt is too long: {{n}} tokens > {{limit}} maximum"}}
 models:
   mock-small-context:
@@ -552,3 +594,13 @@ def test_prometheus_serves_the_sessions_metrics_while_it_runs(tmp_path: Path) ->
     assert any('type="output"' in line and 'model="mock-primary"' in line for line in tokens), scraped
     steps = [line for line in lines if line.startswith("queryloop_transition_count_total{")]
     assert any('reason="stop_hooks_passed"' in line for line in steps), scraped
+
+
+def test_with_tool_details_on_a_failed_tools_span_carries_its_output_as_claude_codes_does(tmp_path: Path) -> None:
+    exported = export_run(QUIET, ["--settings", json.dumps({"env": {"OTEL_LOG_TOOL_DETAILS": "1"}})], tmp_path)
+    statuses = {s.name: s.status.message for s in exported["spans"] if s.name.startswith("execute_tool ")}
+    bash = statuses["execute_tool Bash"]
+    assert bash.startswith("tool_error: ") and "SECRET-OUTPUT-7f3" in bash
+    assert "SECRET-PATH-7f3" in statuses["execute_tool Read"]
+    (failed,) = [s for s in exported["spans"] if _attrs(s.attributes).get("error.type") == "overloaded"]
+    assert failed.status.message == "overloaded"  # an API error's message is no tool's detail

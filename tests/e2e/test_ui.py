@@ -152,7 +152,7 @@ def ui(where: dict[str, Path], sessions: dict[str, str]) -> Iterator[UiServer]:
 def browser(where: dict[str, Path], ui: UiServer) -> Iterator[WebDriver]:
     driver = chromium(where["profile"])
     try:
-        driver.get(ui.url)  # the token once: the answer sets the cookie and drops it from the address
+        driver.get(ui.url)  # the token once, in the fragment: the page keeps it for its origin and drops it
         yield driver
     finally:
         driver.quit()
@@ -313,8 +313,9 @@ def test_markup_in_a_transcript_is_shown_as_text_and_never_runs(
     assert browser.title == "queryloop · session"
 
 
-def _get(url: str, cookie: str | None = None) -> tuple[int, dict[str, str], str]:
-    request = urllib.request.Request(url, headers={"Cookie": cookie} if cookie else {})
+def _get(url: str, *, token: str | None = None, cookie: str | None = None) -> tuple[int, dict[str, str], str]:
+    headers = {"X-Queryloop-Token": token} if token is not None else {}
+    request = urllib.request.Request(url, headers={**headers, "Cookie": cookie} if cookie else headers)
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(request, timeout=30) as response:
@@ -328,28 +329,46 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-@pytest.mark.parametrize("path", ["/", "/api/sessions", "/static/ui.js", "/?token=wrong", "/api/sessions?token="])
-def test_a_request_without_the_token_or_with_a_wrong_one_is_refused(ui: UiServer, path: str):
-    status, _, body = _get(ui.base + path)
+@pytest.mark.parametrize("path", ["/api/sessions", "/api/sessions/x/path", "/api/sessions?token={token}"])
+def test_a_request_for_data_without_the_token_or_with_a_wrong_one_is_refused(ui: UiServer, path: str):
+    status, _, body = _get(ui.base + path.format(token=ui.token))
     assert status == 403 and body.startswith("forbidden: this page needs the token")
-    assert _get(ui.base + "/api/sessions", cookie=f"queryloop_ui_{ui.base.rsplit(':', 1)[1]}=wrong")[0] == 403
+    assert _get(ui.base + "/api/sessions", token="wrong")[0] == 403
 
 
-def test_the_token_sets_a_strict_cookie_and_every_answer_a_strict_content_security_policy(ui: UiServer):
-    status, headers, _ = _get(ui.url)
-    assert status == 303 and headers["location"] == "/"
-    cookie = headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
-    status, headers, body = _get(ui.base + "/api/sessions", cookie=cookie.split(";")[0])
+def test_the_token_is_bound_to_the_port_it_is_sent_in_a_header_never_a_cookie(
+    browser: WebDriver, ui: UiServer, sessions: dict[str, str]
+):
+    # a cookie goes to every port of the host, whatever its name: the answers set none, and one is no credential
+    port = ui.base.rsplit(":", 1)[1]
+    for cookie in (f"queryloop_ui_{port}={ui.token}", f"queryloop_ui={ui.token}", f"token={ui.token}"):
+        assert _get(ui.base + "/api/sessions", cookie=cookie)[0] == 403
+    for path in ("/", f"/session/{sessions['edits']}", "/static/ui.js", "/api/sessions"):
+        status, headers, _ = _get(ui.base + path, token=ui.token)
+        assert status == 200 and "set-cookie" not in {k.lower() for k in headers}, path
+    browser.get(ui.url)
+    _wait(browser, "the session rows", lambda d: d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr"))
+    assert browser.get_cookies() == []  # the page read its data with the token kept for its origin alone
+    assert browser.execute_script("return localStorage.getItem('queryloop-ui-token')") == ui.token
+
+
+def test_the_header_opens_the_data_and_every_answer_has_a_strict_content_security_policy(ui: UiServer):
+    status, headers, body = _get(ui.base + "/api/sessions", token=ui.token)
     assert status == 200 and json.loads(body)["sessions"]
     assert headers["content-security-policy"].startswith("default-src 'none'; script-src 'self'")
+    status, headers, _ = _get(ui.base + "/")
+    assert (
+        status == 200
+        and headers["content-security-policy"] == _get(ui.base + "/api/sessions")[1]["content-security-policy"]
+    )
 
 
-def test_the_browser_without_its_cookie_is_refused(browser: WebDriver, ui: UiServer):
-    browser.delete_all_cookies()
+def test_the_browser_without_the_token_is_refused(browser: WebDriver, ui: UiServer):
+    browser.execute_script("localStorage.clear()")
     try:
         browser.get(ui.base + "/")
-        assert "forbidden: this page needs the token" in browser.find_element(By.TAG_NAME, "body").text
+        found = lambda d: "forbidden: this page needs the token" in d.find_element(By.TAG_NAME, "body").text  # noqa: E731
+        _wait(browser, "the refusal", found)
     finally:
         browser.get(ui.url)
 
@@ -368,14 +387,10 @@ def test_a_queryloop_home_owned_by_another_user_is_refused(
     assert out == "" and err.startswith(f"queryloop ui: {home} (QUERYLOOP_HOME) belongs to uid ")
 
 
-def _cookie(ui: UiServer) -> str:
-    return f"queryloop_ui_{ui.base.rsplit(':', 1)[1]}={ui.token}"
-
-
 @pytest.mark.parametrize("sid", ["0b6c3f0e-5d1a-4c2e-9f7a-2b8d4e6f1a3c", "..", "NOT-A-SESSION"])
 def test_an_unknown_session_is_a_404_that_names_it(ui: UiServer, where: dict[str, Path], sid: str):
     for path in ("", "/path", "/rewind", "/layers/request.svg"):
-        status, headers, body = _get(f"{ui.base}/api/sessions/{sid}{path}", cookie=_cookie(ui))
+        status, headers, body = _get(f"{ui.base}/api/sessions/{sid}{path}", token=ui.token)
         assert status == 404 and headers["content-type"] == "application/json", (path, body)
         assert json.loads(body)["error"].startswith("no session ")
 
@@ -389,7 +404,7 @@ def test_a_trace_another_machine_wrote_is_reported_and_left_out(
     step = {"type": "system", "subtype": "transition", "from": "calling_model", "event": "teleported"}
     foreign.write_text(json.dumps({**step, "reason": "wormhole", "to": "completed"}) + "\n")
     try:
-        status, _, body = _get(f"{ui.base}/api/sessions/{session_id}/path", cookie=_cookie(ui))
+        status, _, body = _get(f"{ui.base}/api/sessions/{session_id}/path", token=ui.token)
     finally:
         foreign.unlink()
     path = json.loads(body)

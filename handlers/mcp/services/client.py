@@ -32,7 +32,7 @@ import attrs
 
 from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .config import McpServerConfig, tool_name
-from .content import prompt_messages, resource_text, tool_result_content
+from .content import MalformedContent, prompt_messages, resource_text, tool_result_content
 from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
 from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs, resource_schemas
 
@@ -202,7 +202,12 @@ class McpManager:
         self.hidden = hidden
         self._logs: list[TextIO] = []
         self.started = False
-        source = ResourceSource(servers=self.resource_servers, listing=self.list_resources, read=self.read_resource)
+        source = ResourceSource(
+            servers=self.resource_servers,
+            listing=self.list_resources,
+            read=self.read_resource,
+            contents=self.resource_contents,
+        )
         runs = resource_runs(source)
         self._resource_specs = {t.name: attrs.evolve(self._spec(t), run=runs[t.name]) for t in self._resource_tools()}
 
@@ -553,7 +558,10 @@ class McpManager:
         """``prompt`` of ``server`` filled with ``arguments``: its messages (ToolError when the server refuses)."""
         connection = self._connections[server]
         result = await self._guarded(connection, self._live(connection).get_prompt(prompt, dict(arguments)))
-        return prompt_messages(result, server)
+        try:
+            return prompt_messages(result, server)
+        except MalformedContent as exc:
+            raise ToolError(_malformed(server, exc)) from None
 
     # ---- resources ----------------------------------------------------------------------------
 
@@ -573,7 +581,16 @@ class McpManager:
         """The contents of ``uri`` on ``server``, as the model gets them."""
         connection = self._connections[server]
         client = self._live(connection)
-        return resource_text(await self._guarded(connection, client.read_resource(uri)), server)
+        result = await self._guarded(connection, client.read_resource(uri))
+        try:
+            return resource_text(result, server)
+        except MalformedContent as exc:
+            raise ToolError(_malformed(server, exc)) from None
+
+    async def resource_contents(self, server: str, uri: str) -> mcp.types.ReadResourceResult:
+        """The contents of ``uri`` on ``server`` as the server answered (``ReadMcpResourceTool`` shows text ones)."""
+        connection = self._connections[server]
+        return await self._guarded(connection, self._live(connection).read_resource(uri))
 
     def _live(self, connection: _Connection) -> Client:
         if connection.client is None or connection.status != "connected":
@@ -619,4 +636,12 @@ class McpManager:
                 self._fail(connection, attrs.evolve(failure, tool=None))
                 connection.stop.set()
             return ToolOutput(content=failure.text(), is_error=True)
-        return ToolOutput(content=tool_result_content(result, tool.name, tool.server), is_error=bool(result.is_error))
+        try:
+            content = tool_result_content(result, tool.name, tool.server)
+        except MalformedContent as exc:  # as Claude Code 2.1.235: a result the protocol refuses is an error, whole
+            return ToolOutput(content=_malformed(tool.server, exc), is_error=True)
+        return ToolOutput(content=content, is_error=bool(result.is_error))
+
+
+def _malformed(server: str, problem: MalformedContent) -> str:
+    return f"MCP server {server!r} returned a malformed result: {problem}; none of it was passed on to the model"

@@ -5,9 +5,14 @@ Owns :func:`tool_result_content` (a ``tools/call`` result), :func:`resource_text
 ``prompts/get`` result, for a prompt used as a slash command), and the rules they share:
 
 - a text block stays a text block;
-- an image (an image block, or an embedded resource whose blob is an image) becomes an
-  ``image`` block with its media type, when the API takes that type and its base64 data
-  is at most :data:`IMAGE_MAX_BASE64_CHARS`; otherwise a text notice naming its type and size;
+- an image (an image block, or an embedded resource whose blob is an image) must be valid
+  base64, or the whole result is malformed (:class:`MalformedContent`: the caller makes it
+  an ``is_error`` result, as Claude Code 2.1.235 refuses a result that fails the protocol's
+  schema); its media type is the one its bytes are (a PNG said to be WebP is sent as PNG, as
+  Claude Code sends it), and it becomes an ``image`` block when the API takes that type, its
+  base64 is at most :data:`IMAGE_MAX_BASE64_CHARS` and the result's images so far stay within
+  :data:`~queryloop.handlers.request.services.media.MEDIA_MAX_BASE64_CHARS` (what one request
+  may carry); otherwise a text notice in its place naming its type and size;
 - an embedded resource becomes text naming the server and its URI, then its text (a blob
   of a text type is decoded; any other blob is named with its type and size);
 - a resource link becomes text naming it, its URI and its description;
@@ -24,6 +29,8 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from ...request.services.media import MEDIA_MAX_BASE64_CHARS
+
 if TYPE_CHECKING:
     import mcp.types
 
@@ -31,6 +38,7 @@ __all__ = [
     "API_IMAGE_TYPES",
     "IMAGE_MAX_BASE64_CHARS",
     "Block",
+    "MalformedContent",
     "blocks_text",
     "content_blocks",
     "prompt_messages",
@@ -50,6 +58,59 @@ API_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "ima
 _TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "application/yaml", "application/javascript")
 
 
+class MalformedContent(ValueError):
+    """A server's content breaks the protocol (an image whose data is not base64): none of it is passed on."""
+
+
+def _sniffed(raw: bytes) -> str | None:
+    """The API image type ``raw`` is, by its first bytes; None when it is none of them."""
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if raw.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if raw.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+class _Images:
+    """The images of one server answer as the model gets them: each checked, their total kept within a request's."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0  # base64 characters of the images passed on
+
+    def block(self, data: str, declared: str, what: str) -> Block:
+        """An ``image`` block, or the notice saying why ``what`` (an image) is not passed on; MalformedContent
+        when its data is not base64."""
+        self.count += 1
+        try:
+            raw = binascii.a2b_base64(data, strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise MalformedContent(f"image {self.count} ({declared}) is not valid base64") from None
+        media_type = _sniffed(raw)
+        if media_type is None:
+            shown = "the model takes PNG, JPEG, GIF and WebP"
+            if declared in API_IMAGE_TYPES:
+                shown = "its bytes are not a PNG, JPEG, GIF or WebP image"
+            return _text(f"[{what}: {declared}, {_bytes(len(raw))}; not shown: {shown}]")
+        if len(data) > IMAGE_MAX_BASE64_CHARS:
+            sizes = f"{_size(len(data))}, {_bytes(len(data))} as base64"
+            cap = _bytes(IMAGE_MAX_BASE64_CHARS)
+            limit = f"not shown: over the API's {cap} limit for an image's base64"
+            return _text(f"[{what}: {media_type}, {sizes}; {limit}]")
+        if self.total + len(data) > MEDIA_MAX_BASE64_CHARS:
+            cap = _bytes(MEDIA_MAX_BASE64_CHARS)
+            return _text(
+                f"[{what}: {media_type}, {_size(len(data))}; not shown: with the images before it, over the {cap} "
+                "of images one request may carry]"
+            )
+        self.total += len(data)
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
 def _bytes(size: int) -> str:
     if size >= 1024 * 1024:
         return f"{size / (1024 * 1024):.1f} MB"
@@ -67,17 +128,6 @@ def _text(text: str) -> Block:
     return {"type": "text", "text": text}
 
 
-def _image(data: str, media_type: str, what: str) -> Block:
-    """An ``image`` block, or the notice saying why ``what`` (an image) is not passed on."""
-    if media_type not in API_IMAGE_TYPES:
-        return _text(f"[{what}: {media_type}, {_size(len(data))}; not shown: the model takes PNG, JPEG, GIF and WebP]")
-    if len(data) > IMAGE_MAX_BASE64_CHARS:
-        sizes = f"{_size(len(data))}, {_bytes(len(data))} as base64"
-        cap = _bytes(IMAGE_MAX_BASE64_CHARS)
-        return _text(f"[{what}: {media_type}, {sizes}; not shown: over the API's {cap} limit for an image's base64]")
-    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
-
-
 def _decoded_text(blob: str, mime: str | None) -> str | None:
     """A blob of a text type, decoded (None when it is not text)."""
     if mime is None or not mime.startswith(_TEXT_TYPES):
@@ -88,7 +138,9 @@ def _decoded_text(blob: str, mime: str | None) -> str | None:
         return None
 
 
-def _resource_blocks(contents: mcp.types.TextResourceContents | mcp.types.BlobResourceContents, server: str) -> Block:
+def _resource_blocks(
+    contents: mcp.types.TextResourceContents | mcp.types.BlobResourceContents, server: str, images: _Images
+) -> Block:
     import mcp.types
 
     uri = str(contents.uri)
@@ -97,7 +149,7 @@ def _resource_blocks(contents: mcp.types.TextResourceContents | mcp.types.BlobRe
         return _text(f"{where} {contents.text}")
     mime = contents.mime_type
     if mime is not None and mime.startswith("image/"):
-        return _image(contents.blob, mime, f"image resource {uri}")
+        return images.block(contents.blob, mime, f"image resource {uri}")
     text = _decoded_text(contents.blob, mime)
     if text is not None:
         return _text(f"{where} {text}")
@@ -105,17 +157,19 @@ def _resource_blocks(contents: mcp.types.TextResourceContents | mcp.types.BlobRe
 
 
 def content_blocks(content: Iterable[mcp.types.ContentBlock], server: str) -> list[Block]:
-    """Each block of a server's content as the model gets it, in order."""
+    """Each block of a server's content as the model gets it, in order (MalformedContent: an image's data is
+    not base64)."""
     import mcp.types
 
+    images = _Images()
     blocks: list[Block] = []
     for block in content:
         if isinstance(block, mcp.types.TextContent):
             blocks.append(_text(block.text))
         elif isinstance(block, mcp.types.ImageContent):
-            blocks.append(_image(block.data, block.mime_type, "image"))
+            blocks.append(images.block(block.data, block.mime_type, "image"))
         elif isinstance(block, mcp.types.EmbeddedResource):
-            blocks.append(_resource_blocks(block.resource, server))
+            blocks.append(_resource_blocks(block.resource, server, images))
         elif isinstance(block, mcp.types.ResourceLink):
             named = f"[Resource link: {block.title or block.name}] {block.uri}"
             blocks.append(_text(f"{named} ({block.description})" if block.description else named))
@@ -158,7 +212,8 @@ def tool_result_content(result: mcp.types.CallToolResult, tool: str, server: str
 
 def resource_text(result: mcp.types.ReadResourceResult, server: str) -> str | list[Block]:
     """A read resource for ``ReadMcpResourceTool``: each of its contents, as embedded resources are shown."""
-    blocks = [_resource_blocks(contents, server) for contents in result.contents]
+    images = _Images()
+    blocks = [_resource_blocks(contents, server, images) for contents in result.contents]
     if not blocks:
         return "(the resource has no contents)"
     if any(b["type"] == "image" for b in blocks):
@@ -170,6 +225,6 @@ def prompt_messages(result: mcp.types.GetPromptResult, server: str) -> list[dict
     """A prompt's messages as Messages API messages: each its role and its content as blocks."""
     messages: list[dict[str, Any]] = []
     for message in result.messages:
-        blocks = content_blocks([message.content], server)
+        blocks = content_blocks([message.content], server)  # each a message: a request carries them all
         messages.append({"role": message.role, "content": blocks})
     return messages

@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ...messages import Message, MessageView, compact_json
+from .media import within_media_cap
 
 __all__ = [
     "CACHE_CONTROL",
@@ -347,11 +348,12 @@ def request_messages(call: RequestParams) -> list[Message]:
     The stored messages, with the instructions in front of the first user message as
     :func:`encode_request` puts them.
     """
-    messages = call.messages.to_list()
+    view = within_media_cap(call.messages)
+    messages = view.to_list()
     if call.instructions is None:
         return messages
-    start = _lead_start(call.messages)
-    return [_lead(call.messages, start, call.instructions), *messages[start:]]
+    start = _lead_start(view)
+    return [_lead(view, start, call.instructions), *messages[start:]]
 
 
 def encode_request(
@@ -366,7 +368,7 @@ def encode_request(
     message carrying the breakpoint is serialised again (a marked copy).
     """
     cache = call.prompt_cache if prompt_cache is None else prompt_cache
-    messages = call.messages
+    messages = within_media_cap(call.messages)  # a transcript heavy with images: its oldest left out (media.py)
     count = len(messages)
     ttl = call.cache_ttl
     head = _head(call.system, call.tools, cache, ttl)

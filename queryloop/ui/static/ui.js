@@ -16,8 +16,23 @@ function el(tag, props, ...children) {
   return node;
 }
 
+// The launch's token: handed over in the address's fragment (never sent to a server), kept in this origin's
+// storage — bound to the scheme, host and port, unlike a cookie, which a browser sends to every port of a host —
+// and sent in a header with each request for data.
+const TOKEN_KEY = "queryloop-ui-token";
+const given = new URLSearchParams(location.hash.slice(1)).get("token");
+if (given) {
+  localStorage.setItem(TOKEN_KEY, given);
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
+function get(url) {
+  const headers = { "X-Queryloop-Token": localStorage.getItem(TOKEN_KEY) || "" };
+  return fetch(url, { credentials: "omit", cache: "no-store", headers });
+}
+
 async function getJson(url) {
-  const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+  const response = await get(url);
   if (!response.ok) throw new Error(`${url}: ${response.status} ${await response.text()}`);
   return response.json();
 }
@@ -128,7 +143,7 @@ function parseSvg(text) {
 async function showLayers(path) {
   const pictures = await Promise.all(
     path.layers.map(async (layer) => {
-      const response = await fetch(`${api}/layers/${encodeURIComponent(layer)}.svg`, { cache: "no-store" });
+      const response = await get(`${api}/layers/${encodeURIComponent(layer)}.svg`);
       return [layer, await response.text()];
     }),
   );

@@ -1,0 +1,159 @@
+"""The images and documents one request may carry: at most a count and a total of base64, the oldest dropped first.
+
+Owns :func:`within_media_cap`, which every request body goes through
+(:func:`~queryloop.handlers.request.services.body.encode_request`): the Messages API refuses a
+request over 32 MB (a 413) and one with too many images, and a transcript that has gathered
+them — eight MCP images of 4.9 MB are 37 MiB — would be refused on every request after.
+Claude Code 2.1.235 keeps each request within its first-party caps, :data:`MEDIA_MAX_BASE64_CHARS`
+of base64 and :data:`MEDIA_MAX_COUNT` blocks, counting image and document blocks at the top of a
+message and inside tool results; over either, it drops media oldest first until it is
+:data:`MEDIA_SLACK_BASE64_CHARS` and :data:`MEDIA_SLACK_COUNT` under them, so the requests
+that follow keep one prefix for the prompt cache until more media arrive. So does this; where
+Claude Code drops a block without a word (and writes a line only in a message left empty),
+a text in its place tells the model what was there.
+
+The stored transcript never changes: a request carries the copy. Under the caps — every
+request but those of a transcript heavy with media — the view is returned as it is, and the
+counting is incremental (the running totals of a store, extended by the messages appended
+since the last request), so it costs nothing per request beyond the new messages. It does
+not decide what a tool returns (``queryloop.handlers.mcp.services.content`` checks an MCP
+image and caps one result the same way).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ...messages import Message, MessageView
+
+__all__ = [
+    "MEDIA_MAX_BASE64_CHARS",
+    "MEDIA_MAX_COUNT",
+    "MEDIA_SLACK_BASE64_CHARS",
+    "MEDIA_SLACK_COUNT",
+    "media_totals",
+    "within_media_cap",
+]
+
+MEDIA_MAX_BASE64_CHARS: Final = 24 * 1024 * 1024
+"""The most base64 of images and documents one request carries: Claude Code 2.1.235's first-party cap, the
+API's 32 MiB request limit less 8 MiB for everything else."""
+
+MEDIA_MAX_COUNT: Final = 100
+"""The most image and document blocks one request carries (the API's limit on images, Claude Code's cap)."""
+
+MEDIA_SLACK_BASE64_CHARS: Final = 10 * 1024 * 1024
+"""How far under :data:`MEDIA_MAX_BASE64_CHARS` dropping goes, once it must (Claude Code's)."""
+
+MEDIA_SLACK_COUNT: Final = 20
+"""How far under :data:`MEDIA_MAX_COUNT` dropping goes, once it must (Claude Code's)."""
+
+_MEDIA = frozenset({"image", "document"})
+
+# per store (a view's lineage): the running (count, base64 characters) after each message counted so far
+_TOTALS: weakref.WeakKeyDictionary[Any, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _is_media(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _MEDIA
+
+
+def _chars(block: Mapping[str, Any]) -> int:
+    source = block.get("source")
+    data = source.get("data") if isinstance(source, dict) and source.get("type") == "base64" else None
+    return len(data) if isinstance(data, str) else 0
+
+
+def _media_of(message: Message) -> tuple[int, int]:
+    """The media blocks of one message (at its top and in its tool results) and their base64 characters."""
+    count = chars = 0
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0, 0
+    for block in content:
+        if _is_media(block):
+            count, chars = count + 1, chars + _chars(block)
+        elif isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            for inner in block["content"]:
+                if _is_media(inner):
+                    count, chars = count + 1, chars + _chars(inner)
+    return count, chars
+
+
+def media_totals(messages: MessageView) -> tuple[int, int]:
+    """How many media blocks ``messages`` carry and their base64 characters (counted once per message appended)."""
+    if not len(messages):
+        return 0, 0
+    totals = _TOTALS.setdefault(messages.lineage, [])
+    count, chars = totals[-1] if totals else (0, 0)
+    for index in range(len(totals), len(messages)):
+        more, size = _media_of(messages.at(index))
+        count, chars = count + more, chars + size
+        totals.append((count, chars))
+    return totals[len(messages) - 1]
+
+
+def _notice(block: Mapping[str, Any]) -> dict[str, Any]:
+    size = _chars(block) * 3 // 4
+    source = block.get("source")
+    kind = source.get("media_type") if isinstance(source, dict) else None
+    what = f"{block.get('type')} ({kind}, {size / (1024 * 1024):.1f} MB)" if kind else str(block.get("type"))
+    return {
+        "type": "text",
+        "text": f"[{what} left out of this request: the conversation's images and documents are over what one "
+        "request may carry; the oldest are left out first]",
+    }
+
+
+class _Dropping:
+    """What is still to be dropped, oldest first, as Claude Code counts it."""
+
+    def __init__(self, count: int, chars: int) -> None:
+        self.count = count - MEDIA_MAX_COUNT
+        self.chars = chars - MEDIA_MAX_BASE64_CHARS
+        if self.count > 0:
+            self.count += MEDIA_SLACK_COUNT
+        if self.chars > 0:
+            self.chars += MEDIA_SLACK_BASE64_CHARS
+
+    @property
+    def done(self) -> bool:
+        return self.count <= 0 and self.chars <= 0
+
+    def drops(self, block: Mapping[str, Any]) -> bool:
+        size = _chars(block)
+        if self.count > 0 or (self.chars > 0 and size > 0):
+            self.count -= 1
+            self.chars -= size
+            return True
+        return False
+
+    def blocks(self, content: list[Any]) -> list[Any]:
+        """``content`` with the media it drops replaced by a notice each (tool results' media first, as Claude Code)."""
+        inner = [self._in_result(b) if isinstance(b, dict) and b.get("type") == "tool_result" else b for b in content]
+        return [_notice(b) if not self.done and _is_media(b) and self.drops(b) else b for b in inner]
+
+    def _in_result(self, block: dict[str, Any]) -> dict[str, Any]:
+        content = block.get("content")
+        if self.done or not isinstance(content, list) or not any(_is_media(b) for b in content):
+            return block
+        kept = [_notice(b) if not self.done and _is_media(b) and self.drops(b) else b for b in content]
+        return {**block, "content": kept}
+
+
+def within_media_cap(messages: MessageView) -> MessageView:
+    """``messages`` as a request carries them: itself when within the caps, else a copy whose oldest media are
+    notices (see the module's docstring)."""
+    count, chars = media_totals(messages)
+    if count <= MEDIA_MAX_COUNT and chars <= MEDIA_MAX_BASE64_CHARS:
+        return messages
+    dropping = _Dropping(count, chars)
+    kept: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if not dropping.done and isinstance(content, list) and _media_of(message)[0]:
+            message = {**message, "content": dropping.blocks(content)}
+        kept.append(message)
+    return MessageView.of(kept, (messages.is_meta(i) for i in range(len(messages))))
