@@ -104,8 +104,8 @@ fi
 if [ "$full" -eq 1 ] && [ "$(id -u)" -eq 0 ]; then
   user=queryloop-sandbox
   id -u "$user" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent "$user"
-  interpreter="$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')"
-  for path in "$interpreter" "$PWD/tools/test.sh"; do
+  interpreter="$(python3 -c 'import sys; print(sys.executable)')"  # a virtual environment's, if one is active
+  for path in "$interpreter" "$(realpath "$interpreter")" "$PWD/tools/test.sh"; do
     folder="$(dirname "$path")"
     while [ "$folder" != / ]; do
       if ! runuser -u "$user" -- test -x "$folder"; then

@@ -12,7 +12,7 @@ data — so neither a compaction nor a killed process can make it run twice unse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
         runner=services.call_runner,
     )
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
+    responses = services.tool_context.responses
+    made = {i: responses.pop(i) for i in by_id if i in responses} if responses is not None else {}
     stop: HookOutcome | None = None
     if services.hooks.configured:
         for tool_use_id, result in by_id.items():
@@ -132,7 +134,7 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
                 "tool_name": call.name,
                 "tool_input": call.input,
                 "tool_use_id": call.id,
-                "tool_response": result.get("content"),
+                "tool_response": _tool_response(call, result, made.get(tool_use_id)),
             }
             post = await hook(ctx, "PostToolUse", payload)
             if post is None:
@@ -146,6 +148,22 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
         name="stopped_by_hook" if stop is not None else "tools_finished",
         data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded), started=tuple(started)),
     )
+
+
+def _tool_response(call: ToolCall, result: Mapping[str, Any], made: Any) -> Any:
+    """What a PostToolUse hook gets as ``tool_response``, as Claude Code 2.1.235 sends it: the tool's own
+    record where it made one (Read, Write, Edit, ReadMcpResourceTool, Bash: its output, stderr merged into
+    ``stdout`` as Claude Code's is, empty when there was none), an MCP tool's text as is; any other call's text
+    as ``{"content": …}`` and a failed call's as ``{"error": …}`` (Claude Code tells failures to
+    PostToolUseFailure hooks instead)."""
+    content = result.get("content")
+    if result.get("is_error"):
+        return {"error": content}
+    if made is not None:
+        return made
+    if call.name.startswith("mcp__"):
+        return content
+    return {"content": content}
 
 
 def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any]:

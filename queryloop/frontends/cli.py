@@ -288,7 +288,10 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
         "`queryloop check --set max_agent_turns=N` bounds a turn with its agents",
     )
     run.add_argument(
-        "--max-retries", type=positive_int, metavar="N", help="retries per request (default: the machine's max_retries)"
+        "--max-retries",
+        type=positive_int,
+        metavar="N",
+        help="retries per request (default: $CLAUDE_CODE_MAX_RETRIES, else the machine's max_retries)",
     )
     run.add_argument(
         "--max-retry-after",
@@ -343,7 +346,8 @@ def _add_context_options(run: argparse.ArgumentParser) -> None:
         "--setting-sources",
         type=_sources,
         metavar="user,project,local",
-        help="which settings and CLAUDE.md files to read (default: all three; '' for none)",
+        help="which settings files (.claude/ and .queryloop/) and CLAUDE.md files to read (default: all three; "
+        "'' for none)",
     )
 
 

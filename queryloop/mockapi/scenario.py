@@ -39,8 +39,11 @@ Format
 A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers:
 
 * ``reply: {content: [...], stop_reason: ..., usage: {...}}`` — blocks are
-  ``{text: "..."}``, ``{thinking: "...", signature: optional}`` and
-  ``{tool_use: {name: Edit, input: {...}, id: optional}}``. ``stop_reason`` defaults to
+  ``{text: "..."}``, ``{thinking: "...", signature: optional}``,
+  ``{tool_use: {name: Edit, input: {...}, id: optional}}`` and ``{raw: {type: ..., ...}}``,
+  a block as the API returns it, sent verbatim (recorded traffic: ``redacted_thinking``,
+  ``server_tool_use`` and ``web_search_tool_result``, a text with ``citations``, a
+  ``compaction`` …); streamed, it is split into the events the API sends for its type. ``stop_reason`` defaults to
   ``tool_use`` when a tool_use block is present, else ``end_turn``. ``usage`` entries
   override the server's estimates (``input_tokens``, ``output_tokens``,
   ``cache_creation_input_tokens``, ``cache_read_input_tokens``).
@@ -80,6 +83,7 @@ replies report the cache reads and writes of requests that carry ``cache_control
 
 from __future__ import annotations
 
+import copy
 import difflib
 import os
 from collections.abc import Iterable, Mapping
@@ -258,6 +262,11 @@ _BLOCK: dict[str, Any] = {
         "text": {"type": "string"},
         "thinking": {"type": "string"},
         "signature": {"type": "string"},
+        "raw": {
+            "type": "object",
+            "properties": {"type": {"type": "string", "minLength": 1}},
+            "required": ["type"],
+        },
         "tool_use": {
             "type": "object",
             "properties": {
@@ -495,14 +504,16 @@ class _Builder:
         return k
 
     def block(self, raw: Mapping[str, Any], path: _Path) -> Mapping[str, Any]:
-        kinds = [k for k in ("text", "thinking", "tool_use") if k in raw]
+        kinds = [k for k in ("text", "thinking", "tool_use", "raw") if k in raw]
         if len(kinds) != 1 or ("signature" in raw and kinds != ["thinking"]):
             raise self.fail(
                 path,
-                f"a content block needs exactly one of text, thinking or tool_use, found {sorted(raw) or 'none'}",
+                f"a content block needs exactly one of text, thinking, tool_use or raw, found {sorted(raw) or 'none'}",
                 'write e.g. {text: "..."} or {tool_use: {name: Edit, input: {...}}}',
             )
         kind = kinds[0]
+        if kind == "raw":
+            return copy.deepcopy(dict(raw["raw"]))
         if kind == "text":
             return {"type": "text", "text": raw["text"]}
         if kind == "thinking":

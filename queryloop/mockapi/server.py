@@ -3,10 +3,12 @@
 Owns the HTTP side of the fake model: ``POST /v1/messages`` (JSON, or SSE in the real
 event order), ``POST /v1/messages/count_tokens``, error bodies and headers shaped like
 the real API's, the scripted faults (cut connection, ``event: error`` after a 200,
-stall, malformed SSE/JSON), and a bounded log of the requests it answered (the most
-recent ``max_recorded``, so a long run does not keep every transcript it was sent; the
-prompt as the model reads it, with where the ``cache_control`` markers were kept apart). It
-does not parse scenario files (``scenario``) and knows nothing about the query loop.
+stall, malformed SSE/JSON), the real API's refusals of a body over 32 MB (413) and of a
+signed or server-side block it sent coming back changed (400), and a bounded log of the
+requests it answered (the most recent ``max_recorded``, so a long run does not keep every
+transcript it was sent; the prompt as the model reads it, with where the
+``cache_control`` markers were kept apart). It does not parse scenario files (``scenario``)
+and knows nothing about the query loop.
 
 Token estimates (documented, deterministic, shared by ``count_tokens`` and the ``usage``
 of replies): a request's input is ``ceil(len(J) / 4)`` tokens where ``J`` is the compact
@@ -49,6 +51,7 @@ from .scenario import ErrorSpec, Rule, Scenario, Step, load_scenario
 __all__ = [
     "DEFAULT_MAX_RECORDED",
     "MockServer",
+    "REQUEST_MAX_BYTES",
     "RecordedRequest",
     "estimate_input_tokens",
     "estimate_output_tokens",
@@ -57,6 +60,9 @@ __all__ = [
 
 DEFAULT_MAX_RECORDED = 200
 """Requests a server keeps in ``requests`` unless told otherwise (each holds the whole transcript it was sent)."""
+
+REQUEST_MAX_BYTES = 32 * 1024 * 1024
+"""The largest request body the server reads, the Messages API's 32 MB; a larger one is its 413 request_too_large."""
 
 _LOGGED_HEADERS = (
     "x-client-request-id",
@@ -133,8 +139,8 @@ def estimate_output_tokens(content: Sequence[Mapping[str, Any]]) -> int:
             chars += len(block["text"])
         elif block["type"] == "thinking":
             chars += len(block["thinking"])
-        elif block["type"] == "tool_use":
-            chars += len(block["name"]) + len(_compact(block["input"]))
+        elif str(block["type"]).endswith("tool_use"):  # tool_use, server_tool_use, mcp_tool_use
+            chars += len(str(block.get("name", ""))) + len(_compact(block.get("input", {})))
     return max(1, math.ceil(chars / 4))
 
 
@@ -199,6 +205,7 @@ class MockServer:
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
         self._closing = asyncio.Event()
+        self._issued: dict[tuple[str, str], set[str]] = {}  # (type, key) → the compact JSON of each such block sent
 
     # ---- lifecycle ------------------------------------------------------------------
 
@@ -213,7 +220,7 @@ class MockServer:
         """Listen on ``host:port`` (0 picks a free port) on the running event loop."""
         if self._runner is not None:
             raise RuntimeError("MockServer.start() called twice: stop() it before starting again")
-        app = web.Application()
+        app = web.Application(client_max_size=REQUEST_MAX_BYTES)
         app.router.add_post("/v1/messages", self._handle_messages)
         app.router.add_post("/v1/messages/count_tokens", self._handle_count_tokens)
         app.router.add_route("*", "/{tail:.*}", self._handle_unknown)
@@ -353,7 +360,27 @@ class MockServer:
         if request.path == "/v1/messages" and not isinstance(body.get("max_tokens"), int):
             return "max_tokens: Field required"
         if marked:
-            return breakpoint_problem(body.get("system"), body["messages"], body.get("tools"))
+            problem = breakpoint_problem(body.get("system"), body["messages"], body.get("tools"))
+            if problem:
+                return problem
+        return self._altered(body["messages"]) if request.path == "/v1/messages" else None
+
+    def _altered(self, messages: Sequence[Any]) -> str | None:
+        """The 400 the real API gives a request that sends back a signed or server-side block it returned changed
+        (thinking, a server tool's call or result, a compaction); a block it never sent is not checked."""
+        if not self._issued:
+            return None
+        for i, message in enumerate(messages):
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(content, list) or message.get("role") != "assistant":
+                continue
+            for j, block in enumerate(content):
+                key = _issued_key(block)
+                sent = self._issued.get(key) if key is not None else None
+                if sent is not None and _compact({k: v for k, v in block.items() if k != "cache_control"}) not in sent:
+                    if block.get("type") == "thinking":
+                        return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                    return f"messages.{i}.content.{j}: the {block.get('type')} block must be sent back unchanged"
         return None
 
     async def _handle_unknown(self, request: web.Request) -> web.Response:
@@ -363,7 +390,12 @@ class MockServer:
     async def _accept(self, request: web.Request, rid: str) -> tuple[dict[str, Any] | None, bool, web.Response | None]:
         """The request's JSON body and whether it carries cache markers, or the real API's 401/400 answer
         (recorded) when it is unusable."""
-        body, problem, marked = await self._read_body(request)
+        try:
+            body, problem, marked = await self._read_body(request)
+        except web.HTTPRequestEntityTooLarge:
+            self._record(request, {}, request_id=rid, response_status=413, step="request_too_large", input_tokens=0)
+            too_large = "Request exceeds the maximum allowed number of bytes."  # the real API's words
+            return None, False, self._error_response(413, "request_too_large", too_large, rid)
         problem = problem or self._invalid(request, body, marked) or ""
         if body is None or problem:
             status = 401 if problem.startswith("x-api-key") else 400
@@ -467,6 +499,9 @@ class MockServer:
                 block["id"] = f"toolu_mock_{base}_{i}"
             if block["type"] == "thinking" and "signature" not in block:
                 block["signature"] = f"sig_mock_{base}_{i}"
+            key = _issued_key(block)
+            if key is not None:
+                self._issued.setdefault(key, set()).add(_compact(block))
             blocks.append(block)
         usage: dict[str, Any] = {
             "input_tokens": input_usage["input_tokens"],
@@ -589,18 +624,7 @@ class MockServer:
     @staticmethod
     async def _send_block(send: Any, index: int, block: Mapping[str, Any], *, partial: bool) -> None:
         """Stream one block; ``partial`` stops after its first delta (no content_block_stop)."""
-        kind = block["type"]
-        if kind == "text":
-            start: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], 16)]
-        elif kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"], 24)]
-            deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        else:
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": ""}]
-            deltas += [{"type": "input_json_delta", "partial_json": p} for p in _pieces(_compact(block["input"]), 12)]
+        start, deltas = _block_events(block)
         await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
         if partial:
             deltas = deltas[: max(1, len(deltas) // 2)]
@@ -608,6 +632,55 @@ class MockServer:
             await send("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
         if not partial:
             await send("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+_SIGNED = {
+    "thinking": "signature",
+    "server_tool_use": "id",
+    "web_search_tool_result": "tool_use_id",
+    "compaction": "encrypted_content",
+}
+"""The blocks the API checks when they come back, and the field that names each (the server remembers them)."""
+
+
+def _issued_key(block: Any) -> tuple[str, str] | None:
+    field = _SIGNED.get(str(block.get("type"))) if isinstance(block, dict) else None
+    value = block.get(field) if field is not None else None
+    return (block["type"], value) if isinstance(value, str) else None
+
+
+def _block_events(block: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A block's ``content_block_start`` object and its deltas, as the API streams it.
+
+    The start object has the block's keys in its order, the fields the deltas fill empty:
+    text and its citations (``text_delta``, ``citations_delta``), thinking and its signature,
+    a tool call's input (``input_json_delta``: ``tool_use``, ``server_tool_use``,
+    ``mcp_tool_use``), a compaction's content (one ``compaction_delta``). Any other block
+    (``redacted_thinking``, ``web_search_tool_result`` …) comes whole in its start event. A
+    client that applies the deltas to the start object has the block as it was, byte for byte.
+    """
+    kind = str(block["type"])
+    start = dict(block)
+    deltas: list[dict[str, Any]] = []
+    if kind == "text":
+        start["text"] = ""
+        deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], 16)]
+        if "citations" in block:
+            start["citations"] = None
+            deltas += [{"type": "citations_delta", "citation": c} for c in block["citations"] or ()]
+    elif kind == "thinking":
+        start.update(thinking="", signature="")
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"], 24)]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind.endswith("tool_use") and isinstance(block.get("input"), dict):
+        start["input"] = {}
+        deltas = [{"type": "input_json_delta", "partial_json": ""}]
+        deltas += [{"type": "input_json_delta", "partial_json": p} for p in _pieces(_compact(block["input"]), 12)]
+    elif kind == "compaction":
+        filled = {k: block[k] for k in ("content", "encrypted_content") if k in block}
+        start.update(dict.fromkeys(filled))
+        deltas = [{"type": "compaction_delta", **filled}]
+    return start, deltas
 
 
 async def _serve(scenario: Scenario, host: str, port: int) -> None:

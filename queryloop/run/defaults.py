@@ -30,6 +30,7 @@ __all__ = [
     "RETRY_MAX_DELAY_S",
     "agent_timeout_s",
     "idle_timeout_s",
+    "max_retries",
     "request_timeout_s",
     "retry_base_delay_s",
 ]
@@ -91,6 +92,21 @@ def agent_timeout_s() -> float:
 def idle_timeout_s() -> float:
     """The longest wait for a response's headers or its next bytes: 90 s, or ``QUERYLOOP_STREAM_IDLE_TIMEOUT_S``."""
     return _env_number("QUERYLOOP_STREAM_IDLE_TIMEOUT_S", _IDLE_TIMEOUT_S) or 0.0
+
+
+def max_retries(env: dict[str, str]) -> int | None:
+    """Retries of one request as Claude Code's ``CLAUDE_CODE_MAX_RETRIES`` asks (None: unset, the machine's
+    ``max_retries``); a value that is not a whole number of 0 or more is an error naming the variable.
+
+    Claude Code 2.1.235 reads it from its environment or the settings' ``env``: 0 sent one request to a
+    server that always failed, 1 two, 3 four.
+    """
+    value = env.get("CLAUDE_CODE_MAX_RETRIES", "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ValueError(f"CLAUDE_CODE_MAX_RETRIES={value!r}: expected a whole number of 0 or more")
+    return int(value)
 
 
 def request_timeout_s() -> float | None:

@@ -1,17 +1,20 @@
 """Settings: finding, validating and merging Claude Code style settings files.
 
-Owns: the settings sources and their precedence (user ``~/.queryloop/settings.json``
-< project ``<cwd>/.queryloop/settings.json`` < local
-``<cwd>/.queryloop/settings.local.json`` < ``--settings FILE|JSON``), the JSON
-Schema for the keys this runtime understands (``permissions``, ``hooks``, ``env``,
-``model``, ``sandbox``; every other key is kept as-is in ``raw``, and a top-level key that
-neither queryloop nor Claude Code knows is a one-line warning on stderr naming the file and
-the nearest known key, once per file; the run goes on), the merge (objects merge
-key by key, scalars from the higher source win, lists concatenate without
-duplicates) and one-line :class:`SettingsError` messages naming the file, the line
-and the JSON path of the problem. Files are read by the engine's one reader
-(``queryloop.fsm.source``): a key given twice is an error naming both lines, and
-schema errors are worded as for machines and scenarios.
+Owns: the settings sources and their precedence, lowest first, as Claude Code 2.1.235 reads
+its own: user (``~/.claude/settings.json`` — ``$CLAUDE_CONFIG_DIR/settings.json`` when that
+is set — then ``~/.queryloop/settings.json``) < project (``<cwd>/.claude/settings.json``,
+then ``<cwd>/.queryloop/settings.json``) < local (``<cwd>/.claude/settings.local.json``,
+then, in a subdirectory of a git work tree, the work tree's ``.claude/settings.local.json``,
+then ``<cwd>/.queryloop/settings.local.json``) < ``--settings FILE|JSON``; at each level
+queryloop's own file is read after Claude Code's, so it wins. The JSON Schema for the keys
+this runtime understands (``permissions``, ``hooks``, ``env``, ``model``, ``sandbox``; every
+other key is kept as-is in ``raw``, and a top-level key that neither queryloop nor Claude
+Code knows is a one-line warning on stderr naming the file and the nearest known key, once
+per file; the run goes on), the merge (objects merge key by key, scalars from the higher
+source win, lists concatenate without duplicates) and one-line :class:`SettingsError`
+messages naming the file, the line and the JSON path of the problem. Files are read by the
+engine's one reader (``queryloop.fsm.source``): a key given twice is an error naming both
+lines, and schema errors are worded as for machines and scenarios.
 
 Does not own: what rules and hooks mean — ``queryloop.handlers.tools.services.permissions``
 and ``queryloop.handlers.hooks`` do; this module only hands them validated values.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import os
 import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -49,8 +53,10 @@ __all__ = [
     "SETTING_SOURCES",
     "Settings",
     "SettingsError",
+    "git_root",
     "load_settings",
     "merge_settings",
+    "settings_files",
 ]
 
 _RULE_LIST: Final[dict[str, Any]] = {"type": "array", "items": {"type": "string"}}
@@ -332,27 +338,64 @@ def merge_settings(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[
     return merged
 
 
+def git_root(cwd: Path) -> Path | None:
+    """The git work tree holding ``cwd``: its nearest ancestor (or itself) with a ``.git``; None outside one."""
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _claude_dir(home: Path | None, claude_dir: Path | None) -> Path:
+    if claude_dir is not None:
+        return claude_dir
+    if home is None and (configured := os.environ.get("CLAUDE_CONFIG_DIR")):
+        return Path(configured).expanduser()
+    return (home if home is not None else Path.home()) / ".claude"
+
+
+def settings_files(*, cwd: Path, home: Path, claude_dir: Path) -> dict[str, tuple[Path, ...]]:
+    """The settings files of each source, lowest precedence first (Claude Code's, then queryloop's own).
+
+    Claude Code 2.1.235 reads a project's ``.claude/settings.json`` in ``cwd`` only, and its
+    ``settings.local.json`` in ``cwd`` and then, above it, at the root of the git work tree
+    ``cwd`` is in (observed with both files and either one alone).
+    """
+    root = git_root(cwd)
+    local = [cwd / ".claude" / "settings.local.json"]
+    if root is not None and root != cwd:
+        local.append(root / ".claude" / "settings.local.json")
+    return {
+        "user": (claude_dir / "settings.json", home / ".queryloop" / "settings.json"),
+        "project": (cwd / ".claude" / "settings.json", cwd / ".queryloop" / "settings.json"),
+        "local": (*local, cwd / ".queryloop" / "settings.local.json"),
+    }
+
+
 def load_settings(
     *,
     cwd: Path,
     home: Path | None = None,
     settings_arg: str | None = None,
     sources: Collection[str] = SETTING_SOURCES,
+    claude_dir: Path | None = None,
 ) -> Settings:
     """Load, validate and merge every settings source that exists.
 
     ``settings_arg`` is the ``--settings`` value: inline JSON if it starts with
     ``{``, otherwise a file path (relative to ``cwd``) that must exist. Missing user,
     project and local files are skipped; ``sources`` (``--setting-sources``) names the
-    ones read at all, ``--settings`` always is. Raises :class:`SettingsError`.
+    ones read at all, ``--settings`` always is. ``claude_dir`` is Claude Code's user
+    directory (default: ``home/.claude`` when ``home`` is given, else
+    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``). Raises :class:`SettingsError`.
     """
     home_dir = home if home is not None else Path.home()
-    files = {
-        "user": home_dir / ".queryloop" / "settings.json",
-        "project": cwd / ".queryloop" / "settings.json",
-        "local": cwd / ".queryloop" / "settings.local.json",
-    }
-    candidates = [path for source, path in files.items() if source in sources]
+    candidates = [
+        path
+        for source, paths in settings_files(cwd=cwd, home=home_dir, claude_dir=_claude_dir(home, claude_dir)).items()
+        if source in sources
+        for path in paths
+    ]
     merged: dict[str, Any] = {}
     read: list[Path | str] = []
     for path in candidates:

@@ -461,3 +461,56 @@ def test_cost_of_an_unlisted_model_uses_the_prices_claude_code_gives_one() -> No
     }
     assert cost_usd("claude-sonnet-9", usage) == pytest.approx(0.6546125)  # Claude Code 2.1.235's costUSD for it
     assert model_info("claude-sonnet-9") is None and context_window("claude-sonnet-9") is None
+
+
+SEARCH = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "tides"}}
+FOUND = {
+    "type": "web_search_tool_result",
+    "tool_use_id": "srvtoolu_1",
+    "content": [
+        {"type": "web_search_result", "title": "T", "url": "https://t.e", "encrypted_content": "E", "page_age": None}
+    ],
+}
+CITED = {"type": "text", "text": "High tide at 6.", "citations": [{"type": "char_location", "cited_text": "6"}]}
+
+
+def test_a_raw_block_streams_as_the_api_streams_its_type_and_reassembles_byte_for_byte() -> None:
+    blocks = [SEARCH, FOUND, CITED, {"type": "compaction", "content": "summary", "encrypted_content": "Eq"}]
+    raws = ", ".join(json.dumps({"raw": b}) for b in blocks)
+    scenario = f"schema_version: 1\nscenario: raw\nmodel: m\nmodels:\n  m:\n    - reply: {{content: [{raws}]}}\n"
+
+    async def body(server: MockServer) -> list[tuple[str, Any]]:
+        status, _, text = await post_raw(server, {"model": "m", "max_tokens": 9, "messages": USER, "stream": True})
+        assert status == 200
+        return sse_events(text)
+
+    events = serve(scenario, body)
+    starts = {e["index"]: e["content_block"] for kind, e in events if kind == "content_block_start"}
+    assert starts[0]["input"] == {} and starts[1] == FOUND and starts[3]["content"] is None
+    deltas = [e["delta"]["type"] for kind, e in events if kind == "content_block_delta"]
+    assert {"input_json_delta", "citations_delta", "compaction_delta"} <= set(deltas)
+
+
+def test_a_server_block_sent_back_changed_is_the_real_apis_400_and_unchanged_it_is_answered() -> None:
+    raws = ", ".join(json.dumps({"raw": b}) for b in (SEARCH, FOUND))
+    paused = f"    - reply: {{stop_reason: pause_turn, content: [{raws}]}}\n"
+    steps = paused + "    - reply: {content: [{text: ok}]}\n" * 2
+    scenario = f"schema_version: 1\nscenario: raw\nmodel: m\nmodels:\n  m:\n{steps}"
+
+    async def body(server: MockServer) -> list[tuple[int, str]]:
+        async with anthropic.AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0) as client:
+            first = await client.messages.create(model="m", max_tokens=9, messages=USER)  # type: ignore[arg-type]
+        returned = [b.to_dict() for b in first.content]
+        changed = [{**returned[0], "input": {"query": "other"}}, returned[1]]
+        answers = []
+        for content in (changed, [SEARCH, FOUND]):
+            status, _, text = await post_raw(
+                server, {"model": "m", "max_tokens": 9, "messages": [*USER, {"role": "assistant", "content": content}]}
+            )
+            answers.append((status, text))
+        return answers
+
+    (refused, refused_body), (answered, _) = serve(scenario, body)
+    assert refused == 400 and answered == 200
+    message = json.loads(refused_body)["error"]["message"]
+    assert message == "messages.1.content.0: the server_tool_use block must be sent back unchanged"

@@ -27,7 +27,7 @@ from queryloop.handlers.request.services.body import (
     prompt_caching_disabled,
     with_breakpoint,
 )
-from queryloop.handlers.request.services.client import ModelReply, ModelRequest, send_request
+from queryloop.handlers.request.services.client import ModelReply, ModelRequest, api_headers, send_request
 from queryloop.handlers.request.services.pricing import cost_usd, known_models, model_info
 from queryloop.mockapi.prompt_cache import breakpoint_problem
 
@@ -356,7 +356,10 @@ def _capture_both(c: ModelCall) -> list[tuple[dict[str, str], bytes]]:
         try:
             params = sdk_params(c, stream=False)
             await client.messages.with_raw_response.create(
-                **params, extra_headers={"x-client-request-id": "fixed"}, timeout=30.0
+                # with the headers queryloop sends as Claude Code does, over the SDK's defaults
+                **params,
+                extra_headers={"x-client-request-id": "fixed", **api_headers(client)},
+                timeout=30,
             )
             body = encode_request(c, stream=False, prompt_cache=False)
             req = ModelRequest(model=c.model, max_tokens=c.max_tokens, stream=False, idle_timeout_s=30.0, body=body)
@@ -378,4 +381,4 @@ def test_a_prepared_body_reaches_the_server_as_messages_create_s_request_would()
     assert {k: v for k, v in our_headers.items() if k not in varying} == {
         k: v for k, v in sdk_headers.items() if k not in varying
     }
-    assert our_headers["anthropic-version"] and our_headers["content-type"] == "application/json"
+    assert our_headers["anthropic-version"] == "2023-06-01" and our_headers["content-type"] == "application/json"

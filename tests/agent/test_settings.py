@@ -243,3 +243,59 @@ def test_merge_keeps_lower_values_and_does_not_mutate_inputs() -> None:
     merged = merge_settings(lower, higher)
     assert merged == {"a": {"x": 1, "y": 2, "l": [1, {"k": 2}, 3]}, "b": 2}
     assert lower == {"a": {"x": 1, "l": [1, {"k": 2}]}, "b": 1}
+
+
+def test_claude_code_settings_files_are_read_each_below_queryloops_own_at_its_level(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    cc_user = _write(home / ".claude" / "settings.json", {"model": "cc-user", "env": {"A": "cc-user"}})
+    user = _user(home, {"env": {"A": "user"}})
+    cc_project = _write(cwd / ".claude" / "settings.json", {"model": "cc-project"})
+    cc_local = _write(cwd / ".claude" / "settings.local.json", {"permissions": {"allow": ["Read"]}})
+    settings = load_settings(cwd=cwd, home=home)
+    # Claude Code 2.1.235 with only its files: user < project < local < --settings (its model observed each time)
+    assert settings.model == "cc-project"
+    assert settings.env == {"A": "user"}
+    assert [r.text for r in settings.permissions.allow] == ["Read"]
+    assert settings.sources == (cc_user, user, cc_project, cc_local)
+    _local(cwd, {"model": "local"})
+    assert load_settings(cwd=cwd, home=home).model == "local"
+    assert load_settings(cwd=cwd, home=home, settings_arg='{"model": "flag"}').model == "flag"
+    assert load_settings(cwd=cwd, home=home, sources=("user",)).sources == (cc_user, user)
+
+
+def test_a_subdirectory_of_a_git_work_tree_reads_the_trees_local_settings_above_its_own(
+    dirs: tuple[Path, Path],
+) -> None:
+    home, root = dirs
+    (root / ".git").mkdir()
+    sub = root / "sub"
+    _write(root / ".claude" / "settings.json", {"model": "root-project"})  # not read from a subdirectory
+    _write(sub / ".claude" / "settings.local.json", {"model": "sub-local", "env": {"A": "sub"}})
+    assert load_settings(cwd=sub, home=home).model == "sub-local"
+    _write(root / ".claude" / "settings.local.json", {"env": {"A": "root"}})
+    assert (load_settings(cwd=sub, home=home).model, load_settings(cwd=sub, home=home).env) == (
+        "sub-local",
+        {"A": "root"},
+    )
+    _write(root / ".claude" / "settings.local.json", {"model": "root-local"})
+    assert load_settings(cwd=sub, home=home).model == "root-local"
+
+
+def test_claude_config_dir_takes_the_place_of_the_users_claude_directory(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, cwd = dirs
+    _write(home / ".claude" / "settings.json", {"model": "home-claude"})
+    _write(home / "elsewhere" / "settings.json", {"model": "config-dir"})
+    monkeypatch.setenv("HOME", str(home))
+    assert load_settings(cwd=cwd).model == "home-claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "elsewhere"))
+    assert load_settings(cwd=cwd).model == "config-dir"
+
+
+def test_a_malformed_claude_code_settings_file_is_an_error_naming_it_and_the_line(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    _write(cwd / ".claude" / "settings.local.json", '{\n  "model": "m",\n}\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings(cwd=cwd, home=home)
+    assert str(caught.value).startswith(".claude/settings.local.json:3:1: invalid JSON")

@@ -606,7 +606,10 @@ def test_a_symlink_inside_cwd_is_followed(ctx: ToolContext) -> None:
 
 def test_invalid_input_names_the_field_and_the_problem_and_the_tool_does_not_run(ctx: ToolContext) -> None:
     message = err(call(ctx, "Write", {"file_path": "w.txt", "content": 5}))
-    assert message == "Invalid input for tool Write; it was not run:\n- field 'content': 5 is not of type 'string'"
+    assert message == (
+        "<tool_use_error>InputValidationError: Invalid input for tool Write; it was not run:\n"
+        "- field 'content': 5 is not of type 'string'</tool_use_error>"
+    )
     assert not (ctx.cwd / "w.txt").exists()
 
 

@@ -157,7 +157,9 @@ def test_images_resources_and_links_reach_the_model_as_claude_code_sends_them(tm
         for b in m["content"]
         if b["type"] == "tool_result"
     ]
-    assert "[Resource from everything at demo://resource/dynamic/text/7] Resource 7" in _text(read[-2]["content"])
+    # as Claude Code 2.1.235 answers a read of text: the result's contents, compact JSON
+    (contents,) = json.loads(_text(read[-2]["content"]))["contents"]
+    assert contents["uri"] == "demo://resource/dynamic/text/7" and contents["text"].startswith("Resource 7")
     assert read[-1]["is_error"] and "no connected MCP server 'fs' offers resources" in _text(read[-1]["content"])
 
     user_lines = [line for line in run.of("user") if line["message"]["content"][0]["type"] == "tool_result"]

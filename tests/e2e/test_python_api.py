@@ -169,7 +169,7 @@ def test_input_the_schema_refuses_never_reaches_the_function(tmp_path: Path) -> 
     assert seen == [], "the function never ran"
     result = _tool_result(api, 1)
     assert result["is_error"] is True
-    assert result["content"].startswith("Invalid input for tool square; it was not run:")
+    assert result["content"].startswith("<tool_use_error>InputValidationError: Invalid input for tool square;")
     assert "'four' is not of type 'number'" in result["content"] and "'y' was unexpected" in result["content"]
 
 

@@ -1,9 +1,10 @@
 """MCP layer, resources as tools: ``ListMcpResourcesTool`` and ``ReadMcpResourceTool``, Claude Code's names and inputs.
 
 Owns the two tools' definitions (the descriptions are ours) and what their calls answer:
-a listing is a JSON array of every resource a server lists, each with the ``server`` it
-came from; a read is the resource's contents as embedded resources are shown
-(``content``). They are offered only while a connected server declares the ``resources``
+a listing is a compact JSON array of every resource a server lists, each with the ``server``
+it came from; a read of text is the result's ``{"contents": [{uri, mimeType, text}]}`` as
+compact JSON, as Claude Code 2.1.235 answers, and of a blob its contents as embedded
+resources are shown (``content``). They are offered only while a connected server declares the ``resources``
 capability, and are read-only (the permission gate lets them run without asking unless a
 rule says otherwise; a bare deny rule hides one).
 
@@ -61,7 +62,8 @@ class ResourceSource:
 
     servers: Callable[[], Sequence[str]]  # connected servers that declare resources
     listing: Callable[[str], Awaitable[Sequence[mcp.types.Resource]]]
-    read: Callable[[str, str], Awaitable[str | list[dict[str, Any]]]]
+    read: Callable[[str, str], Awaitable[str | list[dict[str, Any]]]]  # the contents as embedded resources show
+    contents: Callable[[str, str], Awaitable[mcp.types.ReadResourceResult]]  # the contents as the server answered
 
 
 def _server(source: ResourceSource, name: str) -> str:
@@ -85,10 +87,22 @@ def resource_runs(source: ResourceSource) -> dict[str, ToolRun]:
                 entries.append({**entry, "server": name})
         if not entries:
             return ToolOutput(content="No resources found: the MCP servers list none.")
-        return ToolOutput(content=json.dumps(entries, ensure_ascii=False))
+        return ToolOutput(content=_json(entries), response=entries)
 
     async def read_resource(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        server = _server(source, str(tool_input["server"]))
-        return ToolOutput(content=await source.read(server, str(tool_input["uri"])))
+        server, uri = _server(source, str(tool_input["server"])), str(tool_input["uri"])
+        result = await source.contents(server, uri)
+        contents = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.contents]
+        if any("text" not in c for c in contents):
+            # a blob: shown as an embedded resource is (an image block, decoded text, or its type and size),
+            # which ``read`` asks the server for again; blobs are rare, and that path checks what it shows
+            return ToolOutput(content=await source.read(server, uri))
+        # text, as Claude Code 2.1.235 answers it: the result's contents as one compact JSON object
+        return ToolOutput(content=_json({"contents": contents}), response={"contents": contents})
 
     return {LIST_RESOURCES: list_resources, READ_RESOURCE: read_resource}
+
+
+def _json(value: object) -> str:
+    """Compact JSON, as Claude Code writes a resource listing or read (``JSON.stringify``)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

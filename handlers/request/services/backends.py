@@ -29,6 +29,7 @@ from .client import (
     ModelFailure,
     ModelReply,
     ModelRequest,
+    api_headers,
     send_request,
 )
 
@@ -123,7 +124,8 @@ class AnthropicBackend:
 
         # The prepared body, as the messages request's (breakpoints included): no message is serialised again.
         body = encode_request(call, stream=False, prompt_cache=call.prompt_cache and self.prompt_caching, counting=True)
-        options: Any = {"headers": {"content-type": "application/json"}, "timeout": call.idle_timeout_s}
+        headers = {**api_headers(self.client), "content-type": "application/json"}
+        options: Any = {"headers": headers, "timeout": call.idle_timeout_s}
         try:
             async with asyncio.timeout(call.deadline_s):
                 counted = await self.client.post(

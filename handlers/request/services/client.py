@@ -36,9 +36,9 @@ from .pricing import cost_usd
 
 if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
     import anthropic
-    from anthropic.types import RawContentBlockDeltaEvent, RawContentBlockStartEvent, RawContentBlockStopEvent
 
 __all__ = [
+    "API_VERSION",
     "FailureKind",
     "ModelFailure",
     "ModelReply",
@@ -46,6 +46,7 @@ __all__ = [
     "ModelUsage",
     "RequestLog",
     "UsageTotals",
+    "api_headers",
     "classify_error",
     "send_request",
 ]
@@ -60,6 +61,10 @@ FailureKind = Literal[
     "stream_broken",
     "malformed_response",
 ]
+
+API_VERSION = "2023-06-01"
+"""The ``anthropic-version`` every request sends, as Claude Code 2.1.235 sends it (the installed SDK's own
+default may be a newer version the server interprets differently)."""
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 _CACHE_SPLIT_KEYS = ("ephemeral_1h_input_tokens", "ephemeral_5m_input_tokens")
@@ -336,27 +341,56 @@ def _body(req: ModelRequest) -> bytes:
     )
 
 
-def _options(attempt: _Attempt, *, raw: bool = False, timeout: float | None = None) -> Any:
+def api_headers(client: anthropic.AsyncAnthropic) -> dict[str, Any]:
+    """The headers in which a request must differ from the SDK's defaults to be Claude Code's.
+
+    ``anthropic-version`` is :data:`API_VERSION`; an API key goes in ``X-Api-Key`` (the
+    installed SDK sends it as ``Authorization: Bearer``, which Claude Code 2.1.235 sends only
+    for an ``ANTHROPIC_AUTH_TOKEN``).
+    """
+    import anthropic
+
+    headers: dict[str, Any] = {"anthropic-version": API_VERSION}
+    if client.api_key and not client.auth_token:
+        headers["X-Api-Key"] = client.api_key
+        headers["Authorization"] = anthropic.Omit()
+    return headers
+
+
+def _timeout(client: anthropic.AsyncAnthropic, seconds: float | None) -> Any:
+    """The request's timeout, always given: the SDK reports it in ``x-stainless-timeout``, and reads
+    ``NOT_GIVEN`` there when a request leaves the client's default in place (Claude Code: ``600``)."""
+    if seconds is None:
+        return client.timeout  # the client's, 600 s for reading unless built with another
+    return int(seconds) if float(seconds).is_integer() else seconds  # 90, not 90.0, as a JS client writes it
+
+
+def _options(
+    attempt: _Attempt, client: anthropic.AsyncAnthropic, *, raw: bool = False, timeout: float | None = None
+) -> Any:
     """The request options ``messages.create`` would pass, for a body we prepared ourselves.
 
     Everything else ``messages.create`` adds comes from the client on any request: the
-    default headers (``anthropic-version``, the key, ``X-Stainless-*``, the user agent,
-    ``Content-Type``), the idempotency key and the retry count. It also names the
+    default headers (the key, ``X-Stainless-*``, the user agent, ``Content-Type``), the
+    idempotency key and the retry count; :func:`api_headers` overrides the version and the
+    key's header as Claude Code sends them. It also names the
     tracing span, kept here; what it does not do for us is compute a default timeout for
     a non-streamed call from ``max_tokens`` (ours always has the idle timeout) and warn
     about a deprecated model name.
     """
-    headers = {"x-client-request-id": attempt.client_request_id, "content-type": "application/json"}
+    headers = {
+        **api_headers(client),
+        "x-client-request-id": attempt.client_request_id,
+        "content-type": "application/json",
+    }
     if raw:
         headers["X-Stainless-Raw-Response"] = "raw"  # what with_raw_response sets: the response, unparsed
-    options: dict[str, Any] = {
+    return {
         "headers": headers,
         "span_name": "anthropic.messages.create",
         "span_route": "/v1/messages",
+        "timeout": _timeout(client, timeout),
     }
-    if timeout is not None:
-        options["timeout"] = timeout
-    return options
 
 
 async def send_request(
@@ -399,7 +433,7 @@ async def _send_plain(
             "/v1/messages",
             cast_to=Message,
             content=_body(req),
-            options=_options(attempt, raw=True, timeout=req.idle_timeout_s),
+            options=_options(attempt, client, raw=True, timeout=req.idle_timeout_s),
         )
         raw = cast("anthropic.AsyncAPIResponse[Message]", answer)  # the raw-response header: the response, unparsed
         attempt.status = raw.status_code
@@ -460,7 +494,15 @@ def _message_problem(data: Any) -> str | None:
 
 
 class _Assembler:
-    """Builds content blocks from stream events; keeps only the ones that completed."""
+    """Builds content blocks from stream events (as parsed from their JSON); keeps only the ones that completed.
+
+    A block is its ``content_block_start`` object, in its keys' order, with the deltas applied
+    to its fields: text, citations, thinking and its signature, a tool call's input JSON
+    (``tool_use``, ``server_tool_use``, ``mcp_tool_use``), a compaction's content. A block no
+    delta changes (``redacted_thinking``, ``web_search_tool_result``, any block type this
+    client does not know) is kept exactly as it came: every block goes back to the API in
+    the next request as the API sent it, as it requires of signed and server-side blocks.
+    """
 
     def __init__(self, on_text: Callable[[str], None] | None) -> None:
         self.on_text = on_text
@@ -474,41 +516,54 @@ class _Assembler:
     def completed(self) -> tuple[dict[str, Any], ...]:
         return tuple(block for _, block in sorted(self.done, key=lambda item: item[0]))
 
-    def start(self, event: RawContentBlockStartEvent) -> None:
-        block = event.content_block.model_dump(mode="json", exclude_none=True)
-        if block.get("type") == "tool_use":
-            block["input"] = {}
-            self.json_parts[event.index] = []
-        self.open[event.index] = block
+    def start(self, event: Mapping[str, Any]) -> None:
+        block = event.get("content_block")
+        index = event.get("index")
+        if not isinstance(block, dict) or not isinstance(index, int):
+            return
+        if str(block.get("type", "")).endswith("tool_use") and isinstance(block.get("input"), dict):
+            block["input"] = {}  # its JSON arrives in deltas
+            self.json_parts[index] = []
+        self.open[index] = block
 
-    def delta(self, event: RawContentBlockDeltaEvent) -> bool:
+    def delta(self, event: Mapping[str, Any]) -> bool:
         """Apply a delta; True when it carried visible content (for time-to-first-token)."""
-        block = self.open.get(event.index)
-        if block is None:
+        index: Any = event.get("index")
+        block = self.open.get(index)
+        d = event.get("delta")
+        if block is None or not isinstance(d, dict):
             return False
-        d = event.delta
-        if d.type == "text_delta":
-            block["text"] = block.get("text", "") + d.text
-            if self.on_text is not None and d.text:
-                self.on_text(d.text)
+        kind = d.get("type")
+        if kind == "text_delta":
+            text = str(d.get("text", ""))
+            block["text"] = block.get("text", "") + text
+            if self.on_text is not None and text:
+                self.on_text(text)
             return True
-        if d.type == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + d.thinking
+        if kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + str(d.get("thinking", ""))
             return True
-        if d.type == "signature_delta":
-            block["signature"] = block.get("signature", "") + d.signature
+        if kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + str(d.get("signature", ""))
             return False
-        if d.type == "input_json_delta":
-            self.json_parts.setdefault(event.index, []).append(d.partial_json)
+        if kind == "citations_delta":
+            block["citations"] = [*(block.get("citations") or ()), d.get("citation")]
+            return False
+        if kind == "compaction_delta":  # the summary in one delta, as the SDK reads it
+            block.update((k, v) for k, v in d.items() if k != "type")
+            return True
+        if kind == "input_json_delta":
+            self.json_parts.setdefault(index, []).append(str(d.get("partial_json", "")))
             return True
         return False
 
-    def stop(self, event: RawContentBlockStopEvent) -> None:
-        block = self.open.pop(event.index, None)
+    def stop(self, event: Mapping[str, Any]) -> None:
+        index: Any = event.get("index")
+        block = self.open.pop(index, None)
         if block is None:
             return
-        if block.get("type") == "tool_use":
-            raw = "".join(self.json_parts.pop(event.index, []))
+        if index in self.json_parts:
+            raw = "".join(self.json_parts.pop(index))
             try:
                 parsed = loads_json(raw) if raw.strip() else {}
             except ValueError:  # cut off, or past what can be read safely (nested too deep, a number too long)
@@ -516,26 +571,19 @@ class _Assembler:
             if not isinstance(parsed, dict):
                 # Never hand over half a tool call: the loop sees stop_reason=tool_use
                 # without this block and takes its malformed-tool-use edge.
-                self.dropped.append(f"tool_use {block.get('name')!r} ({block.get('id')}): input JSON did not parse")
+                self.dropped.append(
+                    f"{block.get('type')} {block.get('name')!r} ({block.get('id')}): input JSON did not parse"
+                )
                 return
             block["input"] = parsed
-        self.done.append((event.index, block))
+        self.done.append((index, block))
 
 
 async def _send_streaming(
     client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt, on_text: Callable[[str], None] | None
 ) -> ModelReply | ModelFailure:
     import anthropic
-    from anthropic.types import (
-        Message,
-        RawContentBlockDeltaEvent,
-        RawContentBlockStartEvent,
-        RawContentBlockStopEvent,
-        RawMessageDeltaEvent,
-        RawMessageStartEvent,
-        RawMessageStopEvent,
-        RawMessageStreamEvent,
-    )
+    from anthropic.types import Message
 
     idle = req.idle_timeout_s
     try:
@@ -544,9 +592,10 @@ async def _send_streaming(
                 "/v1/messages",
                 cast_to=Message,
                 content=_body(req),
-                options=_options(attempt),
+                options=_options(attempt, client),
                 stream=True,
-                stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+                # each event as its JSON parsed, not a model: a block goes back in its keys' order (_Assembler)
+                stream_cls=anthropic.AsyncStream[object],
             )
     except TimeoutError:
         return attempt.fail(
@@ -586,21 +635,25 @@ async def _send_streaming(
                     error_type="stream_error",
                     partial=asm.completed,
                 )
-            if isinstance(event, RawMessageStartEvent):
-                attempt.model = event.message.model or req.model
-                message_id = event.message.id or None
-                attempt.usage.update(_usage_dict(event.message.usage))
-            elif isinstance(event, RawContentBlockStartEvent):
+            if not isinstance(event, dict):
+                continue  # every event of the API is an object
+            kind = event.get("type")
+            if kind == "message_start":
+                message = event.get("message") or {}
+                attempt.model = message.get("model") or req.model
+                message_id = message.get("id") or None
+                attempt.usage.update(_usage_dict(message.get("usage")))
+            elif kind == "content_block_start":
                 asm.start(event)
-            elif isinstance(event, RawContentBlockDeltaEvent):
+            elif kind == "content_block_delta":
                 if asm.delta(event) and attempt.ttft_ms is None:
                     attempt.ttft_ms = attempt.elapsed_ms()
-            elif isinstance(event, RawContentBlockStopEvent):
+            elif kind == "content_block_stop":
                 asm.stop(event)
-            elif isinstance(event, RawMessageDeltaEvent):
-                attempt.stop_reason = event.delta.stop_reason
-                attempt.usage.update(_usage_dict(event.usage))
-            elif isinstance(event, RawMessageStopEvent):
+            elif kind == "message_delta":
+                attempt.stop_reason = (event.get("delta") or {}).get("stop_reason")
+                attempt.usage.update(_usage_dict(event.get("usage")))
+            elif kind == "message_stop":
                 asm.saw_stop = True
     finally:
         await _close_quietly(stream)
@@ -626,10 +679,8 @@ async def _send_streaming(
 
 
 def _usage_dict(usage: Any) -> dict[str, Any]:
-    if usage is None:
-        return {}
-    dumped: dict[str, Any] = usage.model_dump(mode="json", exclude_none=True)
-    return dumped
+    """A usage object's fields that are set."""
+    return {k: v for k, v in usage.items() if v is not None} if isinstance(usage, dict) else {}
 
 
 async def _close_quietly(stream: anthropic.AsyncStream[Any]) -> None:

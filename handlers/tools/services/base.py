@@ -44,6 +44,7 @@ __all__ = [
     "DEADLINE_GRACE_S",
     "ToolContext",
     "ToolError",
+    "ToolInputError",
     "ToolOutput",
     "ToolRun",
     "ToolSpec",
@@ -80,6 +81,11 @@ class ToolError(Exception):
     """An expected tool failure; its message is shown to the model as the error result."""
 
 
+class ToolInputError(ToolError):
+    """A call refused before it changed anything because its input does not fit what is there (an Edit's
+    old_string not found): the model reads the message in ``<tool_use_error>`` tags, as Claude Code's."""
+
+
 @attrs.frozen(kw_only=True, slots=True)
 class BackgroundTask:
     """Work a tool call started that outlives it (a background sub-agent): the call's result only acknowledges it."""
@@ -100,6 +106,10 @@ class Background(Protocol):
 
 def _resolve_dir(value: str | Path) -> Path:
     return Path(value).resolve()
+
+
+def _resolve_dirs(values: Sequence[str | Path]) -> tuple[Path, ...]:
+    return tuple(map(_resolve_dir, values))
 
 
 def _check_cwd(_instance: object, _attribute: attrs.Attribute[Path], value: Path) -> None:
@@ -134,6 +144,15 @@ class ToolContext:
     call_id: str = ""  # the call running under this context (set per call where a tool needs it)
     background: Background | None = None  # what starts work that outlives a call (the run's sub-agents)
     turn: str = ""  # the tool turn a call runs in (its first call's id; set where `background` is): per-turn limits
+    # Each call's ToolOutput.response by tool_use id, until the call's PostToolUse hooks read it; None (no
+    # PostToolUse hook configured): none is made or kept. Shared by the context's copies, as a service is.
+    responses: dict[str, Any] | None = attrs.field(default=None, eq=False)
+    # The settings' permissions.additionalDirectories (resolved): file tools work there as in ``cwd``.
+    additional_dirs: tuple[Path, ...] = attrs.field(default=(), converter=_resolve_dirs)
+
+    def holds(self, path: Path) -> bool:
+        """Whether the resolved ``path`` is inside the working directory or an additional one."""
+        return path.is_relative_to(self.cwd) or any(path.is_relative_to(d) for d in self.additional_dirs)
 
     def for_call(self, *, call_id: str | None = None, turn: str | None = None) -> ToolContext:
         """This context with the ids of the call or turn it runs under (None: unchanged).
@@ -174,6 +193,9 @@ class ToolOutput:
 
     content: str | Sequence[Mapping[str, Any]]
     is_error: bool = False
+    # The record Claude Code's tool of the same name returns for the call, which PostToolUse hooks get as
+    # ``tool_response`` (None: the tool has none). Made only when ``ToolContext.responses`` is kept.
+    response: Any = None
 
 
 ToolRun = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]
@@ -255,7 +277,8 @@ class ToolSpec:
 
 
 def resolve_inside_cwd(raw: str, ctx: ToolContext) -> Path:
-    """Resolve ``raw`` (absolute, or relative to ``ctx.cwd``) and require it inside ``ctx.cwd``.
+    """Resolve ``raw`` (absolute, or relative to ``ctx.cwd``) and require it inside ``ctx.cwd``
+    or one of ``ctx.additional_dirs`` (the settings' ``permissions.additionalDirectories``).
 
     ``..`` and symlinks (including a dangling one) are resolved first, so neither can
     be used to escape. Raises :class:`ToolError` naming the path otherwise, and for a
@@ -271,7 +294,13 @@ def resolve_inside_cwd(raw: str, ctx: ToolContext) -> Path:
         if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
             raise ToolError(f"path {raw!r} cannot be resolved: {exc.strerror or exc}") from exc
         raise ToolError(f"path {raw!r} is a symlink loop (a link that leads back to itself); it names no file") from exc
-    if not resolved.is_relative_to(ctx.cwd):
+    if not ctx.holds(resolved):
+        if ctx.additional_dirs:
+            allowed = ", ".join(repr(str(d)) for d in (ctx.cwd, *ctx.additional_dirs))
+            raise ToolError(
+                f"path {raw!r} resolves to {str(resolved)!r}, which is outside the working directories "
+                f"{allowed}; only paths inside them can be used"
+            )
         raise ToolError(
             f"path {raw!r} resolves to {str(resolved)!r}, which is outside the working directory "
             f"{str(ctx.cwd)!r}; only paths inside it can be used"

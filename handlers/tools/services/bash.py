@@ -256,7 +256,11 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
         return ToolOutput(content=f"Command was killed by {_signal_name(-code)}\n{output}", is_error=True)
     if code > 0:
         return ToolOutput(content=f"Command failed with exit code {code}\n{output}", is_error=True)
-    return ToolOutput(content=output)
+    response = None
+    if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it: the output itself
+        stdout = capture.text() if not note else f"{capture.text()}\n{note}"
+        response = {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}
+    return ToolOutput(content=output, response=response)
 
 
 BASH: Final = ToolSpec(

@@ -25,7 +25,7 @@ import attrs
 import jsonschema
 
 from ...messages import ToolCall, ToolResultBlock, tool_result_block
-from .base import ToolContext, ToolError, ToolOutput, ToolSpec, truncate_text
+from .base import ToolContext, ToolError, ToolInputError, ToolOutput, ToolSpec, truncate_text
 
 __all__ = [
     "CallRunner",
@@ -149,7 +149,9 @@ def _invalid_input_message(tool: ToolSpec, problems: list[str]) -> str:
     more = len(problems) - len(listed)
     tail = f"\n- ... and {more} more" if more else ""
     body = "\n".join(f"- {problem}" for problem in listed)
-    return f"Invalid input for tool {tool.name}; it was not run:\n{body}{tail}"
+    # Claude Code's markers (the tags, the error's name), our words inside
+    text = f"Invalid input for tool {tool.name}; it was not run:\n{body}{tail}"
+    return f"<tool_use_error>InputValidationError: {text}</tool_use_error>"
 
 
 def unknown_tool_result(call: ToolCall, *, removed_by_deny_rule: bool = False) -> ToolResultBlock:
@@ -188,6 +190,8 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
     try:
         async with limit:
             output = await tool.run(call.input, ctx)
+    except ToolInputError as exc:  # refused before it changed anything, as Claude Code's input checks refuse
+        return tool_result_block(call.id, f"<tool_use_error>{exc}</tool_use_error>", is_error=True)
     except ToolError as exc:
         return tool_result_block(call.id, f"{tool.name} failed: {exc}", is_error=True)
     except TimeoutError as exc:
@@ -204,6 +208,8 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
             f"{tool.name} returned {type(output).__name__} instead of ToolOutput; this is a bug in the tool",
             is_error=True,
         )
+    if ctx.responses is not None and output.response is not None:
+        ctx.responses[call.id] = output.response  # for the call's PostToolUse hooks (``tool_response``)
     # A safety net for tools that do not bound their own output.
     if isinstance(output.content, str):
         return tool_result_block(call.id, truncate_text(output.content, ctx.max_output_chars), is_error=output.is_error)

@@ -16,6 +16,7 @@ Does not own searching (``search``), commands (``bash``) or scheduling
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 import os
 import secrets
@@ -27,6 +28,7 @@ from typing import IO, Any, Final
 from .base import (
     ToolContext,
     ToolError,
+    ToolInputError,
     ToolOutput,
     ToolSpec,
     display_path,
@@ -54,13 +56,15 @@ _NOTE_RESERVE: Final = 160
 _SKIP_CHARS: Final = 65536
 
 
-def _require_file(raw: str, ctx: ToolContext, *, missing_hint: str, verb: str) -> tuple[Path, str]:
+def _require_file(
+    raw: str, ctx: ToolContext, *, missing_hint: str, verb: str, missing: type[ToolError] = ToolError
+) -> tuple[Path, str]:
     path = resolve_inside_cwd(raw, ctx)
     shown = display_path(path, ctx)
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise ToolError(f"file {shown} does not exist; {missing_hint}") from None
+        raise missing(f"file {shown} does not exist; {missing_hint}") from None
     if stat.S_ISDIR(mode):
         raise ToolError(f"{shown} is a directory, not a file; use Glob (or Bash `ls`) to list what it contains")
     _refuse_non_regular(mode, shown, verb)
@@ -129,6 +133,7 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     budget = max(ctx.max_output_chars - _NOTE_RESERVE - len(shown), 0)
 
     parts: list[str] = []
+    lines: list[str] = []  # the lines shown, without their numbers (the hooks' ``tool_response``)
     used = 0
     last_shown = 0
     stop_note = ""
@@ -139,7 +144,8 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raw.seek(0)
         # Split on "\n" only, as Grep numbers lines, so both tools agree on line numbers.
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
-        for number, (line, cut) in enumerate(_lines(text, READ_MAX_LINE_CHARS), start=1):
+        numbered_lines = enumerate(_lines(text, READ_MAX_LINE_CHARS), start=1)
+        for number, (line, cut) in numbered_lines:
             total_seen = number
             if number < offset:
                 continue
@@ -151,10 +157,10 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
                         f"call Read with offset={last_shown + 1} to see more]"
                     )
                 break
-            if cut:
-                line += f"... [line cut at {READ_MAX_LINE_CHARS} characters]"
             # Claude Code's prefix: the line number unpadded, a tab; lines joined by "\n".
-            numbered = f"{number}\t{line}"
+            numbered = (
+                f"{number}\t{line}... [line cut at {READ_MAX_LINE_CHARS} characters]" if cut else f"{number}\t{line}"
+            )
             if used + len(numbered) + 1 > budget and parts:
                 stop_note = (
                     f"[output limit of {ctx.max_output_chars} characters reached after line {last_shown}; "
@@ -162,20 +168,59 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
                 )
                 break
             parts.append(numbered)
+            lines.append(line)
             used += len(numbered) + 1
             last_shown = number
+        if ctx.responses is not None:  # a PostToolUse hook is told the file's length: count the lines not shown
+            total_seen = max((n for n, _ in numbered_lines), default=total_seen)
+    response = _read_response(path, lines, offset, total_seen) if ctx.responses is not None else None
 
     # Nothing to show is no error: a note the model reads in a <system-reminder> tag, as Claude Code sends it.
     if total_seen == 0:
-        return ToolOutput(content=f"<system-reminder>Note: {shown} exists and is empty.</system-reminder>")
+        note = f"<system-reminder>Note: {shown} exists and is empty.</system-reminder>"
+        return ToolOutput(content=note, response=response)
     if not parts:
         return ToolOutput(
             content=f"<system-reminder>Note: offset {offset} is past the end of {shown}, which has {total_seen} "
-            f"lines; use an offset between 1 and {total_seen}.</system-reminder>"
+            f"lines; use an offset between 1 and {total_seen}.</system-reminder>",
+            response=response,
         )
     if stop_note:
         parts.append(stop_note)
-    return ToolOutput(content="\n".join(parts))
+    return ToolOutput(content="\n".join(parts), response=response)
+
+
+def _read_response(path: Path, lines: list[str], offset: int, total: int) -> dict[str, Any]:
+    """Read's record for PostToolUse hooks, as Claude Code 2.1.235 sends it: the lines shown, unnumbered."""
+    file = {"filePath": str(path), "content": "\n".join(lines), "numLines": len(lines), "startLine": offset}
+    return {"type": "text", "file": {**file, "totalLines": total}}
+
+
+def structured_patch(old: str, new: str) -> list[dict[str, Any]]:
+    """The hunks turning ``old`` into ``new``, as Claude Code's Write and Edit report them (jsdiff's
+    ``structuredPatch``): 3 lines of context, lines prefixed ``' '``, ``'-'`` or ``'+'``, and
+    ``\\ No newline at end of file`` after a last line without one."""
+    before, after = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    hunks = []
+    for group in difflib.SequenceMatcher(None, before, after, autojunk=False).get_grouped_opcodes(3):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        shown: list[str] = []
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                shown += _patch_lines(" ", before[a1:a2])
+                continue
+            shown += _patch_lines("-", before[a1:a2]) + _patch_lines("+", after[b1:b2])
+        hunks.append({"oldStart": i1 + 1, "oldLines": i2 - i1, "newStart": j1 + 1, "newLines": j2 - j1, "lines": shown})
+    return hunks
+
+
+def _patch_lines(prefix: str, lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        out.append(prefix + line.rstrip("\r\n"))
+        if not line.endswith("\n"):
+            out.append("\\ No newline at end of file")
+    return out
 
 
 def _temporary_beside(path: Path) -> tuple[int, Path]:
@@ -246,12 +291,27 @@ def _write_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"{shown} is a directory; Write needs a file path")
     if mode is not None:
         _refuse_non_regular(mode, shown, "Write replaces")
+    original = None
+    if mode is not None and ctx.responses is not None:  # a PostToolUse hook is told what the file held
+        with _open_regular(path, shown, "Write replaces") as raw:
+            original = raw.read().decode("utf-8", errors="replace")
     path.parent.mkdir(parents=True, exist_ok=True)
     # The text is written byte for byte: no newline translation.
     _replace_atomically(path, content.encode("utf-8"), shown)
     verb = "Overwrote" if mode is not None else "Created"
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-    return ToolOutput(content=f"{verb} {shown} ({lines} lines, {len(content)} characters)")
+    response = None
+    if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it
+        patch = structured_patch(original, content) if original is not None else []
+        response = {
+            "type": "update" if mode is not None else "create",
+            "filePath": str(path),
+            "content": content,
+            "structuredPatch": patch,
+            "originalFile": original,
+            "userModified": False,
+        }
+    return ToolOutput(content=f"{verb} {shown} ({lines} lines, {len(content)} characters)", response=response)
 
 
 def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -260,14 +320,15 @@ def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         ctx,
         missing_hint="Edit only changes existing files; use Write to create it",
         verb="Edit changes",
+        missing=ToolInputError,  # Claude Code: Read's missing file is a plain error, Edit's a refused input
     )
     old: str = tool_input["old_string"]
     new: str = tool_input["new_string"]
     replace_all: bool = tool_input.get("replace_all", False)
     if not old:
-        raise ToolError("old_string is empty; give the exact text to replace (Write replaces a whole file)")
+        raise ToolInputError("old_string is empty; give the exact text to replace (Write replaces a whole file)")
     if old == new:
-        raise ToolError("old_string and new_string are identical, so the edit would change nothing")
+        raise ToolInputError("old_string and new_string are identical, so the edit would change nothing")
     with _open_regular(path, shown, "Edit changes") as raw:
         data = raw.read()
     try:
@@ -284,18 +345,30 @@ def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         new = new.replace("\r\n", "\n").replace("\n", "\r\n")
         count = text.count(old)
     if count == 0:
-        raise ToolError(
+        raise ToolInputError(
             f"old_string was not found in {shown}. It must match the file exactly, including whitespace "
             "and indentation; Read the file again and copy the text to replace"
         )
     if count > 1 and not replace_all:
-        raise ToolError(
+        raise ToolInputError(
             f"old_string occurs {count} times in {shown}, but must occur exactly once. Include more "
             "surrounding lines to make it unique, or set replace_all to true to replace every occurrence"
         )
-    _replace_atomically(path, text.replace(old, new).encode("utf-8"), shown)
+    changed = text.replace(old, new)
+    _replace_atomically(path, changed.encode("utf-8"), shown)
     noun = "occurrence" if count == 1 else "occurrences"
-    return ToolOutput(content=f"Edited {shown}: replaced {count} {noun} of old_string")
+    response = None
+    if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it
+        response = {
+            "filePath": str(path),
+            "oldString": tool_input["old_string"],
+            "newString": tool_input["new_string"],
+            "originalFile": text,
+            "structuredPatch": structured_patch(text, changed),
+            "userModified": False,
+            "replaceAll": replace_all,
+        }
+    return ToolOutput(content=f"Edited {shown}: replaced {count} {noun} of old_string", response=response)
 
 
 _FILE_PATH: Final = {

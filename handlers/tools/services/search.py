@@ -150,13 +150,13 @@ def _linked_file(entry: os.DirEntry[str], ctx: ToolContext) -> bool:
     """A symlink to a regular file inside the working directory (not a loop, not dangling)."""
     try:
         target = Path(entry.path).resolve()
-        return target.is_relative_to(ctx.cwd) and target.is_file()  # is_file: a regular file, never a FIFO
+        return ctx.holds(target) and target.is_file()  # is_file: a regular file, never a FIFO
     except (RuntimeError, OSError):  # a symlink loop (RuntimeError on Python 3.11), or gone meanwhile
         return False
 
 
 def _walk_files(root: Path, ctx: ToolContext, max_depth: int | None = None) -> Iterator[Path]:
-    """Yield the regular files below ``root`` in a stable order, without leaving ``ctx.cwd``.
+    """Yield the regular files below ``root`` in a stable order, without leaving the working directories.
 
     Each directory's files come sorted, then its subdirectories, sorted, each in turn.
     With ``max_depth``, only files at most that many components below ``root`` are
@@ -226,7 +226,7 @@ def _glob(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         start = root.joinpath(*components[:literal]).resolve() if literal else root
     except (RuntimeError, OSError):  # the literal part runs into a symlink loop
         return ToolOutput(content=f"No files match {pattern!r} in {display_path(root, ctx)}")
-    if not start.is_relative_to(ctx.cwd) or not start.is_dir():
+    if not ctx.holds(start) or not start.is_dir():
         return ToolOutput(content=f"No files match {pattern!r} in {display_path(root, ctx)}")
     bounded = "**" not in pattern and "{" not in pattern
     depth = len(components) - literal if bounded else None
