@@ -298,8 +298,8 @@ def test_the_bridge_runs_from_a_folder_the_sandbox_sees_wherever_queryloop_is_in
     try:
         argv = sandbox.prepare("true", {}).argv
         script = Path(argv[argv.index("-S") + 1])
-        assert script.parent == sandbox.scratch / "net" and script.read_bytes(), "a copy in the bound folder"
-        assert ["--bind", str(script.parent), str(script.parent)] == list(
+        assert script.parent == sandbox.scratch / "net" and script.read_bytes(), "a copy in the folder bound read-only"
+        assert ["--ro-bind", str(script.parent), str(script.parent)] == list(
             argv[argv.index(str(script.parent)) - 1 :][:3]
         )
     finally:

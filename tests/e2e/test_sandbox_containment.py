@@ -166,3 +166,16 @@ def test_no_process_without_the_filter_is_open_to_the_command(tmp_path: Path, ne
     results, _ = _run(tmp_path, _script(PEEK), settings=settings)
     assert "OPENED" not in results[0], results[0]
     assert results[0].count("DENIED") == (2 if network else 0), results[0]
+
+
+TAMPER = (
+    "python3 -c \"words = open('/proc/1/cmdline','rb').read().split(bytes(1))\n"
+    "for word in [w.decode() for w in words if w.endswith((b'unix.bpf', b'bridge.py'))]:\n"
+    " try: open(word,'ab'); print('WRITABLE', word)\n"
+    " except OSError as e: print('REFUSED', e.errno)\""
+)
+
+
+def test_the_bridge_and_the_filter_the_next_command_starts_with_are_read_only_to_this_one(tmp_path: Path) -> None:
+    results, _ = _run(tmp_path, _script(TAMPER), settings={"network": {"allowedDomains": ["example.com"]}})
+    assert results[0].count("REFUSED 30") == 2 and "WRITABLE" not in results[0], results[0]  # EROFS

@@ -260,7 +260,9 @@ class Sandbox:
         filter_fd = True
         if self.policy.allowed_domains:
             socket = self._proxy_socket()
-            args += ["--bind", str(socket.parent), str(socket.parent)]
+            # read-only: it holds the bridge and the seccomp filter the next command's start reads (a Unix
+            # socket is connected to on a read-only mount all the same)
+            args += ["--ro-bind", str(socket.parent), str(socket.parent)]
             url = f"http://127.0.0.1:{PROXY_PORT}"
             for key in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 environment[key] = url
