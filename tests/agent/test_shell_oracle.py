@@ -78,6 +78,7 @@ HIDING: Final = [
     "echo \"$(cat <<'EOF'\nEOF\nrm x\n'EOF'\n)\"\n",
     "ls; \\",
     "EOF\"'EOF'\"",  # bashlex's quote removal: EOFEOF; bash runs EOF'EOF'
+    "EOF'\n'",  # a command word ending in a newline passed a `$`-anchored name check
 ]
 AGREED: Final = [
     "cat <<EOF\nplain text\nEOF\n",

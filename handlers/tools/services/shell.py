@@ -50,7 +50,7 @@ __all__ = [
     "read_only_operands",
 ]
 
-_NAME: Final = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a command word that is a plain name, no pattern or expansion
+_NAME: Final = re.compile(r"[A-Za-z0-9_.+-]+")  # a command word that is a plain name, no pattern or expansion
 _PARAMETER: Final = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]|[?#@*$!-])$")  # `$x`, `${x}`, `$1`, `$?`
 _WRAPPERS: Final = frozenset({"command", "builtin", "exec", "env", "nohup"})
 _WRITING_REDIRECTS: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
@@ -340,7 +340,7 @@ def _normalise(words: list[str]) -> tuple[list[str], list[str]]:
     assignments: list[str] = []
     while words:
         name = words[0].rsplit("/", 1)[-1] if "/" in words[0] else words[0]
-        if not _NAME.match(name) and name != "[":
+        if not _NAME.fullmatch(name) and name != "[":
             raise _Unclear(f"the command word {words[0]!r} is not a plain name")
         words = [name, *words[1:]]
         if name not in _WRAPPERS:
