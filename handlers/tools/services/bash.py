@@ -243,7 +243,8 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
         note = f"(the sandbox could not bring all of the command's changes back to the working directory: {exc})"
     code = None if timed_out else transport.get_returncode()
     # Nothing to show: a success says it completed (as Claude Code and MCP results here say), a failure says none.
-    output = capture.text() or ("(Bash completed with no output)" if code == 0 else "(no output)")
+    text = capture.text()  # joins the kept head and tail: made once
+    output = text or ("(Bash completed with no output)" if code == 0 else "(no output)")
     if note:
         output = f"{output}\n{note}"
     if timed_out:
@@ -258,7 +259,7 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
         return ToolOutput(content=f"Command failed with exit code {code}\n{output}", is_error=True)
     response = None
     if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it: the output itself
-        stdout = capture.text() if not note else f"{capture.text()}\n{note}"
+        stdout = f"{text}\n{note}" if note else text
         response = {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}
     return ToolOutput(content=output, response=response)
 
