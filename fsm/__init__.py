@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 from .lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .check import CheckReport, Finding, check_spec
-    from .contract import Uses, uses
+    from .draw.render import to_dot, to_mermaid
     from .errors import (
         CheckFailed,
         FsmError,
@@ -25,21 +24,22 @@ if TYPE_CHECKING:
         SpecProblem,
         TransitionError,
     )
-    from .jsontext import JsonLimitError, loads_json
-    from .load import Machine, check_observers, load_machine, parse_machine
-    from .promela import SpinError, to_promela
-    from .render import to_dot, to_mermaid
-    from .runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
-    from .source import Source, read_json, read_yaml, schema_problems
-    from .spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
-    from .spin import SpinNotFound, SpinReport, spin_check
+    from .model.contract import Uses, uses
+    from .model.jsontext import JsonLimitError, loads_json
+    from .model.load import Machine, check_observers, load_machine, parse_machine
+    from .model.source import Source, read_json, read_yaml, schema_problems
+    from .model.spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
+    from .run.runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
     from .terminal import inert
+    from .verify.check import CheckReport, Finding, check_spec
+    from .verify.promela import SpinError, to_promela
+    from .verify.spin import SpinNotFound, SpinReport, spin_check
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".check": ("CheckReport", "Finding", "check_spec"),
-            ".contract": ("Uses", "uses"),
+            ".verify.check": ("CheckReport", "Finding", "check_spec"),
+            ".model.contract": ("Uses", "uses"),
             ".errors": (
                 "CheckFailed",
                 "FsmError",
@@ -49,14 +49,14 @@ else:
                 "SpecProblem",
                 "TransitionError",
             ),
-            ".jsontext": ("JsonLimitError", "loads_json"),
-            ".load": ("Machine", "check_observers", "load_machine", "parse_machine"),
-            ".promela": ("SpinError", "to_promela"),
-            ".render": ("to_dot", "to_mermaid"),
-            ".runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
-            ".source": ("Source", "read_json", "read_yaml", "schema_problems"),
-            ".spec": ("CounterSpec", "MachineSpec", "ParamSpec", "StateSpec", "TransitionSpec"),
-            ".spin": ("SpinNotFound", "SpinReport", "spin_check"),
+            ".model.jsontext": ("JsonLimitError", "loads_json"),
+            ".model.load": ("Machine", "check_observers", "load_machine", "parse_machine"),
+            ".verify.promela": ("SpinError", "to_promela"),
+            ".draw.render": ("to_dot", "to_mermaid"),
+            ".run.runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
+            ".model.source": ("Source", "read_json", "read_yaml", "schema_problems"),
+            ".model.spec": ("CounterSpec", "MachineSpec", "ParamSpec", "StateSpec", "TransitionSpec"),
+            ".verify.spin": ("SpinNotFound", "SpinReport", "spin_check"),
             ".terminal": ("inert",),
         },
     )

@@ -28,13 +28,13 @@ import attrs
 from .errors import FsmError, SpecError
 
 if TYPE_CHECKING:
-    from .check import CheckReport
-    from .counterexample import Counterexample, Replayer
-    from .coverage import Coverage, RunSteps
-    from .ladder import View
-    from .load import Machine
-    from .spec import MachineSpec
-    from .trace import Trace
+    from .draw.ladder import View
+    from .draw.trace import Trace
+    from .model.load import Machine
+    from .model.spec import MachineSpec
+    from .verify.check import CheckReport
+    from .verify.counterexample import Counterexample, Replayer
+    from .verify.coverage import Coverage, RunSteps
 
 __all__ = [
     "DiagramFile",
@@ -107,7 +107,7 @@ def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
 
 
 def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> str:
-    from .counterexample import format_counterexample
+    from .verify.counterexample import format_counterexample
 
     lines = [f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions"]
     changed = {k: v for k, v in r.at.items() if r.defaults.get(k) != v}
@@ -185,9 +185,9 @@ def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .check import check_spec, print_progress
-    from .load import load_machine
-    from .spin import SpinNotFound, spin_beside
+    from .model.load import load_machine
+    from .verify.check import check_spec, print_progress
+    from .verify.spin import SpinNotFound, spin_beside
 
     if args.coverage is not None:
         return cmd_coverage(args)
@@ -244,7 +244,7 @@ def _counterexamples(spec: MachineSpec, report: CheckReport, args: argparse.Name
     """The shortest run showing each finding; with ``--counterexamples DIR``, each replayable one written there."""
     if report.ok:
         return ()
-    from .counterexample import counterexamples
+    from .verify.counterexample import counterexamples
 
     writing = args.counterexamples is not None
     replayer = args.make_replayer() if args.make_replayer is not None else None
@@ -285,7 +285,7 @@ def _example_json(example: Counterexample) -> dict[str, Any]:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     """Which transitions the recorded runs in ``--coverage DIR`` took, per machine; 1 under ``--fail-under``."""
-    from .coverage import coverage_of, format_coverage, read_runs
+    from .verify.coverage import coverage_of, format_coverage, read_runs
 
     runs = read_runs(args.coverage)
     specs = _coverage_specs(args, runs)
@@ -320,13 +320,13 @@ class DiagramFile:
 
 
 def _spec(path: Path) -> MachineSpec:
-    from .load import load_machine
+    from .model.load import load_machine
 
     return load_machine(_display(path), bind=False).spec
 
 
 def _layer_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
-    from .ladder import View, layer_names
+    from .draw.ladder import View, layer_names
 
     known = layer_names(spec)
     missing = [name for name in layers if name not in known]
@@ -339,7 +339,7 @@ def render_view(
     spec: MachineSpec, view: View, fmt: str, trace: Trace | None = None, coverage: Coverage | None = None
 ) -> bytes:
     """One view of ``spec`` in ``fmt`` (dot/svg/png/mermaid), deterministic for dot and mermaid."""
-    from .render import to_dot, to_mermaid
+    from .draw.render import to_dot, to_mermaid
 
     if fmt == "mermaid":
         return to_mermaid(spec, view=view).encode()
@@ -354,7 +354,7 @@ def diagram_files(
     paths: Sequence[Path], formats: Sequence[str], out: Path, layers: Sequence[str] = ()
 ) -> list[DiagramFile]:
     """Every file to write: per machine its overview and layers (or its full diagram), in each format."""
-    from .ladder import views
+    from .draw.ladder import views
 
     files = []
     for path in paths:
@@ -387,7 +387,7 @@ def _is_overlay(path: Path) -> bool:
 
 def _trace_machine(args: argparse.Namespace, trace: Trace) -> MachineSpec:
     """The machine a run is drawn on: the one named by --machine, else the shipped one the log names or fits."""
-    from .trace import TraceError, check_trace
+    from .draw.trace import TraceError, check_trace
 
     if args.machine:
         if len(args.machine) > 1:
@@ -409,8 +409,8 @@ def _trace_machine(args: argparse.Namespace, trace: Trace) -> MachineSpec:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from .ladder import View
-    from .trace import read_trace
+    from .draw.ladder import View
+    from .draw.trace import read_trace
 
     trace = read_trace(args.trace)
     spec = _trace_machine(args, trace)
@@ -431,7 +431,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def _coverage_views(spec: MachineSpec, layers: Sequence[str]) -> tuple[View, ...]:
     """The named layers, else the full machine and, with two layers or more, each layer."""
-    from .ladder import View, layer_names
+    from .draw.ladder import View, layer_names
 
     if layers:
         return _layer_views(spec, layers)
@@ -449,7 +449,7 @@ def _coverage_specs(args: argparse.Namespace, runs: Sequence[RunSteps]) -> list[
 
 def cmd_diagram_coverage(args: argparse.Namespace) -> int:
     """Draw which transitions the runs recorded in ``--coverage DIR`` took: ``<out>/<machine>.coverage[.<layer>].*``."""
-    from .coverage import CoverageError, coverage_of, read_runs
+    from .verify.coverage import CoverageError, coverage_of, read_runs
 
     if args.check or args.whole:
         raise UsageError(f"--coverage draws every transition; it takes no {'--check' if args.check else '--whole'}")
@@ -519,7 +519,7 @@ def _is_stale(f: DiagramFile) -> bool:
 
 def recovery_document(paths: Sequence[Path]) -> str:
     """The recovery ladders of the machines at ``paths``, as ``queryloop docs`` writes them (and the site shows)."""
-    from .recovery import recovery_markdown
+    from .draw.recovery import recovery_markdown
 
     return recovery_markdown([_spec(p) for p in paths])
 

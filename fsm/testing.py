@@ -12,8 +12,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from .contract import uses
-from .runtime import EffectContext, Event, RunState
+from .model.contract import uses
+from .run.runtime import EffectContext, Event, RunState
 
 __all__ = ["Script", "broken_handler", "flag_a", "flag_b", "flag_c", "journal", "reads_retries", "scripted"]
 

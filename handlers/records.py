@@ -9,7 +9,7 @@ passed; an unknown name is a ``TypeError`` from the constructor, as there). For 
 slotted class whose ``__init__`` only sets its fields and runs their validators (no
 converter, no field left out of ``__init__``, no pre- or post-init hook, no cached hash), the copy sets
 the slots itself and then runs the validators as that ``__init__`` does (unless
-validators are switched off; ``queryloop.fsm.slots``): the same record, without parsing
+validators are switched off; ``queryloop.fsm.run.slots``): the same record, without parsing
 keyword arguments.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from queryloop.fsm.slots import slot_function
+from queryloop.fsm.run.slots import slot_function
 
 __all__ = ["evolve"]
 

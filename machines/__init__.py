@@ -1,6 +1,6 @@
 """The shipped machine declarations (YAML), installed as package data.
 
-Owns only the location of the YAML files; loading and validation live in ``queryloop.fsm.load``.
+Owns only the location of the YAML files; loading and validation live in ``queryloop.fsm.model.load``.
 Installed as ``queryloop.machines``.
 """
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from queryloop.fsm import CheckReport, check_spec, load_machine
-from queryloop.fsm.check import progress_line
+from queryloop.fsm.verify.check import progress_line
 from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parent.parent

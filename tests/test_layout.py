@@ -106,6 +106,29 @@ def test_the_engine_imports_nothing_of_queryloop_outside_itself() -> None:
     assert not out, "\n".join(out)
 
 
+# the engine's rooms and the rooms each may import (its own modules and the engine's top-level ones aside)
+ENGINE_ROOMS = {"model": (), "run": ("model",), "verify": ("model",), "draw": ("model", "verify")}
+
+
+def _engine_room(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) >= 3 and parts[:2] == ["queryloop", "fsm"] and parts[2] in ENGINE_ROOMS else None
+
+
+def test_the_engine_rooms_import_in_order() -> None:
+    assert {p.name for p in (ROOT / "fsm").iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ENGINE_ROOMS)
+    wrong = []
+    for source, target in GRAPH.edges:
+        mine, theirs = _engine_room(source), _engine_room(target)
+        if mine is not None and theirs is not None and theirs != mine and theirs not in ENGINE_ROOMS[mine]:
+            allowed = ENGINE_ROOMS[mine] or "itself"
+            wrong.append(_where(source, target) + f" (the {mine} room may import only {allowed})")
+        elif mine is not None and target.startswith("queryloop.fsm") and target.count(".") == 2 and theirs is None:
+            if target in ("queryloop.fsm", "queryloop.fsm.cli"):  # the package's exports, the commands: above the rooms
+                wrong.append(_where(source, target) + " (a room imports the module that defines a name)")
+    assert not wrong, "\n".join(wrong)
+
+
 def _layer(name: str) -> int | None:
     parts = name.split(".")
     if len(parts) >= 3 and parts[:2] == ["queryloop", "handlers"] and parts[2] in LAYERS:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.fsm import source
 from queryloop.fsm.errors import SpecError
+from queryloop.fsm.model import source
 from queryloop.run.startup import Startup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +88,7 @@ def test_diagram_and_docs_load_no_sdk_and_not_the_checker(tmp_path: Path) -> Non
     diagram = imported_by("diagram", "--format", "dot", "--format", "mermaid", "--out", str(tmp_path), cwd=tmp_path)
     docs = imported_by("docs", "--out", str(tmp_path / "recovery.md"), cwd=tmp_path)
     for modules in (diagram, docs):
-        assert loaded(modules, (*NEVER_FOR_ENGINE_COMMANDS, "networkx", "queryloop.fsm.check")) == []
+        assert loaded(modules, (*NEVER_FOR_ENGINE_COMMANDS, "networkx", "queryloop.fsm.verify.check")) == []
 
 
 PACKAGE_ROOTS = (

@@ -44,8 +44,8 @@ from rich.console import Console
 from rich.text import Text
 
 from queryloop.fsm import Step, uses
+from queryloop.fsm.draw.trace import Trace, TraceStep, check_trace
 from queryloop.fsm.terminal import inert
-from queryloop.fsm.trace import Trace, TraceStep, check_trace
 from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpManager, McpProgress
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AssistantMessage, ModelBackend

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from queryloop.fsm.cli import UsageError
-from queryloop.fsm.jsontext import loads_json
+from queryloop.fsm.model.jsontext import loads_json
 
 __all__ = ["add_sdk_options", "prepare_sdk_flags"]
 

@@ -13,7 +13,7 @@ session goes on), ``set_permission_mode`` and ``set_model`` (from the next promp
 to the SDK: ``can_use_tool`` (what would ask), ``hook_callback`` (a Python hook runs in
 the SDK's process) and ``mcp_message`` (JSON-RPC for an in-process server's tool). A
 line that is not JSON or cannot be read safely (nested too deep, a number too long:
-``queryloop.fsm.jsontext``), or a request without a request id, is one line on stderr; a
+``queryloop.fsm.model.jsontext``), or a request without a request id, is one line on stderr; a
 request that cannot be served gets an error response; nothing on stdin ends the
 session but its end. A configured MCP server named like one of the SDK's in-process
 servers is not started (the in-process one is used, with a warning), so no tool name is
@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from queryloop.fsm.jsontext import JsonLimitError, loads_json
+from queryloop.fsm.model.jsontext import JsonLimitError, loads_json
 from queryloop.handlers.agents.services.definitions import agents_from_json, merge_agents
 from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
 from queryloop.handlers.request import ModelBackend

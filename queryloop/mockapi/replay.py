@@ -18,7 +18,7 @@ an edge running ``switch_to_fallback_model`` moves the run to the next one, and 
 stays there (every later request — a retry, a summary, the next turn — goes to that model,
 as ``handlers/request/recovery.py`` keeps it). How many the scenario declares is fixed
 lazily by the run: as many as it switches to, or needs left. Each scripted answer is
-written under the model its request goes to. It does not search (``fsm.counterexample``
+written under the model its request goes to. It does not search (``fsm.verify.counterexample``
 does) and does not serve (``queryloop.mockapi.server`` does).
 """
 
@@ -32,9 +32,9 @@ from typing import Any, Literal
 import attrs
 import yaml
 
-from queryloop.fsm.counterexample import Counterexample
-from queryloop.fsm.paths import PlannedStep
-from queryloop.fsm.spec import MachineSpec
+from queryloop.fsm.model.spec import MachineSpec
+from queryloop.fsm.verify.counterexample import Counterexample
+from queryloop.fsm.verify.paths import PlannedStep
 
 from .scenario import parse_scenario
 
@@ -322,7 +322,7 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
 
 @attrs.define
 class ScenarioReplayer:
-    """The program's :class:`~queryloop.fsm.counterexample.Replayer`: scenarios for the embedded server."""
+    """The program's :class:`~queryloop.fsm.verify.counterexample.Replayer`: scenarios for the embedded server."""
 
     def realiser(self, spec: MachineSpec) -> _ScenarioRun:
         return _ScenarioRun()

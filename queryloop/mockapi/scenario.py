@@ -92,7 +92,7 @@ from typing import Any, Literal
 import attrs
 
 from queryloop.fsm import SpecError, read_yaml, schema_problems
-from queryloop.fsm.source import Source
+from queryloop.fsm.model.source import Source
 from queryloop.machines import shipped_scenarios
 
 __all__ = [

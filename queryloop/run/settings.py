@@ -13,7 +13,7 @@ Code knows is a one-line warning on stderr naming the file and the nearest known
 per file; the run goes on), the merge (objects merge key by key, scalars from the higher
 source win, lists concatenate without duplicates) and one-line :class:`SettingsError`
 messages naming the file, the line and the JSON path of the problem. Files are read by the
-engine's one reader (``queryloop.fsm.source``): a key given twice is an error naming both
+engine's one reader (``queryloop.fsm.model.source``): a key given twice is an error naming both
 lines, and schema errors are worded as for machines and scenarios.
 
 Does not own: what rules and hooks mean — ``queryloop.handlers.tools.services.permissions``
@@ -36,7 +36,7 @@ from typing import Any, Final, cast
 import attrs
 
 from queryloop.fsm import SpecError, read_json, schema_problems
-from queryloop.fsm.source import Source, json_path
+from queryloop.fsm.model.source import Source, json_path
 from queryloop.handlers.hooks import HookConfig, HookConfigError, parse_hook_config
 from queryloop.handlers.tools.services.permissions import (
     PERMISSION_MODES,

@@ -1,7 +1,7 @@
 """The recovery graph in ``queryloop ui``: one SVG per layer, a session's path drawn on it with the engine's overlay.
 
-Owns turning a :class:`~queryloop.fsm.trace.Trace` into the per-layer pictures
-(:func:`queryloop.fsm.render.to_dot` with the run overlaid: each edge taken in orange
+Owns turning a :class:`~queryloop.fsm.draw.trace.Trace` into the per-layer pictures
+(:func:`queryloop.fsm.draw.render.to_dot` with the run overlaid: each edge taken in orange
 with its count and step numbers, the states visited outlined) and keeping the last
 pictures of each session until it takes another step. The engine marks the last
 state of a trace as where the run ended, and its title says how it ended; while a
@@ -18,13 +18,13 @@ from html import escape
 import graphviz
 
 from queryloop.fsm import MachineSpec
-from queryloop.fsm.ladder import View, layer_names
-from queryloop.fsm.render import to_dot
-from queryloop.fsm.trace import Trace
+from queryloop.fsm.draw.ladder import View, layer_names
+from queryloop.fsm.draw.render import to_dot
+from queryloop.fsm.draw.trace import Trace
 
 __all__ = ["LayerPictures"]
 
-_ENDED_MARK = "★ the run ended here: "  # how fsm.render labels a trace's last state
+_ENDED_MARK = "★ the run ended here: "  # how fsm.draw.render labels a trace's last state
 _NOW_MARK = "● running, now here: "
 
 

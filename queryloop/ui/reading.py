@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from queryloop.fsm import MachineSpec
-from queryloop.fsm.trace import Trace, TraceError, TraceStep, check_trace, read_trace
+from queryloop.fsm.draw.trace import Trace, TraceError, TraceStep, check_trace, read_trace
 from queryloop.handlers.session import CheckpointStore, SessionPaths, is_session_id
 from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.session.services.transcript import load_ledger

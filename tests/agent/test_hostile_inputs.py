@@ -21,7 +21,7 @@ import pytest
 
 from queryloop.frontends.console import Renderer, renderer_for
 from queryloop.fsm import SpecError, read_json
-from queryloop.fsm.jsontext import MAX_JSON_DEPTH, JsonLimitError, loads_json
+from queryloop.fsm.model.jsontext import MAX_JSON_DEPTH, JsonLimitError, loads_json
 from queryloop.fsm.terminal import inert
 from queryloop.handlers.mcp import McpConfigError, McpManager, parse_mcp_servers, server_name_problem, tool_name
 from queryloop.handlers.messages import ToolCall

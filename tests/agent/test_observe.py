@@ -16,7 +16,7 @@ import pytest
 
 from queryloop.frontends import console, interactive, sdk_protocol
 from queryloop.fsm import SpecError, Step, check_observers, uses
-from queryloop.fsm.contract import reads_of
+from queryloop.fsm.model.contract import reads_of
 from queryloop.handlers.session.services.transcript import TranscriptWriter
 from queryloop.machines import MACHINES_DIR
 from queryloop.run.agent import AgentRun, query_loop_program

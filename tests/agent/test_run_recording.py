@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from queryloop.fsm import Step
-from queryloop.fsm.coverage import coverage_of, read_runs
+from queryloop.fsm.verify.coverage import coverage_of, read_runs
 from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
 from queryloop.testing import ScriptedBackend, scripted_reply
 

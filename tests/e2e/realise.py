@@ -1,6 +1,6 @@
 """Model-based end-to-end runs of the query loop: a planned path for every transition, made real.
 
-Owns the query loop's :class:`~queryloop.fsm.paths.Realiser` — what makes each
+Owns the query loop's :class:`~queryloop.fsm.verify.paths.Realiser` — what makes each
 ``(state, event)`` happen (an answer of the embedded server, a hook's verdict, a
 permission rule, an abort), what each guard's value takes in the run's data, and what
 each edge handler (keyed by its ``do`` name) does to the part of the data that later
@@ -38,7 +38,7 @@ import attrs
 import yaml
 
 from queryloop.fsm import Step
-from queryloop.fsm.paths import PlannedPath, PlannedStep
+from queryloop.fsm.verify.paths import PlannedPath, PlannedStep
 from queryloop.handlers.context.services.compaction import SUMMARY_MARKER, request_overhead_tokens
 from queryloop.handlers.mcp import McpServerConfig
 from queryloop.handlers.outcome import Notice

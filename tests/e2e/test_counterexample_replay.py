@@ -23,10 +23,10 @@ import anthropic
 import yaml
 
 from queryloop import Message, QueryOptions, SystemMessage, query
-from queryloop.fsm.check import Finding
-from queryloop.fsm.counterexample import Counterexample
-from queryloop.fsm.load import load_machine
-from queryloop.fsm.paths import PlannedPath, PlannedStep, shortest_run
+from queryloop.fsm.model.load import load_machine
+from queryloop.fsm.verify.check import Finding
+from queryloop.fsm.verify.counterexample import Counterexample
+from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, shortest_run
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.mockapi.replay import ScenarioReplayer
 

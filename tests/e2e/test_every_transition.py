@@ -1,6 +1,6 @@
 """Every transition of the shipped query loop, taken end to end by a run planned for it.
 
-For each ``(source state, reason)`` of ``machines/query_loop.yaml``, ``queryloop.fsm.paths``
+For each ``(source state, reason)`` of ``machines/query_loop.yaml``, ``queryloop.fsm.verify.paths``
 plans a shortest run that takes it and then ends, keeping only the steps
 ``realise.QueryLoopRealiser`` can make happen with real data; the run is then played
 through the real ``anthropic`` SDK over loopback against the embedded server — in process
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from queryloop.fsm import load_machine
-from queryloop.fsm.paths import PathPlan, plan_paths
+from queryloop.fsm.verify.paths import PathPlan, plan_paths
 from queryloop.machines import MACHINES_DIR
 
 from .realise import MCP_STATES, QueryLoopRealiser, RunPlan, build_run, play_cli, play_in_process

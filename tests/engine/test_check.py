@@ -21,9 +21,9 @@ from queryloop.fsm import (
     load_machine,
     parse_machine,
 )
-from queryloop.fsm.bounds import figure_values, runs_of_turns
-from queryloop.fsm.check import composed_figures, without_guard
-from queryloop.fsm.spec import CounterSpec
+from queryloop.fsm.model.spec import CounterSpec
+from queryloop.fsm.verify.bounds import figure_values, runs_of_turns
+from queryloop.fsm.verify.check import composed_figures, without_guard
 from queryloop.machines import shipped_machines
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -310,7 +310,7 @@ def test_the_check_reports_per_run_figures_when_every_progress_edge_is_bounded()
 def test_a_long_exploration_tells_its_progress_which_the_command_prints_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from queryloop.fsm import check
+    from queryloop.fsm.verify import check
 
     monkeypatch.setattr(check, "PROGRESS_EVERY_S", 0.005)  # "long" for this test: a few milliseconds
     told: list[tuple[str, str, int, float]] = []
@@ -421,7 +421,7 @@ def test_no_wait_is_counted_where_no_wait_can_be_long() -> None:
     report = check_spec(spec, {"max_backoff_s": 0, "max_retry_after_s": 0, "max_retries": 100}, explore=False)
     assert report.wait_s_per_turn["waits"] == 0.0
     unbounded = attrs.evolve(report, per_turn={**report.per_turn, "waits": math.inf})
-    from queryloop.fsm.check import _waits
+    from queryloop.fsm.verify.check import _waits
 
     assert _waits(spec, unbounded.at, unbounded.per_turn)[1]["waits"] == 0.0
 

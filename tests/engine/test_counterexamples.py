@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from queryloop.frontends.cli import main
-from queryloop.fsm.check import Finding, check_spec
-from queryloop.fsm.counterexample import UNROLL, Counterexample, counterexamples, format_counterexample
-from queryloop.fsm.load import load_machine
-from queryloop.fsm.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
-from queryloop.fsm.spec import MachineSpec
+from queryloop.fsm.model.load import load_machine
+from queryloop.fsm.model.spec import MachineSpec
+from queryloop.fsm.verify.check import Finding, check_spec
+from queryloop.fsm.verify.counterexample import UNROLL, Counterexample, counterexamples, format_counterexample
+from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
 from queryloop.mockapi.replay import PLAIN_GUARDS, SCRIPT_BY_EVENT, ScenarioReplayer, scenario_of
 from queryloop.mockapi.scenario import load_scenario, parse_scenario
 

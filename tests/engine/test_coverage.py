@@ -9,7 +9,7 @@ import pytest
 
 from queryloop.frontends.cli import main
 from queryloop.fsm import load_machine
-from queryloop.fsm.coverage import coverage_of, read_runs
+from queryloop.fsm.verify.coverage import coverage_of, read_runs
 from queryloop.machines import MACHINES_DIR
 
 RETRY_FETCH = MACHINES_DIR / "examples" / "retry_fetch.yaml"

@@ -15,7 +15,7 @@ import pytest
 
 from queryloop.frontends.cli import main
 from queryloop.fsm import load_machine
-from queryloop.fsm.ladder import View
+from queryloop.fsm.draw.ladder import View
 from queryloop.machines import MACHINES_DIR
 
 RETRY_FETCH = MACHINES_DIR / "examples" / "retry_fetch.yaml"

@@ -17,10 +17,10 @@ import yaml
 
 from queryloop.frontends.cli import main
 from queryloop.fsm import MachineSpec, load_machine, parse_machine
-from queryloop.fsm.ladder import View, views
-from queryloop.fsm.mermaid import to_mermaid
-from queryloop.fsm.recovery import recovery_markdown
-from queryloop.fsm.render import to_dot
+from queryloop.fsm.draw.ladder import View, views
+from queryloop.fsm.draw.mermaid import to_mermaid
+from queryloop.fsm.draw.recovery import recovery_markdown
+from queryloop.fsm.draw.render import to_dot
 from queryloop.machines import shipped_machines
 
 TOY = """\

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from queryloop.fsm import SpecError, check_spec, parse_machine, read_yaml
-from queryloop.fsm.templates import expand_templates
+from queryloop.fsm.model.templates import expand_templates
 
 pytestmark = pytest.mark.slow  # ~30 s in all: tools/test.sh --fast leaves the module out
 

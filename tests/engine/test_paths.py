@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from queryloop.fsm import Event, Runner, SpecError, check_spec, load_machine, parse_machine
-from queryloop.fsm.paths import PlannedPath, PlannedStep, plan_paths
 from queryloop.fsm.testing import Script
+from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths
 from queryloop.machines import MACHINES_DIR, shipped_machines
 
 GUARD_FLAGS = {"ga": "a", "gb": "b"}  # guard name -> the event-data key queryloop.fsm.testing reads

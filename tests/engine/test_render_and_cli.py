@@ -9,7 +9,7 @@ import pytest
 
 from queryloop.frontends.cli import main
 from queryloop.fsm.cli import DiagramFile, diagram_files, render_view
-from queryloop.fsm.load import load_machine
+from queryloop.fsm.model.load import load_machine
 from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parent.parent.parent

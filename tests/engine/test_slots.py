@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from queryloop.fsm.slots import slot_function
+from queryloop.fsm.run.slots import slot_function
 
 
 @attrs.frozen

@@ -1,6 +1,6 @@
 """SPIN, the second checker, agrees with ours: same configurations, same verdicts.
 
-Each machine is exported as Promela (``fsm.spin``), verified by pan (a safety search
+Each machine is exported as Promela (``fsm.verify.spin``), verified by pan (a safety search
 whose stored states are the configurations, and a monitor search: the declared
 properties as assertions and the liveness claim as LTL), and compared with
 :func:`check_spec`. Mutants of a small machine show each monitor fails with its trail.
@@ -33,8 +33,8 @@ from queryloop.fsm import (
     spin_check,
     to_promela,
 )
-from queryloop.fsm import promela as promela_module
-from queryloop.fsm.spin import derived_resets, spin_beside, spin_settings
+from queryloop.fsm.verify import promela as promela_module
+from queryloop.fsm.verify.spin import derived_resets, spin_beside, spin_settings
 from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,7 +230,7 @@ def test_the_promela_export_never_reads_the_engines_reset_sets(tmp_path: Path, m
     spec = load_machine(_machine(tmp_path, SMALL_LOOP), bind=False).spec
 
     def refused(self: MachineSpec, t: TransitionSpec) -> frozenset[str]:
-        raise AssertionError("fsm.spin read MachineSpec.resets_of")
+        raise AssertionError("fsm.verify.spin read MachineSpec.resets_of")
 
     monkeypatch.setattr(MachineSpec, "resets_of", refused)
     assert "c_overloads = 0" in to_promela(spec)

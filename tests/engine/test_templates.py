@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from queryloop.fsm import SpecError, parse_machine
-from queryloop.fsm.spec import MachineSpec
+from queryloop.fsm.model.spec import MachineSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ import pytest
 
 from queryloop.frontends.cli import main
 from queryloop.fsm import load_machine
-from queryloop.fsm.ladder import View
+from queryloop.fsm.draw.ladder import View
 from queryloop.machines import SCENARIOS_DIR, shipped_machines
 
 OVERLOADED_FOREVER = """\

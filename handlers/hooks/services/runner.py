@@ -36,7 +36,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from queryloop.fsm.jsontext import loads_json
+from queryloop.fsm.model.jsontext import loads_json
 
 __all__ = [
     "CAPTURE_LIMIT_BYTES",

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
-from queryloop.fsm.jsontext import loads_json
+from queryloop.fsm.model.jsontext import loads_json
 
 from .body import encode_params
 from .pricing import cost_usd

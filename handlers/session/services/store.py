@@ -9,7 +9,7 @@ shape) and ``projects/<encoded cwd>/<session-id>/`` holds the side-effect ledger
 one whole line per ``write`` and flushed at once (the ledger also ``fsync``-ed: it is what
 keeps a side effect from being repeated); reading skips a torn last line (a kill -9 while
 writing it) and any unreadable line — nested too deep or holding a number too long to
-read (``queryloop.fsm.jsontext``) included — each with a warning, never failing. The checkpoint
+read (``queryloop.fsm.model.jsontext``) included — each with a warning, never failing. The checkpoint
 index keeps at most :data:`MAX_CHECKPOINTS` entries; older ones are dropped (the count is
 kept) with the blobs nothing refers to.
 
@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import attrs
 
-from queryloop.fsm.jsontext import JsonLimitError, loads_json
+from queryloop.fsm.model.jsontext import JsonLimitError, loads_json
 
 __all__ = [
     "MAX_CHECKPOINTS",

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from queryloop.fsm.contract import uses
+from queryloop.fsm.model.contract import uses
 
 from ...messages import Message, MessageView, tool_result_block
 from ..data import LedgerEntry, SessionData

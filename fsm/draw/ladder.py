@@ -4,8 +4,8 @@ Owns the wording every picture and table shares: per ``(state, event)`` the
 candidate edges numbered in the order they are tried (YAML order) with their
 guards, ``counter < cap (default)`` and explicit resets; per counter its cap,
 scope, the edges that count it and every rule that resets it; what a person sees
-when an edge is taken. Reads only :mod:`fsm.spec` records; draws nothing and
-writes nothing (``fsm.render``, ``fsm.mermaid`` and ``fsm.recovery`` do).
+when an edge is taken. Reads only :mod:`fsm.model.spec` records; draws nothing and
+writes nothing (``fsm.draw.render``, ``fsm.draw.mermaid`` and ``fsm.draw.recovery`` do).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .spec import CounterSpec, InstanceSpec, MachineSpec, StateSpec, TransitionSpec
+from ..model.spec import CounterSpec, InstanceSpec, MachineSpec, StateSpec, TransitionSpec
 
 __all__ = [
     "Candidate",

@@ -1,6 +1,6 @@
 """Shortest event paths through a machine: for every transition, the fewest steps from ``initial`` that take it.
 
-Owns model-based test planning over a :class:`~queryloop.fsm.spec.MachineSpec`: a
+Owns model-based test planning over a :class:`~queryloop.fsm.model.spec.MachineSpec`: a
 search over (state, counters) configurations — the product pass 3 of the checker
 explores — in which each guard a step evaluates gets the value the path needs.
 Candidates are tried as the engine tries them (YAML order; a candidate whose counter
@@ -30,7 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from .spec import MachineSpec, TransitionSpec
+from ..model.spec import MachineSpec, TransitionSpec
 
 __all__ = ["PathPlan", "PlannedPath", "PlannedStep", "Realiser", "plan_paths", "shortest_run"]
 

@@ -5,15 +5,15 @@ state that receives it, the candidates in the order tried with their guards,
 counter and cap, destination, every counter the edge resets and what a person
 sees; then the counters, guards and params. Deterministic (YAML order), so a
 test can compare the committed file with a fresh one. The wording is
-:mod:`fsm.ladder`'s; writing the file is the CLI's (``queryloop docs``).
+:mod:`fsm.draw.ladder`'s; writing the file is the CLI's (``queryloop docs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ..model.spec import MachineSpec
 from .ladder import Decision, cap_text, counter_rows, decisions, outcome_text, source_name
-from .spec import MachineSpec
 
 __all__ = ["recovery_markdown"]
 

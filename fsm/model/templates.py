@@ -4,7 +4,7 @@ several times (``instances:``), expanded into the flat declaration every other p
 Owns the expansion only: it turns the parsed YAML of a machine with templates into the same
 data a hand-written flat file would hold, and the line of every expanded node (a template's
 node keeps its own line, so a problem in an instance points into the template). It does not
-validate the expanded machine: the schema and the semantic passes of :mod:`queryloop.fsm.load`
+validate the expanded machine: the schema and the semantic passes of :mod:`queryloop.fsm.model.load`
 do, on the result. Placement is explicit, so the order edges are tried in stays written down:
 an instance's transitions go where ``transitions:`` has ``- instance: NAME``, its states where
 ``states:`` has ``STATE: {instance: NAME}`` (a state not placed there follows the hand-written ones).
@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .errors import SpecProblem
+from ..errors import SpecProblem
 from .source import Source
 from .spec import InstanceSpec, StateSpec, TemplateSpec, TransitionSpec
 

@@ -1,7 +1,7 @@
 """Counterexamples you can run: for a checker finding with a finite concrete path, the shortest run that shows it.
 
 Owns, per kind of finding, what a run must do to show it and the search for the shortest
-such run (:func:`~fsm.paths.shortest_run` over the same (state, counters) product the
+such run (:func:`~fsm.verify.paths.shortest_run` over the same (state, counters) product the
 checker explores, guards free): a figure above its ``max`` (its effects entered more
 than ``max`` times in one turn, at the params the figure was checked at) or above its
 ``max_per_run`` (entered more often in the whole run than that limit at those params), an
@@ -33,10 +33,10 @@ from typing import Any, Protocol
 
 import attrs
 
+from ..model.properties import broken_properties
+from ..model.spec import MachineSpec, PropertySpec, TransitionSpec
 from .check import CheckReport, Finding
 from .paths import PlannedPath, PlannedStep, Realiser, plan_paths, shortest_run
-from .properties import broken_properties
-from .spec import MachineSpec, PropertySpec, TransitionSpec
 
 __all__ = ["UNROLL", "MAX_NODES", "Counterexample", "Replayer", "counterexamples", "format_counterexample"]
 
@@ -150,7 +150,7 @@ def _streak_watch(spec: MachineSpec, prop: PropertySpec, reasons: frozenset[str]
 @attrs.frozen
 class _Taken:
     """The step of an edge watch: whether the edge ``target`` has been taken. A run that shows it is a run
-    that takes one edge, which the guided search (:func:`~fsm.paths.plan_paths`) finds however deep."""
+    that takes one edge, which the guided search (:func:`~fsm.verify.paths.plan_paths`) finds however deep."""
 
     target: tuple[str, str]  # (source, reason)
 

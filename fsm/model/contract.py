@@ -2,12 +2,12 @@
 
 Owns the :func:`uses` decorator and :class:`Uses`. A guard, effect or edge handler
 that reads ``run.count("api_retries")``, compares ``run.state`` with a name or reads
-a param declares those names; ``queryloop.fsm.load`` then refuses a machine that
+a param declares those names; ``queryloop.fsm.model.load`` then refuses a machine that
 binds the handler but does not declare them — a renamed counter fails when the
 YAML is loaded, not when the edge first fires. An observer of a run (a class whose
 instances are told each step: a renderer, a transcript) declares the states and
 reasons it compares steps with the same way, and
-:func:`~queryloop.fsm.load.check_observers` refuses it for a machine that lacks one.
+:func:`~queryloop.fsm.model.load.check_observers` refuses it for a machine that lacks one.
 Does not enforce the reads at run time (``RunState.count`` raises on an unknown name anyway).
 """
 

@@ -1,7 +1,7 @@
 """The properties a machine declares: proven from the YAML by ``check``, and watched at every step of a run.
 
 Owns what each kind of property means (``order``, ``at_most``, ``in_a_row``, ``resets``,
-``guarded``, ``preceded``, ``ends`` — see :class:`~fsm.spec.PropertySpec`) and what a guard's
+``guarded``, ``preceded``, ``ends`` — see :class:`~fsm.model.spec.PropertySpec`) and what a guard's
 declared meaning (``decides``) requires, the static proof of each from the declaration alone,
 and the run-time :class:`Watch` that counts what a run has done and names the property a step
 would break. A static proof is sufficient, not exhaustive: an ``at_most`` holds when one
@@ -11,7 +11,7 @@ it where it may be above 0 (:func:`may_be_positive`: a reset where it is always 
 nothing); anything else is reported as unproven, naming why. The proofs of ``resets`` (the
 edge's reset set), ``guarded`` and ``decides`` (the edges' guards) and ``ends`` (where each
 edge goes) are exact; ``preceded`` is exact for the graph (guards and counters free). Reads
-only :mod:`fsm.spec` records; runs no handler.
+only :mod:`fsm.model.spec` records; runs no handler.
 """
 
 from __future__ import annotations

@@ -7,14 +7,14 @@ order they are tried — with their guards, ``counter < cap (default)``, explici
 resets and destination; each candidate's edge leaves its own row, so self-loops
 read as loops through the decision. Progress, ``completes_request``, abort and
 error-ending edges are styled apart; a counter table (cap, scope, what resets it)
-sits above the picture. A run read by :mod:`fsm.trace` can be overlaid: edge
+sits above the picture. A run read by :mod:`fsm.draw.trace` can be overlaid: edge
 counts, the states visited, the end reached and the failing step; so can the
-coverage of many runs (:mod:`fsm.coverage`): counts summed, the edges no run took
+coverage of many runs (:mod:`fsm.verify.coverage`): counts summed, the edges no run took
 dashed red, and the figure.
 
 Output is deterministic (YAML order) so the DOT text of committed diagrams can be
-compared in CI. The wording of conditions and resets is :mod:`fsm.ladder`'s; the
-Mermaid pictures are :mod:`fsm.mermaid`'s. Does not import the runtime.
+compared in CI. The wording of conditions and resets is :mod:`fsm.draw.ladder`'s; the
+Mermaid pictures are :mod:`fsm.draw.mermaid`'s. Does not import the runtime.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any
 
 import graphviz
 
-from .coverage import Coverage
+from ..model.spec import MachineSpec, StateSpec, TransitionSpec
+from ..verify.coverage import Coverage
 from .ladder import (
     EDGE_MEANING,
     Candidate,
@@ -46,7 +47,6 @@ from .ladder import (
     terminal_reason,
 )
 from .mermaid import to_mermaid
-from .spec import MachineSpec, StateSpec, TransitionSpec
 from .trace import Trace
 
 __all__ = ["to_dot", "to_mermaid", "to_overview"]

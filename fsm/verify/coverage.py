@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from .errors import FsmError
-from .load import INTERNAL_ERROR
-from .spec import MachineSpec, TransitionSpec
+from ..errors import FsmError
+from ..model.load import INTERNAL_ERROR
+from ..model.spec import MachineSpec, TransitionSpec
 
 __all__ = ["Coverage", "CoverageError", "RunSteps", "coverage_of", "format_coverage", "read_runs"]
 

@@ -6,11 +6,11 @@ the reset sets (:func:`derived_resets`, from docs/machines.md's rules, not
 decision's outcomes folded into ``d_step`` options, and the property monitors compiled in
 with ``-DMONITORS`` — the declared properties as assertions and ghost counters (the scopes
 of the budgets, the breaks of the streaks) and the liveness claim ``[] <> turn_over`` as an
-LTL formula. Shares no code with ``fsm.check``, ``fsm.properties`` or ``fsm.bounds``: the two
+LTL formula. Shares no code with ``fsm.verify.check``, ``fsm.model.properties`` or ``fsm.verify.bounds``: the two
 checkers agree only if both follow the machine's semantics.
 
 Does not run SPIN, gcc or pan, read their verdicts, replay trails or choose the settings a
-machine is checked at: that is ``fsm.spin``, which imports the printf markers
+machine is checked at: that is ``fsm.verify.spin``, which imports the printf markers
 (:data:`REASON_MARK`, :data:`FAILURE_MARK`) its replay reads back from a trail.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
-from .errors import FsmError
-from .spec import MachineSpec, PropertySpec, TransitionSpec
+from ..errors import FsmError
+from ..model.spec import MachineSpec, PropertySpec, TransitionSpec
 
 __all__ = [
     "FAILURE_MARK",
@@ -285,7 +285,7 @@ def to_promela(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> st
         raise SpinError(f"machine {spec.name!r}: {len(states)} states; a Promela mtype holds at most 255")
     groups = spec.candidates()
     out = [
-        _comment(f"machine {spec.name} ({spec.path}), exported by queryloop.fsm.spin"),
+        _comment(f"machine {spec.name} ({spec.path}), exported by queryloop.fsm.verify.spin"),
         *wrapped("/* params: ", [_comment(f"{k}={v!r}")[3:-3] for k, v in values.items()] or ["none"], " */"),
         "/* without MONITORS, one stored state per (state, counters) configuration: st and the tracked counters */",
         "",

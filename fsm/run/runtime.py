@@ -9,7 +9,7 @@ the run in the terminal every machine declares, ``internal_error`` (the engine's
 step, not a transition of the YAML). State bookkeeping runs on a synchronous ``transitions.Machine``
 (``auto_transitions=False``, logger quiet): every step is checked against the
 transitions it registered and its model's state is set through it, so an undeclared
-step is caught twice. Does not read YAML (see ``queryloop.fsm.load``) and knows
+step is caught twice. Does not read YAML (see ``queryloop.fsm.model.load``) and knows
 nothing of what effects do. Generic over the application's run data ``D`` and the
 services ``S`` its effects use; an event's payload type is its own (``Event[P]``).
 """
@@ -29,9 +29,9 @@ from typing import Any, Generic, TypeVar, cast
 import attrs
 import transitions
 
-from .errors import HandlerError, InternalError, TransitionError
-from .load import INTERNAL_ERROR, Machine
-from .properties import Watch, Watcher
+from ..errors import HandlerError, InternalError, TransitionError
+from ..model.load import INTERNAL_ERROR, Machine
+from ..model.properties import Watch, Watcher
 from .slots import slot_function
 
 __all__ = [
@@ -148,7 +148,7 @@ class RunFailure:
 
 def _builder(cls: type) -> Callable[..., Any]:
     """A constructor of the slotted attrs class ``cls`` taking every field by position, in field order: what
-    its ``__init__`` does, without parsing keyword arguments (:func:`~queryloop.fsm.slots.slot_function`)."""
+    its ``__init__`` does, without parsing keyword arguments (:func:`~queryloop.fsm.run.slots.slot_function`)."""
     names = [field.name for field in attrs.fields(cls)]
     build = slot_function(cls, f"build({', '.join(names)})", lambda name: name)
     if build is None:

@@ -2,7 +2,7 @@
 
 Owns the shape of a machine and its derived lookups (candidate edges per
 ``(state, event)``, reset sets per edge). Does no I/O and resolves no Python
-names: ``fsm.load`` builds these records from YAML and binds the handlers.
+names: ``fsm.model.load`` builds these records from YAML and binds the handlers.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ allows, per turn (between two ``progress`` steps) and per run, as an :class:`Exp
 of the caps — sums, products, maxima and minima of params and constants — that
 evaluates instantly at the defaults or any other setting, and the same construction
 evaluated directly at given caps (:func:`figure_values`). Does not explore
-configurations (``fsm.check`` does, at small caps, and tests hold the two together).
+configurations (``fsm.verify.check`` does, at small caps, and tests hold the two together).
 
 The construction is the recursive decomposition into strongly connected components
 that termination uses, computed for every pair of states: ``L(v, w)`` bounds the
@@ -46,7 +46,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 import networkx as nx
 
-from .spec import CounterSpec, MachineSpec, TransitionSpec
+from ..model.spec import CounterSpec, MachineSpec, TransitionSpec
 
 __all__ = ["Bound", "Expr", "figure_bounds", "figure_values", "polynomial_text", "runs_of_turns"]
 

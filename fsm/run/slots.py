@@ -5,7 +5,7 @@ instance of a slotted attrs class by setting each field's slot and then running 
 fields' validators, as the ``__init__`` attrs generated does (unless validators are
 switched off, ``attrs.validators.set_disabled``), without parsing keyword arguments or
 looking up each field's setter by name. The engine builds a run state and a step at every
-step (``queryloop.fsm.runtime``), and the handlers copy their records at every step
+step (``queryloop.fsm.run.runtime``), and the handlers copy their records at every step
 (``queryloop.handlers.records``). It refuses a class whose ``__init__`` does more — a
 converter, a field left out of ``__init__`` or given another name, a pre- or post-init hook,
 a cached hash, an ``__init__`` of the class's own — so it cannot silently drift from it.

@@ -22,7 +22,7 @@ import attrs
 import jsonschema
 import yaml
 
-from .errors import SpecError, SpecProblem
+from ..errors import SpecError, SpecProblem
 from .jsontext import JsonLimitError, long_number_error, nesting_problem
 
 try:
@@ -286,7 +286,7 @@ class _Decoder(json.JSONDecoder):
 def read_json(text: str, path: str) -> Source:
     """Parse JSON ``text`` (read from ``path``) keeping every node's line; duplicate keys are errors.
 
-    Nesting deeper than :data:`~queryloop.fsm.jsontext.MAX_JSON_DEPTH` and integers too
+    Nesting deeper than :data:`~queryloop.fsm.model.jsontext.MAX_JSON_DEPTH` and integers too
     long for ``int()`` are problems at their line, like a syntax error (never a
     ``RecursionError`` or a bare ``ValueError``).
     """

@@ -1,13 +1,13 @@
-"""Reading a machine declaration: YAML → validated :class:`~queryloop.fsm.spec.MachineSpec` + bound handlers.
+"""Reading a machine declaration: YAML → validated :class:`~queryloop.fsm.model.spec.MachineSpec` + bound handlers.
 
 The only engine module that turns YAML into a machine or imports the Python a
-machine names (files are read by :mod:`queryloop.fsm.source`). Every problem
+machine names (files are read by :mod:`queryloop.fsm.model.source`). Every problem
 becomes a :class:`~queryloop.fsm.errors.SpecProblem` carrying ``path:line`` and a
 fix; all problems found are reported together in one :class:`SpecError`. All
 dotted names are resolved here, at load time, never when an edge first fires —
 relative ones (``.request.call_model``) against the machine's ``package`` — and
 every counter, state and param a bound handler declares it reads
-(:func:`~queryloop.fsm.contract.uses`) must exist in the machine.
+(:func:`~queryloop.fsm.model.contract.uses`) must exist in the machine.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import SpecError, SpecProblem
 from .contract import Uses, reads_of, uses_of
-from .errors import SpecError, SpecProblem
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
 from .source import read_yaml, schema_problems
 from .spec import (
@@ -1100,7 +1100,7 @@ def _name_of(observer: object) -> str:
 def check_observers(spec: MachineSpec, observers: Iterable[object]) -> None:
     """Refuse observers (or their classes) that compare steps with a state or reason the machine lacks: SpecError.
 
-    Each observer's class declares what it reads with :func:`~queryloop.fsm.contract.uses`,
+    Each observer's class declares what it reads with :func:`~queryloop.fsm.model.contract.uses`,
     as handlers do; a rename in the YAML then fails when the observer is attached to a
     run of it, not silently the first time the renamed step goes by.
     """

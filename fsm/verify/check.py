@@ -1,6 +1,6 @@
 """The model checker: properties a machine declaration must have, proven from the YAML alone.
 
-Owns the passes over a :class:`~fsm.spec.MachineSpec` (no handler is ever run;
+Owns the passes over a :class:`~fsm.model.spec.MachineSpec` (no handler is ever run;
 Python guards are free booleans, one truth value per guard name and decision):
 
 1. graph — every state reachable from ``initial``, every state able to reach a
@@ -12,11 +12,11 @@ Python guards are free booleans, one truth value per guard name and decision):
    same with the ``progress`` edges, except those the machine lists under
    ``unbounded_by_design`` (recursive SCC decomposition);
 3. bounds — every figure per turn and per run as an expression of the caps
-   (``fsm.bounds``), evaluated at the defaults (or ``--set``), checked against a
+   (``fsm.verify.bounds``), evaluated at the defaults (or ``--set``), checked against a
    figure's declared ``max``, and with the runs of the machine a turn starts
    (``children:``, each run budget paid once per child run) against its
    ``max_with_children``; the declared properties and the guards' declared meanings
-   (``fsm.properties``);
+   (``fsm.model.properties``);
 4. exploration (on request: it costs seconds at small caps) — every reachable
    (state, counters) configuration at the params' ``check`` values: nothing stuck,
    counters within caps, the product acyclic once ``progress`` edges are cut, edges
@@ -40,10 +40,10 @@ from typing import Any
 import attrs
 import networkx as nx
 
+from ..model.load import INTERNAL_ERROR
+from ..model.properties import broken_guard_meanings, broken_properties
+from ..model.spec import MachineSpec, TransitionSpec
 from .bounds import Expr, figure_bounds, figure_values, polynomial_text, runs_of_turns
-from .load import INTERNAL_ERROR
-from .properties import broken_guard_meanings, broken_properties
-from .spec import MachineSpec, TransitionSpec
 
 __all__ = [
     "CheckReport",
@@ -128,7 +128,7 @@ class Composed:
     ``per_turn[f]`` = the turn's own bound of ``f`` + ``starts`` × ``child_run[f]``, where
     ``child_run`` is the per-run bound of the same machine with its turn bound (every
     ``unbounded_by_design`` bound) set to ``turns``, its run budgets paid once per run
-    (:func:`~fsm.bounds.runs_of_turns`); infinite when ``turns`` is unset.
+    (:func:`~fsm.verify.bounds.runs_of_turns`); infinite when ``turns`` is unset.
     Depth 1: a child starts none, so its run adds no children of its own. Each term is a
     proven bound, so the sum is one, provided the runtime keeps ``starts`` and ``turns``
     (the Agent tool refuses a start beyond ``starts``; a child runs with ``turns`` as its
@@ -379,7 +379,7 @@ def check_spec(
 def _composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mapping[str, Composed]) -> list[Finding]:
     """A figure with ``max_with_children`` above it per turn with the runs the turn starts, where that is bounded
     (the children's turns set): at ``at``, the budgets of each child run charged over the whole range of
-    what one of its turns may spend (:func:`~fsm.bounds.runs_of_turns`)."""
+    what one of its turns may spend (:func:`~fsm.verify.bounds.runs_of_turns`)."""
     out: list[Finding] = []
     for child in composed.values():
         for name, most in spec.figure_max_with_children.items():

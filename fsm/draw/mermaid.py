@@ -6,7 +6,7 @@ headed by the event whose edges are numbered in the order tried, with guards,
 ``counter < cap (default)`` and explicit resets; progress edges thick, abort
 edges dotted, ends coloured; a key node with the legend and the counters (cap,
 scope, what resets them). Deterministic (YAML order). The wording is
-:mod:`fsm.ladder`'s; Graphviz pictures are :mod:`fsm.render`'s.
+:mod:`fsm.draw.ladder`'s; Graphviz pictures are :mod:`fsm.draw.render`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..model.spec import MachineSpec, StateSpec, TransitionSpec
 from .ladder import (
     EDGE_MEANING,
     Decision,
@@ -30,7 +31,6 @@ from .ladder import (
     template_spec,
     terminal_reason,
 )
-from .spec import MachineSpec, StateSpec, TransitionSpec
 
 __all__ = ["to_mermaid"]
 

@@ -3,7 +3,7 @@
 Owns the reading of the log (one JSON object per line: the ``system/transition``
 lines are the steps, the ``result`` line says how the run ended; every other line
 is ignored) and the check that each step is an edge the machine declares. Knows
-nothing of how a path is drawn (``fsm.render`` does) nor of the agent that wrote
+nothing of how a path is drawn (``fsm.draw.render`` does) nor of the agent that wrote
 the log: a log names states, events and reasons, and the machine is matched by them.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import attrs
 
-from .errors import FsmError
-from .load import INTERNAL_ERROR
-from .spec import MachineSpec
+from ..errors import FsmError
+from ..model.load import INTERNAL_ERROR
+from ..model.spec import MachineSpec
 
 __all__ = ["Trace", "TraceError", "TraceStep", "check_trace", "read_trace"]
 

@@ -1,7 +1,7 @@
 """A second, independent checker: the machine's Promela model verified by SPIN.
 
 Owns the settings SPIN checks a machine at (:func:`spin_settings`) and the run
-(:func:`spin_check`): the model from ``fsm.promela``, then ``spin -a``, gcc and pan in a
+(:func:`spin_check`): the model from ``fsm.verify.promela``, then ``spin -a``, gcc and pan in a
 temporary directory, for two searches over the same Promela text.
 
 * The safety search: its stored states are exactly the reachable (state, counters)
@@ -13,7 +13,7 @@ temporary directory, for two searches over the same Promela text.
 It reads pan's verdict (pan exits 0 even when it finds errors) and replays an error trail
 as the list of reasons taken; :func:`spin_beside` prints it under ``queryloop check``'s
 report. Does not write the Promela model or derive the semantics it encodes (that is
-``fsm.promela``; :func:`to_promela` and :func:`derived_resets` are re-exported here), does
+``fsm.verify.promela``; :func:`to_promela` and :func:`derived_resets` are re-exported here), does
 not install SPIN or a C compiler (a missing one is :class:`SpinNotFound`) and does not
 decide the exit code.
 """
@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from ..model.spec import MachineSpec
 from .check import CheckReport
 from .promela import (
     FAILURE_MARK,
@@ -47,7 +48,6 @@ from .promela import (
     tracked_caps,
     wrapped,
 )
-from .spec import MachineSpec
 
 __all__ = [
     "SpinError",
