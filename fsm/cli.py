@@ -101,7 +101,7 @@ def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
     count = r.per_turn[name]
     n = "∞" if count == math.inf else str(int(count))
     return (
-        f"  worst-case wait per turn, {where}: {name} ≤ {_seconds(total)} = {n} × {_seconds(r.each_s[name])} "
+        f"  worst-case wait per {r.step}, {where}: {name} ≤ {_seconds(total)} = {n} × {_seconds(r.each_s[name])} "
         "(each one at most its `each_s` params, which the handlers clamp it to)"
     )
 
@@ -112,9 +112,9 @@ def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> s
     lines = [f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions"]
     changed = {k: v for k, v in r.at.items() if r.defaults.get(k) != v}
     where = "at " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "at the defaults"
-    lines.append(f"  worst case per turn, {where} (a bound for every cap value): {_figures(r.per_turn)}")
+    lines.append(f"  worst case per {r.step}, {where} (a bound for every cap value): {_figures(r.per_turn)}")
     for name, (turn, _) in r.expressions.items():
-        lines.append(f"    {name} per turn there = {turn}")
+        lines.append(f"    {name} per {r.step} there = {turn}")
     for name, total in r.wait_s_per_turn.items():
         lines.append(_wait_line(r, name, total, where))
     bounded = {k: v for k, v in r.per_run.items() if v != math.inf}
@@ -130,15 +130,15 @@ def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> s
     for name, c in r.composed.items():
         if c.turns is None:
             lines.append(
-                f"  per turn with its {name}, {where}: unbounded — {c.turns_param} is unset, so a child's tool turns "
-                "have no limit (set it for a bound)"
+                f"  per {r.step} with its {name}, {where}: unbounded — {c.turns_param} is unset, so a child's "
+                "progress steps have no limit (set it for a bound)"
             )
             continue
-        runs = f"{c.starts} × a run of at most {c.turns} tool turns"
-        head = f"  per turn with its {name}, {where} (its own + {c.per_turn_param}={c.starts} × a run at"
+        runs = f"{c.starts} × a run of at most {c.turns} {r.step}s"
+        head = f"  per {r.step} with its {name}, {where} (its own + {c.starts_param}={c.starts} × a run at"
         lines.append(f"{head} {c.turns_param}={c.turns}; depth 1): {_figures(c.per_turn)}")
-        mr = "model_requests"
-        if mr in c.per_turn:
+        mr = next(iter(c.per_turn), None)  # the first figure declared, its terms spelled out
+        if mr is not None:
             own = c.per_turn[mr] - c.starts * c.child_run[mr]
             lines.append(f"    {mr} there = {int(own)} + {runs} ({int(c.child_run[mr])} each) = {int(c.per_turn[mr])}")
     if r.explored:
@@ -151,7 +151,7 @@ def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> s
             else f"{name.rpartition('.')[2]} = {n}"
             for name, n in r.worst_case.items()
         )
-        lines.append(f"    exact worst case per turn: {exact or 'not computed (see the findings)'}")
+        lines.append(f"    exact worst case per {r.step}: {exact or 'not computed (see the findings)'}")
     if r.ok:
         lines.append(
             "  ok: every state reachable and able to end without an interrupt, no edge shadowed, every recovery "

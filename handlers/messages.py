@@ -12,9 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal, TypedDict
 
 import attrs
@@ -39,38 +37,12 @@ Message = dict[str, Any]
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: json.dumps builds one a call
-_encoders = threading.local()  # per thread, the C encoder _COMPACT.encode would build on every call
 
 
 def compact_json(value: Any) -> str:
-    """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure.
-
-    ``_COMPACT.encode(value)``, with the C encoder it builds for each call built once per
-    thread instead (the same settings, and a table of the containers being encoded, for its
-    circular-reference check, that is empty again after every call that returns); after a
-    call that raised, whose table may still hold entries, the next call builds a new one.
-    """
-    if c_make_encoder is None or isinstance(value, str):  # no C encoder, or a string: encode's own path
-        return _COMPACT.encode(value)
-    encode = getattr(_encoders, "encode", None)
-    if encode is None:
-        encode = _encoders.encode = c_make_encoder(
-            {},  # the circular-reference check's table (check_circular)
-            _COMPACT.default,
-            encode_basestring,  # ensure_ascii=False
-            None,  # indent
-            ":",
-            ",",
-            False,  # sort_keys
-            False,  # skipkeys
-            True,  # allow_nan
-        )
-    try:
-        chunks = encode(value, 0)
-    except BaseException:
-        _encoders.encode = None  # its table may keep what the failed call was encoding
-        raise
-    return "".join(chunks)
+    """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure, and the bytes
+    (UTF-8 encoded) a message is stored as in the request body."""
+    return _COMPACT.encode(value)
 
 
 IMAGE_TOKENS = 1600

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Protocol, Self, TypeVar
 
 import attrs
+from attrs import evolve
 
 from .messages import MessageView
-from .records import evolve
 
 __all__ = ["Notice", "Outcome", "SharedData", "evolved", "with_outcome"]
 

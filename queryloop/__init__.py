@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from queryloop.handlers.tools import ToolContext, ToolDefinitionError, ToolOutput, ToolSpec, tool
+    from queryloop.handlers.tools.services.base import ToolContext, ToolOutput, ToolSpec
+    from queryloop.handlers.tools.services.python_tools import ToolDefinitionError, tool
 
     from .frontends.api import ClaudeSDKClient, QueryClient, query
     from .frontends.messages import (
@@ -46,14 +47,17 @@ if TYPE_CHECKING:
         ToolPermissionContext,
         create_sdk_mcp_server,
     )
-    from .run.agent import AgentData, AgentOptions, AgentRun, AgentServices, restore_run, snapshot_run
+    from .run.agent import AgentData, AgentRun, AgentServices, restore_run, snapshot_run
+    from .run.config import AgentOptions
     from .run.settings import Settings, SettingsError, load_settings
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "queryloop.handlers.tools": ("ToolContext", "ToolDefinitionError", "ToolOutput", "ToolSpec", "tool"),
-            ".run.agent": ("AgentData", "AgentOptions", "AgentRun", "AgentServices", "restore_run", "snapshot_run"),
+            "queryloop.handlers.tools.services.base": ("ToolContext", "ToolOutput", "ToolSpec"),
+            "queryloop.handlers.tools.services.python_tools": ("ToolDefinitionError", "tool"),
+            ".run.agent": ("AgentData", "AgentRun", "AgentServices", "restore_run", "snapshot_run"),
+            ".run.config": ("AgentOptions",),
             ".frontends.api": ("ClaudeSDKClient", "QueryClient", "query"),
             ".frontends.messages": (
                 "AssistantMessage",

@@ -58,3 +58,21 @@ def test_the_cli_reference_renders_every_command_from_the_parsers() -> None:
     for name in commands:
         assert f"## `queryloop {name}`\n\n```text\nusage: queryloop {name}" in text, name
     assert "--fallback-model" in text and hooks.MARKER in (ROOT / "docs" / "cli-reference.md").read_text()
+
+
+def test_the_checkers_figures_in_the_docs_are_rendered_from_the_checker() -> None:
+    """Every ``<!-- figures: NAME -->`` block is what tools/docs_figures.py renders now (run it to rewrite them)."""
+    spec = importlib.util.spec_from_file_location("docs_figures", ROOT / "tools" / "docs_figures.py")
+    assert spec is not None and spec.loader is not None
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    for page in figures.PAGES:
+        assert figures.BLOCK.search((ROOT / page).read_text(encoding="utf-8")), f"{page} has no figures block"
+    assert figures.stale_pages(write=False) == [], "stale figures: run python tools/docs_figures.py"
+
+
+def test_the_configuration_page_lists_the_hook_events_the_runtime_fires() -> None:
+    from queryloop.handlers.hooks.services.runner import HOOK_EVENTS
+
+    page = " ".join((ROOT / "docs" / "configuration.md").read_text(encoding="utf-8").split())
+    assert f"Hooks ({', '.join(HOOK_EVENTS)}) are real subprocesses" in page

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ FOLDERS = {
 }
 # each may import only the ones before it
 LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context", "agents")
-SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome", "queryloop.handlers.records")
+SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome")
 # queryloop/ holds rooms, not modules: the run's assembly, the ways in, the fleet, the embedded server, the inspector
 ROOMS = ("queryloop.run", "queryloop.frontends", "queryloop.fleet", "queryloop.mockapi", "queryloop.ui")
 TOP_LEVEL = ("queryloop", "queryloop.__main__", "queryloop.testing")  # the package, `python -m`, the test doubles
@@ -127,6 +128,25 @@ def test_the_engine_rooms_import_in_order() -> None:
             if target in ("queryloop.fsm", "queryloop.fsm.cli"):  # the package's exports, the commands: above the rooms
                 wrong.append(_where(source, target) + " (a room imports the module that defines a name)")
     assert not wrong, "\n".join(wrong)
+
+
+# the query loop's words: a machine declares them (scopes, figures, params); the engine's code never says them
+AGENT_WORDS = re.compile(r"\b(requests?|turns?|sessions?|model_requests|tools?|agents?|prompts?)\b")
+
+
+def test_the_engine_speaks_no_agent_vocabulary() -> None:
+    """No string the engine's code uses (docstrings and comments aside) names what the query loop is made of."""
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("queryloop.fsm"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # docstrings, of names too
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                if AGENT_WORDS.search(node.value):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:80]!r}")
+    assert not found, "\n".join(found)
 
 
 def _layer(name: str) -> int | None:

@@ -39,7 +39,8 @@ from queryloop.handlers.request import attempts
 from queryloop.handlers.request.services import backends
 from queryloop.handlers.request.services.backends import AnthropicBackend
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply, ModelRequest, RequestLog
-from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.run.agent import AgentRun
+from queryloop.run.config import AgentOptions, ContextSettings, RequestSettings, SessionSettings
 from queryloop.run.memory import InstructionFile
 
 SIZES = {"none": 0, "2 KB": 2_000, "20 KB": 20_000}
@@ -111,11 +112,10 @@ def request_maker(client: anthropic.AsyncAnthropic, home: Path, view: MessageVie
     """One model request as the loop makes it: ``call_model`` on a run about to call the model with ``view``."""
     options = AgentOptions(
         prompt="fix the failing tests in the parser module",
-        model=MODEL,
         cwd=home,
-        home=home,
-        persist=False,
-        instructions=claude_md(size),
+        request=RequestSettings(model=MODEL),
+        session=SessionSettings(home=home, persist=False),
+        context=ContextSettings(instructions=claude_md(size)),
     )
     run = AgentRun(options, AnthropicBackend(client, prompt_caching=True))
     start = run.runner.final

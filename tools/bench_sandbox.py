@@ -48,7 +48,7 @@ from bench.machine import describe_machine
 from queryloop.handlers.session import SessionPaths, SessionStore
 from queryloop.handlers.tools.services.base import ToolContext
 from queryloop.handlers.tools.services.bash import BASH
-from queryloop.handlers.tools.services.permissions import PermissionRules, read_denied
+from queryloop.handlers.tools.services.rules import PermissionRules, read_denied
 from queryloop.handlers.tools.services.sandbox import Sandbox, SandboxPolicy, unavailable_reason
 
 MODES = ("unsandboxed", "bwrap", "bwrap+capture")

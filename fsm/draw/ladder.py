@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..model.spec import CounterSpec, InstanceSpec, MachineSpec, StateSpec, TransitionSpec
+from ..model.spec import RUN, CounterSpec, InstanceSpec, MachineSpec, StateSpec, TransitionSpec
 
 __all__ = [
     "Candidate",
@@ -41,11 +41,11 @@ __all__ = [
     "views",
 ]
 
-EdgeKind = Literal["abort", "progress", "error", "completes", "plain"]
+EdgeKind = Literal["abort", "progress", "error", "ends", "plain"]
 
 EDGE_MEANING: Mapping[EdgeKind, str] = {
-    "progress": "progress: forward progress, resets turn and request counters",
-    "completes": "completes_request: resets request counters",
+    "progress": "progress: forward progress, resets the counters of every scope but the run",
+    "ends": "ends a scope: resets its counters and those of the scopes inside it",
     "error": "into an error end",
     "abort": "abort (the user interrupted)",
     "plain": "any other edge",
@@ -152,7 +152,7 @@ def template_spec(spec: MachineSpec, name: str) -> MachineSpec:
     for c in dict.fromkeys(n for t in template.transitions for n in (t.counter, *t.resets) if n):
         if "{" in c and not any(t.counter == c for t in template.transitions):
             continue  # a param naming the counters an edge resets, not a counter
-        counters.append(spec.counter_map.get(c) or CounterSpec(name=c, cap=c, scope="session", doc="per instance"))
+        counters.append(spec.counter_map.get(c) or CounterSpec(name=c, cap=c, scope=RUN, doc="per instance"))
     return attrs.evolve(
         spec,
         states=tuple(states),
@@ -165,7 +165,7 @@ def template_spec(spec: MachineSpec, name: str) -> MachineSpec:
 
 
 def edge_kind(spec: MachineSpec, t: TransitionSpec) -> EdgeKind:
-    """How an edge is styled, most telling first: abort, progress, into an error end, completes a request."""
+    """How an edge is styled, most telling first: abort, progress, into an error end, ends a scope."""
     dest = spec.state(t.dest)
     if t.event == spec.abort_event:
         return "abort"
@@ -173,7 +173,7 @@ def edge_kind(spec: MachineSpec, t: TransitionSpec) -> EdgeKind:
         return "progress"
     if dest.terminal and dest.result.get("is_error"):
         return "error"
-    return "completes" if t.completes_request else "plain"
+    return "ends" if t.ends is not None else "plain"
 
 
 def source_name(spec: MachineSpec) -> str:
@@ -232,11 +232,11 @@ def _reset_rules(spec: MachineSpec, c: CounterSpec) -> tuple[str, ...]:
     if c.streak_of:
         states = [s.name for s in spec.states if any(e in s.emits for e in c.streak_of)]
         rules.append(f"streak: any outcome of {', '.join(states)} but {', '.join(c.streak_of)}")
-    if c.scope == "request":
-        rules.append("scope request: progress and completes_request edges")
-    elif c.scope == "turn":
-        rules.append("scope turn: progress edges")
-    return tuple(rules) or ("never (scope session)",)
+    if c.scope in spec.scopes:
+        wider = spec.scopes[spec.scopes.index(c.scope) :]
+        ends = [f"`ends: {s}`" for s in wider if any(t.ends == s for t in spec.transitions)]
+        rules.append(f"scope {c.scope}: " + " and ".join(["progress", *ends]) + " edges")
+    return tuple(rules) or (f"never (scope {c.scope})",)
 
 
 def counter_rows(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> tuple[CounterRow, ...]:

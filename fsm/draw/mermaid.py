@@ -76,7 +76,7 @@ def _key(spec: MachineSpec, counters: Iterable[str], params: Mapping[str, Any] |
         "the first whose guards hold and whose counter is below its cap is taken (and counts)",
         "==> " + EDGE_MEANING["progress"],
         "-.-> " + EDGE_MEANING["abort"],
-        "✓ completes_request: resets request counters",
+        "✓ " + EDGE_MEANING["ends"],
         "dashed box = a state of another layer; rounded = an end (green success, red error)",
     ]
     wanted = set(counters)
@@ -103,8 +103,8 @@ def _edge_text(c_order: int | None, t: TransitionSpec, condition: str) -> str:
         parts.append(condition)
     if t.resets:
         parts.append("resets " + ", ".join(t.resets))
-    if t.completes_request:
-        parts.append("✓ completes request")
+    if t.ends is not None:
+        parts.append(f"✓ ends {t.ends}")
     if t.progress:
         parts.append("progress")
     return _text("\n".join(parts))

@@ -24,8 +24,8 @@ YAML): the first whose guards all hold and whose counter is below its cap is
 taken, and its counter counts one more; the last candidate has no condition and
 always fires. "resets" lists every counter the edge sets back to 0 — its own
 `resets`, the counters that count a streak it breaks, and by scope (a progress
-edge resets turn and request counters, a `completes_request` edge request
-counters). The same ladders are drawn, one decision point per (state, event),
+edge resets the counters of every scope but the run, an `ends:` edge those of
+its scope and the scopes inside it). The same ladders are drawn, one decision point per (state, event),
 in [`diagrams/`](../diagrams/)."""
 
 
@@ -49,7 +49,7 @@ def _rows(spec: MachineSpec, d: Decision) -> list[str]:
         if t.counter is not None:
             counter = f"`{t.counter}` < {cap_text(spec, spec.counter_map[t.counter])}"
         resets = [x.name for x in spec.counters if x.name in spec.resets_of(t)]
-        flags = [f for f, on in (("progress", t.progress), ("completes request", t.completes_request)) if on]
+        flags = [f for f, on in (("progress", t.progress), (f"ends {t.ends}", t.ends is not None)) if on]
         cells = [
             f"`{d.source}`" if c.order == 1 else "",
             str(c.order),

@@ -5,7 +5,7 @@ with them: every ``(state, event)`` with a choice is a decision point (a small
 table headed by the event) listing its candidates numbered in YAML order — the
 order they are tried — with their guards, ``counter < cap (default)``, explicit
 resets and destination; each candidate's edge leaves its own row, so self-loops
-read as loops through the decision. Progress, ``completes_request``, abort and
+read as loops through the decision. Progress, ``ends:``, abort and
 error-ending edges are styled apart; a counter table (cap, scope, what resets it)
 sits above the picture. A run read by :mod:`fsm.draw.trace` can be overlaid: edge
 counts, the states visited, the end reached and the failing step; so can the
@@ -58,7 +58,7 @@ _STUB = "#8a8a8a"
 _DECISION_FILL = "#fff3cd"
 _EDGE: Mapping[EdgeKind, Mapping[str, str]] = {
     "progress": {"color": "black", "penwidth": "3", "style": "bold"},
-    "completes": {"color": "#1565c0", "penwidth": "1.8"},
+    "ends": {"color": "#1565c0", "penwidth": "1.8"},
     "error": {"color": "#c62828"},
     "abort": {"color": "#9e9e9e", "style": "dotted"},
     "plain": {"color": "#424242"},
@@ -71,7 +71,7 @@ _MISSING = "#d50000"
 
 def _tags(t: TransitionSpec) -> list[str]:
     """The flags a candidate row spells out (colour alone is not enough)."""
-    return [name for name, on in (("progress", t.progress), ("completes request", t.completes_request)) if on]
+    return [name for name, on in (("progress", t.progress), (f"ends {t.ends}", t.ends is not None)) if on]
 
 
 def _lines(text: str, width: int = 110) -> str:
@@ -116,7 +116,7 @@ def _legend_entries(overview: bool, marks: _Marks | None) -> list[tuple[str, str
         (f'BORDER="1" BGCOLOR="{_OK_FILL}"', "end", "the run ends: success"),
         (f'BORDER="1" BGCOLOR="{_ERROR_FILL}"', "end", "the run ends: error"),
     ]
-    for kind in ("progress", "completes", "error", "abort", "plain"):
+    for kind in ("progress", "ends", "error", "abort", "plain"):
         style = _EDGE[kind]
         glyph = "· · · ·" if style.get("style") == "dotted" else ("━━━" if kind == "progress" else "───")
         entries.append(("", f'<FONT COLOR="{style["color"]}"><B>{glyph}</B></FONT>', escape(EDGE_MEANING[kind])))
@@ -407,7 +407,7 @@ class _Picture:
             lines.append(_small("resets " + escape(", ".join(c.resets)), "#6a1b9a"))
         tags = _tags(t)
         if tags:
-            lines.append(_small(escape(" · ".join(tags)), _EDGE["completes"]["color"]))
+            lines.append(_small(escape(" · ".join(tags)), _EDGE["ends"]["color"]))
         bg = ""
         note = self.marks.note(t.source, t.reason) if self.marks is not None else ""
         if self.marks is not None and note:

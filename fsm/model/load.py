@@ -27,6 +27,8 @@ from .contract import Uses, reads_of, uses_of
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
 from .source import read_yaml, schema_problems
 from .spec import (
+    RUN,
+    SPAN,
     ChildrenSpec,
     CounterSpec,
     EndRule,
@@ -156,12 +158,13 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         guard_docs[name] = "" if isinstance(value, str) else value.get("doc", "")
         if not isinstance(value, str) and "decides" in value:
             guard_decides[name] = tuple(value["decides"])
+    scopes = tuple(data.get("scopes") or (SPAN,))
     counters = tuple(
         CounterSpec(
             name=name,
             cap=c["cap"],
             cap_offset=c.get("cap_offset", 0),
-            scope=c.get("scope", "turn"),
+            scope=c.get("scope", scopes[-1]),
             consecutive=tuple(c.get("consecutive", ())),
             streak_of=tuple(c.get("streak_of", ())),
             doc=c.get("doc", ""),
@@ -199,7 +202,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
                     do=absolute(t["do"], ("transitions", i, "do")) if "do" in t else None,
                     changes=tuple(t.get("changes", ())),
                     progress=bool(t.get("progress", False)),
-                    completes_request=bool(t.get("completes_request", False)),
+                    ends=t.get("ends"),
                     doc=t.get("doc", ""),
                     line=_line_of(lines, ("transitions", i)),
                 )
@@ -218,6 +221,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         guards=guards,
         guard_docs=guard_docs,
         guard_decides=guard_decides,
+        scopes=scopes,
         counters=counters,
         figures={
             name: tuple(absolute(e, ("figures", name)) for e in (f["effects"] if isinstance(f, dict) else f))
@@ -246,8 +250,8 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
         children=tuple(
             ChildrenSpec(
                 name=name,
-                per_turn=c["per_turn"],
-                turns=c["turns"],
+                starts=c["starts"],
+                steps=c["steps"],
                 depth=c["depth"],
                 pending=c.get("pending"),
                 doc=c.get("doc", ""),
@@ -256,7 +260,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             for name, c in (data.get("children") or {}).items()
         ),
         properties=tuple(
-            _property(name, value, _line_of(lines, ("properties", name)))
+            _property(name, value, _line_of(lines, ("properties", name)), scopes[-1])
             for name, value in (data.get("properties") or {}).items()
         ),
         states=states,
@@ -296,15 +300,22 @@ def _param(name: str, value: Any, line: int | None) -> ParamSpec:
     )
 
 
-def _property(name: str, value: Mapping[str, Any], line: int | None) -> PropertySpec:
-    """A declared property from its YAML form (the schema has checked its shape: one kind and a doc)."""
+def _property(name: str, value: Mapping[str, Any], line: int | None, step: str) -> PropertySpec:
+    """A declared property from its YAML form (the schema has checked its shape: one kind and a doc); ``per``
+    left out is the ``step`` scope."""
     doc = value["doc"]
     if "order" in value:
         return PropertySpec(name=name, kind="order", reasons=tuple(value["order"]), doc=doc, line=line)
     if "at_most" in value:
         a = value["at_most"]
         return PropertySpec(
-            name=name, kind="at_most", reasons=tuple(a["count"]), per=a["per"], most=a["max"], doc=doc, line=line
+            name=name,
+            kind="at_most",
+            reasons=tuple(a["count"]),
+            per=a.get("per", step),
+            most=a["max"],
+            doc=doc,
+            line=line,
         )
     if "resets" in value:
         r = value["resets"]
@@ -317,7 +328,13 @@ def _property(name: str, value: Mapping[str, Any], line: int | None) -> Property
     if "preceded" in value:
         p = value["preceded"]
         return PropertySpec(
-            name=name, kind="preceded", states=tuple(p["states"]), by=tuple(p["by"]), per=p["per"], doc=doc, line=line
+            name=name,
+            kind="preceded",
+            states=tuple(p["states"]),
+            by=tuple(p["by"]),
+            per=p.get("per", step),
+            doc=doc,
+            line=line,
         )
     if "ends" in value:
         rules = tuple(
@@ -366,13 +383,39 @@ def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
 # ---- semantic validation ------------------------------------------------------------------
 
 
+def _scope_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecProblem]:
+    """Scopes are named once, never ``run`` (every machine has it); counters, properties and ``ends:`` edges
+    name declared ones."""
+    out: list[SpecProblem] = []
+    where = _line_of(lines, ("scopes",))
+    if RUN in spec.scopes:
+        out.append(SpecProblem(spec.path, where, f"`scopes` lists {RUN!r}, the scope every machine has", "drop it"))
+    if len(set(spec.scopes)) != len(spec.scopes):
+        out.append(SpecProblem(spec.path, where, "`scopes` names a scope twice", "name each once"))
+    counted = (*spec.scopes, RUN)
+    fix = f"one of {list(counted)} (declare more under `scopes:`, innermost first)"
+    for c in spec.counters:
+        if c.scope not in counted:
+            message = f"counter {c.name!r} has scope {c.scope!r}, which is not declared"
+            out.append(SpecProblem(spec.path, c.line, message, _close(c.scope, counted) or fix))
+    for p in spec.properties:
+        if p.kind in ("at_most", "preceded") and p.per not in counted:
+            message = f"property {p.name!r} is counted per {p.per!r}, which is not declared"
+            out.append(SpecProblem(spec.path, p.line, message, _close(p.per, counted) or fix))
+    for t in spec.transitions:
+        if t.ends is not None and t.ends not in spec.scopes:
+            message = f"transition {t.reason!r} ends scope {t.ends!r}, which is not declared"
+            out.append(SpecProblem(spec.path, t.line, message, _close(t.ends, spec.scopes) or fix))
+    return out
+
+
 def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
-    """A ``children:`` entry's params exist and are ints; ``per_turn`` has a value for every caller (not
+    """A ``children:`` entry's params exist and are ints; ``starts`` has a value for every caller (not
     nullable), since the composed figures multiply by it."""
     out: list[SpecProblem] = []
     params = {p.name: p for p in spec.params}
     for child in spec.children:
-        for key in ("per_turn", "turns"):
+        for key in ("starts", "steps"):
             name = getattr(child, key)
             param = params.get(name)
             where = f"children {child.name!r} `{key}`"
@@ -383,12 +426,12 @@ def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
                 )
             elif param.type != "int":
                 out.append(SpecProblem(spec.path, child.line, f"{where} names param {name!r}, not an int", "type: int"))
-            elif key == "per_turn" and param.nullable:
+            elif key == "starts" and param.nullable:
                 out.append(
                     SpecProblem(
                         spec.path,
                         child.line,
-                        f"{where} names param {name!r}, which may be null: the children a turn starts need a limit",
+                        f"{where} names param {name!r}, which may be null: the children a step starts need a limit",
                         "give it a default and no `nullable`",
                     )
                 )
@@ -511,14 +554,15 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
             add(
                 t.line,
                 f"transition {t.reason!r} is marked `progress` but is a recovery (`_{kind}`): progress resets "
-                "every turn and request budget, so a recovery marked progress is never bounded per turn",
-                "drop `progress: true`; only the forward step a user drives (a tool turn) is progress",
+                f"every scope's budget, so a recovery marked progress is never bounded per {spec.step_scope}",
+                "drop `progress: true`; only the forward step a user drives is progress",
             )
     out.extend(_range_problems(spec, lines))
     out.extend(_bound_problems(spec, lines))
     out.extend(_property_problems(spec, lines))
     out.extend(_guard_meaning_problems(spec, lines))
     out.extend(_children_problems(spec))
+    out.extend(_scope_problems(spec, lines))
     for reason in spec.unbounded_by_design:
         kind = next((k for k in spec.reason_kinds if reason.endswith(f"_{k}")), None)
         if kind is not None:
@@ -705,8 +749,8 @@ def _bound_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecP
             why = f"no counter capped by {bound!r} counts it"
         elif counter.cap != bound:
             why = f"its counter {counter.name!r} is capped by {counter.cap!r}, not by {bound!r}"
-        elif counter.scope != "session":
-            why = f"its counter {counter.name!r} has scope {counter.scope!r}: a bound per run needs `session`"
+        elif counter.scope != RUN:
+            why = f"its counter {counter.name!r} has scope {counter.scope!r}: a bound per run needs `{RUN}`"
         elif counter.name in resets_anywhere:
             resetting = sorted({t.reason for t in spec.transitions if counter.name in spec.resets_of(t)})
             why = f"its counter {counter.name!r} is reset by {resetting}, so setting {bound!r} bounds nothing"
@@ -716,7 +760,7 @@ def _bound_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecP
                     spec.path,
                     where,
                     f"`unbounded_by_design` entry {reason!r} is not bounded when {bound!r} is set: {why}",
-                    f"count {reason!r} with a `session` counter whose cap is {bound!r} and that no edge resets",
+                    f"count {reason!r} with a `{RUN}` counter whose cap is {bound!r} and that no edge resets",
                 )
             )
     return out
@@ -1045,7 +1089,8 @@ def _wait_problems(
                         _line_of(lines, ("figures", name)),
                         f"figure {name!r} `each_s` leaves out {', '.join(map(repr, missing))}: its effect "
                         f"{state.effect!r} may sleep up to the largest of {shown} seconds at a time (the handler "
-                        "declares it), so the worst-case wait printed would be below what a turn may wait",
+                        "declares it), so the worst-case wait printed would be below what a "
+                        f"{spec.step_scope} may wait",
                         f"write `each_s: [{shown}]`",
                     )
                 )

@@ -99,7 +99,7 @@ def _preceded(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
     while todo:
         state, was = todo.pop()
         for t in out_of.get(state, ()):
-            now = t.dest in by or (was and not _scope_resets(t, prop.per))
+            now = t.dest in by or (was and not spec.ends_scope(t, prop.per))
             if t.dest in into and not now:
                 found.setdefault(t.reason, t.source)
             if (t.dest, now) not in seen:
@@ -148,7 +148,7 @@ def _resets(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
                 Broken(
                     name=prop.name,
                     message=f"property {prop.name!r} ({prop.doc}): {t.reason!r} (from {t.source!r}) leaves "
-                    f"{kept} as they were; it must reset them (its scope, `completes_request`/`progress`, or "
+                    f"{kept} as they were; it must reset them (its scope, ended by `progress` or `ends:`, or "
                     "`resets:`)",
                     reasons=(t.reason,),
                 )
@@ -223,15 +223,6 @@ def _cap_within(spec: MachineSpec, cap: tuple[str | None, int], most: tuple[str 
     return False
 
 
-def _scope_resets(t: TransitionSpec, per: str) -> bool:
-    """Whether taking ``t`` begins a new ``per`` scope (so a count per that scope may start again)."""
-    if per == "run":
-        return False
-    if per == "turn":
-        return t.progress
-    return t.progress or t.completes_request
-
-
 def _at_most(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
     assert prop.most is not None
     edges = [t for t in spec.transitions if t.reason in prop.reasons]
@@ -258,7 +249,7 @@ def _at_most(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
         {
             t.reason
             for t in spec.transitions
-            if counter.name in spec.resets_of(t) and not _scope_resets(t, prop.per) and t.source in positive
+            if counter.name in spec.resets_of(t) and not spec.ends_scope(t, prop.per) and t.source in positive
         }
     )
     if inside:
@@ -399,7 +390,7 @@ class Watcher:
 
         for prop in spec.properties:
             if prop.kind == "at_most":
-                restarts = {t.reason for t in spec.transitions if _scope_resets(t, prop.per)}
+                restarts = {t.reason for t in spec.transitions if spec.ends_scope(t, prop.per)}
                 add(_Window(name=prop.name, doc=prop.doc, most=prop.most, counter=None), set(prop.reasons), restarts)
             elif prop.kind == "in_a_row" and prop.counter is not None:
                 counted = [t for t in spec.transitions if t.counter == prop.counter]
@@ -426,7 +417,7 @@ class Watcher:
             if prop.kind == "preceded":
                 for reason in dict.fromkeys(t.reason for t in spec.transitions):
                     edges = [t for t in spec.transitions if t.reason == reason]
-                    restart = any(_scope_resets(t, prop.per) for t in edges)
+                    restart = any(spec.ends_scope(t, prop.per) for t in edges)
                     mark = any(t.dest in prop.by for t in edges)
                     check = any(t.dest in prop.states for t in edges)
                     if restart or mark or check:

@@ -92,11 +92,11 @@ MACHINE_SCHEMA: dict[str, Any] = {
             "propertyNames": _NAME,
             "additionalProperties": {
                 "type": "object",
-                "required": ["per_turn", "turns", "depth"],
+                "required": ["starts", "steps", "depth"],
                 "additionalProperties": False,
                 "properties": {
-                    "per_turn": _NAME,
-                    "turns": _NAME,
+                    "starts": _NAME,
+                    "steps": _NAME,
                     "depth": {"enum": [1]},
                     "pending": _NAME,
                     "doc": _DOC,
@@ -131,7 +131,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "properties": {
                             "count": _NAMES,
-                            "per": {"enum": ["request", "turn", "run"]},
+                            "per": _NAME,
                             "max": _LIMIT,
                         },
                     },
@@ -169,7 +169,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "properties": {
                             "states": _NAMES,
                             "by": _NAMES,
-                            "per": {"enum": ["request", "turn", "run"]},
+                            "per": _NAME,
                         },
                     },
                     "ends": {
@@ -211,6 +211,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                 ]
             },
         },
+        "scopes": {"type": "array", "items": _NAME, "minItems": 1},
         "counters": {
             "type": "object",
             "propertyNames": _NAME,
@@ -221,7 +222,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "cap": {"oneOf": [{"type": "integer", "minimum": 0}, _NAME]},
                     "cap_offset": {"type": "integer"},
-                    "scope": {"enum": ["request", "turn", "session"]},
+                    "scope": _NAME,
                     "consecutive": {"type": "array", "items": _NAME, "uniqueItems": True},
                     "streak_of": _NAMES,
                     "doc": _DOC,
@@ -269,7 +270,7 @@ MACHINE_SCHEMA: dict[str, Any] = {
                         "minItems": 1,
                     },
                     "progress": {"type": "boolean"},
-                    "completes_request": {"type": "boolean"},
+                    "ends": _NAME,
                     "doc": _DOC,
                 },
             },

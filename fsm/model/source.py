@@ -25,13 +25,7 @@ import yaml
 from ..errors import SpecError, SpecProblem
 from .jsontext import JsonLimitError, long_number_error, nesting_problem
 
-try:
-    from yaml._yaml import CParser
-
-    _HAS_LIBYAML = True
-except ImportError:  # PyYAML built without libyaml: the pure-Python parser alone
-    CParser = object  # type: ignore[assignment,misc]
-    _HAS_LIBYAML = False
+_HAS_LIBYAML: bool = yaml.__with_libyaml__  # else PyYAML was built without libyaml: the pure-Python parser alone
 
 __all__ = ["Source", "json_path", "read_json", "read_yaml", "schema_problems"]
 
@@ -89,14 +83,15 @@ class _Loader(_RefusingAliases, yaml.SafeLoader):
     """PyYAML's safe loader, all in Python: the reader of a file libyaml's parser refused, for PyYAML's message."""
 
 
-class _FastLoader(_RefusingAliases, CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+_LIBYAML_LOADER = yaml.CSafeLoader if _HAS_LIBYAML else yaml.SafeLoader
+
+
+class _FastLoader(_RefusingAliases, _LIBYAML_LOADER):  # type: ignore[misc,valid-type]
     """The same loader over libyaml's parser (about five times faster on the query loop; every run reads it)."""
 
     def __init__(self, text: str) -> None:
-        CParser.__init__(self, text)
-        yaml.constructor.SafeConstructor.__init__(self)
-        yaml.resolver.Resolver.__init__(self)
-        _RefusingAliases.__init__(self)
+        _LIBYAML_LOADER.__init__(self, text)  # its parser, constructor and resolver
+        _RefusingAliases.__init__(self)  # the composer's own state
 
 
 def _node(text: str) -> tuple[yaml.Node | None, yaml.constructor.SafeConstructor]:

@@ -21,13 +21,17 @@ __all__ = [
     "ParamSpec",
     "ParamType",
     "PropertySpec",
+    "RUN",
+    "SPAN",
     "Scope",
     "StateSpec",
     "TemplateSpec",
     "TransitionSpec",
 ]
 
-Scope = Literal["request", "turn", "session"]
+Scope = str  # a scope the machine declares (``scopes:``), or RUN
+RUN = "run"  # the scope every machine has: the whole run, never ended within it
+SPAN = "span"  # the one scope of a machine that declares none: from one progress edge to the next
 
 
 ParamType = Literal["int", "number", "string", "boolean"]
@@ -35,15 +39,16 @@ ParamType = Literal["int", "number", "string", "boolean"]
 
 @attrs.frozen(kw_only=True)
 class ChildrenSpec:
-    """Runs of this same machine that a run starts (``children:``): at most the ``per_turn`` param's value
-    per tool turn, each with at most the ``turns`` param's tool turns (its run's turn bound), ``depth``
-    levels deep (1: a child starts none). ``queryloop check`` composes the figures with them. ``pending``
-    names the guard that holds while a child a run started is still to be heard from: false in a child at the
-    last depth (it starts none), so a child's run is bounded as the machine without the edges it guards."""
+    """Runs of this same machine that a run starts (``children:``): at most the ``starts`` param's value
+    per step scope (from one progress edge to the next), each with at most the ``steps`` param's progress
+    steps (its run's bound), ``depth`` levels deep (1: a child starts none). ``queryloop check`` composes the
+    figures with them. ``pending`` names the guard that holds while a child a run started is still to be heard
+    from: false in a child at the last depth (it starts none), so a child's run is bounded as the machine
+    without the edges it guards."""
 
     name: str
-    per_turn: str
-    turns: str
+    starts: str
+    steps: str
     depth: int = 1
     pending: str | None = None
     doc: str = ""
@@ -95,7 +100,7 @@ class CounterSpec:
     name: str
     cap: int | str  # an int, or the name of a param holding the cap
     cap_offset: int = 0  # added to a param cap (e.g. -1: "the Nth turn is the last")
-    scope: Scope = "turn"
+    scope: Scope = SPAN  # the loader puts the step scope here when the YAML leaves it out
     consecutive: tuple[str, ...] = ()  # reasons whose edges reset this counter
     streak_of: tuple[str, ...] = ()  # events it counts in a row: any other outcome of their states resets it
     doc: str = ""
@@ -103,7 +108,6 @@ class CounterSpec:
 
 
 PropertyKind = Literal["order", "at_most", "in_a_row", "resets", "guarded", "preceded", "ends"]
-PropertyScope = Literal["request", "turn", "run"]
 
 
 @attrs.frozen(kw_only=True)
@@ -140,15 +144,15 @@ class PropertySpec:
 
     * ``order``: wherever two of ``reasons`` are candidates of one decision, they are tried
       in the listed order (escalation before recovery, a breaker before the start it guards);
-    * ``at_most``: the edges ``reasons`` are taken at most ``most`` times ``per`` request,
-      turn or run (``most`` an int, a param, or ``param ± N``);
+    * ``at_most``: the edges ``reasons`` are taken at most ``most`` times ``per`` scope
+      (one the machine declares, or the run) (``most`` an int, a param, or ``param ± N``);
     * ``in_a_row``: ``counter`` counts in a row: every other outcome of a state it counts
       in resets it — or, with ``reasons``, exactly the edges listed there break the streak;
     * ``resets``: after any of the edges ``reasons``, each of ``counters`` is 0 (a reply
       completes its request: the next request has its whole retry budget);
     * ``guarded``: the edges ``reasons`` are taken only while the guard ``guard`` holds;
     * ``preceded``: a step into one of ``states`` comes after a step into one of ``by`` since the
-      ``per`` request, turn or run began (every tool run is preceded by the gate in its turn);
+      ``per`` scope began (every tool run is preceded by the gate in its turn);
     * ``ends``: each of ``rules`` holds (a terminal's result matches its cause: an interrupt ends
       as one, a spent budget in an error).
     """
@@ -156,7 +160,7 @@ class PropertySpec:
     name: str
     kind: PropertyKind
     reasons: tuple[str, ...] = ()
-    per: PropertyScope = "turn"
+    per: Scope = SPAN  # the loader puts the step scope here when the YAML leaves it out
     most: int | str | None = None
     counter: str | None = None
     counters: tuple[str, ...] = ()  # resets: the counters that are 0 after the edges
@@ -224,8 +228,8 @@ class TransitionSpec:
     resets: tuple[str, ...] = ()
     do: str | None = None
     changes: tuple[str, ...] = ()  # the contract of `do`: the run data's fields (dotted paths) it must change
-    progress: bool = False
-    completes_request: bool = False
+    progress: bool = False  # a forward step: ends every declared scope
+    ends: Scope | None = None  # a declared scope this edge ends (and every scope inside it)
     doc: str = ""
     line: int | None = None
 
@@ -252,6 +256,9 @@ class MachineSpec:
     guard_docs: Mapping[str, str] = attrs.field(factory=dict)
     # guard name -> the reasons of exactly the edges it decides (`decides:`, its declared meaning); absent: undeclared
     guard_decides: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    # what counters and properties are counted over, innermost first; each ends at progress edges and
+    # at the edges that end it or a scope around it; RUN, around them all, never ends
+    scopes: tuple[str, ...] = (SPAN,)
     counters: tuple[CounterSpec, ...] = ()
     figures: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # name -> effects summed by the checker
     figure_max: Mapping[str, int] = attrs.field(factory=dict)  # name -> the most per turn `check` accepts
@@ -315,14 +322,26 @@ class MachineSpec:
                 out.add(c.name)
             elif c.streak_of and t.event not in c.streak_of and any(e in emits for e in c.streak_of):
                 out.add(c.name)  # another outcome of a state that counts the streak breaks it
-            elif t.progress and c.scope in ("turn", "request"):
-                out.add(c.name)
-            elif t.completes_request and c.scope == "request":
+            elif self.ends_scope(t, c.scope):
                 out.add(c.name)
         if t.counter is not None and t.counter not in t.resets:
             # the edge's own counter is incremented, never reset by its own scope
             out.discard(t.counter)
         return frozenset(out)
+
+    @property
+    def step_scope(self) -> str:
+        """The widest scope a run ends: the one ended only by progress edges (its figures are "per" it)."""
+        return self.scopes[-1]
+
+    def ends_scope(self, t: TransitionSpec, scope: str) -> bool:
+        """Whether taking ``t`` ends ``scope`` (so what is counted over it starts again): a progress edge ends
+        every declared scope, an ``ends:`` edge its scope and those inside it; nothing ends the run."""
+        if scope == RUN or scope not in self.scopes:
+            return False
+        if t.progress:
+            return True
+        return t.ends is not None and t.ends in self.scopes and self.scopes.index(scope) <= self.scopes.index(t.ends)
 
     @functools.cached_property
     def param_map(self) -> Mapping[str, ParamSpec]:

@@ -366,7 +366,7 @@ def _generic(ex: _Expander, name: str) -> TemplateSpec:
             resets=_names(t.get("resets")),
             do=t.get("do"),
             progress=bool(t.get("progress", False)),
-            completes_request=bool(t.get("completes_request", False)),
+            ends=t.get("ends"),
         )
         for t, _ in inst.transitions
         for origin in _names(t["from"])

@@ -32,7 +32,6 @@ import transitions
 from ..errors import HandlerError, InternalError, TransitionError
 from ..model.load import INTERNAL_ERROR, Machine
 from ..model.properties import Watch, Watcher
-from .slots import slot_function
 
 __all__ = [
     "EffectContext",
@@ -146,24 +145,6 @@ class RunFailure:
         return str(self.exception)
 
 
-def _builder(cls: type) -> Callable[..., Any]:
-    """A constructor of the slotted attrs class ``cls`` taking every field by position, in field order: what
-    its ``__init__`` does, without parsing keyword arguments (:func:`~queryloop.fsm.run.slots.slot_function`)."""
-    names = [field.name for field in attrs.fields(cls)]
-    build = slot_function(cls, f"build({', '.join(names)})", lambda name: name)
-    if build is None:
-        raise TypeError(f"{cls.__qualname__}.__init__ does more than set and validate its fields: no builder")
-    return build
-
-
-_new_run_state = _builder(RunState)
-"""``RunState(...)`` with the fields by position: machine, state, counter_names, caps, limits, counters, params,
-data, steps."""
-_new_step = _builder(Step)
-"""``Step(...)`` with the fields by position: index, source, event, reason, dest, progress, counter_names,
-counters, terminal."""
-
-
 _WATCHED_FIELDS = ("state", "counters", "steps", "data", "params", "caps", "limits")
 """The run state's fields an effect, exit or edge handler is handed and may not rewrite in place."""
 
@@ -187,9 +168,8 @@ def _rewritten(run: RunState[Any], seen: tuple[Any, ...]) -> str | None:
 def _as_seen(run: RunState[D], seen: tuple[Any, ...]) -> RunState[D]:
     """The run state as it was before it was rewritten in place (``seen``: its fields then)."""
     state, counters, steps, data, params, caps, limits = seen
-    return cast(
-        RunState[D],
-        _new_run_state(run.machine, state, run.counter_names, caps, limits, counters, params, data, steps),
+    return attrs.evolve(
+        run, state=state, counters=counters, steps=steps, data=data, params=params, caps=caps, limits=limits
     )
 
 
@@ -202,11 +182,16 @@ def _field(data: Any, path: str) -> Any:
 
 def _with_data(run: RunState[D], data: D) -> RunState[D]:
     """``run`` with other data: what an edge handler sees after the state's exit changed it."""
-    return cast(
-        RunState[D],
-        _new_run_state(
-            run.machine, run.state, run.counter_names, run.caps, run.limits, run.counters, run.params, data, run.steps
-        ),
+    return RunState(
+        machine=run.machine,
+        state=run.state,
+        counter_names=run.counter_names,
+        caps=run.caps,
+        limits=run.limits,
+        counters=run.counters,
+        params=run.params,
+        data=data,
+        steps=run.steps,
     )
 
 
@@ -498,20 +483,27 @@ class Program:
                 counters = fresh
         if book is not None:
             self._bookkeep(book, run.state, edge)
-        # RunState(...) and Step(...), their fields by position (_builder): the validator runs as in __init__
-        nxt: RunState[Any] = _new_run_state(
-            run.machine, edge.dest, run.counter_names, run.caps, run.limits, counters, run.params, data, run.steps + 1
+        nxt: RunState[Any] = RunState(
+            machine=run.machine,
+            state=edge.dest,
+            counter_names=run.counter_names,
+            caps=run.caps,
+            limits=run.limits,
+            counters=counters,
+            params=run.params,
+            data=data,
+            steps=run.steps + 1,
         )
-        step: Step = _new_step(
-            run.steps,
-            run.state,
-            event.name,
-            edge.reason,
-            edge.dest,
-            edge.progress,
-            self.counter_names,
-            counters,
-            edge.dest in self.terminals,
+        step = Step(
+            index=run.steps,
+            source=run.state,
+            event=event.name,
+            reason=edge.reason,
+            dest=edge.dest,
+            progress=edge.progress,
+            counter_names=self.counter_names,
+            counters=counters,
+            terminal=edge.dest in self.terminals,
         )
         return nxt, step
 

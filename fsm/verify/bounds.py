@@ -38,6 +38,7 @@ the exact figure where a counter is reset on some paths of a cycle only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping
@@ -46,7 +47,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 import networkx as nx
 
-from ..model.spec import CounterSpec, MachineSpec, TransitionSpec
+from ..model.spec import RUN, CounterSpec, MachineSpec, TransitionSpec
 
 __all__ = ["Bound", "Expr", "figure_bounds", "figure_values", "polynomial_text", "runs_of_turns"]
 
@@ -106,13 +107,45 @@ class Expr:
     def resolve(
         self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None
     ) -> dict[tuple[str, ...], float] | None:
-        """The branch of the bound that is largest at ``params``, as a polynomial in the cap params
-        (monomial → coefficient); ``None`` when it is unbounded or no branch is possible there.
+        """The bound at ``params`` as a polynomial in the cap params (monomial → coefficient), one that holds
+        for every cap value; ``None`` when it is unbounded at ``params``.
 
-        It equals the bound at ``params`` and shows how the bound grows with each cap around them.
-        ``memo`` keeps the values of the sub-expressions at ``params`` (see :meth:`evaluate`).
+        Each maximum and minimum takes its branch largest (smallest) at the top of every cap's declared
+        range (`max:`; a cap without one, at its value in ``params``), where every edge is possible: the
+        branch that grows fastest. The branch largest at ``params`` would not do: with a cap at 0 it leaves
+        out that cap's terms (every `when` of it is nothing), and the polynomial printed at caps of 0 was
+        below the bound at the defaults, or even at those caps (8 for 14). Where the polynomial is below
+        the bound at ``params``, that branch is added in monomial by monomial (every monomial of caps is at
+        least 0, so the result is at least both everywhere). That the fastest-growing branch of a maximum
+        is at least the others everywhere is not proven here, only checked: the shipped machine's
+        polynomials equal the bound at its defaults and at every cap 0, and the tests evaluate them against
+        the exploration at small caps. ``memo`` keeps the values of the sub-expressions at ``params`` (see
+        :meth:`evaluate`).
         """
         memo = {} if memo is None else memo
+        exact = self.evaluate(spec, params, memo)
+        if exact == math.inf:
+            return None
+        top = dict(params)
+        for p in spec.params:
+            value = params.get(p.name)
+            if p.most is not None and isinstance(value, int) and not isinstance(value, bool):
+                top[p.name] = int(p.most)
+        grows = self._branch(spec, top, {})
+        here = self._branch(spec, params, memo)
+        if grows is None or here is None:
+            return here
+        if _value_at(grows, params) >= exact:
+            return grows
+        monos = {*grows, *here}
+        both = {mono: max(grows.get(mono, 0), here.get(mono, 0)) for mono in monos}
+        return {mono: k for mono, k in both.items() if k}
+
+    def _branch(
+        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]
+    ) -> dict[tuple[str, ...], float] | None:
+        """The branch of the bound that is largest at ``params``, as a polynomial in the cap params;
+        ``None`` when it is unbounded or no branch is possible there. It equals the bound at ``params``."""
         if self.op == "const":
             return None if abs(self.value) == math.inf else ({(): self.value} if self.value else {})
         if self.op == "cap":
@@ -128,12 +161,12 @@ class Expr:
         if self.op in ("max", "min"):
             values = [a.evaluate(spec, params, memo) for a in self.args]
             best = (max if self.op == "max" else min)(values)
-            return self.args[values.index(best)].resolve(spec, params, memo)
+            return self.args[values.index(best)]._branch(spec, params, memo)
         if self.op == "when":
-            return self.args[1].resolve(spec, params, memo) if self.args[0].evaluate(spec, params, memo) > 0 else None
+            return self.args[1]._branch(spec, params, memo) if self.args[0].evaluate(spec, params, memo) > 0 else None
         if self.op == "prod" and any(a.evaluate(spec, params, memo) == 0 for a in self.args):
             return {}  # nothing, however large the other factors (an unbounded cap times no invocation)
-        polys = [a.resolve(spec, params, memo) for a in self.args]
+        polys = [a._branch(spec, params, memo) for a in self.args]
         if any(p is None for p in polys):
             return None
         out: dict[tuple[str, ...], float] = {}
@@ -148,6 +181,18 @@ class Expr:
                 assert p is not None
                 out = _times(out, p)
         return {mono: k for mono, k in out.items() if k}
+
+
+def _value_at(poly: Mapping[tuple[str, ...], float], params: Mapping[str, Any]) -> float:
+    """The polynomial's value at ``params`` (a null param: unbounded)."""
+    total: float = 0
+    for mono, k in poly.items():
+        term = k
+        for name in mono:
+            value = params.get(name)
+            term *= math.inf if value is None else value
+        total += term
+    return total
 
 
 def _times(a: Mapping[tuple[str, ...], float], b: Mapping[tuple[str, ...], float]) -> dict[tuple[str, ...], float]:
@@ -222,14 +267,31 @@ def maximum(terms: Iterable[Expr]) -> Expr:
     flat = list(seen)
     if top == math.inf:
         return INF
-    if top > -math.inf and not (top <= 0 and flat) and not any(_at_least(a, top) for a in flat):
+    # the constant is kept unless another term is at least as large at every cap value: a term that may be
+    # nothing (a `when` whose cap is 0) or below it (a difference) does not make it redundant
+    if top > -math.inf and not any(_floor(a) >= top for a in flat):
         flat.append(const(top))
-    return flat[0] if len(flat) == 1 else Expr("max", args=tuple(flat))
+    return flat[0] if len(flat) == 1 else Expr("max", args=tuple(flat)) if flat else const(-math.inf)
 
 
-def _at_least(e: Expr, n: float) -> bool:
-    """Whether ``e`` is at least ``n`` for every cap value (a sum holding a constant ≥ n)."""
-    return e.op == "sum" and any(a.op == "const" and a.value >= n for a in e.args)
+@functools.cache
+def _floor(e: Expr) -> float:
+    """A lower bound of ``e`` at every cap value (``-inf``: none known). A cap is at least 0; a ``when`` may
+    be nothing (``-inf``), and so may a sum holding one; a product is at least 0 only of factors at least 0."""
+    if e.op == "const":
+        return e.value
+    if e.op == "cap":
+        return 0
+    if e.op == "when":
+        return -math.inf
+    floors = [_floor(a) for a in e.args]
+    if e.op == "sum":
+        return -math.inf if -math.inf in floors else sum(floors)
+    if e.op == "max":
+        return max(floors)
+    if e.op == "min":
+        return min(floors)
+    return math.prod(floors) if all(f >= 0 for f in floors) else -math.inf
 
 
 # ---- the decomposition ----------------------------------------------------------------------
@@ -377,7 +439,7 @@ def runs_of_turns(spec: MachineSpec, params: Mapping[str, Any], names: Iterable[
         for c in spec.counters
         if c.name in memo.never_reset
         and c.name not in counted
-        and c.scope == "session"
+        and c.scope == RUN
         and isinstance(c.cap, str)
         and readers[c.cap] == 1
         and caps[c.name] is not None

@@ -42,7 +42,7 @@ import networkx as nx
 
 from ..model.load import INTERNAL_ERROR
 from ..model.properties import broken_guard_meanings, broken_properties
-from ..model.spec import MachineSpec, TransitionSpec
+from ..model.spec import RUN, SPAN, MachineSpec, TransitionSpec
 from .bounds import Expr, figure_bounds, figure_values, polynomial_text, runs_of_turns
 
 __all__ = [
@@ -135,7 +135,7 @@ class Composed:
     max_turns).
     """
 
-    per_turn_param: str
+    starts_param: str
     turns_param: str
     starts: int
     turns: int | None
@@ -159,8 +159,8 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
     """Every ``children:`` entry's :class:`Composed` figures at ``at`` (``own``: the turn's own per-turn bounds)."""
     out: dict[str, Composed] = {}
     for child in spec.children:
-        starts = int(at[child.per_turn])
-        turns = at.get(child.turns)
+        starts = int(at[child.starts])
+        turns = at.get(child.steps)
         if turns is None:
             child_run = {name: math.inf for name in spec.figures}
         else:
@@ -172,8 +172,8 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
             budgeted = runs_of_turns(run_spec, child_at, spec.figures)
             child_run = {name: min(values[name], budgeted[name]) for name in spec.figures}
         out[child.name] = Composed(
-            per_turn_param=child.per_turn,
-            turns_param=child.turns,
+            starts_param=child.starts,
+            turns_param=child.steps,
             starts=starts,
             turns=None if turns is None else int(turns),
             child_run=child_run,
@@ -197,7 +197,8 @@ class CheckReport:
     states: int
     transitions: int
     findings: tuple[Finding, ...]
-    # per declared figure, per turn and per run: the bound's largest branch at `at`, as a polynomial of the caps
+    step: str = SPAN  # the scope the figures "per" it are counted over (the machine's widest: progress ends it)
+    # per declared figure, per step and per run: the bound's largest branch at `at`, as a polynomial of the caps
     expressions: Mapping[str, tuple[str, str]] = attrs.field(factory=dict, repr=False)
     at: Mapping[str, Any] = attrs.field(factory=dict)
     per_turn: Mapping[str, float] = attrs.field(factory=dict)
@@ -227,6 +228,8 @@ class CheckReport:
         def num(v: float) -> int | None:
             return None if v == math.inf else int(v)
 
+        step = self.step  # the keys name the machine's step scope
+
         out: dict[str, Any] = {
             "machine": self.machine,
             "path": self.path,
@@ -234,25 +237,27 @@ class CheckReport:
             "states": self.states,
             "transitions": self.transitions,
             "figures_at": dict(self.at),
-            "worst_case_per_turn": {k: num(v) for k, v in self.per_turn.items()},
+            f"worst_case_per_{step}": {k: num(v) for k, v in self.per_turn.items()},
             "worst_case_per_run": {k: num(v) for k, v in self.per_run.items()},
-            "expressions": {name: {"per_turn": turn, "per_run": run} for name, (turn, run) in self.expressions.items()},
+            "expressions": {
+                name: {f"per_{step}": one, "per_run": all_} for name, (one, all_) in self.expressions.items()
+            },
             "unbounded_by_design": dict(self.unbounded_by_design),
             "param_defaults": dict(self.defaults),
             "findings": [f.to_json() for f in self.findings],
         }
         if self.wait_s_per_turn:
-            out["worst_wait_s_per_turn"] = {
-                name: {"each_s": _json_number(self.each_s[name]), "per_turn_s": _json_number(s)}
+            out[f"worst_wait_s_per_{step}"] = {
+                name: {"each_s": _json_number(self.each_s[name]), f"per_{step}_s": _json_number(s)}
                 for name, s in self.wait_s_per_turn.items()
             }
         if self.composed:
-            out["composed_per_turn"] = {
+            out[f"composed_per_{step}"] = {
                 name: {
-                    "starts_per_turn": c.starts,
-                    "child_turns": c.turns,
+                    f"starts_per_{step}": c.starts,
+                    f"child_{step}s": c.turns,
                     "child_run": {k: num(v) for k, v in c.child_run.items()},
-                    "per_turn": {k: num(v) for k, v in c.per_turn.items()},
+                    f"per_{step}": {k: num(v) for k, v in c.per_turn.items()},
                 }
                 for name, c in self.composed.items()
             }
@@ -260,8 +265,8 @@ class CheckReport:
             out["explored"] = {
                 "params": dict(self.params),
                 "configurations": self.configurations,
-                "worst_case_per_turn": dict(self.worst_case),
-                "symbolic_per_turn": {k: num(v) for k, v in self.symbolic_at_params.items()},
+                f"worst_case_per_{step}": dict(self.worst_case),
+                f"symbolic_per_{step}": {k: num(v) for k, v in self.symbolic_at_params.items()},
                 "worst_case_per_run": dict(self.worst_case_per_run),
                 "symbolic_per_run": {k: num(v) for k, v in self.symbolic_per_run_at_params.items()},
             }
@@ -306,7 +311,7 @@ def check_spec(
             findings.append(
                 Finding(
                     check="figure",
-                    message=f"figure {name!r} can reach {_show(per_turn[name])} per turn at "
+                    message=f"figure {name!r} can reach {_show(per_turn[name])} per {spec.step_scope} at "
                     f"{_settings(spec, at)}, above its declared max {most} "
                     f"(there the bound is {_polynomial(bounds[name].per_turn, spec, at)})",
                 )
@@ -331,6 +336,7 @@ def check_spec(
         states=len(spec.states),
         transitions=len(spec.transitions),
         findings=tuple(findings),
+        step=spec.step_scope,
         expressions={
             name: (_polynomial(b.per_turn, spec, at), _polynomial(b.per_run, spec, at)) for name, b in bounds.items()
         },
@@ -352,7 +358,7 @@ def check_spec(
     shadowed = {f.reasons for f in findings if f.check == "dead_edge"}
     more = [f for f in more if not (f.check == "dead_edge" and f.reasons in shadowed)]
     symbolic, symbolic_run = figure_values(spec, values)
-    for per, exact_values, bound_values in (("turn", worst, symbolic), ("run", worst_run, symbolic_run)):
+    for per, exact_values, bound_values in ((spec.step_scope, worst, symbolic), (RUN, worst_run, symbolic_run)):
         for name, exact in exact_values.items():
             if exact > bound_values[name]:
                 more.append(
@@ -388,8 +394,8 @@ def _composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mappi
                 out.append(
                     Finding(
                         check="figure",
-                        message=f"figure {name!r} with its children can reach {_show(value)} per turn at "
-                        f"{child.turns_param}={child.turns}, {child.per_turn_param}={child.starts} "
+                        message=f"figure {name!r} with its children can reach {_show(value)} per {spec.step_scope} at "
+                        f"{child.turns_param}={child.turns}, {child.starts_param}={child.starts} "
                         f"({_show(value - child.starts * child.child_run[name])} + {child.starts} × "
                         f"{_show(child.child_run[name])}), above its declared max_with_children {most}",
                     )
@@ -579,7 +585,7 @@ def _run_pass(spec: MachineSpec) -> list[Finding]:
         spec,
         [t for t in fires if t.reason not in spec.unbounded_by_design and t.source in reached],
         "unbounded run: a cycle",
-        "count one of its progress edges with a `session` counter whose cap is an int or a non-nullable "
+        f"count one of its progress edges with a `{RUN}` counter whose cap is an int or a non-nullable "
         "int param, or list a progress edge a user drives under `unbounded_by_design:` with what is unbounded",
     )
     return [attrs.evolve(f, check="progress_bound") for f in found if tuple(sorted(f.states)) not in per_turn]
@@ -613,7 +619,7 @@ def _unbounded_cycles(spec: MachineSpec, edges: list[TransitionSpec], what: str,
             progress = [t.reason for t in inner if t.progress]
             detail = ""
             if progress:
-                detail += f"; progress edge(s) {progress} are not counted by a bounded session counter"
+                detail += f"; progress edge(s) {progress} are not counted by a bounded {RUN} counter"
             if resets:
                 detail += f"; counter(s) {', '.join(map(repr, resets))} are reset inside the cycle"
             if nullable:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..model.properties import broken_properties
-from ..model.spec import MachineSpec, PropertySpec, TransitionSpec
+from ..model.spec import RUN, MachineSpec, PropertySpec
 from .check import CheckReport, Finding
 from .paths import PlannedPath, PlannedStep, Realiser, plan_paths, shortest_run
 
@@ -81,27 +81,21 @@ class Replayer(Protocol):
 Watch = tuple[str, Hashable, Callable[[Any, PlannedStep], Any], Callable[[Any], bool]]  # shows, start, step, shown
 
 
-def _figure_watch(spec: MachineSpec, name: str, most: int, per: str = "turn") -> Watch:
+def _figure_watch(spec: MachineSpec, name: str, most: int, per: str | None = None) -> Watch:
     effects = frozenset(spec.figures[name])
     weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
-    per_turn = per == "turn"
+    per = per or spec.step_scope
 
     def step(n: int, s: PlannedStep) -> int:
-        # per turn, a progress edge starts a new turn (the state entered counts in it); per run nothing does
-        return min((0 if per_turn and s.transition.progress else n) + weight[s.dest], most + 1)
+        # an edge ending the scope starts a new one (the state entered counts in it); nothing ends the run
+        return min((0 if spec.ends_scope(s.transition, per) else n) + weight[s.dest], most + 1)
 
     return f"{name} reaches {most + 1} in one {per}", weight[spec.initial], step, lambda n: n > most
 
 
-def _scope_resets(t: TransitionSpec, per: str) -> bool:
-    if per == "run":
-        return False
-    return t.progress if per == "turn" else t.progress or t.completes_request
-
-
-def _at_most_watch(counted: frozenset[str], per: str, limit: int) -> Watch:
+def _at_most_watch(spec: MachineSpec, counted: frozenset[str], per: str, limit: int) -> Watch:
     def step(n: int, s: PlannedStep) -> int:
-        n = 0 if _scope_resets(s.transition, per) else n
+        n = 0 if spec.ends_scope(s.transition, per) else n
         return min(n + (s.reason in counted), limit + 1)
 
     return f"{' / '.join(sorted(counted))} taken {limit + 1} times in one {per}", 0, step, lambda n: n > limit
@@ -177,7 +171,7 @@ def _first_watch(spec: MachineSpec, prop: PropertySpec) -> Watch:
         seen, shown = v
         if shown:
             return v
-        seen = s.dest in by or (seen and not _scope_resets(s.transition, prop.per))
+        seen = s.dest in by or (seen and not spec.ends_scope(s.transition, prop.per))
         return seen, s.dest in into and not seen
 
     shows = f"{', '.join(sorted(into))} entered with no step into {', '.join(sorted(by))} this {prop.per}"
@@ -230,14 +224,14 @@ def _watch_for(
 ) -> tuple[Watch | None, str]:
     if finding.check == "figure":
         for name, most in spec.figure_max.items():
-            if finding.message.startswith(f"figure {name!r} can reach") and "per turn" in finding.message:
+            if finding.message.startswith(f"figure {name!r} can reach") and f"per {spec.step_scope}" in finding.message:
                 return _figure_watch(spec, name, most), ""
         for name, declared in spec.figure_max_per_run.items():
             if finding.message.startswith(f"figure {name!r} can reach") and "per run" in finding.message:
                 run_most = spec.limit_of(declared, at)
                 if run_most is None:
                     return None, f"the limit {declared} is unset at these params"
-                return _figure_watch(spec, name, run_most, per="run"), ""
+                return _figure_watch(spec, name, run_most, per=RUN), ""
         return None, "the finding names no declared figure"
     if finding.check == "property" and finding.message in broken:
         prop = props[broken[finding.message].name]
@@ -245,7 +239,7 @@ def _watch_for(
             limit = spec.limit_of(prop.most, at)
             if limit is None:
                 return None, f"the limit {prop.most} is unset at these params"
-            return _at_most_watch(frozenset(prop.reasons), prop.per, limit), ""
+            return _at_most_watch(spec, frozenset(prop.reasons), prop.per, limit), ""
         if prop.kind == "order" and len(finding.reasons) >= 2:
             # the candidate tried before one the property puts first, taken where both are candidates
             rank = {r: i for i, r in enumerate(prop.reasons)}

@@ -5,7 +5,7 @@ the reset sets (:func:`derived_resets`, from docs/machines.md's rules, not
 ``MachineSpec.resets_of``), the counters it tracks at a setting of the params, each
 decision's outcomes folded into ``d_step`` options, and the property monitors compiled in
 with ``-DMONITORS`` — the declared properties as assertions and ghost counters (the scopes
-of the budgets, the breaks of the streaks) and the liveness claim ``[] <> turn_over`` as an
+of the budgets, the breaks of the streaks) and the liveness claim ``[] <> step_over`` as an
 LTL formula. Shares no code with ``fsm.verify.check``, ``fsm.model.properties`` or ``fsm.verify.bounds``: the two
 checkers agree only if both follow the machine's semantics.
 
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 MONITORS = "MONITORS"  # the preprocessor symbol that puts the property monitors and the LTL claim in
-LIVENESS = "every_turn_ends"  # the name of the LTL formula
+LIVENESS = "every_step_ends"  # the name of the LTL formula
 REASON_MARK = "@@ "  # printf prefix of a reason in a replayed trail
 FAILURE_MARK = "@@! "  # printf prefix of what went wrong (a stuck decision, a broken property)
 
@@ -64,10 +64,11 @@ def derived_resets(spec: MachineSpec) -> dict[tuple[str, str], frozenset[str]]:
     checker's), so that SPIN checks the declared semantics rather than repeating our reading of
     it: a counter is reset by the edges listing it under ``resets``, by the reasons of its
     ``consecutive``, by every other outcome of a state that emits an event of its ``streak_of``,
-    and by scope (``turn`` and ``request`` at a ``progress`` edge, ``request`` also at a
-    ``completes_request`` one) — but scope and streak never reset the edge's own counter.
+    and by scope (every declared scope at a ``progress`` edge; at an ``ends:`` edge, its scope and
+    those declared before it, inside it) — but scope and streak never reset the edge's own counter.
     """
     emits = {s.name: frozenset(s.emits) for s in spec.states}
+    inner = {scope: spec.scopes[: i + 1] for i, scope in enumerate(spec.scopes)}  # a scope and those inside it
     out: dict[tuple[str, str], set[str]] = {(t.source, t.reason): set(t.resets) for t in spec.transitions}
     for c in spec.counters:
         streak = frozenset(c.streak_of)
@@ -77,7 +78,7 @@ def derived_resets(spec: MachineSpec) -> dict[tuple[str, str], frozenset[str]]:
             if t.counter == c.name:
                 continue
             breaks_streak = bool(streak & emits.get(t.source, frozenset())) and t.event not in streak
-            ends_scope = (t.progress and c.scope != "session") or (t.completes_request and c.scope == "request")
+            ends_scope = c.scope in (spec.scopes if t.progress else inner.get(t.ends or "", ()))
             if breaks_streak or ends_scope:
                 out[t.source, t.reason].add(c.name)
     return {edge: frozenset(counters) for edge, counters in out.items()}
@@ -143,7 +144,7 @@ class Monitors:
             *(f"resets {n}" for n in self.resets),
             *(f"preceded {p.name}" for p in self.paths),
             *(f"ends {p.name}" for p in self.ends),
-            f"ltl {LIVENESS}: every turn reaches the next turn or an end",
+            f"ltl {LIVENESS}: every step scope reaches the next progress step or an end",
         )
 
 
@@ -212,19 +213,21 @@ def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mappin
 
 
 def _budget(spec: MachineSpec, prop: PropertySpec, values: Mapping[str, Any], var: str) -> _Budget | None:
-    """A turn ends at a ``progress`` edge; a request also at a ``completes_request`` one; a run never."""
+    """A scope ends at a ``progress`` edge and at an ``ends:`` edge of it or of a scope around it; a run never."""
     assert prop.most is not None
     limit = spec.limit_of(prop.most, values)
     if limit is None:
         return None
     counts = frozenset(prop.reasons)
-    restarts = frozenset(t.reason for t in spec.transitions if _ends(t, prop.per)) - counts
+    restarts = frozenset(t.reason for t in spec.transitions if _ends(spec, t, prop.per)) - counts
     return _Budget(name=prop.name, var=var, counts=counts, restarts=restarts, limit=max(limit, 0), per=prop.per)
 
 
-def _ends(t: TransitionSpec, per: str) -> bool:
-    """Whether taking ``t`` ends the current ``per`` (request, turn or run)."""
-    return per != "run" and (t.progress or (per == "request" and t.completes_request))
+def _ends(spec: MachineSpec, t: TransitionSpec, per: str) -> bool:
+    """Whether taking ``t`` ends the current ``per`` scope (written apart from ``MachineSpec.ends_scope``)."""
+    if per not in spec.scopes:
+        return False  # the run, never ended
+    return t.progress or (t.ends in spec.scopes and spec.scopes.index(per) <= spec.scopes.index(t.ends))
 
 
 def _streak(spec: MachineSpec, prop: PropertySpec, cap: int, var: str) -> _Streak:
@@ -273,8 +276,8 @@ def to_promela(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> st
     an ``in_a_row`` one counts the steps of its counter since the streak last broke and
     asserts the counter is no more. The stuck assertions are left out there (the safety
     search has them; a stuck configuration blocks, which the claim reports as a turn that
-    never ends), and ``turn_over`` — set by a progress step or an end — feeds the LTL claim
-    ``[] <> turn_over``.
+    never ends), and ``step_over`` — set by a progress step or an end — feeds the LTL claim
+    ``[] <> step_over``.
     """
     values = resolve_params(spec, params)
     caps = tracked_caps(spec, values)
@@ -340,8 +343,8 @@ def _ghost_declarations(m: Monitors) -> list[str]:
         for p in m.paths
     ]
     out += [
-        "bit turn_over = 0; /* the last step was a progress step (the next turn) or into an end */",
-        f"ltl {LIVENESS} {{ [] <> turn_over }}",
+        "bit step_over = 0; /* the last step was a progress step (a new step scope) or into an end */",
+        f"ltl {LIVENESS} {{ [] <> step_over }}",
     ]
     return [_comment_safe(line) for line in out]
 
@@ -368,7 +371,7 @@ def _option(
     lines = [f"  :: d_step {{ {cond} ->", f'       printf("{REASON_MARK}{t.reason}\\n")']
     lines += _monitored([_order_check(t, p, c, caps) for p, c in sorted(earlier, key=lambda pc: (pc[0], pc[1].reason))])
     lines.append("       ; " + "; ".join(_updates(t, caps, resets)))
-    lines += _monitored([*_ghost_updates(t, m, ended), *_end_checks(spec, t, m)])
+    lines += _monitored([*_ghost_updates(spec, t, m, ended), *_end_checks(spec, t, m)])
     if ended:
         lines.append("       ; " + "; ".join(f"{_ct(c)} = 0" for c in caps))
         zeroed = [f"{g} = 0" for g in (*(b.var for b in m.budgets), *(s.var for s in m.streaks))]
@@ -399,9 +402,9 @@ def _order_check(t: TransitionSpec, prop: str, c: TransitionSpec, caps: Mapping[
     return f"if :: {_ct(c.counter)} < {caps[c.counter]} -> {broken} :: else -> skip fi"
 
 
-def _ghost_updates(t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
+def _ghost_updates(spec: MachineSpec, t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
     """Each budget and streak the step counts or restarts, with its check; each counter a ``resets``
-    property wants 0 after the step checked; ``turn_over`` set or cleared."""
+    property wants 0 after the step checked; ``step_over`` set or cleared."""
     out: list[str] = []
     for prop, counter in m.zeroed.get(t.reason, ()):
         broken = _violation(f"property {prop} broken: {counter} is %d after {t.reason}, not 0", _ct(counter))
@@ -426,7 +429,7 @@ def _ghost_updates(t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
         elif t.reason in s.restarts and not ended:
             out.append(f"{s.var} = 0")
     for p in m.paths:
-        if _ends(t, p.per) and not ended:
+        if _ends(spec, t, p.per) and not ended:
             out.append(f"{p.var} = 0")
         if t.dest in p.by:
             out.append(f"{p.var} = 1")
@@ -436,7 +439,7 @@ def _ghost_updates(t: TransitionSpec, m: Monitors, ended: bool) -> list[str]:
                 f"{' or '.join(sorted(p.by))} since the {p.per} began"
             )
             out.append(f"if :: {p.var} == 0 -> {broken} :: else -> skip fi")
-    out.append(f"turn_over = {1 if t.progress or ended else 0}")
+    out.append(f"step_over = {1 if t.progress or ended else 0}")
     return out
 
 

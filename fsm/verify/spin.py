@@ -7,7 +7,7 @@ temporary directory, for two searches over the same Promela text.
 * The safety search: its stored states are exactly the reachable (state, counters)
   configurations, and a decision where no candidate can fire is an assertion.
 * The monitor search (``-DMONITORS``, ``pan -a``): the declared properties as assertions
-  and ghost counters, and the liveness claim ``[] <> turn_over`` — every turn reaches a
+  and ghost counters, and the liveness claim ``[] <> step_over`` — every turn reaches a
   progress step (the next turn) or an end — as an LTL formula.
 
 It reads pan's verdict (pan exits 0 even when it finds errors) and replays an error trail
@@ -407,5 +407,5 @@ def _replay(
         elif line == _CYCLE:
             cycle = len(reasons)
     if "acceptance cycle" in failure:
-        failure = f"non-progress cycle: a turn that never reaches the next turn or an end (ltl {LIVENESS})"
+        failure = f"non-progress cycle: a step that never reaches the next progress step or an end (ltl {LIVENESS})"
     return tuple(reasons), cycle, failure

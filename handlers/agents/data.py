@@ -14,9 +14,9 @@ from collections.abc import Collection
 from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
 from ..outcome import SharedData
-from ..records import evolve
 from ..tools.data import ToolsData
 
 __all__ = [

@@ -22,7 +22,7 @@ from ..outcome import evolved, with_outcome
 from ..request.data import RequestLogged, count_attempt, with_request
 from ..request.recovery import api_error_text, back_off, retry_after_cap_s
 from ..request.services.backends import ModelCall
-from ..request.services.client import ModelFailure, ModelReply
+from ..request.services.client import TRANSIENT_FAILURES, ModelFailure, ModelReply
 from ..session import hidden_calls, hidden_calls_note
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window
@@ -54,7 +54,6 @@ __all__ = [
 ]
 
 SUMMARY_MAX_TOKENS = 8_192
-_TRANSIENT = ("retryable", "overloaded", "malformed_response")  # a summary request that may work when sent again
 # Of the effective window, kept verbatim (whole groups) by a compaction. Whatever is kept is
 # written to the cache again behind the new summary and read by every later request, where
 # the summary request reads it once at 0.1x: 10 % (not 30 %) brought a long session's
@@ -100,9 +99,9 @@ async def compact_transcript(
         if outcome.kind == "prompt_too_long":
             return Event(name="summary_too_long", data=CompactionFailed(reason=outcome.message, log=outcome.log))
         cap = retry_after_cap_s(run)
-        if outcome.kind in _TRANSIENT and (outcome.retry_after_s is None or outcome.retry_after_s <= cap):
+        if outcome.kind in TRANSIENT_FAILURES and (outcome.retry_after_s is None or outcome.retry_after_s <= cap):
             return Event(name="summary_failed_transiently", data=outcome)
-        if outcome.kind in _TRANSIENT:  # not slept through, as a model request's would not be
+        if outcome.kind in TRANSIENT_FAILURES:  # not slept through, as a model request's would not be
             reason = f"{api_error_text(outcome)} (asked to retry in {outcome.retry_after_s:g} s, over {cap:g} s)"
             return Event(name="summary_failed", data=CompactionFailed(reason=reason, log=outcome.log))
         reason = f"{outcome.kind} {outcome.status or ''}: {outcome.message}".strip()

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
 from ..hooks.data import HooksData
 from ..hooks.services.calling import HookServices
 from ..messages import Message
-from ..records import evolve
 from ..request.data import RequestRun, RequestServices
 from ..request.services.client import ModelFailure, RequestLog
 from ..session import SessionData

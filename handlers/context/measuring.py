@@ -22,6 +22,7 @@ from ..messages import MessageView
 from ..outcome import evolved, with_outcome
 from ..request.services.backends import ModelCall
 from ..request.services.pricing import model_info
+from ..tools.services.names import CLEARABLE_TOOLS
 from .data import C, ContextData, ContextServices, Measured, with_context
 from .services import compaction
 
@@ -120,7 +121,7 @@ def _old_results(run: RunState[C]) -> tuple[compaction.Clearing | None, int | No
     messages = run.data.messages
     if not context.microcompact or messages.tokens < compaction.MICROCOMPACT_MIN_TOKENS:
         return None, None
-    calls = messages.count_calls(compaction.CLEARABLE_TOOLS)
+    calls = messages.count_calls(CLEARABLE_TOOLS)
     if calls == context.clearable_calls_seen:
         return None, None
     clearing = compaction.plan_clearing(messages)

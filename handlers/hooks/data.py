@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
 from ..outcome import SharedData
-from ..records import evolve
 
 __all__ = ["HooksData", "HooksRun", "with_hooks"]
 

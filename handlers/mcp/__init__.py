@@ -18,7 +18,7 @@ from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
-    from .services.client import FailureKind, McpFailure, McpManager, McpTool, ServerStatus
+    from .services.client import McpFailure, McpFailureKind, McpManager, McpTool, ServerStatus
     from .services.config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
     from .services.host import Elicit, ElicitAnswer, Elicitation, McpProgress
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
@@ -26,7 +26,7 @@ else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".services.client": ("FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"),
+            ".services.client": ("McpFailure", "McpFailureKind", "McpManager", "McpTool", "ServerStatus"),
             ".services.host": ("Elicit", "ElicitAnswer", "Elicitation", "McpProgress"),
             ".services.config": (
                 "McpConfigError",
@@ -52,10 +52,10 @@ __all__ = [
     "Elicit",
     "ElicitAnswer",
     "Elicitation",
-    "FailureKind",
     "McpConfigError",
     "McpData",
     "McpFailure",
+    "McpFailureKind",
     "McpManager",
     "McpProgress",
     "McpRun",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
 from ..outcome import SharedData
-from ..records import evolve
 from ..request.data import RequestData
 from .services.client import McpFailure, McpManager
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
-from ..records import evolve
 from ..request.data import RequestRun
 from ..request.services.client import ModelReply
 

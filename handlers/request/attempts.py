@@ -10,6 +10,9 @@ state's exit handler that adds every attempt's usage and API time to the run dat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Final
+
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from .data import (
@@ -23,27 +26,27 @@ from .data import (
     real_input_tokens,
 )
 from .services.backends import ModelCall
-from .services.client import ModelFailure, ModelReply
+from .services.client import FailureKind, ModelFailure, ModelReply
 
 __all__ = ["call_model", "classify_failure", "record_attempt"]
 
-_FAILURE_EVENTS = {
+# The machine's event for each kind of failure (every FailureKind has one; a test holds them to the YAML).
+_FAILURE_EVENTS: Final[Mapping[FailureKind, str]] = {
     "retryable": "failed_transiently",
     "overloaded": "overloaded",
     "model_unavailable": "model_unavailable",
-    "fatal": "rejected",
     "prompt_too_long": "context_overflowed",
     "media_too_large": "media_too_large",
+    "fatal": "rejected",
+    "stream_broken": "stream_broken",
     "malformed_response": "response_malformed",
 }
 
 
 def classify_failure(failure: ModelFailure) -> str:
     """The event for a failed attempt; a broken stream keeps complete tool_use blocks apart."""
-    if failure.kind == "stream_broken":
-        if any(b.get("type") == "tool_use" for b in failure.partial_content):
-            return "stream_cut_after_tool_use"
-        return "stream_broken"
+    if failure.kind == "stream_broken" and any(b.get("type") == "tool_use" for b in failure.partial_content):
+        return "stream_cut_after_tool_use"
     return _FAILURE_EVENTS[failure.kind]
 
 

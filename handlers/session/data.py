@@ -15,11 +15,11 @@ from collections.abc import Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
 from ..hooks.data import HooksData
 from ..messages import Message
 from ..outcome import SharedData
-from ..records import evolve
 from .services.store import MAX_CHECKPOINTS, CheckpointStore, JsonlLog, SessionPaths
 
 __all__ = [

@@ -3,7 +3,8 @@
 Its states in ``machines/query_loop.yaml`` are ``gating_tools`` and ``running_tools``.
 Here: the slice of the run data it owns (``data``), the tools' shared records
 (``base``), the built-in tools (``files``, ``search`` — whose matching runs in the
-``grep_worker`` child process — and ``bash``, gathered in ``registry``), tools written
+``grep_worker`` child process — and ``bash``, gathered in ``registry``), every tool name
+and what it is (``names``: the rule families, path fields, which run without asking), tools written
 as Python functions (``python_tools``: ``@tool``), validation,
 scheduling and deadlines (``dispatch``), permission rules (``rules``: their records and
 syntax; ``shell``: a command line read as the shell would; ``permissions``: the decision),
@@ -38,18 +39,10 @@ if TYPE_CHECKING:
     )
     from .services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
     from .services.dispatch import OnResult, ToolRegistry, run_tool_calls
-    from .services.permissions import (
-        PERMISSION_MODES,
-        AskPermission,
-        PermissionAnswer,
-        PermissionMode,
-        PermissionRuleError,
-        PermissionRules,
-        decide,
-        hidden_tools,
-    )
+    from .services.permissions import AskPermission, PermissionAnswer, decide
     from .services.python_tools import ToolDefinitionError, tool
     from .services.registry import default_registry, default_tools
+    from .services.rules import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, hidden_tools
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -66,14 +59,12 @@ else:
                 "stop_repeated_denial",
                 "stop_repeated_replay",
             ),
-            ".services.permissions": (
+            ".services.permissions": ("AskPermission", "PermissionAnswer", "decide"),
+            ".services.rules": (
                 "PERMISSION_MODES",
-                "AskPermission",
-                "PermissionAnswer",
                 "PermissionMode",
                 "PermissionRuleError",
                 "PermissionRules",
-                "decide",
                 "hidden_tools",
             ),
             ".services.python_tools": ("ToolDefinitionError", "tool"),

@@ -12,16 +12,17 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from attrs import evolve
 
 from ..hooks.services.calling import HookServices
 from ..messages import ToolCall, synthetic_error_results
 from ..outcome import SharedData
-from ..records import evolve
 from ..request.data import RequestData
 from ..session import SessionData, SessionServices
 from .services.base import BackgroundTask, ToolContext, ToolSpec
 from .services.dispatch import CallRunner, ToolRegistry
-from .services.permissions import AskPermission, PermissionMode, PermissionRules
+from .services.permissions import AskPermission
+from .services.rules import PermissionMode, PermissionRules
 
 __all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "close_open_calls", "with_tools"]
 

@@ -44,7 +44,8 @@ from .data import T, ToolServices, close_open_calls, with_tools
 from .services.base import ToolError, ToolSpec, resolve_inside_cwd
 from .services.catalog import find_tool
 from .services.dispatch import unknown_tool_result
-from .services.permissions import AskPermission, PermissionDecision, decide, parse_rule, suggest_rules
+from .services.permissions import AskPermission, PermissionDecision, decide, suggest_rules
+from .services.rules import parse_rule
 from .services.shell import analyse
 
 __all__ = [

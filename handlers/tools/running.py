@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from attrs import evolve
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
@@ -24,7 +25,6 @@ from ..hooks.services.calling import hook
 from ..hooks.services.runner import HookOutcome
 from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import Notice, evolved, with_outcome
-from ..records import evolve
 from ..request.services.client import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools

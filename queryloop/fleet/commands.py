@@ -1,8 +1,8 @@
 """The ``worker`` and ``submit`` commands: their flags, and what each runs (imported only when it runs).
 
-Owns the two subcommands' parsers (added to the program's commands by ``queryloop.frontends.cli``)
+Owns the two subcommands' parsers (registered in ``queryloop.frontends.commands``, which the program reads)
 and their entry points. Importing this module imports neither DBOS nor SQLAlchemy nor
-the SDK: ``queryloop --help`` builds these parsers and must stay fast. Bad input — a
+the SDK: ``queryloop submit --help`` builds these parsers and must stay fast. Bad input — a
 database URL of the wrong kind, a working directory that is not there, an unknown
 session id, waiting with no worker — is one line on stderr and exit 1; a bad flag, exit 2, and so is
 DBOS missing (one line naming the ``pip install`` that adds the ``fleet`` extra).

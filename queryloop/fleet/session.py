@@ -24,7 +24,15 @@ import attrs
 
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.run.agent import AgentRun
-from queryloop.run.config import AgentOptions, resolve_config
+from queryloop.run.config import (
+    AgentOptions,
+    AskedLimits,
+    AskedRequest,
+    AskedSession,
+    AskedTools,
+    ConfigSources,
+    resolve_config,
+)
 
 from .database import FleetDatabase
 from .steps import StepBackend, ToolSteps
@@ -74,22 +82,32 @@ def session_options(spec: SessionSpec) -> AgentOptions:
     resolved = resolve_config(
         cwd=Path(spec.cwd),
         prompt=spec.prompt,
-        model=spec.model,
-        fallback_models=spec.fallback_models,
-        max_turns=spec.max_turns,
-        max_retries=spec.max_retries,
-        max_budget_usd=spec.max_budget_usd,
-        permission_mode=spec.permission_mode,  # type: ignore[arg-type]  # checked by submit
-        allowed_tools=list(spec.allowed_tools) or None,
-        disallowed_tools=list(spec.disallowed_tools) or None,
-        system_prompt=spec.system_prompt,
-        append_system_prompt=spec.append_system_prompt,
-        strict_mcp_config=True,  # no servers: nothing of the working directory's is approved here
-        home=Path(tempfile.gettempdir()) / "queryloop-fleet",  # never written: the store is the database
+        # no servers: nothing of the working directory's is approved here
+        sources=ConfigSources(strict_mcp_config=True),
+        request=AskedRequest(
+            model=spec.model,
+            fallback_models=spec.fallback_models,
+            system_prompt=spec.system_prompt,
+            append_system_prompt=spec.append_system_prompt,
+        ),
+        limits=AskedLimits(max_turns=spec.max_turns, max_retries=spec.max_retries, max_budget_usd=spec.max_budget_usd),
+        tools=AskedTools(
+            permission_mode=spec.permission_mode,  # type: ignore[arg-type]  # checked by submit
+            allowed_tools=list(spec.allowed_tools) or None,
+            disallowed_tools=list(spec.disallowed_tools) or None,
+        ),
+        # never written: the store is the database
+        session=AskedSession(home=Path(tempfile.gettempdir()) / "queryloop-fleet"),
     )
     # no Agent tool yet: a worker taking a session over replays an Agent call's acknowledgement from the
     # database without restarting the agent, so its report would never come (docs/agents.md, "Not yet")
-    return attrs.evolve(resolved.options, session_id=spec.session_id, prompt_id=spec.prompt_id, agents=())
+    options = resolved.options
+    return attrs.evolve(
+        options,
+        session=attrs.evolve(options.session, session_id=spec.session_id),
+        prompt_id=spec.prompt_id,
+        agents=attrs.evolve(options.agents, definitions=()),
+    )
 
 
 async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) -> dict[str, Any]:

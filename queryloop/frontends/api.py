@@ -76,7 +76,8 @@ class _Conversation:
         self.template = agent_options(options, can_use_tool=None)
         if options.can_use_tool is not None:
             asker = permission_asker(options.can_use_tool, cwd=self.template.cwd, on_interrupt=self.interrupt)
-            self.template = attrs.evolve(self.template, can_use_tool=asker)
+            template = self.template
+            self.template = attrs.evolve(template, permissions=attrs.evolve(template.permissions, can_use_tool=asker))
         try:
             session = choose_session(
                 cwd=self.template.cwd,
@@ -84,7 +85,7 @@ class _Conversation:
                 continue_=options.continue_conversation,
                 fork=options.fork_session,
                 session_id=options.session_id,
-                home=self.template.home,
+                home=self.template.session.home,
                 printing=False,  # options, not flags: no message names --print
             )
         except SessionChoiceError as exc:
@@ -130,7 +131,7 @@ class _Conversation:
 
     def _run_options(self, prompt: str) -> AgentOptions:
         """This prompt's options: the first one opens the chosen session, later ones continue it."""
-        if self.prompts and not self.template.persist:
+        if self.prompts and not self.template.session.persist:
             raise OptionsError(
                 "a second prompt continues the conversation's stored session, and persist_session=False "
                 "keeps none: leave persist_session on (home= chooses where sessions are kept)"
@@ -173,7 +174,7 @@ class _Conversation:
 
     def _renderer(self, options: AgentOptions, sink: _Lines) -> Renderer:
         """How a prompt is shown: its stream-json lines go to ``sink``, read back as messages."""
-        return _MessageRenderer(session_id=options.session_id, sink=sink)
+        return _MessageRenderer(session_id=options.session.session_id, sink=sink)
 
     def _was_interrupt(self) -> bool:
         """Whether the cancellation being handled is interrupt()'s (then it is taken back), not the caller's."""

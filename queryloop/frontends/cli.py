@@ -1,10 +1,12 @@
 """The ``queryloop`` program: ``queryloop [options] [prompt]`` runs the agent; ``check``, ``diagram``, ``docs``.
 
 Owns the program's two parsers and the choice between them — Claude Code's shape: a
-first word that names a command (``check``, ``diagram``, ``docs``, ``mock-api``, or
-``run``, the agent by name, kept for scripts) runs it, anything else is the agent's
-options and prompt (the engine's commands come from ``queryloop.fsm.cli``, given the
-shipped machines as their default); flag parsing and validation for the agent (one
+first word that names a command runs it (the commands, and the module adding each, are
+listed in ``queryloop.frontends.commands``; only that command's module is imported),
+anything else is the agent's options and prompt; the commands that are the program's own:
+``run`` (the agent by name, kept for scripts), ``mock-api`` and ``mock-mcp-deploy``, and
+what the engine's commands (``queryloop.fsm.cli``'s) are given: the shipped machines as
+their default; flag parsing and validation for the agent (one
 line and exit 2 for a bad flag); the prompt (the argument, stdin, or both joined by a
 newline), or the interactive session when none can come on a terminal
 (``queryloop.frontends.interactive``); the offline wiring (the embedded Anthropic-compatible server
@@ -32,19 +34,18 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from queryloop.fsm.cli import UsageError, add_engine_commands, run_command
+from queryloop.fsm.cli import UsageError, run_command
 from queryloop.fsm.terminal import inert
 from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
-from queryloop.handlers.tools.services.permissions import parse_rule_list
+from queryloop.handlers.tools.services.rules import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .. import __version__
-from ..fleet.commands import add_fleet_commands
 from ..run.defaults import AUTO_COMPACT_THRESHOLD, CLAUDE_CODE_VERSION, DEFAULT_MODEL, MAX_OUTPUT_TOKENS
-from ..run.sessions import add_session_commands
 from ..run.startup import Startup
-from ..ui import add_ui_command
 from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
+from .commands import add_commands, command_names
+from .formats import OUTPUT_FORMATS
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
 
 # Only what building the parsers needs is imported above: `--help`, `--version`, `check` and `diagram`
@@ -56,10 +57,17 @@ if TYPE_CHECKING:
 
     from ..mockapi.replay import ScenarioReplayer
     from ..mockapi.scenario import Scenario
-    from ..run.agent import AgentOptions
+    from ..run.config import AgentOptions
     from ..run.memory import MemoryKind
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "add_mock_commands",
+    "add_run_command",
+    "build_agent_parser",
+    "build_parser",
+    "engine_arguments",
+    "main",
+]
 
 OFFLINE_HINT = (
     "queryloop: neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set. To run offline against the embedded "
@@ -104,13 +112,20 @@ def _scenario_replayer() -> ScenarioReplayer:
     return ScenarioReplayer()
 
 
-def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
-    """The commands' parser and their names: the engine's, ``mock-api``, and ``run`` (the agent, by name)."""
-    parser = _Parser(prog="queryloop", description="The queryloop commands; the agent itself is `queryloop [prompt]`.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_engine_commands(sub, default_machines=shipped_machines, replayer=_scenario_replayer)
+def engine_arguments() -> dict[str, Any]:
+    """What the engine's commands (``queryloop.fsm.cli``) are given: the shipped machines, used when none is
+    named, and what writes ``check --counterexamples``' runs as scenarios."""
+    return {"default_machines": shipped_machines, "replayer": _scenario_replayer}
+
+
+def add_run_command(sub: Any) -> None:
+    """``run``: the agent by name, with the same options as no command."""
     run = sub.add_parser("run", help="the same as no command: run the agent (kept for scripts that name it)")
     _add_agent_options(run)
+
+
+def add_mock_commands(sub: Any) -> None:
+    """``mock-api`` and ``mock-mcp-deploy``: the embedded server and the seed chain's deploy MCP server."""
     mock = sub.add_parser(
         "mock-api",
         help="serve the embedded Anthropic-compatible API for a scenario",
@@ -129,15 +144,19 @@ def _commands() -> tuple[argparse.ArgumentParser, Collection[str]]:
     deploy.add_argument("--state", type=Path, default=Path("deployments.json"), metavar="FILE")
     deploy.add_argument("--http", type=positive_int, metavar="PORT", help="serve streamable HTTP instead of stdio")
     deploy.set_defaults(func=cmd_mock_mcp_deploy)
-    add_session_commands(sub)
-    add_fleet_commands(sub)
-    add_ui_command(sub)
-    return parser, tuple(sub.choices)
+
+
+def _commands(names: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The commands' parser, with the commands ``names`` (None: all of them; ``queryloop.frontends.commands``)."""
+    parser = _Parser(prog="queryloop", description="The queryloop commands; the agent itself is `queryloop [prompt]`.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_commands(sub, names)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The commands' parser: ``check``, ``diagram``, ``docs``, ``mock-api`` and ``run``."""
-    return _commands()[0]
+    """The commands' parser, every command in it (``queryloop.frontends.commands`` lists them)."""
+    return _commands()
 
 
 def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParser:
@@ -166,9 +185,9 @@ def _from_here(value: str | None) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    commands, names = _commands()
-    if words and words[0] in names:
-        return run_command(commands.parse_args(words))
+    names = command_names()
+    if words and words[0] in names:  # only that command's module is imported
+        return run_command(_commands((words[0],)).parse_args(words))
     agent = build_agent_parser(names)
     if not words and sys.stdin.isatty() and not sys.stdout.isatty():  # no prompt can come, no session to open
         agent.print_help(sys.stderr)
@@ -243,7 +262,7 @@ def _add_io_options(run: argparse.ArgumentParser) -> None:
     # Code release queryloop behaves as; the parenthesis says which program this really is.
     behaves_as = f"{CLAUDE_CODE_VERSION} (queryloop {__version__}; behaves as Claude Code)"
     run.add_argument("-v", "--version", action="version", version=behaves_as)
-    run.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    run.add_argument("--output-format", choices=tuple(OUTPUT_FORMATS), default="text")
     run.add_argument(
         "--input-format",
         choices=("text", "stream-json"),
@@ -540,7 +559,17 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     import asyncio
 
     from ..mockapi.scenario import ScenarioError, load_scenario
-    from ..run.config import ConfigError, resolve_config, with_session
+    from ..run.config import (
+        AskedContext,
+        AskedLimits,
+        AskedRequest,
+        AskedSession,
+        AskedTools,
+        ConfigError,
+        ConfigSources,
+        resolve_config,
+        with_session,
+    )
     from ..run.memory import MEMORY_KINDS
     from ..run.sessions import SessionChoiceError, choose_session
 
@@ -559,39 +588,50 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     prompt = "" if no_prompt else _prompt(args, scenario)
     settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     cwd = _prepare_cwd(args, scenario)
+    threshold = args.auto_compact_threshold  # a percentage
     try:  # every settings, rule or MCP problem is reported before the run or its session starts
         resolved = resolve_config(
             cwd=cwd,  # where the tools work: a scenario's fresh temp dir is the one the rules speak of
-            settings_cwd=settings_cwd,
             prompt=prompt,
             scenario=_scenario_hints(scenario),
-            setting_sources=MEMORY_KINDS if args.setting_sources is None else args.setting_sources,
-            settings=_from_here(args.settings),
-            model=args.model,
-            fallback_models=args.fallback_model,
-            tools=args.tools,
-            allowed_tools=args.allowed_tools,
-            disallowed_tools=args.disallowed_tools,
-            permission_mode=args.permission_mode,
-            max_turns=args.max_turns,
-            params={} if args.max_agent_turns is None else {"max_agent_turns": args.max_agent_turns},
-            max_retries=args.max_retries,
-            max_budget_usd=args.max_budget_usd,
-            max_tokens=args.max_output_tokens,
-            escalated_max_tokens=args.escalated_max_output_tokens,
-            max_retry_after_s=args.max_retry_after,
-            request_timeout_s=args.request_timeout,
-            system_prompt=args.system_prompt,
-            append_system_prompt=args.append_system_prompt,
-            agents=args.agents,
-            mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
-            strict_mcp_config=args.strict_mcp_config,
-            auto_compact=not args.no_auto_compact,
-            microcompact=not args.no_microcompact,
-            auto_compact_threshold=None if args.auto_compact_threshold is None else args.auto_compact_threshold / 100,
-            persist=not args.no_session_persistence,
-            sandbox=args.sandbox,
-            interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+            sources=ConfigSources(
+                settings_cwd=settings_cwd,
+                setting_sources=MEMORY_KINDS if args.setting_sources is None else args.setting_sources,
+                settings=_from_here(args.settings),
+                mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
+                strict_mcp_config=args.strict_mcp_config,
+                agents=args.agents,
+            ),
+            request=AskedRequest(
+                model=args.model,
+                fallback_models=args.fallback_model,
+                max_tokens=args.max_output_tokens,
+                escalated_max_tokens=args.escalated_max_output_tokens,
+                request_timeout_s=args.request_timeout,
+                system_prompt=args.system_prompt,
+                append_system_prompt=args.append_system_prompt,
+            ),
+            limits=AskedLimits(
+                max_turns=args.max_turns,
+                max_retries=args.max_retries,
+                max_budget_usd=args.max_budget_usd,
+                max_retry_after_s=args.max_retry_after,
+                params={} if args.max_agent_turns is None else {"max_agent_turns": args.max_agent_turns},
+            ),
+            tools=AskedTools(
+                tools=args.tools,
+                allowed_tools=args.allowed_tools,
+                disallowed_tools=args.disallowed_tools,
+                permission_mode=args.permission_mode,
+                sandbox=args.sandbox,
+                interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+            ),
+            context=AskedContext(
+                auto_compact=not args.no_auto_compact,
+                microcompact=not args.no_microcompact,
+                auto_compact_threshold=None if threshold is None else threshold / 100,
+            ),
+            session=AskedSession(persist=not args.no_session_persistence),
         )
         if scenario is not None and args.cwd is None:
             announce = f"queryloop: offline run of scenario {scenario.name!r} in {cwd} (removed at the end)"
@@ -726,7 +766,7 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
 
             interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
             return await serve_interactive(options, AnthropicBackend(client), args)
-        renderer = renderer_for(args.output_format, session_id=options.session_id, verbose=args.verbose)
+        renderer = renderer_for(args.output_format, session_id=options.session.session_id, verbose=args.verbose)
         run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
         from queryloop.handlers.mcp.services.prompts import PromptCommandError
 

@@ -30,7 +30,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
 import attrs
 from rich.console import Console
@@ -43,12 +43,14 @@ from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
+from queryloop.handlers.request.services.client import RECOVERABLE_FAILURES
 from queryloop.handlers.session.services.transcript import now
 from queryloop.handlers.tools import ToolResultPublished
 
 from ..run.agent import AgentData
 from ..run.defaults import CLAUDE_CODE_VERSION
 from ..run.observe import Observation, SubagentEnded, SubagentItem, SubagentStarted
+from .formats import OUTPUT_FORMATS
 
 __all__ = ["RENDERERS", "JsonRenderer", "Renderer", "StreamJsonRenderer", "TextRenderer", "renderer_for"]
 
@@ -57,8 +59,6 @@ _ERROR_STATES_STYLE = "bold red"
 # How the hooks service words a hook failure: "<Event> hook error (<command>): <message>".
 _HOOK_ERROR = re.compile(r"(?P<event>[A-Za-z]+) hook error (?P<error>.*)", re.DOTALL)
 
-
-_WITHHELD = ("prompt_too_long", "media_too_large")  # shown only when recovery is spent (in the result)
 
 # The transitions that switch to the next --fallback-model, and the trigger Claude Code names for each.
 _MODEL_FALLBACKS = {"model_fallback": "overloaded", "unavailable_model_fallback": "model_not_found"}
@@ -141,7 +141,7 @@ def _agent_result(started: SubagentStarted, ended: SubagentEnded | None, result:
 
 
 def _log_fields(log: RequestLog) -> dict[str, Any]:
-    withheld = log.error_kind in _WITHHELD
+    withheld = log.error_kind in RECOVERABLE_FAILURES  # shown only when recovery is spent (in the result)
     return {
         "client_request_id": log.client_request_id,
         "request_id": log.request_id,
@@ -166,8 +166,6 @@ class Renderer:
     nothing), :meth:`start` and :meth:`show_result`; :meth:`note` writes one line to
     stderr and :meth:`waiting` shows (or stops) that the run waits on the model.
     """
-
-    fmt: ClassVar[str]
 
     def __init__(
         self,
@@ -357,8 +355,6 @@ class Renderer:
 class TextRenderer(Renderer):
     """``--output-format text``: the answer streamed to stdout, a coloured line per transition on stderr."""
 
-    fmt = "text"
-
     def waiting(self, on: bool) -> None:
         if not self.err.is_terminal:
             return
@@ -472,14 +468,10 @@ class TextRenderer(Renderer):
 class JsonRenderer(Renderer):
     """``--output-format json``: the result object only (and warnings on stderr)."""
 
-    fmt = "json"
-
 
 @uses(reasons=tuple(_MODEL_FALLBACKS))
 class StreamJsonRenderer(Renderer):
     """``--output-format stream-json``: Claude Code's JSON lines, and our transition and request lines."""
-
-    fmt = "stream-json"
 
     def start(self, **fields: Any) -> None:
         super().start(**fields)
@@ -730,8 +722,8 @@ class StreamJsonRenderer(Renderer):
         )
 
 
-RENDERERS: dict[str, type[Renderer]] = {r.fmt: r for r in (TextRenderer, JsonRenderer, StreamJsonRenderer)}
-"""The renderer of each ``--output-format``."""
+RENDERERS: dict[str, type[Renderer]] = {fmt: globals()[name] for fmt, name in OUTPUT_FORMATS.items()}
+"""The renderer of each ``--output-format`` (the formats and their classes: ``queryloop.frontends.formats``)."""
 
 
 def renderer_for(fmt: str, **options: Any) -> Renderer:

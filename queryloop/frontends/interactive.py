@@ -52,7 +52,8 @@ from queryloop.handlers.request import AssistantMessage, ModelBackend
 from queryloop.handlers.session import SessionPaths, queryloop_home
 from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.tools import PermissionAnswer, PermissionMode, PermissionRules, decide
-from queryloop.handlers.tools.services.permissions import parse_rule, suggest_rules
+from queryloop.handlers.tools.services.permissions import suggest_rules
+from queryloop.handlers.tools.services.rules import parse_rule
 
 from ..run.agent import AgentData, answer_elicitation, query_loop_program
 from ..run.config import AgentOptions, run_params, session_of
@@ -116,7 +117,7 @@ class _TerminalRenderer(TextRenderer):
     """Text output for the terminal: no line per transition, the status line instead; tool calls as one line."""
 
     def __init__(self, session: _Interactive, options: AgentOptions) -> None:
-        super().__init__(session_id=options.session_id)
+        super().__init__(session_id=options.session.session_id)
         self.session = session
         self.caps = _caps(options)
         self.state = "opening_session"
@@ -257,22 +258,24 @@ class _Interactive:
     def __init__(self, template: AgentOptions, backend: ModelBackend) -> None:
         choice = session_of(template)
         template = attrs.evolve(
-            template, can_use_tool=self._ask_permission, ask_input=self._ask_input, interactive=False
+            template,
+            tools=attrs.evolve(template.tools, ask_input=self._ask_input),
+            permissions=attrs.evolve(template.permissions, can_use_tool=self._ask_permission, interactive=False),
         )
         self.conversation = _TerminalConversation(self, template, choice, backend)
         # The MCP servers live as long as the session (as Claude Code's): their prompts are commands, and
         # /add-dir changes the roots they were told
         self.mcp = (
             McpManager(
-                template.mcp_servers,
+                template.tools.mcp_servers,
                 cwd=template.cwd,
-                hidden=template.rules.hides,
-                taken=frozenset(t.name for t in template.custom_tools).__contains__,
+                hidden=template.permissions.rules.hides,
+                taken=frozenset(t.name for t in template.tools.custom_tools).__contains__,
                 roots=template.working_directories(),
                 elicit=lambda request: answer_elicitation(self.template, request),
                 progress=self._progress,
             )
-            if template.mcp_servers
+            if template.tools.mcp_servers
             else None
         )
         self.conversation.mcp = self.mcp
@@ -311,6 +314,11 @@ class _Interactive:
     @property
     def template(self) -> AgentOptions:
         return self.conversation.template
+
+    def _set_permissions(self, **changes: Any) -> None:
+        """The next prompts' gate: the session's permission mode or rules changed (Shift-Tab, /add-dir, always)."""
+        template = self.template
+        self.conversation.template = attrs.evolve(template, permissions=attrs.evolve(template.permissions, **changes))
 
     # ---- the loop ------------------------------------------------------------------------------
     async def serve(self) -> int:
@@ -411,15 +419,15 @@ class _Interactive:
     def _toolbar(self) -> str:
         session = self.conversation.session.session_id[:8]
         cost = sum(r.get("total_cost_usd") or 0 for r in self.results)
-        mode = self.template.permission_mode
-        return f" {self.last_state} · mode {mode} (Shift-Tab) · {self.template.model} · session {session} · ${cost:.4f}"
+        mode, model = self.template.permissions.mode, self.template.request.model
+        return f" {self.last_state} · mode {mode} (Shift-Tab) · {model} · session {session} · ${cost:.4f}"
 
     def _cycle_mode(self, event: KeyPressEvent) -> None:
-        mode = self.template.permission_mode
+        mode = self.template.permissions.mode
         following: PermissionMode = "default"
         if mode in MODE_CYCLE:
             following = MODE_CYCLE[(MODE_CYCLE.index(mode) + 1) % len(MODE_CYCLE)]
-        self.conversation.template = attrs.evolve(self.template, permission_mode=following)
+        self._set_permissions(mode=following)
         event.app.invalidate()
 
     # ---- permissions ---------------------------------------------------------------------------
@@ -459,9 +467,9 @@ class _Interactive:
     def _allow_always(self, rules: tuple[str, ...]) -> None:
         """The rules hold for the rest of the session: this prompt's later calls, and the next prompts' gate."""
         self.always.extend(r for r in rules if r not in self.always)
-        current = self.template.rules
+        current = self.template.permissions.rules
         added = attrs.evolve(current, allow=(*current.allow, *(parse_rule(r) for r in rules)))
-        self.conversation.template = attrs.evolve(self.template, rules=added)
+        self._set_permissions(rules=added)
         self._say(f"allowed for the rest of the session: {', '.join(rules)}", "green")
 
     # ---- an MCP server's request for input (elicitation) ----------------------------------------
@@ -548,7 +556,7 @@ class _Interactive:
             return ""
 
     async def _resume(self, argument: str) -> bool:
-        rows = list_sessions(self.template.cwd, self.template.home)
+        rows = list_sessions(self.template.cwd, self.template.session.home)
         if not argument:
             for number, row in enumerate(rows, start=1):
                 self._say(
@@ -561,7 +569,9 @@ class _Interactive:
             rows[int(argument) - 1].session_id if argument.isdigit() and 0 < int(argument) <= len(rows) else argument
         )
         try:
-            choice = choose_session(cwd=self.template.cwd, resume=chosen, home=self.template.home, printing=False)
+            choice = choose_session(
+                cwd=self.template.cwd, resume=chosen, home=self.template.session.home, printing=False
+            )
         except SessionChoiceError as exc:
             self._say(str(exc), "red")
             return True
@@ -571,7 +581,7 @@ class _Interactive:
 
     async def _clear(self, argument: str) -> bool:
         session_id = str(uuid.uuid4())
-        home = self.template.home if self.template.home is not None else queryloop_home()
+        home = self.template.session.home if self.template.session.home is not None else queryloop_home()
         paths = SessionPaths(home=home, cwd=self.template.cwd.resolve(), session_id=session_id)
         self._switch(SessionChoice(session_id=session_id, stored_as=paths))
         self._say(f"new session {session_id} (the last one stays stored: /resume)", "green")
@@ -597,13 +607,14 @@ class _Interactive:
 
     async def _model(self, argument: str) -> bool:
         if argument:
-            self.conversation.template = attrs.evolve(self.template, model=argument)
-        self._say(f"model: {self.template.model}" + (" (from the next prompt)" if argument else ""))
+            template = self.template
+            self.conversation.template = attrs.evolve(template, request=attrs.evolve(template.request, model=argument))
+        self._say(f"model: {self.template.request.model}" + (" (from the next prompt)" if argument else ""))
         return True
 
     async def _permissions(self, argument: str) -> bool:
-        rules = self.template.rules
-        self._say(f"mode: {self.template.permission_mode} (Shift-Tab cycles {' → '.join(MODE_CYCLE)})")
+        rules = self.template.permissions.rules
+        self._say(f"mode: {self.template.permissions.mode} (Shift-Tab cycles {' → '.join(MODE_CYCLE)})")
         for kind in ("allow", "ask", "deny"):
             listed = ", ".join(str(r) for r in getattr(rules, kind)) or "none"
             self._say(f"{kind}: {listed}")
@@ -629,10 +640,10 @@ class _Interactive:
         if path is None or not path.is_dir():
             self._say("/add-dir needs a directory that exists: /add-dir PATH", "red")
             return True
-        rules = self.template.rules
+        rules = self.template.permissions.rules
         if path != self.template.cwd and path not in rules.additional_directories:
             added = attrs.evolve(rules, additional_directories=(*rules.additional_directories, path))
-            self.conversation.template = attrs.evolve(self.template, rules=added)
+            self._set_permissions(rules=added)
         self._say(f"working directories: {', '.join(str(d) for d in self.template.working_directories())}", "green")
         return True
 

@@ -47,14 +47,22 @@ from queryloop.handlers.tools import (
 )
 from queryloop.handlers.tools.services.permissions import observable_input
 
-from ..run.config import AgentOptions, ConfigError, resolve_config
-from ..run.defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
+from ..run.config import (
+    AgentOptions,
+    AskedLimits,
+    AskedRequest,
+    AskedSession,
+    AskedTools,
+    ConfigError,
+    ConfigSources,
+    resolve_config,
+)
+from ..run.defaults import DEFAULT_SYSTEM_PROMPT
 from ..run.memory import MEMORY_KINDS, MemoryKind
 
 __all__ = [
     "CanUseTool",
     "ClaudeAgentOptions",
-    "DEFAULT_MODEL",
     "HookMatcher",
     "OptionsError",
     "PermissionResult",
@@ -316,30 +324,37 @@ def agent_options(options: QueryOptions, *, can_use_tool: AskPermission | None) 
     try:
         resolved = resolve_config(
             cwd=cwd,
-            setting_sources=cast(tuple[MemoryKind, ...], options.setting_sources or ()),
-            settings=options.settings,
-            model=options.model,
-            fallback_models=options.fallback_model,
-            tools=options.tools,
-            allowed_tools=options.allowed_tools,
-            disallowed_tools=options.disallowed_tools,
-            permission_mode=options.permission_mode,
-            max_turns=options.max_turns,
-            max_retries=options.max_retries,
-            max_budget_usd=options.max_budget_usd,
-            max_tokens=options.max_tokens,
-            retry_base_delay_s=options.retry_base_delay_s,
-            system_prompt=system_prompt,
-            append_system_prompt=append,
-            mcp_config=_mcp_config(options),
-            strict_mcp_config=options.strict_mcp_config,
-            custom_tools=(*options.custom_tools, *_served_tools(options)),
-            can_use_tool=can_use_tool,
+            sources=ConfigSources(
+                setting_sources=cast(tuple[MemoryKind, ...], options.setting_sources or ()),
+                settings=options.settings,
+                mcp_config=_mcp_config(options),
+                strict_mcp_config=options.strict_mcp_config,
+            ),
+            request=AskedRequest(
+                model=options.model,
+                fallback_models=options.fallback_model,
+                max_tokens=options.max_tokens,
+                retry_base_delay_s=options.retry_base_delay_s,
+                system_prompt=system_prompt,
+                append_system_prompt=append,
+            ),
+            limits=AskedLimits(
+                max_turns=options.max_turns,
+                max_retries=options.max_retries,
+                max_budget_usd=options.max_budget_usd,
+                params=options.params,
+            ),
+            tools=AskedTools(
+                tools=options.tools,
+                custom_tools=(*options.custom_tools, *_served_tools(options)),
+                allowed_tools=options.allowed_tools,
+                disallowed_tools=options.disallowed_tools,
+                permission_mode=options.permission_mode,
+                can_use_tool=can_use_tool,
+                env=options.env,
+            ),
             hooks=_python_hooks(options.hooks),
-            env=options.env,
-            params=options.params,
-            persist=options.persist_session,
-            home=options.home,
+            session=AskedSession(persist=options.persist_session, home=options.home),
         )
     except ConfigError as exc:
         raise OptionsError(f"mcp_servers: {exc}" if exc.kind == "mcp" else str(exc)) from None

@@ -93,13 +93,14 @@ def _set(args: argparse.Namespace, name: str) -> bool:
 
 def _tools(text: str) -> tuple[str, ...] | None:
     """``--tools``: ``default`` is every built-in tool; names Claude Code has and queryloop not are dropped."""
+    from queryloop.handlers.tools.services.names import AGENT_TOOL, AGENT_TOOL_EARLIER_NAME
     from queryloop.handlers.tools.services.registry import default_registry  # here: building the parser loads no tool
 
     if text.strip() == "default":
         return None
     names = [n.strip() for n in text.replace(" ", ",").split(",") if n.strip()]
-    names = ["Agent" if n == "Task" else n for n in names]  # Claude Code's earlier name of the Agent tool
-    known = (*default_registry().names, "Agent")
+    names = [AGENT_TOOL if n == AGENT_TOOL_EARLIER_NAME else n for n in names]
+    known = (*default_registry().names, AGENT_TOOL)
     unknown = [n for n in names if n not in known]
     if unknown:
         print(

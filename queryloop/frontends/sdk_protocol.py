@@ -51,8 +51,8 @@ from queryloop.handlers.request.services.pricing import model_info
 from queryloop.handlers.tools import PERMISSION_MODES
 
 from .. import __version__
-from ..run.agent import AgentData, AgentOptions, answer_elicitation
-from ..run.config import session_of
+from ..run.agent import AgentData, answer_elicitation
+from ..run.config import AgentOptions, session_of
 from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
 from .api import _Conversation, _prompt_text
 from .console import Renderer, StreamJsonRenderer
@@ -69,7 +69,7 @@ class _SessionRenderer(StreamJsonRenderer):
     """The stream-json renderer, straight to stdout, with what the SDK's session adds to a prompt's lines."""
 
     def __init__(self, session: _SdkSession, options: AgentOptions, prompt: Mapping[str, Any]) -> None:
-        super().__init__(session_id=options.session_id, stdout=session.out)
+        super().__init__(session_id=options.session.session_id, stdout=session.out)
         self.session = session
         self.prompt = prompt
         self.prompt_id = options.prompt_id
@@ -136,20 +136,22 @@ class _SdkSession:
         choice = session_of(template)
         if args.permission_prompt_tool == "stdio":
             asker = options_permission_asker(self._ask_permission, cwd=template.cwd, on_interrupt=self._interrupt)
-            template = attrs.evolve(template, can_use_tool=asker)
+            template = attrs.evolve(template, permissions=attrs.evolve(template.permissions, can_use_tool=asker))
         self.conversation = _SdkConversation(self, template, choice, backend)
-        self.default_model = template.model
+        self.default_model = template.request.model
         self.servers = {name: SdkServer(self.channel, name) for name in args.sdk_mcp_servers}
         self.mcp = McpManager(
-            _started_servers(template.mcp_servers, self.servers),
+            _started_servers(template.tools.mcp_servers, self.servers),
             cwd=template.cwd,
-            hidden=template.rules.hides,
+            hidden=template.permissions.rules.hides,
             taken=lambda name: any(name.startswith(tool_name(s, "")) for s in self.servers),
             roots=template.working_directories(),
             # the host answers through its Elicitation hook callback (registered at initialize), else declined
             elicit=lambda request: answer_elicitation(self.conversation.template, request),
         )
-        self.conversation.mcp = self.mcp if template.mcp_servers else None  # kept across prompts, as Claude Code's
+        self.conversation.mcp = (
+            self.mcp if template.tools.mcp_servers else None
+        )  # kept across prompts, as Claude Code's
         self.mcp_ready: asyncio.Task[None] | None = None
         self.initializing: asyncio.Task[Any] | None = None
         self.prompts: asyncio.Queue[Mapping[str, Any] | None] = asyncio.Queue()
@@ -312,12 +314,12 @@ class _SdkSession:
         served = tuple(t for server in self.servers.values() for t in server.tools)
         template = conversation.template
         try:
-            agents = merge_agents(template.agents, agents_from_json(request.get("agents") or {}, "agents"))
+            agents = merge_agents(template.agents.definitions, agents_from_json(request.get("agents") or {}, "agents"))
             conversation.template = attrs.evolve(
                 template,
                 hooks=template.hooks.merged(hooks),
-                custom_tools=(*template.custom_tools, *served),
-                agents=agents,
+                tools=attrs.evolve(template.tools, custom_tools=(*template.tools.custom_tools, *served)),
+                agents=attrs.evolve(template.agents, definitions=agents),
             )
         except ValueError as exc:  # a served tool's name clashes with another; an agent that cannot be used
             raise ControlError(f"initialize: {exc}") from None
@@ -329,7 +331,7 @@ class _SdkSession:
             "models": [],
             "pid": os.getpid(),
             "queryloop_version": __version__,  # not claude_code_version: this is not Claude Code
-            "current_permission_mode": template.permission_mode,
+            "current_permission_mode": template.permissions.mode,
             "session_state": "idle",
         }
 
@@ -366,7 +368,8 @@ class _SdkSession:
             raise ControlError(
                 f"Cannot set permission mode {mode!r}: must be one of {', '.join(PERMISSION_MODES)}", "invalid_mode"
             )
-        self.conversation.template = attrs.evolve(self.conversation.template, permission_mode=mode)
+        template = self.conversation.template
+        self.conversation.template = attrs.evolve(template, permissions=attrs.evolve(template.permissions, mode=mode))
         return {"mode": mode}
 
     async def _set_model(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -374,7 +377,8 @@ class _SdkSession:
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ControlError(f"set_model: model must be a model name or null (the default), got {model!r}")
         chosen = model or self.default_model
-        self.conversation.template = attrs.evolve(self.conversation.template, model=chosen)
+        template = self.conversation.template
+        self.conversation.template = attrs.evolve(template, request=attrs.evolve(template.request, model=chosen))
         return {"model": chosen}
 
     async def _mcp_status(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -428,7 +432,7 @@ class _SdkSession:
 
 def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, Any]:
     """What the last prompt's requests held, by part, against the model's window (estimates, as compaction's)."""
-    model = data.request.model if data is not None else template.model
+    model = data.request.model if data is not None else template.request.model
     info = model_info(model)
     window = info.context_window if info else 200_000
     if data is None:
@@ -439,7 +443,7 @@ def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, 
             "Messages": data.messages.tokens,
         }
     total = sum(parts.values())
-    effective = max(1, window - min(template.max_tokens, 20_000))
+    effective = max(1, window - min(template.request.max_tokens, 20_000))
     categories = [{"name": name, "tokens": tokens, "color": "inactive"} for name, tokens in parts.items()]
     return {
         "categories": categories,
@@ -448,9 +452,9 @@ def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, 
         "rawMaxTokens": window,
         "percentage": round(100 * total / window, 1),
         "model": model,
-        "isAutoCompactEnabled": template.auto_compact,
-        "autoCompactThreshold": int(effective * template.auto_compact_threshold),
-        "memoryFiles": [{"path": str(f.path), "type": f.kind} for f in template.instructions],
+        "isAutoCompactEnabled": template.context.auto_compact,
+        "autoCompactThreshold": int(effective * template.context.auto_compact_threshold),
+        "memoryFiles": [{"path": str(f.path), "type": f.kind} for f in template.context.instructions],
         "mcpTools": [],
         "agents": [],
         "gridRows": [],

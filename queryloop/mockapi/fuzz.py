@@ -25,7 +25,8 @@ import attrs
 from queryloop.fsm import CheckReport, Step, check_spec
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
+from queryloop.run.agent import AgentRun, query_loop_program
+from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings
 
 from .scenario import parse_scenario
 from .server import MockServer
@@ -96,16 +97,16 @@ async def play(faults: Sequence[str], *, fallback: bool, report: CheckReport, ma
     with tempfile.TemporaryDirectory(prefix="queryloop-fuzz-") as cwd:
         options = AgentOptions(
             prompt="go",
-            model="mock-primary",
-            fallback_models=("mock-fallback",) if fallback else (),
             cwd=Path(cwd),
-            max_turns=max_turns,
-            max_retries=int(report.at["max_retries"]),
-            retry_base_delay_s=0.0005,
-            idle_timeout_s=_IDLE_TIMEOUT_S,
-            permission_mode="bypassPermissions",
-            escalated_max_tokens=64_000,
-            params=params,
+            request=RequestSettings(
+                model="mock-primary",
+                fallback_models=("mock-fallback",) if fallback else (),
+                retry_base_delay_s=0.0005,
+                idle_timeout_s=_IDLE_TIMEOUT_S,
+                escalated_max_tokens=64_000,
+            ),
+            limits=Limits(max_turns=max_turns, max_retries=int(report.at["max_retries"]), params=params),
+            permissions=PermissionSettings(mode="bypassPermissions"),
         )
         run = AgentRun(options, AnthropicBackend(client))
         try:

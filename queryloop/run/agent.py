@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import attrs
+from attrs import evolve
 from cattrs.preconf.json import make_converter
 
 from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load_machine, uses
 from queryloop.handlers.agents import AgentsData, SubagentPool
-from queryloop.handlers.agents.services.tool import AGENT_TOOL
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
@@ -36,7 +36,6 @@ from queryloop.handlers.mcp.services.prompts import expand_command
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
-from queryloop.handlers.records import evolve
 from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
@@ -57,11 +56,12 @@ from queryloop.handlers.tools import (
 )
 from queryloop.handlers.tools.services.base import BackgroundTask
 from queryloop.handlers.tools.services.dispatch import CallRunner
-from queryloop.handlers.tools.services.permissions import read_denied
+from queryloop.handlers.tools.services.names import AGENT_TOOL, AGENT_TOOL_EARLIER_NAME
+from queryloop.handlers.tools.services.rules import read_denied
 from queryloop.machines import MACHINES_DIR
 
 from .config import AgentOptions, run_params
-from .defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT, RETRY_MAX_DELAY_S
+from .defaults import RETRY_MAX_DELAY_S
 from .memory import instructions_block, instructions_tokens, memory_paths
 from .observe import Observation, Observer
 from .subagents import Subagents
@@ -73,12 +73,9 @@ if TYPE_CHECKING:
     from .otel import RunTelemetry
 
 __all__ = [
-    "DEFAULT_MODEL",
     "AgentData",
-    "AgentOptions",
     "AgentRun",
     "AgentServices",
-    "DEFAULT_SYSTEM_PROMPT",
     "answer_elicitation",
     "hook_runner",
     "query_loop_program",
@@ -189,22 +186,22 @@ class AgentServices:
 
 def _store(options: AgentOptions) -> SessionStore | None:
     """The session's store; None when nothing is kept and nothing is read back."""
-    if not options.persist and options.resume_from is None:
+    if not options.session.persist and options.session.resume_from is None:
         return None
     return SessionStore(
         options.session_paths(),
-        source=options.resume_from,
-        max_checkpoints=options.max_checkpoints,
-        writes=options.persist,
+        source=options.session.resume_from,
+        max_checkpoints=options.session.max_checkpoints,
+        writes=options.session.persist,
     )
 
 
 def _registry(options: AgentOptions, subagents: Subagents | None = None) -> ToolRegistry:
     """The allowed built-in tools in their order, the Agent tool, then the custom ones; a bare deny rule keeps
     any of them out."""
-    hidden = hidden_tools(options.rules)
-    builtins = options.tools if options.tools is not None else default_registry().names
-    custom = tuple(spec for spec in options.custom_tools if spec.name not in hidden)
+    hidden = hidden_tools(options.permissions.rules)
+    builtins = options.tools.builtins if options.tools.builtins is not None else default_registry().names
+    custom = tuple(spec for spec in options.tools.custom_tools if spec.name not in hidden)
     agent = (subagents.tool,) if subagents is not None else ()
     chosen = [t for t in builtins if t not in hidden and t != AGENT_TOOL]  # --tools may name Agent: offered apart
     return ToolRegistry(tools=(*default_registry(chosen).tools, *agent, *custom))
@@ -215,7 +212,7 @@ def _init_tool_names(names: Sequence[str]) -> list[str]:
     2.1.235 lists it there (its requests, and every other line, call it ``Agent``)."""
     if AGENT_TOOL not in names:
         return list(names)
-    return ["Task", *(n for n in names if n != AGENT_TOOL)]
+    return [AGENT_TOOL_EARLIER_NAME, *(n for n in names if n != AGENT_TOOL)]
 
 
 def _offers_agents(options: AgentOptions, program: Program) -> bool:
@@ -223,14 +220,14 @@ def _offers_agents(options: AgentOptions, program: Program) -> bool:
     them (``children: agents``, the limits the composed bound counts on), the run is less deep than that
     declaration's ``depth`` (at depth 1 a sub-agent starts none), and neither ``--tools`` nor a bare deny rule
     leaves it out."""
-    if not options.agents or "awaiting_agents" not in program.spec.state_map:
+    if not options.agents.definitions or "awaiting_agents" not in program.spec.state_map:
         return False
     children = next((c for c in program.spec.children if c.name == "agents"), None)
-    if children is None or options.spawn_depth >= children.depth:
+    if children is None or options.agents.spawn_depth >= children.depth:
         return False
-    if options.tools is not None and AGENT_TOOL not in options.tools:
+    if options.tools.builtins is not None and AGENT_TOOL not in options.tools.builtins:
         return False
-    return AGENT_TOOL not in hidden_tools(options.rules)
+    return AGENT_TOOL not in hidden_tools(options.permissions.rules)
 
 
 def open_sandbox(options: AgentOptions) -> Sandbox | None:
@@ -243,7 +240,7 @@ def open_sandbox(options: AgentOptions) -> Sandbox | None:
         return None
     from queryloop.handlers.tools.services.sandbox import Sandbox
 
-    return Sandbox.for_rules(options.sandbox, cwd=options.cwd, rules=options.rules)
+    return Sandbox.for_rules(options.sandbox, cwd=options.cwd, rules=options.permissions.rules)
 
 
 def _services(
@@ -254,34 +251,34 @@ def _services(
     call_runner: CallRunner | None,
     subagents: Subagents | None = None,
 ) -> AgentServices:
-    system = "\n\n".join(p for p in (options.system_prompt, options.append_system_prompt) if p) or None
+    system = "\n\n".join(p for p in (options.request.system_prompt, options.request.append_system_prompt) if p) or None
     registry = _registry(options, subagents)
     store = store if store is not None else _store(options)
     return AgentServices(
-        backend=with_request_deadline(backend, options.request_timeout_s),
+        backend=with_request_deadline(backend, options.request.request_timeout_s),
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
-        instructions=instructions_block(options.instructions),
+        instructions=instructions_block(options.context.instructions),
         tool_context=ToolContext(
             cwd=options.cwd,
             additional_dirs=tuple(d for d in options.working_directories()[1:] if d.is_dir()),
             responses={} if any(m.event == "PostToolUse" for m in options.hooks.matchers) else None,
-            env=options.tool_env,
-            hidden=read_denied(options.rules, cwd=options.cwd),
+            env=options.tools.env,
+            hidden=read_denied(options.permissions.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
             background=subagents,
         ),
         hooks=hook_runner(options),
-        max_budget_usd=options.max_budget_usd,
-        auto_compact_threshold=options.auto_compact_threshold,
-        retry_base_delay_s=options.retry_base_delay_s,
+        max_budget_usd=options.limits.max_budget_usd,
+        auto_compact_threshold=options.context.auto_compact_threshold,
+        retry_base_delay_s=options.request.retry_base_delay_s,
         retry_max_delay_s=RETRY_MAX_DELAY_S,
-        idle_timeout_s=options.idle_timeout_s,
-        permission_mode=options.permission_mode,
-        rules=options.rules,
-        interactive=options.interactive,
-        can_use_tool=options.can_use_tool,
+        idle_timeout_s=options.request.idle_timeout_s,
+        permission_mode=options.permissions.mode,
+        rules=options.permissions.rules,
+        interactive=options.permissions.interactive,
+        can_use_tool=options.permissions.can_use_tool,
         session=store,
         mcp=mcp,
         call_runner=call_runner,
@@ -294,13 +291,13 @@ def hook_runner(options: AgentOptions) -> HookRunner:
     return HookRunner(
         config=options.hooks,
         cwd=options.cwd,
-        session_id=options.session_id,
+        session_id=options.session.session_id,
         # as Claude Code, kept or not; a sub-agent's hooks are told the session's (SubagentStop: its own besides)
         transcript_path=str(attrs.evolve(options.session_paths(), agent_id=None).transcript),
-        permission_mode=options.permission_mode,
+        permission_mode=options.permissions.mode,
         prompt_id=options.prompt_id,
-        agent_id=options.agent_id,  # a sub-agent's hooks are told which agent runs them
-        agent_type=options.agent_type,
+        agent_id=options.agents.agent_id,  # a sub-agent's hooks are told which agent runs them
+        agent_type=options.agents.agent_type,
     )
 
 
@@ -311,8 +308,8 @@ async def answer_elicitation(options: AgentOptions, request: Elicitation) -> Eli
     if outcome is not None and outcome.elicitation is not None:
         action, content = outcome.elicitation
         return ElicitAnswer(action=action, content=content)
-    if options.ask_input is not None:
-        return await options.ask_input(request)
+    if options.tools.ask_input is not None:
+        return await options.tools.ask_input(request)
     why = "no one can answer in a headless run (an Elicitation hook can answer it)"
     return ElicitAnswer(action="decline", reason=why)
 
@@ -325,23 +322,27 @@ def _initial_data(
         tools=ToolsData(background=adopted),
         messages=MessageView(),  # the session opens first: a stored history, then the prompt
         request=RequestData(
-            model=options.model, fallback_models=options.fallback_models, max_tokens=options.max_tokens
+            model=options.request.model,
+            fallback_models=options.request.fallback_models,
+            max_tokens=options.request.max_tokens,
         ),
-        output=OutputData(escalated_max_tokens=options.escalated_max_tokens),
+        output=OutputData(escalated_max_tokens=options.request.escalated_max_tokens),
         hooks=HooksData(
-            start_source=options.start_source,
+            start_source=options.session.start_source,
             manual_compact=options.compact,
-            agent_id=options.agent_id,
-            agent_type=options.agent_type,
-            agent_transcript=str(options.session_paths().transcript) if options.agent_id is not None else None,
+            agent_id=options.agents.agent_id,
+            agent_type=options.agents.agent_type,
+            agent_transcript=str(options.session_paths().transcript) if options.agents.agent_id is not None else None,
         ),
         context=ContextData(
-            auto_compact=options.auto_compact,
-            microcompact=options.microcompact,
+            auto_compact=options.context.auto_compact,
+            microcompact=options.context.microcompact,
             overhead=request_overhead_tokens(services.system_prompt, services.tool_definitions)
-            + instructions_tokens(options.instructions),
+            + instructions_tokens(options.context.instructions),
         ),
-        session=SessionData(prompt=options.prompt, prompt_id=options.prompt_id, resume=options.resume_from is not None),
+        session=SessionData(
+            prompt=options.prompt, prompt_id=options.prompt_id, resume=options.session.resume_from is not None
+        ),
     )
 
 
@@ -414,11 +415,11 @@ class AgentRun:
     :func:`restore_run` read back)
     instead of starting from ``options.prompt``. When ``QUERYLOOP_TRACE_DIR`` is set, every
     step the run takes is recorded there (``queryloop.run.tracing``). Unless
-    ``options.persist`` is off, the session's transcript is written as the run goes
+    ``options.session.persist`` is off, the session's transcript is written as the run goes
     (``queryloop.handlers.session.services.transcript``), its ledger and checkpoints kept beside it. ``mcp``: MCP
     servers already connected (a conversation of several runs shares them); without it,
-    the run connects ``options.mcp_servers`` itself when it starts and closes them at its end.
-    ``store``: the session's store, when it is not the files under ``options.home``
+    the run connects ``options.tools.mcp_servers`` itself when it starts and closes them at its end.
+    ``store``: the session's store, when it is not the files under ``options.session.home``
     (``queryloop.fleet`` keeps a session's ledger and checkpoints in its database);
     ``transcript``: where the transcript is written, when not beside the store's files
     (the fleet's database); ``call_runner``: what runs each tool call, when not the run
@@ -438,18 +439,18 @@ class AgentRun:
         transcript: TranscriptSink | None = None,
         call_runner: CallRunner | None = None,
     ) -> None:
-        if len(options.fallback_models) > 3:
-            raise ValueError(f"at most 3 fallback models, got {len(options.fallback_models)}")
+        if len(options.request.fallback_models) > 3:
+            raise ValueError(f"at most 3 fallback models, got {len(options.request.fallback_models)}")
         self.options = options
         self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
         self.first_request: float | None = None  # monotonic time the run's first model request was sent
-        self._owns_mcp = mcp is None and bool(options.mcp_servers)
+        self._owns_mcp = mcp is None and bool(options.tools.mcp_servers)
         if self._owns_mcp:
-            taken = frozenset(t.name for t in options.custom_tools).__contains__  # never offered twice
+            taken = frozenset(t.name for t in options.tools.custom_tools).__contains__  # never offered twice
             mcp = McpManager(
-                options.mcp_servers,
+                options.tools.mcp_servers,
                 cwd=options.cwd,
-                hidden=options.rules.hides,
+                hidden=options.permissions.rules.hides,
                 taken=taken,
                 roots=options.working_directories(),
                 elicit=lambda request: answer_elicitation(options, request),
@@ -464,11 +465,11 @@ class AgentRun:
                 start_run=lambda child, observer, servers: AgentRun(
                     child, backend, program=program, observers=(observer,), mcp=servers
                 ),
-                definitions=options.agents,
+                definitions=options.agents.definitions,
                 max_running=int(program.spec.param_defaults["max_running_agents"]),
                 max_per_turn=1,  # set from the run's params below, with max_running and max_turns
                 max_turns=None,
-                timeout_s=options.agent_timeout_s,
+                timeout_s=options.agents.timeout_s,
                 mcp=mcp,
                 publish=self._published,
                 trace_parent=lambda call_id: self.telemetry.span_context(call_id) if self.telemetry else None,
@@ -494,15 +495,15 @@ class AgentRun:
         _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
         self._trace_step = recorder_from_env(  # QUERYLOOP_TRACE_DIR, else the session's own folder on disk
             machine=program.spec.name,
-            session_id=options.session_id,
-            agent_id=options.agent_id,
+            session_id=options.session.session_id,
+            agent_id=options.agents.agent_id,
             session_folder=options.session_paths().folder if isinstance(self.transcript, TranscriptWriter) else None,
         )
         self._state = state
         self._expanded = False  # the prompt was looked at for an MCP prompt's command
         self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
         self._adopted: tuple[BackgroundTask, ...] = ()  # a resumed session's agents that never reported
-        resumed = options.resume_from
+        resumed = options.session.resume_from
         if self.subagents is not None and state is None and resumed == options.session_paths():
             if (resumed.folder / "subagents").is_dir():  # only then is the transcript read for its reports
                 self._adopted = self.subagents.adopt_unfinished(_reported_agents(resumed.transcript))
@@ -511,8 +512,8 @@ class AgentRun:
             params = self.runner.final.params
             (children,) = (c for c in program.spec.children if c.name == "agents")  # _offers_agents: there is one
             self.subagents.max_running = int(params["max_running_agents"])
-            self.subagents.max_per_turn = int(params[children.per_turn])
-            turns = params.get(children.turns)
+            self.subagents.max_per_turn = int(params[children.starts])
+            turns = params.get(children.steps)
             self.subagents.max_turns = None if turns is None else int(turns)
         self.started = time.monotonic()
         self.finished: float | None = None
@@ -564,7 +565,7 @@ class AgentRun:
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
             await self.close_mcp()
-        if self.options.agent_id is None:  # a sub-agent's end is no session's end
+        if self.options.agents.agent_id is None:  # a sub-agent's end is no session's end
             await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational
 
     def init_fields(self) -> dict[str, Any]:
@@ -572,17 +573,19 @@ class AgentRun:
         options, services = self.options, self.services
         mcp = services.mcp
         return {
-            "model": options.model,
+            "model": options.request.model,
             "cwd": str(options.cwd),
             "tools": [*_init_tool_names(services.tools.names), *(t.name for t in (mcp.catalog() if mcp else ()))],
             "mcp_servers": mcp.statuses() if mcp else [],
-            "fallback_models": list(options.fallback_models),
+            "fallback_models": list(options.request.fallback_models),
             "machine": self.program.spec.name,
-            "memory_paths": memory_paths(options.instructions),
-            "permission_mode": options.permission_mode,
+            "memory_paths": memory_paths(options.context.instructions),
+            "permission_mode": options.permissions.mode,
             "slash_commands": list(self.slash_commands),
             # Claude Code 2.1.235 lists them by name, case aside
-            "agents": sorted((a.name for a in options.agents), key=str.lower) if self.subagents is not None else [],
+            "agents": sorted((a.name for a in options.agents.definitions), key=str.lower)
+            if self.subagents is not None
+            else [],
         }
 
     async def connect_mcp(self) -> None:
@@ -612,7 +615,7 @@ class AgentRun:
 
     def _budget_left(self) -> float | None:
         """What is left of ``--max-budget-usd`` after the run's requests and its sub-agents' (None: no budget)."""
-        budget = self.options.max_budget_usd
+        budget = self.options.limits.max_budget_usd
         if budget is None:
             return None
         runner = getattr(self, "runner", None)  # none yet while a resumed session's agents are taken over
@@ -691,7 +694,7 @@ class AgentRun:
             "stop_reason": outcome.stop_reason,
             "terminal_reason": declared.get("terminal_reason", runner.final.state),
             "api_error_status": outcome.api_error_status,
-            "session_id": self.options.session_id,
+            "session_id": self.options.session.session_id,
             "total_cost_usd": usage.total_cost_usd,
             "usage": usage.usage(),
             "modelUsage": self._model_usage(),
@@ -736,7 +739,7 @@ class AgentRun:
         0. At ``--max-turns N`` it reports the turn it refused to start: N + 1, however many
         tool results the N turns had.
         """
-        max_turns = self.options.max_turns
+        max_turns = self.options.limits.max_turns
         if self.runner.result.get("subtype") == "error_max_turns" and max_turns is not None:
             return max_turns + 1
         trace = self.runner.trace
@@ -748,9 +751,9 @@ class AgentRun:
     def _errors(self, subtype: str, error: str | None) -> list[str]:
         """What an error result lists (Claude Code's wording for its limits)."""
         if subtype == "error_max_turns":
-            return [f"Reached maximum number of turns ({self.options.max_turns})"]
-        if subtype == "error_max_budget_usd" and self.options.max_budget_usd is not None:
-            return [f"Reached maximum budget (${self.options.max_budget_usd:g})"]
+            return [f"Reached maximum number of turns ({self.options.limits.max_turns})"]
+        if subtype == "error_max_budget_usd" and self.options.limits.max_budget_usd is not None:
+            return [f"Reached maximum budget (${self.options.limits.max_budget_usd:g})"]
         return [error] if error else []
 
     def usage(self) -> UsageTotals:

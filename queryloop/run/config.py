@@ -1,9 +1,19 @@
 """A run's configuration: one record (:class:`AgentOptions`) and the one function that resolves it.
 
+:class:`AgentOptions` holds the prompt and the working directory and one frozen record per
+concern: :class:`RequestSettings` (the model, its fallbacks, the system prompt, the output
+cap, the timing), :class:`Limits` (the caps that were set, the budget), :class:`ToolSettings`
+(the tools offered and what they are given), :class:`PermissionSettings` (the gate's mode,
+rules and who answers), the hooks, :class:`ContextSettings` (CLAUDE.md, compaction),
+:class:`SessionSettings` (the session's id, keeping and history), the sandbox, telemetry and
+:class:`AgentSettings` (the sub-agents it may start, the sub-agent it is).
+
 Every way in says what it was told and calls :func:`resolve_config`: the program's flags
 (``queryloop.frontends.cli``, which also starts the Agent SDK's and the interactive
 session), the Python API's options (``queryloop.frontends.options``) and a fleet
-session's spec (``queryloop.fleet.session``). It reads the settings files, the permission
+session's spec (``queryloop.fleet.session``), each part in its record (:class:`ConfigSources`,
+:class:`AskedRequest`, :class:`AskedLimits`, :class:`AskedTools`, :class:`AskedContext`,
+:class:`AskedSession`; None: not said). It reads the settings files, the permission
 rules, the MCP configuration, the project's instructions and the sandbox settings, fills
 what was left unsaid from a scenario's hints, then the settings, then the defaults — and
 reports every problem before anything is created or run (:class:`ConfigError`).
@@ -52,10 +62,31 @@ from . import defaults
 from .mcp_config import load_mcp_servers
 from .memory import InstructionFile, MemoryKind, load_instructions
 from .sessions import SessionChoice
-from .settings import SettingsError, load_settings
+from .settings import Settings, SettingsError, load_settings
 from .telemetry import TelemetryConfigError, TelemetrySettings, telemetry_settings
 
-__all__ = ["AgentOptions", "ConfigError", "Resolved", "resolve_config", "run_params", "session_of", "with_session"]
+__all__ = [
+    "AgentOptions",
+    "AgentSettings",
+    "AskedContext",
+    "AskedLimits",
+    "AskedRequest",
+    "AskedSession",
+    "AskedTools",
+    "ConfigError",
+    "ConfigSources",
+    "ContextSettings",
+    "Limits",
+    "PermissionSettings",
+    "RequestSettings",
+    "Resolved",
+    "SessionSettings",
+    "ToolSettings",
+    "resolve_config",
+    "run_params",
+    "session_of",
+    "with_session",
+]
 
 
 def _tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
@@ -83,55 +114,81 @@ def _check_custom_tools(
 
 
 @attrs.frozen(kw_only=True)
-class AgentOptions:
-    """What one run was asked to do, resolved: every value it runs with (:func:`resolve_config` makes it)."""
+class RequestSettings:
+    """What each model request asks for: the model and its fallbacks, the system prompt, the output cap, the timing."""
 
-    prompt: str
     model: str
     fallback_models: tuple[str, ...] = ()
-    cwd: Path = attrs.field(factory=Path.cwd)
-    max_turns: int | None = None  # None: no limit (the YAML's max_turns)
-    max_retries: int | None = None  # None: the YAML's max_retries
-    max_budget_usd: float | None = None
     max_tokens: int = defaults.MAX_OUTPUT_TOKENS
     escalated_max_tokens: int | None = None
-    append_system_prompt: str | None = None
     system_prompt: str = defaults.DEFAULT_SYSTEM_PROMPT
-    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    append_system_prompt: str | None = None
     retry_base_delay_s: float = attrs.field(factory=defaults.retry_base_delay_s)
     idle_timeout_s: float = attrs.field(factory=defaults.idle_timeout_s)
     request_timeout_s: float | None = attrs.field(factory=defaults.request_timeout_s)  # None: only the idle timeout
-    tools: tuple[str, ...] | None = None  # allowed tool names; None = all built-in tools
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """Where the run stops: the machine's caps that were set (an unset one is the YAML's) and the budget."""
+
+    max_turns: int | None = None  # None: no limit (the YAML's max_turns)
+    max_retries: int | None = None  # None: the YAML's max_retries
+    max_budget_usd: float | None = None
+    params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
+
+
+@attrs.frozen(kw_only=True)
+class ToolSettings:
+    """Which tools are offered — built-in, the caller's own, the MCP servers' — and what they are given."""
+
+    builtins: tuple[str, ...] | None = None  # the built-in tools offered, by name; None = all of them
     # tools of the caller's own (ToolSpecs, e.g. from @queryloop.tool), offered after the built-ins
     custom_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_specs, validator=_check_custom_tools)
-    can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
-    ask_input: Elicit | None = None  # answers an MCP server's request for input no hook answered (the user)
     mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
+    ask_input: Elicit | None = None  # answers an MCP server's request for input no hook answered (the user)
+    env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
+
+
+@attrs.frozen(kw_only=True)
+class PermissionSettings:
+    """How the permission gate decides a call: the mode, the rules, and who answers what would ask."""
+
+    mode: PermissionMode = "default"
+    rules: PermissionRules = attrs.field(factory=PermissionRules)
+    can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
+    interactive: bool = False  # a terminal to ask on
+
+
+@attrs.frozen(kw_only=True)
+class ContextSettings:
+    """What the context window holds beside the conversation, and when it is compacted."""
+
     auto_compact: bool = True
     microcompact: bool = True  # clear old tool results once that pays (docs/caching.md)
     auto_compact_threshold: float = defaults.AUTO_COMPACT_THRESHOLD  # of the effective window
-    params: dict[str, Any] = attrs.field(factory=dict)  # other machine params (caps) to override
-    permission_mode: PermissionMode = "default"
-    rules: PermissionRules = attrs.field(factory=PermissionRules)
-    hooks: HookConfig = attrs.field(factory=HookConfig)
-    interactive: bool = False
-    tool_env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
     instructions: tuple[InstructionFile, ...] = ()  # CLAUDE.md files (queryloop.run.memory), sent with every request
-    # the session: kept under home (None: $QUERYLOOP_HOME, else ~/.queryloop) unless persist is off
+
+
+@attrs.frozen(kw_only=True)
+class SessionSettings:
+    """The session the run is a prompt of: its id, where it is kept (unless ``persist`` is off), what it continues."""
+
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
     persist: bool = True
-    home: Path | None = None
+    home: Path | None = None  # None: $QUERYLOOP_HOME, else ~/.queryloop
     stored_as: SessionPaths | None = None  # where this run's session is kept (default: home, cwd, session_id)
     resume_from: SessionPaths | None = None  # the stored session whose history this run continues (itself, or a fork's)
-    prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))  # the prompt's transcript uuid
     start_source: str = "startup"  # what SessionStart hooks are told: startup, resume or fork
-    # the run compacts the session's history instead of sending ``prompt`` (/compact): the user's
-    # instructions for the summary ("" for none); None: an ordinary prompt
-    compact: str | None = None
     max_checkpoints: int = MAX_CHECKPOINTS
-    sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
-    telemetry: TelemetrySettings | None = None  # OpenTelemetry export (queryloop.run.telemetry); None: off
-    agents: tuple[AgentDefinition, ...] = BUILT_IN_AGENTS  # what the Agent tool may start (none: no Agent tool)
-    agent_timeout_s: float = attrs.field(factory=defaults.agent_timeout_s)  # a sub-agent runs this long at most
+
+
+@attrs.frozen(kw_only=True)
+class AgentSettings:
+    """The sub-agents this run may start (the Agent tool), and which sub-agent this run is, if it is one."""
+
+    definitions: tuple[AgentDefinition, ...] = BUILT_IN_AGENTS  # what the Agent tool may start (none: no Agent tool)
+    timeout_s: float = attrs.field(factory=defaults.agent_timeout_s)  # a sub-agent runs this long at most
     agent_id: str | None = None  # this run is a sub-agent (its id; its type below)
     agent_type: str | None = None
     # how many Agent calls deep this run is (0: the user's run); the machine's `children: agents` `depth`
@@ -140,17 +197,47 @@ class AgentOptions:
     # a sub-agent's exported spans nest under this OpenTelemetry context (its Agent call's span); None: a root
     telemetry_parent: Any = attrs.field(default=None, eq=False, repr=False)
 
+
+@attrs.frozen(kw_only=True)
+class AgentOptions:
+    """What one run was asked to do, resolved: every value it runs with (:func:`resolve_config` makes it).
+
+    The prompt and the working directory, then one record per concern: ``request``
+    (:class:`RequestSettings`), ``limits`` (:class:`Limits`), ``tools``
+    (:class:`ToolSettings`), ``permissions`` (:class:`PermissionSettings`), ``hooks``,
+    ``context`` (:class:`ContextSettings`), ``session`` (:class:`SessionSettings`),
+    ``sandbox``, ``telemetry`` and ``agents`` (:class:`AgentSettings`).
+    """
+
+    prompt: str
+    prompt_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))  # the prompt's transcript uuid
+    # the run compacts the session's history instead of sending ``prompt`` (/compact): the user's
+    # instructions for the summary ("" for none); None: an ordinary prompt
+    compact: str | None = None
+    cwd: Path = attrs.field(factory=Path.cwd)
+    request: RequestSettings
+    limits: Limits = attrs.field(factory=Limits)
+    tools: ToolSettings = attrs.field(factory=ToolSettings)
+    permissions: PermissionSettings = attrs.field(factory=PermissionSettings)
+    hooks: HookConfig = attrs.field(factory=HookConfig)
+    context: ContextSettings = attrs.field(factory=ContextSettings)
+    session: SessionSettings = attrs.field(factory=SessionSettings)
+    sandbox: SandboxPolicy = attrs.field(factory=SandboxPolicy)  # the settings' `sandbox` (and --sandbox)
+    telemetry: TelemetrySettings | None = None  # OpenTelemetry export (queryloop.run.telemetry); None: off
+    agents: AgentSettings = attrs.field(factory=AgentSettings)
+
     def working_directories(self) -> tuple[Path, ...]:
         """The run's working directories: ``cwd``, then the settings' additional directories (the MCP roots)."""
-        extra = (Path(d) for d in self.rules.additional_directories)
+        extra = (Path(d) for d in self.permissions.rules.additional_directories)
         return (self.cwd, *(d for d in extra if d != self.cwd))
 
     def session_paths(self) -> SessionPaths:
         """Where this run's session is kept (by default in this working directory's project folder)."""
-        if self.stored_as is not None:
-            return self.stored_as
-        home = self.home if self.home is not None else queryloop_home()
-        return SessionPaths(home=home, cwd=self.cwd.resolve(), session_id=self.session_id)
+        session = self.session
+        if session.stored_as is not None:
+            return session.stored_as
+        home = session.home if session.home is not None else queryloop_home()
+        return SessionPaths(home=home, cwd=self.cwd.resolve(), session_id=session.session_id)
 
 
 def _telemetry(env: Mapping[str, str], warnings: list[str]) -> TelemetrySettings | None:
@@ -168,30 +255,32 @@ def _telemetry(env: Mapping[str, str], warnings: list[str]) -> TelemetrySettings
 
 def run_params(options: AgentOptions) -> dict[str, Any]:
     """The machine params a run of ``options`` is given: only what was set (the YAML's defaults fill the rest)."""
-    params = {**options.params, "max_turns": options.max_turns}
-    if options.max_retries is not None:
-        params["max_retries"] = options.max_retries
+    limits = options.limits
+    params = {**limits.params, "max_turns": limits.max_turns}
+    if limits.max_retries is not None:
+        params["max_retries"] = limits.max_retries
     return params
 
 
 def with_session(options: AgentOptions, choice: SessionChoice, *, continuing: bool = False) -> AgentOptions:
     """``options`` in the chosen session: opened as chosen, or ``continuing`` it (a conversation's later prompts)."""
-    return attrs.evolve(
-        options,
+    session = attrs.evolve(
+        options.session,
         session_id=choice.session_id,
         stored_as=choice.stored_as,
         resume_from=choice.stored_as if continuing else choice.resume_from,
         start_source="resume" if continuing else choice.start_source,
     )
+    return attrs.evolve(options, session=session)
 
 
 def session_of(options: AgentOptions) -> SessionChoice:
     """The session ``options`` were put in (:func:`with_session`'s inverse): what a conversation continues."""
     return SessionChoice(
-        session_id=options.session_id,
+        session_id=options.session.session_id,
         stored_as=options.session_paths(),
-        resume_from=options.resume_from,
-        start_source=options.start_source,
+        resume_from=options.session.resume_from,
+        start_source=options.session.start_source,
     )
 
 
@@ -221,76 +310,187 @@ def _said(value: Any, hint: Any) -> Any:
     return value if value is not None else hint
 
 
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+# ---- what a front-end was told (None: not said), in the records resolve_config takes ----------------
+
+
+@attrs.frozen(kw_only=True)
+class ConfigSources:
+    """Where configuration is read from besides the flags: settings files, MCP configuration, agent definitions.
+
+    ``settings_cwd``: where the settings files are (None: the run's ``cwd``; the program
+    reads them where it was started even when a scenario gives the run a fresh
+    directory). ``setting_sources``: which settings and CLAUDE.md files are read.
+    ``settings``: ``--settings`` (a file or inline JSON, above the files). ``mcp_config``:
+    ``--mcp-config`` values (``strict_mcp_config``: only those). ``agents``: ``--agents``
+    (JSON), above the ``.claude/agents/*.md`` files of the project and then the user.
+    """
+
+    settings_cwd: Path | None = None
+    setting_sources: Collection[MemoryKind] = ()
+    settings: str | None = None
+    mcp_config: Sequence[str] = ()
+    strict_mcp_config: bool = False
+    agents: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AskedRequest:
+    """What was said of each model request (:class:`RequestSettings` once resolved)."""
+
+    model: str | None = None
+    fallback_models: Sequence[str] | None = None
+    max_tokens: int | None = None
+    escalated_max_tokens: int | None = None
+    system_prompt: str | None = None
+    append_system_prompt: str | None = None
+    request_timeout_s: float | None = None
+    retry_base_delay_s: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AskedLimits:
+    """What was said of where the run stops (:class:`Limits` once resolved); ``params``: other caps of the YAML."""
+
+    max_turns: int | None = None
+    max_retries: int | None = None
+    max_budget_usd: float | None = None
+    max_retry_after_s: float | None = None
+    params: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AskedTools:
+    """What was said of the tools and the gate (:class:`ToolSettings` and :class:`PermissionSettings` once resolved).
+
+    ``tools``: the built-in tools offered (None: all); ``allowed_tools`` / ``disallowed_tools``:
+    permission rules; ``env``: added to the settings' own; ``sandbox``: ``--sandbox``.
+    """
+
+    tools: Sequence[str] | None = None
+    custom_tools: Sequence[ToolSpec] = ()
+    allowed_tools: Sequence[str] | None = None
+    disallowed_tools: Sequence[str] | None = None
+    permission_mode: PermissionMode | None = None
+    can_use_tool: AskPermission | None = None
+    env: Mapping[str, str] | None = None
+    sandbox: bool = False
+    interactive: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class AskedContext:
+    """What was said of compaction (:class:`ContextSettings` once resolved)."""
+
+    auto_compact: bool = True
+    microcompact: bool = True
+    auto_compact_threshold: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AskedSession:
+    """What was said of the session's keeping (:class:`SessionSettings` once resolved; which session is chosen
+    afterwards, :func:`with_session`)."""
+
+    persist: bool = True
+    home: Path | None = None
+
+
 def resolve_config(
     *,
     cwd: Path,
-    settings_cwd: Path | None = None,
     prompt: str = "",
     scenario: Mapping[str, Any] | None = None,
-    setting_sources: Collection[MemoryKind] = (),
-    settings: str | None = None,
-    model: str | None = None,
-    fallback_models: Sequence[str] | None = None,
-    tools: Sequence[str] | None = None,
-    allowed_tools: Sequence[str] | None = None,
-    disallowed_tools: Sequence[str] | None = None,
-    permission_mode: PermissionMode | None = None,
-    max_turns: int | None = None,
-    max_retries: int | None = None,
-    max_budget_usd: float | None = None,
-    max_tokens: int | None = None,
-    escalated_max_tokens: int | None = None,
-    max_retry_after_s: float | None = None,
-    request_timeout_s: float | None = None,
-    retry_base_delay_s: float | None = None,
-    system_prompt: str | None = None,
-    append_system_prompt: str | None = None,
-    mcp_config: Sequence[str] = (),
-    strict_mcp_config: bool = False,
-    custom_tools: Sequence[ToolSpec] = (),
-    can_use_tool: AskPermission | None = None,
+    sources: ConfigSources | None = None,
+    request: AskedRequest | None = None,
+    limits: AskedLimits | None = None,
+    tools: AskedTools | None = None,
     hooks: HookConfig | None = None,
-    env: Mapping[str, str] | None = None,
-    auto_compact: bool = True,
-    microcompact: bool = True,
-    auto_compact_threshold: float | None = None,
-    params: Mapping[str, Any] | None = None,
-    persist: bool = True,
-    home: Path | None = None,
-    sandbox: bool = False,
-    interactive: bool = False,
-    agents: str | None = None,
+    context: AskedContext | None = None,
+    session: AskedSession | None = None,
 ) -> Resolved:
     """The run's configuration from what a front-end was told (None: not said); :class:`ConfigError` if it cannot run.
 
-    ``cwd`` is where the tools work and CLAUDE.md files are found; ``settings_cwd`` where
-    the settings files are (default: ``cwd``; the program reads them where it was started
-    even when a scenario gives the run a fresh directory). ``scenario``: a scenario's
-    hints (its ``cli`` section with its ``model`` and ``fallback_models``), used for what
-    was not said. ``setting_sources``: which settings and CLAUDE.md files are read.
-    ``settings``: ``--settings`` (a file or inline JSON, above the files). ``hooks`` and
-    ``env`` are added to the settings' own. ``sandbox``: ``--sandbox``. ``agents``: ``--agents``
-    (JSON), above the ``.claude/agents/*.md`` files of the project and then the user.
+    ``cwd`` is where the tools work and CLAUDE.md files are found. ``scenario``: a
+    scenario's hints (its ``cli`` section with its ``model`` and ``fallback_models``),
+    used for what was not said. ``sources``: where the settings, the MCP configuration
+    and the agent definitions are read (:class:`ConfigSources`). ``hooks`` are added to
+    the settings' own. The other records hold what was said of each part of
+    :class:`AgentOptions`.
     """
     hints = scenario or {}
-    settings_cwd = settings_cwd or cwd
-    allowed = _said(allowed_tools, hints.get("allowed_tools"))
-    disallowed = _said(disallowed_tools, hints.get("disallowed_tools"))
-    hinted_mcp = [c if isinstance(c, str) else json.dumps(c) for c in hints.get("mcp_config", ())]
+    src = sources or ConfigSources()
+    asked_tools = tools or AskedTools()
+    settings_cwd = src.settings_cwd or cwd
+    loaded, rules = _settings_and_rules(cwd, settings_cwd, src, asked_tools, hints)
+    try:
+        servers, warnings = load_mcp_servers(
+            cwd=settings_cwd,
+            settings=loaded.raw,
+            mcp_config=list(src.mcp_config) or [_json(c) for c in hints.get("mcp_config", ())],
+            strict=src.strict_mcp_config,
+        )
+    except McpConfigError as exc:
+        raise ConfigError(str(exc), kind="mcp") from None
+    policy = _sandbox(loaded.raw.get("sandbox"), force=asked_tools.sandbox, warnings=warnings)
+    subagents = _subagents(settings_cwd, src)
+    env = asked_tools.env or {}
+    asked_session = session or AskedSession()
+    try:
+        options = AgentOptions(
+            prompt=prompt,
+            cwd=cwd,
+            limits=_limits(limits or AskedLimits(), hints, {**os.environ, **loaded.env}),
+            request=_request(request or AskedRequest(), hints, loaded.model),
+            tools=ToolSettings(
+                builtins=None if asked_tools.tools is None else tuple(asked_tools.tools),
+                custom_tools=tuple(asked_tools.custom_tools),
+                mcp_servers=servers,
+                env={**loaded.env, **env},
+            ),
+            permissions=PermissionSettings(
+                mode=asked_tools.permission_mode
+                or hints.get("permission_mode")
+                or loaded.permissions.default_mode
+                or "default",
+                rules=rules,
+                can_use_tool=asked_tools.can_use_tool,
+                interactive=asked_tools.interactive,
+            ),
+            hooks=loaded.hooks.merged(hooks) if hooks is not None else loaded.hooks,
+            context=_context(context or AskedContext(), cwd, src.setting_sources),
+            session=SessionSettings(persist=asked_session.persist, home=asked_session.home),
+            sandbox=policy,
+            telemetry=_telemetry({**os.environ, **loaded.env, **env}, warnings),
+            agents=AgentSettings(definitions=subagents),
+        )
+    except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
+        raise ConfigError(str(exc), kind="value") from None
+    return Resolved(options=options, warnings=tuple(warnings))
+
+
+def _settings_and_rules(
+    cwd: Path, settings_cwd: Path, src: ConfigSources, asked: AskedTools, hints: Mapping[str, Any]
+) -> tuple[Settings, PermissionRules]:
+    """The settings files (and ``--settings``) read, and the permission rules they and the flags make."""
+    allowed = _said(asked.allowed_tools, hints.get("allowed_tools"))
+    disallowed = _said(asked.disallowed_tools, hints.get("disallowed_tools"))
     try:
         loaded = load_settings(
-            cwd=settings_cwd, settings_arg=_said(settings, hints.get("settings")), sources=setting_sources
+            cwd=settings_cwd, settings_arg=_said(src.settings, hints.get("settings")), sources=src.setting_sources
         )
         rules = loaded.permissions.to_rules(cwd=cwd, allowed_tools=allowed, disallowed_tools=disallowed)
     except (SettingsError, PermissionRuleError) as exc:
         raise ConfigError(str(exc), kind="settings") from None
-    try:
-        servers, warnings = load_mcp_servers(
-            cwd=settings_cwd, settings=loaded.raw, mcp_config=list(mcp_config) or hinted_mcp, strict=strict_mcp_config
-        )
-    except McpConfigError as exc:
-        raise ConfigError(str(exc), kind="mcp") from None
-    policy = SandboxPolicy.from_settings(loaded.raw.get("sandbox"), force=sandbox)
+    return loaded, rules
+
+
+def _sandbox(raw: Any, *, force: bool, warnings: list[str]) -> SandboxPolicy:
+    """The settings' ``sandbox`` (and ``--sandbox``); a required one that cannot start is a :class:`ConfigError`."""
+    policy = SandboxPolicy.from_settings(raw, force=force)
     problem = policy.problem()
     if problem is not None and policy.fail_if_unavailable:
         raise ConfigError(
@@ -300,58 +500,51 @@ def resolve_config(
         warnings.append(
             f"sandbox unavailable: {problem}; Bash commands run unsandboxed, through the permission gate alone"
         )
+    return policy
+
+
+def _subagents(settings_cwd: Path, src: ConfigSources) -> tuple[AgentDefinition, ...]:
+    """The agents the Agent tool may start: the built-in ones, then the user's, the project's, ``--agents``."""
     try:
-        subagents = merge_agents(
+        return merge_agents(
             BUILT_IN_AGENTS,
-            agents_from_files(Path.home() / ".claude" / "agents") if "user" in setting_sources else (),
-            agents_from_files(settings_cwd / ".claude" / "agents") if "project" in setting_sources else (),
-            agents_from_json(agents) if agents is not None else (),
+            agents_from_files(Path.home() / ".claude" / "agents") if "user" in src.setting_sources else (),
+            agents_from_files(settings_cwd / ".claude" / "agents") if "project" in src.setting_sources else (),
+            agents_from_json(src.agents) if src.agents is not None else (),
         )
     except AgentDefinitionError as exc:
         raise ConfigError(str(exc), kind="agents") from None
-    caps = dict(params or {})
-    if max_retry_after_s is not None:
-        caps["max_retry_after_s"] = max_retry_after_s
-    try:
-        options = AgentOptions(
-            prompt=prompt,
-            model=model or hints.get("model") or loaded.model or defaults.DEFAULT_MODEL,
-            fallback_models=tuple(_said(fallback_models, hints.get("fallback_models")) or ()),
-            cwd=cwd,
-            max_turns=_said(max_turns, hints.get("max_turns")),
-            max_retries=_said(
-                max_retries, _said(hints.get("max_retries"), defaults.max_retries({**os.environ, **loaded.env}))
-            ),
-            max_budget_usd=_said(max_budget_usd, hints.get("max_budget_usd")),
-            max_tokens=_said(max_tokens, defaults.MAX_OUTPUT_TOKENS),
-            escalated_max_tokens=escalated_max_tokens,
-            system_prompt=_said(system_prompt, defaults.DEFAULT_SYSTEM_PROMPT),
-            append_system_prompt=_said(append_system_prompt, hints.get("append_system_prompt")),
-            retry_base_delay_s=_said(retry_base_delay_s, defaults.retry_base_delay_s()),
-            request_timeout_s=_said(request_timeout_s, defaults.request_timeout_s()),
-            tools=None if tools is None else tuple(tools),
-            custom_tools=tuple(custom_tools),
-            can_use_tool=can_use_tool,
-            mcp_servers=servers,
-            auto_compact=auto_compact,
-            microcompact=microcompact,
-            auto_compact_threshold=_said(auto_compact_threshold, defaults.AUTO_COMPACT_THRESHOLD),
-            params=caps,
-            permission_mode=permission_mode
-            or hints.get("permission_mode")
-            or loaded.permissions.default_mode
-            or "default",
-            rules=rules,
-            hooks=loaded.hooks.merged(hooks) if hooks is not None else loaded.hooks,
-            interactive=interactive,
-            tool_env={**loaded.env, **(env or {})},
-            instructions=load_instructions(cwd, sources=setting_sources),
-            persist=persist,
-            home=home,
-            sandbox=policy,
-            telemetry=_telemetry({**os.environ, **loaded.env, **(env or {})}, warnings),
-            agents=subagents,
-        )
-    except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
-        raise ConfigError(str(exc), kind="value") from None
-    return Resolved(options=options, warnings=tuple(warnings))
+
+
+def _request(asked: AskedRequest, hints: Mapping[str, Any], settings_model: str | None) -> RequestSettings:
+    return RequestSettings(
+        model=asked.model or hints.get("model") or settings_model or defaults.DEFAULT_MODEL,
+        fallback_models=tuple(_said(asked.fallback_models, hints.get("fallback_models")) or ()),
+        max_tokens=_said(asked.max_tokens, defaults.MAX_OUTPUT_TOKENS),
+        escalated_max_tokens=asked.escalated_max_tokens,
+        system_prompt=_said(asked.system_prompt, defaults.DEFAULT_SYSTEM_PROMPT),
+        append_system_prompt=_said(asked.append_system_prompt, hints.get("append_system_prompt")),
+        retry_base_delay_s=_said(asked.retry_base_delay_s, defaults.retry_base_delay_s()),
+        request_timeout_s=_said(asked.request_timeout_s, defaults.request_timeout_s()),
+    )
+
+
+def _limits(asked: AskedLimits, hints: Mapping[str, Any], env: dict[str, str]) -> Limits:
+    caps = dict(asked.params or {})
+    if asked.max_retry_after_s is not None:
+        caps["max_retry_after_s"] = asked.max_retry_after_s
+    return Limits(
+        max_turns=_said(asked.max_turns, hints.get("max_turns")),
+        max_retries=_said(asked.max_retries, _said(hints.get("max_retries"), defaults.max_retries(env))),
+        max_budget_usd=_said(asked.max_budget_usd, hints.get("max_budget_usd")),
+        params=caps,
+    )
+
+
+def _context(asked: AskedContext, cwd: Path, setting_sources: Collection[MemoryKind]) -> ContextSettings:
+    return ContextSettings(
+        auto_compact=asked.auto_compact,
+        microcompact=asked.microcompact,
+        auto_compact_threshold=_said(asked.auto_compact_threshold, defaults.AUTO_COMPACT_THRESHOLD),
+        instructions=load_instructions(cwd, sources=setting_sources),
+    )

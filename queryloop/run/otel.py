@@ -59,6 +59,7 @@ from queryloop.handlers.request import AssistantMessage, RequestFailed, RequestL
 from queryloop.handlers.request.services.client import RequestLog
 from queryloop.handlers.request.services.pricing import cost_usd
 from queryloop.handlers.tools import ToolResultPublished
+from queryloop.handlers.tools.services.names import CHANGES_CODE
 
 from .telemetry import TelemetrySettings
 
@@ -75,7 +76,6 @@ _T = TypeVar("_T")
 RETRY_KINDS = frozenset({"retry", "fallback", "escalate"})
 """Reason kinds that send the same request again (the machine's ``reason_kinds``): counted as retries."""
 
-_CODE_EDIT_TOOLS = frozenset({"Edit", "Write", "NotebookEdit"})  # Claude Code's code_edit_tool.decision
 _COMPACTING = {
     "auto_compacting": "auto",
     "reactive_compacting": "reactive",
@@ -132,15 +132,15 @@ class _Providers:
         """The span of ``options``' session in this process, opened by its first prompt (a root: one trace)."""
         if self.tracer is None:
             return None
-        opened = self.sessions.get(options.session_id)
+        opened = self.sessions.get(options.session.session_id)
         if opened is None:
             attributes = {
-                "session.id": options.session_id,
-                "gen_ai.conversation.id": options.session_id,
+                "session.id": options.session.session_id,
+                "gen_ai.conversation.id": options.session.session_id,
                 "queryloop.machine": machine,
             }
             span = self.tracer.start_span("queryloop.session", attributes=attributes, kind=SpanKind.INTERNAL)
-            opened = self.sessions[options.session_id] = (span, [0])
+            opened = self.sessions[options.session.session_id] = (span, [0])
         opened[1][0] += 1
         return opened[0]
 
@@ -281,7 +281,7 @@ class RunTelemetry:
         self.kinds = tuple(program.spec.reason_kinds)
         self.common: dict[str, str] = {}
         if settings.include_session_id:
-            self.common["session.id"] = options.session_id
+            self.common["session.id"] = options.session.session_id
         if settings.include_version:
             self.common["app.version"] = self.providers.version
         self.turn_index = 0
@@ -342,30 +342,30 @@ class RunTelemetry:
 
     def _start_session(self) -> Span | None:
         """The run's span: the session's (a root), or a sub-agent's, under the span of the Agent call that
-        started it (``options.telemetry_parent``)."""
+        started it (``options.agents.telemetry_parent``)."""
         options = self.options
-        session_id = options.session_id
+        session_id = options.session.session_id
         if session_id not in self.providers.sessions_counted:
             self.providers.sessions_counted.add(session_id)
             self._count("claude_code.session.count", 1, {})
-        agent = options.agent_type if options.agent_id is not None else None
+        agent = options.agents.agent_type if options.agents.agent_id is not None else None
         attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent or "queryloop",
             "gen_ai.provider.name": "anthropic",
             "gen_ai.conversation.id": session_id,
-            "gen_ai.request.model": options.model,
+            "gen_ai.request.model": options.request.model,
             "session.id": session_id,
             "queryloop.machine": self.run.program.spec.name,
-            "queryloop.permission_mode": options.permission_mode,
+            "queryloop.permission_mode": options.permissions.mode,
         }
-        if options.agent_id is not None:
-            attributes["gen_ai.agent.id"] = options.agent_id
+        if options.agents.agent_id is not None:
+            attributes["gen_ai.agent.id"] = options.agents.agent_id
         tracer = self.providers.tracer
         if tracer is None:
             return None
-        context = options.telemetry_parent
-        if options.agent_id is None:  # a prompt of the session: its span is the session's child
+        context = options.agents.telemetry_parent
+        if options.agents.agent_id is None:  # a prompt of the session: its span is the session's child
             session = self.providers.session_span(options, self.run.program.spec.name)
             context = trace.set_span_in_context(session) if session is not None else None
         return tracer.start_span(
@@ -398,7 +398,7 @@ class RunTelemetry:
             self.retry_reason = step.reason
         elif kind == "breaker":
             self._count("queryloop.breaker.count", 1, {"reason": step.reason})
-        if step.index == 0 and self.options.agent_id is None:  # a sub-agent's prompt is no user's
+        if step.index == 0 and self.options.agents.agent_id is None:  # a sub-agent's prompt is no user's
             self._user_prompt()
         holder = self.session if step.source in _BEFORE_THE_LOOP else self._open_turn()
         if holder is not None:
@@ -549,7 +549,7 @@ class RunTelemetry:
                 continue  # no such tool, or answered from the ledger: the gate decided nothing
             event = {"decision": decision, "source": source, "tool_name": name, "tool_use_id": call_id}
             self._event("tool_decision", event)
-            if name in _CODE_EDIT_TOOLS:
+            if name in CHANGES_CODE:  # Claude Code's code_edit_tool.decision
                 self._count(
                     "claude_code.code_edit_tool.decision",
                     1,

@@ -280,12 +280,15 @@ def plan_rewind(paths: SessionPaths, to: str | None = None) -> RewindPlan:
         files.append(
             FileRestore(path=path, before=before, now=now, missing_blob=entry.blob is not None and before is None)
         )
+    from queryloop.handlers.tools.services.registry import default_tools  # here: only a rewind loads the tools
+
     ledger, ledger_warnings = load_ledger(paths.ledger)
     covered = {e.tool_use_id for e in entries if not e.partial}  # a partial capture leaves the call listed
+    checkpointed = {tool.name for tool in default_tools() if tool.changes_file}  # Write, Edit: their files go back
     irreversible = tuple(
         e.to_json()
         for e in ledger
-        if e.prompt_id in later and e.tool_use_id not in covered and e.name not in ("Write", "Edit")
+        if e.prompt_id in later and e.tool_use_id not in covered and e.name not in checkpointed
     )
     # dropped checkpoints are older than every kept one: they matter when the oldest kept one is in range
     incomplete = dropped > 0 and (not entries or entries[0].prompt_id in later)

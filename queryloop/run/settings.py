@@ -38,7 +38,7 @@ import attrs
 from queryloop.fsm import SpecError, read_json, schema_problems
 from queryloop.fsm.model.source import Source, json_path
 from queryloop.handlers.hooks import HookConfig, HookConfigError, parse_hook_config
-from queryloop.handlers.tools.services.permissions import (
+from queryloop.handlers.tools.services.rules import (
     PERMISSION_MODES,
     PermissionMode,
     PermissionRule,

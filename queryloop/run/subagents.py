@@ -31,12 +31,13 @@ import attrs
 
 from queryloop.handlers.agents import AgentReport, AgentStatus
 from queryloop.handlers.agents.services.definitions import AgentDefinition
-from queryloop.handlers.agents.services.tool import AGENT_TOOL, DEFAULT_AGENT, agent_tool
+from queryloop.handlers.agents.services.tool import DEFAULT_AGENT, agent_tool
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request.services.client import UsageTotals
 from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.tools import ToolContext, ToolOutput, ToolResultPublished, ToolSpec, default_registry
 from queryloop.handlers.tools.services.base import BackgroundTask
+from queryloop.handlers.tools.services.names import AGENT_TOOL
 
 from .observe import Observation, Observer, SubagentEnded, SubagentItem, SubagentStarted
 
@@ -109,7 +110,7 @@ class Subagents:
         self.start_run = start_run
         self.definitions = {d.name: d for d in definitions}
         self.max_running = max_running
-        self.max_per_turn = max_per_turn  # agents one tool turn may start (the machine's children: per_turn)
+        self.max_per_turn = max_per_turn  # agents one tool turn may start (the machine's children: starts)
         self.max_turns = max_turns  # a child's tool turns at most (children: turns); None: no limit
         self.timeout_s = timeout_s
         self._turn, self._started_in_turn = "", 0  # the tool turn calls come from, and the agents it started
@@ -187,36 +188,48 @@ class Subagents:
         allowed = definition.tools
         refused = set(definition.disallowed_tools)
         known = default_registry().names
-        builtins = allowed if allowed is not None else parent.tools
+        builtins = allowed if allowed is not None else parent.tools.builtins
         # the built-in tools among those it may use (a name no tool has is left out, as Claude Code does)
         builtins = tuple(t for t in (known if builtins is None else builtins) if t in known and t not in refused)
         if AGENT_TOOL not in refused and (allowed is None or AGENT_TOOL in allowed):
             # named, the Agent tool is offered only where the machine lets a run this deep start agents
             builtins += (AGENT_TOOL,)
         custom = tuple(
-            t for t in parent.custom_tools if (allowed is None or t.name in allowed) and t.name not in refused
+            t for t in parent.tools.custom_tools if (allowed is None or t.name in allowed) and t.name not in refused
         )
-        model = definition.model_for(parent.model, tool_input.get("model"))
+        model = definition.model_for(parent.request.model, tool_input.get("model"))
         options = attrs.evolve(
             parent,
             prompt=str(tool_input["prompt"]),
-            model=model,
-            system_prompt=child_system_prompt(definition, cwd=parent.cwd, model=model),
-            append_system_prompt=None,
-            tools=builtins,
-            custom_tools=custom,
-            agent_id=agent_id,
-            agent_type=definition.name,
-            spawn_depth=parent.spawn_depth + 1,
-            stored_as=stored_as,
-            resume_from=stored_as if resumed is not None else None,
-            max_turns=_fewest(definition.max_turns, self.max_turns),
-            max_budget_usd=self.budget_left(),  # what the run has left (its own requests and its agents')
-            interactive=False,
-            telemetry=parent.telemetry,  # its spans nest in the Agent call's; its tokens and cost are counted
-            telemetry_parent=self.trace_parent(call_id) if parent.telemetry is not None else None,
+            request=attrs.evolve(
+                parent.request,
+                model=model,
+                system_prompt=child_system_prompt(definition, cwd=parent.cwd, model=model),
+                append_system_prompt=None,
+            ),
+            tools=attrs.evolve(parent.tools, builtins=builtins, custom_tools=custom),
+            limits=attrs.evolve(
+                parent.limits,
+                max_turns=_fewest(definition.max_turns, self.max_turns),
+                max_budget_usd=self.budget_left(),  # what the run has left (its own requests and its agents')
+            ),
+            agents=attrs.evolve(
+                parent.agents,
+                agent_id=agent_id,
+                agent_type=definition.name,
+                spawn_depth=parent.agents.spawn_depth + 1,
+                # its spans nest in the Agent call's; its tokens and cost are counted
+                telemetry_parent=self.trace_parent(call_id) if parent.telemetry is not None else None,
+            ),
+            session=attrs.evolve(
+                parent.session,
+                stored_as=stored_as,
+                resume_from=stored_as if resumed is not None else None,
+                start_source="startup",
+            ),
+            permissions=attrs.evolve(parent.permissions, interactive=False),
+            telemetry=parent.telemetry,
             compact=None,
-            start_source="startup",
         )
         mcp = self.mcp if allowed is None or any(t.startswith("mcp__") for t in allowed) else None
         description = str(tool_input.get("description") or definition.name)
@@ -230,7 +243,7 @@ class Subagents:
             description=description,
             background=background,
             run=run,
-            transcript=str(stored_as.transcript) if options.persist else "",
+            transcript=str(stored_as.transcript) if options.session.persist else "",
         )
         return child
 
@@ -347,7 +360,7 @@ class Subagents:
                 "agentType": child.definition.name,
                 "description": child.description,
                 "toolUseId": child.tool_use_id,
-                "spawnDepth": self.options.spawn_depth + 1,
+                "spawnDepth": self.options.agents.spawn_depth + 1,
                 "background": child.background,  # ours: a resumed session takes over the background ones
             }
             path = Path(child.transcript).with_suffix(".meta.json")
@@ -367,7 +380,7 @@ class Subagents:
                 description=child.description,
                 prompt=prompt,
                 background=child.background,
-                model=child.run.options.model if child.run is not None else "",
+                model=child.run.options.request.model if child.run is not None else "",
                 output_file=child.transcript,
             )
         )

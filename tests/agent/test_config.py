@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,17 @@ from queryloop.frontends.options import QueryOptions, agent_options
 from queryloop.machines import MACHINES_DIR
 from queryloop.run import defaults
 from queryloop.run.agent import query_loop_program
-from queryloop.run.config import AgentOptions, ConfigError, resolve_config, run_params
+from queryloop.run.config import (
+    AgentOptions,
+    AskedLimits,
+    AskedRequest,
+    AskedTools,
+    ConfigError,
+    ConfigSources,
+    RequestSettings,
+    resolve_config,
+    run_params,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for d in ("queryloop", "handlers") for p in sorted((ROOT / d).rglob("*.py")) if p.name != "testing.py"]
@@ -107,21 +118,22 @@ def test_the_scan_finds_a_second_copy(tmp_path: Path) -> None:
 
 def test_an_unset_cap_is_not_passed_so_the_yaml_default_applies(tmp_path: Path) -> None:
     options = resolve_config(cwd=tmp_path).options
-    assert options.max_retries is None and "max_retries" not in run_params(options)
-    assert run_params(resolve_config(cwd=tmp_path, max_retries=2).options)["max_retries"] == 2
+    assert options.limits.max_retries is None and "max_retries" not in run_params(options)
+    assert run_params(resolve_config(cwd=tmp_path, limits=AskedLimits(max_retries=2)).options)["max_retries"] == 2
     assert "max_retry_after_s" not in run_params(options)
 
 
 def test_what_is_unsaid_comes_from_a_scenario_then_the_settings_then_the_defaults(tmp_path: Path) -> None:
     (tmp_path / ".queryloop").mkdir()
     (tmp_path / ".queryloop" / "settings.json").write_text(json.dumps({"model": "from-settings"}), encoding="utf-8")
-    project = ("project",)
-    assert resolve_config(cwd=tmp_path).options.model == defaults.DEFAULT_MODEL
-    assert resolve_config(cwd=tmp_path, setting_sources=project).options.model == "from-settings"
-    hinted = resolve_config(cwd=tmp_path, setting_sources=project, scenario={"model": "scripted", "max_turns": 2})
-    assert (hinted.options.model, hinted.options.max_turns) == ("scripted", 2)
-    said = resolve_config(cwd=tmp_path, setting_sources=project, scenario={"model": "scripted"}, model="flag")
-    assert said.options.model == "flag"
+    project = ConfigSources(setting_sources=("project",))
+    assert resolve_config(cwd=tmp_path).options.request.model == defaults.DEFAULT_MODEL
+    assert resolve_config(cwd=tmp_path, sources=project).options.request.model == "from-settings"
+    hinted = resolve_config(cwd=tmp_path, sources=project, scenario={"model": "scripted", "max_turns": 2})
+    assert (hinted.options.request.model, hinted.options.limits.max_turns) == ("scripted", 2)
+    flag = AskedRequest(model="flag")
+    said = resolve_config(cwd=tmp_path, sources=project, scenario={"model": "scripted"}, request=flag)
+    assert said.options.request.model == "flag"
 
 
 def test_the_api_and_the_fleet_resolve_as_the_program_does(tmp_path: Path) -> None:
@@ -129,28 +141,31 @@ def test_the_api_and_the_fleet_resolve_as_the_program_does(tmp_path: Path) -> No
     program = resolve_config(cwd=tmp_path).options
     api = agent_options(QueryOptions(cwd=tmp_path), can_use_tool=None)
     fleet = session_options(SessionSpec(prompt="", model=defaults.DEFAULT_MODEL, cwd=str(tmp_path)))
-    fields = ("model", "max_turns", "max_retries", "max_tokens", "retry_base_delay_s", "idle_timeout_s")
-    fields += ("request_timeout_s", "auto_compact_threshold", "permission_mode", "system_prompt", "params")
+    fields = ("request.model", "limits.max_turns", "limits.max_retries", "request.max_tokens")
+    fields += ("request.retry_base_delay_s", "request.idle_timeout_s", "request.request_timeout_s")
+    fields += ("context.auto_compact_threshold", "permissions.mode", "request.system_prompt", "limits.params")
     for other in (api, fleet):
-        assert {f: getattr(other, f) for f in fields} == {f: getattr(program, f) for f in fields}
-    assert program.agents == api.agents != () and fleet.agents == ()  # a fleet offers no Agent tool yet
+        assert {f: attrgetter(f)(other) for f in fields} == {f: attrgetter(f)(program) for f in fields}
+    # a fleet offers no Agent tool yet
+    assert program.agents.definitions == api.agents.definitions != () and fleet.agents.definitions == ()
 
 
 def test_a_bad_configuration_is_one_error_naming_its_part(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as bad_rule:
-        resolve_config(cwd=tmp_path, allowed_tools=["Bash("])
+        resolve_config(cwd=tmp_path, tools=AskedTools(allowed_tools=["Bash("]))
     assert bad_rule.value.kind == "settings"
     with pytest.raises(ConfigError) as bad_mcp:
-        resolve_config(cwd=tmp_path, mcp_config=["{not json"])
+        resolve_config(cwd=tmp_path, sources=ConfigSources(mcp_config=["{not json"]))
     assert bad_mcp.value.kind == "mcp"
 
 
 def test_direct_options_take_the_same_defaults(tmp_path: Path) -> None:
     """An ``AgentOptions`` made by hand (tests, benchmarks) has the pipeline's defaults."""
-    direct = AgentOptions(prompt="", model=defaults.DEFAULT_MODEL, cwd=tmp_path)
+    direct = AgentOptions(prompt="", cwd=tmp_path, request=RequestSettings(model=defaults.DEFAULT_MODEL))
     resolved = resolve_config(cwd=tmp_path).options
-    for field in ("max_tokens", "retry_base_delay_s", "idle_timeout_s", "auto_compact_threshold", "max_checkpoints"):
-        assert getattr(direct, field) == getattr(resolved, field)
+    assert direct.request == resolved.request
+    assert direct.context.auto_compact_threshold == resolved.context.auto_compact_threshold
+    assert direct.session.max_checkpoints == resolved.session.max_checkpoints
 
 
 @pytest.mark.parametrize(
@@ -168,9 +183,9 @@ def test_a_knob_in_the_environment_that_is_no_usable_number_is_an_error_naming_i
 ) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=f"^{name}='{value}': expected a number"):
-        AgentOptions(prompt="x", model="m")
+        AgentOptions(prompt="x", request=RequestSettings(model="m"))
 
 
 def test_a_zero_retry_delay_in_the_environment_is_no_delay(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QUERYLOOP_RETRY_BASE_DELAY_MS", "0")
-    assert AgentOptions(prompt="x", model="m").retry_base_delay_s == 0
+    assert AgentOptions(prompt="x", request=RequestSettings(model="m")).request.retry_base_delay_s == 0

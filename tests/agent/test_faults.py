@@ -46,7 +46,8 @@ from queryloop.handlers.tools import (
 )
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer
-from queryloop.run.agent import AgentData, AgentOptions, AgentRun
+from queryloop.run.agent import AgentData, AgentRun
+from queryloop.run.config import AgentOptions, RequestSettings
 from queryloop.testing import ScriptedBackend, scripted_reply
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -120,7 +121,9 @@ def peak_allocated(fn: Any) -> tuple[Any, int]:
 
 
 def _data() -> AgentData:
-    run = AgentRun(AgentOptions(prompt="hi", model="m"), ScriptedBackend(lambda c: scripted_reply([])))
+    run = AgentRun(
+        AgentOptions(prompt="hi", request=RequestSettings(model="m")), ScriptedBackend(lambda c: scripted_reply([]))
+    )
     return run.data
 
 
@@ -505,7 +508,7 @@ def test_the_run_option_gives_every_model_call_the_request_deadline() -> None:
             seen.append(call)
             return scripted_reply([{"type": "text", "text": "ok"}], call=call)
 
-    run = AgentRun(AgentOptions(prompt="hi", model="m", request_timeout_s=7.5), Recording())
+    run = AgentRun(AgentOptions(prompt="hi", request=RequestSettings(model="m", request_timeout_s=7.5)), Recording())
 
     async def drive() -> None:
         async for _ in run.events():

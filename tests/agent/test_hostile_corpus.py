@@ -26,7 +26,8 @@ from typing import Final
 
 import pytest
 
-from queryloop.handlers.tools.services.permissions import PermissionMode, PermissionRules, decide
+from queryloop.handlers.tools.services.permissions import decide
+from queryloop.handlers.tools.services.rules import PermissionMode, PermissionRules
 
 CORPUS_FILE: Final = Path(__file__).resolve().parent.parent / "fixtures" / "hostile_commands.txt"
 KNOWN_TAGS: Final = frozenset({"first", "prefix", "plain", "hides", "wraps", "files", "needs", "norun", "e2e"})

@@ -23,7 +23,8 @@ from queryloop.handlers.messages import MessageView
 from queryloop.handlers.request import ModelCall, ModelFailure, ModelReply, TokenCount
 from queryloop.handlers.request.services.backends import AnthropicBackend
 from queryloop.handlers.request.services.body import encode_request, request_messages
-from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.run.agent import AgentRun
+from queryloop.run.config import AgentOptions, ContextSettings, PermissionSettings, RequestSettings, SessionSettings
 from queryloop.run.memory import (
     InstructionFile,
     instructions_block,
@@ -157,13 +158,12 @@ def test_model_summary_and_count_tokens_requests_carry_the_instructions_and_the_
     block = instructions_block(files)
     assert block is not None and "/p/CLAUDE.md" in block and "Use tabs." in block
     backend = Recording()
-    options = AgentOptions(  # a threshold of ~0: count_tokens before every request, and a compaction
+    options = AgentOptions(
         prompt="go",
-        model="m",
         cwd=tmp_path,
-        auto_compact_threshold=1e-9,
-        permission_mode="bypassPermissions",
-        instructions=files,
+        request=RequestSettings(model="m"),
+        context=ContextSettings(auto_compact_threshold=1e-9, instructions=files),
+        permissions=PermissionSettings(mode="bypassPermissions"),
     )
     run = AgentRun(options, backend)
 
@@ -188,7 +188,7 @@ def test_model_summary_and_count_tokens_requests_carry_the_instructions_and_the_
 def test_without_instruction_files_no_request_carries_any() -> None:
     assert instructions_block(()) is None and instructions_tokens(()) == 0
     assert memory_paths(()) == {"user": [], "project": [], "local": []}
-    options = AgentOptions(prompt="go", model="m", persist=False)
+    options = AgentOptions(prompt="go", request=RequestSettings(model="m"), session=SessionSettings(persist=False))
     assert AgentRun(options, Recording()).services.instructions is None
 
 

@@ -9,9 +9,11 @@ import anthropic
 import pytest
 
 from queryloop.handlers.request.services.client import (
+    FAILURE_KINDS,
     ModelFailure,
     ModelReply,
     ModelRequest,
+    RequestLog,
     UsageTotals,
     classify_error,
     send_request,
@@ -327,6 +329,28 @@ def test_classification_recognises_recoverable_errors_before_should_retry() -> N
     assert classify_error(200, "invalid_request_error", "bad") == "fatal"
     assert classify_error(400, "invalid_request_error", "image too large for this model") == "media_too_large"
     assert classify_error(404, "not_found_error", "no such route") == "fatal"
+
+
+def test_every_kind_of_failure_is_an_event_the_model_call_emits() -> None:
+    """The one list of failure kinds, each turned into an event of the machine's ``calling_model``."""
+    from queryloop.fsm import load_machine
+    from queryloop.handlers.request import classify_failure
+    from queryloop.machines import MACHINES_DIR
+
+    emits = load_machine(MACHINES_DIR / "query_loop.yaml").spec.state_map["calling_model"].emits
+    log = RequestLog(
+        client_request_id="id", request_id=None, attempt=1, model="m", stream=True, status=None,
+        stop_reason=None, ttft_ms=None, duration_ms=0.0, usage={},
+    )  # fmt: skip
+    events = {
+        kind: classify_failure(ModelFailure(kind=kind, status=None, error_type=None, message="", log=log))
+        for kind in FAILURE_KINDS
+    }
+    assert set(events) == {
+        "retryable", "overloaded", "model_unavailable", "prompt_too_long", "media_too_large", "fatal",
+        "stream_broken", "malformed_response",
+    }  # fmt: skip
+    assert all(event in emits for event in events.values()), events
 
 
 def test_usage_totals_sum_per_model_and_price_unlisted_models() -> None:

@@ -20,7 +20,7 @@ from queryloop.fsm.model.contract import reads_of
 from queryloop.handlers.session.services.transcript import TranscriptWriter
 from queryloop.machines import MACHINES_DIR
 from queryloop.run.agent import AgentRun, query_loop_program
-from queryloop.run.config import AgentOptions
+from queryloop.run.config import AgentOptions, RequestSettings, SessionSettings
 from queryloop.run.observe import OBSERVATION_TYPES
 from queryloop.testing import ScriptedBackend, scripted_reply
 
@@ -53,7 +53,9 @@ def test_an_observer_reading_a_renamed_state_is_refused_when_attached(tmp_path: 
     class Stale:
         def observe(self, item: object) -> None: ...
 
-    options = AgentOptions(prompt="hi", model="m", cwd=tmp_path, persist=False)
+    options = AgentOptions(
+        prompt="hi", cwd=tmp_path, request=RequestSettings(model="m"), session=SessionSettings(persist=False)
+    )
     backend = ScriptedBackend(lambda call: scripted_reply([{"type": "text", "text": "ok"}]))
     with pytest.raises(SpecError) as refused:
         AgentRun(options, backend, observers=(Stale(),))
@@ -103,7 +105,9 @@ def test_observers_are_told_every_step_in_order_and_the_items_between(tmp_path: 
         def observe(self, item: object) -> None:
             seen.append(item)
 
-    options = AgentOptions(prompt="hi", model="m", cwd=tmp_path, persist=False)
+    options = AgentOptions(
+        prompt="hi", cwd=tmp_path, request=RequestSettings(model="m"), session=SessionSettings(persist=False)
+    )
     backend = ScriptedBackend(lambda call: scripted_reply([{"type": "text", "text": "ok"}]))
     run = AgentRun(options, backend, observers=(Recorder(),))
 

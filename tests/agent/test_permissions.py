@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.tools.services.permissions import (
-    PermissionDecision,
+from queryloop.handlers.tools.services.permissions import PermissionDecision, decide
+from queryloop.handlers.tools.services.rules import (
     PermissionMode,
     PermissionRule,
     PermissionRuleError,
     PermissionRules,
-    decide,
     hidden_tools,
     parse_rule,
     parse_rule_list,

@@ -22,8 +22,9 @@ from queryloop.handlers.tools import (
     tool,
 )
 from queryloop.handlers.tools.services.dispatch import ToolRegistry, validation_problems
-from queryloop.handlers.tools.services.permissions import parse_rule
-from queryloop.run.agent import AgentOptions, _registry
+from queryloop.handlers.tools.services.rules import parse_rule
+from queryloop.run.agent import _registry
+from queryloop.run.config import AgentOptions, PermissionSettings, RequestSettings, ToolSettings
 
 
 def _run(spec: ToolSpec, tool_input: dict[str, Any], tmp_path: Path) -> ToolOutput:
@@ -338,12 +339,26 @@ async def ping() -> str:
 
 
 def test_custom_tools_are_offered_after_the_allowed_built_ins_and_a_bare_deny_rule_hides_them(tmp_path: Path) -> None:
-    options = AgentOptions(prompt="p", model="m", cwd=tmp_path, tools=("Read", "Bash"), custom_tools=[ping])
+    options = AgentOptions(
+        prompt="p",
+        cwd=tmp_path,
+        request=RequestSettings(model="m"),
+        tools=ToolSettings(builtins=("Read", "Bash"), custom_tools=[ping]),
+    )
     assert _registry(options).names == ("Read", "Bash", "ping")
-    no_builtins = AgentOptions(prompt="p", model="m", cwd=tmp_path, tools=(), custom_tools=[ping])
+    no_builtins = AgentOptions(
+        prompt="p",
+        cwd=tmp_path,
+        request=RequestSettings(model="m"),
+        tools=ToolSettings(builtins=(), custom_tools=[ping]),
+    )
     assert _registry(no_builtins).names == ("ping",)
     denied = AgentOptions(
-        prompt="p", model="m", cwd=tmp_path, custom_tools=[ping], rules=PermissionRules(deny=(parse_rule("ping"),))
+        prompt="p",
+        cwd=tmp_path,
+        request=RequestSettings(model="m"),
+        tools=ToolSettings(custom_tools=[ping]),
+        permissions=PermissionSettings(rules=PermissionRules(deny=(parse_rule("ping"),))),
     )
     assert "ping" not in _registry(denied).names
 
@@ -354,8 +369,17 @@ def test_a_custom_tool_named_as_a_built_in_or_a_plain_function_is_refused(tmp_pa
         return ""
 
     with pytest.raises(ValueError, match="the custom tool 'Bash' has the name of a built-in tool; give it another"):
-        AgentOptions(prompt="p", model="m", cwd=tmp_path, custom_tools=[fake])
+        AgentOptions(
+            prompt="p", cwd=tmp_path, request=RequestSettings(model="m"), tools=ToolSettings(custom_tools=[fake])
+        )
     with pytest.raises(ValueError, match="two custom tools are named 'ping'"):
-        AgentOptions(prompt="p", model="m", cwd=tmp_path, custom_tools=[ping, ping])
+        AgentOptions(
+            prompt="p", cwd=tmp_path, request=RequestSettings(model="m"), tools=ToolSettings(custom_tools=[ping, ping])
+        )
     with pytest.raises(TypeError, match=r"decorate _undocumented with @queryloop\.tool first"):
-        AgentOptions(prompt="p", model="m", cwd=tmp_path, custom_tools=[_undocumented])  # type: ignore[list-item]
+        AgentOptions(
+            prompt="p",
+            cwd=tmp_path,
+            request=RequestSettings(model="m"),
+            tools=ToolSettings(custom_tools=[_undocumented]),
+        )  # type: ignore[list-item]

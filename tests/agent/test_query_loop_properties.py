@@ -18,7 +18,8 @@ from queryloop.fsm import check_spec
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request.services.backends import ModelCall
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply
-from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
+from queryloop.run.agent import AgentRun, query_loop_program
+from queryloop.run.config import AgentOptions, Limits, RequestSettings
 from queryloop.testing import ScriptedBackend, scripted_failure, scripted_reply
 
 PROGRAM = query_loop_program()
@@ -112,14 +113,14 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
     cwd = Path(tmp_path_factory.mktemp("loop"))
     options = AgentOptions(
         prompt="go",
-        model="m0",
-        fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)),
         cwd=cwd,
-        max_turns=max_turns,
-        max_retries=REPORT.at["max_retries"],
-        retry_base_delay_s=0.0,
-        escalated_max_tokens=64_000,
-        params=CHECK_PARAMS,
+        request=RequestSettings(
+            model="m0",
+            fallback_models=tuple(f"m{i + 1}" for i in range(fallbacks)),
+            retry_base_delay_s=0.0,
+            escalated_max_tokens=64_000,
+        ),
+        limits=Limits(max_turns=max_turns, max_retries=REPORT.at["max_retries"], params=CHECK_PARAMS),
     )
     run = AgentRun(options, ScriptedBackend(answer), program=PROGRAM)
 

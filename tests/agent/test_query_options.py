@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from queryloop import HookMatcher, OptionsError, QueryClient, QueryOptions, create_sdk_mcp_server, query, tool
-from queryloop.frontends.options import DEFAULT_MODEL, agent_options
+from queryloop.frontends.options import agent_options
 from queryloop.handlers.hooks import HookFunction
-from queryloop.run.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
+from queryloop.run.config import AgentOptions
+from queryloop.run.defaults import DEFAULT_MODEL, DEFAULT_SYSTEM_PROMPT
 from queryloop.testing import ScriptedBackend, scripted_reply
 
 
@@ -51,14 +52,18 @@ def test_the_options_become_the_runs_options_with_settings_rules_and_python_hook
         permission_mode="acceptEdits",
     )
     run = _resolve(options)
-    assert (run.model, run.fallback_models, run.cwd) == (DEFAULT_MODEL, ("mock-fallback",), tmp_path.resolve())
-    assert (run.system_prompt, run.append_system_prompt) == (DEFAULT_SYSTEM_PROMPT, "Be brief.")
-    assert [r.text for r in run.rules.allow] == ["shout", "Bash(git:*)"]
-    assert [r.text for r in run.rules.deny] == ["Bash(rm:*)", "Write"]
-    assert run.tool_env == {"FROM_SETTINGS": "1", "FROM_OPTIONS": "2"}
+    assert (run.request.model, run.request.fallback_models, run.cwd) == (
+        DEFAULT_MODEL,
+        ("mock-fallback",),
+        tmp_path.resolve(),
+    )
+    assert (run.request.system_prompt, run.request.append_system_prompt) == (DEFAULT_SYSTEM_PROMPT, "Be brief.")
+    assert [r.text for r in run.permissions.rules.allow] == ["shout", "Bash(git:*)"]
+    assert [r.text for r in run.permissions.rules.deny] == ["Bash(rm:*)", "Write"]
+    assert run.tools.env == {"FROM_SETTINGS": "1", "FROM_OPTIONS": "2"}
     assert [(m.event, m.matcher) for m in run.hooks.matchers] == [("Stop", ""), ("PreToolUse", "shout")]
     assert run.hooks.matchers[1].hooks == (HookFunction(callback=_hook, timeout_s=5),)
-    assert run.custom_tools == (shout,) and run.permission_mode == "acceptEdits"
+    assert run.tools.custom_tools == (shout,) and run.permissions.mode == "acceptEdits"
 
 
 def test_mcp_servers_become_the_runs_servers_and_an_in_process_servers_tools_its_custom_tools(tmp_path: Path) -> None:
@@ -68,19 +73,19 @@ def test_mcp_servers_become_the_runs_servers_and_an_in_process_servers_tools_its
         mcp_servers={"deploy": {"command": "python3", "args": ["deploy.py"]}, "calc": calculator},
     )
     run = _resolve(options)
-    assert [(s.name, s.type, s.command, s.args) for s in run.mcp_servers] == [
+    assert [(s.name, s.type, s.command, s.args) for s in run.tools.mcp_servers] == [
         ("deploy", "stdio", "python3", ("deploy.py",))
     ]
-    assert [t.name for t in run.custom_tools] == ["mcp__calc__shout"]
-    assert run.custom_tools[0].run is shout.run
+    assert [t.name for t in run.tools.custom_tools] == ["mcp__calc__shout"]
+    assert run.tools.custom_tools[0].run is shout.run
 
 
 def test_no_settings_file_is_read_unless_its_source_is_named(tmp_path: Path) -> None:
     (tmp_path / ".queryloop").mkdir()
     (tmp_path / ".queryloop" / "settings.json").write_text(json.dumps({"model": "from-project-settings"}))
-    assert _resolve(QueryOptions(cwd=tmp_path)).model == DEFAULT_MODEL
+    assert _resolve(QueryOptions(cwd=tmp_path)).request.model == DEFAULT_MODEL
     named = QueryOptions(cwd=tmp_path, setting_sources=["project"])
-    assert _resolve(named).model == "from-project-settings"
+    assert _resolve(named).request.model == "from-project-settings"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ import pytest
 
 from queryloop.fsm import Step
 from queryloop.fsm.verify.coverage import coverage_of, read_runs
-from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program
+from queryloop.run.agent import AgentRun, query_loop_program
+from queryloop.run.config import AgentOptions, RequestSettings, SessionSettings
 from queryloop.testing import ScriptedBackend, scripted_reply
 
 
@@ -24,7 +25,7 @@ def _backend() -> ScriptedBackend:
 
 
 def _run(tmp_path: Path, *, close_after: int | None = None) -> AgentRun:
-    run = AgentRun(AgentOptions(prompt="hi", model="m", cwd=tmp_path), _backend())
+    run = AgentRun(AgentOptions(prompt="hi", cwd=tmp_path, request=RequestSettings(model="m")), _backend())
 
     async def drive() -> None:
         events = run.events()
@@ -44,7 +45,7 @@ def test_every_step_of_a_run_is_appended_to_its_own_trace_file(tmp_path: Path, m
     files = sorted(traces.glob("*.jsonl"))
     assert len(files) == 2, "one file per run"
     for run in (first, second):
-        (path,) = (f for f in files if f.name.startswith(run.options.session_id))
+        (path,) = (f for f in files if f.name.startswith(run.options.session.session_id))
         lines = [json.loads(line) for line in path.read_text().splitlines()]
         assert [(x["from"], x["event"], x["reason"], x["to"]) for x in lines] == [
             (s.source, s.event, s.reason, s.dest) for s in run.steps
@@ -61,9 +62,14 @@ def test_without_the_variable_a_kept_session_records_its_runs_in_its_own_folder(
 ) -> None:
     monkeypatch.delenv("QUERYLOOP_TRACE_DIR", raising=False)
     run = _run(tmp_path)
-    (path,) = (run.options.session_paths().folder / "steps").glob(f"{run.options.session_id}-*.jsonl")
+    (path,) = (run.options.session_paths().folder / "steps").glob(f"{run.options.session.session_id}-*.jsonl")
     assert [json.loads(line)["reason"] for line in path.read_text().splitlines()] == [s.reason for s in run.steps]
-    kept_nothing = AgentRun(AgentOptions(prompt="hi", model="m", cwd=tmp_path, persist=False), _backend())
+    kept_nothing = AgentRun(
+        AgentOptions(
+            prompt="hi", cwd=tmp_path, request=RequestSettings(model="m"), session=SessionSettings(persist=False)
+        ),
+        _backend(),
+    )
     assert kept_nothing._trace_step is None
 
 

@@ -17,7 +17,8 @@ from queryloop.fsm import Event
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AnthropicBackend, ModelCall, ModelFailure, ModelReply, TokenCount
 from queryloop.handlers.tools import GateOutcome, record_gate
-from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.run.agent import AgentRun
+from queryloop.run.config import AgentOptions, ContextSettings, PermissionSettings, RequestSettings
 from queryloop.testing import scripted_reply
 
 
@@ -44,7 +45,11 @@ class CountingBackend:
 def _run(backend: CountingBackend, cwd: Path) -> AgentRun:
     # a threshold of ~0: every request is "over" it, so count_tokens is asked before each one
     options = AgentOptions(
-        prompt="go", model="m", cwd=cwd, auto_compact_threshold=1e-9, permission_mode="bypassPermissions"
+        prompt="go",
+        cwd=cwd,
+        request=RequestSettings(model="m"),
+        context=ContextSettings(auto_compact_threshold=1e-9),
+        permissions=PermissionSettings(mode="bypassPermissions"),
     )
     run = AgentRun(options, backend)
 

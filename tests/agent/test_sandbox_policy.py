@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.tools.services.permissions import PermissionMode, PermissionRules, decide
+from queryloop.handlers.tools.services.permissions import decide
+from queryloop.handlers.tools.services.rules import PermissionMode, PermissionRules
 from queryloop.handlers.tools.services.sandbox import SandboxPolicy
 
 ON = SandboxPolicy(enabled=True)

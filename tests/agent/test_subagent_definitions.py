@@ -17,7 +17,7 @@ from queryloop.fsm import Program, SpecError, parse_machine
 from queryloop.handlers.agents.services.definitions import BUILT_IN_AGENTS
 from queryloop.machines import MACHINES_DIR
 from queryloop.run.agent import _offers_agents, query_loop_program
-from queryloop.run.config import AgentOptions
+from queryloop.run.config import AgentOptions, AgentSettings, RequestSettings
 from queryloop.run.subagents import child_system_prompt
 
 
@@ -44,12 +44,13 @@ def test_how_deep_a_run_may_start_agents_is_the_machines_children_depth(tmp_path
     program = query_loop_program()
     (children,) = program.spec.children
     assert children.depth == 1
-    top = AgentOptions(prompt="go", model="m", cwd=tmp_path)
-    child = attrs.evolve(top, agent_id="a0123456789abcdef", agent_type="general-purpose", spawn_depth=1)
+    top = AgentOptions(prompt="go", cwd=tmp_path, request=RequestSettings(model="m"))
+    agent = AgentSettings(agent_id="a0123456789abcdef", agent_type="general-purpose", spawn_depth=1)
+    child = attrs.evolve(top, agents=agent)
     assert _offers_agents(top, program) and not _offers_agents(child, program)
     # a machine declaring depth 2 lets a sub-agent start agents of its own, and its children none
     assert _offers_agents(child, _deeper(program, 2))
-    assert not _offers_agents(attrs.evolve(child, spawn_depth=2), _deeper(program, 2))
+    assert not _offers_agents(attrs.evolve(child, agents=attrs.evolve(agent, spawn_depth=2)), _deeper(program, 2))
 
 
 def test_a_sub_agents_system_prompt_says_where_it_works_and_that_no_agent_message_is_consent(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.run.config import resolve_config
+from queryloop.run.config import AskedSession, ConfigSources, resolve_config
 from queryloop.run.telemetry import TelemetryConfigError, telemetry_settings
 
 ON = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1"}
@@ -116,7 +116,7 @@ def test_a_bad_telemetry_variable_is_a_warning_and_the_run_goes_on_without_expor
     """Claude Code 2.1.235 runs with OTEL_METRICS_EXPORTER=bogus, exit 0, nothing said; we say why nothing is sent."""
     monkeypatch.setenv("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "bogus")
-    resolved = resolve_config(prompt="hi", cwd=tmp_path, home=tmp_path / "home")
+    resolved = resolve_config(prompt="hi", cwd=tmp_path, session=AskedSession(home=tmp_path / "home"))
     assert resolved.options.telemetry is None
     assert any("OTEL_METRICS_EXPORTER" in w for w in resolved.warnings)
 
@@ -126,7 +126,12 @@ def test_the_settings_env_turns_telemetry_on_as_the_process_environment_does(
 ) -> None:
     monkeypatch.delenv("CLAUDE_CODE_ENABLE_TELEMETRY", raising=False)
     settings = '{"env": {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_TRACES_EXPORTER": "console"}}'
-    resolved = resolve_config(prompt="hi", cwd=tmp_path, home=tmp_path / "home", settings=settings)
+    resolved = resolve_config(
+        prompt="hi",
+        cwd=tmp_path,
+        sources=ConfigSources(settings=settings),
+        session=AskedSession(home=tmp_path / "home"),
+    )
     assert resolved.options.telemetry is not None and resolved.options.telemetry.traces == ("console",)
 
 
@@ -134,11 +139,16 @@ def test_a_run_without_telemetry_imports_no_opentelemetry_module(tmp_path: Path)
     code = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from queryloop.run.agent import AgentOptions, AgentRun\n"
+        "from queryloop.run.agent import AgentRun\n"
+        "from queryloop.run.config import AgentOptions, RequestSettings, SessionSettings\n"
         "from queryloop.testing import ScriptedBackend, scripted_reply\n"
         "async def main():\n"
         "    model = ScriptedBackend(lambda call: scripted_reply([{'type': 'text', 'text': 'ok'}], call=call))\n"
-        f"    run = AgentRun(AgentOptions(prompt='hi', model='m', cwd=Path({str(tmp_path)!r}), persist=False), model)\n"
+        "    options = AgentOptions(\n"
+        "        prompt='hi', request=RequestSettings(model='m'), session=SessionSettings(persist=False),\n"
+        f"        cwd=Path({str(tmp_path)!r}),\n"
+        "    )\n"
+        "    run = AgentRun(options, model)\n"
         "    async for _ in run.events(): pass\n"
         "    assert run.result()['result'] == 'ok', run.result()\n"
         "asyncio.run(main())\n"
@@ -157,7 +167,7 @@ def test_without_the_sdk_installed_the_run_says_so_and_exports_nothing(
     )
     monkeypatch.setenv("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
-    resolved = resolve_config(prompt="hi", cwd=tmp_path, home=tmp_path / "home")
+    resolved = resolve_config(prompt="hi", cwd=tmp_path, session=AskedSession(home=tmp_path / "home"))
     assert resolved.options.telemetry is None
     assert any("opentelemetry-sdk is not installed" in w and "queryloop[otel]" in w for w in resolved.warnings)
 

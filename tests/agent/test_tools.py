@@ -28,6 +28,15 @@ from queryloop.handlers.tools import (
     run_tool_calls,
 )
 from queryloop.handlers.tools.services.bash import _OutputCapture
+from queryloop.handlers.tools.services.names import (
+    BASH_TOOLS,
+    CHANGES_CODE,
+    CLEARABLE_TOOLS,
+    DEFAULT_READ_ONLY_TOOLS,
+    EDIT_TOOLS,
+    KNOWN_TOOLS,
+    READ_TOOLS,
+)
 from queryloop.handlers.tools.services.search import glob_to_regex
 
 # ---------------------------------------------------------------------------- helpers
@@ -138,6 +147,26 @@ def test_default_tools_have_claude_code_names_and_scheduling_flags() -> None:
         "Glob": (True, True, True),
         "Grep": (True, True, True),
     }
+
+
+def test_each_built_in_tool_is_what_the_table_of_tool_names_says_it_is() -> None:
+    """The built-ins' own flags and the one table of tool names agree: a read-only built-in is one the Read rules
+    cover and that runs without asking, a built-in that changes a file is one the Edit rules cover, and the file it
+    changes is the field a path rule is matched against."""
+    for tool in default_tools():
+        known = KNOWN_TOOLS[tool.name]
+        assert tool.read_only == (known.rules == "Read") == known.never_asks, tool.name
+        assert (tool.changes_file is not None) == (known.rules == "Edit"), tool.name
+        assert tool.changes_file in (None, known.path_field), tool.name
+
+
+def test_the_tool_families_are_claude_codes() -> None:
+    assert READ_TOOLS == {"Read", "Glob", "Grep", "LS", "NotebookRead"}
+    assert EDIT_TOOLS == {"Edit", "Write", "MultiEdit", "NotebookEdit"}
+    assert BASH_TOOLS == {"Bash"}
+    assert DEFAULT_READ_ONLY_TOOLS == READ_TOOLS | {"ListMcpResourcesTool", "ReadMcpResourceTool", "Agent"}
+    assert CLEARABLE_TOOLS == {"Read", "Bash", "PowerShell", "Grep", "Glob", "WebFetch", "WebSearch", "Edit", "Write"}
+    assert CHANGES_CODE == ("Edit", "Write", "NotebookEdit")
 
 
 def test_api_definitions_are_name_description_and_schema_built_once() -> None:

@@ -47,7 +47,17 @@ from queryloop.handlers.session import SessionPaths
 from queryloop.handlers.tools import default_registry
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, RecordedRequest
-from queryloop.run.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions, AgentRun
+from queryloop.run.agent import AgentRun
+from queryloop.run.config import (
+    AgentOptions,
+    ContextSettings,
+    Limits,
+    PermissionSettings,
+    RequestSettings,
+    SessionSettings,
+    ToolSettings,
+)
+from queryloop.run.defaults import DEFAULT_SYSTEM_PROMPT
 from queryloop.run.settings import load_settings
 
 from .harness import ROOT, MockApi, run_cli
@@ -974,18 +984,27 @@ def agent_options(plan: RunPlan, cwd: Path, home: Path) -> AgentOptions:
     if plan.resume is not None:
         stored = stored_session(plan.resume, cwd, home)
         session.update(session_id=stored.session_id, stored_as=stored, resume_from=stored, start_source="resume")
-    if plan.mcp_starts:
-        session["mcp_servers"] = (mcp_server(plan.mcp_starts, home / "mcp"),)
+    planned = plan.options
+    tools = (
+        ToolSettings(mcp_servers=(mcp_server(plan.mcp_starts, home / "mcp"),)) if plan.mcp_starts else ToolSettings()
+    )
     return AgentOptions(
         prompt="go",
-        model=MODELS[0],
         cwd=cwd,
-        rules=rules,
         hooks=settings.hooks,
-        permission_mode="default",
-        retry_base_delay_s=0.001,
-        **session,
-        **plan.options,
+        compact=planned["compact"],
+        request=RequestSettings(
+            model=MODELS[0],
+            retry_base_delay_s=0.001,
+            **{k: planned[k] for k in ("fallback_models", "max_tokens", "escalated_max_tokens")},
+        ),
+        limits=Limits(**{k: planned[k] for k in ("max_turns", "max_retries", "max_budget_usd", "params")}),
+        context=ContextSettings(
+            auto_compact=planned["auto_compact"], auto_compact_threshold=planned["auto_compact_threshold"]
+        ),
+        tools=tools,
+        permissions=PermissionSettings(rules=rules, mode="default"),
+        session=SessionSettings(**session),
     )
 
 

@@ -11,6 +11,7 @@ first user message of every request, ahead of the prompt.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from queryloop import __version__
+from queryloop.frontends.commands import COMMANDS, command_names
 
 from .harness import ROOT, CliRun, MockApi, cli_env
 from .test_request_layer import scenario
@@ -185,6 +187,17 @@ def test_the_program_help_shows_the_prompt_and_names_the_commands() -> None:
     assert proc.returncode == 0
     assert proc.stdout.startswith("usage: queryloop [options] [prompt]")
     assert "check, diagram, docs, mock-api" in " ".join(proc.stdout.split())
+
+
+def test_each_registered_module_adds_the_commands_the_registry_names_for_it_in_order() -> None:
+    """The registry names every command without importing its module: each module adds exactly those."""
+    added: list[str] = []
+    for registration in COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        registration.add_to(sub)
+        assert tuple(sub.choices) == registration.names, registration.adds
+        added += sub.choices
+    assert tuple(added) == command_names() and len(set(added)) == len(added)
 
 
 # ---- flags Claude Code users and the Agent SDK pass --------------------------------------------

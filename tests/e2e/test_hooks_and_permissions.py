@@ -414,7 +414,8 @@ def test_the_gate_records_that_the_permission_callback_decided_a_call(tmp_path: 
     from queryloop.handlers.messages import ToolCall
     from queryloop.handlers.request import AnthropicBackend
     from queryloop.handlers.tools.services.permissions import PermissionAnswer
-    from queryloop.run.agent import AgentOptions, AgentRun
+    from queryloop.run.agent import AgentRun
+    from queryloop.run.config import AgentOptions, PermissionSettings, RequestSettings
 
     async def ask(call: ToolCall, reason: str) -> PermissionAnswer:
         return PermissionAnswer(allow="allowed" in str(call.input), message="not that one")
@@ -428,7 +429,12 @@ def test_the_gate_records_that_the_permission_callback_decided_a_call(tmp_path: 
 """)
 
     async def play(api: MockApi) -> dict[str, str]:
-        options = AgentOptions(prompt="go", model="mock-primary", cwd=tmp_path, can_use_tool=ask)
+        options = AgentOptions(
+            prompt="go",
+            cwd=tmp_path,
+            request=RequestSettings(model="mock-primary"),
+            permissions=PermissionSettings(can_use_tool=ask),
+        )
         client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
         try:
             run = AgentRun(options, AnthropicBackend(client))

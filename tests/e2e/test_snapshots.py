@@ -17,7 +17,8 @@ import anthropic
 
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.mockapi import MockServer, load_scenario
-from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program, restore_run, snapshot_run
+from queryloop.run.agent import AgentRun, query_loop_program, restore_run, snapshot_run
+from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings, SessionSettings
 from queryloop.run.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -33,14 +34,13 @@ def _options(cwd: Path) -> AgentOptions:
     rules = settings.permissions.to_rules(cwd=cwd, allowed_tools=scenario.cli["allowed_tools"])
     return AgentOptions(
         prompt=scenario.cli["prompt"],
-        model=scenario.model,
-        fallback_models=scenario.fallback_models,
         cwd=cwd,
-        max_turns=scenario.cli["max_turns"],
-        permission_mode=scenario.cli["permission_mode"],
-        rules=rules,
-        retry_base_delay_s=0.001,
-        session_id="00000000-0000-4000-8000-000000000000",
+        request=RequestSettings(
+            model=scenario.model, fallback_models=scenario.fallback_models, retry_base_delay_s=0.001
+        ),
+        limits=Limits(max_turns=scenario.cli["max_turns"]),
+        permissions=PermissionSettings(mode=scenario.cli["permission_mode"], rules=rules),
+        session=SessionSettings(session_id="00000000-0000-4000-8000-000000000000"),
     )
 
 

@@ -30,7 +30,8 @@ import pytest
 
 from queryloop.fsm import Step
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.run.agent import AgentOptions, AgentRun, query_loop_program, restore_run, snapshot_run
+from queryloop.run.agent import AgentRun, query_loop_program, restore_run, snapshot_run
+from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings
 
 from .harness import ROOT, MockApi, cli_env, run_cli
 
@@ -431,7 +432,12 @@ def test_an_interrupt_while_the_reports_are_collected_takes_the_abort_edge(cwd: 
     )
 
     async def play(api: MockApi) -> list[str]:
-        options = AgentOptions(prompt="go", model="mock-primary", cwd=cwd, permission_mode="bypassPermissions")
+        options = AgentOptions(
+            prompt="go",
+            cwd=cwd,
+            request=RequestSettings(model="mock-primary"),
+            permissions=PermissionSettings(mode="bypassPermissions"),
+        )
         client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
         run = AgentRun(options, AnthropicBackend(client))
         async with contextlib.aclosing(run.events()) as items:
@@ -457,7 +463,12 @@ def test_a_run_restored_elsewhere_reports_an_agent_it_no_longer_has_as_lost(cwd:
     )
 
     async def play(api: MockApi) -> tuple[list[str], dict[str, Any], str]:
-        options = AgentOptions(prompt="go", model="mock-primary", cwd=cwd, permission_mode="bypassPermissions")
+        options = AgentOptions(
+            prompt="go",
+            cwd=cwd,
+            request=RequestSettings(model="mock-primary"),
+            permissions=PermissionSettings(mode="bypassPermissions"),
+        )
         client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
         program = query_loop_program()
         try:
@@ -483,6 +494,55 @@ def test_a_run_restored_elsewhere_reports_an_agent_it_no_longer_has_as_lost(cwd:
     assert "<status>failed</status>" in notification and "lost: the run was restored" in notification
 
 
+def test_a_report_edge_whose_handler_does_not_mark_it_delivered_ends_the_run_in_internal_error(
+    cwd: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process, with a mutant handler: the report's edges declare their contract (`changes:
+    [agents.reported, messages]`), so a ``deliver_report`` that appends the notification but never marks the
+    report delivered ends the run in internal_error at the first report. Without the contract the same
+    report would start turn after turn (unbounded without --max-turns; max_turns 3 here only keeps a
+    regression finite)."""
+    from queryloop.fsm import Program, load_machine
+    from queryloop.handlers import agents
+
+    delivered = agents.deliver_report
+
+    def deliver_unmarked(run: Any, event: Any) -> Any:
+        return delivered(run, event).evolve(agents=run.data.agents)
+
+    monkeypatch.setattr(agents, "deliver_report", deliver_unmarked)
+    program = Program(load_machine(ROOT / "machines" / "query_loop.yaml"))  # the mutant bound, not the cache
+    text = scenario(
+        [tools_reply(agent_call()), *(text_reply(f"PARENT-{n}") for n in range(6))], "", text_reply("the child")
+    )
+
+    async def play(api: MockApi) -> tuple[AgentRun, list[str]]:
+        options = AgentOptions(
+            prompt="go",
+            cwd=cwd,
+            request=RequestSettings(model="mock-primary"),
+            permissions=PermissionSettings(mode="bypassPermissions"),
+            limits=Limits(max_turns=3),
+        )
+        client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
+        try:
+            run = AgentRun(options, AnthropicBackend(client), program=program)
+            reasons: list[str] = []
+            while not run.runner.done:
+                reasons.append((await run.runner.step_once())[-1].reason)
+            return run, reasons
+        finally:
+            await client.close()
+
+    with MockApi(text) as api:
+        run, reasons = asyncio.run(play(api))
+    assert run.runner.final.state == "internal_error" and reasons[-2:] == ["agent_report_turn", "internal_error"]
+    assert not [r for r in reasons if r.endswith(("_reported", "_collected"))], "no report was delivered"
+    assert run.runner.error is not None
+    error = str(run.runner.error.exception)
+    assert "'agent_completion_reported' left agents.reported as it was" in error, error
+
+
 def test_a_turn_starts_at_most_max_agents_per_turn_agents_and_the_others_get_an_error(cwd: Path) -> None:
     """In process, with the machine's param set as a Python caller sets it: three Agent calls in one reply."""
     calls = [agent_call(f"{CHILD} task {n}", background=False) for n in range(3)]
@@ -491,10 +551,10 @@ def test_a_turn_starts_at_most_max_agents_per_turn_agents_and_the_others_get_an_
     async def play(api: MockApi) -> dict[str, Any]:
         options = AgentOptions(
             prompt="go",
-            model="mock-primary",
             cwd=cwd,
-            permission_mode="bypassPermissions",
-            params={"max_agents_per_turn": 2},
+            request=RequestSettings(model="mock-primary"),
+            permissions=PermissionSettings(mode="bypassPermissions"),
+            limits=Limits(params={"max_agents_per_turn": 2}),
         )
         client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
         try:

@@ -22,7 +22,7 @@ from queryloop.fsm import (
     parse_machine,
 )
 from queryloop.fsm.model.spec import CounterSpec
-from queryloop.fsm.verify.bounds import figure_values, runs_of_turns
+from queryloop.fsm.verify.bounds import figure_bounds, figure_values, runs_of_turns
 from queryloop.fsm.verify.check import composed_figures, without_guard
 from queryloop.machines import shipped_machines
 
@@ -108,6 +108,69 @@ def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int])
             if k in report.worst_case and k in child.worst_case_per_run
         }
         assert explored and all(explored[k] <= composed.per_turn[k] for k in explored), (explored, composed)
+
+
+# every cap of a per-turn loop at 0, then one or two of them at 1: the caps where the branch of a bound
+# largest there leaves out every term of a zero cap (the polynomial once printed 8 for 14 at caps of 0)
+NO_CAPS = {
+    "max_retries": 0,
+    "overloaded_retries_before_fallback": 0,
+    "max_fallback_hops": 0,
+    "max_output_recoveries": 0,
+    "max_pause_continues": 0,
+    "max_auto_compact_failures": 0,
+    "max_stop_hook_blocks": 0,
+    "max_head_truncations": 0,
+    "max_mcp_reconnects": 0,
+}
+
+
+def _polynomial_value(text: str, params: dict[str, object]) -> float:
+    """The value of a polynomial as ``check`` prints it (``2·max_retries·max_stop_hook_blocks + 14``)."""
+    if text == "unbounded":
+        return math.inf
+    total = 0.0
+    for term in text.replace(" − ", " + -").split(" + "):
+        sign, term = (-1, term[1:]) if term.startswith("-") else (1, term)
+        value = float(sign)
+        for factor in term.split("·"):
+            value *= float(factor) if factor.isdigit() else float(params[factor])  # type: ignore[arg-type]
+        total += value
+    return total
+
+
+def test_the_symbolic_bounds_evaluate_to_the_figures_at_caps_of_0() -> None:
+    """The expressions the polynomials are read from are the figures' own bounds at every cap value: a
+    maximum with 0 kept its 0 beside a term that is nothing at a cap of 0 (a `when`), not dropped it."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    bounds = figure_bounds(spec)
+    for caps in (NO_CAPS, {**NO_CAPS, "max_retries": 1}, {}):
+        at = {**spec.param_defaults, **caps}
+        per_turn, _ = figure_values(spec, at)
+        assert {name: b.per_turn.evaluate(spec, at) for name, b in bounds.items()} == per_turn, caps
+
+
+@pytest.mark.parametrize(
+    "caps",
+    [NO_CAPS, {**NO_CAPS, "max_retries": 1}, {**NO_CAPS, "max_fallback_hops": 1, "max_stop_hook_blocks": 1}],
+    ids=["every-cap-0", "retries-1", "hops-and-blocks-1"],
+)
+@pytest.mark.slow  # three small explorations: a few seconds
+def test_the_printed_polynomials_are_bounds_at_caps_of_0_and_at_the_defaults(caps: dict[str, int]) -> None:
+    """The polynomial check prints at some caps is a bound at every cap value: at those caps and at the
+    defaults it is never below the exploration's exact worst case (or the defaults' bound), and the one
+    printed at the defaults is never below the exploration at caps of 0."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    report = check_spec(spec, caps)
+    defaults = check_spec(spec, explore=False)
+    at_defaults = {**spec.param_defaults}
+    for name, exact in report.worst_case.items():
+        if name not in report.expressions:
+            continue
+        printed, printed_at_defaults = report.expressions[name][0], defaults.expressions[name][0]
+        assert _polynomial_value(printed, dict(report.params)) >= exact, (name, printed, exact, caps)
+        assert _polynomial_value(printed_at_defaults, dict(report.params)) >= exact, (name, printed_at_defaults)
+        assert _polynomial_value(printed, at_defaults) >= defaults.per_turn[name], (name, printed, caps)
 
 
 def test_recovery_loop_without_a_counter_is_reported_as_unbounded() -> None:
@@ -280,7 +343,8 @@ def test_every_state_must_be_able_to_end_without_an_interrupt(write_machine) -> 
 machine: spins
 initial: a
 events: {go: "", again: "", abort: ""}
-counters: {n: {cap: 3, scope: session}}
+scopes: [request, turn]
+counters: {n: {cap: 3, scope: run}}
 states:
   a: {effect: queryloop.fsm.testing.scripted, emits: [go]}
   b: {effect: queryloop.fsm.testing.scripted, emits: [again]}
@@ -348,16 +412,16 @@ def test_a_turn_with_its_agents_is_its_own_figure_plus_each_agents_whole_run() -
     assert composed.per_turn["tool_turns"] == 1 + 3 * 2
     cmd = [sys.executable, "-m", "queryloop", "check", "--machine", "machines/query_loop.yaml"]
     shown = subprocess.run([*cmd, "--set", "max_agent_turns=2"], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert f"model_requests there = {int(own)} + 8 × a run of at most 2 tool turns" in shown.stdout
+    assert f"model_requests there = {int(own)} + 8 × a run of at most 2 turns" in shown.stdout
 
 
-def test_a_children_entry_must_name_int_params_and_a_per_turn_limit_that_is_always_set() -> None:
-    text = _mutated("    per_turn: max_agents_per_turn\n", "    per_turn: max_agent_per_turn\n")
+def test_a_children_entry_must_name_int_params_and_a_starts_limit_that_is_always_set() -> None:
+    text = _mutated("    starts: max_agents_per_turn\n", "    starts: max_agent_per_turn\n")
     with pytest.raises(SpecError) as info:
         parse_machine(text, "mutant.yaml", bind=False)
-    assert "children 'agents' `per_turn` names param 'max_agent_per_turn', which is not declared" in str(info.value)
+    assert "children 'agents' `starts` names param 'max_agent_per_turn', which is not declared" in str(info.value)
     assert "did you mean 'max_agents_per_turn'" in str(info.value)
-    text = _mutated("    per_turn: max_agents_per_turn\n", "    per_turn: max_agent_turns\n")
+    text = _mutated("    starts: max_agents_per_turn\n", "    starts: max_agent_turns\n")
     with pytest.raises(SpecError) as info:
         parse_machine(text, "mutant.yaml", bind=False)
     assert "names param 'max_agent_turns', which may be null" in str(info.value)
@@ -366,20 +430,15 @@ def test_a_children_entry_must_name_int_params_and_a_per_turn_limit_that_is_alwa
         parse_machine(text, "mutant.yaml", bind=False)
 
 
-def test_the_composed_bound_the_readme_and_the_docs_quote_is_the_checkers() -> None:
+def test_the_composed_bound_the_docs_quote_is_the_checkers() -> None:
+    """docs/checker.md's block is rendered from the checker (tools/docs_figures.py; tests/test_docs.py holds it
+    current); at the defaults it says 15 750 = 390 + 8 × 1 920."""
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     composed = check_spec(spec, {"max_agent_turns": 10}, explore=False).composed["agents"]
     total, a_run = int(composed.per_turn["model_requests"]), int(composed.child_run["model_requests"])
-    spaced = f"{total:,}".replace(",", " ")
-    for page in ("README.md", "docs/checker.md"):
-        text = " ".join((ROOT / page).read_text().split())
-        assert "`--max-agent-turns 10`" in text and f"**{spaced} model requests**" in text, page
+    assert (total, a_run, composed.starts) == (15_750, 1_920, 8)
     checker = " ".join((ROOT / "docs/checker.md").read_text().split())
-    assert f"at most {a_run:,} model requests".replace(",", " ") in checker
-    assert (
-        f"({int(check_spec(spec, explore=False).per_turn['model_requests'])} + 8 × {a_run:,})".replace(",", " ")
-        in checker
-    )
+    assert "`--max-agent-turns 10`" in checker and "**15 750 model requests** (390 + 8 × 1 920)" in checker
 
 
 # ---- the worst-case wait: each `each_s` covers what its effects may sleep (issue 42) ----------------

@@ -29,7 +29,7 @@ events: {ok: "", overloaded: "", abort: ""}
 guards:
   budget_left: .testing.reads_retries
 counters:
-  retries: {cap: 2, scope: session}
+  retries: {cap: 2, scope: run}
 states:
   calling:
     effect: .testing.scripted

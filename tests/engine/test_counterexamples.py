@@ -145,7 +145,7 @@ def _edge_of(document: dict[str, Any], reason: str) -> dict[str, Any]:
 
 def test_a_reply_that_keeps_its_retries_is_shown_after_a_stream_fallback(tmp_path: Path) -> None:
     def reply_keeps_its_retries(document: dict[str, Any]) -> None:
-        del _edge_of(document, "reply_received")["completes_request"]
+        del _edge_of(document, "reply_received")["ends"]
 
     example = only(mutated(tmp_path, reply_keeps_its_retries), "property")
     assert example.run is not None and example.replayable and not example.why

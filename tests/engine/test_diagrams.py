@@ -37,9 +37,10 @@ events:
   abort: the caller cancelled
 guards:
   can_retry: {call: toy.can_retry, doc: the job may be retried}
+scopes: [request, turn]
 counters:
   tries: {cap: max_tries, scope: request, doc: tries of the current job}
-  failures: {cap: 5, scope: session, streak_of: [failed], doc: failures in a row}
+  failures: {cap: 5, scope: run, streak_of: [failed], doc: failures in a row}
   waits: {cap: 2, scope: turn, consecutive: [job_done], doc: waits}
 states:
   working: {layer: work, effect: toy.work, emits: [finished, failed]}
@@ -58,7 +59,7 @@ transitions:
     guards: [can_retry]
     counter: tries
     resets: [waits]
-  - {from: working, event: failed, to: working, reason: retry_now, counter: failures, completes_request: true}
+  - {from: working, event: failed, to: working, reason: retry_now, counter: failures, ends: request}
   - {from: working, event: failed, to: broken, reason: given_up}
   - {from: waiting, event: elapsed, to: working, reason: wait_over, counter: waits}
   - {from: waiting, event: elapsed, to: done, reason: stop_waiting}
@@ -107,16 +108,16 @@ def test_the_counter_table_gives_cap_scope_and_every_rule_that_resets_a_counter(
     assert "streak: any outcome of working but failed" in dot
     assert "in a row: edges job_done" in dot
     assert "edges retry_later" in dot, "explicit resets name the edges"
-    assert "scope request: progress and completes_request edges" in dot
+    assert "scope request: progress and `ends: request` edges" in dot
 
 
-def test_progress_completes_request_abort_and_error_edges_are_drawn_apart_and_explained() -> None:
+def test_progress_scope_ending_abort_and_error_edges_are_drawn_apart_and_explained() -> None:
     dot = _layer(_toy(), "work")
     assert "penwidth=3 style=bold" in dot, "progress"
-    assert "completes request" in dot and "#1565c0" in dot
+    assert "ends request" in dot and "#1565c0" in dot
     assert "style=dotted" in dot, "abort"
     assert 'broken [label="broken\\n(terminal_reason gave_up)"' in dot
-    for meaning in ("progress", "completes_request", "into an error end", "abort", "decision: candidates 1..n"):
+    for meaning in ("progress", "ends a scope", "into an error end", "abort", "decision: candidates 1..n"):
         assert meaning in dot, f"the legend explains {meaning}"
 
 
@@ -187,7 +188,7 @@ def _render_all(data: dict[str, Any], path: str) -> tuple[str, str]:
 
 def _counter_scope(data: dict[str, Any]) -> None:
     counter = next(iter(data["counters"].values()))
-    scopes = ["request", "turn", "session"]
+    scopes = ["request", "turn", "run"]
     counter["scope"] = scopes[(scopes.index(counter.get("scope", "turn")) + 1) % 3]
 
 
@@ -237,9 +238,9 @@ def _consecutive(data: dict[str, Any]) -> None:
         next(iter(data["counters"].values()))["consecutive"] = [data["transitions"][0]["reason"]]
 
 
-def _completes_request(data: dict[str, Any]) -> None:
-    edge = next(t for t in data["transitions"] if t.get("completes_request"))
-    del edge["completes_request"]
+def _ends_a_scope(data: dict[str, Any]) -> None:
+    edge = next(t for t in data["transitions"] if t.get("ends"))
+    del edge["ends"]
 
 
 def _template_counter(data: dict[str, Any]) -> None:
@@ -254,7 +255,7 @@ MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "an int cap": _int_cap,
     "a param cap's default": _param_cap,
     "a counter's consecutive reasons": _consecutive,
-    "an edge's completes_request": _completes_request,
+    "an edge's ends": _ends_a_scope,
     "a template edge's counter": _template_counter,
 }
 

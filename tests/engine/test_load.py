@@ -16,6 +16,7 @@ params:
   max_retries: {default: 3, max: 10}
 events: {ok: "", overloaded: "", abort: ""}
 guards: {can_retry: queryloop.fsm.testing.flag_a}
+scopes: [request, turn]
 counters:
   retries: {cap: max_retries, scope: request}
 states:
@@ -50,7 +51,7 @@ def test_on_as_a_key_is_rejected_as_a_yaml11_boolean(write_machine) -> None:  # 
     err = _error(write_machine, text)
     assert "key 'on' is read as a YAML 1.1 boolean" in str(err)
     assert "write `event:` instead of `on:`" in str(err)
-    assert err.first.line == 16
+    assert err.first.line == 17
 
 
 def test_yes_as_a_value_is_rejected(write_machine) -> None:  # type: ignore[no-untyped-def]
@@ -61,7 +62,7 @@ def test_yes_as_a_value_is_rejected(write_machine) -> None:  # type: ignore[no-u
 def test_unknown_guard_names_the_transition_and_close_matches(write_machine) -> None:  # type: ignore[no-untyped-def]
     err = _error(write_machine, GOOD.replace("guards: [can_retry]", "guards: [can_retryy]"))
     assert str(err) == (
-        f"{err.first.path}:17: transition 'api_retry' names guard 'can_retryy', which is not registered "
+        f"{err.first.path}:18: transition 'api_retry' names guard 'can_retryy', which is not registered "
         "(did you mean 'can_retry'?)"
     )
 
@@ -98,7 +99,7 @@ def test_unknown_guard_names_the_transition_and_close_matches(write_machine) -> 
             "has no transition for the abort event 'abort'",
         ),
         ("reason: gave_up", "reason: gave_up, counter: retries", "which is guarded"),
-        ("scope: request", "scope: forever", "use one of: request, turn, session"),
+        ("scope: request", "scope: forever", "counter 'retries' has scope 'forever', which is not declared"),
     ],
 )
 def test_each_semantic_problem_has_a_precise_message(write_machine, old: str, new: str, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -111,7 +112,7 @@ def test_each_semantic_problem_has_a_precise_message(write_machine, old: str, ne
 def test_unknown_key_lists_the_allowed_keys(write_machine) -> None:  # type: ignore[no-untyped-def]
     err = _error(write_machine, GOOD.replace("reason: gave_up}", "reason: gave_up, guard: [x]}"))
     assert "unknown key 'guard'" in str(err) and "allowed keys here:" in str(err) and "guards" in str(err)
-    assert err.first.line == 18
+    assert err.first.line == 19
 
 
 def test_unresolvable_handler_fails_at_load_with_close_matches(write_machine) -> None:  # type: ignore[no-untyped-def]

@@ -241,7 +241,7 @@ INTENT_MUTANTS = (
         "the tool-turn counter made turn-scoped",
         on_data(lambda d: counter(d, "turns", scope="turn")),
         "load",
-        ("has scope 'turn': a bound per run needs `session`",),
+        ("has scope 'turn': a bound per run needs `run`",),
     ),
     # loops no figure limits
     Mutant(
@@ -490,9 +490,9 @@ INTENT_MUTANTS = (
     ),
     # reset semantics and guards stated as properties
     Mutant(
-        "reply_received-without-completes_request",
+        "reply_received-without-ends-request",
         "a reply no longer completes its request: the next request starts with the retries this one spent",
-        on_data(lambda d: take(edge(d, "reply_received"), "completes_request", True)),
+        on_data(lambda d: take(edge(d, "reply_received"), "ends", "request")),
         "property",
         ("a_reply_completes_its_request", "'reply_received'", "api_retries", "stream_fallbacks"),
     ),
@@ -604,6 +604,33 @@ INTENT_MUTANTS = (
         ),
         "guard",
         ("'has_staged_collapses'", "'collapse_drain_retry'"),
+    ),
+    # the agents layer (issue 42): what agents_running decides
+    Mutant(
+        "agent_report_turn-without-agents_running",
+        "an accepted answer always waits for a sub-agent report, none running or not",
+        on_data(lambda d: take(edge(d, "agent_report_turn"), "guards", ["agents_running"])),
+        "guard",
+        ("'agents_running'", "'agent_report_turn'", "without asking it"),
+    ),
+    Mutant(
+        "turn_limit_agent_wait-without-agents_running",
+        "the tool turn at max_turns waits for a sub-agent's report, none running or not",
+        on_data(lambda d: take(edge(d, "turn_limit_agent_wait"), "guards", ["agents_running"])),
+        "guard",
+        ("'agents_running'", "'turn_limit_agent_wait'", "without asking it"),
+    ),
+    Mutant(
+        "agents_running-asked-for-next_turn-not-next_turn_with_agents",
+        "the report collection's guard moved to the plain next turn: reports are collected only with none running",
+        on_data(
+            lambda d: (
+                take(edge(d, "next_turn_with_agents"), "guards", ["agents_running"]),
+                edge(d, "next_turn").update(guards=["agents_running"]),
+            )
+        ),
+        "guard",
+        ("'agents_running'", "'next_turn'", "does not list"),
     ),
     Mutant(
         "a-guard-decides-an-edge-that-is-not-there",

@@ -15,6 +15,7 @@ reason_kinds:
   retry: the same request again
   exhausted: the budget is spent
 events: {ok: "", overloaded: "", abort: ""}
+scopes: [request]
 counters:
   retries: {cap: 2, scope: request}
 states:
@@ -47,7 +48,7 @@ def test_a_name_that_is_both_an_event_and_a_reason_is_refused() -> None:
 
 def test_a_name_that_is_both_a_state_and_a_reason_is_refused_with_both_lines() -> None:
     message = _problems(BASE.replace("reason: cancelled", "reason: aborted"))
-    assert "'aborted' is both a state (line 13) and a reason" in message
+    assert "'aborted' is both a state (line 14) and a reason" in message
 
 
 def test_a_ladder_reason_without_a_declared_kind_is_refused() -> None:

@@ -121,7 +121,7 @@ def machines(draw: st.DrawFn) -> str:
     live = [f"s{i}" for i in range(draw(st.integers(min_value=1, max_value=4)))]
     ends = ["done", "failed"]
     counters = {
-        f"c{i}": {"cap": draw(st.integers(0, 3)), "scope": draw(st.sampled_from(["request", "turn", "session"]))}
+        f"c{i}": {"cap": draw(st.integers(0, 3)), "scope": draw(st.sampled_from(["request", "turn", "run"]))}
         for i in range(draw(st.integers(0, 2)))
     }
     states: dict[str, Any] = {s: {"terminal": True} for s in (*ends, "aborted")}
@@ -144,7 +144,8 @@ def machines(draw: st.DrawFn) -> str:
                 if counters and draw(st.booleans()):
                     t["resets"] = [draw(st.sampled_from(sorted(counters)))]
                 t["progress"] = draw(st.booleans())
-                t["completes_request"] = draw(st.booleans())
+                if draw(st.booleans()):
+                    t["ends"] = "request"
                 transitions.append(t)
             last = {"from": s, "event": e, "to": draw(st.sampled_from(live + ends)), "reason": f"r{next(number)}"}
             transitions.append({**last, "progress": draw(st.booleans())})
@@ -156,6 +157,7 @@ def machines(draw: st.DrawFn) -> str:
         "initial": "s0",
         "events": {e: "" for e in (*EVENTS, "abort")},
         "guards": {g: f"queryloop.fsm.testing.flag_{flag}" for g, flag in GUARD_FLAGS.items()},
+        "scopes": ["request", "turn"],
         "counters": counters,
         "states": states,
         "transitions": transitions,

@@ -46,7 +46,7 @@ def machines(draw: st.DrawFn) -> str:
     counters = {
         f"c{i}": {
             "cap": draw(st.integers(min_value=0, max_value=3)),
-            "scope": draw(st.sampled_from(["request", "turn", "session"])),
+            "scope": draw(st.sampled_from(["request", "turn", "run"])),
         }
         for i in range(draw(st.integers(min_value=0, max_value=2)))
     }
@@ -73,7 +73,8 @@ def machines(draw: st.DrawFn) -> str:
                 if counters and draw(st.booleans()):
                     t["resets"] = [draw(st.sampled_from(sorted(counters)))]
                 t["progress"] = draw(st.booleans())
-                t["completes_request"] = draw(st.booleans())
+                if draw(st.booleans()):
+                    t["ends"] = "request"
                 transitions.append(t)
             transitions.append(
                 {
@@ -94,6 +95,7 @@ def machines(draw: st.DrawFn) -> str:
         "initial": "s0",
         "events": {e: "" for e in (*EVENTS, "abort")},
         "guards": GUARDS,
+        "scopes": ["request", "turn"],
         "counters": counters,
         "states": states,
         "transitions": transitions,
@@ -181,7 +183,7 @@ def bounded_machines(
             params[f"p{i}"] = {"default": cap, "type": "int", "nullable": null, "max": 3}
             values[f"p{i}"] = None if null and draw(st.booleans()) else draw(st.integers(min_cap, 3))
             cap = f"p{i}"
-        counters[f"c{i}"] = {"cap": cap, "scope": draw(st.sampled_from(["request", "turn", "session"]))}
+        counters[f"c{i}"] = {"cap": cap, "scope": draw(st.sampled_from(["request", "turn", "run"]))}
     states: dict[str, Any] = {}
     transitions: list[dict[str, Any]] = []
     reason = iter(range(1000))
@@ -208,7 +210,8 @@ def bounded_machines(
                 if counters and draw(st.integers(0, 3)) == 0:
                     t["resets"] = [draw(st.sampled_from(sorted(counters)))]
                 t["progress"] = draw(st.integers(0, 3)) == 0
-                t["completes_request"] = draw(st.booleans())
+                if draw(st.booleans()):
+                    t["ends"] = "request"
                 transitions.append(t)
             transitions.append(
                 {
@@ -243,6 +246,7 @@ def bounded_machines(
         "events": {e: "" for e in (*EVENTS, "abort")},
         "guards": GUARDS,
         "params": params,
+        "scopes": ["request", "turn"],
         "counters": counters,
         "states": states,
         "transitions": transitions,

@@ -72,9 +72,10 @@ params:
 events: {{ok: "", failed: "", waited: "", abort: ""}}
 guards:
   transient: {{call: queryloop.fsm.testing.flag_a}}
+scopes: [request, turn]
 counters:
-  tries: {{cap: max_tries, scope: session}}
-  other: {{cap: 2, scope: session}}
+  tries: {{cap: max_tries, scope: run}}
+  other: {{cap: 2, scope: run}}
 states:
   calling: {{effect: queryloop.fsm.testing.scripted, emits: [ok, failed]}}
   waiting: {{effect: queryloop.fsm.testing.scripted, emits: [waited]}}
@@ -106,10 +107,11 @@ params:
 events: {{replied: "", tool_used: "", overloaded: "", failed: "", waited: "", tools_done: "", abort: ""}}
 guards:
   retryable: queryloop.fsm.testing.flag_a
+scopes: [request, turn]
 counters:
   retries: {{cap: max_retries, scope: turn}}
   overloads: {{cap: 2, scope: turn, streak_of: [overloaded]}}
-  turns: {{cap: max_turns, cap_offset: -1, scope: session}}
+  turns: {{cap: max_turns, cap_offset: -1, scope: run}}
 unbounded_by_design:
   next_turn: {{bound: max_turns, doc: "tool turns: unbounded unless max_turns is set"}}
 properties:
@@ -203,7 +205,9 @@ def test_every_shipped_machine_keeps_its_properties_and_ends_every_turn_at_every
         assert report.ok and not report.counterexample, report.verdict
         checked = {c.split(" (")[0] for c in report.checked}
         unchecked = {c.split(" (")[0] for c in report.unchecked}
-        assert checked | unchecked == declared | {"ltl every_turn_ends: every turn reaches the next turn or an end"}
+        assert checked | unchecked == declared | {
+            "ltl every_step_ends: every step scope reaches the next progress step or an end"
+        }
     if path.name == "query_loop.yaml":  # max_turns unset, then set: its budget is checked only when set
         unset, set_ = spin_on_shipped[path]
         assert unset.params["max_turns"] is None and set_.params["max_turns"] == 2
@@ -291,7 +295,7 @@ MUTANTS = {
     ),
     "a_reset_lost": (
         "retries: {cap: max_retries, scope: turn}",
-        "retries: {cap: max_retries, scope: session}",
+        "retries: {cap: max_retries, scope: run}",
         "property a_turn_starts_afresh broken: retries is 1 after next_turn, not 0",
     ),
     "a_turn_without_its_call": (
@@ -308,7 +312,7 @@ MUTANTS = {
     "a_wait_that_never_ends": (
         "to: calling, reason: wait_over",
         "to: waiting, reason: wait_over",
-        "non-progress cycle: a turn that never reaches the next turn or an end (ltl every_turn_ends)",
+        "non-progress cycle: a step that never reaches the next progress step or an end (ltl every_step_ends)",
     ),
 }
 
@@ -418,8 +422,8 @@ def machines(draw: st.DrawFn) -> str:
     """Small valid machines: guards, counters with int caps and one whose cap param is unset."""
     live = [f"s{i}" for i in range(draw(st.integers(min_value=1, max_value=3)))]
     targets = [*live, "done", "failed"]
-    counters = {"c0": {"cap": draw(st.integers(0, 2)), "scope": "turn"}, "c1": {"cap": 2, "scope": "session"}}
-    counters["u"] = {"cap": "limit", "scope": "session"}  # unset: untracked, a free guard
+    counters = {"c0": {"cap": draw(st.integers(0, 2)), "scope": "turn"}, "c1": {"cap": 2, "scope": "run"}}
+    counters["u"] = {"cap": "limit", "scope": "run"}  # unset: untracked, a free guard
     states: dict[str, object] = {}
     transitions: list[dict[str, object]] = []
     for s in live:
@@ -446,6 +450,7 @@ def machines(draw: st.DrawFn) -> str:
         "params": {"limit": {"default": None, "type": "int", "nullable": True, "max": 3}},
         "events": {"e0": "", "e1": "", "abort": ""},
         "guards": {"ga": "queryloop.fsm.testing.flag_a", "gb": "queryloop.fsm.testing.flag_b"},
+        "scopes": ["request", "turn"],
         "counters": counters,
         "states": states,
         "transitions": transitions,
@@ -483,7 +488,7 @@ def test_check_spin_prints_both_counts_and_exits_0(capsys: pytest.CaptureFixture
     ours = check_spec(load_machine(ROOT / "machines/examples/retry_fetch.yaml", bind=False).spec).configurations
     assert f"spin (params as explored): {ours} configurations (ours: {ours}, equal), 0 error(s)" in out
     assert "spin ok: nothing stuck; at_most" not in out  # retry_fetch declares no property
-    assert "spin ok: nothing stuck; ltl every_turn_ends" in out
+    assert "spin ok: nothing stuck; ltl every_step_ends" in out
 
 
 def test_check_spin_on_the_small_machine_proves_every_property_with_its_nullable_cap_unset_then_set(
@@ -500,7 +505,7 @@ def test_check_spin_on_the_small_machine_proves_every_property_with_its_nullable
     assert "at_most retries_per_turn (at most 1 per turn)" in set_
     for part in (unset, set_):
         assert "spin ok: nothing stuck; order retry_before_giving_up" in part
-        assert "in_a_row overloads_in_a_row" in part and "ltl every_turn_ends" in part
+        assert "in_a_row overloads_in_a_row" in part and "ltl every_step_ends" in part
 
 
 def test_check_spin_json_carries_the_spin_verdict(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,6 +19,7 @@ schema_version: 1
 machine: tiny
 initial: calling
 events: {ok: "", overloaded: "", elapsed: "", abort: ""}
+scopes: [request, turn]
 counters:
   retries: {cap: 3, scope: request}
 """

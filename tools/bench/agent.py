@@ -22,8 +22,9 @@ from queryloop.handlers.request.services.backends import ModelCall, TokenCount
 from queryloop.handlers.request.services.body import encode_request
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.handlers.tools import PermissionRules, ToolRegistry, tool
-from queryloop.handlers.tools.services.permissions import parse_rule_list
-from queryloop.run.agent import AgentOptions, AgentRun
+from queryloop.handlers.tools.services.rules import parse_rule_list
+from queryloop.run.agent import AgentRun
+from queryloop.run.config import AgentOptions, PermissionSettings, RequestSettings, SessionSettings, ToolSettings
 from queryloop.testing import scripted_reply
 
 from .script import FINAL_TEXT, NOOP_DESCRIPTION, NOOP_NAME, NOTE, PROMPT
@@ -87,18 +88,15 @@ class MaterialisingBackend:
         return TokenCount(tokens=None, offered=False)  # as a server without the endpoint: the local estimate only
 
 
-def bench_options(*, cwd: Path, model: str = MODEL, persist: bool, prompt: str = PROMPT, **more: Any) -> AgentOptions:
+def bench_options(*, cwd: Path, model: str = MODEL, persist: bool, prompt: str = PROMPT) -> AgentOptions:
     """A run offering only the no-op tool, allowed by a rule in ``default`` permission mode."""
     return AgentOptions(
         prompt=prompt,
-        model=model,
         cwd=cwd,
-        tools=(),
-        custom_tools=(NOOP,),
-        rules=ALLOW_NOOP,
-        permission_mode="default",
-        persist=persist,
-        **more,
+        request=RequestSettings(model=model),
+        tools=ToolSettings(builtins=(), custom_tools=(NOOP,)),
+        permissions=PermissionSettings(rules=ALLOW_NOOP, mode="default"),
+        session=SessionSettings(persist=persist),
     )
 
 

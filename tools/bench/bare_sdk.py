@@ -29,14 +29,15 @@ from anthropic.types import (
     TextDelta,
 )
 
-from queryloop.run.agent import DEFAULT_SYSTEM_PROMPT, AgentOptions
+from queryloop.run.config import RequestSettings
+from queryloop.run.defaults import DEFAULT_SYSTEM_PROMPT
 
 from .agent import noop_definitions, noop_function
 from .script import FINAL_TEXT, PROMPT
 
 __all__ = ["MAX_TOKENS", "bare_sdk_loop"]
 
-MAX_TOKENS = AgentOptions(prompt="", model="").max_tokens
+MAX_TOKENS = RequestSettings(model="").max_tokens
 _EPHEMERAL = {"type": "ephemeral"}
 _SYSTEM = [{"type": "text", "text": DEFAULT_SYSTEM_PROMPT, "cache_control": _EPHEMERAL}]
 

@@ -23,6 +23,8 @@ from typing import Any, Final
 import attrs
 import yaml
 
+from ...tools.services.names import AGENT_TOOL, CHANGES_CODE
+
 __all__ = [
     "BUILT_IN_AGENTS",
     "MODEL_FAMILIES",
@@ -100,7 +102,7 @@ PLAN_PROMPT: Final = (
     "for, and the choices you made and why; the parent sees that answer and nothing else of your work."
 )
 
-_READ_ONLY_TOOLS_OUT: Final = ("Agent", "Edit", "Write", "NotebookEdit")
+_READ_ONLY_TOOLS_OUT: Final = (AGENT_TOOL, *CHANGES_CODE)
 """What the read-only built-in agents (Explore, Plan) may not use, as in Claude Code 2.1.235."""
 
 BUILT_IN_AGENTS: Final = (

@@ -11,11 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ...tools.services.base import ToolContext, ToolRun, ToolSpec
+from ...tools.services.names import AGENT_TOOL
 from .definitions import MODEL_FAMILIES, AgentDefinition
 
-__all__ = ["AGENT_TOOL", "DEFAULT_AGENT", "LAUNCH_TIMEOUT_S", "agent_tool"]
-
-AGENT_TOOL: Final = "Agent"
+__all__ = ["DEFAULT_AGENT", "LAUNCH_TIMEOUT_S", "agent_tool"]
 
 DEFAULT_AGENT: Final = "general-purpose"
 """The agent a call that names no ``subagent_type`` starts."""

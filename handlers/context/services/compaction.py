@@ -37,9 +37,9 @@ from typing import Any, Literal
 import attrs
 
 from ...messages import Message, MessageView, compact_json, message_tokens, messages_tokens
+from ...tools.services.names import CLEARABLE_TOOLS
 
 __all__ = [
-    "CLEARABLE_TOOLS",
     "CLEARED_RESULT",
     "COLLAPSE_STUB_PREFIX",
     "Clearing",
@@ -267,10 +267,6 @@ CLEARED_RESULT = "[Old tool result content cleared]"
 """What a cleared tool result's content becomes (Claude Code's own marker)."""
 
 _CLEARED_JSON = compact_json(CLEARED_RESULT)
-
-CLEARABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebFetch", "WebSearch", "Edit", "Write"})
-"""The tools whose old results a microcompaction clears: what they returned can be had again
-(read, listed, searched or fetched anew) or was only a confirmation. Claude Code 2.1.235's set."""
 
 MICROCOMPACT_KEEP_RECENT = 4
 """The newest results of those tools that stay as they are."""

@@ -17,7 +17,7 @@ import attrs
 from queryloop.fsm import EffectContext
 
 from ...outcome import Notice
-from .runner import HookConfig, HookOutcome, run_hooks
+from .runner import HookConfig, HookEvent, HookOutcome, run_hooks
 
 __all__ = ["HookRunner", "HookServices", "hook", "stopped"]
 
@@ -42,7 +42,7 @@ class HookRunner:
         """Any hook at all is configured (lets hot paths skip building payloads)."""
         return bool(self.config.matchers)
 
-    async def run(self, event: str, payload: dict[str, Any]) -> HookOutcome | None:
+    async def run(self, event: HookEvent, payload: dict[str, Any]) -> HookOutcome | None:
         """Run the hooks matching ``event``/``payload``; None when none is configured for it."""
         if not self.config.commands_for(event, payload):
             return None
@@ -69,7 +69,7 @@ class HookServices(Protocol):
     def hooks(self) -> HookRunner: ...
 
 
-async def hook(ctx: EffectContext[Any, HookServices], event: str, payload: dict[str, Any]) -> HookOutcome | None:
+async def hook(ctx: EffectContext[Any, HookServices], event: HookEvent, payload: dict[str, Any]) -> HookOutcome | None:
     """Run the hooks configured for ``event`` (None when there are none); publish their errors."""
     outcome = await ctx.services.hooks.run(event, payload)
     if outcome is None:

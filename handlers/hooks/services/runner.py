@@ -32,7 +32,7 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import attrs
 
@@ -67,38 +67,28 @@ HookEvent = Literal[
     "PreCompact",
     "Elicitation",
 ]
-HOOK_EVENTS: Final[tuple[str, ...]] = (
-    "PreToolUse",
-    "PostToolUse",
-    "Stop",
-    "SubagentStop",
-    "UserPromptSubmit",
-    "SessionStart",
-    "SessionEnd",
-    "PreCompact",
-    "Elicitation",
-)
+"""The hook events this runtime fires: the one list of them (settings, the Python API and the Agent SDK's
+session read :data:`HOOK_EVENTS`; an effect fires one with ``hook(ctx, "<Event>", payload)``)."""
+HOOK_EVENTS: Final[tuple[HookEvent, ...]] = get_args(HookEvent)
+"""The events of :data:`HookEvent`, in its order."""
 
 # The stdin field a matcher is tested against, per event. Events not listed here
 # (Stop, UserPromptSubmit, ...) have no matcher: every configured hook runs.
 _MATCH_FIELD: Final[Mapping[str, str]] = {
     "PreToolUse": "tool_name",
     "PostToolUse": "tool_name",
-    "PostToolUseFailure": "tool_name",
-    "PermissionRequest": "tool_name",
     "PreCompact": "trigger",
     "SessionStart": "source",
     "SessionEnd": "reason",
-    "Notification": "notification_type",
     "Elicitation": "mcp_server_name",
 }
 # Events where exit code 2 (or `decision: "block"`) blocks something; elsewhere
 # exit 2 is reported as a non-blocking error with its stderr.
-_BLOCKING_EVENTS: Final = frozenset(
+_BLOCKING_EVENTS: Final[frozenset[HookEvent]] = frozenset(
     {"PreToolUse", "PostToolUse", "Stop", "SubagentStop", "UserPromptSubmit", "PreCompact"}
 )
 # Events whose plain (non-JSON) stdout on exit 0 is context for the model.
-_CONTEXT_EVENTS: Final = frozenset({"UserPromptSubmit", "SessionStart"})
+_CONTEXT_EVENTS: Final[frozenset[HookEvent]] = frozenset({"UserPromptSubmit", "SessionStart"})
 
 _EXACT_MATCHER_RE: Final = re.compile(r"[A-Za-z0-9_|, -]+")
 _OUTPUT_LIMIT: Final = 10_000

@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server 
     import mcp.types
     from mcp import Client
 
-__all__ = ["FailureKind", "McpFailure", "McpManager", "McpTool", "ServerStatus"]
+__all__ = ["McpFailure", "McpFailureKind", "McpManager", "McpTool", "ServerStatus"]
 
-FailureKind = Literal["transport", "auth", "server", "timeout"]
+McpFailureKind = Literal["transport", "auth", "server", "timeout"]
 ServerStatus = Literal["pending", "connected", "failed", "needs-auth"]
 
 # Input fields that name one attempt rather than the action: a re-proposed call with a fresh
@@ -100,7 +100,7 @@ class McpFailure:
     """Why an MCP call, connection or listing failed, in a shape a program and a model can both read."""
 
     server: str
-    kind: FailureKind
+    kind: McpFailureKind
     message: str
     tool: str | None = None
 
@@ -111,7 +111,7 @@ class McpFailure:
         return f"{subject} failed ({self.kind}): {self.message}\n{json.dumps({'mcp_error': detail})}"
 
 
-def _describe(exc: BaseException) -> tuple[FailureKind, str]:
+def _describe(exc: BaseException) -> tuple[McpFailureKind, str]:
     """The kind and a one-line message of a failure to connect, list or call."""
     import httpx2
     import mcp.types

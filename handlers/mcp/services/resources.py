@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun
+from ...tools.services.names import LIST_RESOURCES, READ_RESOURCE
 
 if TYPE_CHECKING:
     import mcp.types
 
-__all__ = ["LIST_RESOURCES", "READ_RESOURCE", "RESOURCE_TOOLS", "ResourceSource", "resource_runs", "resource_schemas"]
+__all__ = ["RESOURCE_TOOLS", "ResourceSource", "resource_runs", "resource_schemas"]
 
-LIST_RESOURCES: Final = "ListMcpResourcesTool"
-READ_RESOURCE: Final = "ReadMcpResourceTool"
 RESOURCE_TOOLS: Final = (LIST_RESOURCES, READ_RESOURCE)
 
 _SERVER = {"type": "string", "description": "The name of an MCP server, as configured"}

@@ -25,7 +25,7 @@ import email.utils
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 import attrs
 
@@ -39,12 +39,15 @@ if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it c
 
 __all__ = [
     "API_VERSION",
+    "FAILURE_KINDS",
     "FailureKind",
     "ModelFailure",
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "RECOVERABLE_FAILURES",
     "RequestLog",
+    "TRANSIENT_FAILURES",
     "UsageTotals",
     "api_headers",
     "classify_error",
@@ -61,6 +64,15 @@ FailureKind = Literal[
     "stream_broken",
     "malformed_response",
 ]
+"""What went wrong with an attempt: the one list of failure kinds (:func:`classify_error` and the response
+readers choose one; the request layer's ``classify_failure`` turns each into an event of the machine; a
+request log's ``error_kind`` and the telemetry's ``error.type`` are the kind's name)."""
+FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
+"""The kinds of :data:`FailureKind`, in its order."""
+TRANSIENT_FAILURES: Final[frozenset[FailureKind]] = frozenset({"retryable", "overloaded", "malformed_response"})
+"""The kinds a request sent again may not meet (a summary request is sent again after them)."""
+RECOVERABLE_FAILURES: Final[frozenset[FailureKind]] = frozenset({"prompt_too_long", "media_too_large"})
+"""The kinds the query loop recovers from (compacting, dropping the media) and shows only once recovery is spent."""
 
 API_VERSION = "2023-06-01"
 """The ``anthropic-version`` every request sends, as Claude Code 2.1.235 sends it (the installed SDK's own

@@ -7,7 +7,7 @@ order, failing closed (``_BashCall``) — the narrow rules an "always" answer cr
 (:func:`suggest_rules`), the shape of a permission callback
 (:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`) and
 the input such a callback is shown (:func:`observable_input`).
-The rules' records and syntax live in ``rules`` and are re-exported here.
+The rules' records and syntax live in ``rules`` (import them from there).
 
 Does not own: reading settings files (``queryloop.run.settings`` builds the rules
 from them), running PreToolUse hooks (``queryloop.handlers.hooks``), prompting a
@@ -21,31 +21,23 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
 
 from ...messages import ToolCall
-from .rules import (  # the rules' records and syntax, re-exported: callers know them from here
-    BASH_TOOLS,
-    DEFAULT_READ_ONLY_TOOLS,
-    EDIT_TOOLS,
+from .names import BASH_TOOLS, DEFAULT_READ_ONLY_TOOLS, EDIT_TOOLS, PATH_FIELDS, SEARCHES_CWD, SHOWN_ABSOLUTE
+from .rules import (
     PERMISSION_MODES,
-    READ_TOOLS,
     PermissionBehavior,
     PermissionMode,
     PermissionRule,
-    PermissionRuleError,
     PermissionRules,
-    hidden_tools,
     is_inside,
-    parse_rule,
-    parse_rule_list,
     path_matches,
     path_pattern,
     read_denied,
-    read_denied_paths,
     tool_name_matches,
 )
 from .shell import (
@@ -63,42 +55,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AskPermission",
-    "BASH_TOOLS",
-    "DEFAULT_READ_ONLY_TOOLS",
-    "EDIT_TOOLS",
-    "PERMISSION_MODES",
     "PermissionAnswer",
-    "PermissionBehavior",
     "PermissionDecision",
-    "PermissionMode",
-    "PermissionRule",
-    "PermissionRuleError",
-    "PermissionRules",
-    "READ_TOOLS",
     "decide",
-    "hidden_tools",
     "observable_input",
-    "parse_rule",
-    "parse_rule_list",
-    "read_denied",
-    "read_denied_paths",
     "suggest_rules",
 ]
-
-# The input key holding the path each path-taking tool works on.
-_PATH_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
-    "Read": ("file_path",),
-    "Edit": ("file_path",),
-    "Write": ("file_path",),
-    "MultiEdit": ("file_path",),
-    "NotebookRead": ("notebook_path",),
-    "NotebookEdit": ("notebook_path",),
-    "Glob": ("path",),
-    "Grep": ("path",),
-    "LS": ("path",),
-}
-# Glob/Grep/LS default to searching the working directory when no path is given.
-_PATH_DEFAULTS_TO_CWD: Final = frozenset({"Glob", "Grep", "LS"})
 
 
 def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> tuple[str, ...]:
@@ -123,7 +85,7 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
             if rule not in rules:
                 rules.append(rule)
         return tuple(rules)
-    if tool_name in _PATH_KEYS:
+    if tool_name in PATH_FIELDS:
         path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
         if path is None:
             return (tool_name,)
@@ -141,17 +103,6 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
 # needs what a Write of that file needs.
 
 
-# The path keys a permission callback sees absolute: Claude Code 2.1.235 makes these (and only
-# these) absolute for its ``can_use_tool`` (``~`` expanded, ``..`` folded); Glob, Grep and Bash
-# inputs reach it as the model wrote them.
-_OBSERVED_ABSOLUTE: Final[Mapping[str, str]] = {
-    "Read": "file_path",
-    "Write": "file_path",
-    "Edit": "file_path",
-    "NotebookEdit": "notebook_path",
-}
-
-
 def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> dict[str, Any]:
     """The call's input as a permission callback is shown it: a file tool's path absolute and normalised.
 
@@ -159,7 +110,7 @@ def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path
     wrote (``out.txt``, ``./sub/../out.txt``, ``~/out.txt``); the call itself keeps its input.
     """
     shown = dict(tool_input)
-    key = _OBSERVED_ABSOLUTE.get(tool_name)
+    key = PATH_FIELDS.get(tool_name) if tool_name in SHOWN_ABSOLUTE else None
     path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home()) if key is not None else None
     if key is not None and path is not None:
         shown[key] = os.path.normpath(os.path.abspath(path))
@@ -167,13 +118,13 @@ def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path
 
 
 def _tool_path(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path, home: Path) -> Path | None:
-    for key in _PATH_KEYS.get(tool_name, ()):
-        value = tool_input.get(key)
-        if isinstance(value, str) and value:
-            if value == "~" or value.startswith("~/"):
-                return home / value[2:]
-            return cwd / value
-    if tool_name in _PATH_DEFAULTS_TO_CWD:
+    key = PATH_FIELDS.get(tool_name)
+    value = tool_input.get(key) if key is not None else None
+    if isinstance(value, str) and value:
+        if value == "~" or value.startswith("~/"):
+            return home / value[2:]
+        return cwd / value
+    if tool_name in SEARCHES_CWD:
         return cwd
     return None
 
@@ -211,7 +162,7 @@ def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: 
     if ctx.tool_name in BASH_TOOLS:
         command = ctx.tool_input.get("command")
         return isinstance(command, str) and bash_command_matches(rule.specifier, command)
-    if ctx.tool_name in _PATH_KEYS:
+    if ctx.tool_name in PATH_FIELDS:
         target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
         if target is None:
             return False
@@ -336,7 +287,7 @@ def decide(
             behavior="deny",
             rule=rule.text,
             reason=f"{tool_name} is denied by the rule {rule.text!r}",
-            listed=shell is not None or rule.specifier is None or tool_name not in _PATH_KEYS,
+            listed=shell is not None or rule.specifier is None or tool_name not in PATH_FIELDS,
         )
     if tool_name in EDIT_TOOLS:  # as Claude Code: a file the Read rules deny is not edited either
         reading = attrs.evolve(ctx, tool_name="Read")

@@ -1,6 +1,7 @@
-"""The built-in tools of the coding agent: ``Read``, ``Write``, ``Edit``, ``Bash``, ``Glob``, ``Grep``.
+"""The built-in tools of the coding agent, in the order they are offered to the model.
 
-Owns the default tool set (built once at import) and the registry of it. The tools
+Owns the default tool set (built once at import) and the registry of it: the one list of
+the built-ins (what a tool name is to the permission rules and the rest is ``names``). The tools
 themselves live in ``files``, ``search`` and ``bash``; the registry and the
 dispatcher in ``dispatch``; the records they share in ``base``. Tool calls run
 under a :class:`~queryloop.handlers.tools.services.base.ToolContext` whose ``cwd`` confines

@@ -2,7 +2,7 @@
 
 Owns parsing Claude Code permission rules (``Tool`` / ``Tool(specifier)``) into records
 (:class:`PermissionRule`, :class:`PermissionRules`), the ``--allowed-tools`` /
-``--disallowed-tools`` flag syntax, the permission modes and tool families, which tool
+``--disallowed-tools`` flag syntax, the permission modes, which tool
 names a rule's tool covers (:func:`tool_name_matches`: ``mcp__server``, ``Edit`` for
 every editing tool, ``Read`` for every reading one), gitignore-style path patterns
 (:func:`path_pattern`, :func:`path_matches`: ``//abs``, ``~/home``, ``/project``,
@@ -11,7 +11,7 @@ rules hide (:func:`read_denied`, :func:`read_denied_paths`) and a bare deny rule
 from the model (:func:`hidden_tools`).
 
 Does not own matching a rule against one tool call or the decision (``permissions``),
-nor Bash command patterns (``shell``).
+nor Bash command patterns (``shell``), nor which tools a family holds (``names``).
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, Final, Literal, get_args
 
 import attrs
 
+from .names import BASH_TOOLS, EDIT_TOOLS, READ_TOOLS
+
 if TYPE_CHECKING:
     import pathspec
 
 __all__ = [
-    "BASH_TOOLS",
-    "DEFAULT_READ_ONLY_TOOLS",
-    "EDIT_TOOLS",
     "PERMISSION_MODES",
     "PathPattern",
     "PermissionBehavior",
@@ -39,7 +38,6 @@ __all__ = [
     "PermissionRule",
     "PermissionRuleError",
     "PermissionRules",
-    "READ_TOOLS",
     "hidden_tools",
     "is_inside",
     "parse_rule",
@@ -55,19 +53,6 @@ PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", 
 PermissionBehavior = Literal["allow", "ask", "deny"]
 
 PERMISSION_MODES: Final[tuple[PermissionMode, ...]] = get_args(PermissionMode)
-
-#: Tools whose rules are path rules about reading; a ``Read(...)`` rule covers all
-#: of them (Claude Code applies Read rules, best effort, to every file-reading tool).
-READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
-#: Tools that change files; an ``Edit(...)`` or ``Write(...)`` rule covers all of
-#: them, so ``deny: ["Edit(./.env)"]`` cannot be side-stepped with ``Write``.
-EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-BASH_TOOLS: Final = frozenset({"Bash"})
-#: Tools that never need a prompt in ``default`` mode (when their path, if any, is
-#: inside a working directory) and the only ones ``plan`` mode lets through.
-# Agent changes nothing itself: each call of the sub-agent it starts passes the gate under the same rules and mode
-DEFAULT_READ_ONLY_TOOLS: Final = READ_TOOLS | {"ListMcpResourcesTool", "ReadMcpResourceTool", "Agent"}
-
 
 _TOOL_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\*?")
 

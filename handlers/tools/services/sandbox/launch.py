@@ -57,7 +57,7 @@ from .protect import SandboxRefusal, WalkLimitError, existing_protected, home_wi
 from .proxy import DomainProxy
 from .seccomp import unix_socket_filter
 
-__all__ = ["DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxRefusal", "SandboxedCommand"]
+__all__ = ["DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxedCommand"]
 
 PROXY_PORT: Final = 3128
 """The port on the sandbox's own loopback where the bridge to the domain proxy listens."""
