@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from queryloop.fsm import MachineSpec, check_spec, load_machine
+from queryloop.fsm.verify.bounds import figure_values
 from queryloop.machines import MACHINES_DIR
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ def _n(value: float) -> str:
 
 
 def _per_turn(spec: MachineSpec, **caps: int) -> float:
-    return check_spec(spec, caps, explore=False).per_turn[FIGURE]
+    """The figure's bound per turn at the defaults with ``caps`` set: the number ``check --set`` prints."""
+    return figure_values(spec, {**spec.param_defaults, **caps})[0][FIGURE]
 
 
 def _step(spec: MachineSpec, cap: str) -> float:

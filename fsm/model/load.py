@@ -260,7 +260,7 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
             for name, c in (data.get("children") or {}).items()
         ),
         properties=tuple(
-            _property(name, value, _line_of(lines, ("properties", name)), scopes[-1])
+            _property(name, value, _line_of(lines, ("properties", name)))
             for name, value in (data.get("properties") or {}).items()
         ),
         states=states,
@@ -300,9 +300,8 @@ def _param(name: str, value: Any, line: int | None) -> ParamSpec:
     )
 
 
-def _property(name: str, value: Mapping[str, Any], line: int | None, step: str) -> PropertySpec:
-    """A declared property from its YAML form (the schema has checked its shape: one kind and a doc); ``per``
-    left out is the ``step`` scope."""
+def _property(name: str, value: Mapping[str, Any], line: int | None) -> PropertySpec:
+    """A declared property from its YAML form (the schema has checked its shape: one kind and a doc)."""
     doc = value["doc"]
     if "order" in value:
         return PropertySpec(name=name, kind="order", reasons=tuple(value["order"]), doc=doc, line=line)
@@ -312,7 +311,7 @@ def _property(name: str, value: Mapping[str, Any], line: int | None, step: str) 
             name=name,
             kind="at_most",
             reasons=tuple(a["count"]),
-            per=a.get("per", step),
+            per=a["per"],
             most=a["max"],
             doc=doc,
             line=line,
@@ -332,7 +331,7 @@ def _property(name: str, value: Mapping[str, Any], line: int | None, step: str) 
             kind="preceded",
             states=tuple(p["states"]),
             by=tuple(p["by"]),
-            per=p.get("per", step),
+            per=p["per"],
             doc=doc,
             line=line,
         )

@@ -144,8 +144,8 @@ class PropertySpec:
 
     * ``order``: wherever two of ``reasons`` are candidates of one decision, they are tried
       in the listed order (escalation before recovery, a breaker before the start it guards);
-    * ``at_most``: the edges ``reasons`` are taken at most ``most`` times ``per`` scope
-      (one the machine declares, or the run) (``most`` an int, a param, or ``param ± N``);
+    * ``at_most``: the edges ``reasons`` are taken at most ``most`` times ``per`` scope — one
+      the machine declares, or the run — (``most`` an int, a param, or ``param ± N``);
     * ``in_a_row``: ``counter`` counts in a row: every other outcome of a state it counts
       in resets it — or, with ``reasons``, exactly the edges listed there break the streak;
     * ``resets``: after any of the edges ``reasons``, each of ``counters`` is 0 (a reply
@@ -160,7 +160,7 @@ class PropertySpec:
     name: str
     kind: PropertyKind
     reasons: tuple[str, ...] = ()
-    per: Scope = SPAN  # the loader puts the step scope here when the YAML leaves it out
+    per: Scope = SPAN  # at_most and preceded: a declared scope or RUN (the YAML always says which)
     most: int | str | None = None
     counter: str | None = None
     counters: tuple[str, ...] = ()  # resets: the counters that are 0 after the edges

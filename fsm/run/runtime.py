@@ -180,21 +180,6 @@ def _field(data: Any, path: str) -> Any:
     return data
 
 
-def _with_data(run: RunState[D], data: D) -> RunState[D]:
-    """``run`` with other data: what an edge handler sees after the state's exit changed it."""
-    return RunState(
-        machine=run.machine,
-        state=run.state,
-        counter_names=run.counter_names,
-        caps=run.caps,
-        limits=run.limits,
-        counters=run.counters,
-        params=run.params,
-        data=data,
-        steps=run.steps,
-    )
-
-
 @attrs.frozen(slots=True)
 class _Edge:
     source: str
@@ -464,7 +449,7 @@ class Program:
             data = self._apply(exit_handler, self._exit_what[run.state], run, event)
             self._unchanged(run, fields, self._exit_what[run.state])
         if edge.handler is not None:
-            seen = run if data is run.data else _with_data(run, data)
+            seen = run if data is run.data else attrs.evolve(run, data=data)  # the exit changed the data
             handed = fields if seen is run else _fields(seen)
             data = self._apply(edge.handler, edge.what, seen, event)
             self._unchanged(seen, handed, edge.what)
@@ -809,7 +794,7 @@ class Runner(Generic[D, S]):
         try:
             saved, self._saved = self._saved, None
             if saved is not None:  # the effect got part of its work done before it was cancelled
-                self.final = _with_data(self.final, saved() if callable(saved) else saved)
+                self.final = attrs.evolve(self.final, data=saved() if callable(saved) else saved)
             self._take(self.program.step(self.final, Event(name=self.program.abort_event), self._book))
         except Exception as exc:
             self._fail(exc)

@@ -68,7 +68,6 @@ def derived_resets(spec: MachineSpec) -> dict[tuple[str, str], frozenset[str]]:
     those declared before it, inside it) — but scope and streak never reset the edge's own counter.
     """
     emits = {s.name: frozenset(s.emits) for s in spec.states}
-    inner = {scope: spec.scopes[: i + 1] for i, scope in enumerate(spec.scopes)}  # a scope and those inside it
     out: dict[tuple[str, str], set[str]] = {(t.source, t.reason): set(t.resets) for t in spec.transitions}
     for c in spec.counters:
         streak = frozenset(c.streak_of)
@@ -78,8 +77,7 @@ def derived_resets(spec: MachineSpec) -> dict[tuple[str, str], frozenset[str]]:
             if t.counter == c.name:
                 continue
             breaks_streak = bool(streak & emits.get(t.source, frozenset())) and t.event not in streak
-            ends_scope = c.scope in (spec.scopes if t.progress else inner.get(t.ends or "", ()))
-            if breaks_streak or ends_scope:
+            if breaks_streak or _ends(spec, t, c.scope):
                 out[t.source, t.reason].add(c.name)
     return {edge: frozenset(counters) for edge, counters in out.items()}
 
