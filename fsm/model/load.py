@@ -409,31 +409,52 @@ def _scope_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecP
 
 
 def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
-    """A ``children:`` entry's params exist and are ints; ``starts`` has a value for every caller (not
-    nullable), since the composed figures multiply by it."""
+    """A ``children:`` entry's ``starts`` names a counter over the step scope whose cap every caller gives a
+    value (the composed figures multiply by it: the engine never lets its edges past it in one step), and its
+    ``steps`` an int param."""
     out: list[SpecProblem] = []
     params = {p.name: p for p in spec.params}
     for child in spec.children:
-        for key in ("starts", "steps"):
-            name = getattr(child, key)
-            param = params.get(name)
-            where = f"children {child.name!r} `{key}`"
-            if param is None:
-                fix = _close(name, params) or "declare it under `params:` (type: int)"
-                out.append(
-                    SpecProblem(spec.path, child.line, f"{where} names param {name!r}, which is not declared", fix)
+        counter = spec.counter_map.get(child.starts)
+        where = f"children {child.name!r} `starts`"
+        if counter is None:
+            fix = _close(child.starts, spec.counter_map) or "declare a counter its starting edge counts"
+            out.append(
+                SpecProblem(
+                    spec.path, child.line, f"{where} names counter {child.starts!r}, which is not declared", fix
                 )
-            elif param.type != "int":
-                out.append(SpecProblem(spec.path, child.line, f"{where} names param {name!r}, not an int", "type: int"))
-            elif key == "starts" and param.nullable:
-                out.append(
-                    SpecProblem(
-                        spec.path,
-                        child.line,
-                        f"{where} names param {name!r}, which may be null: the children a step starts need a limit",
-                        "give it a default and no `nullable`",
-                    )
+            )
+        elif counter.scope != spec.step_scope:
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    child.line,
+                    f"{where} names counter {child.starts!r}, counted per {counter.scope}: the starts of a "
+                    f"{spec.step_scope} need a counter over the {spec.step_scope}",
+                    f"scope: {spec.step_scope}",
                 )
+            )
+        elif isinstance(counter.cap, str) and (params[counter.cap].nullable if counter.cap in params else False):
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    child.line,
+                    f"{where} names counter {child.starts!r}, whose cap {counter.cap!r} may be null: the children "
+                    "a step starts need a limit",
+                    "give the param a default and no `nullable`",
+                )
+            )
+        param = params.get(child.steps)
+        where = f"children {child.name!r} `steps`"
+        if param is None:
+            fix = _close(child.steps, params) or "declare it under `params:` (type: int)"
+            out.append(
+                SpecProblem(spec.path, child.line, f"{where} names param {child.steps!r}, which is not declared", fix)
+            )
+        elif param.type != "int":
+            out.append(
+                SpecProblem(spec.path, child.line, f"{where} names param {child.steps!r}, not an int", "type: int")
+            )
         if child.pending is not None and child.pending not in spec.guards:
             fix = _close(child.pending, spec.guards) or "name a guard declared under `guards:`"
             out.append(

@@ -39,16 +39,17 @@ ParamType = Literal["int", "number", "string", "boolean"]
 
 @attrs.frozen(kw_only=True)
 class ChildrenSpec:
-    """Runs of this same machine that a run starts (``children:``): at most the ``starts`` param's value
-    per step scope (from one progress edge to the next), each with at most the ``steps`` param's progress
+    """Runs of this same machine that a run starts (``children:``): each admitted by an edge the ``starts``
+    counter counts, so at most its cap per step scope (from one progress edge to the next; the engine
+    takes no counted edge past its cap), each with at most the ``steps`` param's progress
     steps (its run's bound), ``depth`` levels deep (1: a child starts none). ``queryloop check`` composes the
     figures with them. ``pending`` names the guard that holds while a child a run started is still to be heard
     from: false in a child at the last depth (it starts none), so a child's run is bounded as the machine
     without the edges it guards."""
 
     name: str
-    starts: str
-    steps: str
+    starts: str  # a counter over the step scope
+    steps: str  # an int param
     depth: int = 1
     pending: str | None = None
     doc: str = ""

@@ -130,12 +130,12 @@ class Composed:
     ``unbounded_by_design`` bound) set to ``turns``, its run budgets paid once per run
     (:func:`~fsm.verify.bounds.runs_of_turns`); infinite when ``turns`` is unset.
     Depth 1: a child starts none, so its run adds no children of its own. Each term is a
-    proven bound, so the sum is one, provided the runtime keeps ``starts`` and ``turns``
-    (the Agent tool refuses a start beyond ``starts``; a child runs with ``turns`` as its
-    max_turns).
+    proven bound, so the sum is one, provided a child starts only on an edge its ``starts``
+    counter counts (the machine's: the engine takes none past the cap in a step) and runs
+    with ``turns`` as its max_turns.
     """
 
-    starts_param: str
+    starts_param: str  # the param that caps the starts (the counter's name when its cap is a number)
     turns_param: str
     starts: int
     turns: int | None
@@ -159,20 +159,24 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
     """Every ``children:`` entry's :class:`Composed` figures at ``at`` (``own``: the turn's own per-turn bounds)."""
     out: dict[str, Composed] = {}
     for child in spec.children:
-        starts = int(at[child.starts])
+        counter = spec.counter_map[child.starts]
+        starts = spec.cap_of(counter, at) or 0  # the loader holds the cap to a value for every caller
         turns = at.get(child.steps)
         if turns is None:
             child_run = {name: math.inf for name in spec.figures}
         else:
-            # a child at the last depth starts none: its run is the machine's without the edges `pending` guards
+            # a child at the last depth starts none: its run is the machine's without the edges `pending` guards,
+            # with its `starts` counter's cap at 0 (the runtime gives such a run that cap)
             run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
             child_at = {**at, **{bound: int(turns) for bound in set(run_spec.progress_bounds.values())}}
+            if child.depth == 1 and isinstance(counter.cap, str):
+                child_at[counter.cap] = 0
             _, values = figure_values(run_spec, child_at)
             # each run budget (Stop-hook blocks, fallback hops) paid once per child run, not once per turn
             budgeted = runs_of_turns(run_spec, child_at, spec.figures)
             child_run = {name: min(values[name], budgeted[name]) for name in spec.figures}
         out[child.name] = Composed(
-            starts_param=child.starts,
+            starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
             turns_param=child.steps,
             starts=starts,
             turns=None if turns is None else int(turns),

@@ -1,8 +1,9 @@
 """The agents layer: background sub-agents a run launched report back to it.
 
-Its states in ``machines/query_loop.yaml`` are ``collecting_agent_reports`` and
-``awaiting_agents``. Here: the slice of the run data it owns (``data``), the edge module
-(``reporting``) and the ``Agent`` tool with the sub-agents' definitions (``services``).
+Its states in ``machines/query_loop.yaml`` are ``admitting_agents``, ``collecting_agent_reports``
+and ``awaiting_agents``. Here: the slice of the run data it owns (``data``), the edge modules
+(``admission``: the Agent calls a tool turn may start; ``reporting``: their reports) and the
+``Agent`` tool with the sub-agents' definitions (``services``).
 A sub-agent is another run of the same machine; ``queryloop.run.subagents`` assembles it.
 """
 
@@ -13,12 +14,14 @@ from typing import TYPE_CHECKING
 from queryloop.fsm.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .admission import admit_agent_call, next_agent_call, refuse_agent_calls, waiting_agent_calls
     from .data import AgentReport, AgentsData, AgentsRun, AgentsServices, AgentStatus, SubagentPool, outstanding
     from .reporting import agents_running, await_report, collect_report, deliver_report, notification_text
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
+            ".admission": ("admit_agent_call", "next_agent_call", "refuse_agent_calls", "waiting_agent_calls"),
             ".data": (
                 "AgentReport",
                 "AgentStatus",
@@ -39,10 +42,14 @@ __all__ = [
     "AgentsRun",
     "AgentsServices",
     "SubagentPool",
+    "admit_agent_call",
     "agents_running",
     "await_report",
     "collect_report",
     "deliver_report",
+    "next_agent_call",
     "notification_text",
     "outstanding",
+    "refuse_agent_calls",
+    "waiting_agent_calls",
 ]

@@ -79,6 +79,7 @@ class AgentsData:
     """What the agents layer keeps between steps."""
 
     reported: frozenset[str] = frozenset()  # background sub-agents whose end the parent was told of
+    admitted: tuple[str, ...] = ()  # this tool turn's Agent calls admitted to start (tool_use ids, in order)
 
 
 class AgentsRun(SharedData, Protocol):

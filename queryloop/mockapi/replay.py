@@ -2,24 +2,52 @@
 
 Owns :data:`SCRIPT_BY_EVENT`, the declarative table from an event to what the server
 must answer to make it happen (a 529 for ``overloaded``, a prompt-too-long 400 for
-``context_overflowed``, a ``max_tokens`` stop for ``truncated`` …) or why no scenario
-can make it happen; :data:`PLAIN_GUARDS`, the value each guard takes in a plain offline
-run (no escalation, no MCP server, no hooks, a small transcript); and
-:class:`ScenarioReplayer`, which restricts ``queryloop check``'s counterexample search to
-runs a scenario can play and writes them (``check --counterexamples DIR``). Waits are
-scaled down: every scripted error asks for a retry after 1 ms. A run searched at a
-``max_turns`` or ``max_retries`` other than the default says it in the scenario's ``cli``
-section; every other param replays at the machine's default.
+``context_overflowed``, a ``max_tokens`` stop for ``truncated`` …), what the run's tracked
+data decides, or why no scenario can make it happen; :data:`PLAIN_GUARDS`, the value each
+guard takes in a plain offline run (no escalation, no MCP server, no hooks), the others
+being tracked along the run (:data:`TRACKED_GUARDS`); and :class:`ScenarioReplayer`, which
+restricts ``queryloop check``'s counterexample search to runs a scenario can play and
+writes them (``check --counterexamples DIR``). Waits are scaled down: every scripted error
+asks for a retry after 1 ms. A run searched at a ``max_turns`` or ``max_retries`` other
+than the default says it in the scenario's ``cli`` section; every other param replays at
+the machine's default.
 
-The one choice a scenario makes beyond its answers is its fallback chain
-(``fallback_models``, at most 3: :data:`FALLBACK_MODELS`). The realiser tracks it along
-the run: ``fallback_available`` is True exactly while a declared fallback model remains,
-an edge running ``switch_to_fallback_model`` moves the run to the next one, and the run
-stays there (every later request — a retry, a summary, the next turn — goes to that model,
-as ``handlers/request/recovery.py`` keeps it). How many the scenario declares is fixed
-lazily by the run: as many as it switches to, or needs left. Each scripted answer is
-written under the model its request goes to. It does not search (``fsm.verify.counterexample``
-does) and does not serve (``queryloop.mockapi.server`` does).
+The choices a scenario makes beyond its answers, each fixed lazily by the run (the first
+step that needs it), each tracked along it (:class:`_Run`):
+
+* its fallback chain (``fallback_models``, at most 3: :data:`FALLBACK_MODELS`):
+  ``fallback_available`` is True exactly while a declared fallback model remains, an edge
+  running ``switch_to_fallback_model`` moves the run to the next one, and the run stays
+  there (every later request — a retry, a summary, the next turn — goes to that model, as
+  ``handlers/request/recovery.py`` keeps it). Each scripted answer is written under the
+  model its request goes to;
+* its primary model, fixed by the first context check: ``mock-primary`` (a 200 000-token
+  window: every check is ``within_threshold``) or :data:`SMALL_MODEL` with
+  :data:`SYSTEM_PAD` appended to the system prompt (``cli.append_system_prompt``), so that
+  the system prompt and tools alone are over the auto-compact threshold (80 % of an
+  8 000-token window less its 4 096-token output reserve): every check is
+  ``over_threshold`` until the run switches to a fallback model. There each reply kept in
+  the transcript carries :data:`REPLY_PAD`, so that every API-round group is over the tenth
+  of the window an auto-compaction keeps verbatim: it keeps exactly the newest group. The
+  auto-compaction's guards (``can_compact``, ``refill_thrashing``, ``can_drop_oldest_group``)
+  are then decided by the count of groups the run tracks, as the handlers count them; a
+  count past :data:`MAX_GROUPS` is too many to follow, and a decision that needs it is
+  refused. A run on ``mock-primary`` does not count them (nothing it can do reads them, and
+  a count of every round would tell apart runs that differ in nothing else: the searches
+  would not end), so a reactive compaction, whose guards read the rounds and the API's gap,
+  is not scripted;
+* its background sub-agents (one running at a time): a tool turn's reply gets an Agent call
+  (``run_in_background``) when ``agents_running`` must hold after it, and the child's one
+  request is answered by a rule routed on its system prompt (:data:`CHILD_MARK`) and its
+  prompt — a text answer (``agent_completed``) or a 400 (``agent_failed``), held
+  :data:`CHILD_HOLD_MS` so the parent's next steps come first. The report comes where the
+  run takes it: ``awaiting_agents`` waits for it; ``collecting_agent_reports`` finds it only
+  after the parent's request before it was held :data:`REPORT_HOLD_MS` (never in the tool
+  turn that launched it), and finds none only within :data:`QUICK_REQUESTS` parent requests
+  of the launch. A timeout is never scripted (the agents' time limit is 30 minutes).
+
+It does not search (``fsm.verify.counterexample`` does) and does not serve
+(``queryloop.mockapi.server`` does).
 """
 
 from __future__ import annotations
@@ -39,17 +67,29 @@ from queryloop.fsm.verify.paths import PlannedStep
 from .scenario import parse_scenario
 
 __all__ = [
+    "CHILD_HOLD_MS",
+    "CHILD_MARK",
     "FALLBACK_MODELS",
+    "MAX_GROUPS",
     "MODEL",
     "PLAIN_GUARDS",
+    "QUICK_REQUESTS",
+    "REPLY_PAD",
+    "REPORT_HOLD_MS",
     "SCRIPT_BY_EVENT",
+    "SMALL_MODEL",
     "SWITCH_MODEL",
+    "SYSTEM_PAD",
+    "TRACKED_GUARDS",
     "Script",
     "ScenarioReplayer",
     "scenario_of",
 ]
 
 MODEL = "mock-primary"
+SMALL_MODEL = "mock-small-context"
+"""The primary model of a run that passes the auto-compact threshold (handlers/request/services/models.yaml: an
+8 000-token window, 4 096 output tokens at most, so an effective window of 3 904 and a threshold of 3 123)."""
 FALLBACK_MODELS = ("mock-fallback-1", "mock-fallback-2", "mock-fallback-3")
 """The fallback chain a scenario may declare, in the order a run switches to them (at most 3, as the CLI takes)."""
 SWITCH_MODEL = "switch_to_fallback_model"
@@ -58,6 +98,30 @@ CHAIN_GUARD = "fallback_available"  # decided by the chain a scenario declares, 
 CLI_PARAMS = ("max_turns", "max_retries")  # params a scenario's `cli` section sets; the rest replay at their defaults
 READ_FILE = "counterexample.txt"  # the file a scripted tool call reads
 FAST = {"retry-after-ms": "1"}  # a scripted failure's wait, scaled down from seconds to a millisecond
+SYSTEM_PAD = (
+    "This paragraph is padding appended to the system prompt of a replayed counterexample, so that the "
+    "system prompt and the tools alone are over the auto-compact threshold of mock-small-context. "
+) * 48
+"""``cli.append_system_prompt`` of a run on :data:`SMALL_MODEL`: about 2 700 tokens, over the threshold (3 123) by
+far with the default system prompt and tools (about 1 900 more)."""
+REPLY_PAD = " " + ("This sentence pads a scripted reply, so that its round is over what a compaction keeps. " * 24)
+"""Appended to each reply a run on :data:`SMALL_MODEL` keeps: about 540 tokens, over the 390 (a tenth of the
+effective window) an auto-compaction keeps verbatim, so it keeps exactly the newest round."""
+CHILD_MARK = "Who directs you: the agent that started you"
+"""Opens every sub-agent's system prompt context (``queryloop.run.subagents.CHILD_CONTEXT``) and no parent's: the
+rules that answer a sub-agent's requests are routed on it."""
+CHILD_HOLD_MS = 1500
+"""A sub-agent's answer is held this long: the parent's next steps (at most :data:`QUICK_REQUESTS` requests) come
+first."""
+REPORT_HOLD_MS = CHILD_HOLD_MS + 2500
+"""A parent request whose tool turn must find the sub-agent ended is held this long."""
+QUICK_REQUESTS = 4
+"""Parent requests after a launch during which its sub-agent is surely still running (its answer is held)."""
+MAX_GROUPS = 4
+"""API-round groups the realiser counts exactly; past it, a decision that needs the count is refused."""
+KEEP_TURNS = 3  # a compaction fewer tool turns after the one before is rapid (handlers/context/measuring.py)
+_REFUSED_CALL = "agent_launch_refused"  # the reason of an Agent call of agent_call_waiting that starts no agent
+_REPORTS = ("agent_completed", "agent_failed")
 
 
 @attrs.frozen(kw_only=True)
@@ -66,11 +130,13 @@ class Script:
 
     ``ambient``: a plain offline run takes it on its own (nothing scripted); ``answer``: the
     server answers the request with ``step``; ``reply``: a complete reply arrives, shaped by
-    the ``shape`` event after it; ``shape``: the fields of that reply; ``never``: no
+    the ``shape`` event after it; ``shape``: the fields of that reply; ``call``: the tool
+    turn's reply gets one more Agent call; ``tracked``: the run's tracked data decides whether
+    it happens (its model's window, its sub-agent's answer and timing); ``never``: no
     scenario makes it happen (``why``).
     """
 
-    kind: Literal["ambient", "answer", "reply", "shape", "never"]
+    kind: Literal["ambient", "answer", "reply", "shape", "call", "tracked", "never"]
     step: Mapping[str, Any] = attrs.field(factory=dict)
     why: str = ""
 
@@ -94,6 +160,7 @@ def _error(status: int, message: str | None = None) -> Script:
 
 
 _AMBIENT = Script(kind="ambient")
+_TRACKED = Script(kind="tracked")
 _TOO_LONG = "prompt is too long: {n} tokens > 1000 maximum"
 
 SCRIPT_BY_EVENT: Mapping[str, Script] = {
@@ -114,13 +181,13 @@ SCRIPT_BY_EVENT: Mapping[str, Script] = {
     "stopped_by_hook": _never("needs a hook answering continue: false"),
     "stop_accepted": _AMBIENT,
     "stop_blocked": _never("needs a Stop hook"),
-    # context
-    "within_threshold": _AMBIENT,
-    "over_threshold": _never("needs a transcript past the auto-compact threshold"),
+    # context: the primary model's window decides (mock-primary: always within; mock-small-context: always over)
+    "within_threshold": _TRACKED,
+    "over_threshold": _TRACKED,
     "compacted": Script(kind="answer", step={"reply": {"content": [{"text": "Summary: a scripted summary."}]}}),
     "summary_too_long": _error(400, _TOO_LONG),
     "summary_failed_transiently": _error(529),
-    "summary_failed": _never("needs a summary request that fails for good or a PreCompact hook"),
+    "summary_failed": _error(403, "a scripted refusal of the summary request"),
     # request
     "replied": Script(kind="reply"),
     "failed_transiently": _error(500),
@@ -148,42 +215,52 @@ SCRIPT_BY_EVENT: Mapping[str, Script] = {
     "tools_denied_again": _never("needs a permission rule that denies"),
     "tools_already_done": _never("needs a ledger from an earlier process"),
     "tools_finished": _AMBIENT,
-    # agents
-    "agent_completed": _never("needs a background sub-agent"),
-    "agent_failed": _never("needs a background sub-agent"),
-    "agent_timed_out": _never("needs a background sub-agent"),
-    "no_agent_report": _AMBIENT,
+    # agents: the tool turn's reply holds an Agent call; its child is answered by a rule (see the module's doc)
+    "agent_call_waiting": Script(kind="call"),
+    "agent_calls_admitted": _AMBIENT,
+    "agent_completed": _TRACKED,
+    "agent_failed": _TRACKED,
+    "agent_timed_out": _never("needs a sub-agent past its time limit (30 minutes; a scenario cannot set it)"),
+    "no_agent_report": _TRACKED,
     # every state
     "aborted": _never("needs an interrupt"),
 }
 """What the server scripts for each event of ``machines/query_loop.yaml`` (an event missing here is not replayable)."""
 
+TRACKED_GUARDS: Mapping[str, str] = {
+    "fallback_available": "a fallback model of the chain the scenario declares remains",
+    "can_compact": "the transcript has at least 2 API-round groups (auto-compaction is on)",
+    "refill_thrashing": "the last two compactions each came under 3 tool turns after the one before, and so would this",
+    "can_drop_oldest_group": "the part being summarised has at least 2 groups",
+    "agents_running": "the run's background sub-agent has not been reported yet",
+}
+"""The guards the run's tracked data decides, and how (:class:`_Run`)."""
+
 PLAIN_GUARDS: Mapping[str, bool | None] = {
-    "fallback_available": False,  # no --fallback-model; a run that needs one declares its chain (_Chain)
     "escalation_configured": False,  # no escalated max_tokens
-    "can_compact": None,  # depends on the transcript's size
-    "refill_thrashing": False,
-    "has_staged_collapses": False,
+    "has_staged_collapses": False,  # the scripted tool results are far from the 4,000 characters a collapse needs
     "old_results_clearable": False,  # the scripted calls' results are far from 10,000 tokens
-    "can_drop_oldest_group": None,
+    "checkpoint_taken": False,  # the scripted calls are a Read and an Agent call
+    "retry_after_over_cap": False,  # every scripted retry-after is 1 ms
+    # a reactive compaction: whether one is tried, and what it keeps, reads the API's gap and every round's size
     "nothing_older_to_summarise": None,
     "can_keep_more_rounds": None,
-    "checkpoint_taken": False,  # the scripted call is a Read
-    "retry_after_over_cap": False,  # every scripted retry-after is 1 ms
-    "agents_running": False,
+    **dict.fromkeys(TRACKED_GUARDS),
 }
-"""Each guard's value in a plain offline run of a scenario; None: it depends on data no scenario fixes."""
+"""Each guard's value in a plain offline run of a scenario; None: the run's tracked data decides it (TRACKED_GUARDS)
+or, for the others, no scenario fixes it."""
 
 
 def _refusal(step: PlannedStep) -> str | None:
+    """Why no scenario makes ``step`` happen, whatever the run did before it (None: some run may)."""
     script = SCRIPT_BY_EVENT.get(step.event)
     if script is None:
         return f"event {step.event!r} has no script"
     if script.kind == "never":
         return f"event {step.event!r} {script.why}"
     for guard, value in step.guards.items():
-        if guard == CHAIN_GUARD:
-            continue  # the chain decides it, along the run
+        if guard in TRACKED_GUARDS:
+            continue  # the run's data decides it, along the run
         plain = PLAIN_GUARDS.get(guard)
         if plain is None:
             return f"guard {guard!r} must be {value}, which no scenario fixes"
@@ -205,11 +282,6 @@ class _Chain:
     fixed: bool = False
 
     @property
-    def model(self) -> str:
-        """The model the run's requests go to now (a switch is for the rest of the run)."""
-        return FALLBACK_MODELS[self.used - 1] if self.used else MODEL
-
-    @property
     def declared(self) -> tuple[str, ...]:
         return FALLBACK_MODELS[: self.least]
 
@@ -227,72 +299,381 @@ class _Chain:
             if least > used:
                 return f"guard {CHAIN_GUARD!r} must be False, but an earlier step needed a fallback model left"
             fixed = True
-        if (step.transition.do or "").rpartition(".")[2] == SWITCH_MODEL:
+        if _handler(step) == SWITCH_MODEL:
             if fixed or used >= len(FALLBACK_MODELS):
                 return f"{step.reason!r} switches to the next fallback model, and none is left"
             used += 1
             least = max(least, used)
+        if (used, least, fixed) == (self.used, self.least, self.fixed):
+            return self
         return _Chain(used=used, least=least, fixed=fixed)
 
 
-class _ScenarioRun:
-    """The realiser of a scenario's run: a step happens only if the table scripts it, its guards
-    hold in a plain offline run, and a fallback chain of at most 3 models allows it."""
+@attrs.frozen
+class _Run:
+    """What later steps of a scenario's run depend on: the chain, the primary model, the transcript's API-round
+    groups, the compaction in progress and the ones before, and the background sub-agent."""
 
-    def start(self) -> _Chain:
-        return _Chain()
+    chain: _Chain = _Chain()
+    small: bool | None = None  # every check is over the threshold (on SMALL_MODEL, not switched); None: not fixed yet
+    groups: int = 1  # API-round groups (1: the prompt's); MAX_GROUPS + 1: too many to follow; 0: not counted
+    plan: int = 0  # groups of the part the compaction in progress summarises (0: none; -1: too many to follow)
+    gaps: tuple[int, ...] = ()  # tool turns between the last two compactions and the ones before (capped at 3)
+    since: int = 0  # tool turns since the last compaction or the start (capped at 3)
+    agent: bool = False  # a background sub-agent was launched and not reported yet
+    quick: int = 0  # parent requests since its launch (capped at QUICK_REQUESTS + 1)
+
+    @property
+    def model(self) -> str:
+        """The model the run's requests go to now (a switch is for the rest of the run)."""
+        if self.chain.used:
+            return FALLBACK_MODELS[self.chain.used - 1]
+        return SMALL_MODEL if self.small else MODEL
+
+    @property
+    def over(self) -> bool:
+        """Every context check of the run is over the auto-compact threshold now."""
+        return bool(self.small) and not self.chain.used
+
+
+def _handler(step: PlannedStep) -> str:
+    return (step.transition.do or "").rpartition(".")[2]
+
+
+def _more(groups: int) -> int:
+    return min(groups + 1, MAX_GROUPS + 1)
+
+
+# what each edge handler does to the groups (handlers/output, handlers/tools: a reply kept is a new group)
+_NEW_GROUP = frozenset(
+    {
+        "record_tool_request",
+        "record_answer",
+        "continue_after_truncation",
+        "report_malformed_tool_use",
+        "continue_paused_turn",
+    }
+)
+_TOOL_TURN = frozenset({"record_tool_results", "record_tool_results_at_turn_limit"})
+_PLAN_ENDS = frozenset({"note_compaction_failure", "surface_prompt_too_long"})
+# the steps that change what the run tracks, or read it (any other step leaves it as it was)
+_TRACKED_HANDLERS = (
+    _NEW_GROUP
+    | _TOOL_TURN
+    | _PLAN_ENDS
+    | {
+        "plan_compaction",
+        "drop_oldest_group",
+        "apply_compaction",
+        "apply_manual_compaction",
+        SWITCH_MODEL,
+    }
+)
+_TRACKED_EVENTS = frozenset(
+    {"within_threshold", "over_threshold", "agent_call_waiting", "tools_finished", "no_agent_report", *_REPORTS}
+)
+
+
+class _Realiser:
+    """What makes each step of a scenario's run happen, from what the run did before it (:class:`_Run`)."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.admits = "agent_call_waiting" in spec.events  # Agent calls are admitted one by one (admitting_agents)
+        self._kinds: dict[tuple[str, str, tuple[str, ...]], tuple[bool, bool]] = {}
+
+    def options(self, run: _Run, step: PlannedStep, *, refused: bool = True) -> list[tuple[_Run, Any]] | str:
+        """Every run after ``step`` (with the model that answers it, if a request does), or why none (``refused``:
+        whether to ask :func:`_refusal` first; the search has)."""
+        why = _refusal(step) if refused else None
+        if why is not None:
+            return why
+        answered, plain = self._kind(step)
+        if plain and not (answered and run.agent):
+            return [(run, run.model if answered else None)]  # the step changes nothing the run tracks
+        chain = run.chain.after(step)
+        if isinstance(chain, str):
+            return chain
+        after = run
+        for stage in (self._context, self._guards, self._agents, self._effect):  # each may refuse the step
+            staged = stage(after, step)
+            if isinstance(staged, str):
+                return staged
+            after = staged
+        if answered and after.agent:
+            after = attrs.evolve(after, quick=min(after.quick + 1, QUICK_REQUESTS + 1))
+        if chain is not run.chain:
+            after = attrs.evolve(after, chain=chain)
+            if chain.used and after.small:  # on a fallback model every check is within: as if the primary were
+                after = attrs.evolve(after, small=False)
+        if after.small is False and (after.since or after.gaps or after.groups):
+            # read only at over_threshold, never on a 200 000-token window: a count of every round would tell apart
+            # runs that differ in nothing a later step reads (and the searches would not end)
+            after = attrs.evolve(after, since=0, gaps=(), groups=0)
+        return [(after, run.model if answered else None)]
+
+    def _kind(self, step: PlannedStep) -> tuple[bool, bool]:
+        """Whether a request answers ``step``, and whether it is plain: no tracked guard, event or handler."""
+        key = (step.source, step.reason, tuple(step.guards))  # the guards consulted, those of earlier candidates too
+        found = self._kinds.get(key)
+        if found is None:
+            answered = SCRIPT_BY_EVENT[step.event].kind in ("answer", "shape")
+            tracked = set(step.guards) & set(TRACKED_GUARDS)
+            handler = _handler(step)
+            plain = not tracked and step.event not in _TRACKED_EVENTS and handler not in _TRACKED_HANDLERS
+            found = self._kinds[key] = (answered, plain)
+        return found
+
+    def _context(self, run: _Run, step: PlannedStep) -> _Run | str:
+        """The threshold's decision: fixed by the primary model (at the first check), then by the current one."""
+        if step.event not in ("within_threshold", "over_threshold"):
+            return run
+        over = step.event == "over_threshold"
+        if run.small is None:
+            return attrs.evolve(run, small=over)
+        if run.over == over:
+            return run
+        if over:
+            return f"{run.model}'s window is 200 000 tokens: no scripted transcript reaches its auto-compact threshold"
+        return f"on {SMALL_MODEL} every request is over the auto-compact threshold (the system prompt is padded)"
+
+    def _guards(self, run: _Run, step: PlannedStep) -> _Run | str:
+        for guard, value in step.guards.items():
+            if guard not in TRACKED_GUARDS or guard in (CHAIN_GUARD, "agents_running"):
+                continue  # a plain run's (_refusal), the chain's and the agents' (_agents)
+            held = self._guard(run, step, guard)
+            if held is None and not run.groups:
+                return f"guard {guard!r} reads the count of rounds, which a run on {MODEL} does not keep"
+            if held is None:
+                return f"guard {guard!r} reads a count of groups past {MAX_GROUPS}, too many to follow"
+            if isinstance(held, str):
+                return held
+            if held != value:
+                return f"guard {guard!r} must be {value}, but the run has it {held} ({TRACKED_GUARDS[guard]})"
+        return run
+
+    def _guard(self, run: _Run, step: PlannedStep, guard: str) -> bool | str | None:
+        """The value the run gives ``guard`` (None: it reads a count too large to follow; a string: untracked)."""
+        if guard == "can_compact":
+            return run.groups >= 2 if run.groups else None
+        if guard == "refill_thrashing":
+            return len(run.gaps) >= 2 and all(g < KEEP_TURNS for g in run.gaps) and run.since < KEEP_TURNS
+        if guard == "can_drop_oldest_group":
+            return None if run.plan < 0 else run.plan >= 2
+        return f"guard {guard!r} is not tracked"
+
+    def _agents(self, run: _Run, step: PlannedStep) -> _Run | str:
+        """A launch (an Agent call of this tool turn), a report, or none: one background sub-agent at a time."""
+        running = step.guards.get("agents_running")
+        if step.event == "agent_call_waiting":
+            if step.reason == _REFUSED_CALL:
+                return run  # at the cap: the call gets an error, no agent starts
+            if run.agent:
+                return "a second background sub-agent while one runs (a scenario times one at a time)"
+            return attrs.evolve(run, agent=True, quick=0)
+        if step.event == "tools_finished" and running is not None:
+            if running and not run.agent:
+                if self.admits:
+                    return "agents_running must be True, but this tool turn admitted no Agent call"
+                return attrs.evolve(run, agent=True, quick=0)  # this tool turn's reply held an Agent call
+            if not running and run.agent:
+                return "agents_running must be False, but the run's background sub-agent has not reported"
+            return run
+        if running is not None and running != run.agent:
+            return f"agents_running must be {running}, but the run has it {run.agent}"
+        if step.source == "collecting_agent_reports":
+            if step.event == "no_agent_report":
+                if not run.agent or run.quick > QUICK_REQUESTS:
+                    return (
+                        f"the sub-agent may have ended by now ({QUICK_REQUESTS} parent requests after its launch): "
+                        "its end cannot be timed"
+                    )
+                return run
+            if step.event in _REPORTS:
+                if not run.agent or run.quick == 0:
+                    return "a sub-agent cannot be timed to end within the tool turn that launched it"
+                return attrs.evolve(run, agent=False, quick=0)
+        if step.source == "awaiting_agents" and step.event in _REPORTS:
+            if not run.agent:
+                return "no background sub-agent to wait for"
+            return attrs.evolve(run, agent=False, quick=0)
+        return run
+
+    def _effect(self, run: _Run, step: PlannedStep) -> _Run | str:
+        """What the step's edge handler does to the groups and the compaction in progress."""
+        handler = _handler(step)
+        if handler in _NEW_GROUP:
+            return attrs.evolve(run, groups=_more(run.groups))
+        if handler in _TOOL_TURN:
+            return attrs.evolve(run, since=min(run.since + 1, KEEP_TURNS))
+        if handler == "plan_compaction":
+            return attrs.evolve(run, plan=run.groups - 1 if 0 < run.groups <= MAX_GROUPS else -1)
+        if handler == "drop_oldest_group":
+            if run.plan < 2:
+                return "no group of the summarised part to drop"
+            return attrs.evolve(run, plan=run.plan - min(max(1, run.plan // 3), run.plan - 1))
+        if handler in ("apply_compaction", "apply_manual_compaction"):
+            # the summary, then the newest group (every round is over what is kept: REPLY_PAD)
+            if run.plan == 0:
+                return "a compaction applied with none planned"
+            return attrs.evolve(run, groups=2, plan=0, gaps=(*run.gaps, run.since)[-2:], since=0)
+        if handler in _PLAN_ENDS:
+            return attrs.evolve(run, plan=0)
+        return run
+
+
+class _ScenarioRun:
+    """The realiser of a scenario's run (:class:`~queryloop.fsm.verify.paths.Realiser`): a step happens only if
+    the table scripts it, its fixed guards hold in a plain offline run, and the run's tracked data allows it."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.realiser = _Realiser(spec)
+
+    def start(self) -> _Run:
+        return _Run()
 
     def refuse(self, step: PlannedStep) -> str | None:
         return _refusal(step)
 
-    def advance(self, data: _Chain, step: PlannedStep) -> Iterable[tuple[_Chain, Any]]:
-        if _refusal(step) is not None:
-            return ()
-        after = data.after(step)
-        if isinstance(after, str):
-            return ()
-        answered = SCRIPT_BY_EVENT[step.event].kind in ("answer", "shape")
-        return ((after, data.model if answered else None),)  # the note: the model that answers the step
+    def advance(self, data: _Run, step: PlannedStep) -> Iterable[tuple[_Run, Any]]:
+        found = self.realiser.options(data, step, refused=False)  # the search asked refuse() first
+        return () if isinstance(found, str) else found  # the note: the model that answers the step
 
 
-def _script(steps: Sequence[PlannedStep]) -> tuple[_Chain, dict[str, list[dict[str, Any]]]]:
-    """Each model's scripted answers along ``steps``, and the chain at the end (ValueError: the first step no
-    scenario plays)."""
-    chain = _Chain()
-    answers: dict[str, list[dict[str, Any]]] = {MODEL: []}
-    pending = False
+def _realise(spec: MachineSpec, steps: Sequence[PlannedStep]) -> list[_Run]:
+    """The run's data before each step and after the last (ValueError: the first step no scenario plays)."""
+    realiser = _Realiser(spec)
+    layers: list[dict[_Run, _Run | None]] = [{_Run(): None}]
     for i, step in enumerate(steps, 1):
-        why = _refusal(step)
-        after = chain.after(step) if why is None else why
-        if isinstance(after, str):
-            raise ValueError(f"step {i} ({step.reason}): {after}")
+        layer: dict[_Run, _Run | None] = {}
+        why = ""
+        for run in layers[-1]:
+            found = realiser.options(run, step)
+            if isinstance(found, str):
+                why = why or found
+                continue
+            for after, _ in found:
+                layer.setdefault(after, run)
+        if not layer:
+            raise ValueError(f"step {i} ({step.reason}): {why}")
+        layers.append(layer)
+    back: _Run | None = next(iter(layers[-1]))
+    runs: list[_Run] = []
+    for layer in reversed(layers):
+        assert back is not None
+        runs.append(back)
+        back = layer[back]
+    runs.reverse()
+    return runs
+
+
+def _agent_call(n: int) -> dict[str, Any]:
+    prompt = f"[sub-agent {n}] Answer in one line."
+    description = f"counterexample sub-agent {n}"
+    return {
+        "tool_use": {
+            "name": "Agent",
+            "input": {"description": description, "prompt": prompt, "run_in_background": True},
+        }
+    }
+
+
+def _child_rule(n: int) -> dict[str, Any]:
+    """The rule answering sub-agent ``n``'s one request: an answer (its report: completed), held."""
+    when = {"system_contains": CHILD_MARK, "first_user_contains": f"[sub-agent {n}]"}
+    return {
+        "when": when,
+        "times": 1,
+        "reply": {"content": [{"text": f"Sub-agent {n}'s scripted answer."}]},
+        "delay_ms": CHILD_HOLD_MS,
+    }
+
+
+def _padded(answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` (a reply the transcript keeps) with :data:`REPLY_PAD` in its first text or thinking block."""
+    content = answer["reply"]["content"]
+    first = content[0] if content else {}
+    for key in ("text", "thinking"):
+        if key in first:
+            first[key] += REPLY_PAD
+            return answer
+    content.insert(0, {"text": REPLY_PAD.strip()})
+    return answer
+
+
+@attrs.frozen(kw_only=True)
+class _Written:
+    """What a run's scenario holds: each model's answers, the sub-agents' rules, and the run's end."""
+
+    end: _Run
+    primary: str
+    answers: dict[str, list[dict[str, Any]]]
+    rules: list[dict[str, Any]]
+    agents: int
+
+
+def _script(spec: MachineSpec, steps: Sequence[PlannedStep]) -> _Written:
+    """Each model's scripted answers along ``steps``, the sub-agents' rules, and the run at the end (ValueError:
+    the first step no scenario plays)."""
+    runs = _realise(spec, steps)
+    end = runs[-1]
+    small = next((s.event == "over_threshold" for s in steps if s.source == "checking_context"), False)
+    primary = SMALL_MODEL if small else MODEL
+    answers: dict[str, list[dict[str, Any]]] = {primary: []}
+    rules: list[dict[str, Any]] = []
+    pending = False
+    tool_reply: list[dict[str, Any]] = []  # the content of this tool turn's reply (an Agent call may join it)
+    last: dict[str, Any] = {}  # the last answer of the parent's requests (held when a report must come after it)
+    child: dict[str, Any] = {}
+    agents = 0
+    for i, step in enumerate(steps):
+        before, after = runs[i], runs[i + 1]
         script = SCRIPT_BY_EVENT[step.event]
         if pending and script.kind != "shape":
-            raise ValueError(f"step {i} ({step.reason}): a reply must be shaped by the event after it")
+            raise ValueError(f"step {i + 1} ({step.reason}): a reply must be shaped by the event after it")
         if script.kind == "reply":
             pending = True
-        elif script.kind == "shape":
-            if not pending:
-                raise ValueError(f"step {i} ({step.reason}): {step.event!r} follows no reply")
-            answers.setdefault(chain.model, []).append(copy.deepcopy(dict(script.step)))
+        elif script.kind in ("shape", "answer"):
+            if script.kind == "shape" and not pending:
+                raise ValueError(f"step {i + 1} ({step.reason}): {step.event!r} follows no reply")
+            last = copy.deepcopy(dict(script.step))
+            if script.kind == "shape" and small:
+                last = _padded(last)
+            model = FALLBACK_MODELS[before.chain.used - 1] if before.chain.used else primary
+            answers.setdefault(model, []).append(last)
             pending = False
-        elif script.kind == "answer":
-            answers.setdefault(chain.model, []).append(copy.deepcopy(dict(script.step)))
-        chain = after
-    return chain, answers
+            if step.event == "asked_for_tools":
+                tool_reply = last["reply"]["content"]
+        launched = after.agent and not before.agent
+        if step.event == "agent_call_waiting" or launched:
+            agents += 1
+            tool_reply.append(_agent_call(agents))
+            if launched:
+                child = _child_rule(agents)
+                rules.append(child)
+        if before.agent and not after.agent:  # its report
+            if step.event == "agent_failed":
+                del child["reply"]
+                child["error"] = {"status": 400, "message": "a scripted invalid request of a sub-agent"}
+            if step.source == "collecting_agent_reports":
+                last["delay_ms"] = REPORT_HOLD_MS  # the tool turn after it finds the sub-agent ended
+    return _Written(end=end, primary=primary, answers=answers, rules=rules, agents=agents)
 
 
 def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, Any]:
     """``example``'s run as a scenario document (raises ValueError naming the first step no scenario plays).
 
     The primary model answers until the run switches; each fallback model it declares then
-    answers the requests that go to it, in order.
+    answers the requests that go to it, in order; each sub-agent's one request is answered by a rule.
     """
     if example.run is None:
         raise ValueError(f"no run to write: {example.why}")
-    chain, answers = _script(example.run.steps)
+    written = _script(spec, example.run.steps)
+    end, primary = written.end, written.primary
     reasons = " ".join(example.run.reasons)
-    cli: dict[str, Any] = {"prompt": "Replay the counterexample.", "allowed_tools": ["Read"]}
+    tools = ["Read", "Agent"] if written.agents else ["Read"]
+    cli: dict[str, Any] = {"prompt": "Replay the counterexample.", "allowed_tools": tools}
+    if primary == SMALL_MODEL:
+        cli["append_system_prompt"] = SYSTEM_PAD
     defaults = spec.param_defaults
     for param in CLI_PARAMS:  # a run searched at `--set max_turns=N` replays at N
         value = example.params.get(param)
@@ -303,15 +684,18 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
         "scenario": name,
         "doc": f"counterexample of `queryloop check` on {spec.path}: {example.shows}. "
         f"Finding: {example.finding.message} Reasons: {reasons}",
-        "model": MODEL,
+        "model": primary,
     }
-    if chain.declared:
-        document["fallback_models"] = list(chain.declared)
+    declared = end.chain.declared
+    if declared:
+        document["fallback_models"] = list(declared)
+    document.update({"cli": cli, "files": {READ_FILE: "read by the scripted tool call\n"}})
+    if written.rules:  # a sub-agent's further request (it diverged) fails it rather than eat the parent's answers
+        diverged = {"status": 400, "message": "the counterexample's script is exhausted: the sub-agent diverged"}
+        document["rules"] = [*written.rules, {"when": {"system_contains": CHILD_MARK}, "error": diverged}]
     document.update(
         {
-            "cli": cli,
-            "files": {READ_FILE: "read by the scripted tool call\n"},
-            "models": {model: answers.get(model, []) for model in (MODEL, *chain.declared)},
+            "models": {model: written.answers.get(model, []) for model in (primary, *declared)},
             "otherwise": {
                 "error": {"status": 500, "message": "the counterexample's script is exhausted: the run diverged"}
             },
@@ -325,11 +709,11 @@ class ScenarioReplayer:
     """The program's :class:`~queryloop.fsm.verify.counterexample.Replayer`: scenarios for the embedded server."""
 
     def realiser(self, spec: MachineSpec) -> _ScenarioRun:
-        return _ScenarioRun()
+        return _ScenarioRun(spec)
 
     def unscriptable(self, spec: MachineSpec, steps: Sequence[PlannedStep]) -> str | None:
         try:
-            _script(steps)
+            _script(spec, steps)
         except ValueError as exc:
             return str(exc)
         return None

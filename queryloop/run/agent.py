@@ -230,6 +230,19 @@ def _offers_agents(options: AgentOptions, program: Program) -> bool:
     return AGENT_TOOL not in hidden_tools(options.permissions.rules)
 
 
+def _machine_params(options: AgentOptions, program: Program) -> dict[str, Any]:
+    """The params the run's machine is given: what was set, and at the last depth of the machine's ``children:
+    agents`` a cap of 0 on the counter that admits each start, so the machine itself refuses any Agent call
+    there (such a run offers no Agent tool either; ``queryloop check`` composes a child's run at that cap)."""
+    params = run_params(options)
+    children = next((c for c in program.spec.children if c.name == "agents"), None)
+    if children is not None and options.agents.spawn_depth >= children.depth:
+        cap = program.spec.counter_map[children.starts].cap
+        if isinstance(cap, str):
+            params[cap] = 0
+    return params
+
+
 def open_sandbox(options: AgentOptions) -> Sandbox | None:
     """The run's sandbox when the settings enable it and bubblewrap starts here; None otherwise.
 
@@ -467,7 +480,6 @@ class AgentRun:
                 ),
                 definitions=options.agents.definitions,
                 max_running=int(program.spec.param_defaults["max_running_agents"]),
-                max_per_turn=1,  # set from the run's params below, with max_running and max_turns
                 max_turns=None,
                 timeout_s=options.agents.timeout_s,
                 mcp=mcp,
@@ -512,7 +524,6 @@ class AgentRun:
             params = self.runner.final.params
             (children,) = (c for c in program.spec.children if c.name == "agents")  # _offers_agents: there is one
             self.subagents.max_running = int(params["max_running_agents"])
-            self.subagents.max_per_turn = int(params[children.starts])
             turns = params.get(children.steps)
             self.subagents.max_turns = None if turns is None else int(turns)
         self.started = time.monotonic()
@@ -524,7 +535,7 @@ class AgentRun:
             self.program,
             data=_initial_data(options, self.services, self._adopted) if state is None else None,
             services=self.services,
-            params=run_params(options),
+            params=_machine_params(options, self.program),
             state=state,
             on_publish=self._published if self.observers else None,
             # nothing to tell of a step (no trace, transcript, telemetry or observer; all are set by now): no call

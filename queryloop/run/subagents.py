@@ -98,7 +98,6 @@ class Subagents:
         start_run: StartRun,
         definitions: tuple[AgentDefinition, ...],
         max_running: int,
-        max_per_turn: int,
         max_turns: int | None,
         timeout_s: float,
         mcp: McpManager | None,
@@ -110,10 +109,8 @@ class Subagents:
         self.start_run = start_run
         self.definitions = {d.name: d for d in definitions}
         self.max_running = max_running
-        self.max_per_turn = max_per_turn  # agents one tool turn may start (the machine's children: starts)
         self.max_turns = max_turns  # a child's tool turns at most (children: turns); None: no limit
         self.timeout_s = timeout_s
-        self._turn, self._started_in_turn = "", 0  # the tool turn calls come from, and the agents it started
         self.mcp = mcp
         self.publish = publish
         self.trace_parent = trace_parent  # the exported context an Agent call's child nests in (none: not exported)
@@ -141,20 +138,9 @@ class Subagents:
                 ),
                 is_error=True,
             )
-        if ctx.turn != self._turn:
-            self._turn, self._started_in_turn = ctx.turn, 0
-        if self._started_in_turn >= self.max_per_turn:
-            return ToolOutput(
-                content=(
-                    f"Not started: this turn started {self._started_in_turn} agents already, the most one turn may "
-                    f"start (max_agents_per_turn is {self.max_per_turn}); start it in a later turn"
-                ),
-                is_error=True,
-            )
         left = self.budget_left()
         if left is not None and left <= 0:
             return ToolOutput(content="Not started: the run reached its --max-budget-usd limit", is_error=True)
-        self._started_in_turn += 1  # counted before anything awaits: parallel calls of the turn see it
         child = self._child(definition, tool_input, ctx.call_id, background)
         self.children[child.agent_id] = child
         self._write_meta(child)

@@ -64,6 +64,7 @@ class CliRun:
             "context_ok",
             "reply_received",
             "permission_granted",
+            "tool_calls_admitted",
             "stop_hooks_passed",
         }
     )

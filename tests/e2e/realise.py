@@ -39,6 +39,7 @@ import yaml
 
 from queryloop.fsm import Step
 from queryloop.fsm.verify.paths import PlannedPath, PlannedStep
+from queryloop.handlers.context.compacting import KEEP_RECENT_FRACTION
 from queryloop.handlers.context.services.compaction import SUMMARY_MARKER, request_overhead_tokens
 from queryloop.handlers.mcp import McpServerConfig
 from queryloop.handlers.outcome import Notice
@@ -169,8 +170,8 @@ def _thrashing(f: Facts) -> bool:
 
 
 def _plan(f: Facts) -> tuple[int, int] | None:
-    """How plan_compaction splits the groups: the most recent whole ones that fit 30 % of the window are kept."""
-    keep = int(_window(f) * 0.3)
+    """How plan_compaction splits the groups: the most recent whole ones that fit a tenth of the window are kept."""
+    keep = int(_window(f) * KEEP_RECENT_FRACTION)
     kept, total_lo, total_hi = 0, 0, 0
     for g in reversed(f.groups[1:]):
         lo, hi = _bounds(g)
@@ -250,6 +251,8 @@ class QueryLoopRealiser:
                 ("gating_tools", "tools_denied_again"): _denied_again,
                 ("gating_tools", "tools_already_done"): _replay,
                 ("gating_tools", "stopped_by_hook"): lambda f, s: [(f, (("hook", "PreToolUse", "stop"),))],
+                # the planned runs offer no Agent tool: every tool turn's admission has no Agent call to admit
+                ("admitting_agents", "agent_calls_admitted"): lambda f, s: [(f, ())],
                 ("running_tools", "tools_finished"): _tools_finished,
                 ("running_tools", "stopped_by_hook"): _post_tool_stop,
                 ("running_stop_hooks", "stop_accepted"): _stop_hook("accept"),

@@ -6,7 +6,10 @@ a scenario; the real CLI replays that scenario with ``--machine`` against the em
 (the real ``anthropic`` SDK over loopback), and its stream-json transitions must be exactly
 the reasons the checker printed. A run that falls back to another model replays on the
 fallback chain its scenario declares, and stays on the fallback model for its retries and its
-next turn. Also: a ``--machine`` file that does not load, and the clamp the worst-case wait
+next turn. A run through auto-compaction replays on mock-small-context, its system prompt padded
+past the threshold; a run through a background sub-agent's report replays with the child's one
+request answered by a rule (the parent's transitions are compared: a child's lines carry
+``parent_tool_use_id``). Also: a ``--machine`` file that does not load, and the clamp the worst-case wait
 per turn rests on.
 """
 
@@ -26,9 +29,9 @@ from queryloop import Message, QueryOptions, SystemMessage, query
 from queryloop.fsm.model.load import load_machine
 from queryloop.fsm.verify.check import Finding
 from queryloop.fsm.verify.counterexample import Counterexample
-from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, shortest_run
+from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.mockapi.replay import ScenarioReplayer
+from queryloop.mockapi.replay import REPORT_HOLD_MS, SMALL_MODEL, ScenarioReplayer
 
 from .harness import ROOT, CliRun, MockApi, cli_env, run_cli
 
@@ -52,6 +55,30 @@ def one_fallback_hop_and_two_requests_per_turn(document: dict[str, Any]) -> None
     # the shortest way to a third request in a turn: the switch to the one fallback model, then a stream fallback
     document["params"]["max_fallback_hops"]["default"] = 1
     document["figures"]["model_requests"]["max"] = 2
+
+
+def failures_counted_in_total(document: dict[str, Any]) -> None:
+    # only a success should reset the count of auto-compactions: without `consecutive`, one does not
+    del document["counters"]["auto_compact_failures"]["consecutive"]
+
+
+def made_up_ban(*reasons: str) -> Callable[[dict[str, Any]], None]:
+    def ban(document: dict[str, Any]) -> None:
+        document["properties"]["made_up_ban"] = {
+            "at_most": {"count": list(reasons), "per": "run", "max": 0},
+            "doc": "a made-up ban of an edge the shipped machine takes",
+        }
+
+    return ban
+
+
+def parent_reasons(run: CliRun) -> list[str]:
+    """The run's own transitions (a sub-agent's are tagged with the Agent call that started it)."""
+    return [
+        line["reason"]
+        for line in run.lines
+        if line.get("subtype") == "transition" and not line.get("parent_tool_use_id")
+    ]
 
 
 def printed_runs(stdout: str) -> list[tuple[list[str], int]]:
@@ -183,3 +210,61 @@ def test_a_backoff_longer_than_max_backoff_s_is_clamped_to_it(tmp_path: Path) ->
         messages = asyncio.run(run())
     retries = [m.data for m in messages if isinstance(m, SystemMessage) and m.subtype == "api_retry"]
     assert [r["retry_delay_ms"] for r in retries] == [2]
+
+
+def test_a_run_through_auto_compaction_replays_on_the_small_window_up_to_the_step_the_runtime_refuses(
+    tmp_path: Path,
+) -> None:
+    reasons, shown, run = counterexample(tmp_path, failures_counted_in_total)
+    assert reasons[shown] == "auto_compact_start" and "auto_compact_succeeded" in reasons[:shown]
+    scenario = yaml.safe_load((tmp_path / "counterexamples" / "query_loop-1.yaml").read_text(encoding="utf-8"))
+    assert scenario["model"] == SMALL_MODEL
+    # every check over the threshold: the first sends its one round as it is, each later one compacts
+    assert run.all_reasons == [*reasons[:shown], "internal_error"], run.stderr
+    assert "property 'compaction_failures_until_success' broken at run time" in run.stderr
+
+
+def test_a_head_truncation_replays_where_the_summarised_part_has_two_rounds(tmp_path: Path) -> None:
+    reasons, shown, run = counterexample(tmp_path, made_up_ban("compact_head_truncation_retry"))
+    assert reasons[shown] == "compact_head_truncation_retry"
+    assert run.all_reasons == [*reasons[:shown], "internal_error"], run.stderr
+
+
+def test_a_run_through_a_background_agents_report_replays_with_its_child_scripted(tmp_path: Path) -> None:
+    reasons, shown, run = counterexample(tmp_path, made_up_ban("agent_completion_reported"))
+    assert reasons[shown] == "agent_completion_reported" and reasons[shown - 1] == "agent_report_turn"
+    assert parent_reasons(run) == [*reasons[:shown], "internal_error"], run.stderr
+    (started,) = run.of("system", "task_started")
+    child = [
+        line["reason"]
+        for line in run.lines
+        if line.get("subtype") == "transition" and line.get("parent_tool_use_id") == started["tool_use_id"]
+    ]
+    assert child and child[-1] == "stop_hooks_passed", child  # the child's own run: its one answer
+
+
+def test_a_failed_childs_report_after_a_later_tool_turn_replays_with_that_turns_request_held(tmp_path: Path) -> None:
+    reasons, shown, run = counterexample(tmp_path, made_up_ban("agent_failure_collected"))
+    launch = reasons.index("next_turn_with_agents")
+    assert reasons[launch + 1] == "agents_still_running" and reasons[shown - 1] == "next_turn_with_agents"
+    scenario = yaml.safe_load((tmp_path / "counterexamples" / "query_loop-1.yaml").read_text(encoding="utf-8"))
+    assert scenario["models"]["mock-primary"][1]["delay_ms"] == REPORT_HOLD_MS
+    assert parent_reasons(run) == [*reasons[:shown], "internal_error"], run.stderr
+    (ended,) = run.of("system", "task_notification")
+    assert ended["status"] == "failed"
+
+
+def test_three_compactions_in_a_row_replay_to_the_refill_breaker(tmp_path: Path) -> None:
+    """A whole run of the shipped machine: three compactions each a tool turn after the one before."""
+    spec = load_machine(str(SHIPPED)).spec
+
+    replayer = ScenarioReplayer()
+    target = ("checking_context", "rapid_refill_breaker")
+    plan = plan_paths(spec, params=spec.param_defaults, realiser=replayer.realiser(spec), targets=[target])
+    found = plan.paths[target]
+    assert found.reasons.count("auto_compact_succeeded") == 2 and found.reasons[-1] == "rapid_refill_breaker"
+    example = Counterexample(finding=Finding(check="figure", message="a run into the breaker"), shows="", run=found)
+    scenario = replayer.write(spec, example, tmp_path / "breaker")
+    run = run_cli(["-p", "replay", "--scenario", str(scenario)], api=None, cwd=tmp_path)
+    assert run.all_reasons == list(found.reasons), run.stderr
+    assert run.result["terminal_reason"] == "rapid_refill_breaker"

@@ -10,12 +10,14 @@ planned path. Hooks are real subprocesses following a plan; aborts are injected 
 step (the run's generator is closed, or cancelled inside the prompt hooks), never by timing.
 A transition no run can take fails here with the reason: a finding, never a skip.
 
-The agents layer's transitions (and the two guarded edges into it) are not planned here: a
+The agents layer's transitions (and the two guarded edges into it) are not planned here, but
+for the admission every tool turn passes (``tool_calls_admitted``, and an interrupt there): a
 sub-agent is a concurrent run whose end the parent meets at a moment the abstraction of
-``realise`` does not model. ``tests/e2e/test_subagents.py`` takes each of them with a run
-scripted for it, and the coverage gate of ``tools/test.sh`` holds both files to every
-transition. So is ``microcompact``: it needs 10,000 tokens of old tool results, more than
-the abstraction's runs hold; ``tests/e2e/test_context_layer.py`` takes it.
+``realise`` does not model, and the planned runs offer no Agent tool.
+``tests/e2e/test_subagents.py`` takes each of them (an Agent call admitted, one refused at
+the cap) with a run scripted for it, and the coverage gate of ``tools/test.sh`` holds both
+files to every transition. So is ``microcompact``: it needs 10,000 tokens of old tool
+results, more than the abstraction's runs hold; ``tests/e2e/test_context_layer.py`` takes it.
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ from .realise import MCP_STATES, QueryLoopRealiser, RunPlan, build_run, play_cli
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("every_transition")]
 
 SPEC = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
-AGENT_STATES = {s.name for s in SPEC.states if s.layer == "agents"}
+AGENT_STATES = {s.name for s in SPEC.states if s.layer == "agents"} - {"admitting_agents"}  # every tool turn's
+AGENT_CALLS = {"agent_launch_admitted", "agent_launch_refused"}  # the admission of an Agent call: a sub-agent's
 TARGETS = list(
     dict.fromkeys(
         (t.source, t.reason)
         for t in SPEC.transitions
         if t.source not in AGENT_STATES
         and t.dest not in AGENT_STATES  # tests/e2e/test_subagents.py takes these
+        and t.reason not in AGENT_CALLS  # and these
         and t.reason != "microcompact"  # tests/e2e/test_context_layer.py takes it
     )
 )

@@ -275,6 +275,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
         "reply_received",
         "tools_requested",
         "permission_granted",
+        "tool_calls_admitted",
         "tools_aborted",
     ]
     answered = [line["message"]["content"][0]["tool_use_id"] for line in lines if line["type"] == "user"]

@@ -282,7 +282,7 @@ def test_an_agent_that_ends_during_a_tool_turn_is_reported_after_its_results(
         )
         parent, _ = split(api.requests)
     assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL", run.stderr
-    turns = [r for r in run.reasons if r.startswith(("next_turn", "agent", "agents"))]
+    turns = [r for r in run.reasons if r.startswith(("next_turn", "agent", "agents")) and "_launch_" not in r]
     assert turns == ["next_turn_with_agents", "agents_still_running"] * 2 + ["next_turn_with_agents", event], turns
     notification = user_texts(parent[3])[-1]
     assert f"<status>{status}</status>" in notification
@@ -805,3 +805,7 @@ def test_at_the_machines_defaults_a_turn_starts_eight_agents_and_a_ninth_gets_an
     assert len(children) == 8
     errors = [json.dumps(r["content"]) for r in results_of(parent[1]) if r.get("is_error")]
     assert len(errors) == 1 and "max_agents_per_turn is 8" in errors[0]
+    # the machine admits them: eight counted edges, then the cap's edge refuses the ninth (no count in Python)
+    own = [line["reason"] for line in run.of("system", "transition") if not line.get("parent_tool_use_id")]
+    at = own.index("permission_granted")
+    assert own[at + 1 : at + 11] == ["agent_launch_admitted"] * 8 + ["agent_launch_refused", "next_turn"], own

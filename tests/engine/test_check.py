@@ -100,8 +100,10 @@ def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int])
     if caps.get("max_turns"):  # the explored runs are what a child at max_agent_turns = max_turns can do
         at = {**report.params, "max_agent_turns": caps["max_turns"]}
         composed = composed_figures(spec, at, report.symbolic_at_params)["agents"]
-        (children,) = spec.children  # a child (depth 1) starts none: explored without the edges `pending` guards
-        child = check_spec(without_guard(spec, str(children.pending)), caps)
+        # a child (depth 1) starts none: explored without the edges `pending` guards, at a `starts` cap of 0
+        (children,) = spec.children
+        starts_cap = str(spec.counter_map[children.starts].cap)
+        child = check_spec(without_guard(spec, str(children.pending)), {**caps, starts_cap: 0})
         explored = {
             k: report.worst_case[k] + composed.starts * child.worst_case_per_run[k]
             for k in composed.per_turn
@@ -415,19 +417,38 @@ def test_a_turn_with_its_agents_is_its_own_figure_plus_each_agents_whole_run() -
     assert f"model_requests there = {int(own)} + 8 × a run of at most 2 turns" in shown.stdout
 
 
-def test_a_children_entry_must_name_int_params_and_a_starts_limit_that_is_always_set() -> None:
-    text = _mutated("    starts: max_agents_per_turn\n", "    starts: max_agent_per_turn\n")
+def test_a_children_entry_must_name_a_counter_per_turn_with_a_cap_always_set_and_an_int_param() -> None:
+    """`starts` names the counter of the edge that admits each start: per turn (the step), its cap never null."""
+    for old, new, said in [
+        (
+            "    starts: agent_launches\n",
+            "    starts: agent_launch\n",
+            "names counter 'agent_launch', which is not declared",
+        ),
+        (
+            "    starts: agent_launches\n",
+            "    starts: api_retries\n",
+            "names counter 'api_retries', counted per request",
+        ),
+        ("    cap: max_agents_per_turn\n", "    cap: max_agent_turns\n", "whose cap 'max_agent_turns' may be null"),
+        (
+            "    steps: max_agent_turns\n",
+            "    steps: max_agent_turn\n",
+            "names param 'max_agent_turn', which is not declared",
+        ),
+        (
+            "    steps: max_agent_turns\n",
+            "    steps: max_retry_after_s\n",
+            "names param 'max_retry_after_s', not an int",
+        ),
+        ("    depth: 1\n", "    depth: 2\n", "depth"),
+    ]:
+        with pytest.raises(SpecError) as info:
+            parse_machine(_mutated(old, new), "mutant.yaml", bind=False)
+        assert said in str(info.value), (new, str(info.value))
     with pytest.raises(SpecError) as info:
-        parse_machine(text, "mutant.yaml", bind=False)
-    assert "children 'agents' `starts` names param 'max_agent_per_turn', which is not declared" in str(info.value)
-    assert "did you mean 'max_agents_per_turn'" in str(info.value)
-    text = _mutated("    starts: max_agents_per_turn\n", "    starts: max_agent_turns\n")
-    with pytest.raises(SpecError) as info:
-        parse_machine(text, "mutant.yaml", bind=False)
-    assert "names param 'max_agent_turns', which may be null" in str(info.value)
-    text = _mutated("    depth: 1\n", "    depth: 2\n")
-    with pytest.raises(SpecError):
-        parse_machine(text, "mutant.yaml", bind=False)
+        parse_machine(_mutated("    starts: agent_launches\n", "    starts: agent_launch\n"), "mutant.yaml", bind=False)
+    assert "did you mean 'agent_launches'" in str(info.value)
 
 
 def test_the_composed_bound_the_docs_quote_is_the_checkers() -> None:

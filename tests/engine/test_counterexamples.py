@@ -15,7 +15,18 @@ from queryloop.fsm.model.spec import MachineSpec
 from queryloop.fsm.verify.check import Finding, check_spec
 from queryloop.fsm.verify.counterexample import UNROLL, Counterexample, counterexamples, format_counterexample
 from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
-from queryloop.mockapi.replay import PLAIN_GUARDS, SCRIPT_BY_EVENT, ScenarioReplayer, scenario_of
+from queryloop.mockapi.replay import (
+    CHILD_HOLD_MS,
+    CHILD_MARK,
+    PLAIN_GUARDS,
+    REPLY_PAD,
+    REPORT_HOLD_MS,
+    SCRIPT_BY_EVENT,
+    SMALL_MODEL,
+    SYSTEM_PAD,
+    ScenarioReplayer,
+    scenario_of,
+)
 from queryloop.mockapi.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +55,14 @@ def figure_example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Mach
     return folder, spec, only(spec, "figure")
 
 
-def only(spec: MachineSpec, check: str) -> Counterexample:
+def only(spec: MachineSpec, check: str, about: str = "") -> Counterexample:
+    """The one counterexample of a ``check`` finding (whose message names ``about``, when given)."""
     report = check_spec(spec, explore=False)
-    found = [c for c in counterexamples(spec, report, replayer=ScenarioReplayer()) if c.finding.check == check]
+    found = [
+        c
+        for c in counterexamples(spec, report, replayer=ScenarioReplayer())
+        if c.finding.check == check and about in c.finding.message
+    ]
     assert len(found) == 1, [c.finding.message for c in found]
     return found[0]
 
@@ -88,17 +104,23 @@ def test_a_streak_a_break_does_not_reset_is_shown_counted_again_after_the_break(
     parse_scenario(yaml.safe_dump(scenario_of(load_machine(str(tmp_path / "mutant.yaml")).spec, example, name="s")))
 
 
-def test_a_streak_only_an_unscripted_success_resets_still_gets_its_run(tmp_path: Path) -> None:
-    """No scenario passes the auto-compact threshold: the abstract run is printed, with the step no scenario plays."""
+def test_a_streak_only_a_compaction_success_resets_gets_a_replayable_run_on_the_small_window(tmp_path: Path) -> None:
+    """Auto-compaction: the run is on mock-small-context, its system prompt padded past the auto-compact threshold."""
 
     def failures_counted_in_total(document: dict[str, Any]) -> None:
         del document["counters"]["auto_compact_failures"]["consecutive"]
 
-    example = only(mutated(tmp_path, failures_counted_in_total), "property")
-    assert example.run is not None and not example.replayable
+    spec = mutated(tmp_path, failures_counted_in_total)
+    example = only(spec, "property")
+    assert example.run is not None and example.replayable and not example.why
     shown = example.run.reasons[: example.run.taken_at + 1]
     assert shown[-1] == "auto_compact_start" and "auto_compact_succeeded" in shown
-    assert "needs a transcript past the auto-compact threshold" in example.why
+    assert shown[3] == "over_threshold_accepted", "one round: nothing to compact yet"
+    scenario = load_scenario(ScenarioReplayer().write(spec, example, tmp_path / "compaction"))
+    assert scenario.model == SMALL_MODEL and scenario.cli["append_system_prompt"] == SYSTEM_PAD
+    replies = [s for s in scenario.models[SMALL_MODEL].steps if s.kind == "reply"]
+    summaries = [s for s in replies if s.content[0].get("text", "").startswith("Summary:")]
+    assert len(summaries) == 2 and all(REPLY_PAD.strip() in s.content[0]["text"] for s in replies if s not in summaries)
 
 
 def test_a_streak_reset_by_an_edge_outside_broken_by_is_shown_reset_mid_streak(tmp_path: Path) -> None:
@@ -340,7 +362,8 @@ def test_a_tool_run_that_skips_the_gate_is_shown_as_a_replayable_run(tmp_path: P
     def ungated(document: dict[str, Any]) -> None:
         _edge_of(document, "tools_requested")["to"] = "running_tools"
 
-    example = only(mutated(tmp_path, ungated), "property")
+    spec = mutated(tmp_path, ungated)  # it skips the admission of Agent calls too: a second property broken
+    example = only(spec, "property", "tools_run_only_after_the_gate")
     assert example.run is not None and example.replayable and not example.why
     shown = example.run.steps[: example.run.taken_at + 1]
     assert shown[-1].reason == "tools_requested" and shown[-1].dest == "running_tools"
@@ -367,7 +390,7 @@ def test_an_edge_taken_without_the_guard_that_decides_it_is_shown_as_a_replayabl
     assert "retry_after_over_cap" not in example.run.steps[example.run.taken_at].guards
 
 
-@pytest.mark.slow  # the scripted search looks past its first give-up: about 5 s
+@pytest.mark.slow  # the scripted search looks past its first give-up: about 10 s (the runs on either window)
 def test_a_budget_broken_only_after_a_dozen_retries_still_gets_a_replayable_run(tmp_path: Path) -> None:
     """Ten retries of one request: past the first search's 30 000 nodes, the scripted run is looked for further."""
 
@@ -381,3 +404,105 @@ def test_a_budget_broken_only_after_a_dozen_retries_still_gets_a_replayable_run(
     assert example.run is not None and example.replayable and not example.why
     shown = example.run.reasons[: example.run.taken_at + 1]
     assert shown.count("api_retry") == 10 and shown[-1] == "api_retry"
+
+
+def test_on_the_small_window_the_pads_put_every_request_over_the_threshold_and_one_round_over_what_is_kept() -> None:
+    """What the compaction's scripted runs rest on, from the handlers' own numbers (the CLI run's defaults)."""
+    from queryloop.handlers.context.compacting import KEEP_RECENT_FRACTION
+    from queryloop.handlers.context.services.compaction import request_overhead_tokens
+    from queryloop.handlers.messages import message_tokens
+    from queryloop.handlers.request.services.pricing import model_info
+    from queryloop.handlers.tools import default_registry
+    from queryloop.run.defaults import AUTO_COMPACT_THRESHOLD, DEFAULT_SYSTEM_PROMPT, MAX_OUTPUT_TOKENS
+    from queryloop.run.subagents import CHILD_CONTEXT
+
+    info = model_info(SMALL_MODEL)
+    assert info is not None
+    window = info.context_window - min(MAX_OUTPUT_TOKENS, info.max_output_tokens)
+    tools = tuple(default_registry().api_definitions())
+    overhead = request_overhead_tokens(f"{DEFAULT_SYSTEM_PROMPT}\n\n{SYSTEM_PAD}", tools)
+    assert overhead > window * AUTO_COMPACT_THRESHOLD + 500, (overhead, window)
+    reply = {"role": "assistant", "content": [{"type": "text", "text": REPLY_PAD}]}
+    assert message_tokens(reply) > window * KEEP_RECENT_FRACTION + 100
+    assert CHILD_MARK in CHILD_CONTEXT  # the sub-agents' rules are routed on it, and no parent's system prompt has it
+
+
+def test_a_head_truncation_is_replayable_when_the_summarised_part_has_two_rounds(tmp_path: Path) -> None:
+    def no_head_truncation(document: dict[str, Any]) -> None:
+        document["properties"]["no_head_truncation"] = {
+            "at_most": {"count": ["compact_head_truncation_retry"], "per": "run", "max": 0},
+            "doc": "a made-up ban",
+        }
+
+    example = only(mutated(tmp_path, no_head_truncation), "property")
+    assert example.run is not None and example.replayable and not example.why
+    shown = example.run.steps[: example.run.taken_at + 1]
+    assert shown[-1].reason == "compact_head_truncation_retry" and shown[-1].guards["can_drop_oldest_group"]
+    # the prompt's round and two rounds more before the compaction: the one it keeps, and one older to drop
+    kept = [s for s in shown if s.reason in ("tools_requested", "malformed_tool_use_retry", "answer_recorded")]
+    assert len(kept) >= 2
+
+
+def made_up_ban(*reasons: str) -> Any:
+    def ban(document: dict[str, Any]) -> None:
+        document["properties"]["made_up_ban"] = {
+            "at_most": {"count": list(reasons), "per": "run", "max": 0},
+            "doc": "a made-up ban of an edge the shipped machine takes",
+        }
+
+    return ban
+
+
+def test_a_report_after_a_later_tool_turn_holds_that_turns_request_and_a_failed_child_gets_a_400(
+    tmp_path: Path,
+) -> None:
+    spec = mutated(tmp_path, made_up_ban("agent_failure_collected"))
+    example = only(spec, "property")
+    assert example.run is not None and example.replayable and not example.why
+    reasons = example.run.reasons
+    launch = reasons.index("next_turn_with_agents")
+    assert reasons[launch + 1] == "agents_still_running", "the tool turn that launched it finds it running"
+    document = scenario_of(spec, example, name="collected")
+    parse_scenario(yaml.safe_dump(document))
+    child, rest = document["rules"]
+    assert child["when"] == {"system_contains": CHILD_MARK, "first_user_contains": "[sub-agent 1]"}
+    assert child["error"]["status"] == 400 and child["delay_ms"] == CHILD_HOLD_MS and child["times"] == 1
+    assert rest["when"] == {"system_contains": CHILD_MARK} and "times" not in rest
+    first, second, *_ = document["models"]["mock-primary"]
+    assert [b["tool_use"]["name"] for b in first["reply"]["content"]] == ["Read", "Agent"]
+    assert "delay_ms" not in first and second["delay_ms"] == REPORT_HOLD_MS  # the next tool turn's: held
+    assert document["cli"]["allowed_tools"] == ["Read", "Agent"]
+
+
+def test_a_report_within_the_tool_turn_that_launched_its_agent_is_not_scripted() -> None:
+    spec = load_machine(str(SHIPPED)).spec
+
+    def step(seen: bool, s: PlannedStep) -> bool:
+        return seen or s.reason == "agent_completion_collected"
+
+    scripted = shortest_run(
+        spec, params=spec.param_defaults, start=False, step=step, shown=bool, realiser=ScenarioReplayer().realiser(spec)
+    )
+    assert isinstance(scripted, PlannedPath), scripted
+    launch = scripted.reasons.index("next_turn_with_agents")
+    assert scripted.reasons[launch + 1] == "agents_still_running"
+    assert scripted.reasons[scripted.taken_at - 1] == "next_turn_with_agents", "after a later tool turn"
+    # the report spliced in right after the launch: its end cannot be timed to come before the parent looks
+    early = [*scripted.steps[: launch + 1], scripted.steps[scripted.taken_at]]
+    why = ScenarioReplayer().unscriptable(spec, early)
+    assert why is not None and "cannot be timed to end within the tool turn that launched it" in why
+
+
+def test_the_admitted_call_is_the_tool_turns_agent_call() -> None:
+    """The shipped machine's admission (admitting_agents): the Agent call it admits is the one the reply holds."""
+    spec = load_machine(str(ROOT / "machines/query_loop.yaml")).spec
+    replayer = ScenarioReplayer()
+    target = ("awaiting_agents", "agent_failure_reported")
+    run = plan_paths(spec, params=spec.param_defaults, realiser=replayer.realiser(spec), targets=[target]).paths[target]
+    assert run.reasons[7:10] == ("agent_launch_admitted", "tool_calls_admitted", "next_turn_with_agents")
+    assert run.reasons.count("tool_calls_admitted") == run.reasons.count("tools_requested") == 1
+    example = Counterexample(finding=Finding(check="figure", message="a finding"), shows="x", run=run)
+    document = scenario_of(spec, example, name="admitted")
+    parse_scenario(yaml.safe_dump(document))
+    calls = [b["tool_use"]["name"] for b in document["models"]["mock-primary"][0]["reply"]["content"]]
+    assert calls == ["Read", "Agent"] and document["rules"][0]["error"]["status"] == 400

@@ -632,6 +632,35 @@ INTENT_MUTANTS = (
         "guard",
         ("'agents_running'", "'next_turn'", "does not list"),
     ),
+    # the agents layer (issue 42): the per-turn cap of Agent calls is the machine's counter
+    Mutant(
+        "agent_launch_admitted-uncounted",
+        "every Agent call of a turn is admitted: the cap of sub-agents a turn starts is gone",
+        on_data(lambda d: edge(d, "agent_launch_admitted").pop("counter")),
+        "termination",
+        ("'admitting_agents'", "'agent_launch_admitted'", "no edge in it increments a capped counter"),
+    ),
+    Mutant(
+        "agent_launch_refused-loops-back",
+        "a refused Agent call is offered to the admission again instead of getting its error",
+        on_data(lambda d: edge(d, "agent_launch_refused").update(to="admitting_agents")),
+        "termination",
+        ("'admitting_agents'", "'agent_launch_refused'"),
+    ),
+    Mutant(
+        "agent_launch_refused-missing",
+        "at the cap an Agent call has nowhere to go",
+        on_data(lambda d: d["transitions"].remove(edge(d, "agent_launch_refused"))),
+        "load",
+        ("'admitting_agents' on 'agent_call_waiting' end with 'agent_launch_admitted', which is guarded",),
+    ),
+    Mutant(
+        "permitted-calls-skip-the-admission",
+        "a permitted turn runs its calls without admitting its Agent calls: sub-agents start uncounted",
+        on_data(lambda d: edge(d, "permission_granted").update(to="running_tools")),
+        "property",
+        ("'agents_start_only_when_admitted'", "'permission_granted'"),
+    ),
     Mutant(
         "a-guard-decides-an-edge-that-is-not-there",
         "a guard's meaning names a reason no transition has",

@@ -143,7 +143,6 @@ class ToolContext:
     checkpoint: Callable[[str, Sequence[Path]], object] | None = None
     call_id: str = ""  # the call running under this context (set per call where a tool needs it)
     background: Background | None = None  # what starts work that outlives a call (the run's sub-agents)
-    turn: str = ""  # the tool turn a call runs in (its first call's id; set where `background` is): per-turn limits
     # Each call's ToolOutput.response by tool_use id, until the call's PostToolUse hooks read it; None (no
     # PostToolUse hook configured): none is made or kept. Shared by the context's copies, as a service is.
     responses: dict[str, Any] | None = attrs.field(default=None, eq=False)
@@ -154,17 +153,14 @@ class ToolContext:
         """Whether the resolved ``path`` is inside the working directory or an additional one."""
         return path.is_relative_to(self.cwd) or any(path.is_relative_to(d) for d in self.additional_dirs)
 
-    def for_call(self, *, call_id: str | None = None, turn: str | None = None) -> ToolContext:
-        """This context with the ids of the call or turn it runs under (None: unchanged).
+    def for_call(self, *, call_id: str) -> ToolContext:
+        """This context with the id of the call it runs under.
 
         Not ``attrs.evolve``: that resolves ``cwd`` again and checks it is a directory, a path
-        lookup per level on every tool call; the ids are plain strings, everything else stays.
+        lookup per level on every tool call; the id is a plain string, everything else stays.
         """
         context = copy.copy(self)
-        if call_id is not None:
-            object.__setattr__(context, "call_id", call_id)
-        if turn is not None:
-            object.__setattr__(context, "turn", turn)
+        object.__setattr__(context, "call_id", call_id)
         return context
 
     def command_environment(self) -> dict[str, str]:

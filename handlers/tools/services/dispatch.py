@@ -302,8 +302,6 @@ async def run_tool_calls(
     An exception raised by ``on_result`` itself propagates too.
     """
     results: list[ToolResultBlock | None] = [None] * len(calls)
-    if calls and ctx.background is not None:  # what starts background work counts it per turn
-        ctx = ctx.for_call(turn=calls[0].id)
     # one call (the usual turn) is one batch of one, run alone whatever the tool: no batching to work out
     batches = ((False, range(1)),) if len(calls) == 1 else _batches(calls, registry)
     for parallel, indices in batches:
