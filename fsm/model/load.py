@@ -409,9 +409,9 @@ def _scope_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[SpecP
 
 
 def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
-    """A ``children:`` entry's ``starts`` names a counter over the step scope whose cap every caller gives a
-    value (the composed figures multiply by it: the engine never lets its edges past it in one step), and its
-    ``steps`` an int param."""
+    """A ``children:`` entry's ``starts`` names a counter some edge counts, over the step scope and reset by
+    nothing else, whose cap every caller gives a value (the composed figures multiply by it: the engine never
+    lets its edges past it in one step), and its ``steps`` an int param."""
     out: list[SpecProblem] = []
     params = {p.name: p for p in spec.params}
     for child in spec.children:
@@ -432,6 +432,25 @@ def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
                     f"{where} names counter {child.starts!r}, counted per {counter.scope}: the starts of a "
                     f"{spec.step_scope} need a counter over the {spec.step_scope}",
                     f"scope: {spec.step_scope}",
+                )
+            )
+        elif not any(t.counter == counter.name for t in spec.transitions):
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    child.line,
+                    f"{where} names counter {child.starts!r}, which no edge counts",
+                    "name the counter on the edge that admits each start (`counter:`)",
+                )
+            )
+        elif counter.consecutive or counter.streak_of or any(counter.name in t.resets for t in spec.transitions):
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    child.line,
+                    f"{where} names counter {child.starts!r}, which is reset within a {spec.step_scope} "
+                    "(`consecutive`, `streak_of` or an edge's `resets`): its cap would not bound the starts",
+                    "count the starts with a counter only its scope resets",
                 )
             )
         elif isinstance(counter.cap, str) and (params[counter.cap].nullable if counter.cap in params else False):

@@ -66,11 +66,14 @@ class Counterexample:
 class Replayer(Protocol):
     """What makes counterexamples replayable: the steps it can script, and the files it writes."""
 
-    def realiser(self, spec: MachineSpec) -> Realiser[Any] | None:
-        """A realiser refusing the steps it cannot script (None: it scripts none of this machine's)."""
+    def realiser(self, spec: MachineSpec, params: Mapping[str, Any] | None = None) -> Realiser[Any] | None:
+        """A realiser refusing the steps it cannot script at ``params`` (None: the defaults), or None: it scripts
+        none of this machine's."""
 
-    def unscriptable(self, spec: MachineSpec, steps: Sequence[PlannedStep]) -> str | None:
-        """Why ``steps`` cannot be scripted (None: they can)."""
+    def unscriptable(
+        self, spec: MachineSpec, steps: Sequence[PlannedStep], params: Mapping[str, Any] | None = None
+    ) -> str | None:
+        """Why ``steps`` cannot be scripted at ``params`` (None: the defaults) — None: they can."""
 
     def write(self, spec: MachineSpec, example: Counterexample, path: Path) -> Path:
         """Write ``example``'s run as a file to replay at ``path`` (the name without a suffix); the file written."""
@@ -202,7 +205,7 @@ def counterexamples(
     abstract shortest run is kept and ``why`` says which step cannot be scripted.
     """
     at = dict(report.at)
-    realiser = replayer.realiser(spec) if replayer is not None else None
+    realiser = replayer.realiser(spec, at) if replayer is not None else None
     broken = {b.message: b for b in broken_properties(spec)}
     props = {p.name: p for p in spec.properties}
     out: list[Counterexample] = []
@@ -308,7 +311,7 @@ def _search(
         return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(found, finding))
     why = ""
     if replayer is not None:
-        why = replayer.unscriptable(spec, found.steps) or scripted_why
+        why = replayer.unscriptable(spec, found.steps, at) or scripted_why
     return Counterexample(finding=finding, shows=shows + (" (a lasso)" if cycle else ""), run=found, params=at, why=why)
 
 

@@ -6,9 +6,16 @@ admitted, or none) and its two edge handlers: one admits that call (the machine 
 still waiting an error result instead of a sub-agent once the cap is reached. A call is
 admitted in the model's order, before anything runs, so the cap is the machine's and not a
 count kept inside the Agent tool while the calls run in parallel.
+
+Calls are admitted by their place among the turn's Agent calls, not by their ids (a model or a
+gateway may repeat an id): ``AgentsData.admitted`` holds the tool turn and how many of its Agent
+calls are admitted, so every Agent call that runs was counted once. A run that starts no
+sub-agents (no Agent tool offered: a tool of its own may still be named ``Agent``) admits none.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import attrs
 
@@ -21,46 +28,59 @@ from .data import A, AgentsRun, AgentsServices, with_agents
 __all__ = ["admit_agent_call", "next_agent_call", "refuse_agent_calls", "waiting_agent_calls"]
 
 
+def _admitted(data: AgentsRun) -> int:
+    """How many of this tool turn's Agent calls are admitted (0 at the turn's start)."""
+    turn, count = data.agents.admitted
+    return count if turn == data.tools.turn else 0
+
+
 def waiting_agent_calls(data: AgentsRun) -> tuple[ToolCall, ...]:
     """The permitted Agent calls of this tool turn not admitted yet, in the model's order."""
-    admitted = data.agents.admitted
-    return tuple(c for c in data.tools.pending if c.name == AGENT_TOOL and c.id not in admitted)
+    return tuple(c for c in data.tools.pending if c.name == AGENT_TOOL)[_admitted(data) :]
 
 
 async def next_agent_call(ctx: EffectContext[A, AgentsServices]) -> Event[ToolCall | None]:
-    """The first Agent call of the turn still to be admitted, or none (every one is, or the turn has none)."""
-    waiting = waiting_agent_calls(ctx.run.data)
+    """The first Agent call of the turn still to be admitted, or none (every one is, the turn has none, or the
+    run starts no sub-agents)."""
+    waiting = waiting_agent_calls(ctx.run.data) if ctx.services.subagents is not None else ()
     if not waiting:
         return Event(name="agent_calls_admitted", data=None)
     return Event(name="agent_call_waiting", data=waiting[0])
 
 
 def admit_agent_call(run: RunState[A], event: Event[ToolCall]) -> A:
-    """The call starts its sub-agent when the tools run; earlier turns' admissions are dropped."""
+    """The next Agent call of the turn starts its sub-agent when the tools run."""
     data = run.data
-    pending = {c.id for c in data.tools.pending}
-    kept = tuple(i for i in data.agents.admitted if i in pending)
-    return with_agents(data, admitted=(*kept, event.data.id))
+    return with_agents(data, admitted=(data.tools.turn, _admitted(data) + 1))
 
 
 @uses(params=("max_agents_per_turn",))
 def refuse_agent_calls(run: RunState[A], event: Event[ToolCall]) -> A:
     """The turn admitted as many Agent calls as it may: each one still waiting gets an error result, starts
-    nothing, and the other calls run."""
+    nothing, and the other calls run. A call is counted when it is admitted, whether or not it then starts (an
+    unknown agent type, an invalid input or max_running_agents may still refuse it)."""
     data = run.data
     tools = data.tools
-    refused = waiting_agent_calls(data)
-    ids = {c.id for c in refused}
+    admitted = _admitted(data)
     cap = run.params.get("max_agents_per_turn")
-    admitted = sum(1 for c in tools.pending if c.name == AGENT_TOOL and c.id not in ids)
     text = (
-        f"Not started: this turn started {admitted} agents already, the most one turn may start "
-        f"(max_agents_per_turn is {cap}); start it in a later turn"
+        f"Not started: this turn's first {admitted} Agent calls are the most one turn may make "
+        f"(max_agents_per_turn is {cap}); make it in a later turn"
     )
+    agent_calls = 0
+    pending: list[ToolCall] = []
+    refused: list[dict[str, Any]] = []
+    for call in tools.pending:
+        if call.name == AGENT_TOOL:
+            agent_calls += 1
+            if agent_calls > admitted:
+                refused.append(dict(tool_result_block(call.id, text, is_error=True)))
+                continue
+        pending.append(call)
     tools = attrs.evolve(
         tools,
         order=tools.order or tuple(c.id for c in tools.pending),
-        pending=tuple(c for c in tools.pending if c.id not in ids),
-        denied=(*tools.denied, *(dict(tool_result_block(c.id, text, is_error=True)) for c in refused)),
+        pending=tuple(pending),
+        denied=(*tools.denied, *refused),
     )
     return data.evolve(tools=tools)

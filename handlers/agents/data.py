@@ -79,7 +79,8 @@ class AgentsData:
     """What the agents layer keeps between steps."""
 
     reported: frozenset[str] = frozenset()  # background sub-agents whose end the parent was told of
-    admitted: tuple[str, ...] = ()  # this tool turn's Agent calls admitted to start (tool_use ids, in order)
+    # (tool turn, how many of its Agent calls are admitted to start, in the model's order); another turn: none yet
+    admitted: tuple[int, int] = (0, 0)
 
 
 class AgentsRun(SharedData, Protocol):

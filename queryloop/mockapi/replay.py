@@ -525,18 +525,30 @@ class _ScenarioRun:
     """The realiser of a scenario's run (:class:`~queryloop.fsm.verify.paths.Realiser`): a step happens only if
     the table scripts it, its fixed guards hold in a plain offline run, and the run's tracked data allows it."""
 
-    def __init__(self, spec: MachineSpec) -> None:
+    def __init__(self, spec: MachineSpec, params: Mapping[str, Any] | None = None) -> None:
         self.realiser = _Realiser(spec)
+        self.unplayable = _unplayable_params(spec, params or {})
 
     def start(self) -> _Run:
         return _Run()
 
     def refuse(self, step: PlannedStep) -> str | None:
-        return _refusal(step)
+        return self.unplayable or _refusal(step)
 
     def advance(self, data: _Run, step: PlannedStep) -> Iterable[tuple[_Run, Any]]:
         found = self.realiser.options(data, step, refused=False)  # the search asked refuse() first
         return () if isinstance(found, str) else found  # the note: the model that answers the step
+
+
+def _unplayable_params(spec: MachineSpec, params: Mapping[str, Any]) -> str:
+    """Why no scenario replays a run at ``params`` ("" when one may): a scenario's ``cli`` section sets only
+    :data:`CLI_PARAMS`; every other param replays at the machine's default."""
+    defaults = spec.param_defaults
+    other = sorted(k for k, v in params.items() if k in defaults and k not in CLI_PARAMS and v != defaults[k])
+    if not other:
+        return ""
+    shown = ", ".join(f"{k}={params[k]}" for k in other)
+    return f"a scenario replays at the machine's defaults but for {', '.join(CLI_PARAMS)}; the run is at {shown}"
 
 
 def _realise(spec: MachineSpec, steps: Sequence[PlannedStep]) -> list[_Run]:
@@ -667,6 +679,9 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
     """
     if example.run is None:
         raise ValueError(f"no run to write: {example.why}")
+    unplayable = _unplayable_params(spec, example.params)
+    if unplayable:
+        raise ValueError(unplayable)
     written = _script(spec, example.run.steps)
     end, primary = written.end, written.primary
     reasons = " ".join(example.run.reasons)
@@ -708,10 +723,15 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
 class ScenarioReplayer:
     """The program's :class:`~queryloop.fsm.verify.counterexample.Replayer`: scenarios for the embedded server."""
 
-    def realiser(self, spec: MachineSpec) -> _ScenarioRun:
-        return _ScenarioRun(spec)
+    def realiser(self, spec: MachineSpec, params: Mapping[str, Any] | None = None) -> _ScenarioRun:
+        return _ScenarioRun(spec, params)
 
-    def unscriptable(self, spec: MachineSpec, steps: Sequence[PlannedStep]) -> str | None:
+    def unscriptable(
+        self, spec: MachineSpec, steps: Sequence[PlannedStep], params: Mapping[str, Any] | None = None
+    ) -> str | None:
+        unplayable = _unplayable_params(spec, params or {})
+        if unplayable:
+            return unplayable
         try:
             _script(spec, steps)
         except ValueError as exc:

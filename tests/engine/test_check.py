@@ -441,7 +441,13 @@ def test_a_children_entry_must_name_a_counter_per_turn_with_a_cap_always_set_and
             "    steps: max_retry_after_s\n",
             "names param 'max_retry_after_s', not an int",
         ),
-        ("    depth: 1\n", "    depth: 2\n", "depth"),
+        ("    counter: agent_launches\n", "", "names counter 'agent_launches', which no edge counts"),
+        (
+            "    counter: agent_launches\n",
+            "    counter: agent_launches\n    resets: [agent_launches]\n",
+            "names counter 'agent_launches', which is reset within a turn",
+        ),
+        ("    depth: 1\n", "    depth: 2\n", "children.agents.depth: 2 is not allowed here (use one of: 1)"),
     ]:
         with pytest.raises(SpecError) as info:
             parse_machine(_mutated(old, new), "mutant.yaml", bind=False)

@@ -78,6 +78,20 @@ def test_a_figure_over_its_max_gets_the_shortest_replayable_run_that_passes_it(
     assert not any(s.guards.get("escalation_configured") for s in example.run.steps), "a plain run has no escalation"
 
 
+def test_a_run_at_a_param_no_scenario_sets_is_shown_but_not_written_as_replayable(
+    figure_example: tuple[Path, MachineSpec, Counterexample],
+) -> None:
+    """A scenario sets max_turns and max_retries; a run searched at another param's non-default value (here
+    `--set max_fallback_hops=1`) would replay at the default and diverge: it is printed, never written."""
+    _, spec, _ = figure_example
+    report = check_spec(spec, {"max_fallback_hops": 1}, explore=False)
+    (example,) = [c for c in counterexamples(spec, report, replayer=ScenarioReplayer()) if c.finding.check == "figure"]
+    assert example.run is not None and not example.replayable
+    assert "max_fallback_hops=1" in example.why, example.why
+    with pytest.raises(ValueError, match="max_fallback_hops=1"):
+        scenario_of(spec, example, name="not-written")
+
+
 def test_an_at_most_property_broken_shows_its_edge_taken_once_too_often_in_a_turn(tmp_path: Path) -> None:
     def one_pause_continue(document: dict[str, Any]) -> None:
         document["properties"]["pause_continues_per_turn"]["at_most"]["max"] = 1

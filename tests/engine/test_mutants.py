@@ -637,8 +637,8 @@ INTENT_MUTANTS = (
         "agent_launch_admitted-uncounted",
         "every Agent call of a turn is admitted: the cap of sub-agents a turn starts is gone",
         on_data(lambda d: edge(d, "agent_launch_admitted").pop("counter")),
-        "termination",
-        ("'admitting_agents'", "'agent_launch_admitted'", "no edge in it increments a capped counter"),
+        "load",
+        ("children 'agents' `starts` names counter 'agent_launches', which no edge counts",),
     ),
     Mutant(
         "agent_launch_refused-loops-back",
