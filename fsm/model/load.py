@@ -453,7 +453,7 @@ def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
                     "count the starts with a counter only its scope resets",
                 )
             )
-        elif isinstance(counter.cap, str) and (params[counter.cap].nullable if counter.cap in params else False):
+        elif isinstance(counter.cap, str) and counter.cap in params and params[counter.cap].nullable:
             out.append(
                 SpecProblem(
                     spec.path,

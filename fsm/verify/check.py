@@ -166,7 +166,7 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
             child_run = {name: math.inf for name in spec.figures}
         else:
             # a child at the last depth starts none: its run is the machine's without the edges `pending` guards,
-            # with its `starts` counter's cap at 0 (the runtime gives such a run that cap)
+            # with its `starts` counter's cap at 0 (the runtime has no sub-agents there: nothing is admitted)
             run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
             child_at = {**at, **{bound: int(turns) for bound in set(run_spec.progress_bounds.values())}}
             if child.depth == 1 and isinstance(counter.cap, str):

@@ -63,6 +63,7 @@ import yaml
 from queryloop.fsm.model.spec import MachineSpec
 from queryloop.fsm.verify.counterexample import Counterexample
 from queryloop.fsm.verify.paths import PlannedStep
+from queryloop.handlers.context.measuring import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
 
 from .scenario import parse_scenario
 
@@ -119,7 +120,6 @@ QUICK_REQUESTS = 4
 """Parent requests after a launch during which its sub-agent is surely still running (its answer is held)."""
 MAX_GROUPS = 4
 """API-round groups the realiser counts exactly; past it, a decision that needs the count is refused."""
-KEEP_TURNS = 3  # a compaction fewer tool turns after the one before is rapid (handlers/context/measuring.py)
 _REFUSED_CALL = "agent_launch_refused"  # the reason of an Agent call of agent_call_waiting that starts no agent
 _REPORTS = ("agent_completed", "agent_failed")
 
@@ -456,7 +456,7 @@ class _Realiser:
         if guard == "can_compact":
             return run.groups >= 2 if run.groups else None
         if guard == "refill_thrashing":
-            return len(run.gaps) >= 2 and all(g < KEEP_TURNS for g in run.gaps) and run.since < KEEP_TURNS
+            return len(run.gaps) >= 2 and all(g < RAPID_TURNS for g in run.gaps) and run.since < RAPID_TURNS
         if guard == "can_drop_oldest_group":
             return None if run.plan < 0 else run.plan >= 2
         return f"guard {guard!r} is not tracked"
@@ -504,7 +504,7 @@ class _Realiser:
         if handler in _NEW_GROUP:
             return attrs.evolve(run, groups=_more(run.groups))
         if handler in _TOOL_TURN:
-            return attrs.evolve(run, since=min(run.since + 1, KEEP_TURNS))
+            return attrs.evolve(run, since=min(run.since + 1, RAPID_TURNS))
         if handler == "plan_compaction":
             return attrs.evolve(run, plan=run.groups - 1 if 0 < run.groups <= MAX_GROUPS else -1)
         if handler == "drop_oldest_group":

@@ -68,6 +68,7 @@ from .subagents import Subagents
 from .tracing import recorder_from_env
 
 if TYPE_CHECKING:
+    from queryloop.fsm.model.spec import ChildrenSpec
     from queryloop.handlers.tools.services.sandbox import Sandbox
 
     from .otel import RunTelemetry
@@ -222,7 +223,7 @@ def _offers_agents(options: AgentOptions, program: Program) -> bool:
     leaves it out."""
     if not options.agents.definitions or "awaiting_agents" not in program.spec.state_map:
         return False
-    children = next((c for c in program.spec.children if c.name == "agents"), None)
+    children = _agent_children(program)
     if children is None or options.agents.spawn_depth >= children.depth:
         return False
     if options.tools.builtins is not None and AGENT_TOOL not in options.tools.builtins:
@@ -230,17 +231,9 @@ def _offers_agents(options: AgentOptions, program: Program) -> bool:
     return AGENT_TOOL not in hidden_tools(options.permissions.rules)
 
 
-def _machine_params(options: AgentOptions, program: Program) -> dict[str, Any]:
-    """The params the run's machine is given: what was set, and at the last depth of the machine's ``children:
-    agents`` a cap of 0 on the counter that admits each start, so the machine itself refuses any Agent call
-    there (such a run offers no Agent tool either; ``queryloop check`` composes a child's run at that cap)."""
-    params = run_params(options)
-    children = next((c for c in program.spec.children if c.name == "agents"), None)
-    if children is not None and options.agents.spawn_depth >= children.depth:
-        cap = program.spec.counter_map[children.starts].cap
-        if isinstance(cap, str):
-            params[cap] = 0
-    return params
+def _agent_children(program: Program) -> ChildrenSpec | None:
+    """The machine's ``children: agents`` entry (None: it declares no sub-agents)."""
+    return next((c for c in program.spec.children if c.name == "agents"), None)
 
 
 def open_sandbox(options: AgentOptions) -> Sandbox | None:
@@ -522,7 +515,8 @@ class AgentRun:
         self.runner: Runner[AgentData, AgentServices] = self._runner(options)
         if self.subagents is not None:  # the caps the run was given (params), not the defaults
             params = self.runner.final.params
-            (children,) = (c for c in program.spec.children if c.name == "agents")  # _offers_agents: there is one
+            children = _agent_children(program)
+            assert children is not None  # _offers_agents: there is one
             self.subagents.max_running = int(params["max_running_agents"])
             turns = params.get(children.steps)
             self.subagents.max_turns = None if turns is None else int(turns)
@@ -535,7 +529,7 @@ class AgentRun:
             self.program,
             data=_initial_data(options, self.services, self._adopted) if state is None else None,
             services=self.services,
-            params=_machine_params(options, self.program),
+            params=run_params(options),
             state=state,
             on_publish=self._published if self.observers else None,
             # nothing to tell of a step (no trace, transcript, telemetry or observer; all are set by now): no call
