@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from ..mockapi.replay import ScenarioReplayer
     from ..mockapi.scenario import Scenario
-    from ..run.config import AgentOptions
+    from ..run.config import AgentOptions, Resolved
     from ..run.memory import MemoryKind
 
 __all__ = [
@@ -559,18 +559,7 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     import asyncio
 
     from ..mockapi.scenario import ScenarioError, load_scenario
-    from ..run.config import (
-        AskedContext,
-        AskedLimits,
-        AskedRequest,
-        AskedSession,
-        AskedTools,
-        ConfigError,
-        ConfigSources,
-        resolve_config,
-        with_session,
-    )
-    from ..run.memory import MEMORY_KINDS
+    from ..run.config import ConfigError, with_session
     from ..run.sessions import SessionChoiceError, choose_session
 
     scenario: Scenario | None = None
@@ -588,51 +577,10 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     prompt = "" if no_prompt else _prompt(args, scenario)
     settings_cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     cwd = _prepare_cwd(args, scenario)
-    threshold = args.auto_compact_threshold  # a percentage
     try:  # every settings, rule or MCP problem is reported before the run or its session starts
-        resolved = resolve_config(
-            cwd=cwd,  # where the tools work: a scenario's fresh temp dir is the one the rules speak of
-            prompt=prompt,
-            scenario=_scenario_hints(scenario),
-            sources=ConfigSources(
-                settings_cwd=settings_cwd,
-                setting_sources=MEMORY_KINDS if args.setting_sources is None else args.setting_sources,
-                settings=_from_here(args.settings),
-                mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
-                strict_mcp_config=args.strict_mcp_config,
-                agents=args.agents,
-            ),
-            request=AskedRequest(
-                model=args.model,
-                fallback_models=args.fallback_model,
-                max_tokens=args.max_output_tokens,
-                escalated_max_tokens=args.escalated_max_output_tokens,
-                request_timeout_s=args.request_timeout,
-                system_prompt=args.system_prompt,
-                append_system_prompt=args.append_system_prompt,
-            ),
-            limits=AskedLimits(
-                max_turns=args.max_turns,
-                max_retries=args.max_retries,
-                max_budget_usd=args.max_budget_usd,
-                max_retry_after_s=args.max_retry_after,
-                params={} if args.max_agent_turns is None else {"max_agent_turns": args.max_agent_turns},
-            ),
-            tools=AskedTools(
-                tools=args.tools,
-                allowed_tools=args.allowed_tools,
-                disallowed_tools=args.disallowed_tools,
-                permission_mode=args.permission_mode,
-                sandbox=args.sandbox,
-                interactive=sys.stdin.isatty() and sys.stderr.isatty(),
-            ),
-            context=AskedContext(
-                auto_compact=not args.no_auto_compact,
-                microcompact=not args.no_microcompact,
-                auto_compact_threshold=None if threshold is None else threshold / 100,
-            ),
-            session=AskedSession(persist=not args.no_session_persistence),
-        )
+        resolved = _resolve(args, scenario, prompt=prompt, cwd=cwd, settings_cwd=settings_cwd)
+        if args.interactive and resolved.ignored and _trusted_now(settings_cwd, resolved.ignored):
+            resolved = _resolve(args, scenario, prompt=prompt, cwd=cwd, settings_cwd=settings_cwd)
         if scenario is not None and args.cwd is None:
             announce = f"queryloop: offline run of scenario {scenario.name!r} in {cwd} (removed at the end)"
             print(announce, file=sys.stderr)
@@ -663,6 +611,88 @@ def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     finally:
         if scenario is not None and args.cwd is None:  # the scenario's fresh temp dir
             shutil.rmtree(cwd, ignore_errors=True)
+
+
+def _resolve(
+    args: argparse.Namespace, scenario: Scenario | None, *, prompt: str, cwd: Path, settings_cwd: Path
+) -> Resolved:
+    """The run's configuration from the program's flags (:class:`ConfigError` when it cannot run)."""
+    from ..run.config import (
+        AskedContext,
+        AskedLimits,
+        AskedRequest,
+        AskedSession,
+        AskedTools,
+        ConfigSources,
+        resolve_config,
+    )
+    from ..run.memory import MEMORY_KINDS
+
+    threshold = args.auto_compact_threshold  # a percentage
+    return resolve_config(
+        cwd=cwd,  # where the tools work: a scenario's fresh temp dir is the one the rules speak of
+        prompt=prompt,
+        scenario=_scenario_hints(scenario),
+        sources=ConfigSources(
+            settings_cwd=settings_cwd,
+            setting_sources=MEMORY_KINDS if args.setting_sources is None else args.setting_sources,
+            settings=_from_here(args.settings),
+            mcp_config=[v for v in map(_from_here, args.mcp_config or ()) if v is not None],
+            strict_mcp_config=args.strict_mcp_config,
+            agents=args.agents,
+        ),
+        request=AskedRequest(
+            model=args.model,
+            fallback_models=args.fallback_model,
+            max_tokens=args.max_output_tokens,
+            escalated_max_tokens=args.escalated_max_output_tokens,
+            request_timeout_s=args.request_timeout,
+            system_prompt=args.system_prompt,
+            append_system_prompt=args.append_system_prompt,
+        ),
+        limits=AskedLimits(
+            max_turns=args.max_turns,
+            max_retries=args.max_retries,
+            max_budget_usd=args.max_budget_usd,
+            max_retry_after_s=args.max_retry_after,
+            params={} if args.max_agent_turns is None else {"max_agent_turns": args.max_agent_turns},
+        ),
+        tools=AskedTools(
+            tools=args.tools,
+            allowed_tools=args.allowed_tools,
+            disallowed_tools=args.disallowed_tools,
+            permission_mode=args.permission_mode,
+            sandbox=args.sandbox,
+            interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        ),
+        context=AskedContext(
+            auto_compact=not args.no_auto_compact,
+            microcompact=not args.no_microcompact,
+            auto_compact_threshold=None if threshold is None else threshold / 100,
+        ),
+        session=AskedSession(persist=not args.no_session_persistence),
+    )
+
+
+def _trusted_now(folder: Path, ignored: Sequence[str]) -> bool:
+    """Ask on the terminal whether to trust ``folder``, whose settings would widen what runs; record a yes."""
+    from ..run.trust import TrustError, set_trust
+
+    print(f"queryloop: {folder} is not trusted, so its settings may not widen what runs:", file=sys.stderr)
+    for line in ignored[:-1]:  # the last line says how to trust it: this question does
+        print(inert(f"  {line}"), file=sys.stderr)
+    try:
+        answer = input("Trust this folder and use them (recorded in the trust record Claude Code reads)? [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        return False
+    try:
+        set_trust(folder)
+    except TrustError as exc:
+        print(f"queryloop: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _scenario_hints(scenario: Scenario | None) -> dict[str, Any] | None:

@@ -60,6 +60,7 @@ COMMANDS: tuple[Registration, ...] = (
     Registration(names=("run",), adds="queryloop.frontends.cli:add_run_command"),
     Registration(names=("mock-api", "mock-mcp-deploy"), adds="queryloop.frontends.cli:add_mock_commands"),
     Registration(names=("sessions", "rewind"), adds="queryloop.run.sessions:add_session_commands"),
+    Registration(names=("trust",), adds="queryloop.run.trust:add_trust_command"),
     Registration(names=("worker", "submit"), adds="queryloop.fleet.commands:add_fleet_commands"),
     Registration(names=("ui",), adds="queryloop.ui.command:add_ui_command"),
 )

@@ -304,6 +304,7 @@ class Resolved:
 
     options: AgentOptions
     warnings: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()  # of the warnings, what an untrusted folder's settings would have widened
 
 
 def _said(value: Any, hint: Any) -> Any:
@@ -435,6 +436,7 @@ def resolve_config(
         )
     except McpConfigError as exc:
         raise ConfigError(str(exc), kind="mcp") from None
+    warnings[:0] = loaded.ignored  # an untrusted folder's widening keys, named before anything else
     policy = _sandbox(loaded.raw.get("sandbox"), force=asked_tools.sandbox, warnings=warnings)
     subagents = _subagents(settings_cwd, src)
     env = asked_tools.env or {}
@@ -469,7 +471,7 @@ def resolve_config(
         )
     except (TypeError, ValueError) as exc:  # a custom tool that is no ToolSpec, or clashes with a built-in
         raise ConfigError(str(exc), kind="value") from None
-    return Resolved(options=options, warnings=tuple(warnings))
+    return Resolved(options=options, warnings=tuple(warnings), ignored=loaded.ignored)
 
 
 def _settings_and_rules(

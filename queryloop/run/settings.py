@@ -16,6 +16,9 @@ messages naming the file, the line and the JSON path of the problem. Files are r
 engine's one reader (``queryloop.fsm.model.source``): a key given twice is an error naming both
 lines, and schema errors are worded as for machines and scenarios.
 
+An untrusted folder's own files (project and local) lose every key that would widen what
+runs (``queryloop.run.trust`` decides which), each named in ``Settings.ignored``.
+
 Does not own: what rules and hooks mean — ``queryloop.handlers.tools.services.permissions``
 and ``queryloop.handlers.hooks`` do; this module only hands them validated values.
 """
@@ -27,6 +30,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +50,8 @@ from queryloop.handlers.tools.services.rules import (
     PermissionRules,
     parse_rule,
 )
+
+from .trust import is_trusted, restrict
 
 __all__ = [
     "PermissionSettings",
@@ -229,6 +235,7 @@ class Settings:
     model: str | None = None
     sources: tuple[Path | str, ...] = ()
     raw: Mapping[str, Any] = attrs.field(factory=lambda: MappingProxyType({}))
+    ignored: tuple[str, ...] = ()  # what an untrusted folder's files would have widened, one line each
 
 
 # ----------------------------------------------------------------------- loading
@@ -379,6 +386,7 @@ def load_settings(
     settings_arg: str | None = None,
     sources: Collection[str] = SETTING_SOURCES,
     claude_dir: Path | None = None,
+    trusted: bool | None = None,
 ) -> Settings:
     """Load, validate and merge every settings source that exists.
 
@@ -387,43 +395,67 @@ def load_settings(
     project and local files are skipped; ``sources`` (``--setting-sources``) names the
     ones read at all, ``--settings`` always is. ``claude_dir`` is Claude Code's user
     directory (default: ``home/.claude`` when ``home`` is given, else
-    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``). Raises :class:`SettingsError`.
+    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``). ``trusted``: whether ``cwd``'s own files
+    (project and local) may widen what runs (None: as the trust record says,
+    ``queryloop.run.trust``); an untrusted folder's files lose what would, each key named
+    in ``Settings.ignored``. Raises :class:`SettingsError`.
     """
     home_dir = home if home is not None else Path.home()
-    candidates = [
-        path
-        for source, paths in settings_files(cwd=cwd, home=home_dir, claude_dir=_claude_dir(home, claude_dir)).items()
-        if source in sources
-        for path in paths
-    ]
-    merged: dict[str, Any] = {}
-    read: list[Path | str] = []
-    for path in candidates:
-        if path.is_file():
-            merged = merge_settings(merged, _read_file(path, _label(path, cwd=cwd, home=home_dir)))
-            read.append(path)
+    files = settings_files(cwd=cwd, home=home_dir, claude_dir=_claude_dir(home, claude_dir))
+    read: list[tuple[Path | str, dict[str, Any], bool]] = []  # (where, document, the user's own)
+    for source, paths in files.items():
+        for path in paths if source in sources else ():
+            if path.is_file():
+                own = source == "user" or path in files["user"]  # cwd == home: a user file, not the folder's
+                read.append((path, _read_file(path, _label(path, cwd=cwd, home=home_dir)), own))
     if settings_arg is not None:
-        if settings_arg.lstrip().startswith("{"):
-            inline = _parse_json(settings_arg, "--settings")
-            _warn_unknown_keys(inline, "--settings", settings_arg)
-            merged = merge_settings(merged, inline)
-            read.append(settings_arg)
-        else:
-            if settings_arg == "~" or settings_arg.startswith("~/"):
-                path = home_dir / settings_arg[2:]
-            else:
-                path = Path(cwd, settings_arg)
-            if not path.is_file():
-                raise SettingsError(
-                    f"--settings: {settings_arg}: no such settings file"
-                    " (pass a path to a JSON file or an inline JSON object)"
-                )
-            merged = merge_settings(merged, _read_file(path, _label(path, cwd=cwd, home=home_dir)))
-            read.append(path)
-    return _build(merged, sources=tuple(read))
+        read.append(_settings_arg(settings_arg, cwd=cwd, home=home_dir))
+    if trusted is None:
+        trusted = is_trusted(cwd, home=home)
+    ignored: list[str] = []
+    if not trusted:
+        read, ignored = _restricted(read, cwd=cwd, home=home_dir)
+    merged: dict[str, Any] = {}
+    for _, document, _ in read:
+        merged = merge_settings(merged, document)
+    return _build(merged, sources=tuple(where for where, _, _ in read), ignored=tuple(ignored))
 
 
-def _build(document: Mapping[str, Any], *, sources: tuple[Path | str, ...]) -> Settings:
+def _settings_arg(value: str, *, cwd: Path, home: Path) -> tuple[Path | str, dict[str, Any], bool]:
+    """``--settings``: inline JSON, or a file that must exist; the user's own either way."""
+    if value.lstrip().startswith("{"):
+        inline = _parse_json(value, "--settings")
+        _warn_unknown_keys(inline, "--settings", value)
+        return value, inline, True
+    path = home / value[2:] if value == "~" or value.startswith("~/") else Path(cwd, value)
+    if not path.is_file():
+        raise SettingsError(
+            f"--settings: {value}: no such settings file (pass a path to a JSON file or an inline JSON object)"
+        )
+    return path, _read_file(path, _label(path, cwd=cwd, home=home)), True
+
+
+def _restricted(
+    read: list[tuple[Path | str, dict[str, Any], bool]], *, cwd: Path, home: Path
+) -> tuple[list[tuple[Path | str, dict[str, Any], bool]], list[str]]:
+    """An untrusted folder's files without what would widen what runs, and a line for each key left out."""
+    users: dict[str, Any] = {}
+    for _, document, own in read:
+        users = merge_settings(users, document) if own else users
+    kept: list[tuple[Path | str, dict[str, Any], bool]] = []
+    ignored: list[str] = []
+    for where, document, own in read:
+        if not own:
+            document, widenings = restrict(document, trusted=users)
+            label = _label(Path(where), cwd=cwd, home=home)
+            ignored.extend(w.text(label) for w in widenings)
+        kept.append((where, document, own))
+    if ignored:
+        ignored.append(f"to trust {cwd} and use them, run: queryloop trust {shlex.quote(str(cwd))}")
+    return kept, ignored
+
+
+def _build(document: Mapping[str, Any], *, sources: tuple[Path | str, ...], ignored: tuple[str, ...]) -> Settings:
     permissions = document.get("permissions", {})
     default_mode = permissions.get("defaultMode")
     return Settings(
@@ -439,4 +471,5 @@ def _build(document: Mapping[str, Any], *, sources: tuple[Path | str, ...]) -> S
         model=document.get("model"),
         sources=sources,
         raw=MappingProxyType(copy.deepcopy(dict(document))),
+        ignored=ignored,
     )

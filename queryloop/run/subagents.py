@@ -174,9 +174,11 @@ class Subagents:
         allowed = definition.tools
         refused = set(definition.disallowed_tools)
         known = default_registry().names
-        builtins = allowed if allowed is not None else parent.tools.builtins
-        # the built-in tools among those it may use (a name no tool has is left out, as Claude Code does)
-        builtins = tuple(t for t in (known if builtins is None else builtins) if t in known and t not in refused)
+        session = known if parent.tools.builtins is None else parent.tools.builtins
+        # the built-in tools among those it may use: never one its session is not offered (--tools), and
+        # a name no tool has is left out, as Claude Code does
+        wanted = session if allowed is None else allowed
+        builtins = tuple(t for t in wanted if t in known and t in session and t not in refused)
         if AGENT_TOOL not in refused and (allowed is None or AGENT_TOOL in allowed):
             # named, the Agent tool is offered only where the machine lets a run this deep start agents
             builtins += (AGENT_TOOL,)

@@ -10,13 +10,16 @@ import pytest
 
 from queryloop.handlers.tools.services.permissions import decide
 from queryloop.run.settings import Settings, SettingsError, load_settings, merge_settings
+from queryloop.run.trust import set_trust
 
 
 @pytest.fixture()
 def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A home and a project folder its user trusts (what an untrusted one loses: test_trust.py)."""
     home, cwd = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     cwd.mkdir()
+    set_trust(cwd, home=home)
     return home, cwd
 
 

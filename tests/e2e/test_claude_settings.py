@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from queryloop.run.trust import set_trust
+
 from .harness import MockApi, run_cli
+
+
+def _trusting(home: Path, cwd: Path) -> str:
+    """``home`` (made), whose user trusts ``cwd``: its settings apply in full (untrusted: test_workspace_trust.py)."""
+    set_trust(cwd.resolve(), home=home)
+    return str(home)
 
 
 def _write(path: Path, document: Any) -> None:
@@ -56,7 +64,7 @@ def test_claude_code_settings_files_choose_the_model_and_all_their_hooks_run(tmp
         {"model": "from-project", "hooks": {"PreToolUse": [_logging_hook(tmp_path / "project.log")]}},
     )
     with MockApi(BASH_THEN_DONE) as api:
-        run = run_cli(["-p", "go"], api=api, cwd=cwd, HOME=str(home))
+        run = run_cli(["-p", "go"], api=api, cwd=cwd, HOME=_trusting(home, cwd))
     assert run.returncode == 0, run.stderr
     # Claude Code 2.1.235: the project's model over the user's; every file's hooks run, the user's too.
     assert [r.model for r in api.requests] == ["from-project", "from-project"]
@@ -93,7 +101,12 @@ def test_file_tools_work_in_the_settings_additional_directories(tmp_path: Path) 
     permissions = {"permissions": {"additionalDirectories": [str(extra)]}}
     _write(cwd / ".claude" / "settings.json", permissions)
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "acceptEdits"], api=api, cwd=cwd)
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--permission-mode", "acceptEdits"],
+            api=api,
+            cwd=cwd,
+            HOME=_trusting(tmp_path / "home", cwd),
+        )
     assert run.returncode == 0, run.stderr
     results = [m["content"][0] for r in api.requests[1:] for m in r.messages[-1:]]
     # Claude Code 2.1.235 in acceptEdits mode: all three run, none is refused, Read's text as here.
@@ -144,7 +157,7 @@ def test_post_tool_use_hooks_get_each_file_tools_record_as_tool_response(tmp_pat
     )
     _write(cwd / ".claude" / "settings.json", {"hooks": {"PostToolUse": [_logging_hook(log)]}})
     with MockApi(text) as api:
-        run = run_cli(["-p", "go"], api=api, cwd=cwd)
+        run = run_cli(["-p", "go"], api=api, cwd=cwd, HOME=_trusting(tmp_path / "home", cwd))
     assert run.returncode == 0, run.stderr
     # Claude Code 2.1.235's tool_response for the same calls, paths aside
     twelve = "".join(f"{n}\n" for n in range(1, 13))
@@ -231,7 +244,9 @@ def test_mcp_resource_tools_answer_compact_json_as_claude_code_does(tmp_path: Pa
         ("ReadMcpResourceTool", {"server": "res", "uri": "data://cfg"}),
     )
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--mcp-config", json.dumps(config)], api=api, cwd=cwd)
+        run = run_cli(
+            ["-p", "go", "--mcp-config", json.dumps(config)], api=api, cwd=cwd, HOME=_trusting(tmp_path / "home", cwd)
+        )
     assert run.returncode == 0, run.stderr
     results = [r.messages[-1]["content"][0]["content"] for r in api.requests[1:]]
     # Claude Code 2.1.235's tool_result texts for the same calls to the same server

@@ -53,7 +53,9 @@ def _tool(name: str, tool_input: dict[str, str]) -> str:
 class Session:
     """One interactive session in a pseudo-terminal; everything it printed, escapes stripped, in ``seen``."""
 
-    def __init__(self, scenario: Path, cwd: Path, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, scenario: Path, cwd: Path, home: Path, *args: str, env: dict[str, str] | None = None, wait: bool = True
+    ) -> None:
         environment = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "QUERYLOOP_HOME": str(home), "TERM": "xterm"}
         self.child = pexpect.spawn(
             sys.executable,
@@ -64,7 +66,7 @@ class Session:
             dimensions=(50, 160),
         )
         self.seen = ""
-        self.banner = self.ready()
+        self.banner = self.ready() if wait else ""
 
     def expect(self, pattern: str) -> str:
         """Wait for ``pattern`` (a regex on the output without escapes); the output up to it, consumed."""
@@ -173,6 +175,27 @@ def test_a_permission_answered_always_is_not_asked_again_in_the_session(place) -
     session.ready()
     session.close()
     assert all((cwd / name).is_dir() for name in ("one", "two", "three"))
+
+
+def test_an_untrusted_folder_whose_settings_would_widen_what_runs_is_asked_about_first(place) -> None:  # type: ignore[no-untyped-def]
+    scenario, cwd, home = place
+    user = home / "user"
+    (cwd / ".claude").mkdir()
+    (cwd / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(touch:*)"]}}))
+    _write(scenario, steps=(_tool("Bash", {"command": "touch made"}), '{text: "TOUCHED"}'))
+    session = Session(scenario, cwd, home, env={"HOME": str(user)}, wait=False)
+    shown = session.expect(r"Trust this folder and use them .*\? \[y/N\] ")
+    assert "ignoring 1 permissions.allow entry from .claude/settings.json" in shown
+    session.send("y")
+    session.ready()
+    session.send("touch it")
+    shown = session.expect("TOUCHED")
+    assert "needs permission" not in shown, "the trusted folder's allow rule holds"
+    session.ready()
+    session.close()
+    assert (cwd / "made").exists()
+    record = json.loads((user / ".claude.json").read_text())
+    assert record["projects"][str(cwd.resolve())] == {"hasTrustDialogAccepted": True}
 
 
 def test_ctrl_c_during_a_long_bash_call_ends_the_prompt_and_the_session_goes_on(place) -> None:  # type: ignore[no-untyped-def]

@@ -353,6 +353,24 @@ def test_a_custom_agent_gets_only_its_tools_its_prompt_and_its_model(cwd: Path) 
     assert "reader: reads files" in next(t["description"] for t in parent[0].tool_definitions if t["name"] == "Agent")
 
 
+def test_a_project_agent_never_gets_a_tool_its_session_is_not_offered(cwd: Path) -> None:
+    # a cloned repository's agent asks for Bash and Write; the user's --tools offers Read and Agent only
+    (cwd / ".claude" / "agents").mkdir(parents=True)
+    (cwd / ".claude" / "agents" / "planted.md").write_text(
+        "---\nname: planted\ndescription: does anything\ntools: Bash, Write, Read\n---\nYou do anything.\n"
+    )
+    text = scenario(
+        [tools_reply(agent_call(background=False, subagent_type="planted")), text_reply("PARENT-FINAL")],
+        child_rules(text_reply("done")),
+    )
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--tools", "Read,Agent"], api=api, cwd=cwd)
+        _, children = split(api.requests)
+    assert run.returncode == 0, run.stderr
+    (child,) = children
+    assert list(child.tools) == ["Read"]
+
+
 def test_an_unknown_agent_type_is_an_error_result_naming_the_types(cwd: Path) -> None:
     text = scenario([tools_reply(agent_call(subagent_type="nope")), text_reply("PARENT-FINAL")], "")
     with MockApi(text) as api:
