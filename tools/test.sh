@@ -10,7 +10,7 @@
 # Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
 # its own cluster: tests/e2e/test_fleet.py), bubblewrap (the sandbox tests run commands in it for real:
 # tests/e2e/test_sandbox.py), chromium and chromium-driver (tests/e2e/test_ui.py drives the inspector in
-# Debian's browser) and npm (the reference MCP servers, below), only when missing.
+# Debian's browser) and npm (the reference MCP servers and Claude Code, below), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=()
@@ -67,6 +67,14 @@ mcp_servers=tests/fixtures/mcp/npm
 if [ ! -x "$mcp_servers/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$mcp_servers/node_modules/.bin/mcp-server-filesystem" ]; then
   echo "installing the reference MCP servers with npm ci in $mcp_servers" >&2
   npm ci --prefix "$mcp_servers" --no-audit --no-fund --loglevel=error
+fi
+# Claude Code 2.1.235 (the package-lock.json pins it), which tests/conformance runs beside queryloop offline against the
+# embedded server, installed into tests/conformance/npm/node_modules when missing (npm warns that it wants Node 22: the
+# package is a native program, and runs).
+reference=tests/conformance/npm
+if [ ! -x "$reference/node_modules/.bin/claude" ]; then
+  echo "installing Claude Code 2.1.235 with npm ci in $reference" >&2
+  npm ci --prefix "$reference" --no-audit --no-fund --loglevel=error
 fi
 full=0  # the whole suite: no --fast, no pytest arguments
 if [ "$#" -eq 0 ] && [ "${#fast[@]}" -eq 0 ]; then

@@ -1,0 +1,132 @@
+"""One probe, two programs: Claude Code 2.1.235 and queryloop run on the same files against the embedded server.
+
+A :class:`Probe` is a script of model replies, the files of a project folder and a home, the
+trust record's folders and the arguments; :func:`observe` runs one program on it in a fresh
+copy and returns what a user sees (:class:`Observed`). Claude Code is the pinned npm package
+in ``tests/conformance/npm`` (``tools/test.sh`` installs it); where it is missing, a test
+using :func:`reference` is skipped with the reason, never passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import pytest
+
+from queryloop.mockapi.background import ServerThread
+from queryloop.mockapi.scenario import parse_scenario
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+CLAUDE = ROOT / "tests" / "conformance" / "npm" / "node_modules" / ".bin" / "claude"
+
+Program = Literal["claude", "queryloop"]
+
+
+@attrs.frozen(kw_only=True)
+class Probe:
+    """The model's tool calls (one per turn, then "done"), the files, the trusted folders and the arguments."""
+
+    calls: tuple[tuple[str, Mapping[str, Any]], ...]
+    files: Mapping[str, Any] = attrs.field(factory=dict)  # under the probe's folder; JSON unless a str
+    home_files: Mapping[str, Any] = attrs.field(factory=dict)
+    trusted: tuple[str, ...] = ()  # folders under the probe's folder its user trusts ("project")
+    cwd: str = "project"
+    args: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Observed:
+    """What a user sees of one run: the exit code, the tools refused, the files made, the mode, stderr."""
+
+    returncode: int
+    denied: tuple[str, ...]  # permission_denials' tool names, in order
+    made: frozenset[str]  # files that exist after the run and were not there before (under the probe's folder)
+    mode: str | None  # the init line's permissionMode
+    stderr: str
+
+
+def reference() -> Path:
+    """Claude Code's program, or skip the test saying how to get it."""
+    if not os.access(CLAUDE, os.X_OK):
+        pytest.skip(f"Claude Code 2.1.235 is not installed at {CLAUDE}: tools/test.sh runs npm ci there")
+    return CLAUDE
+
+
+def _scenario(probe: Probe) -> str:
+    steps: list[dict[str, Any]] = [
+        {"reply": {"content": [{"tool_use": {"name": name, "input": dict(args)}}]}} for name, args in probe.calls
+    ]
+    steps.append({"reply": {"content": [{"text": "done"}]}})
+    return json.dumps({"schema_version": 1, "scenario": "probe", "model": "mock-primary", "default": steps})
+
+
+def _lay_out(probe: Probe, base: Path) -> tuple[Path, Path]:
+    home, cwd = base / "home", base / probe.cwd
+    for root, files in ((base / "project", probe.files), (home, probe.home_files)):
+        for rel, content in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content if isinstance(content, str) else json.dumps(content))
+    home.mkdir(exist_ok=True)
+    cwd.mkdir(parents=True, exist_ok=True)
+    if probe.trusted:
+        projects = {str((base / f).resolve()): {"hasTrustDialogAccepted": True} for f in probe.trusted}
+        (home / ".claude.json").write_text(json.dumps({"projects": projects}))
+    return home, cwd
+
+
+def _command(program: Program) -> list[str]:
+    if program == "claude":
+        return [str(reference()), "--verbose"]
+    return [sys.executable, "-m", "queryloop", "run"]
+
+
+def observe(program: Program, probe: Probe, base: Path) -> Observed:
+    """Run ``program`` on ``probe`` in the fresh folder ``base``, against the embedded server playing its calls."""
+    home, cwd = _lay_out(probe, base)
+    before = {p for p in base.rglob("*") if p.is_file()}
+    with ServerThread(parse_scenario(_scenario(probe), "<probe>")) as server:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": server.url,
+            "ANTHROPIC_API_KEY": "probe",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+            "QUERYLOOP_HOME": str(base / "queryloop-home"),
+        }
+        args = ["-p", "go", "--model", "mock-primary", "--output-format", "stream-json", *probe.args]
+        proc = subprocess.run(
+            [*_command(program), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    result = next((line for line in reversed(lines) if line.get("type") == "result"), {})
+    init = next((line for line in lines if line.get("subtype") == "init"), {})
+    made = {p for p in base.rglob("*") if p.is_file()} - before
+    return Observed(
+        returncode=proc.returncode,
+        denied=tuple(d["tool_name"] for d in result.get("permission_denials") or ()),
+        made=frozenset(str(p.relative_to(base)) for p in made if _the_users(p.relative_to(base))),
+        mode=init.get("permissionMode"),
+        stderr=proc.stderr,
+    )
+
+
+def _the_users(rel: Path) -> bool:
+    """A file the run made for the user, not a program's own bookkeeping (sessions, caches, its record)."""
+    return rel.parts[0] not in ("home", "queryloop-home")
