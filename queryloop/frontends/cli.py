@@ -679,7 +679,7 @@ def _trusted_now(folder: Path, ignored: Sequence[str]) -> bool:
     from ..run.trust import TrustError, set_trust
 
     print(f"queryloop: {folder} is not trusted, so its settings may not widen what runs:", file=sys.stderr)
-    for line in ignored[:-1]:  # the last line says how to trust it: this question does
+    for line in ignored:
         print(inert(f"  {line}"), file=sys.stderr)
     try:
         answer = input("Trust this folder and use them (recorded in the trust record Claude Code reads)? [y/N] ")

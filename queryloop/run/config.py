@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -436,7 +437,9 @@ def resolve_config(
         )
     except McpConfigError as exc:
         raise ConfigError(str(exc), kind="mcp") from None
-    warnings[:0] = loaded.ignored  # an untrusted folder's widening keys, named before anything else
+    if loaded.ignored:  # an untrusted folder's widening keys, named before anything else, then how to trust it
+        trust = f"queryloop trust {shlex.quote(str(settings_cwd))}"
+        warnings[:0] = [*loaded.ignored, f"to trust {settings_cwd} and use them, run: {trust}"]
     policy = _sandbox(loaded.raw.get("sandbox"), force=asked_tools.sandbox, warnings=warnings)
     subagents = _subagents(settings_cwd, src)
     env = asked_tools.env or {}

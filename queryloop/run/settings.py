@@ -30,7 +30,6 @@ import difflib
 import json
 import os
 import re
-import shlex
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -450,8 +449,6 @@ def _restricted(
             label = _label(Path(where), cwd=cwd, home=home)
             ignored.extend(w.text(label) for w in widenings)
         kept.append((where, document, own))
-    if ignored:
-        ignored.append(f"to trust {cwd} and use them, run: queryloop trust {shlex.quote(str(cwd))}")
     return kept, ignored
 
 
