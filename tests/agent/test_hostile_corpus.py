@@ -8,8 +8,11 @@ continuations, look-alikes and control operators. Every line is first shown to d
 harm — bash runs it for real in a scratch directory and a file appears, changes or
 goes — and then :func:`decide` must not allow it: with no rules in every mode but
 ``bypassPermissions``, past deny rules, under an allow rule for the innocent-looking
-program, and, for lines that disguise ``touch`` or ``rm``, in ``bypassPermissions``
-mode with a deny rule on them. Benign read-only lines stay allowed (the controls).
+program, and, for lines that disguise ``touch`` or ``rm`` or have another program run
+them (issue 49: a shell reading its input, an escaped subscript, a wrapper or an
+interpreter the gate did not know), in ``bypassPermissions`` mode and under a bare
+``Bash`` allow rule with a deny rule on them. Benign read-only lines stay allowed (the
+controls), and so do benign lines the gate reads in full under a deny rule.
 """
 
 from __future__ import annotations
@@ -103,8 +106,9 @@ def load_corpus(path: Path = CORPUS_FILE) -> tuple[Entry, ...]:
 CORPUS: Final = load_corpus()
 
 
-# Lines the gate takes tens of seconds to decide on in some tests: left out by tools/test.sh --fast.
-SLOW_LINES = {"long-line-then-second-command"}
+# Lines the gate takes tens of seconds to decide on in some tests: left out by tools/test.sh --fast. (None since
+# issue 49: a line over shell.MAX_LINE is not parsed.)
+SLOW_LINES: set[str] = set()
 
 
 def _params(*, tag: str | None = None, without: str | None = None, prefix_claim: bool = False) -> list[object]:
@@ -296,6 +300,25 @@ def test_a_deny_rule_holds_in_bypass_mode_when_another_program_runs_touch_or_rm(
     assert not allowed, f"{entry.command!r} has another program run touch or rm past the deny rule: {allowed}"
 
 
+def _bare_allow_allows(entry: Entry, cwd: Path) -> list[str]:
+    """How a bare ``Bash`` allow rule with deny rules on touch and rm answers the line, where it allows."""
+    rules = PermissionRules(allow=("Bash",), deny=DENY_TOUCH_AND_RM.deny)
+    reasons = []
+    for mode in ("default", "acceptEdits", "dontAsk"):
+        decision = decide("Bash", {"command": entry.command}, mode=mode, rules=rules, cwd=cwd, interactive=True)
+        if decision.behavior == "allow":
+            reasons.append(f"{mode}: {decision.reason}")
+    return reasons
+
+
+@pytest.mark.parametrize("entry", [*_params(tag="hides"), *_params(tag="wraps", without="hides")])
+def test_a_deny_rule_holds_under_a_bare_bash_allow_rule_however_touch_or_rm_is_run(
+    entry: Entry, tmp_path: Path
+) -> None:
+    allowed = _bare_allow_allows(entry, tmp_path)
+    assert not allowed, f"{entry.command!r} runs touch or rm past the deny rule under a bare Bash rule: {allowed}"
+
+
 @pytest.mark.parametrize("entry", _params(prefix_claim=True))
 def test_an_allow_rule_for_the_innocent_program_does_not_allow_what_the_line_hides(
     entry: Entry, tmp_path: Path
@@ -365,5 +388,39 @@ def test_at_least_30_benign_lines_are_held_as_controls() -> None:
 def test_a_benign_read_only_line_is_still_allowed_without_rules(command: str, tmp_path: Path) -> None:
     decision = decide(
         "Bash", {"command": command}, mode="default", rules=PermissionRules(), cwd=tmp_path, interactive=False
+    )
+    assert decision.behavior == "allow", decision.reason
+
+
+@pytest.mark.parametrize("command", CONTROLS)
+def test_a_benign_read_only_line_is_still_allowed_under_deny_rules(command: str, tmp_path: Path) -> None:
+    decision = decide(
+        "Bash", {"command": command}, mode="default", rules=DENY_TOUCH_AND_RM, cwd=tmp_path, interactive=False
+    )
+    assert decision.behavior == "allow", decision.reason
+
+
+# Lines that write or run programs but run nothing the gate cannot read: a deny rule on touch and rm lets
+# them through in bypass mode (issue 49 makes what cannot be read ask, not what can).
+READ_IN_FULL: Final = (
+    "mkdir -p build && cp a.txt build/",
+    "timeout 5 grep -rn foo .",
+    "nice -n 5 sort a.txt",
+    "bash -c 'ls && cat a.txt'",
+    "bash -euo pipefail -c 'wc -l a.txt'",
+    "set -euo pipefail; ls",
+    "find . -name '*.txt' -exec grep -l alpha {} +",
+    "ls | xargs -I{} echo {}",
+    "LC_ALL=C sort a.txt",
+    "x=1; echo $x",
+    "/usr/bin/cat a.txt",
+    "eval 'ls -la'",
+)
+
+
+@pytest.mark.parametrize("command", READ_IN_FULL)
+def test_a_line_the_gate_reads_in_full_runs_in_bypass_mode_under_deny_rules(command: str, tmp_path: Path) -> None:
+    decision = decide(
+        "Bash", {"command": command}, mode="bypassPermissions", rules=DENY_TOUCH_AND_RM, cwd=tmp_path, interactive=False
     )
     assert decision.behavior == "allow", decision.reason

@@ -381,8 +381,8 @@ def test_plan_mode_denies_non_read_only_tools_even_when_allowed(tmp_path: Path) 
 
 
 def test_bypass_permissions_allows_everything_except_deny_rules(tmp_path: Path) -> None:
-    rules = PermissionRules(ask=["Bash(make:*)"], deny=["Bash(rm:*)"])
-    assert _bash("make all", rules, tmp_path, mode="bypassPermissions", interactive=False).behavior == "allow"
+    rules = PermissionRules(ask=["Bash(mkdir:*)"], deny=["Bash(rm:*)"])
+    assert _bash("mkdir build", rules, tmp_path, mode="bypassPermissions", interactive=False).behavior == "allow"
     assert _decide("Write", {"file_path": "/etc/x"}, rules, tmp_path, mode="bypassPermissions").behavior == "allow"
     assert _bash("rm -rf x", rules, tmp_path, mode="bypassPermissions").behavior == "deny"
 

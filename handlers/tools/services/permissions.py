@@ -40,13 +40,13 @@ from .rules import (
     read_denied,
     tool_name_matches,
 )
+from .runs import inner_commands, unreadable
 from .shell import (
     ReadOnlyReading,
     ShellCommand,
     SimpleCommand,
     analyse,
     bash_command_matches,
-    inner_commands,
     read_only_operands,
 )
 
@@ -177,12 +177,12 @@ def _bash_parts(ctx: _CallContext, shell: ShellCommand) -> tuple[_CallContext, .
 
     Each command is seen normalised (wrappers and assignments dropped, so ``X=1 env rm``
     is ``rm``), and so is every command it runs in turn (``timeout 5 rm``, ``xargs rm``,
-    ``bash -c 'rm x'``, ``eval 'rm x'``: ``shell.inner_commands``).
+    ``bash -c 'rm x'``, ``eval 'rm x'``: ``runs.inner_commands``).
     """
     texts: list[str] = []
     for command in shell.commands:
         texts.append(command.text)
-        texts.extend(inner_commands(command)[0])
+        texts.extend(inner_commands(command).texts)
     return tuple(attrs.evolve(ctx, tool_input={**ctx.tool_input, "command": t}) for t in dict.fromkeys(texts))
 
 
@@ -366,9 +366,9 @@ class _BashCall:
             return refused
         if not self.shell.understood:
             return self._unreadable()
-        hidden = next((c for c in self.shell.commands if inner_commands(c)[1]), None)
-        if hidden is not None and _restricts_bash(self.rules):
-            why = f"{hidden.text!r} runs code the gate cannot read, so the Bash deny and ask rules cannot be applied"
+        hidden = unreadable(self.shell) if _restricts_bash(self.rules) else None
+        if hidden is not None:  # in every mode: bypass and a bare Bash rule cannot apply rules to what is not read
+            why = f"the command runs code the gate cannot read ({hidden}), so the Bash deny and ask rules cannot apply"
             return PermissionDecision(behavior="deny", rule=None, reason=why) if self.mode == "plan" else _ask(why)
         readings = [read_only_operands(c) for c in self.shell.commands]
         read_only = bool(readings) and not self.shell.writes and all(r is not None for r in readings)

@@ -10,14 +10,15 @@ redirection writes or reads. Anything the parser cannot prove it sees in full ma
 the analysis *not understood*, and the caller must ask, never guess: ANSI-C
 ``$'…'`` quoting, arithmetic, ``[[ ]]``, ``case``, a parameter expansion with an
 operator or a subscript (``${x:-$(…)}``, ``${a[$(…)]}``), a here-document whose
-body the shell expands, a quoted word holding ``$(``, a backtick or ``${`` (text
-that runs a command when an array subscript or ``eval`` evaluates it again), a
-command word that is itself an expansion or a pattern.
+body the shell expands, a word holding ``$(``, a backtick or ``${`` once its quotes
+and backslashes are gone (text that runs a command when an array subscript or
+``eval`` evaluates it again), a command word that is itself an expansion or a
+pattern, a line longer than :data:`MAX_LINE` characters (the parser's time grows with
+it). What a command runs in turn is ``runs``'s.
 
-Also owns :func:`inner_commands` (what a command runs in turn — ``timeout 5 rm``,
-``bash -c 'rm x'``, ``eval`` — for the deny rules, and whether it runs code no one
-can read: ``source``, ``trap``, ``alias``), how a Bash rule's pattern (``git push:*``, ``npm run *``) matches one
-command (:func:`bash_command_matches`), and the read-only classification (:func:`read_only_operands`): a command is
+Also owns how a Bash rule's pattern (``git push:*``, ``npm run *``) matches one
+command (:func:`bash_command_matches`, in time linear in the command), and the
+read-only classification (:func:`read_only_operands`): a command is
 read-only only when its program is on a short list of programs that cannot write or
 run another program with *any* option, every word is a literal (no expansion of any
 kind — a glob, ``~``, braces, a ``$``), no environment assignment is made, and every
@@ -41,14 +42,19 @@ from typing import Any, Final
 import attrs
 
 __all__ = [
+    "MAX_LINE",
     "ReadOnlyReading",
     "ShellCommand",
     "SimpleCommand",
     "analyse",
     "bash_command_matches",
-    "inner_commands",
     "read_only_operands",
+    "simple_command",
 ]
+
+#: The longest command line the gate reads (characters): a longer one cannot be checked, and asks. Model
+#: commands are far shorter; the parser's time grows with the line (tools/bench_gate.py prints it).
+MAX_LINE: Final = 65_536
 
 _NAME: Final = re.compile(r"[A-Za-z0-9_.+-]+")  # a command word that is a plain name, no pattern or expansion
 _PARAMETER: Final = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]|[?#@*$!-])$")  # `$x`, `${x}`, `$1`, `$?`
@@ -71,6 +77,7 @@ class SimpleCommand:
     assignments: tuple[str, ...] = ()  # `X=1 cmd`, `env X=1 cmd`: they change what the program does
     literal: bool = True  # every word, redirection target and here-document is text the shell does not expand
     reads: tuple[str, ...] = ()  # files input redirections read (`< file`)
+    path: str = ""  # the command word as written when it names a folder (`./cat`, `/usr/bin/cat`), else ""
 
     @property
     def name(self) -> str:
@@ -94,6 +101,7 @@ class ShellCommand:
     commands: tuple[SimpleCommand, ...] = ()
     writes: tuple[str, ...] = ()  # files redirections write (not /dev/null), as written
     reads: tuple[str, ...] = ()  # files read by redirections on compound commands (`while …; done < f`)
+    assigned: tuple[str, ...] = ()  # variables given a value outside a command's prefix (`x=1;`, `for x in`)
     problem: str | None = None  # why the line is not fully understood (None: it is)
 
     @property
@@ -118,6 +126,8 @@ def analyse(line: str) -> ShellCommand:
         return ShellCommand(problem="ANSI-C or locale quoting ($'…', $\"…\") is not checked")
     if "\x00" in line:
         return ShellCommand(problem="the command contains a NUL byte")
+    if len(line) > MAX_LINE:
+        return ShellCommand(problem=f"the command is {len(line)} characters long, over the {MAX_LINE} the gate reads")
     if (len(line) - len(line.rstrip("\\"))) % 2:
         return ShellCommand(problem="the command ends in a backslash, which bash reads as a word the parser drops")
     try:
@@ -136,7 +146,12 @@ def analyse(line: str) -> ShellCommand:
         return ShellCommand(problem="the command is nested too deeply to check")
     except Exception as exc:  # a tree shape this reader did not expect: unclear, never a crash of the run
         return ShellCommand(problem=f"shell syntax that is not checked ({type(exc).__name__}: {exc})")
-    return ShellCommand(commands=tuple(reader.commands), writes=tuple(reader.writes), reads=tuple(reader.reads))
+    return ShellCommand(
+        commands=tuple(reader.commands),
+        writes=tuple(reader.writes),
+        reads=tuple(reader.reads),
+        assigned=tuple(reader.assigned),
+    )
 
 
 # Nodes that only hold others (a `word` under one — a loop's list, a function's name — is checked as any word).
@@ -154,6 +169,7 @@ class _Reader:
         self.commands: list[SimpleCommand] = []
         self.writes: list[str] = []
         self.reads: list[str] = []  # files redirections on compound commands read
+        self.assigned: list[str] = []  # `x=1` with no command, a for loop's variable
 
     def visit(self, node: Any) -> None:
         kind = getattr(node, "kind", None)
@@ -166,6 +182,8 @@ class _Reader:
         elif kind == "redirect":  # on a compound command: `{ ls; } > f`, `( … ) > f`, `for …; done > f`
             self._redirect(node, writes=self.writes, reads=self.reads)
         elif kind in _CONTAINERS:
+            if kind == "for":  # `for PATH in …`: the loop assigns its variable
+                self.assigned.extend(p.word for p in node.parts[1:2] if getattr(p, "kind", "") == "word")
             for child in _children(node):
                 self.visit(child)
         else:
@@ -182,7 +200,8 @@ class _Reader:
                 self.visit(part.command)
             elif kind != "tilde":
                 raise _Unclear(f"the expansion {kind!r} in {word.word!r} is not checked")
-        bare = self._raw_outside_parts(word)
+        # backslashes ("a[\$(…)]", a\[\$\(…\)\]) hide such text from the line, not from a later evaluation
+        bare = self._raw_outside_parts(word).replace("\\\n", "").replace("\\", "")
         if any(marker in bare for marker in _REEVALUATED):
             raise _Unclear(f"the word {word.word!r} holds text that runs a command if evaluated again")
 
@@ -235,12 +254,16 @@ class _Reader:
             else:
                 raise _Unclear(f"shell construct {part.kind!r} is not checked")
         self.writes.extend(writes)
-        words, wrapped = _normalise(words)
+        words, wrapped, path = _normalise(words)
         assignments.extend(wrapped)
         if words:
             self.commands.append(
-                SimpleCommand(words=tuple(words), assignments=tuple(assignments), literal=literal, reads=tuple(reads))
+                SimpleCommand(
+                    words=tuple(words), assignments=tuple(assignments), literal=literal, reads=tuple(reads), path=path
+                )
             )
+        else:
+            self.assigned.extend(a.split("=", 1)[0].rstrip("+") for a in assignments)
 
     def _redirect(self, redirect: Any, *, writes: list[str], reads: list[str]) -> bool:
         """Record what a redirection writes or reads; True when it is literal."""
@@ -335,16 +358,29 @@ def _unquoted(raw: str) -> str:
     return "".join(out)
 
 
-def _normalise(words: list[str]) -> tuple[list[str], list[str]]:
-    """The command word as the shell resolves it, wrappers removed; the assignments ``env`` makes."""
+def simple_command(words: tuple[str, ...], *, literal: bool) -> SimpleCommand | str:
+    """``words`` run as a command (what a wrapper runs), read as :func:`analyse` reads one; or why it cannot be."""
+    try:
+        normal, assignments, path = _normalise(list(words))
+    except _Unclear as exc:
+        return str(exc)
+    if not normal:
+        return "it names no command"
+    return SimpleCommand(words=tuple(normal), assignments=tuple(assignments), literal=literal, path=path)
+
+
+def _normalise(words: list[str]) -> tuple[list[str], list[str], str]:
+    """The command word as the shell resolves it, wrappers removed; the assignments ``env`` makes; its path."""
     assignments: list[str] = []
+    path = ""
     while words:
         name = words[0].rsplit("/", 1)[-1] if "/" in words[0] else words[0]
         if not _NAME.fullmatch(name) and name != "[":
             raise _Unclear(f"the command word {words[0]!r} is not a plain name")
+        path = words[0] if "/" in words[0] else ""
         words = [name, *words[1:]]
         if name not in _WRAPPERS:
-            return words, assignments
+            return words, assignments, path
         rest = words[1:]
         if name == "env":
             while rest and "=" in rest[0] and not rest[0].startswith("-"):
@@ -353,56 +389,7 @@ def _normalise(words: list[str]) -> tuple[list[str], list[str]]:
         if rest and rest[0].startswith("-"):
             raise _Unclear(f"{name} with options is not checked")
         words = rest
-    return words, assignments
-
-
-# ---- commands a command runs -------------------------------------------------------------------
-
-#: Programs whose later words are another command they run (`timeout 5 rm x`, `xargs rm`).
-_RUNNERS: Final = frozenset(
-    {
-        "timeout", "nice", "ionice", "stdbuf", "setsid", "flock", "xargs", "watch", "time", "chrt", "taskset",
-        "sudo", "doas", "unbuffer", "parallel", "strace", "ltrace", "chroot", "unshare", "nsenter", "runuser",
-        "su", "script", "find", "env", "command", "builtin", "exec", "nohup", "busybox",
-    }
-)  # fmt: skip
-#: Shells, whose `-c` word is a command line of its own.
-_SHELLS: Final = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox"})
-#: Shell built-ins and programs that run code the gate cannot read (a file, a callback, a later trigger).
-_OPAQUE: Final = frozenset(
-    {"eval", "source", ".", "alias", "hash", "trap", "compgen", "complete", "mapfile", "readarray", "enable", "fc"}
-)
-
-
-def inner_commands(command: SimpleCommand, *, depth: int = 0) -> tuple[tuple[str, ...], bool]:
-    """The other commands ``command`` runs, as texts a deny rule can match; True when it runs code none can see.
-
-    ``timeout 5 rm x`` runs ``rm x`` (every later suffix is offered: a runner's own
-    options are not parsed), ``bash -c 'rm x'`` and ``eval 'rm x'`` run what their
-    text reads as; ``source f``, ``trap … EXIT``, ``alias``, ``mapfile -C`` run code
-    the gate cannot read. For deny and ask rules only: an allow rule never reaches in.
-    """
-    words = command.words
-    texts: list[str] = []
-    opaque = command.name in _OPAQUE
-    if command.name in _RUNNERS:
-        texts.extend(" ".join(words[i:]) for i in range(1, len(words)))
-    scripts: list[str] = []
-    if command.name == "eval":
-        scripts.append(" ".join(words[1:]))
-    if command.name in _SHELLS:
-        scripts.extend(words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("-") and "c" in w[1:])
-        opaque = opaque or (not scripts and len(words) > 1)  # `bash script.sh`: a file the gate cannot read
-    for script in scripts:
-        inner = analyse(script) if depth < 3 else ShellCommand(problem="nested too deeply")
-        if not inner.understood:
-            opaque = True
-        for nested in inner.commands:
-            texts.append(nested.text)
-            more, hidden = inner_commands(nested, depth=depth + 1)
-            texts.extend(more)
-            opaque = opaque or hidden
-    return tuple(texts), opaque
+    return words, assignments, path
 
 
 # ---- rule patterns -----------------------------------------------------------------------------
@@ -443,6 +430,7 @@ class _Program:
     numeric: bool = False  # `head -5`: a count written as an option
     lists_dirs: frozenset[str] = frozenset()  # options that make it read a directory tree (`-r`)
     default_cwd: bool = False  # with no operand it reads the working directory
+    refused_letters: str = ""  # letters an operand may not hold (ps's BSD option `e` lists environments)
 
 
 def _program(
@@ -453,6 +441,7 @@ def _program(
     numeric: bool = False,
     lists_dirs: str = "",
     default_cwd: bool = False,
+    refused_letters: str = "",
 ) -> _Program:
     return _Program(
         flags=frozenset(flags.split()),
@@ -461,6 +450,7 @@ def _program(
         numeric=numeric,
         lists_dirs=frozenset(lists_dirs.split()),
         default_cwd=default_cwd,
+        refused_letters=refused_letters,
     )
 
 
@@ -553,10 +543,12 @@ _READ_ONLY: Final[Mapping[str, _Program]] = {
     "test": _TEST,
     "[": _TEST,
     "sleep": _program(operands="text"),
+    # `ps` without BSD's `e` (`ps eww`): it prints every process's environment, the run's API key among them
     "ps": _program(
         "-A -a -d -e -f -F -l -H -j -x -w -ww -ef -eF -ely -aux --forest --no-headers --headers",
         "-p -o -u -U -g -G -C -t -q --pid --ppid --format --user --sort --cols --columns --lines --rows",
         operands="text",
+        refused_letters="e",
     ),
 }
 
@@ -583,6 +575,8 @@ def read_only_operands(command: SimpleCommand) -> ReadOnlyReading | None:
     while index < len(args):
         arg = args[index]
         if ended or arg == "-" or not arg.startswith("-") or (program.operands == "text" and arg[1:].isdigit()):
+            if any(letter in arg for letter in program.refused_letters):
+                return None
             operands.append(arg)
         elif arg == "--":
             ended = True
