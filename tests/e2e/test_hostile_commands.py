@@ -5,7 +5,9 @@ goes to the real CLI against the embedded server: one model reply proposes them 
 as Bash calls, headless. In ``default`` and ``plan`` mode nothing may run: no file
 appears or changes, every victim keeps its content, and every call is listed in
 ``permission_denials``. The same reply in ``bypassPermissions`` mode shows that each
-line does its harm when it runs, so the first two tests can fail.
+line does its harm when it runs, so the first two tests can fail. In that mode, with
+deny rules on ``touch`` and ``rm``, none of the lines that run them — disguised, or
+through another program — may run (issue 49).
 
 Each entry's files get the entry's id in their names (``pwned-ID``, ``victim-ID.txt``)
 so a line that ran is named in the failure.
@@ -39,6 +41,7 @@ class Hostile:
     id: str
     command: str
     files: tuple[str, ...]
+    runs_touch_or_rm: bool  # tagged hides or wraps: the shell or another program runs touch or rm
 
 
 def _own_names(entry_id: str, text: str) -> str:
@@ -67,6 +70,7 @@ def load_end_to_end_entries(path: Path = CORPUS_FILE) -> tuple[Hostile, ...]:
                 id=entry_id,
                 command=_own_names(entry_id, body.removesuffix("\n")),
                 files=tuple(_own_names(entry_id, f) for f in files),
+                runs_touch_or_rm="hides" in tags or "wraps" in tags,
             )
         )
     return tuple(entries)
@@ -120,12 +124,13 @@ def _all_proposed_at_once() -> str:
 """)
 
 
-def _run(tmp_path: Path, mode: str) -> tuple[set[str], list[dict[str, Any]]]:
-    """Run the reply in ``mode``, headless: the files that changed and the denials reported."""
+def _run(tmp_path: Path, mode: str, *, deny: tuple[str, ...] = ()) -> tuple[set[str], list[dict[str, Any]]]:
+    """Run the reply in ``mode``, headless, with these deny rules: the files that changed and the denials reported."""
     _make_workdir(tmp_path)
     before = _snapshot(tmp_path)
     with MockApi(_all_proposed_at_once()) as api:
         args = ["-p", "go", "--model", "mock-primary", "--permission-mode", mode]
+        args += ["--settings", json.dumps({"permissions": {"deny": list(deny)}})] if deny else []
         run = run_cli(args, api=api, cwd=tmp_path, fmt="json", timeout=120)
     assert run.returncode == 0, run.stderr
     return _changed(before, _snapshot(tmp_path)), list(run.result["permission_denials"])
@@ -154,3 +159,13 @@ def test_every_line_does_its_harm_when_bypass_mode_lets_it_run(tmp_path: Path) -
     assert denials == []
     harmless = [e.id for e in ENTRIES if not any(e.id in name for name in changed)]
     assert not harmless, f"these lines did nothing when they ran, so their denial proves nothing: {harmless}"
+
+
+def test_deny_rules_on_touch_and_rm_hold_in_bypass_mode_whatever_runs_them(tmp_path: Path) -> None:
+    changed, denials = _run(tmp_path, "bypassPermissions", deny=("Bash(touch:*)", "Bash(rm:*)"))
+    guarded = [e for e in ENTRIES if e.runs_touch_or_rm]
+    assert len(guarded) >= 25
+    ran = sorted(e.id for e in guarded if any(e.id in name for name in changed))
+    assert not ran, f"these lines ran touch or rm past the deny rules: {ran}"
+    denied = {d["tool_input"]["command"] for d in denials}
+    assert not [e.id for e in guarded if e.command not in denied], "each is listed in permission_denials"
