@@ -18,7 +18,7 @@ from queryloop.handlers.tools.services.rules import (
     parse_rule,
     parse_rule_list,
 )
-from queryloop.handlers.tools.services.shell import analyse
+from queryloop.handlers.tools.services.shell import MAX_LINE, analyse
 
 
 def _decide(
@@ -422,3 +422,21 @@ def test_a_file_a_read_deny_rule_covers_is_not_edited_either_and_the_refusal_is_
         verdict = _decide(tool, {"file_path": "secret.env"}, rules, tmp_path, mode="acceptEdits")
         assert (verdict.behavior, verdict.listed) == ("deny", False), verdict
     assert _decide("Edit", {"file_path": "other.env"}, rules, tmp_path, mode="acceptEdits").behavior == "allow"
+
+
+def test_ps_listing_the_environments_of_processes_is_not_read_only(tmp_path: Path) -> None:
+    """BSD's `e` prints each process's environment (the run's API key among them); `-e` only selects every process."""
+    for command in ("ps eww -C queryloop", "ps e", "ps auxe", "ps -A e"):
+        assert _bash(command, PermissionRules(), tmp_path, interactive=False).behavior == "deny", command
+    for command in ("ps aux", "ps -e", "ps -ef", "ps -eF"):
+        assert _bash(command, PermissionRules(), tmp_path, interactive=False).behavior == "allow", command
+
+
+def test_a_line_longer_than_the_gate_reads_cannot_be_checked_and_asks(tmp_path: Path) -> None:
+    line = "ls " + "a.txt " * (MAX_LINE // 6 + 1)
+    decision = _bash(line, PermissionRules(), tmp_path)
+    assert (decision.behavior, analyse(line).understood) == ("ask", False)
+    assert f"over the {MAX_LINE} the gate reads" in decision.reason
+    assert _bash(line[: MAX_LINE - 10], PermissionRules(), tmp_path).behavior == "allow", "under the limit: read"
+    denied = PermissionRules(allow=["Bash"], deny=["Bash(rm:*)"])
+    assert _bash(line, denied, tmp_path, mode="bypassPermissions").behavior == "ask", "no rule can be applied"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from .harness import MockApi, run_cli
 from .test_sandbox import _run, _script
 
 pytestmark = pytest.mark.slow  # each runs the CLI and bwrap
@@ -179,3 +181,43 @@ TAMPER = (
 def test_the_bridge_and_the_filter_the_next_command_starts_with_are_read_only_to_this_one(tmp_path: Path) -> None:
     results, _ = _run(tmp_path, _script(TAMPER), settings={"network": {"allowedDomains": ["example.com"]}})
     assert results[0].count("REFUSED 30") == 2 and "WRITABLE" not in results[0], results[0]  # EROFS
+
+
+# How many environments holding the CLI's key a command can list, with `ps eww` and in /proc/PID/environ, and
+# how many environments ps lists at all (issue 49). `[y]`: the pattern in grep's own command line is no match.
+ENVIRONMENTS = (
+    "echo ps $(ps eww -A | grep -c 'ANTHROPIC_API_KEY=test-ke[y]') listed $(ps eww -A | grep -c 'PATH=[/]');"
+    " echo proc $(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '^ANTHROPIC_API_KEY=test-ke[y]')"
+)
+_COUNTS = re.compile(r"ps (\d+) listed (\d+)\s+proc (\d+)")
+
+
+def _keys_seen(output: str) -> tuple[int, int, int]:
+    """How many environments held the key in ps's listing, how many ps listed, how many /proc showed the key in."""
+    found = _COUNTS.search(output)
+    assert found is not None, output
+    shown, listed, read = (int(n) for n in found.groups())
+    return shown, listed, read
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "allowed-domains"])
+def test_a_sandboxed_command_sees_no_environment_of_a_process_outside_the_sandbox(
+    tmp_path: Path, network: bool
+) -> None:
+    """The CLI holds ANTHROPIC_API_KEY; commands never get it, and in their PID namespace see no process that does."""
+    settings = {"network": {"allowedDomains": ["example.com"]}} if network else {}
+    results, _ = _run(tmp_path, _script(ENVIRONMENTS), settings=settings)
+    shown, listed, read = _keys_seen(results[0])
+    assert listed > 0, f"ps listed no environment at all, so it proves nothing: {results[0]}"
+    assert (shown, read) == (0, 0), results[0]
+
+
+def test_outside_the_sandbox_the_same_command_sees_the_key_of_the_cli_that_runs_it(tmp_path: Path) -> None:
+    """The control: unsandboxed, the listing shows the CLI's environment, so the test above can fail."""
+    with MockApi(_script(ENVIRONMENTS)) as api:
+        args = ["-p", "go", "--model", "mock-primary", "--permission-mode", "bypassPermissions"]
+        run = run_cli(args, api=api, cwd=tmp_path, fmt="json")
+        assert run.returncode == 0, run.stderr
+        listing = str(api.requests[1].messages[-1]["content"][0]["content"])
+    shown, _, read = _keys_seen(listing)
+    assert shown > 0 and read > 0, listing
