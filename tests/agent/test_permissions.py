@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queryloop.handlers.tools.services.permissions import PermissionDecision, decide
 from queryloop.handlers.tools.services.rules import (
@@ -18,7 +21,7 @@ from queryloop.handlers.tools.services.rules import (
     parse_rule,
     parse_rule_list,
 )
-from queryloop.handlers.tools.services.shell import MAX_LINE, analyse
+from queryloop.handlers.tools.services.shell import MAX_LINE, analyse, bash_command_matches
 
 
 def _decide(
@@ -440,3 +443,21 @@ def test_a_line_longer_than_the_gate_reads_cannot_be_checked_and_asks(tmp_path: 
     assert _bash(line[: MAX_LINE - 10], PermissionRules(), tmp_path).behavior == "allow", "under the limit: read"
     denied = PermissionRules(allow=["Bash"], deny=["Bash(rm:*)"])
     assert _bash(line, denied, tmp_path, mode="bypassPermissions").behavior == "ask", "no rule can be applied"
+
+
+def _by_regular_expression(specifier: str, command: str) -> bool:
+    """The rule matcher as it was written before issue 49: a regular expression (it backtracks)."""
+    body, tail = specifier.strip(), ""
+    if specifier.endswith((":*", " *")):
+        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
+    regex = ".*".join(re.escape(chunk) for chunk in body.split("*"))
+    return re.fullmatch(regex + tail, command.strip(), re.DOTALL) is not None
+
+
+_RULE_TEXT = st.text(alphabet="ab *:\t\n", max_size=9)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_RULE_TEXT.filter(str.strip), st.text(alphabet="ab *:\t\n", max_size=14))
+def test_the_rule_matcher_agrees_with_the_regular_expression_it_replaced(specifier: str, command: str) -> None:
+    assert bash_command_matches(specifier, command) == _by_regular_expression(specifier, command)

@@ -78,12 +78,10 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
             return ()  # nothing narrower than "every Bash command" can be said: no "always"
         if any(c.assignments for c in shell.commands):
             return ()
-        rules: list[str] = []
+        rules: dict[str, None] = {}  # in order, each once (a list's `in` made a long line quadratic)
         for c in shell.commands:
             head = [c.name, *(w for w in c.words[1:2] if not w.startswith("-") and "/" not in w and "*" not in w)]
-            rule = f"Bash({' '.join(head)}:*)"
-            if rule not in rules:
-                rules.append(rule)
+            rules[f"Bash({' '.join(head)}:*)"] = None
         return tuple(rules)
     if tool_name in PATH_FIELDS:
         path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())

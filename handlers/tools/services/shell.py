@@ -397,24 +397,52 @@ def _normalise(words: list[str]) -> tuple[list[str], list[str], str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _bash_pattern(specifier: str) -> re.Pattern[str]:
-    # `prefix:*` (legacy) and a trailing ` *` both mean "this command, with or
-    # without further arguments": `npm run test:*` matches `npm run test` and
-    # `npm run test foo` but not `npm run testing`.
-    if specifier.endswith(":*"):
-        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
-    elif specifier.endswith(" *"):
-        body, tail = specifier[:-2].rstrip(), r"(?:\s.*)?"
-    else:
-        body, tail = specifier.strip(), ""
-    # Only `*` is a wildcard: `?` and `[` are ordinary characters in commands.
-    regex = ".*".join(re.escape(chunk) for chunk in body.split("*"))
-    return re.compile(regex + tail, re.DOTALL)
+def _bash_pattern(specifier: str) -> tuple[tuple[str, ...], bool]:
+    """A specifier's literal pieces between its ``*`` wildcards, and whether further words may follow.
+
+    `prefix:*` (legacy) and a trailing ` *` both mean "this command, with or without
+    further arguments": `npm run test:*` matches `npm run test` and `npm run test foo`
+    but not `npm run testing`. Only `*` is a wildcard: `?` and `[` are ordinary.
+    """
+    if specifier.endswith((":*", " *")):
+        return tuple(specifier[:-2].rstrip().split("*")), True
+    return tuple(specifier.strip().split("*")), False
 
 
 def bash_command_matches(specifier: str, command: str) -> bool:
-    """Does a Bash rule's specifier (``git push:*``, ``npm run *``, ``ls``) match this one command?"""
-    return _bash_pattern(specifier).fullmatch(command.strip()) is not None
+    """Does a Bash rule's specifier (``git push:*``, ``npm run *``, ``ls``) match this one command?
+
+    In time linear in the command, whatever the rule (a regular expression with two
+    wildcards backtracks quadratically on a long hostile line): the pieces between
+    wildcards are found leftmost, which leaves the most room for what follows.
+    """
+    pieces, more = _bash_pattern(specifier)
+    text = command.strip()
+    first, last = pieces[0], pieces[-1]
+    if not text.startswith(first):
+        return False
+    if len(pieces) == 1:
+        return len(text) == len(first) or (more and text[len(first)].isspace())
+    at = len(first)
+    for piece in pieces[1:-1]:
+        found = text.find(piece, at)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    if not more:
+        return len(text) - len(last) >= at and text.endswith(last)
+    return _ends_a_word(text, last, at)
+
+
+def _ends_a_word(text: str, piece: str, at: int) -> bool:
+    """Does ``piece`` occur in ``text`` from ``at`` on, ending at the end or before whitespace?"""
+    found = text.find(piece, at)
+    while found >= 0:
+        end = found + len(piece)
+        if end == len(text) or text[end].isspace():
+            return True
+        found = text.find(piece, found + 1)
+    return False
 
 
 # ---- read-only classification ------------------------------------------------------------------
