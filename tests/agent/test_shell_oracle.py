@@ -6,7 +6,9 @@ scratch directory and a session of its own (killed whole afterwards). The claim:
 every command bash runs is one ``analyse`` names, or ``analyse`` says it did not
 understand the line (and the gate asks). A here-document whose delimiter is quoted
 is where bashlex and bash disagreed: bashlex ended it at the line ``'EOF'``, bash at
-``EOF``, and ran what followed.
+``EOF``, and ran what followed. Issue 49: builtins that evaluate an array subscript
+ran a command hidden behind backslashes; and a line the gate reads in full under a
+deny rule (``runs.unreadable``) runs nothing the gate did not name.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queryloop.handlers.tools.services.runs import unreadable
 from queryloop.handlers.tools.services.shell import analyse
 
 # Built-ins that would otherwise run without a trace are disabled, so bash looks them up (and logs them).
@@ -79,6 +82,12 @@ HIDING: Final = [
     "ls; \\",
     "EOF\"'EOF'\"",  # bashlex's quote removal: EOFEOF; bash runs EOF'EOF'
     "EOF'\n'",  # a command word ending in a newline passed a `$`-anchored name check
+    # issue 49: a subscript the builtin evaluates, its `$(` hidden from the line by backslashes
+    "let a[\\$\\(rm\\ x\\)]=1",
+    'let "a[\\$(rm x)]=1"',
+    "declare -i x=a\\[\\$\\(rm\\ x\\)\\]",
+    'printf -v "a[\\$(rm x)]" x',
+    'read "a[\\$(rm x)]" <<< 1',
 ]
 AGREED: Final = [
     "cat <<EOF\nplain text\nEOF\n",
@@ -124,3 +133,24 @@ def test_no_line_of_here_document_pieces_runs_a_command_the_gate_did_not_see(
 ) -> None:
     line = "".join(pieces)
     assert unseen(line, tmp_path_factory.mktemp("oracle")) == [], line
+
+
+_BUILTIN_PIECES: Final = [
+    "let ", "declare -i x=", "declare ", "printf -v ", "printf %d ", "read ", "export ", "unset ", "cd ", "set -- ",
+    "umask ", "type ", ": ", "pushd ", "a[", "]", "\\$\\(", "\\)", "rm\\ x", "rm x", "\\", "'", '"', "=1", "; ",
+    " ", "y", "$y", "y=", "<<< ", "\n", "$(", ")",
+]  # fmt: skip
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.lists(st.sampled_from(_BUILTIN_PIECES), min_size=2, max_size=10))
+def test_a_line_the_gate_reads_in_full_runs_no_command_it_did_not_name(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[str]
+) -> None:
+    line = "".join(pieces)
+    reading = analyse(line)
+    if unreadable(reading) is not None:
+        return  # under a deny rule it asks: nothing to hold against bash
+    names = {command.name for command in reading.commands}
+    ran = ran_by_bash(line, tmp_path_factory.mktemp("oracle"))
+    assert [name for name in ran if name not in names] == [], line

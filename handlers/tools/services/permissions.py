@@ -3,7 +3,9 @@
 Owns: matching a rule against a tool call (Bash commands as ``shell`` reads them,
 the path a file tool works on, exact specifiers for everything else), the decision
 ``allow`` / ``ask`` / ``deny`` for one call (:func:`decide`) — for Bash in its own
-order, failing closed (``_BashCall``) — the narrow rules an "always" answer creates
+order, failing closed (``_BashCall``): under a Bash deny or ask rule, a command that
+runs code the gate cannot read (``runs.unreadable``) asks in every mode, bypass
+included — the narrow rules an "always" answer creates
 (:func:`suggest_rules`), the shape of a permission callback
 (:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`) and
 the input such a callback is shown (:func:`observable_input`).
@@ -342,7 +344,8 @@ def _ask(reason: str, rule: str | None = None) -> PermissionDecision:
 class _BashCall:
     """One Bash call the deny rules let through, and the order in which the rest of the gate decides it.
 
-    Fails closed: a line the parser cannot read in full asks; a command is allowed
+    Fails closed: a line the parser cannot read in full asks, and so does, under a Bash
+    deny or ask rule, one that runs code the gate cannot read (``runs``); a command is allowed
     only by an allow rule that names it, by being provably read-only (``shell``), by
     a bare ``Bash`` allow rule, by ``bypassPermissions``, or — the wall, not the
     parser — by running in the sandbox with ``autoAllowBashIfSandboxed``. A file a
