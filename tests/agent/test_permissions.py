@@ -461,3 +461,49 @@ _RULE_TEXT = st.text(alphabet="ab *:\t\n", max_size=9)
 @given(_RULE_TEXT.filter(str.strip), st.text(alphabet="ab *:\t\n", max_size=14))
 def test_the_rule_matcher_agrees_with_the_regular_expression_it_replaced(specifier: str, command: str) -> None:
     assert bash_command_matches(specifier, command) == _by_regular_expression(specifier, command)
+
+
+def _in_bypass_under_a_deny_rule(command: str, cwd: Path) -> PermissionDecision:
+    return _bash(command, PermissionRules(deny=["Bash(rm:*)"]), cwd, mode="bypassPermissions", interactive=True)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "PATH=/tmp/evil:$PATH; ls",
+        "for PATH in /tmp/evil; do ls; done",
+        "LD_PRELOAD=./evil.so ls",
+        "env GCONV_PATH=. cat a.txt",
+        "export LD_PRELOAD=./evil.so; ls",
+        "./cat a.txt",
+        "/tmp/bin/ls",
+        "/usr/bin/../../tmp/ls",
+        "ls | xargs sort",
+        "find . -exec sh -c 'echo {}' \\;",
+        "set -k; ls",
+        "git status",
+        "f() { ls; }; f",
+    ],
+)
+def test_under_a_bash_deny_rule_a_command_the_gate_cannot_read_in_full_asks_even_in_bypass_mode(
+    command: str, tmp_path: Path
+) -> None:
+    decision = _in_bypass_under_a_deny_rule(command, tmp_path)
+    assert decision.behavior == "ask", decision.reason
+    assert "runs code the gate cannot read" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "command", ["x=1; ls", "LC_ALL=C ls", "for f in a b; do cat $f; done", "/usr/bin/ls", "ls | xargs grep x"]
+)
+def test_under_a_bash_deny_rule_a_command_the_gate_reads_in_full_runs_in_bypass_mode(
+    command: str, tmp_path: Path
+) -> None:
+    assert _in_bypass_under_a_deny_rule(command, tmp_path).behavior == "allow"
+
+
+def test_without_a_bash_deny_or_ask_rule_what_the_gate_cannot_read_runs_as_before(tmp_path: Path) -> None:
+    for command in ("git status", "echo ls | bash", "python3 -c 'print(1)'"):
+        decision = _bash(command, PermissionRules(allow=["Bash"]), tmp_path, interactive=False)
+        assert decision.behavior == "allow", (command, decision.reason)
+        assert _bash(command, PermissionRules(), tmp_path, mode="bypassPermissions").behavior == "allow"
