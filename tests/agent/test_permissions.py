@@ -481,6 +481,9 @@ def _in_bypass_under_a_deny_rule(command: str, cwd: Path) -> PermissionDecision:
         "ls | xargs sort",
         "find . -exec sh -c 'echo {}' \\;",
         "set -k; ls",
+        "x=-k; set $x; ls",
+        'printf "$fmt" x',
+        "sort $opts a.txt",
         "git status",
         "f() { ls; }; f",
     ],
@@ -494,7 +497,16 @@ def test_under_a_bash_deny_rule_a_command_the_gate_cannot_read_in_full_asks_even
 
 
 @pytest.mark.parametrize(
-    "command", ["x=1; ls", "LC_ALL=C ls", "for f in a b; do cat $f; done", "/usr/bin/ls", "ls | xargs grep x"]
+    "command",
+    [
+        "x=1; ls",
+        "LC_ALL=C ls",
+        "for f in a b; do cat $f; done",
+        "/usr/bin/ls",
+        "ls | xargs grep x",
+        "printf '%s\\n' \"$x\"",
+        'set -- "$x"',
+    ],
 )
 def test_under_a_bash_deny_rule_a_command_the_gate_reads_in_full_runs_in_bypass_mode(
     command: str, tmp_path: Path

@@ -118,6 +118,7 @@ _SHELLS: Final = frozenset({"bash", "sh", "dash"})  # read with bash's grammar; 
 _SHELL_LETTERS: Final = frozenset("ceuxvfnC")  # `bash -euxc '…'`; `o` takes a name (`-o pipefail`)
 _SHELL_LONG: Final = frozenset({"--norc", "--noprofile", "--posix"})
 _FIND_RUNS: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_OPTIONS_FIRST: Final = frozenset({"printf", "set"})  # builtins whose options end at their first operand
 
 
 @attrs.frozen(kw_only=True)
@@ -291,12 +292,30 @@ def _refused_option(command: SimpleCommand) -> str | None:
     refused = _RUNS_NOTHING[command.name]
     if not refused:
         return None
-    if not command.literal:
-        return f"{command.name} is given expanded words, and an option that runs code may be among them"
-    for word in command.words[1:]:
+    words = command.words[1:]
+    if command.name in _OPTIONS_FIRST:  # `printf '%s' "$x"`: what follows the first operand is no option
+        words = _leading_options(words)
+    elif not command.literal:
+        words = ("",)  # an expanded word (a glob, `$x`) may be any option
+    for word in words:
+        if word == "" or _maybe_expanded(word):
+            return f"{command.name} is given expanded words, and an option that runs code may be among them"
         if word in refused or _short_refused(word, refused) or _long_refused(word, refused):
             return f"{command.name} {word} can run code or evaluate a subscript"
     return None
+
+
+def _leading_options(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The words before the first operand of a builtin that reads its options first (`--` ends them)."""
+    for at, word in enumerate(words):
+        if word == "--" or not (word.startswith(("-", "+")) or _maybe_expanded(word)):
+            return words[:at]
+    return words
+
+
+def _maybe_expanded(word: str) -> bool:
+    """Might the shell expand ``word`` into something else (an option)? ``$``, a backtick, a glob, ``~``, braces."""
+    return any(c in word for c in "$`*?[~{")
 
 
 def _short_refused(word: str, refused: frozenset[str]) -> bool:
