@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from queryloop.handlers.tools.services.runs_later import RunsLater
 from queryloop.handlers.tools.services.sandbox import Sandbox, SandboxPolicy
 from queryloop.handlers.tools.services.sandbox.overlay import remove_tree
 from queryloop.handlers.tools.services.sandbox.protect import (
@@ -69,9 +70,9 @@ def test_the_walk_for_protected_paths_fails_closed_past_its_limit(tmp_path: Path
     for index in range(30):
         (tmp_path / f"d{index}").mkdir()
     (tmp_path / "d7" / ".bashrc").write_text("x")
-    assert list(existing_protected(tmp_path, home=None, limit=100)) == [tmp_path / "d7" / ".bashrc"]
+    assert list(existing_protected(tmp_path, later=RunsLater(), limit=100)) == [tmp_path / "d7" / ".bashrc"]
     with pytest.raises(OSError, match="more than 10 entries"):
-        list(existing_protected(tmp_path, home=None, limit=10))
+        list(existing_protected(tmp_path, later=RunsLater(), limit=10))
 
 
 def test_the_seccomp_program_is_known_for_this_machine_and_refused_elsewhere(tmp_path: Path) -> None:
@@ -161,3 +162,90 @@ def test_clearing_a_tree_never_changes_what_a_symlink_in_it_leads_to(tmp_path: P
     assert not tree.exists()
     assert (victim.stat().st_mode & 0o777, victim_dir.stat().st_mode & 0o777) == (0o600, 0o500)
     victim_dir.chmod(0o700)
+
+
+# ---- issue 49: git's config and hooks however git finds them, PATH folders under home ------------
+
+EVIL_CONFIG = "printf '[core]\\n\\tfsmonitor = touch pwned\\n'"
+
+
+def _sandboxed(tmp_path: Path, command: str, *, capture: bool, path: str | None = None) -> str:
+    """Run ``command`` in a sandbox of ``tmp_path`` (with the overlay or bound directly); its output and refusals."""
+    sandbox = Sandbox(ON, cwd=tmp_path, capture=capture)
+    try:
+        assert sandbox.captures is capture, sandbox.capture_problem
+        prepared = sandbox.prepare(command, {"PATH": path or os.environ["PATH"]})
+        done = subprocess.run(prepared.argv, env=prepared.env, capture_output=True, text=True, timeout=60, check=False)
+        changes = prepared.finish(None)
+    finally:
+        sandbox.close()
+    return done.stdout + done.stderr + (changes.summary() if changes else "")
+
+
+BOTH = pytest.mark.parametrize("capture", [True, False], ids=["overlay", "bound"])
+
+
+@BOTH
+def test_a_git_file_planted_where_there_is_no_repository_never_comes_out(tmp_path: Path, capture: bool) -> None:
+    command = (
+        f"mkdir -p evil sub link; {EVIL_CONFIG} > evil/config; echo 'gitdir: evil' > .git; "
+        "echo 'gitdir: ../evil' > sub/.git; ln -s ../evil link/.git; echo ok > kept"
+    )
+    out = _sandboxed(tmp_path, command, capture=capture)
+    assert (tmp_path / "kept").read_text() == "ok\n", out
+    for planted in (".git", "sub/.git", "link/.git"):
+        assert not os.path.lexists(tmp_path / planted), f"{planted} came out: {out}"
+
+
+@BOTH
+def test_a_commondir_planted_in_a_repository_never_comes_out(tmp_path: Path, capture: bool) -> None:
+    (tmp_path / ".git" / "objects").mkdir(parents=True)
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    out = _sandboxed(
+        tmp_path, f"mkdir -p evil; {EVIL_CONFIG} > evil/config; echo ../evil > .git/commondir", capture=capture
+    )
+    assert not (tmp_path / ".git" / "commondir").exists(), out
+
+
+@BOTH
+def test_the_configuration_an_existing_git_file_points_to_stays_read_only(tmp_path: Path, capture: bool) -> None:
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "config").write_text("[core]\n")
+    (tmp_path / ".git").write_text("gitdir: store\n")
+    command = f"{EVIL_CONFIG} > store/config; mkdir -p store/hooks; echo 'touch pwned' > store/hooks/post-checkout"
+    out = _sandboxed(tmp_path, command, capture=capture)
+    assert (tmp_path / "store" / "config").read_text() == "[core]\n", out
+    assert not (tmp_path / "store" / "hooks").exists(), out
+
+
+@BOTH
+def test_a_configured_hooks_path_folder_is_read_only_even_before_it_exists(tmp_path: Path, capture: bool) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n\thooksPath = .githooks\n")
+    (tmp_path / ".husky").mkdir()
+    command = "mkdir -p .githooks; echo 'touch pwned' > .githooks/pre-commit; echo 'touch pwned' > .husky/pre-commit"
+    out = _sandboxed(tmp_path, command, capture=capture)
+    assert not (tmp_path / ".githooks").exists(), out
+    assert list((tmp_path / ".husky").iterdir()) == [], out
+
+
+@BOTH
+def test_with_the_home_directory_as_working_directory_a_new_bin_folder_never_comes_out(
+    tmp_path: Path, capture: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debian's ``.profile`` puts ``~/bin`` and ``~/.local/bin`` first on PATH when they exist: a ``git`` there
+    runs instead of git at the user's next login."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    command = "mkdir -p bin .local/bin; printf '#!/bin/sh\\ntouch pwned\\n' > bin/git; cp bin/git .local/bin/ls"
+    out = _sandboxed(tmp_path, command + "; echo ok > notes.txt", capture=capture)
+    assert (tmp_path / "notes.txt").exists(), out
+    assert not (tmp_path / "bin").exists() and not (tmp_path / ".local").exists(), out
+
+
+@BOTH
+def test_a_folder_on_the_commands_path_inside_the_working_directory_is_read_only(tmp_path: Path, capture: bool) -> None:
+    (tmp_path / "tools").mkdir()
+    out = _sandboxed(
+        tmp_path, "echo 'touch pwned' > tools/git", capture=capture, path=f"{tmp_path / 'tools'}:/usr/bin:/bin"
+    )
+    assert not (tmp_path / "tools" / "git").exists(), out

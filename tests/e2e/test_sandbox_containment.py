@@ -43,9 +43,12 @@ def _repository(path: Path) -> None:
 
 
 def _plant(planted: dict[str, str]) -> str:
-    """One command writing each file (its folder made first), then an ordinary file, whatever fails."""
+    """One command writing each file (its folder made first), then an ordinary file, whatever fails.
+
+    Through ``tee``, whose writes the gate cannot see: a redirection to one of them asks first (issue 49),
+    and this is about the wall, not the gate."""
     parts = [
-        f"mkdir -p {os.path.dirname(name) or '.'}; printf %s {json.dumps(text)} > {name}"
+        f"mkdir -p {os.path.dirname(name) or '.'}; printf %s {json.dumps(text)} | tee {name} >/dev/null"
         for name, text in planted.items()
     ]
     return "; ".join(parts) + "; echo fine > ordinary.txt"
@@ -86,11 +89,21 @@ def test_a_working_directory_that_is_home_keeps_every_dotfile_there_read_only(tm
     home = tmp_path / "home"
     home.mkdir()
     (home / ".config").mkdir()
-    command = "mkdir -p .config/autostart .local/bin; echo x > .config/autostart/evil; echo x > .local/bin/git"
+    command = "mkdir -p .config/autostart .local/bin bin; echo x | tee .config/autostart/evil .local/bin/git bin/git"
     command += "; echo ok > notes.txt"
     results, _ = _run(home, _script(command), env={"HOME": str(home)})
     assert (home / "notes.txt").read_text() == "ok\n"
     assert not (home / ".config" / "autostart").exists() and not (home / ".local").exists(), results
+    assert not (home / "bin").exists(), "~/bin is first on the login shell's PATH: a git there runs instead of git"
+
+
+def test_the_gate_refuses_a_redirection_to_what_runs_later_before_the_sandbox_runs_it(tmp_path: Path) -> None:
+    """Auto-allowed in the sandbox, a line writing a file that runs later still asks (headless: denied and listed)."""
+    results, result = _run(tmp_path, _script("echo 'touch pwned' > .bashrc", "echo ok > notes.txt"))
+    assert results[0].startswith(f"Output redirection to '{tmp_path / '.bashrc'}' needs approval"), results
+    assert "runs later" in results[0] and not (tmp_path / ".bashrc").exists()
+    assert [d["tool_name"] for d in result["permission_denials"]] == ["Bash"]
+    assert (tmp_path / "notes.txt").read_text() == "ok\n"
 
 
 def test_a_git_config_planted_by_a_sandboxed_command_never_runs_when_git_is_excluded(tmp_path: Path) -> None:

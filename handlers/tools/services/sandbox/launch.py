@@ -41,6 +41,7 @@ from typing import Final
 import attrs
 
 from ..rules import PermissionRules, read_denied, read_denied_paths
+from ..runs_later import RunsLater, find_runs_later
 from . import bridge
 from .bridge import bridge_argv
 from .overlay import (
@@ -53,7 +54,7 @@ from .overlay import (
     remove_tree,
 )
 from .policy import SandboxPolicy
-from .protect import SandboxRefusal, WalkLimitError, existing_protected, home_within, is_protected, shallow_protected
+from .protect import SandboxRefusal, WalkLimitError, existing_protected, is_protected, shallow_protected
 from .proxy import DomainProxy
 from .seccomp import unix_socket_filter
 
@@ -80,8 +81,8 @@ class SandboxedCommand:
     work: Path | None
     cwd: Path
     cap_bytes: int
-    guard: Callable[[_Rel], bool] = attrs.field(eq=False)  # what the command may not change (``protect``)
-    home: _Rel | None = None
+    guard: Callable[[_Rel, bool], bool] = attrs.field(eq=False)  # what it may not change: (path, is a folder)
+    later: RunsLater = attrs.field(factory=RunsLater)  # what runs later there (``runs_later``)
     protected_before: frozenset[Path] = frozenset()  # bound directly: the protected paths that existed
     walk_limit: int = _MAX_WALK
 
@@ -112,7 +113,7 @@ class SandboxedCommand:
 
     def _remove_new_protected(self) -> OverlayChanges | None:
         try:
-            found = set(existing_protected(self.cwd, home=self.home, limit=self.walk_limit))
+            found = set(existing_protected(self.cwd, later=self.later, limit=self.walk_limit))
         except WalkLimitError as exc:
             raise SandboxRefusal(f"{exc}; files the command made there were not checked") from None
         made = sorted(found - self.protected_before)
@@ -172,7 +173,6 @@ class Sandbox:
         self.empty.chmod(0o444)
         self._lock = threading.Lock()
         self._proxy: DomainProxy | None = None
-        self.home = home_within(self.cwd)
         self.net = self.scratch / "net"  # seen by the sandbox when it bridges the network: the bridge, the filter
         self.net.mkdir()
         program = unix_socket_filter()
@@ -251,7 +251,8 @@ class Sandbox:
             environment.pop(key, None)
         args: list[str] = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--bind", str(self.tmp), "/tmp", "--bind", str(self.cwd), str(self.cwd)]
-        found, protected, guard = self._protection()
+        later = find_runs_later(self.cwd, path_env=env.get("PATH"))
+        found, protected, guard = self._protection(later)
         for path in protected:
             args += ["--ro-bind", str(path), str(path)]
         args += self._masks()
@@ -288,7 +289,7 @@ class Sandbox:
                 cwd=self.cwd,
                 cap_bytes=self.cap_bytes,
                 guard=guard,
-                home=self.home,
+                later=later,
                 protected_before=frozenset(found),
                 walk_limit=self.walk_limit,
             )
@@ -306,10 +307,10 @@ class Sandbox:
             cwd=self.cwd,
             cap_bytes=self.cap_bytes,
             guard=guard,
-            home=self.home,
+            later=later,
         )
 
-    def _protection(self) -> tuple[list[Path], list[Path], Callable[[_Rel], bool]]:
+    def _protection(self, later: RunsLater) -> tuple[list[Path], list[Path], Callable[[_Rel, bool], bool]]:
         """The protected paths found, those to bind read-only, and the test ``overlay`` holds each change to.
 
         With the overlay, every change is held to :func:`protect.is_protected` when it comes
@@ -320,9 +321,9 @@ class Sandbox:
         """
         try:
             found = (
-                list(shallow_protected(self.cwd, home=self.home))
+                list(shallow_protected(self.cwd, later=later))
                 if self.captures
-                else list(existing_protected(self.cwd, home=self.home, limit=self.walk_limit))
+                else list(existing_protected(self.cwd, later=later, limit=self.walk_limit))
             )
         except WalkLimitError as exc:
             raise SandboxRefusal(
@@ -338,10 +339,9 @@ class Sandbox:
                     targets.append(target.relative_to(self.cwd).parts)
             elif path.exists():
                 paths.append(path)
-        home = self.home
 
-        def guard(rel: _Rel) -> bool:
-            return is_protected(rel, home=home) or any(rel[: len(t)] == t for t in targets)
+        def guard(rel: _Rel, directory: bool) -> bool:
+            return is_protected(rel, later=later, directory=directory) or any(rel[: len(t)] == t for t in targets)
 
         return found, paths, guard
 

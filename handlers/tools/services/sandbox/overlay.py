@@ -339,10 +339,10 @@ class _Step:
 class _Plan:
     """Everything the upper directory asks of the real one, worked out by reading both (no change made)."""
 
-    def __init__(self, upper: Path, real: Path, guard: Callable[[_Rel], bool]) -> None:
+    def __init__(self, upper: Path, real: Path, guard: Callable[[_Rel, bool], bool]) -> None:
         self.upper = upper
         self.real = real
-        self.guard = guard  # a path the command may not change (``protect.is_protected``)
+        self.guard = guard  # a path (and whether a folder) the command may not change (``protect.is_protected``)
         self.steps: list[_Step] = []
         self.late: list[_Step] = []  # directory permissions: set last, deepest first (a read-only one stays writable)
         self.changed: list[str] = []
@@ -383,7 +383,7 @@ class _Plan:
     def _merge_entry(
         self, rel: _Rel, upper_st: os.stat_result, real_st: os.stat_result | None, parent: _RealSide
     ) -> None:
-        if self.guard(rel):  # nothing under it comes out either
+        if self.guard(rel, stat.S_ISDIR(upper_st.st_mode)):  # nothing under it comes out either
             self._refuse(rel)
         elif _is_whiteout(upper_st):
             if real_st is not None:
@@ -466,7 +466,8 @@ class _Plan:
 
         False, and nothing planned, when it is protected or a directory holding something protected.
         """
-        if self.guard(rel) or (stat.S_ISDIR(real_st.st_mode) and self._holds_guarded(rel)):
+        directory = stat.S_ISDIR(real_st.st_mode)
+        if self.guard(rel, directory) or (directory and self._holds_guarded(rel)):
             self._refuse(rel)
             return False
         self.steps.append(_Step(action="remove", rel=rel))
@@ -486,7 +487,9 @@ class _Plan:
         """Does the real directory at ``rel`` hold a protected path (following no symlink)?"""
         for root, dirs, files in os.walk(self.real.joinpath(*rel)):
             under = (*rel, *Path(root).relative_to(self.real.joinpath(*rel)).parts)
-            if any(self.guard((*under, name)) for name in (*dirs, *files)):
+            if any(self.guard((*under, name), True) for name in dirs):
+                return True
+            if any(self.guard((*under, name), False) for name in files):
                 return True
         return False
 
@@ -646,7 +649,7 @@ def _copy_at(fd: int, name: str, source: Path, mode: int, times_ns: tuple[int, i
 # ---- the whole apply ------------------------------------------------------------------------------
 
 
-def _nothing_guarded(rel: _Rel) -> bool:
+def _nothing_guarded(rel: _Rel, directory: bool) -> bool:
     return False
 
 
@@ -656,7 +659,7 @@ def apply_upper(
     *,
     checkpoint: Callable[[Sequence[Path]], object],
     cap_bytes: int,
-    guard: Callable[[_Rel], bool] = _nothing_guarded,
+    guard: Callable[[_Rel, bool], bool] = _nothing_guarded,
 ) -> OverlayChanges:
     """Make ``real`` match what a command left in overlay ``upper``, checkpointing the originals first.
 
@@ -669,8 +672,8 @@ def apply_upper(
     and times kept, set-ID bits dropped), symlinks recreated, whiteouts removing, opaque
     directories emptied of what the command did not remake, a directory replacing a file
     or the reverse. A call over the cap still applies everything. A path ``guard`` covers
-    (components under ``real``) is not changed, nor removed with a directory that holds it,
-    nor replaced: it is listed in ``refused``.
+    (given its components under ``real`` and whether it is a folder) is not changed, nor
+    removed with a directory that holds it, nor replaced: it is listed in ``refused``.
 
     Raises what ``checkpoint`` raises (an OSError when the store cannot keep the bytes)
     with ``real`` unchanged; :class:`UnsupportedUpperError` for a layout it cannot read,

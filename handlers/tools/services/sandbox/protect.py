@@ -1,24 +1,19 @@
 """What a sandboxed command may never write, though it lies in the writable working directory.
 
-Owns :data:`PROTECTED_NAMES`, :func:`is_protected` and :func:`existing_protected`. The sandbox
+Owns :func:`is_protected`, :func:`existing_protected` and :func:`shallow_protected`. The sandbox
 lets a command write its working directory; some files there are run later *outside* the
 sandbox — by queryloop's or Claude Code's next start (settings and their hooks, MCP servers,
-``CLAUDE.md`` instructions), by the next ``git`` (``.git/config``'s ``core.fsmonitor``,
-``.git/hooks/*``), by the user's next shell (``.bashrc``, ``.profile``, ``~/.ssh``). A command
-that could write them would escape the sandbox one step later. So, as Claude Code keeps its own
-list read-only in its sandbox, these stay read-only here:
+instructions), by the next ``git`` (its configuration and hooks, however git finds them), by
+the user's next shell (``.bashrc``, ``~/bin``). A command that could write them would escape the
+sandbox one step later. The list of them is the one every writer uses
+(:mod:`..runs_later`): here it is what stays read-only.
 
-- a file or directory named in :data:`PROTECTED_NAMES`, at any depth, with everything under it;
-- under a ``.git`` directory, at any depth, anything named ``config`` (or ``config.*``) or
-  ``hooks``, with everything under it (a submodule's ``.git/modules/x/config`` too);
-- when the working directory is the home directory or one of its ancestors, every entry of the
-  home directory whose name starts with a dot.
+:func:`existing_protected` and :func:`shallow_protected` find those that exist, for ``launch`` to
+bind read-only (the command gets "Read-only file system", as for any other path it may not write);
+``overlay`` refuses, when it brings the changes out, anything :func:`is_protected` covers — the new
+files no mount could cover.
 
-:func:`existing_protected` finds those that exist, for ``launch`` to bind read-only (the command
-gets "Read-only file system", as for any other path it may not write); ``overlay`` refuses, when it
-brings the changes out, anything :func:`is_protected` covers — the new files no mount could cover.
-
-Does not own mounting (``launch``) or applying changes (``overlay``).
+Does not own the list (``runs_later``), mounting (``launch``) or applying changes (``overlay``).
 """
 
 from __future__ import annotations
@@ -26,7 +21,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+
+from ..runs_later import RUNS_LATER_NAMES, RunsLater, home_within
 
 __all__ = [
     "PROTECTED_NAMES",
@@ -38,20 +34,8 @@ __all__ = [
     "shallow_protected",
 ]
 
-PROTECTED_NAMES: Final = frozenset(
-    {
-        # shell start-up files
-        ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-        ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
-        # programs' own configuration that runs commands
-        ".gitconfig", ".gitmodules", ".ripgreprc", ".npmrc", ".envrc", ".ssh", ".vscode", ".idea",
-        # Claude Code's and queryloop's settings, hooks, agents, MCP servers and instructions
-        ".claude", ".claude.json", ".queryloop", ".mcp.json", "CLAUDE.md", "CLAUDE.local.md",
-    }
-)  # fmt: skip
+PROTECTED_NAMES = frozenset(RUNS_LATER_NAMES)
 """Names that are read-only inside the sandbox wherever they appear in the working directory."""
-
-_GIT_RUNS: Final = ("config", "hooks")  # under .git: what makes the next git run a program
 
 
 class SandboxRefusal(Exception):
@@ -62,47 +46,50 @@ class WalkLimitError(OSError):
     """The working directory has more entries than the sandbox walks: what is protected cannot all be found."""
 
 
-def home_within(cwd: Path, home: Path | None = None) -> tuple[str, ...] | None:
-    """The home directory as components under ``cwd`` when ``cwd`` is it or an ancestor of it; else None."""
-    try:
-        home = (home if home is not None else Path.home()).resolve()
-    except (OSError, RuntimeError):
-        return None
-    return home.relative_to(cwd).parts if home.is_relative_to(cwd) else None
+def is_protected(
+    rel: Sequence[str], *, home: Sequence[str] | None = None, later: RunsLater | None = None, directory: bool = True
+) -> bool:
+    """Is the path ``rel`` (components under the working directory) protected, or under something that is?
+
+    ``later`` is what runs later there (``runs_later.find_runs_later``); without it, the names alone and
+    the home directory at ``home``. A ``.git`` that is not a ``directory`` is protected (it points git
+    elsewhere); a ``.git`` folder is not, only its configuration and hooks.
+    """
+    known = later if later is not None else RunsLater(home=tuple(home) if home is not None else None)
+    return known.why(rel, directory=directory) is not None
 
 
-def is_protected(rel: Sequence[str], *, home: Sequence[str] | None = None) -> bool:
-    """Is the path ``rel`` (components under the working directory) protected, or under something that is?"""
-    in_git = False
-    for name in rel:
-        if name in PROTECTED_NAMES:
-            return True
-        if in_git and (name in _GIT_RUNS or name.startswith("config.")):
-            return True
-        in_git = in_git or name == ".git"
-    if home is not None and len(rel) > len(home) and tuple(rel[: len(home)]) == tuple(home):
-        return rel[len(home)].startswith(".")
-    return False
+def _is_dir(path: Path) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
 
 
-def shallow_protected(cwd: Path, *, home: Sequence[str] | None) -> Iterator[Path]:
+def shallow_protected(cwd: Path, *, later: RunsLater) -> Iterator[Path]:
     """The protected paths that exist where they usually are: the working directory's own entries, its
-    ``.git``'s, the home directory's (when it lies within). No walk: each of these folders is listed once."""
-    folders = [(), (".git",)]
-    if home is not None:
-        folders.append(tuple(home))
-    for rel in folders:
+    ``.git``'s and the other git directories', the home directory's (when it lies within), and the
+    folders git's configuration or ``PATH`` name. No walk: each of these folders is listed once."""
+    listed: list[tuple[str, ...]] = [(), (".git",), *sorted(later.git_dirs)]
+    if later.home is not None:
+        listed.append(later.home)
+    found: dict[Path, None] = {}
+    for rel in listed:
         try:
-            with os.scandir(cwd.joinpath(*rel)) as found:
-                names = sorted(entry.name for entry in found)
+            with os.scandir(cwd.joinpath(*rel)) as entries:
+                names = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
         except OSError:  # not there, or not a directory
             continue
-        for name in names:
-            if is_protected((*rel, name), home=home) and not is_protected(rel, home=home):
-                yield cwd.joinpath(*rel, name)
+        if is_protected(rel, later=later):
+            continue
+        for name, directory in names:
+            if is_protected((*rel, name), later=later, directory=directory):
+                found[cwd.joinpath(*rel, name)] = None
+    for rel in sorted(later.folders):
+        above = any(is_protected(rel[:depth], later=later) for depth in range(1, len(rel)))
+        if not above and os.path.lexists(cwd.joinpath(*rel)):
+            found[cwd.joinpath(*rel)] = None
+    yield from found
 
 
-def existing_protected(cwd: Path, *, home: Sequence[str] | None, limit: int) -> Iterator[Path]:
+def existing_protected(cwd: Path, *, later: RunsLater, limit: int) -> Iterator[Path]:
     """Every protected path that exists under ``cwd`` (the topmost of each subtree), following no symlink.
 
     A protected symlink is yielded as itself (a mount on it would land on its target); the caller
@@ -115,13 +102,13 @@ def existing_protected(cwd: Path, *, home: Sequence[str] | None, limit: int) -> 
         rel = base.relative_to(cwd).parts
         kept = []
         for name in dirs:
-            if is_protected((*rel, name), home=home):
+            if is_protected((*rel, name), later=later, directory=name != ".git" or _is_dir(base / name)):
                 yield base / name
             else:
                 kept.append(name)
         dirs[:] = kept
         for name in files:
-            if is_protected((*rel, name), home=home):
+            if is_protected((*rel, name), later=later, directory=False):
                 yield base / name
         seen += len(dirs) + len(files)
         if seen > limit:

@@ -1,0 +1,266 @@
+"""What runs later: the one declared list of files a later program runs or obeys, for every writer.
+
+Owns :data:`RUNS_LATER_NAMES` (each name, and why it runs later), git's places (:data:`GIT_RUNS`:
+what under a git directory makes the next ``git`` run a program), the home directory's rule, and
+:class:`RunsLater` — the list made concrete for one folder: :func:`find_runs_later` reads where git
+finds its configuration and hooks there (a ``.git`` file's ``gitdir:``, ``commondir``,
+``core.hooksPath`` in the repository's and the user's configuration) and which folders the run's
+``PATH`` names there; :meth:`RunsLater.why` says whether a path runs later and why.
+:func:`runs_later` answers for one absolute path, as the permission gate asks it.
+
+Every writer uses it: the file tools and redirections ask before writing what it covers, in every
+mode (``permissions``); the sandbox keeps it read-only (``sandbox.protect``, ``launch``,
+``overlay``). Does not own either decision, nor reading settings or instructions (the readers'
+file names are held to this list by a test).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+__all__ = [
+    "GIT_RUNS",
+    "RUNS_LATER_NAMES",
+    "RunsLater",
+    "find_runs_later",
+    "home_within",
+    "runs_later",
+]
+
+_Rel = tuple[str, ...]
+
+_SHELL: Final = "a shell start-up file"
+_INSTRUCTIONS: Final = "instructions every run gives the model"
+RUNS_LATER_NAMES: Final[Mapping[str, str]] = {
+    **dict.fromkeys((".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile"), _SHELL),
+    **dict.fromkeys((".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout"), _SHELL),
+    ".gitconfig": "git's configuration, which can name programs git runs",
+    ".gitmodules": "git's submodule configuration",
+    ".husky": "git hooks (husky)",
+    ".ripgreprc": "ripgrep's configuration",
+    ".npmrc": "npm's configuration",
+    ".envrc": "a file direnv runs on entering the folder",
+    ".ssh": "ssh's configuration and keys",
+    ".vscode": "the editor's tasks and settings",
+    ".idea": "the editor's run configurations",
+    ".claude": "Claude Code's settings, hooks, agents and instructions",
+    ".claude.json": "Claude Code's configuration and MCP servers",
+    ".queryloop": "queryloop's settings, hooks, agents and instructions",
+    ".mcp.json": "the MCP servers a run starts",
+    **dict.fromkeys(("CLAUDE.md", "CLAUDE.local.md", "QUERYLOOP.md", "QUERYLOOP.local.md"), _INSTRUCTIONS),
+}
+"""Names that run later wherever they appear, with everything under them, and why."""
+
+GIT_RUNS: Final[Mapping[str, str]] = {
+    "config": "git's configuration, which can name programs git runs",
+    "hooks": "git's hooks",
+    "commondir": "where git finds a repository's configuration",
+}
+"""Under a git directory (``.git``, or one a ``.git`` file or ``commondir`` points to): what makes git run a
+program. ``config.*`` (``config.worktree``) too."""
+
+_GIT_POINTER: Final = "a .git that is not a folder points git at a configuration elsewhere"
+_HOME_DOT: Final = "a file in the home directory programs read when they start"
+_HOME_BIN: Final = "a folder the login shell puts first on PATH"
+_HOOKS_PATH: Final = "git's hooks (core.hooksPath)"
+_ON_PATH: Final = "a folder on the run's PATH"
+_MAX_INCLUDES: Final = 10  # git's own limit on nested include.path
+_MAX_CONFIG_BYTES: Final = 1 << 20
+
+
+def home_within(root: Path, home: Path | None = None) -> _Rel | None:
+    """The home directory as components under ``root`` when ``root`` is it or an ancestor of it; else None."""
+    try:
+        home = (home if home is not None else Path.home()).resolve()
+    except (OSError, RuntimeError):
+        return None
+    return home.relative_to(root).parts if home.is_relative_to(root) else None
+
+
+@attrs.frozen(kw_only=True)
+class RunsLater:
+    """What runs later under one folder (the root), paths given as components under it."""
+
+    home: _Rel | None = None  # the home directory under the root, when the root is it or holds it
+    git_dirs: frozenset[_Rel] = frozenset()  # folders git reads as a git directory, though not named .git
+    folders: Mapping[_Rel, str] = attrs.field(factory=dict)  # folders all of whose contents run later, and why
+
+    def why(self, rel: Sequence[str], *, directory: bool = False) -> str | None:
+        """Why the path ``rel`` (a ``directory`` or not) runs later, or is under something that does; else None."""
+        parts = tuple(rel)
+        in_git = () in self.git_dirs
+        for depth, name in enumerate(parts):
+            why = RUNS_LATER_NAMES.get(name)
+            if why is None and in_git:
+                why = GIT_RUNS.get(name) or (GIT_RUNS["config"] if name.startswith("config.") else None)
+            if why is None and name == ".git" and depth == len(parts) - 1 and not directory:
+                why = _GIT_POINTER
+            if why is None:
+                why = self.folders.get(parts[: depth + 1])
+            if why is not None:
+                return why
+            in_git = in_git or name == ".git" or parts[: depth + 1] in self.git_dirs
+        return self._in_home(parts)
+
+    def _in_home(self, parts: _Rel) -> str | None:
+        home = self.home
+        if home is None or len(parts) <= len(home) or parts[: len(home)] != home:
+            return None
+        entry = parts[len(home)]
+        if entry.startswith("."):
+            return _HOME_DOT
+        return _HOME_BIN if entry == "bin" else None
+
+    def places(self) -> Iterator[_Rel]:
+        """The folders whose entries may run later though the names alone would not say so (listed once each)."""
+        yield from sorted(self.git_dirs)
+        yield from sorted(self.folders)
+
+
+def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | None = None) -> RunsLater:
+    """What runs later under ``root`` (absolute, resolved): git's pointers and ``core.hooksPath``, ``PATH``'s folders.
+
+    Reads the ``.git`` at ``root`` (or the repository above it): a ``.git`` file's ``gitdir:``
+    and a git directory's ``commondir`` are followed, and every configuration git reads there
+    (the repository's, ``config.worktree``, the user's and the system's, with their includes) is
+    searched for ``core.hooksPath``. ``path_env`` is the run's ``PATH``: its absolute folders under
+    ``root`` run later. A file it cannot read adds nothing.
+    """
+    user_home = home if home is not None else Path.home()
+    top, git_dirs = _repository(root)
+    where = str(root)
+    folders: dict[_Rel, str] = {}
+    for value in _hooks_paths(git_dirs, user_home):
+        base = user_home if value.startswith("~/") else top or root
+        _add_under(folders, where, os.path.join(base, value[2:] if value.startswith("~/") else value), _HOOKS_PATH)
+    for entry in (path_env or "").split(os.pathsep):
+        if entry.startswith("/"):
+            _add_under(folders, where, entry, _ON_PATH)
+    inside = {rel for rel in (_under(where, str(d)) for d in git_dirs) if rel is not None and rel[-1:] != (".git",)}
+    return RunsLater(home=home_within(root, home), git_dirs=frozenset(inside), folders=folders)
+
+
+def runs_later(
+    path: Path, *, roots: Sequence[Path], home: Path | None = None, path_env: str | None = None
+) -> str | None:
+    """Why the file ``path`` (absolute) runs later, judged under the innermost of ``roots`` holding it; else None.
+
+    A path under no root is judged under ``/``: then every name of the list counts along its whole
+    path, the home directory's rule holds, and every absolute ``PATH`` folder is protected.
+    """
+    normal = Path(os.path.normpath(path))
+    holding = [r for r in roots if normal.is_relative_to(r)]
+    root = max(holding, key=lambda r: len(r.parts)) if holding else Path("/")
+    later = find_runs_later(root, home=home, path_env=path_env)
+    return later.why(normal.relative_to(root).parts)
+
+
+def _under(root: str, path: str) -> _Rel | None:
+    """``path``'s components under ``root`` (both absolute; strings: this runs for every PATH entry of every call)."""
+    normal = os.path.normpath(path)
+    if normal == root:
+        return ()
+    prefix = root if root.endswith("/") else root + "/"
+    return tuple(normal[len(prefix) :].split("/")) if normal.startswith(prefix) else None
+
+
+def _add_under(folders: dict[_Rel, str], root: str, path: str, why: str) -> None:
+    rel = _under(root, path)
+    if rel:  # the root itself is never one of them: everything would run later
+        folders.setdefault(rel, why)
+
+
+def _repository(root: Path) -> tuple[Path | None, tuple[Path, ...]]:
+    """The work tree's top holding ``root`` (None: none) and the git directories git reads there."""
+    for folder in (root, *root.parents):
+        dot_git = folder / ".git"
+        if os.path.isdir(dot_git):
+            return folder, _with_common(dot_git)
+        target = _pointer(dot_git, "gitdir:")
+        if target is not None:
+            return folder, _with_common(target)
+    return None, ()
+
+
+def _with_common(git_dir: Path) -> tuple[Path, ...]:
+    common = _pointer(git_dir / "commondir", "")
+    return (git_dir, common) if common is not None else (git_dir,)
+
+
+def _pointer(path: Path, prefix: str) -> Path | None:
+    """The folder a one-line pointer file names (``gitdir: ../x``, or a plain path), relative to the file's folder."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            line = file.readline(4096).strip()
+    except OSError:  # absent, a folder, unreadable
+        return None
+    if not line.startswith(prefix) or not line[len(prefix) :].strip():
+        return None
+    return Path(os.path.normpath(path.parent / line[len(prefix) :].strip()))
+
+
+def _hooks_paths(git_dirs: Sequence[Path], home: Path) -> Iterator[str]:
+    """Every ``core.hooksPath`` value in the configuration git reads for these git directories."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+    files = [Path("/etc/gitconfig"), Path(xdg) / "git" / "config", home / ".gitconfig"]
+    for git_dir in git_dirs:
+        files += [git_dir / "config", git_dir / "config.worktree"]
+    for file in files:
+        yield from _config_values(file, home, depth=0)
+
+
+def _config_values(file: Path, home: Path, *, depth: int) -> Iterator[str]:
+    """``core.hooksPath`` in one git configuration file, following ``include.path`` and ``includeIf.*.path``.
+
+    Conditional includes are followed whatever their condition: what might apply is protected.
+    """
+    try:
+        with open(file, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(_MAX_CONFIG_BYTES)
+    except OSError:
+        return
+    for section, key, value in _entries(text):
+        if section == "core" and key == "hookspath" and value:
+            yield value
+        elif section in ("include", "includeif") and key == "path" and value and depth < _MAX_INCLUDES:
+            included = home / value[2:] if value.startswith("~/") else file.parent / value
+            yield from _config_values(included, home, depth=depth + 1)
+
+
+def _entries(text: str) -> Iterator[tuple[str, str, str]]:
+    """(section, key, value) of each ``key = value`` line, section and key lower-cased (a subsection dropped)."""
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            header, _, line = line[1:].partition("]")
+            section = header.strip().split(" ", 1)[0].split(".", 1)[0].lower()
+            line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        key, _, value = line.partition("=")
+        yield section, key.strip().lower(), _unquoted(value.strip())
+
+
+def _unquoted(value: str) -> str:
+    """A git configuration value as git reads it: quotes removed, escapes kept literal, a comment cut."""
+    out: list[str] = []
+    quoted = escaped = False
+    for char in value:
+        if escaped:
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(char, char))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char in "#;" and not quoted:
+            break
+        else:
+            out.append(char)
+    return "".join(out).strip()
