@@ -79,3 +79,30 @@ def test_the_model_s_commands_never_see_the_api_key_but_see_what_settings_pass(t
     seen = (tmp_path / "seen.txt").read_text()
     assert "test-key" not in seen and "ANTHROPIC_API_KEY" not in seen and "tok-9" not in seen
     assert "PASSED_ON_PURPOSE=yes" in seen
+
+
+def test_accept_edits_and_a_bare_bash_rule_never_plant_a_file_that_runs_later(tmp_path: Path) -> None:
+    """Issue 49: a model in acceptEdits writes a git hook, Claude Code's settings and the shell's start-up file,
+    by Write and by a redirection a bare ``Bash`` rule allows. Headless, each is denied and listed, naming the
+    file and why it runs later; the ordinary file beside them is written."""
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    calls = [
+        _tool("Write", file_path=".git/hooks/pre-commit", content="touch pwned"),
+        _tool("Write", file_path=".claude/settings.json", content='{"hooks": {}}'),
+        _tool("Bash", command="echo 'touch pwned' >> .bashrc"),
+        _tool("Write", file_path="notes.txt", content="fine"),
+    ]
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{", ".join(calls)}]}}
+    - reply: {{content: [{{text: "ok"}}]}}
+""")
+    args = ["-p", "hi", "--model", "mock-primary", "--permission-mode", "acceptEdits", "--allowed-tools", "Bash"]
+    with MockApi(text) as api:
+        run = run_cli(args, api=api, cwd=tmp_path, fmt="json")
+        results = [b for m in api.requests[-1].messages if m["role"] == "user" for b in m["content"] if "content" in b]
+    assert [d["tool_name"] for d in run.result["permission_denials"]] == ["Write", "Write", "Bash"]
+    for block, name in zip(results, (".git/hooks/pre-commit", ".claude/settings.json", ".bashrc"), strict=False):
+        assert str(tmp_path / name) in str(block["content"]) and "runs later" in str(block["content"]), block
+    assert not (tmp_path / ".git" / "hooks" / "pre-commit").exists() and not (tmp_path / ".claude").exists()
+    assert not (tmp_path / ".bashrc").exists()
+    assert (tmp_path / "notes.txt").read_text() == "fine"

@@ -43,6 +43,7 @@ from .rules import (
     tool_name_matches,
 )
 from .runs import inner_commands, unreadable
+from .runs_later import RunsLater, runs_later
 from .shell import (
     ReadOnlyReading,
     ShellCommand,
@@ -89,6 +90,8 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
         path = _tool_path(tool_name, tool_input, cwd=cwd, home=Path.home())
         if path is None:
             return (tool_name,)
+        if tool_name in EDIT_TOOLS and _planted_why(path, roots=(_absolute(cwd),), home=Path.home()) is not None:
+            return ()  # no rule allows writing what runs later: "yes" is for this call only
         try:
             shown = "./" + str(Path(os.path.abspath(path)).relative_to(os.path.abspath(cwd)))
         except ValueError:
@@ -302,6 +305,9 @@ def decide(
         return PermissionDecision(
             behavior="deny", rule=None, reason=f"{tool_name} is not read-only and plan mode allows only read-only tools"
         )
+    planted = _planted_by_tool(ctx, rules) if tool_name in EDIT_TOOLS else None
+    if planted is not None:
+        return _finalize_ask(planted, mode=mode, interactive=interactive)
     if mode == "bypassPermissions":
         return PermissionDecision(
             behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
@@ -362,7 +368,7 @@ class _BashCall:
     sandbox: SandboxPolicy | None
 
     def decide(self) -> PermissionDecision:
-        refused = self._refused_write() or self._refused_read()
+        refused = self._refused_write() or self._refused_read() or self._planted()
         if refused is not None:
             return refused
         if not self.shell.understood:
@@ -433,6 +439,29 @@ class _BashCall:
                 )
         return None
 
+    def _planted(self) -> PermissionDecision | None:
+        """A redirection writing a file that runs later asks, whatever else allows the line (plan mode denies it).
+
+        After a ``cd`` the folder a relative target lands in is not known: then any name of the list
+        in it asks, as if it were in the home directory or under ``.git``.
+        """
+        if self.mode == "plan":
+            return None
+        roots = _roots(self.ctx, self.rules)
+        moves = any(c.name in _CHANGES_DIRECTORY for c in self.shell.commands)
+        for target in self.shell.writes:
+            path = self._path(target)
+            why = _planted_why(path, roots=roots, home=self.ctx.home)
+            if why is None and moves and not os.path.isabs(target):
+                why = _anywhere(target)
+                why = f"the command changes directory first, and there it may be {why}" if why else None
+            if why is not None:
+                return _ask(
+                    f"Output redirection to {str(path)!r} needs approval: the file runs later ({why}), so no mode "
+                    "or rule allows it without asking"
+                )
+        return None
+
     def _refused_read(self) -> PermissionDecision | None:
         """A read-only command naming a file a Read deny rule covers is denied (and listed, as Claude Code does)."""
         denied = read_denied(self.rules, cwd=self.ctx.cwd, home=self.ctx.home)
@@ -489,6 +518,43 @@ class _BashCall:
 
     def _inside(self, path: Path) -> bool:
         return any(is_inside(path, d) for d in (self.ctx.cwd, *self.rules.additional_directories))
+
+
+_CHANGES_DIRECTORY = frozenset({"cd", "pushd", "popd"})
+
+
+def _roots(ctx: _CallContext, rules: PermissionRules) -> tuple[Path, ...]:
+    """The working directories a written path is judged under (``runs_later``), as written and resolved."""
+    given = (ctx.cwd, *rules.additional_directories)
+    return tuple(dict.fromkeys((*given, *(Path(os.path.realpath(d)) for d in given))))
+
+
+def _planted_why(path: Path, *, roots: Sequence[Path], home: Path) -> str | None:
+    """Why writing ``path`` plants a file that runs later — at the path, or where its symlinks lead; else None."""
+    path_env = os.environ.get("PATH")
+    written = Path(os.path.normpath(path))
+    for candidate in dict.fromkeys((written, Path(os.path.realpath(path)))):
+        why = runs_later(candidate, roots=roots, home=home, path_env=path_env)
+        if why is not None:
+            return why if candidate == written else f"it leads to {candidate}, {why}"
+    return None
+
+
+def _anywhere(target: str) -> str | None:
+    """Why the relative ``target`` would run later in some folder: the home directory, or a git directory."""
+    parts = Path(os.path.normpath(target)).parts
+    anywhere = RunsLater(home=(), git_dirs=frozenset(parts[:depth] for depth in range(len(parts))))
+    return anywhere.why(parts)
+
+
+def _planted_by_tool(ctx: _CallContext, rules: PermissionRules) -> PermissionDecision | None:
+    """A file tool writing a file that runs later asks, in every mode and whatever the allow rules say."""
+    target = _tool_path(ctx.tool_name, ctx.tool_input, cwd=ctx.cwd, home=ctx.home)
+    why = _planted_why(target, roots=_roots(ctx, rules), home=ctx.home) if target is not None else None
+    if why is None:
+        return None
+    shown = os.path.normpath(target) if target is not None else ""
+    return _ask(f"{ctx.tool_name} writes {shown}, which runs later ({why}): no mode or rule allows that without asking")
 
 
 def _mode_default(
