@@ -302,3 +302,26 @@ def test_the_status_line_shows_the_agents_running_while_the_session_waits_for_th
     session.expect("ANSWER-AFTER-REPORT")
     session.ready()
     session.close()
+
+
+def test_a_file_that_runs_later_is_asked_each_time_with_no_always_and_a_yes_writes_it(place) -> None:  # type: ignore[no-untyped-def]
+    """Issue 49: in acceptEdits a Write of ``.bashrc`` asks; "yes" writes it this once, and no "always" is
+    offered (no rule could allow it), so the next write of it asks again."""
+    scenario, cwd, home = place
+    first = _tool("Write", {"file_path": ".bashrc", "content": "alias ll='ls -l'\n"})
+    again = _tool("Write", {"file_path": ".bashrc", "content": "touch pwned\n"})
+    _write(scenario, steps=(first, '{text: "WROTE"}', again, '{text: "WROTE-AGAIN"}'))
+    session = Session(scenario, cwd, home, "--permission-mode", "acceptEdits")
+    session.send("set up my shell")
+    asked = session.expect(r"allow\? \[y\]es once · \[n\]o")
+    assert "runs later" in asked
+    session.send("y")
+    session.expect("WROTE")
+    session.ready()
+    session.send("once more")
+    session.expect(r"allow\? \[y\]es once · \[n\]o")
+    session.send("n")
+    session.expect("WROTE-AGAIN")
+    session.ready()
+    session.close()
+    assert (cwd / ".bashrc").read_text() == "alias ll='ls -l'\n"
