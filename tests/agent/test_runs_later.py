@@ -247,11 +247,28 @@ def test_a_redirection_to_a_file_that_runs_later_asks_whatever_allows_the_line(
     assert "runs later" in headless.reason
 
 
-def test_a_redirection_after_cd_is_judged_wherever_it_may_land(tmp_path: Path) -> None:
-    for command in ("cd .git && echo x > config", "cd ~ && echo x > bin/git", "cd sub; echo x > hooks/pre-commit"):
-        decision = _decide("Bash", {"command": command}, tmp_path, mode="bypassPermissions")
-        assert decision.behavior == "deny" and "changes directory" in decision.reason, command
-    assert _decide("Bash", {"command": "cd sub && echo x > out.txt"}, tmp_path, allow=("Bash",)).behavior == "allow"
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd .git && echo x > config",
+        "cd .git/hooks; echo x > pre-commit",
+        "cd ~ && echo x > bin/git",
+        "cd && echo x > .xsessionrc",
+        "cd $D && echo x > hooks/pre-commit",
+        "cd - && echo x > config.worktree",
+        "cd .. && echo x > .local/bin/ls",
+    ],
+)
+def test_a_redirection_after_cd_is_judged_wherever_the_cd_may_lead(tmp_path: Path, command: str) -> None:
+    decision = _decide("Bash", {"command": command}, tmp_path / "home" / "me", mode="bypassPermissions")
+    assert decision.behavior == "deny" and "changes directory" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize(
+    "command", ["cd sub && echo x > out.txt", "cd web && echo K=1 > .env", "cd b; make > config.log"]
+)
+def test_a_redirection_after_a_cd_that_leads_nowhere_on_the_list_is_allowed(tmp_path: Path, command: str) -> None:
+    assert _decide("Bash", {"command": command}, tmp_path, allow=("Bash",)).behavior == "allow"
 
 
 def test_a_redirection_to_an_ordinary_file_is_allowed_as_before(tmp_path: Path) -> None:

@@ -440,20 +440,16 @@ class _BashCall:
         return None
 
     def _planted(self) -> PermissionDecision | None:
-        """A redirection writing a file that runs later asks, whatever else allows the line (plan mode denies it).
-
-        After a ``cd`` the folder a relative target lands in is not known: then any name of the list
-        in it asks, as if it were in the home directory or under ``.git``.
-        """
+        """A redirection writing a file that runs later asks, whatever else allows the line (plan mode denies it)."""
         if self.mode == "plan":
             return None
         roots = _roots(self.ctx, self.rules)
-        moves = any(c.name in _CHANGES_DIRECTORY for c in self.shell.commands)
+        home, git, into = self._cd_may_reach(roots)
         for target in self.shell.writes:
             path = self._path(target)
             why = _planted_why(path, roots=roots, home=self.ctx.home)
-            if why is None and moves and not os.path.isabs(target):
-                why = _anywhere(target)
+            if why is None and not os.path.isabs(target) and (home or git or into):
+                why = into or _anywhere(target, home=home, git=git)
                 why = f"the command changes directory first, and there it may be {why}" if why else None
             if why is not None:
                 return _ask(
@@ -461,6 +457,26 @@ class _BashCall:
                     "or rule allows it without asking"
                 )
         return None
+
+    def _cd_may_reach(self, roots: Sequence[Path]) -> tuple[bool, bool, str | None]:
+        """Where a ``cd`` of the line may lead: the home directory (or a folder holding it), a git directory,
+        and why the folder it names runs later itself (``cd .git/hooks``), if it does.
+
+        After one, the folder a relative redirection lands in is not the working directory. A ``cd``
+        whose folder is not literal (``cd ~``, ``cd $D``), ``cd -`` and ``popd`` may lead anywhere.
+        """
+        home = git = False
+        into: str | None = None
+        for command in self.shell.commands:
+            if command.name not in _CHANGES_DIRECTORY:
+                continue
+            folders = [w for w in command.words[1:] if w == "-" or not w.startswith("-")]
+            folder = self._path(folders[0] if folders else "~")
+            anywhere = not command.literal or not folders or folders[0] == "-" or command.name == "popd"
+            home = home or anywhere or self.ctx.home.is_relative_to(folder)
+            git = git or anywhere or ".git" in folder.parts
+            into = into or (None if anywhere else _planted_why(folder, roots=roots, home=self.ctx.home))
+        return home, git, into
 
     def _refused_read(self) -> PermissionDecision | None:
         """A read-only command naming a file a Read deny rule covers is denied (and listed, as Claude Code does)."""
@@ -540,11 +556,11 @@ def _planted_why(path: Path, *, roots: Sequence[Path], home: Path) -> str | None
     return None
 
 
-def _anywhere(target: str) -> str | None:
-    """Why the relative ``target`` would run later in some folder: the home directory, or a git directory."""
+def _anywhere(target: str, *, home: bool, git: bool) -> str | None:
+    """Why the relative ``target`` would run later written in the home directory (``home``) or in a git directory."""
     parts = Path(os.path.normpath(target)).parts
-    anywhere = RunsLater(home=(), git_dirs=frozenset(parts[:depth] for depth in range(len(parts))))
-    return anywhere.why(parts)
+    git_dirs = frozenset(parts[:depth] for depth in range(len(parts))) if git else frozenset()
+    return RunsLater(home=() if home else None, git_dirs=git_dirs).why(parts)
 
 
 def _planted_by_tool(ctx: _CallContext, rules: PermissionRules) -> PermissionDecision | None:

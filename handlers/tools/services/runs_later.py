@@ -116,11 +116,6 @@ class RunsLater:
             return _HOME_DOT
         return _HOME_BIN if entry == "bin" else None
 
-    def places(self) -> Iterator[_Rel]:
-        """The folders whose entries may run later though the names alone would not say so (listed once each)."""
-        yield from sorted(self.git_dirs)
-        yield from sorted(self.folders)
-
 
 def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | None = None) -> RunsLater:
     """What runs later under ``root`` (absolute, resolved): git's pointers and ``core.hooksPath``, ``PATH``'s folders.
