@@ -99,6 +99,15 @@ def test_accept_edits_never_lets_a_file_tool_write_what_runs_later_unasked(
     assert str(tmp_path / path) in headless.reason and "runs later" in headless.reason
 
 
+@pytest.mark.parametrize(
+    "path", [".Git/Config", ".GIT/hooks/pre-commit", "claude.md", ".Claude/settings.json", ".BASHRC"]
+)
+def test_names_are_matched_whatever_their_case_as_a_file_system_that_ignores_case_would(
+    tmp_path: Path, path: str
+) -> None:
+    assert _decide("Write", _write(path), tmp_path).behavior == "deny"
+
+
 @pytest.mark.parametrize("path", ORDINARY)
 def test_accept_edits_still_writes_ordinary_files_without_asking(tmp_path: Path, path: str) -> None:
     assert _decide("Write", _write(path), tmp_path).behavior == "allow"

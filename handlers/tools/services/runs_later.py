@@ -64,6 +64,8 @@ GIT_RUNS: Final[Mapping[str, str]] = {
 """Under a git directory (``.git``, or one a ``.git`` file or ``commondir`` points to): what makes git run a
 program. ``config.*`` (``config.worktree``) too."""
 
+# Looked up case-folded: on a file system that ignores case (macOS, Windows) `.Git/Config` is `.git/config`.
+_NAMES_FOLDED: Final = {name.casefold(): why for name, why in RUNS_LATER_NAMES.items()}
 _GIT_POINTER: Final = "a .git that is not a folder points git at a configuration elsewhere"
 _HOME_DOT: Final = "a file in the home directory programs read when they start"
 _HOME_BIN: Final = "a folder the login shell puts first on PATH"
@@ -95,16 +97,17 @@ class RunsLater:
         parts = tuple(rel)
         in_git = () in self.git_dirs
         for depth, name in enumerate(parts):
-            why = RUNS_LATER_NAMES.get(name)
+            folded = name.casefold()
+            why = _NAMES_FOLDED.get(folded)
             if why is None and in_git:
-                why = GIT_RUNS.get(name) or (GIT_RUNS["config"] if name.startswith("config.") else None)
-            if why is None and name == ".git" and depth == len(parts) - 1 and not directory:
+                why = GIT_RUNS.get(folded) or (GIT_RUNS["config"] if folded.startswith("config.") else None)
+            if why is None and folded == ".git" and depth == len(parts) - 1 and not directory:
                 why = _GIT_POINTER
             if why is None:
                 why = self.folders.get(parts[: depth + 1])
             if why is not None:
                 return why
-            in_git = in_git or name == ".git" or parts[: depth + 1] in self.git_dirs
+            in_git = in_git or folded == ".git" or parts[: depth + 1] in self.git_dirs
         return self._in_home(parts)
 
     def _in_home(self, parts: _Rel) -> str | None:
@@ -114,7 +117,7 @@ class RunsLater:
         entry = parts[len(home)]
         if entry.startswith("."):
             return _HOME_DOT
-        return _HOME_BIN if entry == "bin" else None
+        return _HOME_BIN if entry.casefold() == "bin" else None
 
 
 def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | None = None) -> RunsLater:
