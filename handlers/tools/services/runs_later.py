@@ -17,6 +17,7 @@ file names are held to this list by a test).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -175,14 +176,21 @@ def _add_under(folders: dict[_Rel, str], root: str, path: str, why: str) -> None
 
 def _repository(root: Path) -> tuple[Path | None, tuple[Path, ...]]:
     """The work tree's top holding ``root`` (None: none) and the git directories git reads there."""
-    for folder in (root, *root.parents):
-        dot_git = folder / ".git"
-        if os.path.isdir(dot_git):
-            return folder, _with_common(dot_git)
-        target = _pointer(dot_git, "gitdir:")
+    folder = str(root)
+    while True:
+        dot_git = os.path.join(folder, ".git")
+        try:
+            found = os.stat(dot_git)
+        except OSError:  # none here (one stat a level: this runs for every write)
+            found = None
+        if found is not None and stat.S_ISDIR(found.st_mode):
+            return Path(folder), _with_common(Path(dot_git))
+        target = _pointer(Path(dot_git), "gitdir:") if found is not None else None
         if target is not None:
-            return folder, _with_common(target)
-    return None, ()
+            return Path(folder), _with_common(target)
+        if folder == os.path.dirname(folder):
+            return None, ()
+        folder = os.path.dirname(folder)
 
 
 def _with_common(git_dir: Path) -> tuple[Path, ...]:
