@@ -27,7 +27,9 @@ to those files and is not read up front; front matter is never sent. Empty files
 are skipped and a file is read once. Each file's ``@path`` imports (outside code)
 follow it, depth first, at most four deep; a project or local file imports only
 files inside the project directory (Claude Code asks before reading others, and a
-headless run cannot ask), a user file any file.
+headless run cannot ask), a user file any file. The imports are found by
+``runs_later.instruction_imports``, which also keeps what they name from being written
+unasked.
 
 Does not own: settings (``queryloop.run.settings``; ``--setting-sources`` selects the
 kinds of both), the system prompt (``queryloop.run.agent``), where the text goes in a
@@ -37,8 +39,7 @@ request's bytes (``queryloop.handlers.request.services.body``).
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +47,7 @@ import attrs
 import yaml
 
 from queryloop.handlers.messages import compact_json
+from queryloop.handlers.tools.services.runs_later import instruction_imports
 
 __all__ = [
     "MEMORY_KINDS",
@@ -71,10 +73,6 @@ _DESCRIBED: dict[MemoryKind, str] = {
     "project": "project instructions, kept with the project",
     "local": "the user's private instructions for this project, not shared",
 }
-# An import: `@path` at the start of the text or after whitespace; `\ ` escapes a space.
-_IMPORT = re.compile(r"(?:^|(?<=\s))@((?:[^\s\\]|\\ )+)")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_INLINE_CODE = re.compile(r"`+[^`]*`+")
 
 
 @attrs.frozen(kw_only=True)
@@ -151,7 +149,7 @@ class _Loader:
         self.files.append(InstructionFile(path=path, kind=kind, content=body, imported_by=imported_by))
         if depth >= MAX_IMPORT_DEPTH:
             return
-        for target in _imports(body, base=path.parent, home=self.home):
+        for target in instruction_imports(body, base=path.parent, home=self.home):
             if kind == "user" or target.resolve().is_relative_to(self.project):
                 self.add(target, kind, depth=depth + 1, imported_by=path)
 
@@ -180,20 +178,6 @@ def _split_front_matter(text: str) -> tuple[dict[str, object], str]:
                 return {}, text
             return (front if isinstance(front, dict) else {}), "\n".join(lines[end + 1 :])
     return {}, text
-
-
-def _imports(text: str, *, base: Path, home: Path) -> Iterator[Path]:
-    """The ``@path`` imports in ``text`` outside fenced and inline code, resolved against ``base``."""
-    fenced = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-            continue
-        if fenced:
-            continue
-        for match in _IMPORT.finditer(_INLINE_CODE.sub(" ", line)):
-            raw = match.group(1).replace("\\ ", " ")
-            yield home / raw[2:] if raw.startswith("~/") else base / raw
 
 
 # ---- what the model is given -------------------------------------------------------------

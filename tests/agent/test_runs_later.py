@@ -199,6 +199,17 @@ def test_a_repository_above_the_working_directory_is_read_for_its_hooks_path(tmp
     assert _decide("Write", _write("hooks/pre-commit"), tmp_path / "sub").behavior == "deny"
 
 
+def test_a_file_an_instruction_file_imports_is_instructions_too(tmp_path: Path) -> None:
+    assert _decide("Write", _write("AGENTS.md"), tmp_path).behavior == "allow"
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "CLAUDE.md").write_text("Read @../AGENTS.md first. Not `@code.md`.\n")
+    (tmp_path / "AGENTS.md").write_text("See @docs/style.md\n")
+    for path in ("AGENTS.md", "docs/style.md"):
+        decision = _decide("Write", _write(path), tmp_path)
+        assert decision.behavior == "deny" and "imports" in decision.reason, path
+    assert _decide("Write", _write("code.md"), tmp_path).behavior == "allow", "an import in code is none"
+
+
 # ---- the home directory and PATH -----------------------------------------------------------------
 
 
@@ -330,8 +341,9 @@ def _looked_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def test_every_file_a_run_reads_at_its_start_from_the_project_or_home_is_on_the_list(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The readers — settings, MCP servers, agents, instructions — are run, and every path they look at
-    in the project (as working directory) or the home directory (as working directory) runs later."""
+    """The readers — settings, MCP servers, agents, instructions and what they import — are run, and every
+    path they look at in the project (as working directory) or the home directory (as working directory)
+    runs later."""
     from queryloop.run.config import ConfigSources, resolve_config
     from queryloop.run.memory import MEMORY_KINDS, load_instructions
 
@@ -339,13 +351,23 @@ def test_every_file_a_run_reads_at_its_start_from_the_project_or_home_is_on_the_
     for folder in (home / ".claude" / "agents", project / ".claude" / "agents", project / ".claude" / "rules"):
         folder.mkdir(parents=True)
     (project / ".claude" / "rules" / "style.md").write_text("be brief")
-    (project / "CLAUDE.md").write_text("hello")
+    (project / "CLAUDE.md").write_text("hello, and see @AGENTS.md and @docs/guide.md")
+    (project / "AGENTS.md").write_text("agents")
+    (project / "docs").mkdir()
+    (project / "docs" / "guide.md").write_text("the guide; more in @deeper/more.md")
+    (project / "docs" / "deeper").mkdir()
+    (project / "docs" / "deeper" / "more.md").write_text("more")
+    (home / ".claude" / "CLAUDE.md").write_text("mine: @~/notes/personal.md")
+    (home / "notes").mkdir()
+    (home / "notes" / "personal.md").write_text("personal")
     monkeypatch.setenv("HOME", str(home))
     with _looked_at(monkeypatch) as seen:
         resolve_config(cwd=project, sources=ConfigSources(setting_sources=MEMORY_KINDS))
         load_instructions(project, home=home, sources=MEMORY_KINDS)
     for root in (project, home):
-        inside = sorted({Path(p) for p in seen if Path(p).is_relative_to(root) and Path(p) != root})
+        inside = {Path(p) for p in seen if Path(p).is_relative_to(root) and Path(p) != root}
         assert inside, f"nothing under {root} was looked at: the spy saw nothing"
-        missing = [str(p) for p in inside if runs_later(p, roots=(root,), home=home) is None]
+        # a folder looked at on the way to a file in it (resolving the file's path) is no file read
+        read = sorted(p for p in inside if not any(q != p and q.is_relative_to(p) for q in inside))
+        missing = [str(p) for p in read if runs_later(p, roots=(root,), home=home) is None]
         assert not missing, f"read at start but not on the list: {missing}"

@@ -4,8 +4,9 @@ Owns :data:`RUNS_LATER_NAMES` (each name, and why it runs later), git's places (
 what under a git directory makes the next ``git`` run a program), the home directory's rule, and
 :class:`RunsLater` — the list made concrete for one folder: :func:`find_runs_later` reads where git
 finds its configuration and hooks there (a ``.git`` file's ``gitdir:``, ``commondir``,
-``core.hooksPath`` in the repository's and the user's configuration) and which folders the run's
-``PATH`` names there; :meth:`RunsLater.why` says whether a path runs later and why.
+``core.hooksPath`` in the repository's and the user's configuration), which folders the run's
+``PATH`` names there and which files its instruction files import (:func:`instruction_imports`, which
+``queryloop.run.memory`` reads them with too); :meth:`RunsLater.why` says whether a path runs later and why.
 :func:`runs_later` answers for one absolute path, as the permission gate asks it.
 
 Every writer uses it: the file tools and redirections ask before writing what it covers, in every
@@ -17,6 +18,7 @@ file names are held to this list by a test).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ __all__ = [
     "RunsLater",
     "find_runs_later",
     "home_within",
+    "instruction_imports",
     "runs_later",
 ]
 
@@ -72,7 +75,19 @@ _HOME_DOT: Final = "a file in the home directory programs read when they start"
 _HOME_BIN: Final = "a folder the login shell puts first on PATH"
 _HOOKS_PATH: Final = "git's hooks (core.hooksPath)"
 _ON_PATH: Final = "a folder on the run's PATH"
+_IMPORTED: Final = "instructions an instruction file imports"
 _MAX_INCLUDES: Final = 10  # git's own limit on nested include.path
+_MAX_IMPORT_DEPTH: Final = 4  # as deep as a run follows them (``queryloop.run.memory``)
+# The instruction files a working directory or the home directory holds, whose imports are followed here (rule
+# folders are not: listing them on every write costs a walk; their files are on the list by their folder).
+_INSTRUCTION_FILES: Final = (
+    ("CLAUDE.md",), (".claude", "CLAUDE.md"), ("QUERYLOOP.md",), (".queryloop", "QUERYLOOP.md"),
+    ("CLAUDE.local.md",), ("QUERYLOOP.local.md",),
+)  # fmt: skip
+# An import: `@path` at the start of the text or after whitespace; `\ ` escapes a space.
+_IMPORT: Final = re.compile(r"(?:^|(?<=\s))@((?:[^\s\\]|\\ )+)")
+_FENCE: Final = re.compile(r"^ {0,3}(```|~~~)")
+_INLINE_CODE: Final = re.compile(r"`+[^`]*`+")
 _MAX_CONFIG_BYTES: Final = 1 << 20
 
 
@@ -140,6 +155,8 @@ def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | Non
     for entry in (path_env or "").split(os.pathsep):
         if entry.startswith("/"):
             _add_under(folders, where, entry, _ON_PATH)
+    for imported in _imported(root, user_home):
+        _add_under(folders, where, str(imported), _IMPORTED)
     inside = {rel for rel in (_under(where, str(d)) for d in git_dirs) if rel is not None and rel[-1:] != (".git",)}
     return RunsLater(home=home_within(root, home), git_dirs=frozenset(inside), folders=folders)
 
@@ -157,6 +174,42 @@ def runs_later(
     root = max(holding, key=lambda r: len(r.parts)) if holding else Path("/")
     later = find_runs_later(root, home=home, path_env=path_env)
     return later.why(normal.relative_to(root).parts)
+
+
+def instruction_imports(text: str, *, base: Path, home: Path) -> Iterator[Path]:
+    """The ``@path`` imports in an instruction file's ``text`` outside fenced and inline code, resolved against
+    ``base`` (``~/`` against ``home``): what a run reads as instructions too (``queryloop.run.memory``)."""
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for match in _IMPORT.finditer(_INLINE_CODE.sub(" ", line)):
+            raw = match.group(1).replace("\\ ", " ")
+            yield home / raw[2:] if raw.startswith("~/") else base / raw
+
+
+def _imported(root: Path, home: Path) -> Iterator[Path]:
+    """The files the instruction files in ``root`` and the home directory import, at most as deep as a run reads."""
+    seen: set[Path] = set()
+    files = [(root.joinpath(*rel), 0) for rel in _INSTRUCTION_FILES]
+    files += [(home / ".claude" / "CLAUDE.md", 0), (home / ".queryloop" / "QUERYLOOP.md", 0)]
+    while files:
+        path, depth = files.pop()
+        try:
+            with open(path, encoding="utf-8", errors="replace") as file:
+                text = file.read(_MAX_CONFIG_BYTES)
+        except OSError:  # absent, a folder, unreadable
+            continue
+        for target in instruction_imports(text, base=path.parent, home=home):
+            normal = Path(os.path.normpath(target))
+            if normal not in seen:
+                seen.add(normal)
+                yield normal
+                if depth + 1 < _MAX_IMPORT_DEPTH:
+                    files.append((normal, depth + 1))
 
 
 def _under(root: str, path: str) -> _Rel | None:
