@@ -2,9 +2,9 @@
 
 Each writer asks :mod:`queryloop.handlers.tools.services.runs_later` before it writes: the
 gate for a Write, an Edit or a redirection (``permissions.decide``, which reads git's pointers
-and configuration, the instruction files' imports and the ``PATH`` for the working directory, at the path and where its
-symlinks lead), the sandbox once per command (``find_runs_later`` and the shallow listing of
-what exists). Timed on real temporary projects:
+and configuration, the instruction files' imports and the ``PATH`` for the working directory, at
+the path and where its symlinks lead), the sandbox once per command (``find_runs_later`` and the
+shallow listing of what exists). Timed on real temporary projects:
 
 - **plain**: a folder that is no repository;
 - **repository**: a ``.git`` folder whose ``config`` includes another file (a ``core.hooksPath``);
