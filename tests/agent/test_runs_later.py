@@ -233,6 +233,17 @@ def test_a_folder_on_the_runs_path_inside_the_working_directory_runs_later(
     assert _decide("Write", _write("relative/bin/git"), tmp_path).behavior == "allow", "a relative entry is no folder"
 
 
+def test_a_run_with_no_home_directory_still_judges_what_runs_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HOME")
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # as where no passwd entry names one
+    with pytest.raises(RuntimeError):
+        Path.home()
+    later = find_runs_later(tmp_path)
+    assert later.home is None and later.why((".bashrc",)) is not None
+
+
 def test_outside_every_working_directory_the_whole_path_is_judged(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert runs_later(home / ".bashrc", roots=(tmp_path / "p",), home=home) is not None

@@ -145,7 +145,7 @@ def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | Non
     searched for ``core.hooksPath``. ``path_env`` is the run's ``PATH``: its absolute folders under
     ``root`` run later. A file it cannot read adds nothing.
     """
-    user_home = home if home is not None else Path.home()
+    user_home = home if home is not None else _user_home()
     top, git_dirs = _repository(root)
     where = str(root)
     folders: dict[_Rel, str] = {}
@@ -158,7 +158,7 @@ def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | Non
     for imported in _imported(root, user_home):
         _add_under(folders, where, str(imported), _IMPORTED)
     inside = {rel for rel in (_under(where, str(d)) for d in git_dirs) if rel is not None and rel[-1:] != (".git",)}
-    return RunsLater(home=home_within(root, home), git_dirs=frozenset(inside), folders=folders)
+    return RunsLater(home=home_within(root, user_home), git_dirs=frozenset(inside), folders=folders)
 
 
 def runs_later(
@@ -210,6 +210,14 @@ def _imported(root: Path, home: Path) -> Iterator[Path]:
                 yield normal
                 if depth + 1 < _MAX_IMPORT_DEPTH:
                     files.append((normal, depth + 1))
+
+
+def _user_home() -> Path:
+    """The home directory; where none can be found, a path that holds nothing (nothing is read from it)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError, OSError):
+        return Path("/nonexistent")
 
 
 def _under(root: str, path: str) -> _Rel | None:
