@@ -78,6 +78,9 @@ _ON_PATH: Final = "a folder on the run's PATH"
 _IMPORTED: Final = "instructions an instruction file imports"
 _MAX_INCLUDES: Final = 10  # git's own limit on nested include.path
 _MAX_IMPORT_DEPTH: Final = 4  # as deep as a run follows them (``queryloop.run.memory``)
+# Imports followed per look, so a file of thousands of `@x` cannot make every write slow. Who wrote the
+# instruction files that import past it already chose the run's instructions: nothing is gained by planting more.
+_MAX_IMPORTS: Final = 1000
 # The instruction files a working directory or the home directory holds, whose imports are followed here (rule
 # folders are not: listing them on every write costs a walk; their files are on the list by their folder).
 _INSTRUCTION_FILES: Final = (
@@ -205,7 +208,7 @@ def _imported(root: Path, home: Path) -> Iterator[Path]:
             continue
         for target in instruction_imports(text, base=path.parent, home=home):
             normal = Path(os.path.normpath(target))
-            if normal not in seen:
+            if normal not in seen and len(seen) < _MAX_IMPORTS:
                 seen.add(normal)
                 yield normal
                 if depth + 1 < _MAX_IMPORT_DEPTH:
