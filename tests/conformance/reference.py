@@ -22,6 +22,7 @@ import pytest
 
 from queryloop.mockapi.background import ServerThread
 from queryloop.mockapi.scenario import parse_scenario
+from queryloop.mockapi.server import RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CLAUDE = ROOT / "tests" / "conformance" / "npm" / "node_modules" / ".bin" / "claude"
@@ -38,7 +39,11 @@ class Probe:
     home_files: Mapping[str, Any] = attrs.field(factory=dict)
     trusted: tuple[str, ...] = ()  # folders under the probe's folder its user trusts ("project")
     cwd: str = "project"
-    args: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()  # after -p PROMPT --model MODEL --output-format stream-json
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    prompt: str = "go"
+    model: str | None = "mock-primary"  # None: no --model
+    scenario: str | None = None  # a whole scenario (YAML or JSON) instead of ``calls``
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +55,9 @@ class Observed:
     made: frozenset[str]  # files that exist after the run and were not there before (under the probe's folder)
     mode: str | None  # the init line's permissionMode
     stderr: str
+    requests: tuple[RecordedRequest, ...] = ()  # the Messages API requests it sent, in order
+    lines: tuple[dict[str, Any], ...] = ()  # its stream-json lines
+    result: Mapping[str, Any] = attrs.field(factory=dict)  # the result line ({} if none)
 
 
 def reference() -> Path:
@@ -60,6 +68,8 @@ def reference() -> Path:
 
 
 def _scenario(probe: Probe) -> str:
+    if probe.scenario is not None:
+        return probe.scenario
     steps: list[dict[str, Any]] = [
         {"reply": {"content": [{"tool_use": {"name": name, "input": dict(args)}}]}} for name, args in probe.calls
     ]
@@ -82,10 +92,11 @@ def _lay_out(probe: Probe, base: Path) -> tuple[Path, Path]:
     return home, cwd
 
 
-def _command(program: Program) -> list[str]:
+def _command(program: Program, probe: Probe) -> list[str]:
+    verbose = [] if "--no-verbose" in probe.args else ["--verbose"]  # stream-json needs it in Claude Code
     if program == "claude":
-        return [str(reference()), "--verbose"]
-    return [sys.executable, "-m", "queryloop", "run"]
+        return [str(reference()), *verbose]
+    return [sys.executable, "-m", "queryloop", "run", *verbose]
 
 
 def observe(program: Program, probe: Probe, base: Path) -> Observed:
@@ -103,10 +114,12 @@ def observe(program: Program, probe: Probe, base: Path) -> Observed:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_MAX_RETRIES": "0",
             "QUERYLOOP_HOME": str(base / "queryloop-home"),
+            **probe.env,
         }
-        args = ["-p", "go", "--model", "mock-primary", "--output-format", "stream-json", *probe.args]
+        model = ["--model", probe.model] if probe.model is not None else []
+        args = ["-p", probe.prompt, *model, "--output-format", "stream-json", *probe.args]
         proc = subprocess.run(
-            [*_command(program), *args],
+            [*_command(program, probe), *(a for a in args if a != "--no-verbose")],
             cwd=cwd,
             env=env,
             capture_output=True,
@@ -114,6 +127,7 @@ def observe(program: Program, probe: Probe, base: Path) -> Observed:
             stdin=subprocess.DEVNULL,
             timeout=120,
         )
+        requests = tuple(r for r in server.server.requests if r.path == "/v1/messages")
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     result = next((line for line in reversed(lines) if line.get("type") == "result"), {})
     init = next((line for line in lines if line.get("subtype") == "init"), {})
@@ -124,6 +138,9 @@ def observe(program: Program, probe: Probe, base: Path) -> Observed:
         made=frozenset(str(p.relative_to(base)) for p in made if _the_users(p.relative_to(base))),
         mode=init.get("permissionMode"),
         stderr=proc.stderr,
+        requests=requests,
+        lines=tuple(lines),
+        result=result,
     )
 
 
