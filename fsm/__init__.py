@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .model.load import Machine, check_observers, load_machine, parse_machine
     from .model.source import Source, read_json, read_yaml, schema_problems
     from .model.spec import CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
+    from .model.textfile import UnreadableFileError, read_text_file
     from .run.runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
     from .terminal import inert
     from .verify.check import CheckReport, Finding, check_spec
@@ -55,6 +56,7 @@ else:
             ".draw.render": ("to_dot", "to_mermaid"),
             ".run.runtime": ("EffectContext", "Event", "Program", "RunFailure", "Runner", "RunState", "Step"),
             ".model.source": ("Source", "read_json", "read_yaml", "schema_problems"),
+            ".model.textfile": ("UnreadableFileError", "read_text_file"),
             ".model.spec": ("CounterSpec", "MachineSpec", "ParamSpec", "StateSpec", "TransitionSpec"),
             ".verify.spin": ("SpinNotFound", "SpinReport", "spin_check"),
             ".terminal": ("inert",),
@@ -89,6 +91,7 @@ __all__ = [
     "Step",
     "TransitionError",
     "TransitionSpec",
+    "UnreadableFileError",
     "Uses",
     "check_observers",
     "check_spec",
@@ -97,6 +100,7 @@ __all__ = [
     "loads_json",
     "parse_machine",
     "read_json",
+    "read_text_file",
     "read_yaml",
     "schema_problems",
     "spin_check",

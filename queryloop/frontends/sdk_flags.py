@@ -25,6 +25,7 @@ from pathlib import Path
 
 from queryloop.fsm.cli import UsageError
 from queryloop.fsm.model.jsontext import loads_json
+from queryloop.fsm.model.textfile import UnreadableFileError, read_text_file
 
 __all__ = ["add_sdk_options", "prepare_sdk_flags"]
 
@@ -185,8 +186,8 @@ def prepare_sdk_flags(args: argparse.Namespace) -> None:
         if args.system_prompt is not None:
             raise UsageError("give --system-prompt or --system-prompt-file, not both")
         try:
-            args.system_prompt = args.system_prompt_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            args.system_prompt = read_text_file(args.system_prompt_file)
+        except (OSError, UnreadableFileError) as exc:
             raise UsageError(f"--system-prompt-file {args.system_prompt_file}: cannot read it ({exc})") from None
     args.mcp_config, args.sdk_mcp_servers = _split_sdk_servers(args.mcp_config)
     if args.sdk_mcp_servers and not streaming:

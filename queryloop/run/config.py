@@ -466,7 +466,7 @@ def resolve_config(
                 interactive=asked_tools.interactive,
             ),
             hooks=loaded.hooks.merged(hooks) if hooks is not None else loaded.hooks,
-            context=_context(context or AskedContext(), cwd, src.setting_sources),
+            context=_context(context or AskedContext(), cwd, src.setting_sources, warnings),
             session=SessionSettings(persist=asked_session.persist, home=asked_session.home),
             sandbox=policy,
             telemetry=_telemetry({**os.environ, **loaded.env, **env}, warnings),
@@ -546,10 +546,12 @@ def _limits(asked: AskedLimits, hints: Mapping[str, Any], env: dict[str, str]) -
     )
 
 
-def _context(asked: AskedContext, cwd: Path, setting_sources: Collection[MemoryKind]) -> ContextSettings:
+def _context(
+    asked: AskedContext, cwd: Path, setting_sources: Collection[MemoryKind], warnings: list[str]
+) -> ContextSettings:
     return ContextSettings(
         auto_compact=asked.auto_compact,
         microcompact=asked.microcompact,
         auto_compact_threshold=_said(asked.auto_compact_threshold, defaults.AUTO_COMPACT_THRESHOLD),
-        instructions=load_instructions(cwd, sources=setting_sources),
+        instructions=load_instructions(cwd, sources=setting_sources, skipped=warnings),
     )

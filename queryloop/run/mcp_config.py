@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from queryloop.fsm import SpecError, read_json
+from queryloop.fsm import SpecError, UnreadableFileError, read_json, read_text_file
 from queryloop.handlers.mcp import McpConfigError, McpServerConfig, parse_mcp_servers
 
 __all__ = ["load_mcp_servers"]
@@ -35,12 +35,13 @@ def _read(value: str, *, cwd: Path, flag: str) -> tuple[Any, str]:
         return _document(value, flag), flag
     path = Path(cwd, value).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        text = read_text_file(path)
+    except FileNotFoundError:
         raise McpConfigError(
-            f"{flag} {value}: cannot read it ({why}); pass a JSON file or an inline JSON object"
+            f"{flag} {value}: cannot read it (No such file or directory); pass a JSON file or an inline JSON object"
         ) from None
+    except UnreadableFileError as exc:
+        raise McpConfigError(f"{flag} {value}: {exc.reason}; pass a JSON file or an inline JSON object") from None
     return _document(text, str(value)), str(value)
 
 

@@ -46,6 +46,7 @@ from typing import Literal
 import attrs
 import yaml
 
+from queryloop.fsm import UnreadableFileError, read_text_file
 from queryloop.handlers.messages import compact_json
 from queryloop.handlers.tools.services.runs_later import instruction_imports
 
@@ -86,12 +87,18 @@ class InstructionFile:
 
 
 def load_instructions(
-    cwd: Path, *, home: Path | None = None, sources: Collection[MemoryKind] = MEMORY_KINDS
+    cwd: Path,
+    *,
+    home: Path | None = None,
+    sources: Collection[MemoryKind] = MEMORY_KINDS,
+    skipped: list[str] | None = None,
 ) -> tuple[InstructionFile, ...]:
     """Every instruction file that applies to a run in ``cwd``, lowest precedence first.
 
     ``sources`` are the kinds to read (``--setting-sources``). Unreadable and empty
-    files are skipped: instructions are optional, a run never fails for them.
+    files are skipped: instructions are optional, a run never fails for them. A file
+    that is there but not read (a FIFO, a device, a symlink loop, over the size cap of
+    ``queryloop.fsm.read_text_file``, not UTF-8) gets a line in ``skipped``.
     """
     project = cwd.resolve()
     user_home = (home if home is not None else Path.home()).resolve()
@@ -110,6 +117,8 @@ def load_instructions(
         if "local" in sources:
             for stem in _PROJECT_NAMES:
                 loader.add(directory / f"{stem}.local.md", "local")
+    if skipped is not None:
+        skipped.extend(loader.skipped)
     return tuple(loader.files)
 
 
@@ -121,6 +130,7 @@ class _Loader:
     home: Path
     files: list[InstructionFile] = attrs.field(factory=list)
     seen: set[Path] = attrs.field(factory=set)
+    skipped: list[str] = attrs.field(factory=list)  # the files that are there and were not read, and why
 
     def add_rules(self, folder: Path, kind: MemoryKind) -> None:
         try:
@@ -133,10 +143,14 @@ class _Loader:
     def add(
         self, path: Path, kind: MemoryKind, *, rule: bool = False, depth: int = 0, imported_by: Path | None = None
     ) -> None:
-        path = path.resolve()
+        resolved = _resolved(path)
+        if resolved is None:
+            self.skipped.append(f"instruction file skipped: {path}: is a symlink loop")
+            return
+        named, path = path, resolved
         if path in self.seen:
             return
-        text = _read_text(path)
+        text = _read_text(path, named, self.skipped)
         if text is None:
             return
         front, body = _split_front_matter(text)
@@ -150,17 +164,28 @@ class _Loader:
         if depth >= MAX_IMPORT_DEPTH:
             return
         for target in instruction_imports(body, base=path.parent, home=self.home):
-            if kind == "user" or target.resolve().is_relative_to(self.project):
+            resolved = _resolved(target)  # None for a loop: add() says it skipped it
+            if kind == "user" or resolved is None or resolved.is_relative_to(self.project):
                 self.add(target, kind, depth=depth + 1, imported_by=path)
 
 
-def _read_text(path: Path) -> str | None:
-    """The file's text; None when it is missing, unreadable, binary or not UTF-8."""
+def _resolved(path: Path) -> Path | None:
+    """``path`` with its symlinks resolved; None for a symlink loop (Python raises RuntimeError for one)."""
     try:
-        if not path.is_file():
-            return None
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def _read_text(path: Path, named: Path, skipped: list[str]) -> str | None:
+    """The text of ``path`` (``named`` with its symlinks resolved); None when it is missing, binary, or
+    cannot be read within the bounds (said in ``skipped``, naming the file as it was named)."""
+    try:
+        text = read_text_file(path)
+    except FileNotFoundError:
+        return None
+    except UnreadableFileError as exc:
+        skipped.append(f"instruction file skipped: {named}: {exc.reason}")
         return None
     return None if "\x00" in text else text
 

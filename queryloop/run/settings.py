@@ -38,7 +38,7 @@ from typing import Any, Final, cast
 
 import attrs
 
-from queryloop.fsm import SpecError, read_json, schema_problems
+from queryloop.fsm import SpecError, UnreadableFileError, read_json, read_text_file, schema_problems
 from queryloop.fsm.model.source import Source, json_path
 from queryloop.handlers.hooks import HookConfig, HookConfigError, parse_hook_config
 from queryloop.handlers.tools.services.rules import (
@@ -289,9 +289,9 @@ def _parse_json(text: str, label: str) -> dict[str, Any]:
 
 def _read_file(path: Path, label: str) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SettingsError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        text = read_text_file(path)
+    except UnreadableFileError as exc:
+        raise SettingsError(f"{label}: {exc.reason}") from None
     except OSError as exc:
         raise SettingsError(f"{label}: cannot read the settings file: {exc.strerror or exc}") from None
     document = _parse_json(text, label)

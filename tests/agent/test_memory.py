@@ -417,3 +417,13 @@ def test_the_body_with_instructions_is_byte_for_byte_the_rebuilt_view_s(
     assert encode_request(call, stream=stream) == encode_request(wrapped, stream=stream)
     assert request_messages(call) == wrapped.messages.to_list()
     assert view.to_list() == messages, "the stored messages are untouched"
+
+
+def test_an_import_of_a_symlink_loop_is_skipped_with_a_line_saying_so_and_the_rest_is_read(tmp_path: Path) -> None:
+    write(tmp_path / "CLAUDE.md", "top @loop.md @b.md\n")
+    (tmp_path / "loop.md").symlink_to("loop.md")
+    write(tmp_path / "b.md", "b\n")
+    skipped: list[str] = []
+    files = load_instructions(tmp_path, home=tmp_path / "home", skipped=skipped)
+    assert names(files, tmp_path) == ["CLAUDE.md", "b.md"]
+    assert skipped == [f"instruction file skipped: {tmp_path / 'loop.md'}: is a symlink loop"]

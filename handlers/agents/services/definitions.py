@@ -23,6 +23,8 @@ from typing import Any, Final
 import attrs
 import yaml
 
+from queryloop.fsm import UnreadableFileError, read_text_file
+
 from ...tools.services.names import AGENT_TOOL, CHANGES_CODE
 
 __all__ = [
@@ -216,9 +218,11 @@ def agents_from_files(folder: Path) -> tuple[AgentDefinition, ...]:
     out = []
     for path in sorted(folder.glob("*.md")):
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AgentDefinitionError(f"{path}: cannot be read ({exc})") from exc
+            text = read_text_file(path)
+        except FileNotFoundError:
+            continue  # a dangling symlink, or removed since the folder was listed: defines nothing
+        except UnreadableFileError as exc:
+            raise AgentDefinitionError(f"{exc}; an agent file must be a regular UTF-8 text file") from None
         match = _FRONTMATTER.match(text)
         if match is None:
             raise AgentDefinitionError(

@@ -1,0 +1,93 @@
+"""Text files someone else wrote, read within bounds: regular files only, never blocking, size capped.
+
+Owns :func:`read_text_file`, its error :class:`UnreadableFileError` and :data:`MAX_TEXT_FILE_BYTES`.
+A repository can hold a FIFO (reading it waits for a writer that never comes), a symlink to
+``/dev/zero`` (reading it never ends), a symlink loop or a file of gigabytes where a small
+configuration file is expected. The file is opened with ``O_NONBLOCK`` (so a FIFO does not block
+the open) and checked through its descriptor (``fstat``: what was opened is what is checked, even
+if the path changed since), then read up to the cap and no further. Every refusal is one
+:class:`UnreadableFileError` naming the file and why; a missing file stays ``FileNotFoundError``
+(callers skip missing files). Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+__all__ = ["MAX_TEXT_FILE_BYTES", "UnreadableFileError", "read_text_file"]
+
+MAX_TEXT_FILE_BYTES: Final = 1 << 20
+"""1 MiB: far more than any settings, definition or instruction file needs (a quarter of a million
+tokens of text), and little enough to hold in memory while it is parsed."""
+
+_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class UnreadableFileError(ValueError):
+    """A file that is there but cannot be read as text within the bounds; ``reason`` says why."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def read_text_file(path: Path, *, limit: int = MAX_TEXT_FILE_BYTES) -> str:
+    """The UTF-8 text of the regular file ``path`` (symlinks followed), at most ``limit`` bytes.
+
+    Raises ``FileNotFoundError`` when nothing is there and :class:`UnreadableFileError` otherwise.
+    """
+    fd = _open(path)
+    try:
+        data = _read_capped(fd, path, limit)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFileError(path, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _open(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path)) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnreadableFileError(path, "is a symlink loop (too many levels of symbolic links)") from None
+        raise UnreadableFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def _read_capped(fd: int, path: Path, limit: int) -> bytes:
+    mode = os.fstat(fd).st_mode
+    for test, kind in _KINDS:
+        if test(mode):
+            raise UnreadableFileError(path, f"is {kind}, not a regular file")
+    if not stat.S_ISREG(mode):
+        raise UnreadableFileError(path, "is not a regular file")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while chunk := os.read(fd, min(1 << 16, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise UnreadableFileError(path, f"is larger than {_size(limit)}, the cap on a file read here")
+    except OSError as exc:
+        raise UnreadableFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    return b"".join(chunks)
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit} bytes"
