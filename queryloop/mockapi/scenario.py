@@ -46,7 +46,8 @@ A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers
   ``compaction`` …); streamed, it is split into the events the API sends for its type. ``stop_reason`` defaults to
   ``tool_use`` when a tool_use block is present, else ``end_turn``. ``usage`` entries
   override the server's estimates (``input_tokens``, ``output_tokens``,
-  ``cache_creation_input_tokens``, ``cache_read_input_tokens``).
+  ``cache_creation_input_tokens``, ``cache_read_input_tokens``). A string may hold a
+  surrogate alone (``"\\ud800"``): it goes out as that JSON escape, as the API would send it.
 * ``error: {status: 529, type: optional, message: optional, headers: optional}`` — the
   body is the real API's ``{"type": "error", "error": {...}, "request_id": ...}``; the
   type defaults from the status (529 → ``overloaded_error`` …). In every message

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import sys
 import time
 import uuid
@@ -107,8 +108,14 @@ class RecordedRequest:
     """Where the request's ``cache_control`` markers were: ``system[0]``, ``tools[2]``, ``messages[4][0]``."""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON; a lone surrogate in a string (a scenario may script one) goes as its ``\\uXXXX`` escape,
+    as the API writes it: the raw code point cannot be encoded as UTF-8."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def _prompt(body: Mapping[str, Any], marked: bool) -> tuple[Any, Any, Any]:

@@ -420,3 +420,16 @@ def test_a_backoff_never_sleeps_past_the_longest_wait_its_effect_declares(
         assert 32.0 <= sleeps[0] <= 40.0, "the backoff alone: 32 s plus jitter, clamped to max_backoff_s"
     else:
         assert sleeps[0] == slept
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_lone_surrogate_in_a_reply_is_the_replacement_character_and_a_pair_is_one_character(stream: bool) -> None:
+    text = one_step(
+        r'reply: {content: [{text: "a\ud800b \ud83d\ude00"}, '
+        r'{tool_use: {name: "T\udfff", id: "toolu_1", input: {"k\ud800": ["v\udc00"]}}}]}'
+    )
+    (outcome,), _ = run(text, request(stream=stream))
+    assert reply(outcome).content == (
+        {"type": "text", "text": "a\ufffdb \U0001f600"},
+        {"type": "tool_use", "id": "toolu_1", "name": "T\ufffd", "input": {"k\ufffd": ["v\ufffd"]}},
+    )

@@ -131,6 +131,41 @@ def test_a_tool_input_nested_too_deep_is_a_malformed_tool_use_not_a_crash(tmp_pa
     assert not (tmp_path / "ran").exists(), "half a tool call never runs"
 
 
+# ---- a surrogate alone in the model's reply ------------------------------------------------------------
+
+# where the reply holds `\ud800` (a JSON escape no UTF-8 writer can take): the scenario's block, the text it becomes
+LONE_SURROGATES = {
+    "text": ('{text: "a\\ud800b"}', "a\ufffdb"),
+    "thinking": ('{thinking: "t\\udfff", signature: "s"}, {text: "ok"}', "t\ufffd"),
+    "tool_use input": ('{tool_use: {name: Bash, input: {command: "echo x\\udc00 > out"}}}', "echo x\ufffd > out"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(LONE_SURROGATES))
+@pytest.mark.parametrize("fmt", ["stream-json", "text"])
+def test_a_lone_surrogate_in_a_reply_becomes_the_replacement_character_everywhere(
+    tmp_path: Path, where: str, fmt: str
+) -> None:
+    blocks, becomes = LONE_SURROGATES[where]
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{blocks}]}}
+    - reply: {{content: [{{text: "done"}}]}}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary", "--verbose"], api=api, cwd=tmp_path, fmt=fmt)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    if fmt == "text":
+        assert run.stdout.strip() == {"text": "a\ufffdb", "thinking": "ok", "tool_use input": "done"}[where]
+        return
+    assert becomes in json.dumps([line for line in run.lines if line["type"] == "assistant"], ensure_ascii=False)
+    transcript = paths(tmp_path, run.result["session_id"]).transcript.read_text(encoding="utf-8")
+    assert becomes in json.dumps([json.loads(line) for line in transcript.splitlines()], ensure_ascii=False)
+    if where == "tool_use input":
+        assert (tmp_path / "out").read_text(encoding="utf-8") == "x\ufffd\n"
+        sent = api.requests[1].messages[1]["content"][0]["input"]["command"]
+        assert sent == becomes, "the next request carries the call as the run read it"
+
+
 # ---- terminal escapes ----------------------------------------------------------------------------------
 
 # A model's answer that would clear the screen, retitle the window and write the clipboard if obeyed.

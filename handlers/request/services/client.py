@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -473,15 +474,15 @@ async def _send_plain(
         return attempt.fail("malformed_response", problem)
     attempt.usage = {k: v for k, v in data.get("usage", {}).items() if v is not None}
     attempt.stop_reason = data.get("stop_reason")
-    content = tuple(dict(b) for b in data["content"])
+    content = tuple(well_formed(dict(b)) for b in data["content"])
     return ModelReply(
         content=content,
         stop_reason=attempt.stop_reason,
         usage=dict(attempt.usage),
-        model=str(data.get("model") or req.model),
+        model=str(well_formed(data.get("model")) or req.model),
         request_id=attempt.request_id,
         log=attempt.log(),
-        message_id=data.get("id") if isinstance(data.get("id"), str) else None,
+        message_id=well_formed(data["id"]) if isinstance(data.get("id"), str) else None,
     )
 
 
@@ -505,6 +506,27 @@ def _message_problem(data: Any) -> str | None:
     return None
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(value: Any) -> Any:
+    """``value`` (a reply's block, as parsed from JSON) with every string valid Unicode.
+
+    JSON may escape a surrogate alone (``"\\ud800"``) and Python's parser keeps it as a code point
+    no UTF-8 writer takes: the transcript, stdout and the next request would fail on it. A pair
+    split over two deltas is joined again; one alone becomes U+FFFD, the replacement character.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {well_formed(k): well_formed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [well_formed(v) for v in value]
+    return value
+
+
 class _Assembler:
     """Builds content blocks from stream events (as parsed from their JSON); keeps only the ones that completed.
 
@@ -526,7 +548,7 @@ class _Assembler:
 
     @property
     def completed(self) -> tuple[dict[str, Any], ...]:
-        return tuple(block for _, block in sorted(self.done, key=lambda item: item[0]))
+        return tuple(well_formed(block) for _, block in sorted(self.done, key=lambda item: item[0]))
 
     def start(self, event: Mapping[str, Any]) -> None:
         block = event.get("content_block")
@@ -550,7 +572,7 @@ class _Assembler:
             text = str(d.get("text", ""))
             block["text"] = block.get("text", "") + text
             if self.on_text is not None and text:
-                self.on_text(text)
+                self.on_text(well_formed(text))
             return True
         if kind == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + str(d.get("thinking", ""))
@@ -652,8 +674,8 @@ async def _send_streaming(
             kind = event.get("type")
             if kind == "message_start":
                 message = event.get("message") or {}
-                attempt.model = message.get("model") or req.model
-                message_id = message.get("id") or None
+                attempt.model = well_formed(message.get("model")) or req.model
+                message_id = well_formed(message.get("id")) or None
                 attempt.usage.update(_usage_dict(message.get("usage")))
             elif kind == "content_block_start":
                 asm.start(event)
