@@ -503,7 +503,7 @@ class MockServer:
         for i, template in enumerate(step.content):
             block = dict(template)
             if block["type"] == "tool_use" and "id" not in block:
-                block["id"] = f"toolu_mock_{base}_{i}"
+                block["id"] = f"toolu_mock{base}{i:02d}"  # `toolu_` and base62, the API's shape
             if block["type"] == "thinking" and "signature" not in block:
                 block["signature"] = f"sig_mock_{base}_{i}"
             key = _issued_key(block)

@@ -29,6 +29,7 @@ of the run.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import re
 import sys
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from .config import AgentOptions
     from .observe import Observation
 
-__all__ = ["RETRY_KINDS", "RunTelemetry", "end_session"]
+__all__ = ["RETRY_KINDS", "UNOFFERED_TOOL", "RunTelemetry", "end_session"]
 
 _T = TypeVar("_T")
 
@@ -86,6 +87,10 @@ _COMPACTING = {
 }
 _BEFORE_THE_LOOP = ("opening_session", "submitting_prompt")
 _STATUS_WORD = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a span's error status: a name, never a sentence or a path
+_API_TOOL_ID = re.compile(r"toolu_[0-9A-Za-z]{1,64}")  # a tool_use id as the API makes them: `toolu_` and base62
+UNOFFERED_TOOL = "unoffered_tool"
+"""The name a call of a tool the run does not offer is exported under while tool details are off: the model
+chose that name, and a model can write anything there."""
 
 
 class _Providers:
@@ -527,14 +532,15 @@ class RunTelemetry:
         refused = {str(d.get("tool_use_id")) for d in tools.permission_denials}
         sources = dict(tools.decision_sources)  # who decided, where not the configuration
         sandbox = self.run.services.tool_context.sandbox
-        for call_id, (name, tool_input) in self.asked.items():
+        for call_id, (asked_name, tool_input) in self.asked.items():
             decision = "accept" if call_id in allowed else "reject" if call_id in refused else "none"
             source = sources.get(call_id, "config")
-            sandboxed = name == "Bash" and sandbox is not None and sandbox.policy.sandboxes(tool_input)
+            sandboxed = asked_name == "Bash" and sandbox is not None and sandbox.policy.sandboxes(tool_input)
+            name, shown_id = self._tool_name(asked_name), self._tool_id(call_id)
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": name,
-                "gen_ai.tool.call.id": call_id,
+                "gen_ai.tool.call.id": shown_id,
                 "gen_ai.tool.type": "extension" if name.startswith("mcp__") else "function",
                 "queryloop.permission.decision": decision,
                 "queryloop.permission.source": source,
@@ -547,7 +553,7 @@ class RunTelemetry:
                 self.tools[call_id] = (span, time.monotonic(), decision, source)
             if decision == "none":
                 continue  # no such tool, or answered from the ledger: the gate decided nothing
-            event = {"decision": decision, "source": source, "tool_name": name, "tool_use_id": call_id}
+            event = {"decision": decision, "source": source, "tool_name": name, "tool_use_id": shown_id}
             self._event("tool_decision", event)
             if name in CHANGES_CODE:  # Claude Code's code_edit_tool.decision
                 self._count(
@@ -565,8 +571,8 @@ class RunTelemetry:
         size = len(content.encode()) if isinstance(content, str) else len(_json(content).encode())
         duration = round((time.monotonic() - opened[1]) * 1000) if opened else 0
         event: dict[str, Any] = {
-            "tool_name": call.name,
-            "tool_use_id": call.id,
+            "tool_name": self._tool_name(call.name),
+            "tool_use_id": self._tool_id(call.id),
             "success": "false" if failed else "true",
             "duration_ms": str(duration),
             "tool_result_size_bytes": str(size),
@@ -584,6 +590,22 @@ class RunTelemetry:
                 detail = content if isinstance(content, str) else _json(content) if content is not None else ""
                 self._fail(span, "permission_denied" if refused else "tool_error", content=detail)
             span.end()
+
+    def _tool_name(self, name: str) -> str:
+        """A call's tool name as exported: the model chose it, so with tool details off only a tool the run
+        offers keeps its name (a built-in, a custom tool, a listed MCP tool); any other is ``unoffered_tool``."""
+        services = self.run.services
+        if self.settings.log_tool_details or services.tools.get(name) or services.extra_tool(name):
+            return name
+        return UNOFFERED_TOOL
+
+    def _tool_id(self, call_id: str) -> str:
+        """A call's id as exported: with tool details off, an id not in the API's shape (``toolu_`` and up to 64
+        letters and digits) is ``hashed_`` and 24 hex digits of its SHA-256, so the model cannot write text
+        there and the call's span and events still share one id."""
+        if self.settings.log_tool_details or _API_TOOL_ID.fullmatch(call_id):
+            return call_id
+        return "hashed_" + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
     def _end_tools(self, aborted: bool) -> None:
         for span, _, _, _ in self.tools.values():

@@ -115,7 +115,7 @@ def test_non_streamed_reply_is_one_json_message_with_generated_ids() -> None:
     message = json.loads(text)
     assert status == 200 and message["type"] == "message" and message["stop_reason"] == "tool_use"
     tool = message["content"][2]
-    assert tool["id"].startswith("toolu_mock_") and tool["input"]["new_string"] == "step=1"
+    assert tool["id"].startswith("toolu_mock") and tool["input"]["new_string"] == "step=1"
     assert message["content"][0]["signature"].startswith("sig_mock_")
     assert message["usage"]["input_tokens"] == estimate_input_tokens(None, USER, None)
 

@@ -116,7 +116,7 @@ reply:
     thinking, tool = r.content
     assert thinking["type"] == "thinking" and thinking["thinking"] == "Considering which file to change."
     assert thinking["signature"].startswith("sig_mock_")
-    assert tool["type"] == "tool_use" and tool["name"] == "Edit" and tool["id"].startswith("toolu_mock_")
+    assert tool["type"] == "tool_use" and tool["name"] == "Edit" and tool["id"].startswith("toolu_mock")
     assert tool["input"] == {"file_path": "checkpoint.txt", "old_string": "step=0", "new_string": "step=1"}
     assert r.stop_reason == "tool_use"
 

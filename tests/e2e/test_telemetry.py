@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -604,3 +605,53 @@ def test_with_tool_details_on_a_failed_tools_span_carries_its_output_as_claude_c
     assert "SECRET-PATH-7f3" in statuses["execute_tool Read"]
     (failed,) = [s for s in exported["spans"] if _attrs(s.attributes).get("error.type") == "overloaded"]
     assert failed.status.message == "overloaded"  # an API error's message is no tool's detail
+
+
+CHOSEN = """\
+schema_version: 1
+scenario: telemetry-chosen-names
+model: mock-primary
+models:
+  mock-primary:
+    - reply:
+        content:
+          - tool_use: {name: "Leak SECRET-NAME-7f3", id: "toolu_01AbCdEf", input: {}}
+          - tool_use: {name: Bash, id: "SECRET-ID-7f3 said here", input: {command: "true"}}
+          - tool_use: {name: Bash, id: "toolu_01GhIjKl", input: {command: "true"}}
+    - reply: {content: [{text: "done"}]}
+"""
+
+
+def _tool_texts(exported: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]], list[Any]]:
+    """Every string the spans export, the tool events' attributes, and the tool spans."""
+    texts = [t for s in exported["spans"] for t in _span_texts(s)]
+    texts += [str(v) for _, attributes in exported["events"] for v in attributes.values()]
+    texts += [str(v) for _, attributes, _ in exported["points"] for v in attributes.values()]
+    tool_events = [
+        a for name, a in exported["events"] if name in ("claude_code.tool_decision", "claude_code.tool_result")
+    ]
+    tools = [s for s in exported["spans"] if s.name.startswith("execute_tool ")]
+    return texts, tool_events, tools
+
+
+def test_with_tool_details_off_a_model_chosen_tool_name_or_id_never_leaves_the_run(tmp_path: Path) -> None:
+    exported = export_run(CHOSEN, ["--permission-mode", "bypassPermissions"], tmp_path)
+    texts, tool_events, tools = _tool_texts(exported)
+    assert [t for t in texts if "SECRET" in t] == []
+    spans = {_attrs(s.attributes)["gen_ai.tool.call.id"]: s.name for s in tools}
+    hashed = next(i for i in spans if i.startswith("hashed_"))
+    assert re.fullmatch(r"hashed_[0-9a-f]{24}", hashed), hashed
+    assert spans == {
+        "toolu_01GhIjKl": "execute_tool Bash",  # an offered tool, an id in the API's shape: as they are
+        hashed: "execute_tool Bash",
+        "toolu_01AbCdEf": "execute_tool unoffered_tool",
+    }
+    ids = {(a["tool_name"], a["tool_use_id"]) for a in tool_events}
+    assert ("Bash", hashed) in ids and ("unoffered_tool", "toolu_01AbCdEf") in ids, "events and spans share the id"
+
+
+def test_with_tool_details_on_the_model_chosen_tool_name_and_id_are_exported_as_they_were(tmp_path: Path) -> None:
+    details = ["--permission-mode", "bypassPermissions", "--settings", '{"env": {"OTEL_LOG_TOOL_DETAILS": "1"}}']
+    _, tool_events, tools = _tool_texts(export_run(CHOSEN, details, tmp_path))
+    assert {s.name for s in tools} == {"execute_tool Bash", "execute_tool Leak SECRET-NAME-7f3"}
+    assert {a["tool_use_id"] for a in tool_events} >= {"SECRET-ID-7f3 said here", "toolu_01AbCdEf"}
