@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 import attrs
 
 from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+from .checked import checked_transport, protocol_problem
 from .config import McpServerConfig, tool_name
 from .content import MalformedContent, prompt_messages, resource_text, tool_result_content
 from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
@@ -115,6 +116,7 @@ def _describe(exc: BaseException) -> tuple[McpFailureKind, str]:
     """The kind and a one-line message of a failure to connect, list or call."""
     import httpx2
     import mcp.types
+    import pydantic
     from mcp import MCPError
 
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -127,6 +129,10 @@ def _describe(exc: BaseException) -> tuple[McpFailureKind, str]:
         if exc.code == mcp.types.CONNECTION_CLOSED:
             return "transport", "the connection closed (the server exited or went away)"
         return "server", f"{exc.message} (JSON-RPC error {exc.code})"
+    if isinstance(exc, pydantic.ValidationError):  # the SDK's check of a result's shape
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+        where = ".".join(map(str, first["loc"])) or "the result"
+        return "server", f"answered with a result of the wrong shape ({where}: {first['msg']})"
     if isinstance(exc, httpx2.HTTPStatusError):
         status = exc.response.status_code
         return ("auth" if status in (401, 403) else "server"), f"HTTP {status}"
@@ -161,6 +167,7 @@ class _Connection:
     prompts_changed: bool = False  # it said its prompt list changed: listed again when next asked
     resources: bool = False  # the server declares the resources capability
     resource_list: tuple[mcp.types.Resource, ...] | None = None  # its listing, until it says the list changed
+    abort: Callable[[], None] | None = None  # ends the open connection at once (it sent what JSON-RPC does not allow)
 
 
 class McpManager:
@@ -381,28 +388,44 @@ class McpManager:
 
     async def _hold(self, connection: _Connection, ready: asyncio.Future[None]) -> None:
         """The connection's task: open it, list the tools, then keep it open until told to stop."""
+        import anyio
+
         name = connection.config.name
         try:
-            async with self._client(connection) as client:
-                self._absorb(connection, await self._list(client))
-                connection.resources = client.server_capabilities.resources is not None
-                connection.resource_list = None
-                connection.prompts = await self._list_prompts(client) if client.server_capabilities.prompts else ()
-                connection.client = client
-                connection.status = "connected"
-                connection.error = None
-                if not ready.done():
-                    ready.set_result(None)
-                await connection.stop.wait()
+            with anyio.CancelScope() as scope:  # cancelled by `abort`: what waits for an answer stops waiting
+                connection.abort = scope.cancel
+                async with self._client(connection) as client:
+                    await self._open(connection, client, ready)
+                    await connection.stop.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a transport's task group raises groups; everything is a failure here
             kind, message = _describe(exc)
             self._fail(connection, McpFailure(server=name, kind=kind, message=message))
         finally:
+            connection.abort = None
             connection.client = None
             if not ready.done():
                 ready.set_result(None)
+
+    async def _open(self, connection: _Connection, client: Client, ready: asyncio.Future[None]) -> None:
+        """List what a server just connected offers, then mark it connected."""
+        self._absorb(connection, await self._list(client))
+        connection.resources = client.server_capabilities.resources is not None
+        connection.resource_list = None
+        connection.prompts = await self._list_prompts(client) if client.server_capabilities.prompts else ()
+        connection.client = client
+        connection.status = "connected"
+        connection.error = None
+        if not ready.done():
+            ready.set_result(None)
+
+    def _broke_protocol(self, connection: _Connection, problem: str) -> None:
+        """A server sent what JSON-RPC does not allow: it fails now, its waiting requests with it (the SDK
+        would leave them to their timeouts), and the machine reconnects it as after any broken connection."""
+        self._fail(connection, McpFailure(server=connection.config.name, kind="server", message=problem))
+        if connection.abort is not None:
+            connection.abort()
 
     def _client(self, connection: _Connection) -> Client:
         import httpx2
@@ -415,6 +438,10 @@ class McpManager:
         config = connection.config
 
         async def on_message(message: Any) -> None:
+            problem = protocol_problem(message) if isinstance(message, Exception) else None
+            if problem is not None:
+                self._broke_protocol(connection, problem)
+                return
             notification = getattr(message, "root", message)
             if isinstance(notification, mcp.types.ToolListChangedNotification):
                 connection.list_changed = True
@@ -438,12 +465,12 @@ class McpManager:
             params = StdioServerParameters(
                 command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=self.cwd
             )
-            return Client(stdio_client(params, errlog=self._log(config.name)), **common)
+            return Client(checked_transport(stdio_client(params, errlog=self._log(config.name))), **common)
         assert config.url is not None
         if config.type == "sse":
-            return Client(sse_client(config.url, headers=dict(config.headers) or None), **common)
+            return Client(checked_transport(sse_client(config.url, headers=dict(config.headers) or None)), **common)
         http = httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=300.0))
-        return Client(streamable_http_client(config.url, http_client=http), **common)
+        return Client(checked_transport(streamable_http_client(config.url, http_client=http)), **common)
 
     def _log(self, server: str) -> TextIO:
         """Where a stdio server's stderr goes: ``<log_dir>/<server>.log`` (appended), else nowhere."""
@@ -630,17 +657,23 @@ class McpManager:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            kind, message = _describe(exc)
-            failure = McpFailure(server=tool.server, tool=tool.remote, kind=kind, message=message)
-            if kind in ("transport", "auth"):  # the connection is gone: reconnected at the next boundary
-                self._fail(connection, attrs.evolve(failure, tool=None))
-                connection.stop.set()
-            return ToolOutput(content=failure.text(), is_error=True)
+            return ToolOutput(content=self._call_failed(connection, tool, exc).text(), is_error=True)
         try:
             content = tool_result_content(result, tool.name, tool.server)
         except MalformedContent as exc:  # as Claude Code 2.1.235: a result the protocol refuses is an error, whole
             return ToolOutput(content=_malformed(tool.server, exc), is_error=True)
         return ToolOutput(content=content, is_error=bool(result.is_error))
+
+    def _call_failed(self, connection: _Connection, tool: McpTool, exc: Exception) -> McpFailure:
+        """Why a call failed: the server's failure when it broke while the call waited, else ``exc``'s."""
+        if connection.status != "connected" and connection.error is not None:
+            return attrs.evolve(connection.error, tool=tool.remote)
+        kind, message = _describe(exc)
+        failure = McpFailure(server=tool.server, tool=tool.remote, kind=kind, message=message)
+        if kind in ("transport", "auth"):  # the connection is gone: reconnected at the next boundary
+            self._fail(connection, attrs.evolve(failure, tool=None))
+            connection.stop.set()
+        return failure
 
 
 def _malformed(server: str, problem: MalformedContent) -> str:
