@@ -598,3 +598,18 @@ def test_a_clearing_keeps_the_ledger_and_leaves_nothing_more_to_clear(messages: 
     assert messages_tokens(cleared) <= messages_tokens(messages)
     again = plan_clearing(MessageView.of(cleared), keep_recent=2)
     assert again.tool_use_ids == frozenset() and again.tokens_freed == 0
+
+
+def test_a_read_file_that_became_a_symlink_loop_or_a_fifo_is_not_reattached_and_compaction_goes_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "loop").symlink_to("loop")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "b.txt").write_text("b\n")
+    removed = [
+        user("go"),
+        *tool_round("r1", "b", name="Read", file_path="b.txt"),
+        *tool_round("r2", "x", name="Read", file_path="loop"),
+        *tool_round("r3", "y", name="Read", file_path="pipe"),
+    ]
+    assert regenerate_attachments(removed, tmp_path) == ["Contents of b.txt (re-attached after compaction):\nb\n"]

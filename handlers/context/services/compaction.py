@@ -507,7 +507,10 @@ def regenerate_attachments(
     for raw in _read_paths(removed):
         if len(attachments) >= max_files:
             break
-        path = (root / raw).resolve()
+        try:
+            path = (root / raw).resolve()
+        except (OSError, RuntimeError):  # a symlink loop (Python raises RuntimeError): nothing to re-attach
+            continue
         if path in seen or not path.is_relative_to(root):
             continue
         seen.add(path)
