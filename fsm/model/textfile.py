@@ -1,6 +1,7 @@
 """Text files someone else wrote, read within bounds: regular files only, never blocking, size capped.
 
-Owns :func:`read_text_file`, its error :class:`UnreadableFileError` and :data:`MAX_TEXT_FILE_BYTES`.
+Owns :func:`read_text_file` (and :func:`read_file_bytes`, the same without decoding), their error
+:class:`UnreadableFileError` and :data:`MAX_TEXT_FILE_BYTES`.
 A repository can hold a FIFO (reading it waits for a writer that never comes), a symlink to
 ``/dev/zero`` (reading it never ends), a symlink loop or a file of gigabytes where a small
 configuration file is expected. The file is opened with ``O_NONBLOCK`` (so a FIFO does not block
@@ -18,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-__all__ = ["MAX_TEXT_FILE_BYTES", "UnreadableFileError", "read_text_file"]
+__all__ = ["MAX_TEXT_FILE_BYTES", "UnreadableFileError", "read_file_bytes", "read_text_file"]
 
 MAX_TEXT_FILE_BYTES: Final = 1 << 20
 """1 MiB: far more than any settings, definition or instruction file needs (a quarter of a million
@@ -47,15 +48,21 @@ def read_text_file(path: Path, *, limit: int = MAX_TEXT_FILE_BYTES) -> str:
 
     Raises ``FileNotFoundError`` when nothing is there and :class:`UnreadableFileError` otherwise.
     """
-    fd = _open(path)
-    try:
-        data = _read_capped(fd, path, limit)
-    finally:
-        os.close(fd)
+    data = read_file_bytes(path, limit=limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UnreadableFileError(path, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_file_bytes(path: Path, *, limit: int | None) -> bytes:
+    """The bytes of the regular file ``path`` (symlinks followed), at most ``limit`` of them (None: no cap, for
+    files this program wrote itself, which only their kind can make dangerous). Raises as :func:`read_text_file`."""
+    fd = _open(path)
+    try:
+        return _read_capped(fd, path, limit)
+    finally:
+        os.close(fd)
 
 
 def _open(path: Path) -> int:
@@ -69,7 +76,7 @@ def _open(path: Path) -> int:
         raise UnreadableFileError(path, f"cannot be read ({exc.strerror or exc})") from None
 
 
-def _read_capped(fd: int, path: Path, limit: int) -> bytes:
+def _read_capped(fd: int, path: Path, limit: int | None) -> bytes:
     mode = os.fstat(fd).st_mode
     for test, kind in _KINDS:
         if test(mode):
@@ -79,10 +86,10 @@ def _read_capped(fd: int, path: Path, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     try:
-        while chunk := os.read(fd, min(1 << 16, limit + 1 - size)):
+        while chunk := os.read(fd, 1 << 16 if limit is None else min(1 << 16, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
-            if size > limit:
+            if limit is not None and size > limit:
                 raise UnreadableFileError(path, f"is larger than {_size(limit)}, the cap on a file read here")
     except OSError as exc:
         raise UnreadableFileError(path, f"cannot be read ({exc.strerror or exc})") from None

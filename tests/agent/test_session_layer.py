@@ -66,6 +66,19 @@ def test_a_missing_log_reads_as_empty(tmp_path: Path) -> None:
     assert read_jsonl(tmp_path / "none.jsonl") == ([], [])
 
 
+def test_a_log_that_is_a_fifo_or_a_symlink_loop_reads_as_empty_with_a_warning_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    (tmp_path / "loop.jsonl").symlink_to("loop.jsonl")
+    assert read_jsonl(tmp_path / "fifo.jsonl") == (
+        [],
+        [f"skipped {tmp_path / 'fifo.jsonl'}: is a FIFO (named pipe), not a regular file"],
+    )
+    assert read_jsonl(tmp_path / "loop.jsonl") == (
+        [],
+        [f"skipped {tmp_path / 'loop.jsonl'}: is a symlink loop (too many levels of symbolic links)"],
+    )
+
+
 def test_the_cwd_is_encoded_as_claude_code_names_its_project_folders() -> None:
     assert encode_cwd(Path("/tmp/refprobe/enc/a.b_c d/e-f~g+h@i")) == "-tmp-refprobe-enc-a-b-c-d-e-f-g-h-i"
     long = encode_cwd(Path("/tmp/refprobe/enc/" + "x" * 230 + "/deep"))

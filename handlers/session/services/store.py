@@ -31,6 +31,7 @@ from typing import Any, Final
 import attrs
 
 from queryloop.fsm.model.jsontext import JsonLimitError, loads_json
+from queryloop.fsm.model.textfile import UnreadableFileError, read_file_bytes
 
 __all__ = [
     "MAX_CHECKPOINTS",
@@ -114,9 +115,11 @@ def _base36(value: int) -> str:
 def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The objects of a JSON Lines file and warnings for the lines skipped (a torn last line, unreadable ones)."""
     try:
-        raw = path.read_bytes()
+        raw = read_file_bytes(path, limit=None)  # a FIFO or a device in its place is refused, not waited on
     except FileNotFoundError:
         return [], []
+    except UnreadableFileError as exc:
+        return [], [f"skipped {exc}"]
     entries: list[dict[str, Any]] = []
     warnings: list[str] = []
     lines = raw.split(b"\n")
