@@ -633,12 +633,8 @@ class McpManager:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            kind, message = _describe(exc)
-            failure = McpFailure(server=connection.config.name, kind=kind, message=message)
-            if kind in ("transport", "auth"):
-                self._fail(connection, failure)
-                connection.stop.set()
-            raise ToolError(f"MCP server {connection.config.name!r} failed ({kind}): {message}") from exc
+            failure = self._failure(connection, exc)
+            raise ToolError(f"MCP server {failure.server!r} failed ({failure.kind}): {failure.message}") from exc
 
     # ---- calling ------------------------------------------------------------------------------
 
@@ -657,23 +653,24 @@ class McpManager:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return ToolOutput(content=self._call_failed(connection, tool, exc).text(), is_error=True)
+            return ToolOutput(content=self._failure(connection, exc, tool=tool.remote).text(), is_error=True)
         try:
             content = tool_result_content(result, tool.name, tool.server)
         except MalformedContent as exc:  # as Claude Code 2.1.235: a result the protocol refuses is an error, whole
             return ToolOutput(content=_malformed(tool.server, exc), is_error=True)
         return ToolOutput(content=content, is_error=bool(result.is_error))
 
-    def _call_failed(self, connection: _Connection, tool: McpTool, exc: Exception) -> McpFailure:
-        """Why a call failed: the server's failure when it broke while the call waited, else ``exc``'s."""
+    def _failure(self, connection: _Connection, exc: Exception, *, tool: str | None = None) -> McpFailure:
+        """Why a request failed: the server's own failure when it broke while the request waited (it sent what
+        JSON-RPC does not allow: the request then ends as the connection closes), else ``exc``'s."""
         if connection.status != "connected" and connection.error is not None:
-            return attrs.evolve(connection.error, tool=tool.remote)
+            return attrs.evolve(connection.error, tool=tool)
         kind, message = _describe(exc)
-        failure = McpFailure(server=tool.server, tool=tool.remote, kind=kind, message=message)
+        failure = McpFailure(server=connection.config.name, kind=kind, message=message)
         if kind in ("transport", "auth"):  # the connection is gone: reconnected at the next boundary
-            self._fail(connection, attrs.evolve(failure, tool=None))
+            self._fail(connection, failure)
             connection.stop.set()
-        return failure
+        return attrs.evolve(failure, tool=tool)
 
 
 def _malformed(server: str, problem: MalformedContent) -> str:
