@@ -187,7 +187,9 @@ def prepare_sdk_flags(args: argparse.Namespace) -> None:
             raise UsageError("give --system-prompt or --system-prompt-file, not both")
         try:
             args.system_prompt = read_text_file(args.system_prompt_file)
-        except (OSError, UnreadableFileError) as exc:
+        except UnreadableFileError as exc:
+            raise UsageError(f"--system-prompt-file {args.system_prompt_file}: {exc.reason}") from None
+        except OSError as exc:
             raise UsageError(f"--system-prompt-file {args.system_prompt_file}: cannot read it ({exc})") from None
     args.mcp_config, args.sdk_mcp_servers = _split_sdk_servers(args.mcp_config)
     if args.sdk_mcp_servers and not streaming:

@@ -115,3 +115,19 @@ def test_a_settings_or_mcp_json_file_that_is_no_regular_file_is_skipped_as_claud
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.result["result"] == "hello"
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_system_prompt_file_that_cannot_be_read_is_one_usage_line_naming_it(tmp_path: Path, kind: str) -> None:
+    path = make(tmp_path / "prompt.md", kind)
+    with MockApi(HELLO) as api:
+        run = run_cli(
+            ["-p", "hi", "--model", "mock-primary", "--system-prompt-file", str(path)],
+            api=api,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert run.returncode != 0
+    line = one_line(run.stderr)
+    assert f"--system-prompt-file {path}: {KINDS[kind]}" in line, line
+    assert not api.requests
