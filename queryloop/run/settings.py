@@ -427,7 +427,7 @@ def _settings_arg(value: str, *, cwd: Path, home: Path) -> tuple[Path | str, dic
         _warn_unknown_keys(inline, "--settings", value)
         return value, inline, True
     path = home / value[2:] if value == "~" or value.startswith("~/") else Path(cwd, value)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # a FIFO or a loop is read, and the reader says what it is
         raise SettingsError(
             f"--settings: {value}: no such settings file (pass a path to a JSON file or an inline JSON object)"
         )

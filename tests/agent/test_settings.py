@@ -302,3 +302,16 @@ def test_a_malformed_claude_code_settings_file_is_an_error_naming_it_and_the_lin
     with pytest.raises(SettingsError) as caught:
         load_settings(cwd=cwd, home=home)
     assert str(caught.value).startswith(".claude/settings.local.json:3:1: invalid JSON")
+
+
+def test_a_settings_flag_naming_a_fifo_or_a_symlink_loop_says_what_it_is(dirs: tuple[Path, Path]) -> None:
+    import os
+
+    home, cwd = dirs
+    os.mkfifo(cwd / "pipe.json")
+    (cwd / "a.json").symlink_to(cwd / "b.json")
+    (cwd / "b.json").symlink_to(cwd / "a.json")
+    with pytest.raises(SettingsError, match="FIFO"):
+        load_settings(cwd=cwd, home=home, settings_arg="pipe.json")
+    with pytest.raises(SettingsError, match="symlink loop"):
+        load_settings(cwd=cwd, home=home, settings_arg="a.json")
