@@ -43,6 +43,7 @@ __all__ = [
     "content_blocks",
     "prompt_messages",
     "resource_text",
+    "sniffed_image_type",
     "tool_result_content",
 ]
 
@@ -62,8 +63,8 @@ class MalformedContent(ValueError):
     """A server's content breaks the protocol (an image whose data is not base64): none of it is passed on."""
 
 
-def _sniffed(raw: bytes) -> str | None:
-    """The API image type ``raw`` is, by its first bytes; None when it is none of them."""
+def sniffed_image_type(raw: bytes) -> str | None:
+    """The API image type ``raw`` is, by its first bytes; None when it is none of them (Read checks files with it)."""
     if raw.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
     if raw.startswith(b"\xff\xd8\xff"):
@@ -90,7 +91,7 @@ class _Images:
             raw = binascii.a2b_base64(data, strict_mode=True)
         except (binascii.Error, ValueError):
             raise MalformedContent(f"image {self.count} ({declared}) is not valid base64") from None
-        media_type = _sniffed(raw)
+        media_type = sniffed_image_type(raw)
         if media_type is None:
             shown = "the model takes PNG, JPEG, GIF and WebP"
             if declared in API_IMAGE_TYPES:
