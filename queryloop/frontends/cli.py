@@ -664,6 +664,7 @@ def _resolve(
             permission_mode=args.permission_mode,
             sandbox=args.sandbox,
             interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+            add_dirs=args.add_dir or (),
         ),
         context=AskedContext(
             auto_compact=not args.no_auto_compact,

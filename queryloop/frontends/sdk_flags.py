@@ -2,12 +2,12 @@
 
 Owns the flags only the Agent SDK's way of starting the CLI needs (``--tools``,
 ``--permission-prompt-tool``, ``--replay-user-messages``, ``--include-partial-messages``,
-``--system-prompt-file``, …) and :func:`prepare_sdk_flags`, which checks them before
-anything runs: ``--input-format stream-json`` goes with ``--output-format stream-json``;
-a flag whose absence of effect is harmless (thinking, effort, betas, hook events, extra
-directories) is accepted with one warning line; one whose promise a program relies on
-(structured output, a task budget, plugins, a session store, a cut history, a
-permission tool other than ``stdio``) is refused with a usage error naming it. It also
+``--system-prompt-file``, ``--add-dir``, …) and :func:`prepare_sdk_flags`, which checks them
+before anything runs: ``--input-format stream-json`` goes with ``--output-format stream-json``;
+a flag whose absence of effect is harmless (thinking, effort, betas, hook events) is
+accepted with one warning line; one whose promise a program relies on (structured output,
+a task budget, plugins, a session store, a cut history, a permission tool other than
+``stdio``) is refused with a usage error naming it. It also
 splits ``--mcp-config``: the SDK's in-process servers (``"type": "sdk"``) are served
 over the control protocol (``queryloop.frontends.sdk_protocol``), not started as MCP servers; their
 names are held to the rule every server's is (``server_name_problem``).
@@ -36,7 +36,6 @@ _IGNORED = {
     "effort": "requests carry no effort level",
     "betas": "requests carry no beta headers",
     "include_hook_events": "no hook_started/hook_response lines (a failed hook is a system/hook_error line)",
-    "add_dir": "tools stay inside the working directory",
 }
 
 # Refused: a program would silently get less than it asked for.
@@ -72,10 +71,17 @@ def add_sdk_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with stream-json output: also write the answer's text as stream_event lines as it streams",
     )
+    run.add_argument(
+        "--add-dir",
+        action="extend",
+        nargs="+",
+        metavar="DIR",
+        help="more directories the tools may work in, as in the working directory (repeatable)",
+    )
     run.add_argument("--system-prompt-file", type=Path, metavar="FILE", help="the system prompt, read from FILE")
     for name in (*_IGNORED, *_REFUSED):
         flag = "--" + name.replace("_", "-")
-        if name in ("add_dir", "plugin_dir"):
+        if name == "plugin_dir":
             run.add_argument(flag, action="append", help=argparse.SUPPRESS)
         elif name in ("include_hook_events", "session_mirror"):
             run.add_argument(flag, action="store_true", help=argparse.SUPPRESS)

@@ -369,7 +369,8 @@ class AskedTools:
     """What was said of the tools and the gate (:class:`ToolSettings` and :class:`PermissionSettings` once resolved).
 
     ``tools``: the built-in tools offered (None: all); ``allowed_tools`` / ``disallowed_tools``:
-    permission rules; ``env``: added to the settings' own; ``sandbox``: ``--sandbox``.
+    permission rules; ``env``: added to the settings' own; ``sandbox``: ``--sandbox``;
+    ``add_dirs``: ``--add-dir``, more working directories (relative ones against ``cwd``).
     """
 
     tools: Sequence[str] | None = None
@@ -381,6 +382,7 @@ class AskedTools:
     env: Mapping[str, str] | None = None
     sandbox: bool = False
     interactive: bool = False
+    add_dirs: Sequence[str] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -440,6 +442,7 @@ def resolve_config(
     if loaded.ignored:  # an untrusted folder's widening keys, named before anything else, then how to trust it
         trust = f"queryloop trust {shlex.quote(str(settings_cwd))}"
         warnings[:0] = [*loaded.ignored, f"to trust {settings_cwd} and use them, run: {trust}"]
+    rules = _with_added_dirs(rules, cwd, asked_tools.add_dirs, warnings)
     policy = _sandbox(loaded.raw.get("sandbox"), force=asked_tools.sandbox, warnings=warnings)
     subagents = _subagents(settings_cwd, src)
     env = asked_tools.env or {}
@@ -491,6 +494,19 @@ def _settings_and_rules(
     except (SettingsError, PermissionRuleError) as exc:
         raise ConfigError(str(exc), kind="settings") from None
     return loaded, rules
+
+
+def _with_added_dirs(rules: PermissionRules, cwd: Path, added: Sequence[str], warnings: list[str]) -> PermissionRules:
+    """``rules`` with ``--add-dir``'s directories among the working directories (the user's own flag: honoured
+    whether or not the folder is trusted); one that is no directory is left out with a warning."""
+    kept = list(rules.additional_directories)
+    for raw in added:
+        directory = (cwd / Path(raw).expanduser()).resolve()
+        if not directory.is_dir():
+            warnings.append(f"--add-dir {raw}: {directory} is not a directory; it is not added")
+        elif directory not in kept:
+            kept.append(directory)
+    return attrs.evolve(rules, additional_directories=kept)
 
 
 def _sandbox(raw: Any, *, force: bool, warnings: list[str]) -> SandboxPolicy:
