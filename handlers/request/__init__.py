@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         RequestLogged,
         RequestRun,
         RequestServices,
+        StreamEvent,
         TextDelta,
     )
     from .recovery import (
@@ -58,6 +59,7 @@ else:
                 "RequestLogged",
                 "RequestRun",
                 "RequestServices",
+                "StreamEvent",
                 "TextDelta",
             ),
             ".recovery": (
@@ -88,6 +90,7 @@ __all__ = [
     "RequestLogged",
     "RequestRun",
     "RequestServices",
+    "StreamEvent",
     "TextDelta",
     "TokenCount",
     "UsageTotals",

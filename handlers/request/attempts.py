@@ -20,13 +20,14 @@ from .data import (
     ModelServices,
     R,
     RequestFailed,
+    StreamEvent,
     TextDelta,
     cache_lifetime,
     count_attempt,
     real_input_tokens,
 )
 from .services.backends import ModelCall
-from .services.client import FailureKind, ModelFailure, ModelReply
+from .services.client import STREAM_EVENTS, FailureKind, ModelFailure, ModelReply
 
 __all__ = ["call_model", "classify_failure", "record_attempt"]
 
@@ -71,7 +72,11 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
         cache_ttl=request.cache_ttl,
     )
     publish = ctx.publish
-    outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))
+    events = STREAM_EVENTS.set(lambda event: publish(StreamEvent(event)))  # for --include-partial-messages
+    try:
+        outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))
+    finally:
+        STREAM_EVENTS.reset(events)
     if isinstance(outcome, ModelFailure):
         publish(RequestFailed(failure=outcome))
         return Event(name=classify_failure(outcome), data=outcome)

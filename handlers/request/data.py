@@ -159,6 +159,13 @@ class TextDelta:
     text: str
 
 
+@attrs.frozen(slots=True)
+class StreamEvent:
+    """One event of the Messages API's stream as it arrived (``--include-partial-messages`` writes each)."""
+
+    event: Mapping[str, Any]
+
+
 @attrs.frozen(kw_only=True, slots=True)
 class AssistantMessage:
     """A complete assistant reply as the model sent it."""

@@ -797,7 +797,12 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
 
             interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
             return await serve_interactive(options, AnthropicBackend(client), args)
-        renderer = renderer_for(args.output_format, session_id=options.session.session_id, verbose=args.verbose)
+        renderer = renderer_for(
+            args.output_format,
+            session_id=options.session.session_id,
+            verbose=args.verbose,
+            partial_messages=args.include_partial_messages,
+        )
         run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
         from queryloop.handlers.mcp.services.prompts import PromptCommandError
 

@@ -42,7 +42,15 @@ from queryloop.fsm.terminal import inert
 from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
-from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLog, RequestLogged, TextDelta
+from queryloop.handlers.request import (
+    ApiRetry,
+    AssistantMessage,
+    RequestFailed,
+    RequestLog,
+    RequestLogged,
+    StreamEvent,
+    TextDelta,
+)
 from queryloop.handlers.request.services.client import RECOVERABLE_FAILURES
 from queryloop.handlers.session.services.transcript import now
 from queryloop.handlers.tools import ToolResultPublished
@@ -174,9 +182,11 @@ class Renderer:
         verbose: bool = False,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
+        partial_messages: bool = False,
     ) -> None:
         self.session_id = session_id
         self.verbose = verbose
+        self.partial_messages = partial_messages  # --include-partial-messages: the stream's events, as they come
         self.out = stdout or sys.stdout
         self.err = Console(file=stderr or sys.stderr, highlight=False, soft_wrap=True)
         self.status: Status | None = None
@@ -269,6 +279,8 @@ class Renderer:
         if isinstance(item, TextDelta):
             self.waiting(False)
             self.show_text(item.text)
+        elif isinstance(item, StreamEvent):
+            self.show_stream_event(item.event)
         elif isinstance(item, Step):
             self.show_step(item)
         elif isinstance(item, AssistantMessage):
@@ -301,6 +313,9 @@ class Renderer:
 
     def show_text(self, text: str) -> None:
         """Streamed text of the answer."""
+
+    def show_stream_event(self, event: Mapping[str, Any]) -> None:
+        """One event of the model's answer as it streams in (written only with ``--include-partial-messages``)."""
 
     def show_step(self, step: Step) -> None:
         """A transition the run took."""
@@ -606,6 +621,19 @@ class StreamJsonRenderer(Renderer):
                 )
             finally:
                 self.tags = tags
+
+    def show_stream_event(self, event: Mapping[str, Any]) -> None:
+        """A ``stream_event`` line: the API's event as it arrived (Claude Code's shape), of the main conversation."""
+        if self.partial_messages and not self.tags:
+            self.line(
+                {
+                    "type": "stream_event",
+                    "event": event,
+                    "session_id": self.session_id,
+                    "parent_tool_use_id": None,
+                    "uuid": str(uuid.uuid4()),
+                }
+            )
 
     def show_assistant(self, item: AssistantMessage) -> None:
         """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""

@@ -69,7 +69,7 @@ def add_sdk_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--include-partial-messages",
         action="store_true",
-        help="with stream-json output: also write the answer's text as stream_event lines as it streams",
+        help="with stream-json output: also write each event of the model's stream as a stream_event line",
     )
     run.add_argument(
         "--add-dir",
@@ -168,11 +168,6 @@ def prepare_sdk_flags(args: argparse.Namespace) -> None:
         raise UsageError("--input-format stream-json requires --output-format stream-json")
     if args.include_partial_messages and args.output_format != "stream-json":
         raise UsageError("--include-partial-messages requires --output-format stream-json")
-    if args.include_partial_messages and not streaming:
-        print(
-            "queryloop: warning: --include-partial-messages is ignored without --input-format stream-json",
-            file=sys.stderr,
-        )
     for name in ("permission_prompt_tool", "replay_user_messages"):
         if _set(args, name) and not streaming:
             raise UsageError(f"{_flag(name)} requires --input-format stream-json")

@@ -69,7 +69,11 @@ class _SessionRenderer(StreamJsonRenderer):
     """The stream-json renderer, straight to stdout, with what the SDK's session adds to a prompt's lines."""
 
     def __init__(self, session: _SdkSession, options: AgentOptions, prompt: Mapping[str, Any]) -> None:
-        super().__init__(session_id=options.session.session_id, stdout=session.out)
+        super().__init__(
+            session_id=options.session.session_id,
+            stdout=session.out,
+            partial_messages=session.args.include_partial_messages,
+        )
         self.session = session
         self.prompt = prompt
         self.prompt_id = options.prompt_id
@@ -83,11 +87,6 @@ class _SessionRenderer(StreamJsonRenderer):
             now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             line = {"type": "user", "message": message, "parent_tool_use_id": None, "uuid": self.prompt_id}
             self.line({**line, "timestamp": now, "isReplay": True})
-
-    def show_text(self, text: str) -> None:
-        if self.session.args.include_partial_messages:
-            delta = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": text}}
-            self.line({"type": "stream_event", "event": delta, "parent_tool_use_id": None, "uuid": str(uuid.uuid4())})
 
     def finish(self, result: dict[str, Any], data: AgentData) -> None:
         self.session.last_data, self.session.last_error = data, bool(result.get("is_error"))

@@ -25,7 +25,7 @@ from queryloop.handlers.agents import AgentReport
 from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
-from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLogged, TextDelta
+from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLogged, StreamEvent, TextDelta
 from queryloop.handlers.tools import ToolResultPublished
 
 __all__ = ["OBSERVATION_TYPES", "Observation", "Observer", "SubagentEnded", "SubagentItem", "SubagentStarted"]
@@ -64,6 +64,7 @@ class SubagentItem:
 Observation = (
     Step
     | TextDelta
+    | StreamEvent
     | AssistantMessage
     | RequestLogged
     | RequestFailed

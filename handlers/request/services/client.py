@@ -26,6 +26,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 import attrs
@@ -48,6 +49,7 @@ __all__ = [
     "ModelUsage",
     "RECOVERABLE_FAILURES",
     "RequestLog",
+    "STREAM_EVENTS",
     "TRANSIENT_FAILURES",
     "UsageTotals",
     "api_headers",
@@ -613,6 +615,16 @@ class _Assembler:
         self.done.append((index, block))
 
 
+STREAM_EVENTS: ContextVar[Callable[[Mapping[str, Any]], None] | None] = ContextVar("stream_events", default=None)
+"""Told each event of a streamed answer as it arrives, when set (``call_model`` sets it for the attempt)."""
+
+
+def _as_arrived(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` as it came: a block's start is copied, since the assembler fills that block in as deltas arrive."""
+    block = event.get("content_block")
+    return {**event, "content_block": dict(block)} if isinstance(block, dict) else event
+
+
 async def _send_streaming(
     client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt, on_text: Callable[[str], None] | None
 ) -> ModelReply | ModelFailure:
@@ -644,6 +656,7 @@ async def _send_streaming(
     attempt.request_id = stream.response.headers.get("request-id")
     asm = attempt.assembler = _Assembler(on_text)
     message_id: str | None = None
+    listener = STREAM_EVENTS.get()
     try:
         iterator = stream.__aiter__()
         while True:
@@ -671,6 +684,8 @@ async def _send_streaming(
                 )
             if not isinstance(event, dict):
                 continue  # every event of the API is an object
+            if listener is not None:
+                listener(_as_arrived(event))
             kind = event.get("type")
             if kind == "message_start":
                 message = event.get("message") or {}
