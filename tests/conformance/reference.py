@@ -35,7 +35,7 @@ class Probe:
     """The model's tool calls (one per turn, then "done"), the files, the trusted folders and the arguments."""
 
     calls: tuple[tuple[str, Mapping[str, Any]], ...]
-    files: Mapping[str, Any] = attrs.field(factory=dict)  # under the probe's folder; JSON unless a str
+    files: Mapping[str, Any] = attrs.field(factory=dict)  # under the probe's folder; JSON unless a str or bytes
     home_files: Mapping[str, Any] = attrs.field(factory=dict)
     trusted: tuple[str, ...] = ()  # folders under the probe's folder its user trusts ("project")
     cwd: str = "project"
@@ -83,7 +83,10 @@ def _lay_out(probe: Probe, base: Path) -> tuple[Path, Path]:
         for rel, content in files.items():
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content if isinstance(content, str) else json.dumps(content))
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content if isinstance(content, str) else json.dumps(content))
     home.mkdir(exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
     if probe.trusted:
