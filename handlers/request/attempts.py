@@ -27,7 +27,7 @@ from .data import (
     real_input_tokens,
 )
 from .services.backends import ModelCall
-from .services.client import STREAM_EVENTS, FailureKind, ModelFailure, ModelReply
+from .services.client import FailureKind, ModelFailure, ModelReply
 
 __all__ = ["call_model", "classify_failure", "record_attempt"]
 
@@ -57,6 +57,7 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
     run = ctx.run
     request = run.data.request
     services = ctx.services
+    publish = ctx.publish
     call = ModelCall(
         model=request.model,
         messages=run.data.messages,
@@ -70,13 +71,9 @@ async def call_model(ctx: EffectContext[R, ModelServices]) -> Event[ModelReply |
         idle_timeout_s=services.idle_timeout_s,
         instructions=services.instructions,
         cache_ttl=request.cache_ttl,
+        on_stream_event=lambda event, ttft: publish(StreamEvent(event, ttft)),  # for --include-partial-messages
     )
-    publish = ctx.publish
-    events = STREAM_EVENTS.set(lambda event: publish(StreamEvent(event)))  # for --include-partial-messages
-    try:
-        outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))
-    finally:
-        STREAM_EVENTS.reset(events)
+    outcome = await services.backend.send(call, lambda text: publish(TextDelta(text)))
     if isinstance(outcome, ModelFailure):
         publish(RequestFailed(failure=outcome))
         return Event(name=classify_failure(outcome), data=outcome)

@@ -164,6 +164,7 @@ class StreamEvent:
     """One event of the Messages API's stream as it arrived (``--include-partial-messages`` writes each)."""
 
     event: Mapping[str, Any]
+    ttft_ms: int | None = None  # message_start's: the milliseconds since the attempt began
 
 
 @attrs.frozen(kw_only=True, slots=True)

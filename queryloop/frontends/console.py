@@ -280,7 +280,7 @@ class Renderer:
             self.waiting(False)
             self.show_text(item.text)
         elif isinstance(item, StreamEvent):
-            self.show_stream_event(item.event)
+            self.show_stream_event(item)
         elif isinstance(item, Step):
             self.show_step(item)
         elif isinstance(item, AssistantMessage):
@@ -314,7 +314,7 @@ class Renderer:
     def show_text(self, text: str) -> None:
         """Streamed text of the answer."""
 
-    def show_stream_event(self, event: Mapping[str, Any]) -> None:
+    def show_stream_event(self, item: StreamEvent) -> None:
         """One event of the model's answer as it streams in (written only with ``--include-partial-messages``)."""
 
     def show_step(self, step: Step) -> None:
@@ -622,18 +622,17 @@ class StreamJsonRenderer(Renderer):
             finally:
                 self.tags = tags
 
-    def show_stream_event(self, event: Mapping[str, Any]) -> None:
+    def show_stream_event(self, item: StreamEvent) -> None:
         """A ``stream_event`` line: the API's event as it arrived (Claude Code's shape), of the main conversation."""
         if self.partial_messages and not self.tags:
-            self.line(
-                {
-                    "type": "stream_event",
-                    "event": event,
-                    "session_id": self.session_id,
-                    "parent_tool_use_id": None,
-                    "uuid": str(uuid.uuid4()),
-                }
-            )
+            line = {
+                "type": "stream_event",
+                "event": item.event,
+                "session_id": self.session_id,
+                "parent_tool_use_id": None,
+                "uuid": str(uuid.uuid4()),
+            }
+            self.line(line if item.ttft_ms is None else {**line, "ttft_ms": item.ttft_ms})
 
     def show_assistant(self, item: AssistantMessage) -> None:
         """One ``assistant`` line per content block, each with the message's id (Claude Code's shape)."""

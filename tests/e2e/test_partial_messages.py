@@ -2,7 +2,8 @@
 
 The real CLI against the embedded server, which streams a text block and a tool call in
 several deltas. Every event the API sent becomes a ``stream_event`` line, in the order it
-came, with the session's id, ``parent_tool_use_id`` and a fresh ``uuid``; a block's start
+came, with the session's id, ``parent_tool_use_id`` and a fresh ``uuid`` (``message_start``'s
+also ``ttft_ms``); a block's start
 is as the API sent it (the text empty, the input ``{}``), not as it ended. Without the flag,
 or without ``--verbose``'s stream-json, no such line is written.
 """
@@ -80,6 +81,13 @@ def test_every_stream_event_line_names_the_session_and_has_its_own_uuid(tmp_path
     session = run.of("system", "init")[0]["session_id"]
     assert lines and all(line["session_id"] == session and line["parent_tool_use_id"] is None for line in lines)
     assert len({line["uuid"] for line in lines}) == len(lines)
+
+
+def test_message_starts_line_carries_the_time_to_it_and_no_other_line_does(tmp_path: Path) -> None:
+    lines = _run(tmp_path, "--include-partial-messages").of("stream_event")
+    timed = [line["event"]["type"] for line in lines if "ttft_ms" in line]
+    assert timed == ["message_start", "message_start"]
+    assert all(isinstance(line["ttft_ms"], int) and line["ttft_ms"] >= 0 for line in lines if "ttft_ms" in line)
 
 
 def test_without_the_flag_no_stream_event_is_written(tmp_path: Path) -> None:

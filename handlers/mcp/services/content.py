@@ -29,7 +29,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from ...request.services.media import MEDIA_MAX_BASE64_CHARS
+from ...request.services.media import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
 
 if TYPE_CHECKING:
     import mcp.types
@@ -43,15 +43,10 @@ __all__ = [
     "content_blocks",
     "prompt_messages",
     "resource_text",
-    "sniffed_image_type",
     "tool_result_content",
 ]
 
 Block = dict[str, Any]
-
-IMAGE_MAX_BASE64_CHARS: Final = 5 * 1024 * 1024
-"""The largest image (its base64 data, in characters) passed to the model: the Messages API's
-per-image limit is 5 MB; a larger one would fail the whole request, so it becomes a notice."""
 
 API_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """The media types the Messages API takes in an ``image`` block."""
@@ -61,19 +56,6 @@ _TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "applicati
 
 class MalformedContent(ValueError):
     """A server's content breaks the protocol (an image whose data is not base64): none of it is passed on."""
-
-
-def sniffed_image_type(raw: bytes) -> str | None:
-    """The API image type ``raw`` is, by its first bytes; None when it is none of them (Read checks files with it)."""
-    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if raw.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if raw.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 class _Images:

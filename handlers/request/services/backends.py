@@ -29,6 +29,7 @@ from .client import (
     ModelFailure,
     ModelReply,
     ModelRequest,
+    StreamListener,
     api_headers,
     send_request,
 )
@@ -63,6 +64,9 @@ class ModelCall:
     instructions: str | None = None
     """The project instructions (CLAUDE.md files, ``queryloop.run.memory``) as one text: sent as a block in front
     of the first user message (:func:`~queryloop.handlers.request.services.body.encode_request`), never stored."""
+    on_stream_event: StreamListener | None = attrs.field(default=None, eq=False)
+    """Told each event of a streamed answer as it arrives (``call_model`` publishes them for
+    ``--include-partial-messages``); a backend that does not stream tells it nothing."""
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -112,7 +116,7 @@ class AnthropicBackend:
             attempt=call.attempt,
             body=body,
         )
-        return await send_request(self.client, request, on_text=on_text)
+        return await send_request(self.client, request, on_text=on_text, on_event=call.on_stream_event)
 
     async def count_tokens(self, call: ModelCall) -> TokenCount:
         """``/v1/messages/count_tokens``; a lasting client error says the server does not offer it.

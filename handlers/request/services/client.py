@@ -26,7 +26,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 import attrs
@@ -49,13 +48,17 @@ __all__ = [
     "ModelUsage",
     "RECOVERABLE_FAILURES",
     "RequestLog",
-    "STREAM_EVENTS",
+    "StreamListener",
     "TRANSIENT_FAILURES",
     "UsageTotals",
     "api_headers",
     "classify_error",
     "send_request",
 ]
+
+StreamListener = Callable[[Mapping[str, Any], int | None], None]
+"""Told each event of a streamed answer as it arrived, and for ``message_start`` the milliseconds since the
+attempt began (Claude Code's ``ttft_ms`` on that line)."""
 
 FailureKind = Literal[
     "retryable",
@@ -409,7 +412,11 @@ def _options(
 
 
 async def send_request(
-    client: anthropic.AsyncAnthropic, req: ModelRequest, *, on_text: Callable[[str], None] | None = None
+    client: anthropic.AsyncAnthropic,
+    req: ModelRequest,
+    *,
+    on_text: Callable[[str], None] | None = None,
+    on_event: StreamListener | None = None,
 ) -> ModelReply | ModelFailure:
     """Send ``req`` once through ``client`` (built with ``max_retries=0``) and classify the outcome.
 
@@ -418,7 +425,10 @@ async def send_request(
     read of a non-streamed body); ``req.deadline_s`` bounds the whole attempt.
     """
     attempt = _Attempt(req)
-    sending = _send_streaming(client, req, attempt, on_text) if req.stream else _send_plain(client, req, attempt)
+    if req.stream:
+        sending = _send_streaming(client, req, attempt, on_text, on_event)
+    else:
+        sending = _send_plain(client, req, attempt)
     if req.deadline_s is None:
         return await sending
     try:
@@ -615,10 +625,6 @@ class _Assembler:
         self.done.append((index, block))
 
 
-STREAM_EVENTS: ContextVar[Callable[[Mapping[str, Any]], None] | None] = ContextVar("stream_events", default=None)
-"""Told each event of a streamed answer as it arrives, when set (``call_model`` sets it for the attempt)."""
-
-
 def _as_arrived(event: dict[str, Any]) -> dict[str, Any]:
     """``event`` as it came: a block's start is copied, since the assembler fills that block in as deltas arrive."""
     block = event.get("content_block")
@@ -626,7 +632,11 @@ def _as_arrived(event: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _send_streaming(
-    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt, on_text: Callable[[str], None] | None
+    client: anthropic.AsyncAnthropic,
+    req: ModelRequest,
+    attempt: _Attempt,
+    on_text: Callable[[str], None] | None,
+    on_event: StreamListener | None,
 ) -> ModelReply | ModelFailure:
     import anthropic
     from anthropic.types import Message
@@ -656,7 +666,6 @@ async def _send_streaming(
     attempt.request_id = stream.response.headers.get("request-id")
     asm = attempt.assembler = _Assembler(on_text)
     message_id: str | None = None
-    listener = STREAM_EVENTS.get()
     try:
         iterator = stream.__aiter__()
         while True:
@@ -684,8 +693,10 @@ async def _send_streaming(
                 )
             if not isinstance(event, dict):
                 continue  # every event of the API is an object
-            if listener is not None:
-                listener(_as_arrived(event))
+            if on_event is not None:  # message_start's with the time it took to come, as Claude Code's line has
+                on_event(
+                    _as_arrived(event), round(attempt.elapsed_ms()) if event.get("type") == "message_start" else None
+                )
             kind = event.get("type")
             if kind == "message_start":
                 message = event.get("message") or {}

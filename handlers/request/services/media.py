@@ -17,7 +17,8 @@ request but those of a transcript heavy with media — the view is returned as i
 counting is incremental (the running totals of a store, extended by the messages appended
 since the last request), so it costs nothing per request beyond the new messages. It does
 not decide what a tool returns (``queryloop.handlers.mcp.services.content`` checks an MCP
-image and caps one result the same way).
+image and caps one result the same way; Read's images are checked in ``tools.services.images``),
+but owns what both check an image with: :func:`sniffed_image_type` and :data:`IMAGE_MAX_BASE64_CHARS`.
 """
 
 from __future__ import annotations
@@ -29,13 +30,19 @@ from typing import Any, Final
 from ...messages import Message, MessageView
 
 __all__ = [
+    "IMAGE_MAX_BASE64_CHARS",
     "MEDIA_MAX_BASE64_CHARS",
     "MEDIA_MAX_COUNT",
     "MEDIA_SLACK_BASE64_CHARS",
     "MEDIA_SLACK_COUNT",
     "media_totals",
+    "sniffed_image_type",
     "within_media_cap",
 ]
+
+IMAGE_MAX_BASE64_CHARS: Final = 5 * 1024 * 1024
+"""The largest image (its base64 data, in characters) passed to the model: the Messages API's
+per-image limit is 5 MB; a larger one would fail the whole request (MCP images and Read check it)."""
 
 MEDIA_MAX_BASE64_CHARS: Final = 24 * 1024 * 1024
 """The most base64 of images and documents one request carries: Claude Code 2.1.235's first-party cap, the
@@ -51,6 +58,20 @@ MEDIA_SLACK_COUNT: Final = 20
 """How far under :data:`MEDIA_MAX_COUNT` dropping goes, once it must (Claude Code's)."""
 
 _MEDIA = frozenset({"image", "document"})
+
+
+def sniffed_image_type(raw: bytes) -> str | None:
+    """The API image type ``raw`` is, by its first bytes; None when it is none of them (PNG, JPEG, GIF, WebP)."""
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if raw.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if raw.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
 
 # per store (a view's lineage): the running (count, base64 characters) after each message counted so far
 _TOTALS: weakref.WeakKeyDictionary[Any, list[tuple[int, int]]] = weakref.WeakKeyDictionary()

@@ -2,7 +2,7 @@
 
 Owns :data:`IMAGE_EXTENSIONS` (the names Read takes for images, as Claude Code 2.1.235 does)
 and :func:`read_image`. What type the bytes are is decided by the bytes, with the check MCP
-images go through (``queryloop.handlers.mcp.services.content``): a PNG named ``.jpg`` is sent
+images go through (``request.services.media``): a PNG named ``.jpg`` is sent
 as PNG; a file with an image's name that is no PNG, JPEG, GIF or WebP is an error naming what
 its first bytes are. An image over the API's per-image limit is refused with its size (Claude
 Code shrinks it; queryloop has no image library to do so). Its width and height are read from
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
-from ...mcp.services.content import IMAGE_MAX_BASE64_CHARS, sniffed_image_type
+from ...request.services.media import IMAGE_MAX_BASE64_CHARS, sniffed_image_type
 from .base import ToolError, ToolOutput
 
 __all__ = ["IMAGE_EXTENSIONS", "IMAGE_MAX_SIDE", "read_image"]
