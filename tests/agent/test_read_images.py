@@ -142,3 +142,24 @@ def test_an_images_width_and_height_are_read_from_its_header(ctx: ToolContext, d
     assert ctx.responses is not None
     dimensions = ctx.responses["toolu_1"]["file"]["dimensions"]
     assert (dimensions["originalWidth"], dimensions["originalHeight"]) == size
+
+
+PDF = b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+
+
+def test_read_of_a_pdf_is_a_note_and_a_document_block(ctx: ToolContext) -> None:
+    (ctx.cwd / "f.pdf").write_bytes(PDF)
+    block = read(ctx, "f.pdf")
+    assert block["is_error"] is False, block["content"]
+    note, document = block["content"]
+    assert note == {"type": "text", "text": f"f.pdf: a PDF of {len(PDF)} bytes, in the document that follows"}
+    assert document["type"] == "document" and document["source"]["media_type"] == "application/pdf"
+    assert base64.b64decode(document["source"]["data"]) == PDF
+    assert ctx.responses is not None and ctx.responses["toolu_1"]["type"] == "pdf"
+
+
+def test_a_file_named_pdf_that_is_no_pdf_is_an_error_naming_what_it_is(ctx: ToolContext) -> None:
+    (ctx.cwd / "f.pdf").write_text("<html>not found</html>")
+    block = read(ctx, "f.pdf")
+    assert block["is_error"] is True
+    assert "f.pdf has a PDF's name but does not start as a PDF does" in block["content"]

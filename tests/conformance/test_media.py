@@ -64,6 +64,19 @@ def _blocks(observed: Observed) -> list[str]:
     return [b["type"] for b in message["content"]]
 
 
+def _document(observed: Observed) -> object:
+    """The bytes of the PDF document the model got, inside the tool's result or beside it (None: none)."""
+    result = _tool_result(observed)
+    message = next(
+        m for m in observed.requests[1].messages if isinstance(m["content"], list) and result in m["content"]
+    )
+    inside = result["content"] if isinstance(result["content"], list) else []
+    for block in (*message["content"], *inside):
+        if block.get("type") == "document":
+            return base64.b64decode(block["source"]["data"])
+    return None
+
+
 def _shown(observed: Observed) -> object:
     """What the model was shown of the file: the image blocks' types and bytes, or the text, or that it failed."""
     result = _tool_result(observed)
@@ -155,12 +168,27 @@ ROWS: dict[str, Row] = {
         reference=False,  # Claude Code re-encodes it (as a JPEG) under the limit
         design="queryloop has no image library: an image over the API's 5 MB is refused with its size",
     ),
-    "read a pdf": Row(
+    "read a pdf": Row(probe=_read("f.pdf", PDF), seen=_document, queryloop=PDF),
+    "read a pdf: where the document goes": Row(
         probe=_read("f.pdf", PDF),
         seen=_blocks,
-        queryloop=["tool_result"],
+        queryloop=["tool_result"],  # the document inside it
         reference=["tool_result", "document"],
-        design="not yet: Read shows a PDF's bytes as text; Claude Code sends a document block",
+        design="a tool's output stays in its tool_result: the tools add no blocks to the message beside it",
+    ),
+    "read a pdf: a PostToolUse hook's tool_response": Row(
+        probe=Probe(
+            calls=(("Read", {"file_path": "f.pdf"}),),
+            files={
+                "f.pdf": PDF,
+                ".claude/settings.json": {
+                    "hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "cat > hook.json"}]}]}
+                },
+            },
+            trusted=("project",),
+        ),
+        seen=lambda o: "hook.json" in str(o.made),
+        queryloop=True,
     ),
     "read an image: the stream-json line's tool_use_result": Row(
         probe=_read("a.png", PNG),
@@ -304,10 +332,12 @@ def test_each_media_probe_is_the_same_in_both_programs_or_differs_by_design(name
     assert row.seen(theirs) == expected, f"Claude Code 2.1.235 ({verdict}): {theirs.stderr}"
 
 
-def test_a_post_tool_use_hook_gets_the_same_record_of_an_image_in_both(tmp_path: Path) -> None:
-    row = ROWS["read an image: a PostToolUse hook's tool_response"]
+@pytest.mark.parametrize("kind", ["an image", "a pdf"])
+def test_a_post_tool_use_hook_gets_the_same_record_of_an_image_or_pdf_in_both(kind: str, tmp_path: Path) -> None:
+    row = ROWS[f"read {kind}: a PostToolUse hook's tool_response"]
     responses = []
     for who in ("queryloop", "claude"):
         observe(who, row.probe, tmp_path / who)
-        responses.append(json.loads((tmp_path / who / "project" / "hook.json").read_text())["tool_response"])
+        text = (tmp_path / who / "project" / "hook.json").read_text().replace(str(tmp_path / who), "BASE")
+        responses.append(json.loads(text)["tool_response"])
     assert responses[0] == responses[1]

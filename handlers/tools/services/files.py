@@ -37,7 +37,7 @@ from .base import (
     resolve_inside_cwd,
     threaded,
 )
-from .images import IMAGE_EXTENSIONS, read_image
+from .images import IMAGE_EXTENSIONS, read_image, read_pdf
 
 __all__ = ["EDIT", "READ", "WRITE"]
 
@@ -142,6 +142,8 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     with _open_regular(path, shown, "Read reads") as raw:
         if path.suffix.lower() in IMAGE_EXTENSIONS:
             return read_image(path, shown, raw, respond=ctx.responses is not None)
+        if path.suffix.lower() == ".pdf":
+            return read_pdf(path, shown, raw, respond=ctx.responses is not None)
         if _is_binary(raw.read(_BINARY_SNIFF_BYTES)):
             raise ToolError(f"{shown} appears to be a binary file (it contains NUL bytes); Read only shows text")
         raw.seek(0)
@@ -387,8 +389,8 @@ READ: Final = ToolSpec(
         "(line number, tab, text); the numbers are not part of the file. By default up to "
         f"{READ_DEFAULT_LIMIT} lines from the start are returned; use offset (1-based first line) "
         f"and limit to page through longer files. Lines longer than {READ_MAX_LINE_CHARS} characters "
-        "are cut. A PNG, JPEG, GIF or WebP image is shown to you as an image. Directories and other binary "
-        "files are refused: use Glob to list files."
+        "are cut. A PNG, JPEG, GIF or WebP image is shown to you as an image, a PDF as a document. Directories and "
+        "other binary files are refused: use Glob to list files."
     ),
     input_schema={
         "type": "object",

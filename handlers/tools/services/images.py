@@ -6,7 +6,9 @@ images go through (``request.services.media``): a PNG named ``.jpg`` is sent
 as PNG; a file with an image's name that is no PNG, JPEG, GIF or WebP is an error naming what
 its first bytes are. An image over the API's per-image limit is refused with its size (Claude
 Code shrinks it; queryloop has no image library to do so). Its width and height are read from
-the header, never by decoding the picture. Does not own text files (``files``).
+the header, never by decoding the picture. A ``.pdf`` file (:func:`read_pdf`) goes as a
+``document`` block inside the tool's result (Claude Code 2.1.235 puts the block beside it),
+within what one request may carry. Does not own text files (``files``).
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
-from ...request.services.media import IMAGE_MAX_BASE64_CHARS, sniffed_image_type
+from ...request.services.media import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
 from .base import ToolError, ToolOutput
 
-__all__ = ["IMAGE_EXTENSIONS", "IMAGE_MAX_SIDE", "read_image"]
+__all__ = ["IMAGE_EXTENSIONS", "IMAGE_MAX_SIDE", "PDF_MAX_BYTES", "read_image", "read_pdf"]
 
 IMAGE_EXTENSIONS: Final = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp"})
 """The file names Read shows as images (an ``.svg`` is text, as in Claude Code)."""
 
 IMAGE_MAX_SIDE: Final = 8000
 """The widest or tallest image the Messages API takes, in pixels; a larger one fails the whole request."""
+
+PDF_MAX_BYTES: Final = MEDIA_MAX_BASE64_CHARS // 4 * 3
+"""The largest PDF Read sends: its base64 fills what one request may carry of images and documents."""
 
 # The largest file whose base64 stays within IMAGE_MAX_BASE64_CHARS.
 _MAX_BYTES: Final = IMAGE_MAX_BASE64_CHARS // 4 * 3
@@ -155,3 +160,30 @@ def read_image(path: Path, shown: str, raw: IO[bytes], *, respond: bool) -> Tool
     block = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": encoded}}
     response = _response(encoded, media_type, len(data), dimensions) if respond else None
     return ToolOutput(content=[block], response=response)
+
+
+def read_pdf(path: Path, shown: str, raw: IO[bytes], *, respond: bool) -> ToolOutput:
+    """The PDF in ``raw`` as a note and a ``document`` block, or a ToolError: it is no PDF, or too large."""
+    size = os.fstat(raw.fileno()).st_size
+    head = raw.read(5)
+    if head != b"%PDF-":
+        raise ToolError(
+            f"{shown} has a PDF's name but does not start as a PDF does (%PDF-): it looks like {_what_it_is(head)}"
+        )
+    if size > PDF_MAX_BYTES:
+        raise ToolError(
+            f"{shown} is a PDF of {size / (1024 * 1024):.1f} MB, over the {PDF_MAX_BYTES / (1024 * 1024):.0f} MB one "
+            "request may carry; split it (e.g. with `qpdf --split-pages`) or extract its text with Bash (`pdftotext`)"
+        )
+    data = head + raw.read(PDF_MAX_BYTES + 1 - len(head))
+    if len(data) > PDF_MAX_BYTES:
+        raise ToolError(f"{shown} grew while it was read; Read it again")
+    encoded = base64.b64encode(data).decode("ascii")
+    blocks = [
+        {"type": "text", "text": f"{shown}: a PDF of {len(data)} bytes, in the document that follows"},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": encoded}},
+    ]
+    response = None
+    if respond:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it
+        response = {"type": "pdf", "file": {"filePath": str(path), "base64": encoded, "originalSize": len(data)}}
+    return ToolOutput(content=blocks, response=response)
