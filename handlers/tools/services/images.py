@@ -179,7 +179,7 @@ def read_pdf(path: Path, shown: str, raw: IO[bytes], *, respond: bool) -> ToolOu
     if len(data) > PDF_MAX_BYTES:
         raise ToolError(f"{shown} grew while it was read; Read it again")
     encoded = base64.b64encode(data).decode("ascii")
-    blocks = [
+    blocks: list[dict[str, Any]] = [
         {"type": "text", "text": f"{shown}: a PDF of {len(data)} bytes, in the document that follows"},
         {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": encoded}},
     ]
