@@ -272,12 +272,16 @@ def _add_io_options(run: argparse.ArgumentParser) -> None:
 
 
 def _add_model_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--model", help=f"model to use (default: the scenario's, else {DEFAULT_MODEL})")
+    run.add_argument(
+        "--model",
+        help="model to use: an id or an alias (opus, sonnet, haiku, fable, opusplan, best, default; [1m] allowed); "
+        f"default: ANTHROPIC_MODEL, else the scenario's, else the settings' model, else {DEFAULT_MODEL}",
+    )
     run.add_argument(
         "--fallback-model",
         type=models,
         metavar="A[,B,C]",
-        help="models to fall back to on overload/unavailability (≤ 3)",
+        help="models (ids or aliases) to fall back to on overload/unavailability (≤ 3)",
     )
     run.add_argument("--system-prompt", metavar="TEXT", help="replaces the default system prompt ('' for none)")
     run.add_argument("--append-system-prompt", metavar="TEXT", help="appended to the system prompt")

@@ -47,6 +47,7 @@ from queryloop.handlers.agents.services.definitions import (
 )
 from queryloop.handlers.hooks import HookConfig
 from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig
+from queryloop.handlers.request.services.model_names import max_output_tokens, resolve_model
 from queryloop.handlers.session import SessionPaths, queryloop_home
 from queryloop.handlers.session.services.store import MAX_CHECKPOINTS
 from queryloop.handlers.tools import (
@@ -120,13 +121,18 @@ class RequestSettings:
 
     model: str
     fallback_models: tuple[str, ...] = ()
-    max_tokens: int = defaults.MAX_OUTPUT_TOKENS
+    max_tokens: int = defaults.MAX_OUTPUT_TOKENS  # for ``model`` (:meth:`max_tokens_for` another)
+    asked_max_tokens: int | None = None  # --max-output-tokens: every model's max_tokens (None: each model's own)
     escalated_max_tokens: int | None = None
     system_prompt: str = defaults.DEFAULT_SYSTEM_PROMPT
     append_system_prompt: str | None = None
     retry_base_delay_s: float = attrs.field(factory=defaults.retry_base_delay_s)
     idle_timeout_s: float = attrs.field(factory=defaults.idle_timeout_s)
     request_timeout_s: float | None = attrs.field(factory=defaults.request_timeout_s)  # None: only the idle timeout
+
+    def max_tokens_for(self, model: str, env: Mapping[str, str]) -> int:
+        """The ``max_tokens`` of a request to ``model`` (a sub-agent's): the asked one, else the model's own."""
+        return max_output_tokens(model, env, self.asked_max_tokens)
 
 
 @attrs.frozen(kw_only=True)
@@ -447,12 +453,14 @@ def resolve_config(
     subagents = _subagents(settings_cwd, src)
     env = asked_tools.env or {}
     asked_session = session or AskedSession()
+    mode = asked_tools.permission_mode or hints.get("permission_mode") or loaded.permissions.default_mode or "default"
+    read_env = {**os.environ, **loaded.env}  # what Claude Code reads: its environment, the settings' env above it
     try:
         options = AgentOptions(
             prompt=prompt,
             cwd=cwd,
-            limits=_limits(limits or AskedLimits(), hints, {**os.environ, **loaded.env}),
-            request=_request(request or AskedRequest(), hints, loaded.model),
+            limits=_limits(limits or AskedLimits(), hints, read_env),
+            request=_request(request or AskedRequest(), hints, loaded.model, read_env, plan=mode == "plan"),
             tools=ToolSettings(
                 builtins=None if asked_tools.tools is None else tuple(asked_tools.tools),
                 custom_tools=tuple(asked_tools.custom_tools),
@@ -460,10 +468,7 @@ def resolve_config(
                 env={**loaded.env, **env},
             ),
             permissions=PermissionSettings(
-                mode=asked_tools.permission_mode
-                or hints.get("permission_mode")
-                or loaded.permissions.default_mode
-                or "default",
+                mode=mode,
                 rules=rules,
                 can_use_tool=asked_tools.can_use_tool,
                 interactive=asked_tools.interactive,
@@ -537,11 +542,20 @@ def _subagents(settings_cwd: Path, src: ConfigSources) -> tuple[AgentDefinition,
         raise ConfigError(str(exc), kind="agents") from None
 
 
-def _request(asked: AskedRequest, hints: Mapping[str, Any], settings_model: str | None) -> RequestSettings:
+def _request(
+    asked: AskedRequest, hints: Mapping[str, Any], settings_model: str | None, env: Mapping[str, str], *, plan: bool
+) -> RequestSettings:
+    """The request settings; every model name resolved as Claude Code does (aliases, ``ANTHROPIC_DEFAULT_*_MODEL``,
+    retired ids), ``ANTHROPIC_MODEL`` below the flag and above the scenario and the settings, ``max_tokens`` the
+    model's unless ``--max-output-tokens`` or ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` says otherwise."""
+    named = asked.model or env.get("ANTHROPIC_MODEL") or hints.get("model") or settings_model or defaults.DEFAULT_MODEL
+    model = resolve_model(named, env, plan=plan)
+    fallbacks = _said(asked.fallback_models, hints.get("fallback_models")) or ()
     return RequestSettings(
-        model=asked.model or hints.get("model") or settings_model or defaults.DEFAULT_MODEL,
-        fallback_models=tuple(_said(asked.fallback_models, hints.get("fallback_models")) or ()),
-        max_tokens=_said(asked.max_tokens, defaults.MAX_OUTPUT_TOKENS),
+        model=model,
+        fallback_models=tuple(resolve_model(m, env, plan=plan) for m in fallbacks),
+        max_tokens=max_output_tokens(model, env, asked.max_tokens),
+        asked_max_tokens=asked.max_tokens,
         escalated_max_tokens=asked.escalated_max_tokens,
         system_prompt=_said(asked.system_prompt, defaults.DEFAULT_SYSTEM_PROMPT),
         append_system_prompt=_said(asked.append_system_prompt, hints.get("append_system_prompt")),

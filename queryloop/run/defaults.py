@@ -50,7 +50,9 @@ OTLP_TIMEOUT_MS = 10_000  # OTEL_EXPORTER_OTLP_TIMEOUT: how long one export may 
 PROMETHEUS_HOST = "localhost"
 PROMETHEUS_PORT = 9464
 
-DEFAULT_MODEL = "claude-sonnet-4-5"  # when neither a flag, a setting nor a scenario names one
+# When neither a flag, ANTHROPIC_MODEL, a setting nor a scenario names one: Claude Code 2.1.235's, the opus
+# alias (claude-opus-5, or ANTHROPIC_DEFAULT_OPUS_MODEL's), resolved as every model name is.
+DEFAULT_MODEL = "opus"
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a coding agent working in the user's directory through tools (Read, Write, Edit, "
@@ -58,7 +60,9 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-MAX_OUTPUT_TOKENS = 32_000  # max_tokens of each request (--max-output-tokens)
+# max_tokens of a request to a model models.yaml has no output limits for (each listed model has its own:
+# queryloop.handlers.request.services.model_names.max_output_tokens), and of a RequestSettings built by hand.
+MAX_OUTPUT_TOKENS = 32_000
 
 AUTO_COMPACT_THRESHOLD = 0.8  # compact before sending past this share of the effective window
 

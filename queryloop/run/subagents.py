@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import secrets
 import sys
 import time
@@ -185,13 +186,15 @@ class Subagents:
         custom = tuple(
             t for t in parent.tools.custom_tools if (allowed is None or t.name in allowed) and t.name not in refused
         )
-        model = definition.model_for(parent.request.model, tool_input.get("model"))
+        env = {**os.environ, **parent.tools.env}  # what aliases and CLAUDE_CODE_* are read from
+        model = definition.model_for(parent.request.model, tool_input.get("model"), env)
         options = attrs.evolve(
             parent,
             prompt=str(tool_input["prompt"]),
             request=attrs.evolve(
                 parent.request,
                 model=model,
+                max_tokens=parent.request.max_tokens_for(model, env),
                 system_prompt=child_system_prompt(definition, cwd=parent.cwd, model=model),
                 append_system_prompt=None,
             ),

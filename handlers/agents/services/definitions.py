@@ -25,6 +25,7 @@ import yaml
 
 from queryloop.fsm import UnreadableFileError, read_text_file
 
+from ...request.services.model_names import AGENT_CALL_MODELS, resolve_model, subagent_model
 from ...tools.services.names import AGENT_TOOL, CHANGES_CODE
 
 __all__ = [
@@ -37,8 +38,8 @@ __all__ = [
     "merge_agents",
 ]
 
-MODEL_FAMILIES: Final = {"haiku": "claude-haiku-4-5", "sonnet": "claude-sonnet-4-5", "opus": "claude-opus-4-5"}
-"""The short model names a definition may give (``inherit``, or none, runs it on the parent's model)."""
+MODEL_FAMILIES: Final = AGENT_CALL_MODELS
+"""The model families an Agent call may ask for (a definition may give any model name, or ``inherit``)."""
 
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$")
 
@@ -57,15 +58,18 @@ class AgentDefinition:
     tools: tuple[str, ...] | None = None  # the tools it may use (None: the parent's, without Agent)
     disallowed_tools: tuple[str, ...] = ()  # tools it may not use, of those
     max_turns: int | None = None  # its tool turns (None: no limit)
-    model: str | None = None  # a model id or family (haiku, sonnet, opus); None or "inherit": the parent's
+    model: str | None = None  # a model id or alias (opus, sonnet, haiku, fable …); None or "inherit": the parent's
     source: str = "built-in"  # built-in, the --agents flag, or the file it was read from
 
-    def model_for(self, parent: str, asked: str | None = None) -> str:
-        """The model it runs on: the call's choice, else its own, else the parent's."""
-        chosen = asked or self.model
-        if chosen is None or chosen == "inherit":
+    def model_for(self, parent: str, asked: str | None = None, env: Mapping[str, str] | None = None) -> str:
+        """The model it runs on: ``CLAUDE_CODE_SUBAGENT_MODEL``, else the call's choice, else its own, else the
+        parent's; each name resolved as the run's own is (``env``: what aliases and that variable are read from)."""
+        env = env or {}
+        forced = subagent_model(env)
+        chosen = forced or asked or self.model
+        if chosen is None or chosen.strip().lower() == "inherit":
             return parent
-        return MODEL_FAMILIES.get(chosen, chosen)
+        return resolve_model(chosen, env)
 
 
 GENERAL_PURPOSE_PROMPT: Final = (
@@ -170,7 +174,7 @@ def _definition(name: Any, fields: Mapping[str, Any], prompt: Any, where: str) -
         raise AgentDefinitionError(f"{where} needs a prompt: its system prompt (`prompt`, or a file's body)")
     model = fields.get("model")
     if model is not None and not isinstance(model, str):
-        raise AgentDefinitionError(f"{where}: `model` must be a model name, a family (haiku, sonnet, opus) or inherit")
+        raise AgentDefinitionError(f"{where}: `model` must be a model name, an alias (opus, sonnet, haiku, fable) or inherit")
     max_turns = fields.get("maxTurns")
     if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
         raise AgentDefinitionError(f"{where}: `maxTurns` must be a whole number of at least 1")

@@ -1,7 +1,8 @@
 """Model prices and size limits, and the cost of one request's usage.
 
-Owns ``models.yaml`` beside it (read once, lazily) and the arithmetic turning API
-``usage`` into US dollars. A model the table does not list is priced as Claude Code
+Owns ``models.yaml`` beside it (read once, lazily): the prices, the windows and each
+model's output limits (:func:`output_limits`), and the arithmetic turning API ``usage``
+into US dollars. A model the table does not list is priced as Claude Code
 2.1.235 prices one (:data:`UNLISTED_MODEL`), so ``total_cost_usd`` and
 ``--max-budget-usd`` work for any model; :func:`model_info` still answers None for it.
 It does not accumulate usage over a run
@@ -22,10 +23,12 @@ __all__ = [
     "HOUR_WRITE_MULTIPLIER",
     "UNLISTED_MODEL",
     "ModelInfo",
+    "OutputLimits",
     "context_window",
     "cost_usd",
     "known_models",
     "model_info",
+    "output_limits",
 ]
 
 _PER_MILLION = 1_000_000.0
@@ -65,12 +68,39 @@ cache-write and $0.50 per million cache-read tokens (Opus 4.5's prices) and a 20
 """
 
 
+@attrs.frozen(kw_only=True)
+class OutputLimits:
+    """A model's ``max_tokens``: what a request sends unless asked otherwise, and the most it may ask for."""
+
+    default: int
+    cap: int
+
+
 @functools.cache
-def _table() -> Mapping[str, ModelInfo]:
+def _document() -> Mapping[str, Any]:
     text = (
         resources.files(__package__ or "queryloop.handlers.request").joinpath("models.yaml").read_text(encoding="utf-8")
     )
-    raw: dict[str, Any] = yaml.safe_load(text)["models"]
+    document: Mapping[str, Any] = yaml.safe_load(text)
+    return document
+
+
+@functools.cache
+def _output_table() -> Mapping[str, OutputLimits]:
+    raw: dict[str, Any] = _document()["output_tokens"]
+    return {prefix: OutputLimits(default=int(v["default"]), cap=int(v["cap"])) for prefix, v in raw.items()}
+
+
+def output_limits(model: str) -> OutputLimits:
+    """The output limits of ``model``, by the longest prefix ``models.yaml`` lists (else the unlisted model's)."""
+    table = _output_table()
+    matches = [prefix for prefix in table if prefix != "unlisted" and model.startswith(prefix)]
+    return table[max(matches, key=len)] if matches else table["unlisted"]
+
+
+@functools.cache
+def _table() -> Mapping[str, ModelInfo]:
+    raw: dict[str, Any] = _document()["models"]
     table: dict[str, ModelInfo] = {}
     for name, entry in raw.items():
         info = ModelInfo(
