@@ -46,6 +46,7 @@ class RequestData:
     model: str
     max_tokens: int  # the run's output cap (its configuration's)
     fallback_models: tuple[str, ...] = ()
+    fallback_max_tokens: tuple[int, ...] = ()  # each fallback model's max_tokens (none: ``max_tokens`` stays)
     failure: ModelFailure | None = None  # the last failed attempt (retry-after, status; surfaced if recovery ends)
     usage: UsageTotals = attrs.field(factory=UsageTotals)
     api_duration_ms: float = 0.0

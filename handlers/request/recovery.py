@@ -137,7 +137,15 @@ def switch_to_fallback_model(run: RunState[R], event: Event[ModelFailure]) -> R:
     note = f"model {request.model} {failure.kind.replace('_', ' ')} ({failure.status}); switched to {nxt}"
     if failure.partial_content:
         note += f"; tombstoned {len(failure.partial_content)} provisional block(s)"
-    data = with_request(run.data, model=nxt, fallback_models=rest, failure=failure)
+    caps = request.fallback_max_tokens  # each model's own max_tokens, as Claude Code sends it
+    data = with_request(
+        run.data,
+        model=nxt,
+        fallback_models=rest,
+        max_tokens=caps[0] if caps else request.max_tokens,
+        fallback_max_tokens=caps[1:],
+        failure=failure,
+    )
     return with_outcome(data, note=note)
 
 

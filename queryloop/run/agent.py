@@ -331,6 +331,7 @@ def _initial_data(
             model=options.request.model,
             fallback_models=options.request.fallback_models,
             max_tokens=options.request.max_tokens,
+            fallback_max_tokens=options.request.fallback_max_tokens,
         ),
         output=OutputData(escalated_max_tokens=options.request.escalated_max_tokens),
         hooks=HooksData(

@@ -123,6 +123,7 @@ class RequestSettings:
     fallback_models: tuple[str, ...] = ()
     max_tokens: int = defaults.MAX_OUTPUT_TOKENS  # for ``model`` (:meth:`max_tokens_for` another)
     asked_max_tokens: int | None = None  # --max-output-tokens: every model's max_tokens (None: each model's own)
+    fallback_max_tokens: tuple[int, ...] = ()  # each fallback model's max_tokens (none: ``max_tokens``)
     escalated_max_tokens: int | None = None
     system_prompt: str = defaults.DEFAULT_SYSTEM_PROMPT
     append_system_prompt: str | None = None
@@ -550,11 +551,14 @@ def _request(
     model's unless ``--max-output-tokens`` or ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` says otherwise."""
     named = asked.model or env.get("ANTHROPIC_MODEL") or hints.get("model") or settings_model or defaults.DEFAULT_MODEL
     model = resolve_model(named, env, plan=plan)
-    fallbacks = _said(asked.fallback_models, hints.get("fallback_models")) or ()
+    fallbacks = tuple(
+        resolve_model(m, env, plan=plan) for m in _said(asked.fallback_models, hints.get("fallback_models")) or ()
+    )
     return RequestSettings(
         model=model,
-        fallback_models=tuple(resolve_model(m, env, plan=plan) for m in fallbacks),
+        fallback_models=fallbacks,
         max_tokens=max_output_tokens(model, env, asked.max_tokens),
+        fallback_max_tokens=tuple(max_output_tokens(m, env, asked.max_tokens) for m in fallbacks),
         asked_max_tokens=asked.max_tokens,
         escalated_max_tokens=asked.escalated_max_tokens,
         system_prompt=_said(asked.system_prompt, defaults.DEFAULT_SYSTEM_PROMPT),

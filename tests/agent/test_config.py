@@ -127,7 +127,8 @@ def test_what_is_unsaid_comes_from_a_scenario_then_the_settings_then_the_default
     (tmp_path / ".queryloop").mkdir()
     (tmp_path / ".queryloop" / "settings.json").write_text(json.dumps({"model": "from-settings"}), encoding="utf-8")
     project = ConfigSources(setting_sources=("project",))
-    assert resolve_config(cwd=tmp_path).options.request.model == defaults.DEFAULT_MODEL
+    assert defaults.DEFAULT_MODEL == "opus"
+    assert resolve_config(cwd=tmp_path).options.request.model == "claude-opus-5"  # the alias, resolved
     assert resolve_config(cwd=tmp_path, sources=project).options.request.model == "from-settings"
     hinted = resolve_config(cwd=tmp_path, sources=project, scenario={"model": "scripted", "max_turns": 2})
     assert (hinted.options.request.model, hinted.options.limits.max_turns) == ("scripted", 2)
@@ -161,8 +162,10 @@ def test_a_bad_configuration_is_one_error_naming_its_part(tmp_path: Path) -> Non
 
 def test_direct_options_take_the_same_defaults(tmp_path: Path) -> None:
     """An ``AgentOptions`` made by hand (tests, benchmarks) has the pipeline's defaults."""
-    direct = AgentOptions(prompt="", cwd=tmp_path, request=RequestSettings(model=defaults.DEFAULT_MODEL))
     resolved = resolve_config(cwd=tmp_path).options
+    # the model's own max_tokens (and the alias resolved) come from resolve_config; the rest are field defaults
+    request = RequestSettings(model=resolved.request.model, max_tokens=resolved.request.max_tokens)
+    direct = AgentOptions(prompt="", cwd=tmp_path, request=request)
     assert direct.request == resolved.request
     assert direct.context.auto_compact_threshold == resolved.context.auto_compact_threshold
     assert direct.session.max_checkpoints == resolved.session.max_checkpoints

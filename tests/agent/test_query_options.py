@@ -53,7 +53,7 @@ def test_the_options_become_the_runs_options_with_settings_rules_and_python_hook
     )
     run = _resolve(options)
     assert (run.request.model, run.request.fallback_models, run.cwd) == (
-        DEFAULT_MODEL,
+        "claude-opus-5",  # DEFAULT_MODEL, the opus alias, resolved
         ("mock-fallback",),
         tmp_path.resolve(),
     )
@@ -83,7 +83,8 @@ def test_mcp_servers_become_the_runs_servers_and_an_in_process_servers_tools_its
 def test_no_settings_file_is_read_unless_its_source_is_named(tmp_path: Path) -> None:
     (tmp_path / ".queryloop").mkdir()
     (tmp_path / ".queryloop" / "settings.json").write_text(json.dumps({"model": "from-project-settings"}))
-    assert _resolve(QueryOptions(cwd=tmp_path)).request.model == DEFAULT_MODEL
+    assert DEFAULT_MODEL == "opus"
+    assert _resolve(QueryOptions(cwd=tmp_path)).request.model == "claude-opus-5"
     named = QueryOptions(cwd=tmp_path, setting_sources=["project"])
     assert _resolve(named).request.model == "from-project-settings"
 

@@ -174,7 +174,9 @@ def _definition(name: Any, fields: Mapping[str, Any], prompt: Any, where: str) -
         raise AgentDefinitionError(f"{where} needs a prompt: its system prompt (`prompt`, or a file's body)")
     model = fields.get("model")
     if model is not None and not isinstance(model, str):
-        raise AgentDefinitionError(f"{where}: `model` must be a model name, an alias (opus, sonnet, haiku, fable) or inherit")
+        raise AgentDefinitionError(
+            f"{where}: `model` must be a model name, an alias (opus, sonnet, haiku, fable) or inherit"
+        )
     max_turns = fields.get("maxTurns")
     if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
         raise AgentDefinitionError(f"{where}: `maxTurns` must be a whole number of at least 1")
