@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
-from .harness import MockApi, run_cli
+from .harness import MockApi, cli_env, run_cli
 
 ANSWER = """
 schema_version: 1
@@ -79,3 +82,23 @@ def test_an_agent_files_opus_runs_on_claude_opus_5_at_its_max_tokens(tmp_path: P
         run = run_cli(["-p", "hi", "--model", "haiku", "--setting-sources", "project"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert ("claude-opus-5", 64_000) in _sent(api), _sent(api)
+
+
+def test_the_sdks_set_model_takes_an_alias_and_its_max_tokens(tmp_path: Path) -> None:
+    lines = [
+        {"type": "control_request", "request_id": "m", "request": {"subtype": "set_model", "model": "haiku"}},
+        {"type": "user", "message": {"role": "user", "content": "hi"}},
+    ]
+    flags = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--model", "opus"]
+    with MockApi(ANSWER) as api:
+        run = subprocess.run(
+            [sys.executable, "-m", "queryloop", *flags],
+            input="".join(json.dumps(line) + "\n" for line in lines),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env=cli_env(api, QUERYLOOP_HOME=str(tmp_path / "home")),
+        )
+    assert run.returncode == 0, run.stderr
+    assert _sent(api) == [("claude-haiku-4-5-20251001", 32_000)]
