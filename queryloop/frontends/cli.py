@@ -275,7 +275,7 @@ def _add_model_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--model",
         help="model to use: an id or an alias (opus, sonnet, haiku, fable, opusplan, best, default; [1m] allowed); "
-        f"default: ANTHROPIC_MODEL, else the scenario's, else the settings' model, else {DEFAULT_MODEL}",
+        f"default: the scenario's, else ANTHROPIC_MODEL, else the settings' model, else {DEFAULT_MODEL}",
     )
     run.add_argument(
         "--fallback-model",

@@ -39,7 +39,7 @@ from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
 from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
-from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info
+from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info, output_limits
 from queryloop.handlers.session import SessionData, SessionStore
 from queryloop.handlers.session.services.store import read_jsonl
 from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
@@ -774,7 +774,8 @@ class AgentRun:
             info = model_info(model) or UNLISTED_MODEL  # Claude Code's window for a model it does not know
             entry["webSearchRequests"] = 0
             entry["contextWindow"] = info.context_window
-            entry["maxOutputTokens"] = self.data.request.max_tokens
+            # the model's own default max_tokens, whatever the run asked for (as Claude Code 2.1.235 reports it)
+            entry["maxOutputTokens"] = output_limits(model).default
         return by_model
 
 

@@ -547,9 +547,10 @@ def _request(
     asked: AskedRequest, hints: Mapping[str, Any], settings_model: str | None, env: Mapping[str, str], *, plan: bool
 ) -> RequestSettings:
     """The request settings; every model name resolved as Claude Code does (aliases, ``ANTHROPIC_DEFAULT_*_MODEL``,
-    retired ids), ``ANTHROPIC_MODEL`` below the flag and above the scenario and the settings, ``max_tokens`` the
+    retired ids), ``ANTHROPIC_MODEL`` below the flag and the scenario and above the settings, ``max_tokens`` the
     model's unless ``--max-output-tokens`` or ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` says otherwise."""
-    named = asked.model or env.get("ANTHROPIC_MODEL") or hints.get("model") or settings_model or defaults.DEFAULT_MODEL
+    # a scenario's model is what its server answers, so it ranks above a variable left set in the shell
+    named = asked.model or hints.get("model") or env.get("ANTHROPIC_MODEL") or settings_model or defaults.DEFAULT_MODEL
     model = resolve_model(named, env, plan=plan)
     fallbacks = tuple(
         resolve_model(m, env, plan=plan) for m in _said(asked.fallback_models, hints.get("fallback_models")) or ()

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
-from .reference import Observed, Probe, observe
+from .reference import Observed, Probe, Program, observe
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
@@ -176,6 +176,22 @@ ROWS: dict[str, Row] = {
 
 def _sent(observed: Observed) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((r.model or "", r.max_tokens or 0) for r in observed.requests))
+
+
+def test_model_usage_reports_each_models_own_default_max_tokens_in_both_programs(tmp_path: Path) -> None:
+    probe = Probe(
+        calls=(),
+        model="opus",
+        scenario=_agent_scenario(model="haiku"),
+        env={"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1000"},
+    )
+    seen = []
+    programs: tuple[Program, ...] = ("queryloop", "claude")
+    for who in programs:
+        (tmp_path / who).mkdir()
+        usage = observe(who, probe, tmp_path / who).result["modelUsage"]
+        seen.append({model: entry["maxOutputTokens"] for model, entry in usage.items()})
+    assert seen[0] == seen[1] == {OPUS: 64_000, HAIKU: 32_000}
 
 
 @pytest.mark.parametrize("name", list(ROWS))

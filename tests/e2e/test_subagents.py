@@ -347,7 +347,7 @@ def test_a_custom_agent_gets_only_its_tools_its_prompt_and_its_model(cwd: Path) 
     assert run.returncode == 0, run.stderr
     (child,) = children
     assert list(child.tools) == ["Read"]
-    assert child.model == "claude-haiku-4-5"
+    assert (child.model, child.max_tokens) == ("claude-haiku-4-5-20251001", 32_000)  # what Claude Code sends for haiku
     assert json.dumps(child.system).count("You read files.") == 1
     assert run.of("system", "init")[0]["agents"] == ["claude", "Explore", "general-purpose", "Plan", "reader"]
     assert "reader: reads files" in next(t["description"] for t in parent[0].tool_definitions if t["name"] == "Agent")
