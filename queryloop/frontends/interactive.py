@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import uuid
@@ -608,7 +609,8 @@ class _Interactive:
     async def _model(self, argument: str) -> bool:
         if argument:
             template = self.template
-            self.conversation.template = attrs.evolve(template, request=attrs.evolve(template.request, model=argument))
+            env = {**os.environ, **template.tools.env}  # an alias is resolved as --model's is
+            self.conversation.template = attrs.evolve(template, request=template.request.switched_to(argument, env))
         self._say(f"model: {self.template.request.model}" + (" (from the next prompt)" if argument else ""))
         return True
 

@@ -47,7 +47,6 @@ from queryloop.fsm.model.jsontext import JsonLimitError, loads_json
 from queryloop.handlers.agents.services.definitions import agents_from_json, merge_agents
 from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
 from queryloop.handlers.request import ModelBackend
-from queryloop.handlers.request.services.model_names import resolve_model
 from queryloop.handlers.request.services.pricing import model_info
 from queryloop.handlers.tools import PERMISSION_MODES
 
@@ -378,11 +377,9 @@ class _SdkSession:
             raise ControlError(f"set_model: model must be a model name or null (the default), got {model!r}")
         template = self.conversation.template
         env = {**os.environ, **template.tools.env}  # an alias is resolved as --model's is (not probed here)
-        chosen = resolve_model(model, env) if model else self.default_model
-        settings = template.request
-        settings = attrs.evolve(settings, model=chosen, max_tokens=settings.max_tokens_for(chosen, env))
+        settings = template.request.switched_to(model or self.default_model, env)
         self.conversation.template = attrs.evolve(template, request=settings)
-        return {"model": chosen}
+        return {"model": settings.model}
 
     async def _mcp_status(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         if self.mcp_ready is not None:

@@ -135,6 +135,11 @@ class RequestSettings:
         """The ``max_tokens`` of a request to ``model`` (a sub-agent's): the asked one, else the model's own."""
         return max_output_tokens(model, env, self.asked_max_tokens)
 
+    def switched_to(self, name: str, env: Mapping[str, str]) -> RequestSettings:
+        """These settings on the model ``name`` (an alias resolved as ``--model``'s is), at its ``max_tokens``."""
+        model = resolve_model(name, env)
+        return attrs.evolve(self, model=model, max_tokens=self.max_tokens_for(model, env))
+
 
 @attrs.frozen(kw_only=True)
 class Limits:

@@ -268,6 +268,14 @@ def test_the_first_screen_says_whether_the_sandbox_is_on(place) -> None:  # type
     on.close()
 
 
+def test_model_takes_an_alias_and_names_the_model_it_resolves_to(place) -> None:  # type: ignore[no-untyped-def]
+    scenario, cwd, home = place
+    session = Session(_write(scenario), cwd, home)
+    session.send("/model haiku")
+    assert "model: claude-haiku-4-5-20251001 (from the next prompt)" in session.ready()
+    assert session.close() == 0
+
+
 def test_help_lists_exit_and_exit_ends_the_session(place) -> None:  # type: ignore[no-untyped-def]
     scenario, cwd, home = place
     session = Session(_write(scenario), cwd, home)
