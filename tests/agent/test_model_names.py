@@ -138,3 +138,9 @@ def test_an_agents_alias_resolves_and_the_subagent_variable_overrides_every_choi
     assert general.model_for("mock-primary", None, {}) == "mock-primary"
     (inherits,) = agents_from_json({"i": {"description": "d", "prompt": "p", "model": "inherit"}})
     assert inherits.model_for("mock-primary", None, {}) == "mock-primary"
+
+
+def test_a_huge_hostile_model_name_resolves_at_once_to_itself() -> None:
+    name = "[" * 200_000 + "x"
+    assert resolve_model(name, {}) == name
+    assert resolve_model(name + "]", {}) == "[" * 199_999

@@ -48,7 +48,6 @@ _RETIRED: Final = frozenset(
     {"claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-20250514", "claude-opus-4-1-20250805"}
 )
 
-_SUFFIX = re.compile(r"^(?P<base>.*?)(?P<suffix>\[[^\]]*\])?$", re.DOTALL)
 _NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -61,9 +60,16 @@ def _family_model(family: str, env: Mapping[str, str]) -> str:
     return _without_suffix(chosen)
 
 
+def _split(name: str) -> tuple[str, str]:
+    """``name`` and its trailing ``[…]`` apart (``("opus", "[1m]")``); no suffix: ``(name, "")``."""
+    start = name.rfind("[")
+    if start < 0 or not name.endswith("]") or "]" in name[start:-1]:
+        return name, ""
+    return name[:start], name[start:]
+
+
 def _without_suffix(name: str) -> str:
-    match = _SUFFIX.match(name)
-    return match["base"] if match else name
+    return _split(name)[0]
 
 
 def resolve_model(name: str, env: Mapping[str, str], *, plan: bool = False) -> str:
@@ -72,10 +78,9 @@ def resolve_model(name: str, env: Mapping[str, str], *, plan: bool = False) -> s
 
     ``plan``: the run is in plan mode (``opusplan`` is opus there, sonnet elsewhere).
     """
-    match = _SUFFIX.match(name.strip())
-    base, suffix = (match["base"], match["suffix"]) if match else (name, None)
+    base, suffix = _split(name.strip())
     alias = base.lower()
-    if suffix in (None, "[1m]", "[1M]") and alias in _ALIASES:
+    if suffix.lower() in ("", "[1m]") and alias in _ALIASES:
         family = "opus" if alias == "opusplan" and plan else _ALIASES[alias]
         return _family_model(family, env)
     if base in _RETIRED and not _truthy(env.get("CLAUDE_CODE_DISABLE_LEGACY_MODEL_REMAP")):
