@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queryloop.handlers.tools.services.permissions import PermissionDecision, decide
+from queryloop.handlers.tools.services.permissions import PermissionDecision, decide, finalize_ask
 from queryloop.handlers.tools.services.rules import (
     PermissionMode,
     PermissionRule,
@@ -519,3 +519,40 @@ def test_without_a_bash_deny_or_ask_rule_what_the_gate_cannot_read_runs_as_befor
         decision = _bash(command, PermissionRules(allow=["Bash"]), tmp_path, interactive=False)
         assert decision.behavior == "allow", (command, decision.reason)
         assert _bash(command, PermissionRules(), tmp_path, mode="bypassPermissions").behavior == "allow"
+
+
+# ------------------------------------------------------------- a PreToolUse hook's allow
+
+
+def test_an_ask_rule_and_a_file_that_runs_later_ask_firmly_and_the_modes_ask_does_not(tmp_path: Path) -> None:
+    asked = PermissionRules(ask=["Bash(touch:*)"])
+    assert _bash("touch made", asked, tmp_path).firm
+    assert _bash("echo x > .bashrc", PermissionRules(), tmp_path).firm
+    assert _decide("Write", {"file_path": ".claude/settings.json", "content": "{}"}, PermissionRules(), tmp_path).firm
+    for mode in ("default", "dontAsk"):  # what a hook's allow may lift
+        decision = decide(
+            "Bash",
+            {"command": "touch made"},
+            mode=mode,
+            rules=PermissionRules(),
+            cwd=tmp_path,
+            interactive=False,
+            home=tmp_path / "home",
+            open_ask=True,
+        )
+        assert (decision.behavior, decision.firm) == ("ask", False), mode
+
+
+def test_an_open_ask_stays_an_ask_until_finalized_in_a_headless_run(tmp_path: Path) -> None:
+    opened = decide(
+        "Write",
+        {"file_path": "w.txt", "content": "x"},
+        mode="default",
+        rules=PermissionRules(),
+        cwd=tmp_path,
+        interactive=False,
+        open_ask=True,
+    )
+    assert opened.behavior == "ask"
+    closed = finalize_ask(opened, mode="default", interactive=False)
+    assert closed.behavior == "deny" and "cannot ask" in closed.reason

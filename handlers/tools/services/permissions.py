@@ -61,6 +61,7 @@ __all__ = [
     "PermissionAnswer",
     "PermissionDecision",
     "decide",
+    "finalize_ask",
     "observable_input",
     "suggest_rules",
 ]
@@ -228,6 +229,9 @@ class PermissionDecision:
     # False for a file tool refused by a path deny rule: Claude Code does not list those in the
     # result's permission_denials (a Bash command refused for the file it reads is listed).
     listed: bool = True
+    # An ask that a PreToolUse hook's allow does not lift (an ask rule, a file that runs later, a
+    # command leaving the sandbox or one the rules cannot be applied to): only somebody asked may allow it.
+    firm: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -264,6 +268,7 @@ def decide(
     home: Path | None = None,
     read_only_tools: frozenset[str] = DEFAULT_READ_ONLY_TOOLS,
     sandbox: SandboxPolicy | None = None,
+    open_ask: bool = False,
 ) -> PermissionDecision:
     """Decide whether a tool call may run.
 
@@ -273,7 +278,9 @@ def decide(
     ``acceptEdits`` also edits inside one; everything else asks). An ``ask`` becomes
     ``deny`` in ``dontAsk`` mode and in non-interactive (headless) runs. Bash has its
     own order (:class:`_BashCall`), where ``sandbox`` (the run's sandbox policy, when
-    the sandbox works) turns what would ask into an allow for a sandboxed command.
+    the sandbox works) turns what would ask into an allow for a sandboxed command. With
+    ``open_ask`` an ask stays an ask in every mode and run (a PreToolUse hook answers it
+    first; the caller finalizes it with :func:`finalize_ask`).
     """
     if mode not in PERMISSION_MODES:
         raise ValueError(f"unknown permission mode {mode!r}; expected one of {', '.join(PERMISSION_MODES)}")
@@ -300,34 +307,41 @@ def decide(
             return PermissionDecision(behavior="deny", rule=rule.text, reason=why, listed=False)
     if shell is not None:
         bash = _BashCall(ctx=ctx, shell=shell, mode=mode, rules=rules, sandbox=sandbox)
-        return _finalize_ask(bash.decide(), mode=mode, interactive=interactive)
+        return _finish(bash.decide(), mode=mode, interactive=interactive, open_ask=open_ask)
     if mode == "plan" and tool_name not in read_only_tools:
         return PermissionDecision(
             behavior="deny", rule=None, reason=f"{tool_name} is not read-only and plan mode allows only read-only tools"
         )
     planted = _planted_by_tool(ctx, rules) if tool_name in EDIT_TOOLS else None
     if planted is not None:
-        return _finalize_ask(planted, mode=mode, interactive=interactive)
+        return _finish(planted, mode=mode, interactive=interactive, open_ask=open_ask)
     if mode == "bypassPermissions":
         return PermissionDecision(
             behavior="allow", rule=None, reason="bypassPermissions mode allows every tool not denied by a rule"
         )
     rule = _first_restricting_match(rules.ask, ctx, None)
     if rule is not None:
-        return _finalize_ask(
+        return _finish(
             PermissionDecision(
-                behavior="ask", rule=rule.text, reason=f"{tool_name} needs approval by the rule {rule.text!r}"
+                behavior="ask",
+                rule=rule.text,
+                reason=f"{tool_name} needs approval by the rule {rule.text!r}",
+                firm=True,
             ),
             mode=mode,
             interactive=interactive,
+            open_ask=open_ask,
         )
     rule = _allowing_rule(rules.allow, ctx)
     if rule is not None:
         return PermissionDecision(
             behavior="allow", rule=rule.text, reason=f"{tool_name} is allowed by the rule {rule.text!r}"
         )
-    return _finalize_ask(
-        _mode_default(ctx, mode=mode, rules=rules, read_only_tools=read_only_tools), mode=mode, interactive=interactive
+    return _finish(
+        _mode_default(ctx, mode=mode, rules=rules, read_only_tools=read_only_tools),
+        mode=mode,
+        interactive=interactive,
+        open_ask=open_ask,
     )
 
 
@@ -342,8 +356,8 @@ def _allow(reason: str, rule: str | None = None) -> PermissionDecision:
     return PermissionDecision(behavior="allow", rule=rule, reason=reason)
 
 
-def _ask(reason: str, rule: str | None = None) -> PermissionDecision:
-    return PermissionDecision(behavior="ask", rule=rule, reason=reason)
+def _ask(reason: str, rule: str | None = None, *, firm: bool = False) -> PermissionDecision:
+    return PermissionDecision(behavior="ask", rule=rule, reason=reason, firm=firm or rule is not None)
 
 
 @attrs.frozen(kw_only=True)
@@ -376,7 +390,11 @@ class _BashCall:
         hidden = unreadable(self.shell) if _restricts_bash(self.rules) else None
         if hidden is not None:  # in every mode: bypass and a bare Bash rule cannot apply rules to what is not read
             why = f"the command runs code the gate cannot read ({hidden}), so the Bash deny and ask rules cannot apply"
-            return PermissionDecision(behavior="deny", rule=None, reason=why) if self.mode == "plan" else _ask(why)
+            return (
+                PermissionDecision(behavior="deny", rule=None, reason=why)
+                if self.mode == "plan"
+                else _ask(why, firm=True)
+            )
         readings = [read_only_operands(c) for c in self.shell.commands]
         read_only = bool(readings) and not self.shell.writes and all(r is not None for r in readings)
         if self.mode == "plan" and not read_only:
@@ -389,7 +407,9 @@ class _BashCall:
         if rule is not None:
             return _ask(f"Bash needs approval by the rule {rule.text!r}", rule.text)
         if self._leaves_sandbox():  # Claude Code's sandbox override: the user decides, whatever the rules allow
-            return _ask("Run outside of the sandbox: the command asks to leave it (dangerouslyDisableSandbox)")
+            return _ask(
+                "Run outside of the sandbox: the command asks to leave it (dangerouslyDisableSandbox)", firm=True
+            )
         if self._auto_allowed():
             return _allow("the command runs in the sandbox (autoAllowBashIfSandboxed)")
         everything = _allows_all_bash(self.rules)
@@ -414,11 +434,11 @@ class _BashCall:
                 behavior="deny", rule=None, reason=f"{why}; plan mode allows only read-only tools"
             )
         if _restricts_bash(self.rules):
-            return _ask(f"{why}, so the Bash deny and ask rules cannot be applied to it")
+            return _ask(f"{why}, so the Bash deny and ask rules cannot be applied to it", firm=True)
         if self.mode == "bypassPermissions":
             return _allow("bypassPermissions mode allows every tool")
         if self._leaves_sandbox():
-            return _ask(f"{why}; and it asks to run outside the sandbox (dangerouslyDisableSandbox)")
+            return _ask(f"{why}; and it asks to run outside the sandbox (dangerouslyDisableSandbox)", firm=True)
         if self._auto_allowed():
             return _allow("the command runs in the sandbox (autoAllowBashIfSandboxed)")
         everything = _allows_all_bash(self.rules)
@@ -454,7 +474,8 @@ class _BashCall:
             if why is not None:
                 return _ask(
                     f"Output redirection to {str(path)!r} needs approval: the file runs later ({why}), so no mode "
-                    "or rule allows it without asking"
+                    "or rule allows it without asking",
+                    firm=True,
                 )
         return None
 
@@ -570,7 +591,10 @@ def _planted_by_tool(ctx: _CallContext, rules: PermissionRules) -> PermissionDec
     if why is None:
         return None
     shown = os.path.normpath(target) if target is not None else ""
-    return _ask(f"{ctx.tool_name} writes {shown}, which runs later ({why}): no mode or rule allows that without asking")
+    return _ask(
+        f"{ctx.tool_name} writes {shown}, which runs later ({why}): no mode or rule allows that without asking",
+        firm=True,
+    )
 
 
 def _mode_default(
@@ -594,7 +618,14 @@ def _mode_default(
     return PermissionDecision(behavior="ask", rule=None, reason=f"{ctx.tool_name} needs approval in {mode} mode")
 
 
-def _finalize_ask(decision: PermissionDecision, *, mode: PermissionMode, interactive: bool) -> PermissionDecision:
+def _finish(
+    decision: PermissionDecision, *, mode: PermissionMode, interactive: bool, open_ask: bool
+) -> PermissionDecision:
+    return decision if open_ask else finalize_ask(decision, mode=mode, interactive=interactive)
+
+
+def finalize_ask(decision: PermissionDecision, *, mode: PermissionMode, interactive: bool) -> PermissionDecision:
+    """An ask as it stands when nobody may be asked: denied in ``dontAsk`` mode and in a non-interactive run."""
     if decision.behavior != "ask":
         return decision
     if mode == "dontAsk":
