@@ -20,6 +20,7 @@ from ..messages import final_text
 from ..outcome import evolved, with_outcome
 from .data import H, HooksRun, with_hooks
 from .services.calling import HookServices, hook, stopped
+from .services.context import context_notes, reminder_block
 from .services.runner import HookOutcome
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class PromptAccepted:
-    """``prompt_accepted``: what SessionStart and UserPromptSubmit hooks added as context, in order."""
+    """``prompt_accepted``: what SessionStart and UserPromptSubmit hooks added as context, in order, each labelled."""
 
     context: tuple[str, ...] = ()
 
@@ -60,23 +61,27 @@ async def submit_prompt(
         return Event(name="stopped_by_hook", data=start)
     if ctx.run.data.hooks.manual_compact is not None:
         return Event(name="compaction_requested")
-    if start is not None:
-        context.extend(start.additional_context)
+    source = ctx.run.data.hooks.start_source
+    context.extend(context_notes(start, "SessionStart hook", output_marker=f"SessionStart:{source} hook"))
     submit = await hook(ctx, "UserPromptSubmit", {"prompt": prompt})
     if stopped(submit) or (submit is not None and submit.blocked):
         assert submit is not None
         return Event(name="stopped_by_hook" if stopped(submit) else "prompt_blocked", data=submit)
-    if submit is not None:
-        context.extend(submit.additional_context)
+    context.extend(context_notes(submit, "UserPromptSubmit hook"))
     return Event(name="prompt_accepted", data=PromptAccepted(context=tuple(context)))
 
 
 def record_prompt_context(run: RunState[H], event: Event[PromptAccepted]) -> H:
-    """Hook output for SessionStart/UserPromptSubmit becomes context after the prompt."""
-    if not event.data.context:
+    """Hook output for SessionStart/UserPromptSubmit becomes context after the prompt.
+
+    Each note carries its hook's marker, all inside one ``<system-reminder>`` block: the
+    model reads it as what a hook said, not as the user's words (Claude Code 2.1.235 sends
+    it as a system message; queryloop's transcript keeps to user and assistant turns).
+    """
+    block = reminder_block(event.data.context)
+    if block is None:
         return run.data
-    text = "\n\n".join(event.data.context)
-    return evolved(run.data, messages=run.data.messages.append({"role": "user", "content": text}, meta=True))
+    return evolved(run.data, messages=run.data.messages.append({"role": "user", "content": [block]}, meta=True))
 
 
 def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> H:

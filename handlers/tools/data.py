@@ -43,6 +43,7 @@ class ToolsData:
     # who decided the last gated turn's calls when not the configuration (rules, mode): tool_use id → hook,
     # user_temporary, user_permanent or user_reject (Claude Code's decision sources); absent: config
     decision_sources: tuple[tuple[str, str], ...] = ()
+    hook_notes: tuple[str, ...] = ()  # the last gated turn's PreToolUse context for the model, sent after its results
 
 
 class ToolsRun(SharedData, Protocol):

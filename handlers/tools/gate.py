@@ -28,7 +28,7 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -36,6 +36,7 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 from queryloop.fsm.terminal import inert
 
 from ..hooks.services.calling import hook, stopped
+from ..hooks.services.context import context_notes
 from ..hooks.services.runner import HookOutcome
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
@@ -44,7 +45,7 @@ from .data import T, ToolServices, close_open_calls, with_tools
 from .services.base import ToolError, ToolSpec, resolve_inside_cwd
 from .services.catalog import find_tool
 from .services.dispatch import unknown_tool_result
-from .services.permissions import AskPermission, PermissionDecision, decide, suggest_rules
+from .services.permissions import AskPermission, PermissionDecision, decide, finalize_ask, suggest_rules
 from .services.rules import parse_rule
 from .services.shell import analyse
 
@@ -74,6 +75,7 @@ class GateOutcome:
     replayed: int = 0  # calls answered from the ledger (not run again)
     checkpoints: int = 0  # files checkpointed before the permitted Write/Edit calls
     sources: tuple[tuple[str, str], ...] = ()  # (tool_use id, who decided) where not the configuration
+    notes: tuple[str, ...] = ()  # what the PreToolUse hooks told the model (additionalContext), labelled
 
 
 async def _ask_user(call: ToolCall, reason: str, always: tuple[str, ...]) -> str:
@@ -99,10 +101,11 @@ async def _ask_callback(ask: AskPermission, call: ToolCall, reason: str) -> tupl
     return call, "allow", reason
 
 
-def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> PermissionDecision:
+def _decide(call: ToolCall, services: ToolServices, always: set[str], *, open_ask: bool = False) -> PermissionDecision:
     """The rules' verdict, with the rules the user created by answering "always" added to the allow rules.
 
-    A run with a permission callback can ask, so what would ask stays "ask" (for the callback).
+    A run with a permission callback can ask, so what would ask stays "ask" (for the callback);
+    ``open_ask`` keeps every ask open (a PreToolUse hook answers first; :func:`_with_hook_verdict`).
     """
     rules = services.rules
     if always:
@@ -114,41 +117,59 @@ def _decide(call: ToolCall, services: ToolServices, always: set[str]) -> Permiss
         mode=services.permission_mode,
         rules=rules,
         cwd=services.tool_context.cwd,
-        interactive=services.interactive or services.can_use_tool is not None,
+        interactive=_can_ask(services),
         home=_HOME,
         sandbox=sandbox.policy if sandbox is not None else None,
+        open_ask=open_ask,
     )
 
 
-def _with_hook_verdict(behavior: str, reason: str, pre: HookOutcome | None) -> tuple[str, str]:
-    """A PreToolUse hook's verdict over the rules' (deny > ask > allow; a deny rule still wins)."""
-    if pre is None:
-        return behavior, reason
-    if pre.permission_decision == "deny":
-        return "deny", pre.permission_decision_reason or "; ".join(pre.block_reasons) or "denied by a PreToolUse hook"
-    if pre.blocked and pre.permission_decision is None:
-        return "deny", "; ".join(pre.block_reasons) or "blocked by a PreToolUse hook"
-    if pre.permission_decision == "allow" and behavior != "deny":
-        return "allow", reason  # a hook's allow skips the prompt
-    if pre.permission_decision == "ask" and behavior == "allow":
-        return "ask", reason
-    return behavior, reason
+def _can_ask(services: ToolServices) -> bool:
+    return services.interactive or services.can_use_tool is not None
 
 
-def _hook_denied(pre: HookOutcome | None) -> bool:
-    return pre is not None and (pre.permission_decision == "deny" or (pre.blocked and pre.permission_decision is None))
+HookVerdict = Literal["allow", "ask", "deny"]
 
 
-def _refusal_text(call: ToolCall, reason: str, *, by_hook: bool, cwd: Path) -> str:
+def _with_hook_verdict(
+    verdict: PermissionDecision, pre: HookOutcome | None, services: ToolServices
+) -> tuple[PermissionDecision, HookVerdict | None]:
+    """A PreToolUse hook's answer over the rules' open verdict, then the ask finalized; and what the hook decided.
+
+    As in Claude Code 2.1.235: a hook's deny always denies; its ask asks even where a rule
+    or the mode allows (in a run that cannot ask: denied, with the hook's reason); its allow
+    lifts the mode's ask (default, acceptEdits, dontAsk: no prompt) but not a deny (a rule,
+    plan mode) nor a firm ask (an ask rule, a file that runs later: :attr:`PermissionDecision.firm`).
+    """
+    decided: HookVerdict | None = None
+    choice = pre.permission_decision if pre is not None else None
+    if pre is not None and (choice == "deny" or (pre.blocked and choice is None)):
+        why = pre.permission_decision_reason or "; ".join(pre.block_reasons)
+        verdict, decided = attrs.evolve(verdict, behavior="deny", reason=why, listed=True), "deny"
+    elif choice == "ask" and verdict.behavior != "deny":
+        why = (pre.permission_decision_reason if pre is not None else None) or ""
+        nobody = not _can_ask(services) or services.permission_mode == "dontAsk"
+        verdict, decided = attrs.evolve(verdict, behavior="deny" if nobody else "ask", reason=why, firm=True), "ask"
+    elif choice == "allow" and verdict.behavior == "ask" and not verdict.firm:
+        why = (pre.permission_decision_reason if pre is not None else None) or "a PreToolUse hook allowed the call"
+        verdict, decided = attrs.evolve(verdict, behavior="allow", reason=why), "allow"
+    return finalize_ask(verdict, mode=services.permission_mode, interactive=_can_ask(services)), decided
+
+
+def _refusal_text(call: ToolCall, reason: str, *, hook: HookVerdict | None, cwd: Path) -> str:
     """The error result of a refused call: our sentence, with the markers Claude Code's refusals carry.
 
-    A program or the model may key on them: ``PreToolUse:<tool> hook`` for a hook's block,
-    ``Output redirection to '<absolute path>'`` for a refused redirection, ``Permission to use
-    Bash with command <command>`` for another Bash refusal, ``Permission to use <tool>`` (and the
-    file's absolute path for a file tool) for the rest.
+    A program or the model may key on them: ``PreToolUse:<tool> hook`` for a hook's deny or
+    ask (with the hook's reason, as Claude Code gives it), ``Output redirection to '<absolute
+    path>'`` for a refused redirection, ``Permission to use Bash with command <command>`` for
+    another Bash refusal, ``Permission to use <tool>`` (and the file's absolute path for a file
+    tool) for the rest.
     """
-    if by_hook:
-        return f"PreToolUse:{call.name} hook denied the call: {reason}"
+    if hook == "deny":
+        return f"PreToolUse:{call.name} hook denied the call" + (f": {reason}" if reason else "")
+    if hook == "ask":
+        text = f"PreToolUse:{call.name} hook asked for the user's confirmation, which this run cannot give"
+        return text + (f": {reason}" if reason else "")
     command = call.input.get("command") if call.name == "Bash" else None
     if isinstance(command, str):
         if reason.startswith("Output redirection to "):  # the reason names the file, made absolute
@@ -203,6 +224,7 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
     hidden = hidden_calls(data.session, data.messages) if data.session.ledger else []
     replayed = checkpoints = 0
     sources: list[tuple[str, str]] = []  # who decided, where not the rules or the mode
+    notes: list[str] = []  # the hooks' context for the model, sent after this turn's results
     hooked = services.hooks.configured  # none configured: no PreToolUse payload to build, no hook to ask
     for call in data.tools.pending:
         tool = find_tool(services, data.request.tool_catalog, call.name)
@@ -218,11 +240,14 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         if stopped(pre):
             assert pre is not None
             return Event(name="stopped_by_hook", data=pre)
+        notes.extend(context_notes(pre, f"PreToolUse:{call.name} hook"))
         if pre is not None and pre.updated_input is not None:
             call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
-        verdict = _decide(call, services, always)
-        behavior, reason = _with_hook_verdict(verdict.behavior, verdict.reason, pre)
-        if (behavior, reason) != (verdict.behavior, verdict.reason):
+        verdict, by_hook = _with_hook_verdict(_decide(call, services, always, open_ask=pre is not None), pre, services)
+        behavior: str = verdict.behavior
+        reason = verdict.reason
+        refused_by_hook = by_hook if behavior == "deny" else None  # its deny, or its ask that nobody can answer
+        if by_hook is not None:
             sources.append((call.id, "hook"))  # the hook's verdict, not the rules', decided
         if behavior == "ask":
             known = len(always)
@@ -245,12 +270,11 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
                 unknown = True
                 continue
             allowed.append(call)
-        elif not verdict.listed and behavior == verdict.behavior:  # Claude Code's path-deny refusal: an input error
+        elif not verdict.listed:  # Claude Code's path-deny refusal: an input error
             text = f"<tool_use_error>{call.name} refused: {reason}; a path deny rule covers it</tool_use_error>"
             denied.append(dict(tool_result_block(call.id, text, is_error=True)))
         else:
-            by_hook = behavior == "deny" and verdict.behavior != "deny" and _hook_denied(pre)
-            text = _refusal_text(call, reason, by_hook=by_hook, cwd=services.tool_context.cwd)
+            text = _refusal_text(call, reason, hook=refused_by_hook, cwd=services.tool_context.cwd)
             denied.append(dict(tool_result_block(call.id, text, is_error=True)))
             denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
     # Only a turn whose every call was refused is a denial the repeated-denial breaker counts.
@@ -264,6 +288,7 @@ async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutc
         replayed=replayed,
         checkpoints=checkpoints,
         sources=tuple(sources),
+        notes=tuple(notes),
     )
     if replayed:
         return Event(name="tools_already_done", data=outcome)
@@ -342,6 +367,7 @@ def record_gate(run: RunState[T], event: Event[GateOutcome]) -> T:
         and tools.last_denial is None
         and not gate.sources
         and not tools.decision_sources
+        and not gate.notes
     ):
         return run.data  # everything runs as asked: the common case
     return with_tools(
@@ -353,6 +379,7 @@ def record_gate(run: RunState[T], event: Event[GateOutcome]) -> T:
         always_allowed=gate.always_allowed,
         last_denial=gate.signature,
         decision_sources=gate.sources,
+        hook_notes=gate.notes,
     )
 
 

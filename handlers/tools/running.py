@@ -22,6 +22,7 @@ from attrs import evolve
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks.services.calling import hook
+from ..hooks.services.context import reminder_block, tool_hook_notes
 from ..hooks.services.runner import HookOutcome
 from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import Notice, evolved, with_outcome
@@ -54,14 +55,16 @@ class ToolsDone:
     stop: HookOutcome | None = None
     ledger: tuple[LedgerEntry, ...] = ()  # the completed calls of tools that are not idempotent, as recorded
     started: tuple[BackgroundTask, ...] = ()  # work calls started and left running (background sub-agents)
+    notes: tuple[str, ...] = ()  # what the PreToolUse, then the PostToolUse hooks told the model, labelled
 
 
 async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     """Run the permitted calls; merge their results with the gate's refusals in the model's order.
 
-    Each result then passes the PostToolUse hooks: a block adds the hook's reason for the
-    model, an ``updatedOutput`` replaces the output (an invalid one keeps the original and
-    attaches the hook error), ``continue: false`` ends the run once every result is in.
+    Each result then passes the PostToolUse hooks: a block's reason and ``additionalContext``
+    become labelled notes for the model beside the results (never inside a tool's output), an
+    ``updatedOutput`` replaces the output (an invalid one keeps the original and attaches the
+    hook error), ``continue: false`` ends the run once every result is in.
     """
     data = ctx.run.data
     tools = data.tools
@@ -125,6 +128,7 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     responses = services.tool_context.responses
     made = {i: responses.pop(i) for i in by_id if i in responses} if responses is not None else {}
     stop: HookOutcome | None = None
+    notes: dict[str, tuple[str, ...]] = {}
     if services.hooks.configured:
         for tool_use_id, result in by_id.items():
             call = calls.get(tool_use_id)
@@ -140,13 +144,15 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
             if post is None:
                 continue
             by_id[tool_use_id] = _apply_post_hook(result, post)
+            notes[tool_use_id] = tool_hook_notes(post, call.name)
             if not post.continue_:
                 stop = post
     order = tools.order or tuple(calls)
     results = tuple(by_id[i] for i in order if i in by_id)
+    said = (*tools.hook_notes, *(note for i in order for note in notes.get(i, ())))
     return Event(
         name="stopped_by_hook" if stop is not None else "tools_finished",
-        data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded), started=tuple(started)),
+        data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded), started=tuple(started), notes=said),
     )
 
 
@@ -175,10 +181,6 @@ def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any
             kind = type(post.updated_output).__name__
             error = f"updatedOutput must be a string, got {kind}; the original output is kept"
             content = f"{content}\n[PostToolUse hook error: {error}]"
-    notes = [*post.block_reasons] if (post.blocked or post.decision == "block") else []
-    notes += list(post.additional_context)
-    if notes:
-        content = f"{content}\n[PostToolUse hook] " + "\n".join(notes)
     return {**result, "content": content}
 
 
@@ -209,16 +211,23 @@ def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure
 
 
 def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
-    """Append the tool_results as the next user message; nothing is pending any more."""
+    """Append the tool_results as the next user message; nothing is pending any more.
+
+    What the turn's tool hooks told the model follows the results in the same message, as one
+    ``<system-reminder>`` text block (Claude Code 2.1.235 sends it as a system message after them).
+    """
     data = run.data
+    block = reminder_block(event.data.notes)
+    content = [*event.data.results, block] if block is not None else list(event.data.results)
     changes: dict[str, Any] = {
-        "messages": data.messages.append({"role": "user", "content": list(event.data.results)}),
+        "messages": data.messages.append({"role": "user", "content": content}),
         "tools": evolve(
             data.tools,
             pending=(),
             denied=(),
             order=(),
             completed=(),
+            hook_notes=(),
             turn=data.tools.turn + 1,
             background=(*data.tools.background, *event.data.started),
         ),

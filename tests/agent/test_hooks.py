@@ -183,16 +183,18 @@ def test_exit_zero_json_output_is_parsed(tmp_path: Path) -> None:
     assert outcome.results[0].exit_code == 0
 
 
-def test_exit_zero_plain_stdout_is_context_for_user_prompt_submit(tmp_path: Path) -> None:
+def test_exit_zero_plain_stdout_is_context_for_user_prompt_submit_kept_apart_from_additional_context(
+    tmp_path: Path,
+) -> None:
     config = _config("UserPromptSubmit", (None, ["echo 'Current branch: main'"]))
     outcome = _run("UserPromptSubmit", {"prompt": "hi"}, config, tmp_path)
-    assert outcome.additional_context == ("Current branch: main",)
+    assert outcome.output == ("Current branch: main",) and outcome.additional_context == ()
     assert outcome.errors == ()
 
 
 def test_exit_zero_plain_stdout_is_not_context_for_tool_events(tmp_path: Path) -> None:
     outcome = _run("PreToolUse", _TOOL, _config("PreToolUse", (None, ["echo just logging"])), tmp_path)
-    assert outcome.additional_context == ()
+    assert outcome.additional_context == () and outcome.output == ()
     assert outcome.results[0].stdout == "just logging\n"
 
 

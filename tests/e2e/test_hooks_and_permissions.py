@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import MockApi, assert_group_gone, run_cli, signal_when_running
+from .harness import CliRun, MockApi, assert_group_gone, run_cli, signal_when_running
 from .test_request_layer import scenario
 
 SIDE_EFFECT = '{tool_use: {name: Bash, input: {command: "echo ran >> side_effect.log"}}}'
@@ -287,7 +287,14 @@ def test_user_prompt_submit_context_reaches_the_model_and_a_block_stops_the_run(
             cwd=tmp_path,
         )
     assert run.returncode == 0
-    assert api.requests[0].messages[-1]["content"] == "The repo uses tabs."
+    # labelled as the hook's, in a system-reminder block after the prompt: not as if the user wrote it
+    told = api.requests[0].messages[-1]["content"]
+    assert told == [
+        {
+            "type": "text",
+            "text": "<system-reminder>\nUserPromptSubmit hook output: The repo uses tabs.\n</system-reminder>",
+        }
+    ]
     block = script(tmp_path, "block.sh", 'cat > /dev/null\necho "secrets in prompt" >&2\nexit 2\n')
     with MockApi(text) as api:
         run = run_cli(
@@ -447,3 +454,118 @@ def test_the_gate_records_that_the_permission_callback_decided_a_call(tmp_path: 
     with MockApi(text) as api:
         sources = asyncio.run(play(api))
     assert sorted(sources.values()) == ["user_reject", "user_temporary"]
+
+
+WRITE_AND_BASH = (
+    '{tool_use: {name: Write, input: {file_path: w.txt, content: "x"}}}',
+    '{tool_use: {name: Bash, input: {command: "touch made"}}}',
+)
+
+
+def pre_tool_use(tmp_path: Path, decision: str, reason: str | None = None) -> list[dict[str, object]]:
+    """A PreToolUse hook answering ``decision`` (with ``reason``) for every tool."""
+    specific: dict[str, object] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
+    if reason is not None:
+        specific["permissionDecisionReason"] = reason
+    body = f"cat > /dev/null\necho '{json.dumps({'hookSpecificOutput': specific})}'\n"
+    return [{"hooks": [{"type": "command", "command": script(tmp_path, f"pre-{decision}.sh", body)}]}]
+
+
+def run_both_tools(tmp_path: Path, config: dict[str, object]) -> tuple[MockApi, CliRun]:
+    """Write then Bash, headless in default mode, with ``config`` as the settings."""
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{", ".join(WRITE_AND_BASH)}]}}
+    - reply: {{content: [{{text: "ok"}}]}}
+""")
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--permission-mode", "default", "--settings", json.dumps(config)],
+            api=api,
+            cwd=tmp_path,
+        )
+    assert run.returncode == 0, run.stderr
+    return api, run
+
+
+def test_a_pre_tool_use_allow_runs_write_and_bash_in_a_headless_run(tmp_path: Path) -> None:
+    api, run = run_both_tools(tmp_path, {"hooks": {"PreToolUse": pre_tool_use(tmp_path, "allow")}})
+    assert (tmp_path / "w.txt").read_text() == "x" and (tmp_path / "made").exists()
+    assert run.result["permission_denials"] == []
+    assert [r["is_error"] for r in api.requests[1].messages[-1]["content"]] == [False, False]
+
+
+def test_a_pre_tool_use_allow_lifts_neither_a_deny_rule_nor_an_ask_rule(tmp_path: Path) -> None:
+    rules = {"permissions": {"deny": ["Write(w.txt)"], "ask": ["Bash(touch:*)"]}}
+    api, run = run_both_tools(tmp_path, {"hooks": {"PreToolUse": pre_tool_use(tmp_path, "allow")}, **rules})
+    assert not (tmp_path / "w.txt").exists() and not (tmp_path / "made").exists()
+    assert [r["is_error"] for r in api.requests[1].messages[-1]["content"]] == [True, True]
+    denials = [d["tool_name"] for d in run.result["permission_denials"]]
+    assert denials == ["Bash"], "a path deny rule's refusal is an input error, unlisted (as in Claude Code)"
+
+
+def test_a_pre_tool_use_ask_in_a_headless_run_denies_with_the_hooks_reason(tmp_path: Path) -> None:
+    config = {"hooks": {"PreToolUse": pre_tool_use(tmp_path, "ask", "a human must look at this")}}
+    api, _ = run_both_tools(tmp_path, {**config, "permissions": {"allow": ["Bash(touch:*)"]}})
+    assert not (tmp_path / "w.txt").exists() and not (tmp_path / "made").exists(), "ask beats an allow rule"
+    results = api.requests[1].messages[-1]["content"]
+    assert [r["is_error"] for r in results] == [True, True]
+    assert all(f"PreToolUse:{name} hook" in r["content"] for name, r in zip(("Write", "Bash"), results, strict=True))
+    assert all("a human must look at this" in r["content"] for r in results)
+
+
+def hook_saying(tmp_path: Path, name: str, output: dict[str, object] | str) -> list[dict[str, object]]:
+    text = output if isinstance(output, str) else json.dumps(output)
+    body = f"cat > /dev/null\necho '{text}'\n"
+    return [{"hooks": [{"type": "command", "command": script(tmp_path, name, body)}]}]
+
+
+def test_prompt_hook_context_reaches_the_model_labelled_in_a_system_reminder_not_as_the_users_words(
+    tmp_path: Path,
+) -> None:
+    hooks = {
+        "SessionStart": hook_saying(tmp_path, "start.sh", "started fine"),
+        "UserPromptSubmit": hook_saying(
+            tmp_path,
+            "submit.sh",
+            {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "branch is main"}},
+        ),
+    }
+    with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--settings", json.dumps({"hooks": hooks})], api=api, cwd=tmp_path
+        )
+    assert run.returncode == 0, run.stderr
+    prompt, told = api.requests[0].messages
+    assert prompt == {"role": "user", "content": "go"}
+    assert told["role"] == "user" and len(told["content"]) == 1
+    text = told["content"][0]["text"]
+    assert text.startswith("<system-reminder>\n") and text.endswith("\n</system-reminder>")
+    assert "SessionStart:startup hook output: started fine" in text
+    assert "UserPromptSubmit hook additional context: branch is main" in text
+
+
+def test_tool_hook_context_and_a_post_tool_use_block_follow_the_tool_result_never_inside_it(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("hello\n")
+    post = {"decision": "block", "reason": "looked odd"}
+    post["hookSpecificOutput"] = {"hookEventName": "PostToolUse", "additionalContext": "after note"}  # type: ignore[assignment]
+    pre = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "before note"}}
+    hooks = {"PreToolUse": hook_saying(tmp_path, "pre.sh", pre), "PostToolUse": hook_saying(tmp_path, "post.sh", post)}
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Read, input: {file_path: f.txt}}}]}
+    - reply: {content: [{text: "ok"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--settings", json.dumps({"hooks": hooks})], api=api, cwd=tmp_path
+        )
+    assert run.returncode == 0, run.stderr
+    result, note = api.requests[1].messages[-1]["content"]
+    assert result["type"] == "tool_result" and "hello" in result["content"]
+    assert "note" not in result["content"] and "looked odd" not in result["content"]
+    assert note["type"] == "text" and note["text"].startswith("<system-reminder>\n")
+    lines = note["text"].removeprefix("<system-reminder>\n").removesuffix("\n</system-reminder>").split("\n\n")
+    assert lines == [
+        "PreToolUse:Read hook additional context: before note",
+        "PostToolUse:Read hook blocked: looked odd",
+        "PostToolUse:Read hook additional context: after note",
+    ]

@@ -326,7 +326,8 @@ class HookOutcome:
     permission_decision: Literal["allow", "deny", "ask"] | None = None
     permission_decision_reason: str | None = None
     decision: Literal["block", "approve"] | None = None
-    additional_context: tuple[str, ...] = ()
+    additional_context: tuple[str, ...] = ()  # hookSpecificOutput.additionalContext, each hook's
+    output: tuple[str, ...] = ()  # plain stdout on exit 0 of a context event (SessionStart, UserPromptSubmit)
     updated_input: Mapping[str, Any] | None = None
     updated_output: Any = None
     system_messages: tuple[str, ...] = ()
@@ -718,6 +719,7 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
     block_reasons: list[str] = []
     errors: list[HookError] = []
     contexts: list[str] = []
+    outputs: list[str] = []
     messages: list[str] = []
     continue_, stop_reason, suppress = True, None, False
     decision: Literal["block", "approve"] | None = None
@@ -741,7 +743,7 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
             if event == "PreToolUse":
                 offer_permission("deny", run.block_reason)
         if run.plain_stdout is not None and event in _CONTEXT_EVENTS:
-            contexts.append(run.plain_stdout)
+            outputs.append(run.plain_stdout)
         out = run.output
         if out is None:
             continue
@@ -791,6 +793,7 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
         permission_decision_reason=permission_reason,
         decision=decision,
         additional_context=tuple(contexts),
+        output=tuple(outputs),
         updated_input=updated_input,
         updated_output=updated_output,
         system_messages=tuple(messages),
