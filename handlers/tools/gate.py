@@ -129,6 +129,7 @@ def _can_ask(services: ToolServices) -> bool:
 
 
 HookVerdict = Literal["allow", "ask", "deny"]
+_HOOK_ASKS = "a PreToolUse hook asks for the user's confirmation"  # the question's reason when the hook gave none
 
 
 def _with_hook_verdict(
@@ -147,8 +148,8 @@ def _with_hook_verdict(
         why = pre.permission_decision_reason or "; ".join(pre.block_reasons)
         verdict, decided = attrs.evolve(verdict, behavior="deny", reason=why, listed=True), "deny"
     elif choice == "ask" and verdict.behavior != "deny":
-        why = (pre.permission_decision_reason if pre is not None else None) or ""
         nobody = not _can_ask(services) or services.permission_mode == "dontAsk"
+        why = (pre.permission_decision_reason if pre is not None else None) or ("" if nobody else _HOOK_ASKS)
         verdict, decided = attrs.evolve(verdict, behavior="deny" if nobody else "ask", reason=why, firm=True), "ask"
     elif choice == "allow" and verdict.behavior == "ask" and not verdict.firm:
         why = (pre.permission_decision_reason if pre is not None else None) or "a PreToolUse hook allowed the call"

@@ -569,3 +569,49 @@ def test_tool_hook_context_and_a_post_tool_use_block_follow_the_tool_result_neve
         "PostToolUse:Read hook blocked: looked odd",
         "PostToolUse:Read hook additional context: after note",
     ]
+
+
+def test_a_pre_tool_use_ask_reaches_the_permission_callback_with_the_hooks_reason(tmp_path: Path) -> None:
+    import asyncio
+
+    import anthropic
+
+    from queryloop.handlers.hooks import parse_hook_config
+    from queryloop.handlers.messages import ToolCall
+    from queryloop.handlers.request import AnthropicBackend
+    from queryloop.handlers.tools.services.permissions import PermissionAnswer
+    from queryloop.run.agent import AgentRun
+    from queryloop.run.config import AgentOptions, PermissionSettings, RequestSettings
+
+    reasons: list[str] = []
+
+    async def ask(call: ToolCall, reason: str) -> PermissionAnswer:
+        reasons.append(reason)
+        return PermissionAnswer(allow=False, message="no")
+
+    hooks = parse_hook_config({"PreToolUse": pre_tool_use(tmp_path, "ask", "a human must look at this")})
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Read, input: {file_path: f.txt}}}]}
+    - reply: {content: [{text: "done"}]}
+""")
+    (tmp_path / "f.txt").write_text("x\n")
+
+    async def play(api: MockApi) -> None:
+        options = AgentOptions(
+            prompt="go",
+            cwd=tmp_path,
+            request=RequestSettings(model="mock-primary"),
+            permissions=PermissionSettings(can_use_tool=ask),
+            hooks=hooks,
+        )
+        client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test-key", max_retries=0)
+        try:
+            run = AgentRun(options, AnthropicBackend(client))
+            while run.runner.final.state != "running_tools":
+                await run.runner.step_once()
+        finally:
+            await client.close()
+
+    with MockApi(text) as api:
+        asyncio.run(play(api))
+    assert reasons == ["a human must look at this"], "the hook's ask asks even for a read-only Read, with its reason"
