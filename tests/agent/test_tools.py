@@ -369,11 +369,17 @@ def test_edit_matches_a_crlf_file_from_text_copied_with_plain_newlines(ctx: Tool
 
 def test_bash_returns_stdout_and_stderr_and_runs_in_cwd(ctx: ToolContext) -> None:
     content = ok(call(ctx, "Bash", {"command": "pwd; echo oops >&2", "description": "show cwd"}))
-    assert content == f"{ctx.cwd}\noops\n"
+    assert content == f"{ctx.cwd}\noops"
+
+
+def test_bash_output_loses_its_leading_blank_lines_and_trailing_whitespace_as_in_claude_code(ctx: ToolContext) -> None:
+    assert ok(call(ctx, "Bash", {"command": "echo hi"})) == "hi"
+    assert ok(call(ctx, "Bash", {"command": "printf '\\n \\n  x  \\n\\n'"})) == "  x"
+    assert ok(call(ctx, "Bash", {"command": "printf '\\n'"})) == "(Bash completed with no output)"
 
 
 def test_bash_nonzero_exit_is_an_error_with_the_exit_code(ctx: ToolContext) -> None:
-    assert err(call(ctx, "Bash", {"command": "echo partial; exit 7"})) == "Command failed with exit code 7\npartial\n"
+    assert err(call(ctx, "Bash", {"command": "echo partial; exit 7"})) == "Command failed with exit code 7\npartial"
 
 
 def test_bash_command_killed_by_a_signal_is_an_error_naming_it(ctx: ToolContext) -> None:
@@ -396,7 +402,7 @@ def test_bash_failure_with_long_output_keeps_the_status_line_and_the_end(ctx: To
     content = err(call(ctx, "Bash", {"command": "head -c 100000 /dev/zero | tr '\\0' x; echo LAST; exit 3"}))
     assert len(content) <= ctx.max_output_chars
     assert content.startswith("Command failed with exit code 3\nxxx")
-    assert content.endswith("xxxLAST\n")
+    assert content.endswith("xxxLAST")
 
 
 def test_bash_timeout_kills_the_whole_process_group(ctx: ToolContext) -> None:
@@ -419,14 +425,14 @@ def test_bash_timeout_is_clamped_to_the_maximum_and_defaults_from_the_context(tm
 def test_bash_background_job_holding_the_output_pipe_is_killed_when_bash_exits(ctx: ToolContext) -> None:
     # The job inherits stdout; waiting for the pipe to close would wait for the job.
     content = ok(call(ctx, "Bash", {"command": "sleep 30 & echo $! > child.pid; echo done", "timeout": 10_000}))
-    assert content == "done\n"
+    assert content == "done"
     assert dies_within(read_pid(ctx.cwd / "child.pid"))
 
 
 def test_bash_returns_when_a_detached_process_keeps_the_output_pipe_open(ctx: ToolContext) -> None:
     command = "setsid sleep 5 & echo $! > detached.pid; echo done"
     try:
-        assert ok(call(ctx, "Bash", {"command": command, "timeout": 10_000})) == "done\n"
+        assert ok(call(ctx, "Bash", {"command": command, "timeout": 10_000})) == "done"
     finally:
         os.kill(read_pid(ctx.cwd / "detached.pid"), 9)
 

@@ -17,6 +17,7 @@ import asyncio
 import codecs
 import contextlib
 import os
+import re
 import signal
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,8 @@ _DRAIN_GRACE_S: Final = 1.0
 # Room kept below max_output_chars for the status line put before the output
 # ("Command failed with exit code N", "Command timed out after N s ...").
 _STATUS_RESERVE: Final = 120
+
+_LEADING_BLANK_LINES: Final = re.compile(r"\A(?:[ \t]*\r?\n)+")
 
 
 class _OutputCapture:
@@ -187,6 +190,11 @@ def _bring_back(prepared: SandboxedCommand | None, ctx: ToolContext) -> str:
     return changes.summary()
 
 
+def _trimmed(text: str) -> str:
+    """The output as the model sees it: no blank lines before it, no whitespace after it (Claude Code 2.1.235)."""
+    return _LEADING_BLANK_LINES.sub("", text.rstrip())
+
+
 def _no_implicit_bare_repositories(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with git told to use a bare repository only when named (``safe.bareRepository=explicit``).
 
@@ -244,7 +252,7 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
     code = None if timed_out else transport.get_returncode()
     # Nothing to show: a success says it completed (as Claude Code and MCP results here say), a failure says none.
     text = capture.text()  # joins the kept head and tail: made once
-    output = text or ("(Bash completed with no output)" if code == 0 else "(no output)")
+    output = _trimmed(text) or ("(Bash completed with no output)" if code == 0 else "(no output)")
     if note:
         output = f"{output}\n{note}"
     if timed_out:
