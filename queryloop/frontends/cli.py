@@ -545,6 +545,13 @@ def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
     }
 
 
+def _local_result(text: str, session_id: str) -> dict[str, Any]:
+    """The result line of a slash command answered without a request: a success with no turn (Claude Code's shape)."""
+    result = {**_refused_result("", session_id), "subtype": "success", "is_error": False, "result": text}
+    del result["errors"]
+    return result
+
+
 def _has_credentials() -> bool:
     """An API key (``x-api-key``) or an auth token (``Authorization: Bearer``); the SDK reads either."""
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
@@ -763,10 +770,13 @@ class _Interrupts:
 async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.Namespace, startup: Startup) -> int:
     import asyncio
 
+    import attrs
+
     from queryloop.handlers.request import AnthropicBackend
 
     from ..run.agent import AgentRun, query_loop_program
     from .console import renderer_for
+    from .print_commands import local_answer, print_command
 
     task = asyncio.current_task()
     assert task is not None
@@ -801,6 +811,9 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
 
             interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
             return await serve_interactive(options, AnthropicBackend(client), args)
+        command = print_command(options.prompt)  # /compact, /clear, an unknown /name: never sent as it is
+        if command is not None and command.name == "compact":
+            options = attrs.evolve(options, prompt="", compact=command.argument)
         renderer = renderer_for(
             args.output_format,
             session_id=options.session.session_id,
@@ -817,6 +830,11 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             sys.stderr.write(inert(f"queryloop: {exc}\n"))
             return 1
         renderer.start(**run.init_fields())
+        answer = None if command is None else local_answer(command)
+        if answer is not None:  # answered here: no request, no turn
+            await run.close_mcp()
+            renderer.finish(_local_result(answer, options.session.session_id), run.data)
+            return 0
         interrupts.arm()
         try:
             async for _ in run.events():  # the renderer is told every item, the abort step included
