@@ -608,7 +608,7 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines, replayer
     diagram.add_argument(
         "--trace",
         metavar="FILE",
-        help="overlay one run (a `queryloop run --output-format stream-json` log) on the machine: "
+        help="overlay one run (a `queryloop run --output-format stream-json --verbose` log) on the machine: "
         "writes <out>/<FILE stem>.trace[.<layer>].<format>",
     )
     diagram.add_argument(

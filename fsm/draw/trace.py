@@ -91,7 +91,7 @@ def _step(number: int, line: int, obj: Mapping[str, object], path: str) -> Trace
 
 
 def read_trace(path: str | Path) -> Trace:
-    """Read a stream-json log (``queryloop run --output-format stream-json``)."""
+    """Read a stream-json log (``queryloop run --output-format stream-json --verbose``)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -119,7 +119,9 @@ def read_trace(path: str | Path) -> Trace:
             terminal = reason if isinstance(reason, str) else None
             is_error = bool(obj.get("is_error"))
     if not steps:
-        raise TraceError(f"{p}: no transition lines; write the log with `queryloop run --output-format stream-json`")
+        raise TraceError(
+            f"{p}: no transition lines; write the log with `queryloop run --output-format stream-json --verbose`"
+        )
     return Trace(path=str(p), machine=machine, steps=tuple(steps), terminal_reason=terminal, is_error=is_error)
 
 

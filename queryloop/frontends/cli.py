@@ -558,6 +558,9 @@ def _has_credentials() -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.output_format == "stream-json" and not args.verbose:  # Claude Code 2.1.235 refuses it too, exit 1
+        print("queryloop: --output-format stream-json needs --verbose (as in Claude Code)", file=sys.stderr)
+        return 1
     _refuse_unsupported(args)  # a refused flag starts nothing
     startup = Startup()  # the SDK loads in the background while the agent's imports, settings and session go on
     try:

@@ -99,13 +99,19 @@ def run_cli(
     fmt: str = "stream-json",
     stdin: str | None = None,
     timeout: float = 60,
+    verbose: bool | None = None,
     **env: str,
 ) -> CliRun:
-    """``queryloop run ARGS --output-format FMT`` against ``api``, tools working in ``cwd``."""
+    """``queryloop run ARGS --output-format FMT`` against ``api``, tools working in ``cwd``.
+
+    ``verbose`` None: ``--verbose`` with stream-json, which needs it (as in Claude Code).
+    """
     mode = (
         [] if "--permission-mode" in args else ["--permission-mode", "bypassPermissions"]
     )  # permissions have their own tests
-    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--cwd", str(cwd), *mode, *args]
+    wanted = fmt == "stream-json" if verbose is None else verbose
+    loud = ["--verbose"] if wanted and "--verbose" not in args else []
+    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--cwd", str(cwd), *mode, *loud, *args]
     proc = subprocess.run(
         cmd,
         capture_output=True,

@@ -476,7 +476,16 @@ def test_a_flag_whose_promise_queryloop_cannot_keep_is_refused_before_anything_r
     tmp_path: Path, cli_path: Path
 ) -> None:
     run = subprocess.run(
-        [str(cli_path), "--input-format", "stream-json", "--output-format", "stream-json", "--json-schema", "{}"],
+        [
+            str(cli_path),
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--json-schema",
+            "{}",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -50,6 +50,7 @@ def queryloop(
     """``queryloop --output-format FMT --cwd CWD --model mock-primary ARGS``: no command word, as Claude Code is run."""
     environment = {k: v for k, v in cli_env(api, **(env or {})).items() if k not in drop_env}
     cmd = [sys.executable, "-m", "queryloop", "--output-format", fmt, "--cwd", str(cwd), "--model", "mock-primary"]
+    cmd += ["--verbose"] if fmt == "stream-json" and "--verbose" not in args else []  # stream-json needs it
     proc = subprocess.run(
         [*cmd, *args], capture_output=True, text=True, env=environment, input=stdin, timeout=60, cwd=ROOT
     )

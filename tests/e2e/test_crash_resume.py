@@ -215,7 +215,7 @@ def crash_and_resume(
     for rel, content in parse_scenario(SCRIPT, "crash_run.yaml").files.items():
         (work / rel).write_text(content, encoding="utf-8")
     paths = session_paths(work, home)
-    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(work)]
+    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--verbose", "--cwd", str(work)]
     cmd += ["--permission-mode", "bypassPermissions", "--model", "mock-primary", "--session-id", SESSION_ID]
     cmd += ["--settings", HOOKS, "-p", "go"]
     with MockApi(SCRIPT) as api, (base / "killed.out").open("w") as out, (base / "killed.err").open("w") as err:

@@ -258,7 +258,17 @@ def test_ctrl_c_during_a_pre_tool_use_hook_kills_the_hooks_process_group_and_the
 """)
     hooks = settings(PreToolUse=[{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}])
     with MockApi(text) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--cwd",
+            str(tmp_path),
+        ]
         cmd += ["--permission-mode", "bypassPermissions", "-p", "go", "--model", "mock-primary", "--settings", hooks]
         run = signal_when_running(cmd, api, tmp_path / "pgid")
     assert run.returncode == 130, run.stderr

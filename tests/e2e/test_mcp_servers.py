@@ -350,7 +350,17 @@ def test_a_prompt_is_a_slash_command_and_a_relative_mcp_config_is_read_where_the
     script = _script(DONE)
 
     def run(prompt: str, api: MockApi) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", "work"]
+        command = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--cwd",
+            "work",
+        ]
         flags = ["--mcp-config", "servers.json", "--model", "mock-primary", "-p", prompt]
         env = cli_env(api, QUERYLOOP_HOME=str(tmp_path / "home"))
         return subprocess.run([*command, *flags], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)

@@ -244,6 +244,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
             "run",
             "--output-format",
             "stream-json",
+            "--verbose",
             "--cwd",
             str(tmp_path),
             "-p",

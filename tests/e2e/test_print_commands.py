@@ -49,3 +49,11 @@ def test_compact_in_print_mode_summarises_the_resumed_session_instead_of_sending
     sent = [str(r.messages) for r in api.requests]
     assert len(sent) == 3 and "keep names" in sent[1] and "/compact" not in sent[1]
     assert "SUMMARY" in sent[2] and "first answer" not in sent[2]
+
+
+def test_stream_json_output_without_verbose_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    with MockApi(ANSWERS) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, verbose=False)
+    assert run.returncode == 1
+    assert (run.stdout, api.requests) == ("", [])
+    assert run.stderr == "queryloop: --output-format stream-json needs --verbose (as in Claude Code)\n"

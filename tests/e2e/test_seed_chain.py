@@ -137,7 +137,7 @@ def test_killed_right_after_the_deploy_the_resumed_session_has_its_real_result_a
     session_id = str(uuid.uuid4())
     ledger = SessionPaths(home=_home(), cwd=cwd.resolve(), session_id=session_id).ledger
     args = ["-p", "go", "--model", "mock-primary", "--fallback-model", "mock-fallback", "--session-id", session_id]
-    args += ["--permission-mode", "bypassPermissions", "--output-format", "stream-json", "--cwd", str(cwd)]
+    args += ["--permission-mode", "bypassPermissions", "--output-format", "stream-json", "--verbose", "--cwd", str(cwd)]
     with MockApi(KILLED_TURN) as api:
         proc = subprocess.Popen(
             [sys.executable, "-m", "queryloop", "run", *args],

@@ -30,7 +30,17 @@ def test_a_signal_during_a_bash_call_prints_an_aborted_result_kills_the_group_an
     tmp_path: Path, signum: signal.Signals, code: int
 ) -> None:
     with MockApi(SLEEPER) as api:
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(tmp_path)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "run",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--cwd",
+            str(tmp_path),
+        ]
         cmd += ["--permission-mode", "bypassPermissions", "-p", "sleep", "--model", "mock-primary"]
         run = signal_when_running(cmd, api, tmp_path / "pgid", signum)
     assert run.returncode == code, run.stderr

@@ -104,7 +104,7 @@ def user_texts(request: Any) -> list[str]:
 
 def start_run(cwd: Path, api: MockApi, *args: str) -> subprocess.Popen[str]:
     """``queryloop run -p go`` in stream-json, left running (a test interrupts or kills it)."""
-    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--cwd", str(cwd)]
+    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--verbose", "--cwd", str(cwd)]
     cmd += ["-p", "go", "--model", "mock-primary", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
 

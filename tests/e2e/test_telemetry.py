@@ -559,7 +559,16 @@ def test_prometheus_serves_the_sessions_metrics_while_it_runs(tmp_path: Path) ->
             OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
             OTEL_EXPORTER_PROMETHEUS_PORT=str(port),
         )
-        cmd = [sys.executable, "-m", "queryloop", "--input-format", "stream-json", "--output-format", "stream-json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "queryloop",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]
         cmd += ["--verbose", "--model", "mock-primary", "--cwd", str(tmp_path)]
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True

@@ -44,7 +44,7 @@ def _cli(args: list[str], *, api: MockApi | None, cwd: Path, home: Path, **env: 
     if args[:1] == ["trust"]:
         command, fmt = args, "text"
     else:
-        command, fmt = ["run", "--output-format", "stream-json", "--cwd", str(cwd), *args], "stream-json"
+        command, fmt = ["run", "--output-format", "stream-json", "--verbose", "--cwd", str(cwd), *args], "stream-json"
     proc = subprocess.run(
         [sys.executable, "-m", "queryloop", *command],
         capture_output=True,

@@ -36,7 +36,7 @@ def _run(tmp_path: Path, scenario: Path, *flags: str) -> tuple[int, Path]:
     env = {**os.environ, "QUERYLOOP_RETRY_BASE_DELAY_MS": "1"}
     log = tmp_path / f"{scenario.stem}.jsonl"
     cmd = [sys.executable, "-m", "queryloop", "run", "--scenario", str(scenario), "-p", "go"]
-    cmd += ["--output-format", "stream-json", *flags]
+    cmd += ["--output-format", "stream-json", "--verbose", *flags]
     with log.open("w") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path, timeout=120, check=False)
     return proc.returncode, log
