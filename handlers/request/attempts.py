@@ -36,6 +36,7 @@ _FAILURE_EVENTS: Final[Mapping[FailureKind, str]] = {
     "retryable": "failed_transiently",
     "overloaded": "overloaded",
     "model_unavailable": "model_unavailable",
+    "unauthorized": "unauthorized",
     "prompt_too_long": "context_overflowed",
     "media_too_large": "media_too_large",
     "fatal": "rejected",

@@ -193,6 +193,7 @@ SCRIPT_BY_EVENT: Mapping[str, Script] = {
     "failed_transiently": _error(500),
     "overloaded": _error(529),
     "model_unavailable": _error(404, "model: {model}"),
+    "unauthorized": _error(401),
     "rejected": _error(400, "a scripted invalid request"),
     "context_overflowed": _error(400, _TOO_LONG),
     "media_too_large": _never("needs an image in the request"),

@@ -156,7 +156,7 @@ repeat: 2
         ),
         ('{status: 404, message: "model: claude-nope"}', "model_unavailable"),
         ("{status: 400}", "fatal"),
-        ("{status: 401}", "fatal"),
+        ("{status: 401}", "unauthorized"),
         ("{status: 402, type: billing_error}", "fatal"),
         ("{status: 403}", "fatal"),
         ('{status: 500, headers: {x-should-retry: "false"}}', "fatal"),
@@ -347,7 +347,7 @@ def test_every_kind_of_failure_is_an_event_the_model_call_emits() -> None:
         for kind in FAILURE_KINDS
     }
     assert set(events) == {
-        "retryable", "overloaded", "model_unavailable", "prompt_too_long", "media_too_large", "fatal",
+        "retryable", "overloaded", "model_unavailable", "unauthorized", "prompt_too_long", "media_too_large", "fatal",
         "stream_broken", "malformed_response",
     }  # fmt: skip
     assert all(event in emits for event in events.values()), events

@@ -240,6 +240,7 @@ class QueryLoopRealiser:
                 ("calling_model", "failed_transiently"): _main("error", 500, "Internal server error", wait=True),
                 ("calling_model", "overloaded"): _main("error", 529, "Overloaded", wait=True),
                 ("calling_model", "model_unavailable"): _main("error", 404, "model: {model} not found"),
+                ("calling_model", "unauthorized"): _main("error", 401, "invalid x-api-key", wait=True),
                 ("calling_model", "rejected"): _main("error", 400, "messages: roles must alternate"),
                 ("calling_model", "context_overflowed"): _main("error", 400, "prompt is too long"),
                 ("calling_model", "media_too_large"): _main("error", 400, "image exceeds 5 MB maximum"),

@@ -64,6 +64,33 @@ def test_retries_exhausted_surfaces_the_last_error(tmp_path: Path) -> None:
     assert run.result["terminal_reason"] == "api_error" and "gave up after 2 retries" in run.result["result"]
 
 
+def test_a_401_is_retried_within_max_retries_as_claude_code_retries_it(tmp_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - error: {status: 401}
+    - reply: {content: [{text: "fine"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-retries", "2"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert len(api.requests) == 2
+    assert run.reasons == ["auth_error_backoff", "api_retry", "answer_recorded"]
+    (retry,) = run.of("system", "api_retry")
+    assert (retry["attempt"], retry["max_retries"], retry["error_status"]) == (1, 2, 401)
+
+
+def test_a_401_that_persists_ends_in_api_error_once_the_retries_are_spent(tmp_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - error: {status: 401}
+      repeat: 5
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary", "--max-retries", "2"], api=api, cwd=tmp_path)
+    assert run.returncode == 1
+    assert len(api.requests) == 3
+    assert run.reasons[-1] == "api_retries_exhausted"
+    assert run.result["terminal_reason"] == "api_error" and run.result["api_error_status"] == 401
+
+
 def test_x_should_retry_false_is_not_retried(tmp_path: Path) -> None:
     text = scenario("""  mock-primary:
     - error: {status: 503, headers: {x-should-retry: "false"}}

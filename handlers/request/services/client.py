@@ -64,6 +64,7 @@ FailureKind = Literal[
     "retryable",
     "overloaded",
     "model_unavailable",
+    "unauthorized",
     "prompt_too_long",
     "media_too_large",
     "fatal",
@@ -75,7 +76,9 @@ readers choose one; the request layer's ``classify_failure`` turns each into an 
 request log's ``error_kind`` and the telemetry's ``error.type`` are the kind's name)."""
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 """The kinds of :data:`FailureKind`, in its order."""
-TRANSIENT_FAILURES: Final[frozenset[FailureKind]] = frozenset({"retryable", "overloaded", "malformed_response"})
+TRANSIENT_FAILURES: Final[frozenset[FailureKind]] = frozenset(
+    {"retryable", "overloaded", "unauthorized", "malformed_response"}
+)
 """The kinds a request sent again may not meet (a summary request is sent again after them)."""
 RECOVERABLE_FAILURES: Final[frozenset[FailureKind]] = frozenset({"prompt_too_long", "media_too_large"})
 """The kinds the query loop recovers from (compacting, dropping the media) and shows only once recovery is spent."""
@@ -238,6 +241,8 @@ def classify_error(
         return "model_unavailable"
     if should_retry is True:
         return "retryable"
+    if effective == 401 and should_retry is None:
+        return "unauthorized"  # the machine retries it (auth_error_backoff), as Claude Code 2.1.235 does
     if effective in (408, 409, 429) or effective >= 500:
         return "fatal" if should_retry is False else "retryable"
     return "fatal"
