@@ -571,8 +571,17 @@ class AgentRun:
             if self.services.tool_context.sandbox is not None:
                 self.services.tool_context.sandbox.close()
             await self.close_mcp()
-        if self.options.agents.agent_id is None:  # a sub-agent's end is no session's end
-            await self.services.hooks.run("SessionEnd", {"reason": self.result()["terminal_reason"]})  # informational
+            if self.options.agents.agent_id is None:  # a sub-agent's end is no session's end
+                await self._session_ended()
+
+    async def _session_ended(self) -> None:
+        """The SessionEnd hooks, informational; an interrupted run fires them too (the ``finally`` above).
+
+        Claude Code 2.1.235 says ``reason: other`` at the end of a headless run, answered, failed
+        or interrupted alike; how this run ended is in ``terminal_reason`` (ours).
+        """
+        end = {"reason": "other", "terminal_reason": self.result()["terminal_reason"]}
+        await self.services.hooks.run("SessionEnd", end)
 
     def init_fields(self) -> dict[str, Any]:
         """What the ``init`` line says of this run (``Renderer.start``'s fields); after :meth:`connect_mcp`."""
