@@ -369,7 +369,14 @@ class _SdkSession:
             )
         template = self.conversation.template
         self.conversation.template = attrs.evolve(template, permissions=attrs.evolve(template.permissions, mode=mode))
+        self._announce(
+            {"type": "system", "subtype": "status", "status": None, "permissionMode": mode}
+        )  # as Claude Code
         return {"mode": mode}
+
+    def _announce(self, line: Mapping[str, Any]) -> None:
+        """A line Claude Code 2.1.235 prints when a control request changed the session (its ids added)."""
+        self.channel.send({**line, "uuid": str(uuid.uuid4()), "session_id": self.conversation.session.session_id})
 
     async def _set_model(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         model = request.get("model")
@@ -379,12 +386,20 @@ class _SdkSession:
         env = {**os.environ, **template.tools.env}  # an alias is resolved as --model's is (not probed here)
         settings = template.request.switched_to(model or self.default_model, env)
         self.conversation.template = attrs.evolve(template, request=settings)
+        # Claude Code 2.1.235 replays a local command's output as a user line (isReplay), in its marker
+        said = {
+            "role": "user",
+            "content": f"<local-command-stdout>The model is now {settings.model}</local-command-stdout>",
+        }
+        self._announce({"type": "user", "message": said, "parent_tool_use_id": None, "isReplay": True})
         return {"model": settings.model}
 
     async def _mcp_status(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         if self.mcp_ready is not None:
             await asyncio.gather(self.mcp_ready, return_exceptions=True)
-        return {"mcpServers": [*self.mcp.statuses(), *self.sdk_statuses()]}
+        configs = {config.name: config for config in self.conversation.template.tools.mcp_servers}
+        entries = [{**entry, **_config_entry(configs.get(entry["name"]))} for entry in self.mcp.statuses()]
+        return {"mcpServers": [*entries, *self.sdk_statuses()]}
 
     def sdk_statuses(self) -> list[dict[str, Any]]:
         return [server.status_entry() for server in self.servers.values()]
@@ -428,6 +443,22 @@ class _SdkSession:
 
     async def _context_usage(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         return _context_usage(self.conversation.template, self.last_data)
+
+
+def _config_entry(config: McpServerConfig | None) -> dict[str, Any]:
+    """What ``mcp_status`` says of a server's configuration, as Claude Code 2.1.235 does: ``config`` and ``scope``.
+
+    ``env`` and ``headers`` are left out: they may hold credentials. The scope is where it was
+    declared: ``dynamic`` for ``--mcp-config`` (probed), ``project`` for ``.mcp.json``,
+    ``user`` for settings.
+    """
+    if config is None:
+        return {}
+    where = config.type if config.type != "stdio" else None
+    shown: dict[str, Any] = {"type": config.type}
+    shown.update({"url": config.url} if where else {"command": config.command, "args": list(config.args)})
+    scope = {".mcp.json": "project", "settings": "user"}.get(config.source, "dynamic")
+    return {"config": shown, "scope": scope}
 
 
 def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, Any]:

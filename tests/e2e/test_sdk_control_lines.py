@@ -1,0 +1,73 @@
+"""End-to-end: what the Agent SDK's control requests print beside their answers (Claude Code 2.1.235's lines).
+
+The CLI is driven as the SDK drives it (``--input-format stream-json``) with control
+requests only; stdin then closes, which ends the session.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .harness import ROOT, cli_env
+
+FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
+
+
+def _session(tmp_path: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send ``requests``, read stdout until the last one is answered, then close stdin (the session ends)."""
+    config = {"mcpServers": {"flaky": {"command": sys.executable, "args": [str(FLAKY), str(tmp_path)]}}}
+    cmd = [sys.executable, "-m", "queryloop", "--input-format", "stream-json", "--output-format", "stream-json"]
+    cmd += ["--verbose", "--model", "mock-primary", "--cwd", str(tmp_path), "--mcp-config", json.dumps(config)]
+    env = cli_env(None, ANTHROPIC_API_KEY="unused")
+    pipes: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    lines: list[dict[str, Any]] = []
+    with subprocess.Popen(cmd, text=True, env=env, cwd=ROOT, **pipes) as proc:  # its pipes are closed at the end
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        try:
+            for i, request in enumerate(requests):
+                line = {"type": "control_request", "request_id": f"r{i}", "request": request}
+                proc.stdin.write(json.dumps(line) + "\n")
+            proc.stdin.flush()
+            for raw in proc.stdout:  # the session answers or dies; either ends this loop
+                lines.append(json.loads(raw))
+                if lines[-1].get("response", {}).get("request_id") == f"r{len(requests) - 1}":
+                    break
+            proc.stdin.close()
+            proc.wait(timeout=60)
+            rest, errors = proc.stdout.read(), proc.stderr.read()
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, errors
+    return lines + [json.loads(line) for line in rest.splitlines() if line.strip()]
+
+
+def _answer(lines: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
+    (answer,) = [line["response"] for line in lines if line.get("response", {}).get("request_id") == request_id]
+    return dict(answer)
+
+
+def test_set_permission_mode_prints_a_status_line_with_the_new_mode(tmp_path: Path) -> None:
+    lines = _session(tmp_path, {"subtype": "initialize"}, {"subtype": "set_permission_mode", "mode": "acceptEdits"})
+    (status,) = [line for line in lines if line.get("subtype") == "status"]
+    assert (status["type"], status["status"], status["permissionMode"]) == ("system", None, "acceptEdits")
+    assert _answer(lines, "r1")["response"] == {"mode": "acceptEdits"}
+
+
+def test_set_model_replays_a_local_command_line_naming_the_model(tmp_path: Path) -> None:
+    lines = _session(tmp_path, {"subtype": "initialize"}, {"subtype": "set_model", "model": "mock-secondary"})
+    (said,) = [line for line in lines if line.get("type") == "user"]
+    assert said["isReplay"] is True
+    content = said["message"]["content"]
+    assert content.startswith("<local-command-stdout>") and content.endswith("</local-command-stdout>")
+    assert "mock-secondary" in content
+
+
+def test_mcp_status_gives_each_servers_config_and_scope_without_its_env(tmp_path: Path) -> None:
+    lines = _session(tmp_path, {"subtype": "initialize"}, {"subtype": "mcp_status"})
+    (server,) = _answer(lines, "r1")["response"]["mcpServers"]
+    assert server["name"] == "flaky" and server["scope"] == "dynamic"
+    assert server["config"] == {"type": "stdio", "command": sys.executable, "args": [str(FLAKY), str(tmp_path)]}
