@@ -183,7 +183,7 @@ def test_killed_right_after_the_deploy_the_resumed_session_has_its_real_result_a
         for b in m["content"]
         if b.get("type") == "tool_result"
     }
-    assert answers[deploy_id]["is_error"] is False and answers[deploy_id]["content"] == "dep-42\n", (
+    assert answers[deploy_id]["is_error"] is False and answers[deploy_id]["content"] == "dep-42", (
         "the deploy that completed gets its real, recorded result"
     )
     slow_id = last["content"][1]["id"]
