@@ -41,7 +41,7 @@ from queryloop.handlers.tools.services.rules import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .. import __version__
-from ..run.defaults import AUTO_COMPACT_THRESHOLD, CLAUDE_CODE_VERSION, DEFAULT_MODEL, MAX_OUTPUT_TOKENS
+from ..run.defaults import AUTO_COMPACT_THRESHOLD, CLAUDE_CODE_VERSION, DEFAULT_MODEL
 from ..run.startup import Startup
 from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
 from .commands import add_commands, command_names
@@ -335,7 +335,7 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
         "--max-output-tokens",
         type=at_least_one,
         metavar="N",
-        help=f"max_tokens per request (default {MAX_OUTPUT_TOKENS})",
+        help="max_tokens per request (default: $CLAUDE_CODE_MAX_OUTPUT_TOKENS, else the model's own)",
     )
     run.add_argument(
         "--escalated-max-output-tokens",
