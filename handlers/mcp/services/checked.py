@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from mcp.client._transport import Transport, TransportStreams
@@ -66,7 +66,25 @@ def _quiet_sdk_log() -> None:
         sdk.addHandler(logging.NullHandler())
 
 
-class _Writer:
+class _Wrapped:
+    """A stream of the SDK's, closed and entered as the stream it wraps; the subclasses check what passes."""
+
+    inner: Any
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Any:
+        return await self.inner.__aexit__(kind, exc, tb)
+
+
+class _Writer(_Wrapped):
     """The write stream; remembers the id of every request sent."""
 
     def __init__(self, inner: WriteStream[SessionMessage], sent: set[str]) -> None:
@@ -79,20 +97,8 @@ class _Writer:
             self.sent.add(str(item.message.id))
         await self.inner.send(item)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
-    async def __aenter__(self) -> _Writer:
-        await self.inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> Any:
-        return await self.inner.__aexit__(kind, exc, tb)
-
-
-class _Reader:
+class _Reader(_Wrapped):
     """The read stream; a response whose id was never sent comes out as a :class:`StrayResponse`."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], sent: set[str]) -> None:
@@ -119,15 +125,3 @@ class _Reader:
 
     async def __anext__(self) -> SessionMessage | Exception:
         return self._checked(await self.inner.__anext__())
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> _Reader:
-        await self.inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> Any:
-        return await self.inner.__aexit__(kind, exc, tb)
