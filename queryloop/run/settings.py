@@ -409,10 +409,9 @@ def load_settings(
                 read.append((path, _read_file(path, _label(path, cwd=cwd, home=home_dir)), own))
     if settings_arg is not None:
         read.append(_settings_arg(settings_arg, cwd=cwd, home=home_dir))
-    if trusted is None:
-        trusted = is_trusted(cwd, home=home)
     ignored: list[str] = []
-    if not trusted:
+    folders = any(not own for _, _, own in read)  # the trust record (large, for Claude Code's users) only if it counts
+    if folders and not (trusted if trusted is not None else is_trusted(cwd, home=home)):
         read, ignored = _restricted(read, cwd=cwd, home=home_dir)
     merged: dict[str, Any] = {}
     for _, document, _ in read:
