@@ -60,6 +60,26 @@ class Observed:
     result: Mapping[str, Any] = attrs.field(factory=dict)  # the result line ({} if none)
 
 
+@attrs.frozen(kw_only=True)
+class Row:
+    """A probe and what each program is seen to do: ``queryloop``'s values (a module's view of
+    :class:`Observed`, by key), and Claude Code's where they differ by design, with the reason."""
+
+    probe: Probe
+    queryloop: dict[str, object]
+    reference: dict[str, object] | None = None  # None: the same as queryloop's
+    design: str = ""  # why queryloop differs
+
+    @property
+    def expected(self) -> dict[str, object]:
+        """What Claude Code is expected to show."""
+        return self.queryloop if self.reference is None else self.reference
+
+    @property
+    def verdict(self) -> str:
+        return "same" if self.reference is None else f"by design: {self.design}"
+
+
 def reference() -> Path:
     """Claude Code's program, or skip the test saying how to get it."""
     if not os.access(CLAUDE, os.X_OK):

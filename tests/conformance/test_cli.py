@@ -13,10 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
-from .reference import Observed, Probe, observe
+from .reference import Observed, Probe, Row, observe
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
@@ -58,20 +57,6 @@ READERS: dict[str, Callable[[Observed], object]] = {
     "retries": lambda seen: tuple(line["error_status"] for line in seen.lines if line.get("subtype") == "api_retry"),
     "tool_results": _tool_results,
 }
-
-
-@attrs.frozen(kw_only=True)
-class Row:
-    """A probe and what each program is seen to do (``reference`` None: the same as queryloop)."""
-
-    probe: Probe
-    queryloop: dict[str, object]  # READERS' key → value
-    reference: dict[str, object] | None = None
-    design: str = ""  # why queryloop differs
-
-    @property
-    def verdict(self) -> str:
-        return "same" if self.reference is None else f"by design: {self.design}"
 
 
 def _command(prompt: str) -> Probe:
@@ -142,7 +127,7 @@ def test_each_cli_probe_is_the_same_in_both_programs_or_differs_by_design(name: 
     ours = observe("queryloop", row.probe, tmp_path / "queryloop")
     theirs = observe("claude", row.probe, tmp_path / "claude")
     assert _seen(ours, row.queryloop) == row.queryloop, ours.stderr
-    expected = row.queryloop if row.reference is None else row.reference
+    expected = row.expected
     assert _seen(theirs, expected) == expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"
 
 

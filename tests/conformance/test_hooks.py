@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
+from . import reference
 from .reference import Observed, Probe, observe
 
 pytestmark = pytest.mark.slow  # two programs per probe
@@ -52,18 +53,10 @@ def _probe(calls: tuple[tuple[str, dict[str, Any]], ...], settings: dict[str, An
 
 
 @attrs.frozen(kw_only=True)
-class Row:
-    """A probe and what each program is seen to do (``reference`` None: the same as queryloop)."""
+class Row(reference.Row):
+    """A row of a hook probe; ``marker``: the text the tool_result must hold ("marked")."""
 
-    probe: Probe
-    queryloop: dict[str, object]  # a key of _view → value
-    reference: dict[str, object] | None = None
-    design: str = ""  # why queryloop differs
-    marker: str = ""  # the text the tool_result must hold ("marked")
-
-    @property
-    def verdict(self) -> str:
-        return "same" if self.reference is None else f"by design: {self.design}"
+    marker: str = ""
 
 
 def _tool_result(observed: Observed) -> dict[str, Any]:
@@ -284,6 +277,6 @@ def test_each_hook_probe_is_the_same_in_both_programs_or_differs_by_design(name:
     theirs = observe("claude", row.probe, tmp_path / "claude")
     seen = {key: _view(ours, row)[key] for key in row.queryloop}
     assert seen == row.queryloop, ours.stderr
-    expected = row.queryloop if row.reference is None else row.reference
+    expected = row.expected
     seen = {key: _view(theirs, row)[key] for key in expected}
     assert seen == expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"

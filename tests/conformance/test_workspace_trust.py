@@ -10,29 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import attrs
 import pytest
 
-from .reference import Observed, Probe, observe
+from .reference import Observed, Probe, Row, observe
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
 TOUCH = (("Bash", {"command": "touch made"}),)
 SETTINGS = ".claude/settings.json"
-
-
-@attrs.frozen(kw_only=True)
-class Row:
-    """A probe and what each program is seen to do (``reference`` None: the same as queryloop)."""
-
-    probe: Probe
-    queryloop: dict[str, object]  # Observed's field → value
-    reference: dict[str, object] | None = None
-    design: str = ""  # why queryloop differs
-
-    @property
-    def verdict(self) -> str:
-        return "same" if self.reference is None else f"by design: {self.design}"
 
 
 ROWS: dict[str, Row] = {
@@ -123,7 +108,7 @@ def test_each_trust_probe_is_the_same_in_both_programs_or_differs_by_design(name
     ours = observe("queryloop", row.probe, tmp_path / "queryloop")
     theirs = observe("claude", row.probe, tmp_path / "claude")
     assert _seen(ours, row.queryloop) == row.queryloop, ours.stderr
-    expected = row.queryloop if row.reference is None else row.reference
+    expected = row.expected
     assert _seen(theirs, expected) == expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"
     if name == "untrusted env":
         texts = [(tmp_path / who / "project" / "env.txt").read_text() for who in ("queryloop", "claude")]
