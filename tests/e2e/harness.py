@@ -91,6 +91,13 @@ def cli_env(api: MockApi | None, **extra: str) -> dict[str, str]:
     return env
 
 
+def cli_command(cwd: Path | str, fmt: str = "stream-json") -> list[str]:
+    """``queryloop run --output-format FMT --cwd CWD``, with ``--verbose`` for stream-json (it needs it, as in
+    Claude Code); a test adds its own flags."""
+    loud = ["--verbose"] if fmt == "stream-json" else []
+    return [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, *loud, "--cwd", str(cwd)]
+
+
 def run_cli(
     args: list[str],
     *,

@@ -43,7 +43,7 @@ from queryloop.handlers.session.services.store import SessionPaths, read_jsonl
 from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, History, load_history
 from queryloop.mockapi.scenario import parse_scenario
 
-from .harness import ROOT, CliRun, MockApi, cli_env, live_members, run_cli
+from .harness import ROOT, CliRun, MockApi, cli_command, cli_env, live_members, run_cli
 
 # ~90 s in all: tools/test.sh --fast leaves the module out. One xdist worker runs the whole module (its group), so
 # the module's crashes (every point's run, killed and resumed) are made once per run, not once per worker.
@@ -215,7 +215,7 @@ def crash_and_resume(
     for rel, content in parse_scenario(SCRIPT, "crash_run.yaml").files.items():
         (work / rel).write_text(content, encoding="utf-8")
     paths = session_paths(work, home)
-    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--verbose", "--cwd", str(work)]
+    cmd = cli_command(work)
     cmd += ["--permission-mode", "bypassPermissions", "--model", "mock-primary", "--session-id", SESSION_ID]
     cmd += ["--settings", HOOKS, "-p", "go"]
     with MockApi(SCRIPT) as api, (base / "killed.out").open("w") as out, (base / "killed.err").open("w") as err:

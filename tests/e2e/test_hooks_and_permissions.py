@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .harness import CliRun, MockApi, assert_group_gone, run_cli, signal_when_running
+from .harness import CliRun, MockApi, assert_group_gone, cli_command, run_cli, signal_when_running
 from .test_request_layer import scenario
 
 SIDE_EFFECT = '{tool_use: {name: Bash, input: {command: "echo ran >> side_effect.log"}}}'
@@ -258,17 +258,7 @@ def test_ctrl_c_during_a_pre_tool_use_hook_kills_the_hooks_process_group_and_the
 """)
     hooks = settings(PreToolUse=[{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}])
     with MockApi(text) as api:
-        cmd = [
-            sys.executable,
-            "-m",
-            "queryloop",
-            "run",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--cwd",
-            str(tmp_path),
-        ]
+        cmd = cli_command(tmp_path)
         cmd += ["--permission-mode", "bypassPermissions", "-p", "go", "--model", "mock-primary", "--settings", hooks]
         run = signal_when_running(cmd, api, tmp_path / "pgid")
     assert run.returncode == 130, run.stderr
@@ -363,7 +353,6 @@ def test_a_pre_compact_hook_can_block_a_compaction(tmp_path: Path) -> None:
 def test_in_a_terminal_the_user_is_asked_and_always_holds_for_the_run(tmp_path: Path) -> None:
     import os
     import select
-    import sys
 
     from .harness import ROOT, cli_env
 

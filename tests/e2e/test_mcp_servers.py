@@ -26,7 +26,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from .harness import ROOT, CliRun, MockApi, cli_env, run_cli
+from .harness import ROOT, CliRun, MockApi, cli_command, cli_env, run_cli
 from .test_interactive import Session
 
 pytestmark = pytest.mark.slow  # node servers: tools/test.sh --fast leaves the module out
@@ -350,17 +350,7 @@ def test_a_prompt_is_a_slash_command_and_a_relative_mcp_config_is_read_where_the
     script = _script(DONE)
 
     def run(prompt: str, api: MockApi) -> subprocess.CompletedProcess[str]:
-        command = [
-            sys.executable,
-            "-m",
-            "queryloop",
-            "run",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--cwd",
-            "work",
-        ]
+        command = cli_command("work")
         flags = ["--mcp-config", "servers.json", "--model", "mock-primary", "-p", prompt]
         env = cli_env(api, QUERYLOOP_HOME=str(tmp_path / "home"))
         return subprocess.run([*command, *flags], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)

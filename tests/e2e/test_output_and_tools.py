@@ -13,7 +13,7 @@ import pytest
 
 from queryloop.handlers.output import CONTINUE_PROMPT, NUDGE_PROMPT
 
-from .harness import ROOT, MockApi, assert_ledger_closed, cli_env, run_cli
+from .harness import ROOT, MockApi, assert_ledger_closed, cli_command, cli_env, run_cli
 from .test_request_layer import scenario
 
 pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
@@ -237,23 +237,8 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
 """)
     (tmp_path / "a.txt").write_text("a\n")
     with MockApi(text) as api:
-        cmd = [
-            sys.executable,
-            "-m",
-            "queryloop",
-            "run",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--cwd",
-            str(tmp_path),
-            "-p",
-            "hi",
-            "--model",
-            "mock-primary",
-            "--permission-mode",
-            "bypassPermissions",
-        ]
+        cmd = [*cli_command(tmp_path), "-p", "hi", "--model", "mock-primary"]
+        cmd += ["--permission-mode", "bypassPermissions"]
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
         )

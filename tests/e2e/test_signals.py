@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
-from .harness import MockApi, assert_group_gone, run_cli, signal_when_running
+from .harness import MockApi, assert_group_gone, cli_command, run_cli, signal_when_running
 from .test_request_layer import scenario
 
 # bash records its pid (its process group: Bash runs in a new session) atomically, then sleeps.
@@ -30,17 +29,7 @@ def test_a_signal_during_a_bash_call_prints_an_aborted_result_kills_the_group_an
     tmp_path: Path, signum: signal.Signals, code: int
 ) -> None:
     with MockApi(SLEEPER) as api:
-        cmd = [
-            sys.executable,
-            "-m",
-            "queryloop",
-            "run",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--cwd",
-            str(tmp_path),
-        ]
+        cmd = cli_command(tmp_path)
         cmd += ["--permission-mode", "bypassPermissions", "-p", "sleep", "--model", "mock-primary"]
         run = signal_when_running(cmd, api, tmp_path / "pgid", signum)
     assert run.returncode == code, run.stderr
@@ -64,7 +53,7 @@ def test_an_interrupted_resumed_prompt_shows_results_for_its_own_calls_only(tmp_
     home = {"QUERYLOOP_HOME": str(tmp_path / "home")}
     with MockApi(text) as api:
         first = run_cli(["-p", "say hi", "--model", "mock-primary"], api=api, cwd=tmp_path, **home)
-        cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, "--verbose", "--cwd", str(tmp_path)]
+        cmd = cli_command(tmp_path, fmt)
         cmd += ["--permission-mode", "bypassPermissions", "--model", "mock-primary"]
         cmd += ["--resume", first.result["session_id"], "-p", "sleep"]
         run = signal_when_running(cmd, api, tmp_path / "pgid", **home)

@@ -33,7 +33,7 @@ from queryloop.handlers.request import AnthropicBackend
 from queryloop.run.agent import AgentRun, query_loop_program, restore_run, snapshot_run
 from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings
 
-from .harness import ROOT, MockApi, cli_env, run_cli
+from .harness import ROOT, MockApi, cli_command, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # a dozen CLI runs, some holding a reply a few seconds
 
@@ -104,7 +104,7 @@ def user_texts(request: Any) -> list[str]:
 
 def start_run(cwd: Path, api: MockApi, *args: str) -> subprocess.Popen[str]:
     """``queryloop run -p go`` in stream-json, left running (a test interrupts or kills it)."""
-    cmd = [sys.executable, "-m", "queryloop", "run", "--output-format", "stream-json", "--verbose", "--cwd", str(cwd)]
+    cmd = cli_command(cwd)
     cmd += ["-p", "go", "--model", "mock-primary", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
 

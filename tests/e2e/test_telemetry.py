@@ -567,7 +567,6 @@ def test_prometheus_serves_the_sessions_metrics_while_it_runs(tmp_path: Path) ->
             "stream-json",
             "--output-format",
             "stream-json",
-            "--verbose",
         ]
         cmd += ["--verbose", "--model", "mock-primary", "--cwd", str(tmp_path)]
         proc = subprocess.Popen(

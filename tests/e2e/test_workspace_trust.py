@@ -19,7 +19,7 @@ from typing import Any
 
 from queryloop.run.trust import set_trust
 
-from .harness import ROOT, CliRun, MockApi, cli_env
+from .harness import ROOT, CliRun, MockApi, cli_command, cli_env
 
 TOUCH = """schema_version: 1
 scenario: t
@@ -42,11 +42,11 @@ def _cli(args: list[str], *, api: MockApi | None, cwd: Path, home: Path, **env: 
     """``queryloop run`` in ``cwd`` (where its settings are), no permission mode unless ``args`` give one;
     ``queryloop trust ...`` when ``args`` start with ``trust``."""
     if args[:1] == ["trust"]:
-        command, fmt = args, "text"
+        command, fmt = [sys.executable, "-m", "queryloop", *args], "text"
     else:
-        command, fmt = ["run", "--output-format", "stream-json", "--verbose", "--cwd", str(cwd), *args], "stream-json"
+        command, fmt = [*cli_command(cwd), *args], "stream-json"
     proc = subprocess.run(
-        [sys.executable, "-m", "queryloop", *command],
+        command,
         capture_output=True,
         text=True,
         env=cli_env(api, HOME=str(home), **env),
