@@ -10,7 +10,8 @@ bare ``ValueError``. Both come out here as a :class:`json.JSONDecodeError` subcl
 the position, so every reader reports them as it reports a syntax error. Used by every
 reader of JSON someone else wrote: settings and MCP files (``source.read_json``),
 transcripts and logs, stdin lines, hook output, the model's replies. Imports only the
-standard library, so the commands that never read JSON pay nothing for it.
+standard library, so the commands that never read JSON pay nothing for it. A surrogate
+escaped alone (``"\\ud800"``), which no UTF-8 writer takes, is read as U+FFFD.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import sys
 from typing import Any, Final
 
-__all__ = ["MAX_JSON_DEPTH", "JsonLimitError", "loads_json", "long_number_error", "nesting_problem"]
+__all__ = ["MAX_JSON_DEPTH", "JsonLimitError", "loads_json", "long_number_error", "nesting_problem", "well_formed"]
 
 MAX_JSON_DEPTH: Final = 100
 """Objects and arrays nested deeper than this are refused: far more than any setting, message or tool input
@@ -30,6 +31,9 @@ needs, and far less than the ~1000 frames after which Python's walkers fail."""
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 # A JSON string, or a number: only integers (no fraction, no exponent) go through int().
 _STRING_OR_NUMBER = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?(\d+)(\.\d+)?([eE][-+]?\d+)?', re.DOTALL)
+# A surrogate, escaped or raw (bytes read with surrogatepass): the text may hold one alone.
+_SURROGATE_IN_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _FLATTEN = "write it with fewer levels of objects and arrays"
 _SHORTEN = "write it as a string, or with fewer digits"
 
@@ -86,10 +90,29 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if problem is not None:
         raise problem
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError:
         raise
     except ValueError:  # int() past its digit limit: the only other ValueError the decoder lets out
         raise long_number_error(text) from None
     except RecursionError:  # within the depth limit but called from deep in the stack already
         raise JsonLimitError("JSON nested too deep to read here", text, 0, _FLATTEN) from None
+    return well_formed(value) if _SURROGATE_IN_TEXT.search(text) else value
+
+
+def well_formed(value: Any) -> Any:
+    """``value`` (as parsed from JSON) with every string valid Unicode.
+
+    JSON may escape a surrogate alone (``"\\ud800"``) and Python's parser keeps it as a code point
+    no UTF-8 writer takes: the transcript, stdout and the next request would fail on it. A pair
+    split over two strings joined later is one character again; one alone becomes U+FFFD.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {well_formed(k): well_formed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [well_formed(v) for v in value]
+    return value

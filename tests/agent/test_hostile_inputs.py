@@ -71,6 +71,12 @@ def test_an_integer_past_pythons_digit_limit_is_one_error_naming_its_place() -> 
     assert isinstance(caught.value, ValueError), "every reader that handles bad JSON handles this too"
 
 
+def test_a_surrogate_alone_is_read_as_the_replacement_character_and_a_pair_as_its_character() -> None:
+    text = r'{"k\ud800": ["a\udc00b", "\ud83d\ude00", "\\ud800"]}'
+    assert loads_json(text) == {"k\ufffd": ["a\ufffdb", "\U0001f600", "\\ud800"]}
+    assert loads_json('"x\ud800"'.encode("utf-8", "surrogatepass")) == "x\ufffd", "raw, from bytes"
+
+
 def test_the_docs_state_the_depth_limit_the_reader_keeps() -> None:
     page = " ".join((ROOT / "docs" / "internals.md").read_text(encoding="utf-8").split())
     assert f"nested at most {MAX_JSON_DEPTH} levels" in page

@@ -166,6 +166,26 @@ def test_a_lone_surrogate_in_a_reply_becomes_the_replacement_character_everywher
         assert sent == becomes, "the next request carries the call as the run read it"
 
 
+def test_a_lone_surrogate_in_a_hook_s_json_and_a_stdin_line_reaches_the_model_as_the_replacement_character(
+    tmp_path: Path,
+) -> None:
+    hook = tmp_path / "hook.py"
+    context = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ctx \ud800 end"}}
+    hook.write_text(f"print({json.dumps(json.dumps(context))})\n")
+    hooks = {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": f"{sys.executable} {hook}"}]}]}
+    stdin = '{"type": "user", "message": {"role": "user", "content": "hi \\udc00 there"}}\n'
+    with MockApi(HELLO) as api:
+        run = run_cli(
+            ["--input-format", "stream-json", "--model", "mock-primary", "--settings", json.dumps({"hooks": hooks})],
+            api=api,
+            cwd=tmp_path,
+            stdin=stdin,
+        )
+    assert run.returncode == 0 and run.stderr == "", run.stderr[-2000:]
+    sent = json.dumps(api.requests[0].messages, ensure_ascii=False)
+    assert "hi \ufffd there" in sent and "ctx \ufffd end" in sent, sent
+
+
 # ---- terminal escapes ----------------------------------------------------------------------------------
 
 # A model's answer that would clear the screen, retitle the window and write the clipboard if obeyed.

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 import attrs
 
-from queryloop.fsm.model.jsontext import loads_json
+from queryloop.fsm.model.jsontext import loads_json, well_formed
 
 from .body import encode_params
 from .pricing import cost_usd
@@ -521,27 +520,6 @@ def _message_problem(data: Any) -> str | None:
     if not isinstance(data.get("usage", {}), dict):
         return "the response's usage is not an object"
     return None
-
-
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def well_formed(value: Any) -> Any:
-    """``value`` (a reply's block, as parsed from JSON) with every string valid Unicode.
-
-    JSON may escape a surrogate alone (``"\\ud800"``) and Python's parser keeps it as a code point
-    no UTF-8 writer takes: the transcript, stdout and the next request would fail on it. A pair
-    split over two deltas is joined again; one alone becomes U+FFFD, the replacement character.
-    """
-    if isinstance(value, str):
-        if _SURROGATE.search(value) is None:
-            return value
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if isinstance(value, dict):
-        return {well_formed(k): well_formed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [well_formed(v) for v in value]
-    return value
 
 
 class _Assembler:
