@@ -523,6 +523,8 @@ def _with_added_dirs(rules: PermissionRules, cwd: Path, added: Sequence[str], wa
 def _sandbox(raw: Any, *, force: bool, warnings: list[str]) -> SandboxPolicy:
     """The settings' ``sandbox`` (and ``--sandbox``); a required one that cannot start is a :class:`ConfigError`."""
     policy = SandboxPolicy.from_settings(raw, force=force)
+    if policy.enabled:
+        warnings.extend(policy.places(Path.home()).problems)
     problem = policy.problem()
     if problem is not None and policy.fail_if_unavailable:
         raise ConfigError(

@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 _RULE_LIST: Final[dict[str, Any]] = {"type": "array", "items": {"type": "string"}}
+_PATH_LIST: Final[dict[str, Any]] = {"type": "array", "items": {"type": "string", "minLength": 1}}
 
 SETTING_SOURCES: Final = ("user", "project", "local")
 """The settings files by source, lowest precedence first (``--setting-sources`` picks among them)."""
@@ -130,6 +131,10 @@ SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
                 "network": {
                     "type": "object",
                     "properties": {"allowedDomains": {"type": "array", "items": {"type": "string", "minLength": 1}}},
+                },
+                "filesystem": {
+                    "type": "object",
+                    "properties": {key: _PATH_LIST for key in ("allowWrite", "denyWrite", "denyRead")},
                 },
             },
         },

@@ -176,9 +176,23 @@ def _restrict_permissions(permissions: dict[str, Any], ignored: list[Widening]) 
         ignored.append(Widening(key="permissions.defaultMode", value=permissions.pop("defaultMode")))
 
 
+#: Under ``sandbox.filesystem``: the keys that only narrow (more hidden, fewer writable places).
+_NARROWING_FILESYSTEM: Final = ("denyRead", "denyWrite")
+
+
+def _restrict_filesystem(filesystem: dict[str, Any], ignored: list[Widening]) -> None:
+    for name in list(filesystem):
+        if name not in _NARROWING_FILESYSTEM:
+            ignored.append(Widening(key=f"sandbox.filesystem.{name}", value=filesystem.pop(name)))
+
+
 def _restrict_sandbox(sandbox: dict[str, Any], ignored: list[Widening], *, trusted: Mapping[str, Any]) -> None:
+    if isinstance(sandbox.get("filesystem"), dict):
+        _restrict_filesystem(sandbox["filesystem"], ignored)
     for name in list(sandbox):
         value = sandbox[name]
+        if name == "filesystem" and isinstance(value, dict):
+            continue
         if not (isinstance(value, bool) and _NARROWING_SANDBOX.get(name) is value):
             ignored.append(Widening(key=f"sandbox.{name}", value=sandbox.pop(name)))
     trusted_sandbox = trusted.get("sandbox") or {}

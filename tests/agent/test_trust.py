@@ -86,6 +86,13 @@ def test_an_untrusted_folder_keeps_what_narrows_and_names_what_widens() -> None:
     assert document["permissions"]["allow"] == ["Bash"], "the document itself is not changed"
 
 
+def test_an_untrusted_folder_keeps_the_sandbox_paths_it_closes_and_not_those_it_opens() -> None:
+    filesystem = {"allowWrite": ["~"], "denyWrite": ["/etc"], "denyRead": ["~/.ssh"], "later": 1}
+    kept, ignored = restrict({"sandbox": {"filesystem": filesystem}}, trusted={})
+    assert kept == {"sandbox": {"filesystem": {"denyWrite": ["/etc"], "denyRead": ["~/.ssh"]}}}
+    assert [w.key for w in ignored] == ["sandbox.filesystem.allowWrite", "sandbox.filesystem.later"]
+
+
 def test_a_sandbox_the_user_lets_auto_allow_is_not_made_to_ask_by_the_folder_turning_it_on() -> None:
     kept, ignored = restrict({"sandbox": {"enabled": True}}, trusted={"sandbox": {"autoAllowBashIfSandboxed": True}})
     assert kept == {"sandbox": {"enabled": True}} and ignored == []

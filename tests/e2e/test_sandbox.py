@@ -85,6 +85,47 @@ def test_a_sandboxed_command_writes_in_the_project_and_nowhere_else(tmp_path: Pa
     assert f"touch: cannot touch '{etc}': Read-only file system" in results[0], "an ordinary error the model sees"
 
 
+def test_allow_write_opens_a_folder_but_not_what_runs_later_there_and_deny_write_and_deny_read_close_paths(
+    tmp_path: Path,
+) -> None:
+    project, extra, other = tmp_path / "project", tmp_path / "extra", tmp_path / "other"
+    for folder in (project / "sub", extra / ".git" / "hooks", other):
+        folder.mkdir(parents=True)
+    (extra / ".git" / "config").write_text("[core]\n")
+    (project / "secret.txt").write_text("S3CRET\n")
+    (project / "do.sh").write_text(  # run as a script: the gate does not see these writes, the sandbox must
+        f"echo a > {extra}/made.txt; echo b > {other}/no.txt; echo c > sub/no.txt; cat secret.txt\n"
+        f"echo '#!/bin/sh' > {extra}/.git/hooks/pre-commit; echo d >> {extra}/.git/config; echo end\n"
+    )
+    command = "bash do.sh 2>&1"
+    filesystem = {
+        "allowWrite": [str(extra)],
+        "denyWrite": [str(project / "sub")],
+        "denyRead": ["~/nothing", str(project / "secret.txt")],
+    }
+    results, _ = _run(project, _script(command), settings={"filesystem": filesystem})
+    assert (extra / "made.txt").read_text() == "a\n", "allowWrite's folder is writable"
+    assert not (other / "no.txt").exists() and not (project / "sub" / "no.txt").exists()
+    assert "S3CRET" not in results[0] and results[0].rstrip().endswith("end"), results[0]
+    assert not (extra / ".git" / "hooks" / "pre-commit").exists(), "no hook planted in a folder allowWrite opens"
+    assert (extra / ".git" / "config").read_text() == "[core]\n"
+
+
+def test_a_relative_filesystem_path_is_left_out_with_one_warning(tmp_path: Path) -> None:
+    document = {"sandbox": {"enabled": True, "filesystem": {"allowWrite": ["out"]}}}
+    with MockApi(_script("touch out/x 2>&1; echo end")) as api:
+        (tmp_path / "out").mkdir()
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--settings", json.dumps(document)],
+            api=api,
+            cwd=tmp_path.parent,
+            fmt="json",
+        )
+    assert run.returncode == 0, run.stderr
+    assert "sandbox.filesystem.allowWrite 'out' is not absolute or under ~/; it is left out" in run.stderr
+    assert not (tmp_path / "out" / "x").exists()
+
+
 def test_the_sandbox_has_a_temporary_directory_of_its_own(tmp_path: Path) -> None:
     marker = f"queryloop-sandbox-test-{os.getpid()}"
     results, _ = _run(tmp_path, _script(f"echo hi > /tmp/{marker} && cat /tmp/{marker} && echo $TMPDIR"))

@@ -5,10 +5,11 @@ builds the ``bwrap`` command line (:meth:`Sandbox.prepare`) and, when the comman
 done, carries what it changed in the working directory back (:meth:`SandboxedCommand.finish`).
 
 What a sandboxed command sees: the whole filesystem read-only; the working directory
-writable; ``/tmp`` (and ``TMPDIR``) a directory of the run's own, kept between its
-commands; every file and directory in the working directory that a ``Read`` deny rule
-covers (and every literal path such a rule names elsewhere) replaced by an empty,
-read-only stand-in; no network but its own loopback, where, when
+and the folders ``sandbox.filesystem.allowWrite`` names writable, but for what runs later
+in them and what ``denyWrite`` names; ``/tmp`` (and ``TMPDIR``) a directory of the run's
+own, kept between its commands; what ``denyRead`` names and every file and directory in
+the working directory that a ``Read`` deny rule covers (and every literal path such a
+rule names elsewhere) replaced by an empty, read-only stand-in; no network but its own loopback, where, when
 ``sandbox.network.allowedDomains`` names any host, a bridge inside forwards
 ``127.0.0.1:3128`` over a bind-mounted Unix socket to a filtering proxy outside
 (``proxy``, ``bridge``; ``HTTP_PROXY``/``HTTPS_PROXY`` point at it); no capabilities,
@@ -34,7 +35,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -53,7 +54,7 @@ from .overlay import (
     remove_inside,
     remove_tree,
 )
-from .policy import SandboxPolicy
+from .policy import FilesystemPlaces, SandboxPolicy
 from .protect import SandboxRefusal, WalkLimitError, existing_protected, is_protected, shallow_protected
 from .proxy import DomainProxy
 from .seccomp import unix_socket_filter
@@ -72,6 +73,25 @@ _Rel = tuple[str, ...]
 
 
 @attrs.frozen(kw_only=True)
+class _Writable:
+    """A folder ``allowWrite`` makes writable: what runs later in it, and the protected paths it held before."""
+
+    root: Path
+    later: RunsLater
+    protected_before: frozenset[Path]
+    binds: tuple[Path, ...]  # bound read-only: the protected paths, a symlink's target within
+
+    def remove_new_protected(self, limit: int) -> None:
+        """Remove again each protected path the command made here (no mount could cover what did not exist)."""
+        try:
+            found = set(existing_protected(self.root, later=self.later, limit=limit))
+        except WalkLimitError as exc:
+            raise SandboxRefusal(f"{exc}; files the command made in {self.root} were not checked") from None
+        for path in sorted(found - self.protected_before):
+            remove_inside(self.root, path.relative_to(self.root).parts)
+
+
+@attrs.frozen(kw_only=True)
 class SandboxedCommand:
     """One command ready to start inside the sandbox, and how to bring its changes back afterwards."""
 
@@ -85,6 +105,7 @@ class SandboxedCommand:
     later: RunsLater = attrs.field(factory=RunsLater)  # what runs later there (``runs_later``)
     protected_before: frozenset[Path] = frozenset()  # bound directly: the protected paths that existed
     walk_limit: int = _MAX_WALK
+    also_writable: tuple[_Writable, ...] = ()  # allowWrite's folders: looked at again afterwards
 
     def finish(self, checkpoint: Callable[[Sequence[Path]], object] | None) -> OverlayChanges | None:
         """Checkpoint the originals of what the command changed, then apply the changes; None when not captured.
@@ -96,6 +117,13 @@ class SandboxedCommand:
         removed again and listed; raises :class:`SandboxRefusal` when the working directory
         grew too large to look.
         """
+        try:
+            return self._bring_back(checkpoint)
+        finally:  # whatever came of the working directory: allowWrite's folders are looked at too
+            for writable in self.also_writable:
+                writable.remove_new_protected(self.walk_limit)
+
+    def _bring_back(self, checkpoint: Callable[[Sequence[Path]], object] | None) -> OverlayChanges | None:
         if self.upper is None:
             return self._remove_new_protected()
         try:
@@ -134,6 +162,25 @@ class SandboxedCommand:
         )
 
 
+def _bindable(found: Iterable[Path], root: Path) -> tuple[tuple[Path, ...], list[_Rel]]:
+    """The protected paths ``found`` under ``root`` to bind read-only, and the symlink targets among them.
+
+    A protected symlink is bound at its target when that lies in ``root`` (writing through it
+    would change the target), and the target is protected too.
+    """
+    paths: list[Path] = []
+    targets: list[_Rel] = []
+    for path in found:
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if target.is_relative_to(root) and target != root and target.exists():
+                paths.append(target)
+                targets.append(target.relative_to(root).parts)
+        elif path.exists():
+            paths.append(path)
+    return tuple(paths), targets
+
+
 def _no_checkpoint(paths: Sequence[Path]) -> None:
     return None
 
@@ -161,7 +208,8 @@ class Sandbox:
         self.walk_limit = walk_limit
         self.cwd = cwd.resolve()
         self.hidden = hidden
-        self.denied_paths = tuple(denied_paths)
+        self.places: FilesystemPlaces = policy.places(Path.home())
+        self.denied_paths = (*denied_paths, *self.places.deny_read)
         self.cap_bytes = cap_bytes
         self.scratch = Path(tempfile.mkdtemp(prefix="queryloop-sandbox-"))
         self.tmp = self.scratch / "tmp"
@@ -253,7 +301,11 @@ class Sandbox:
         args += ["--bind", str(self.tmp), "/tmp", "--bind", str(self.cwd), str(self.cwd)]
         later = find_runs_later(self.cwd, path_env=env.get("PATH"))
         found, protected, guard = self._protection(later)
-        for path in protected:
+        writable = self._also_writable(env.get("PATH"))
+        for folder in writable:
+            args += ["--bind", str(folder.root), str(folder.root)]
+            protected += folder.binds
+        for path in [*protected, *self._write_denied()]:
             args += ["--ro-bind", str(path), str(path)]
         args += self._masks()
         inner: list[str] = ["bash", "-c", command]
@@ -292,6 +344,7 @@ class Sandbox:
                 later=later,
                 protected_before=frozenset(found),
                 walk_limit=self.walk_limit,
+                also_writable=writable,
             )
         upper = Path(tempfile.mkdtemp(prefix="upper-", dir=self.scratch))
         work = Path(tempfile.mkdtemp(prefix="work-", dir=self.scratch))
@@ -308,7 +361,30 @@ class Sandbox:
             cap_bytes=self.cap_bytes,
             guard=guard,
             later=later,
+            walk_limit=self.walk_limit,
+            also_writable=writable,
         )
+
+    def _also_writable(self, path_env: str | None) -> tuple[_Writable, ...]:
+        """``allowWrite``'s folders that exist, outside the working directory and not holding it, each with its
+        protected paths (walked: what runs later there stays read-only, as in the working directory)."""
+        folders: list[_Writable] = []
+        for place in self.places.allow_write:
+            root = Path(os.path.realpath(place))
+            if not root.is_dir() or root.is_relative_to(self.cwd) or self.cwd.is_relative_to(root):
+                continue
+            later = find_runs_later(root, path_env=path_env)
+            try:
+                found = frozenset(existing_protected(root, later=later, limit=self.walk_limit))
+            except WalkLimitError as exc:
+                why = "without looking it cannot protect them, so the command does not run"
+                raise SandboxRefusal(f"{exc}; {why}") from None
+            folders.append(_Writable(root=root, later=later, protected_before=found, binds=_bindable(found, root)[0]))
+        return tuple(folders)
+
+    def _write_denied(self) -> list[Path]:
+        """``denyWrite``'s paths that exist (a mount needs something to cover), as a write reaches them."""
+        return [Path(os.path.realpath(p)) for p in self.places.deny_write if os.path.exists(p)]
 
     def _protection(self, later: RunsLater) -> tuple[list[Path], list[Path], Callable[[_Rel, bool], bool]]:
         """The protected paths found, those to bind read-only, and the test ``overlay`` holds each change to.
@@ -316,8 +392,7 @@ class Sandbox:
         With the overlay, every change is held to :func:`protect.is_protected` when it comes
         out, so only the usual places are looked at (the working directory's own entries,
         its ``.git``, the home directory's); bound directly, the whole directory is walked.
-        A protected symlink is bound at its target when that lies in the working directory
-        (writing through it would change the target), and the target is protected too.
+        ``denyWrite``'s paths in the working directory are held to it too.
         """
         try:
             found = (
@@ -329,21 +404,17 @@ class Sandbox:
             raise SandboxRefusal(
                 f"{exc}; without overlayfs it cannot protect them, so the command does not run"
             ) from None
-        paths: list[Path] = []
-        targets: list[_Rel] = []
-        for path in found:
-            if path.is_symlink():
-                target = Path(os.path.realpath(path))
-                if target.is_relative_to(self.cwd) and target != self.cwd and target.exists():
-                    paths.append(target)
-                    targets.append(target.relative_to(self.cwd).parts)
-            elif path.exists():
-                paths.append(path)
+        paths, targets = _bindable(found, self.cwd)
+
+        for place in self.places.deny_write:
+            denied = Path(os.path.realpath(place))
+            if denied.is_relative_to(self.cwd) and denied != self.cwd:
+                targets.append(denied.relative_to(self.cwd).parts)
 
         def guard(rel: _Rel, directory: bool) -> bool:
             return is_protected(rel, later=later, directory=directory) or any(rel[: len(t)] == t for t in targets)
 
-        return found, paths, guard
+        return found, list(paths), guard
 
     def _masks(self) -> list[str]:
         """bwrap arguments replacing what the Read deny rules cover with empty, read-only stand-ins.
