@@ -715,93 +715,115 @@ def _output_problem(output: object, event: str) -> str | None:
     return None
 
 
-def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
-    block_reasons: list[str] = []
-    errors: list[HookError] = []
-    contexts: list[str] = []
-    outputs: list[str] = []
-    messages: list[str] = []
-    continue_, stop_reason, suppress = True, None, False
-    decision: Literal["block", "approve"] | None = None
-    permission: Literal["allow", "deny", "ask"] | None = None
-    permission_reason: str | None = None
-    updated_input: Mapping[str, Any] | None = None
-    updated_output: Any = None
-    elicitation: tuple[Literal["accept", "decline", "cancel"], Mapping[str, Any]] | None = None
+class _Fold:
+    """What every hook of one event said, gathered in order: the pieces of its :class:`HookOutcome`."""
 
-    def offer_permission(value: Literal["allow", "deny", "ask"], reason: str | None) -> None:
-        # Several hooks may decide: deny beats ask beats allow; the first hook giving
-        # the winning decision supplies the reason.
-        nonlocal permission, permission_reason
-        if permission is None or _PERMISSION_RANK[value] > _PERMISSION_RANK[permission]:
-            permission, permission_reason = value, reason
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.block_reasons: list[str] = []
+        self.errors: list[HookError] = []
+        self.contexts: list[str] = []
+        self.outputs: list[str] = []
+        self.messages: list[str] = []
+        self.continue_ = True
+        self.stop_reason: str | None = None
+        self.suppress = False
+        self.decision: Literal["block", "approve"] | None = None
+        self.permission: Literal["allow", "deny", "ask"] | None = None
+        self.permission_reason: str | None = None
+        self.updated_input: Mapping[str, Any] | None = None
+        self.updated_output: Any = None
+        self.elicitation: tuple[Literal["accept", "decline", "cancel"], Mapping[str, Any]] | None = None
 
-    for run in runs:
-        errors.extend(run.errors)
+    def offer_permission(self, value: Literal["allow", "deny", "ask"], reason: str | None) -> None:
+        """Several hooks may decide: deny beats ask beats allow; the first hook giving the winning one gives the
+        reason."""
+        if self.permission is None or _PERMISSION_RANK[value] > _PERMISSION_RANK[self.permission]:
+            self.permission, self.permission_reason = value, reason
+
+    def add(self, run: _Run) -> None:
+        self.errors.extend(run.errors)
         if run.block_reason is not None:
-            block_reasons.append(run.block_reason)
-            if event == "PreToolUse":
-                offer_permission("deny", run.block_reason)
-        if run.plain_stdout is not None and event in _CONTEXT_EVENTS:
-            outputs.append(run.plain_stdout)
-        out = run.output
-        if out is None:
-            continue
+            self.block_reasons.append(run.block_reason)
+            if self.event == "PreToolUse":
+                self.offer_permission("deny", run.block_reason)
+        if run.plain_stdout is not None and self.event in _CONTEXT_EVENTS:
+            self.outputs.append(run.plain_stdout)
+        if run.output is not None:
+            self._output(run, run.output)
+
+    def _output(self, run: _Run, out: Mapping[str, Any]) -> None:
         if out.get("continue") is False:
-            continue_ = False
-            if stop_reason is None and isinstance(out.get("stopReason"), str):
-                stop_reason = out["stopReason"]
-        if out.get("suppressOutput") is True:
-            suppress = True
+            self.continue_ = False
+            if self.stop_reason is None and isinstance(out.get("stopReason"), str):
+                self.stop_reason = out["stopReason"]
+        self.suppress = self.suppress or out.get("suppressOutput") is True
         if isinstance(out.get("systemMessage"), str):
-            messages.append(out["systemMessage"])
+            self.messages.append(out["systemMessage"])
         reason = out.get("reason") if isinstance(out.get("reason"), str) else None
         if out.get("decision") == "block":
-            decision = "block"
-            if event in _BLOCKING_EVENTS:
-                block_reasons.append(reason or f"blocked by hook {run.result.command!r}")
-        elif out.get("decision") == "approve" and decision is None:
-            decision = "approve"
+            self.decision = "block"
+            if self.event in _BLOCKING_EVENTS:
+                self.block_reasons.append(reason or f"blocked by hook {run.result.command!r}")
+        elif out.get("decision") == "approve" and self.decision is None:
+            self.decision = "approve"
         specific = out.get("hookSpecificOutput")
         specific = specific if isinstance(specific, dict) else {}
-        if event == "PreToolUse":
-            chosen = specific.get("permissionDecision")
-            if chosen is None and out.get("decision") is not None:
-                # The older top-level form: approve → allow, block → deny.
-                chosen = "allow" if out["decision"] == "approve" else "deny"
-            if chosen is not None:
-                offer_permission(chosen, specific.get("permissionDecisionReason") or reason)
-            if isinstance(specific.get("updatedInput"), dict):
-                updated_input = specific["updatedInput"]
-        if event == "PostToolUse":
-            for key in ("updatedOutput", "updatedMCPToolOutput"):
-                if key in specific:
-                    updated_output = specific[key]
-        if event == "Elicitation" and elicitation is None and specific.get("action") in ("accept", "decline", "cancel"):
-            values = specific.get("content")
-            elicitation = (specific["action"], values if isinstance(values, dict) else {})
+        if self.event == "PreToolUse":
+            self._pre_tool_use(out, specific, reason)
+        elif self.event == "PostToolUse":
+            self._post_tool_use(specific)
+        elif self.event == "Elicitation":
+            self._elicitation(specific)
         if isinstance(specific.get("additionalContext"), str):
-            contexts.append(specific["additionalContext"])
+            self.contexts.append(specific["additionalContext"])
 
-    return HookOutcome(
-        event=event,
-        blocked=bool(block_reasons),
-        block_reasons=tuple(block_reasons),
-        continue_=continue_,
-        stop_reason=stop_reason,
-        permission_decision=permission,
-        permission_decision_reason=permission_reason,
-        decision=decision,
-        additional_context=tuple(contexts),
-        output=tuple(outputs),
-        updated_input=updated_input,
-        updated_output=updated_output,
-        system_messages=tuple(messages),
-        suppress_output=suppress,
-        errors=tuple(errors),
-        results=tuple(run.result for run in runs),
-        elicitation=elicitation,
-    )
+    def _pre_tool_use(self, out: Mapping[str, Any], specific: Mapping[str, Any], reason: str | None) -> None:
+        chosen = specific.get("permissionDecision")
+        if chosen is None and out.get("decision") is not None:
+            chosen = "allow" if out["decision"] == "approve" else "deny"  # the older top-level form
+        if chosen is not None:
+            self.offer_permission(chosen, specific.get("permissionDecisionReason") or reason)
+        if isinstance(specific.get("updatedInput"), dict):
+            self.updated_input = specific["updatedInput"]
+
+    def _post_tool_use(self, specific: Mapping[str, Any]) -> None:
+        for key in ("updatedOutput", "updatedMCPToolOutput"):
+            if key in specific:
+                self.updated_output = specific[key]
+
+    def _elicitation(self, specific: Mapping[str, Any]) -> None:
+        if self.elicitation is None and specific.get("action") in ("accept", "decline", "cancel"):
+            values = specific.get("content")
+            self.elicitation = (specific["action"], values if isinstance(values, dict) else {})
+
+    def outcome(self, runs: Sequence[_Run]) -> HookOutcome:
+        return HookOutcome(
+            event=self.event,
+            blocked=bool(self.block_reasons),
+            block_reasons=tuple(self.block_reasons),
+            continue_=self.continue_,
+            stop_reason=self.stop_reason,
+            permission_decision=self.permission,
+            permission_decision_reason=self.permission_reason,
+            decision=self.decision,
+            additional_context=tuple(self.contexts),
+            output=tuple(self.outputs),
+            updated_input=self.updated_input,
+            updated_output=self.updated_output,
+            system_messages=tuple(self.messages),
+            suppress_output=self.suppress,
+            errors=tuple(self.errors),
+            results=tuple(run.result for run in runs),
+            elicitation=self.elicitation,
+        )
+
+
+def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
+    fold = _Fold(event)
+    for run in runs:
+        fold.add(run)
+    return fold.outcome(runs)
 
 
 async def run_hooks(
