@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     names = command_names()
     if words and words[0] in names:  # only that command's module is imported
-        return run_command(_commands((words[0],)).parse_args(words))
+        return _run_drawing(_commands((words[0],)).parse_args(words))
     agent = build_agent_parser(names)
     if not words and sys.stdin.isatty() and not sys.stdout.isatty():  # no prompt can come, no session to open
         agent.print_help(sys.stderr)
@@ -195,6 +195,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = agent.parse_args(words)
     _refuse_mistyped_command(agent, args, names)
     return run_command(args)
+
+
+GRAPHVIZ_PROGRAM_MISSING = (
+    "queryloop: drawing needs Graphviz's `dot` program, which is not on PATH: install the graphviz package "
+    "(apt-get install graphviz, brew install graphviz, or https://graphviz.org/download)"
+)
+GRAPHVIZ_PACKAGE_MISSING = "queryloop: drawing needs the Python package graphviz: pip install graphviz"
+
+
+def _graphviz_missing(exc: BaseException) -> str | None:
+    """The one line saying what to install, when ``exc`` says Graphviz (the program or the package) is missing."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name == "graphviz":
+        return GRAPHVIZ_PACKAGE_MISSING
+    graphviz = sys.modules.get("graphviz")  # imported only by what draws, so only then can its error be raised
+    not_found = getattr(graphviz, "ExecutableNotFound", None)
+    if isinstance(not_found, type) and isinstance(exc, not_found):
+        return GRAPHVIZ_PROGRAM_MISSING
+    return None
+
+
+def _run_drawing(args: argparse.Namespace) -> int:
+    """Run a command; a missing Graphviz (``diagram``) is one line saying what to install, exit 1."""
+    try:
+        return run_command(args)
+    except (ImportError, RuntimeError) as exc:
+        hint = _graphviz_missing(exc)
+        if hint is None:
+            raise
+        print(hint, file=sys.stderr)
+        return 1
 
 
 def _refuse_mistyped_command(agent: argparse.ArgumentParser, args: argparse.Namespace, names: Collection[str]) -> None:
