@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .harness import cli_env
+from .harness import ROOT, cli_env
 
 HIDES_GRAPHVIZ = "raise ModuleNotFoundError(\"No module named 'graphviz'\", name='graphviz')\n"
 
@@ -44,3 +44,26 @@ def test_diagram_without_the_graphviz_python_package_says_what_to_install_in_one
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "pip install graphviz" in lines[0], proc.stderr
+
+
+def _first_bash_block(page: Path) -> list[str]:
+    """The command lines of the first ```bash block of ``page`` (comments and blank lines left out)."""
+    text = page.read_text(encoding="utf-8")
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_inspector_pages_example_run_runs_as_written_in_an_empty_folder(tmp_path: Path) -> None:
+    lines = _first_bash_block(ROOT / "docs" / "ui.md")
+    serve = lines.index("queryloop ui")  # serves until interrupted: the lines before it make a session to look at
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "queryloop").write_text(f'#!/bin/sh\nexec {sys.executable} -m queryloop "$@"\n')
+    (shim / "queryloop").chmod(0o755)
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    env = cli_env(None, PATH=f"{shim}:/usr/bin:/bin", QUERYLOOP_HOME=str(tmp_path / "home"))
+    script = "set -e\n" + "\n".join(lines[:serve]) + "\n"
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, cwd=folder, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert any((tmp_path / "home").rglob("*.jsonl")), "the run left a session for the inspector to show"
