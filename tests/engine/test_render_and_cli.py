@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from queryloop.frontends.cli import main
 from queryloop.fsm.cli import DiagramFile, diagram_files, render_view
+from queryloop.fsm.draw.ladder import layer_names
 from queryloop.fsm.model.load import load_machine
 from queryloop.machines import shipped_machines
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # diagrams/ commits each view twice: the Mermaid text (compared here) and the SVG (its bytes vary with Graphviz)
+README_WIDTH_PX = 830  # GitHub's README column, in CSS pixels (an SVG's pt is 4/3 px)
+
+
+def _tool(name: str) -> ModuleType:
+    """A script of tools/, imported by its path."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+overview_diagram = _tool("overview_diagram")
+svg_words = overview_diagram.svg_words
 COMMITTED = diagram_files(shipped_machines(), ["mermaid"], ROOT / "diagrams")
 
 
@@ -128,8 +148,39 @@ def test_a_bad_set_value_is_a_one_line_usage_error(capsys: pytest.CaptureFixture
     assert capsys.readouterr().err.strip() == "queryloop: error: --set expects NAME=VALUE, got 'nonsense'"
 
 
-def test_the_docs_embed_the_current_overview_of_the_query_loop() -> None:
-    """The site includes diagrams/query_loop.mmd as it is (a snippet, never a pasted copy that can go stale)."""
+def test_the_docs_show_the_overview_as_an_svg_and_load_nothing_from_a_cdn() -> None:
+    """Mermaid on the site is drawn by a script the theme fetches from a CDN: offline, a reader saw its source."""
     page = (ROOT / "docs" / "graph.md").read_text()
-    assert '```mermaid\n--8<-- "diagrams/query_loop.mmd"\n```' in page
-    assert (ROOT / "diagrams" / "query_loop.mmd").is_file()
+    assert "](../diagrams/overview.svg)" in page and "](../diagrams/query_loop.svg)" in page
+    assert "```mermaid" not in page
+    assert "mermaid" not in (ROOT / "mkdocs.yml").read_text().replace("No Mermaid", "")
+    for name in ("overview.svg", "query_loop.svg"):
+        assert (ROOT / "diagrams" / name).is_file()
+
+
+SVGS = diagram_files(shipped_machines(), ["svg"], ROOT / "diagrams")
+
+
+@pytest.mark.parametrize("file", SVGS, ids=lambda f: f.target.name)
+def test_each_committed_svg_says_what_a_fresh_render_says(file: DiagramFile) -> None:
+    """Graphviz's version moves the shapes, never the words: the SVG's titles and texts are held to its YAML."""
+    fresh = render_view(load_machine(file.machine, bind=False).spec, file.view, file.fmt)
+    assert svg_words(file.target.read_text()) == svg_words(fresh.decode()), (
+        f"{file.target.relative_to(ROOT)} is stale; regenerate with: queryloop diagram --out diagrams"
+    )
+
+
+def test_the_readmes_overview_says_what_a_fresh_render_says(capsys: pytest.CaptureFixture[str]) -> None:
+    assert overview_diagram.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_the_readmes_overview_is_readable_at_readme_width_and_links_every_layers_picture() -> None:
+    svg = (ROOT / "diagrams" / "overview.svg").read_text()
+    width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))  # type: ignore[union-attr]
+    assert width * 4 / 3 <= README_WIDTH_PX, "shown at the README's width, its 11 pt labels would shrink"
+    readme = (ROOT / "README.md").read_text()
+    assert "](diagrams/overview.svg)" in readme
+    spec = load_machine(ROOT / "machines" / "query_loop.yaml", bind=False).spec
+    for layer in layer_names(spec):
+        assert f"](diagrams/query_loop.{layer}.svg)" in readme, layer
+        assert f'href="query_loop.{layer}.svg"' in svg, layer
