@@ -230,6 +230,33 @@ def test_the_ledger_checkpoints_and_a_rewind_dry_run_change_nothing(
     assert (where["work"] / "side.log").read_text() == "deployed\n"
 
 
+SMALLEST_LABEL_PX = 9  # below this a label is a smudge on a 1 400 px window (the context layer's were 3 px)
+
+
+def test_every_layers_smallest_label_is_readable_in_a_1400_pixel_window(
+    browser: WebDriver, ui: UiServer, sessions: dict[str, str]
+):
+    assert browser.get_window_size()["width"] == 1400
+    _open(browser, ui, sessions["edits"])
+    _wait(browser, "the context layer", lambda d: d.find_elements(By.CSS_SELECTOR, "details[data-layer=context] svg"))
+    smallest = browser.execute_script(
+        """
+        const sizes = {};
+        for (const box of document.querySelectorAll("#layers details")) {
+          box.open = true;
+          const heights = [...box.querySelectorAll("svg text")]
+            .filter((t) => t.textContent.trim())
+            .map((t) => t.getBoundingClientRect().height);
+          sizes[box.dataset.layer] = Math.min(...heights);
+        }
+        return sizes;
+        """
+    )
+    assert "context" in smallest
+    small = {layer: px for layer, px in smallest.items() if px < SMALLEST_LABEL_PX}
+    assert not small, f"labels smaller than {SMALLEST_LABEL_PX} px: {small}"
+
+
 def test_a_session_lists_its_sub_agents_with_how_each_ended_and_its_answer(
     browser: WebDriver, ui: UiServer, sessions: dict[str, str], where: dict[str, Path]
 ):
