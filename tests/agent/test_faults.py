@@ -252,32 +252,26 @@ def test_a_catastrophic_grep_pattern_is_stopped_at_the_deadline_and_the_loop_sta
         from queryloop.handlers.tools import ToolContext, default_registry, run_tool_calls
 
         async def main():
-            ticks = 0
-            async def tick():
-                nonlocal ticks
-                while True:
-                    await asyncio.sleep(0.05)
-                    ticks += 1
-            ticker = asyncio.create_task(tick())
             ctx = ToolContext(cwd={str(tmp_path)!r}, tool_timeout_s=1.0)
-            started = time.monotonic()
-            (block,) = await run_tool_calls(
-                [ToolCall(id="t", name="Grep", input={{"pattern": "(a+)+$", "output_mode": "content"}})],
-                default_registry(), ctx)
-            ticker.cancel()
-            print(block["is_error"], round(time.monotonic() - started, 1), ticks, block["content"], sep="|")
+            calls = [ToolCall(id="t", name="Grep", input={{"pattern": "(a+)+$", "output_mode": "content"}})]
+            search = asyncio.create_task(run_tool_calls(calls, default_registry(), ctx))
+            # A timer due before the search's 1 s deadline fires first on a loop that is free, however slow
+            # the machine: it finds the search still running. A loop the pattern froze would never get to it.
+            await asyncio.sleep(0.05)
+            print("searching" if not search.done() else "done already", end="|")
+            (block,) = await search
+            print(block["is_error"], block["content"], sep="|")
 
         asyncio.run(main())
     """
     try:
-        proc = python(script, timeout=30)
+        proc = python(script, timeout=300)  # a guard against a hang only: the deadline's event decides
     except subprocess.TimeoutExpired:
         pytest.fail("the catastrophic pattern froze the process")
     assert proc.returncode == 0, proc.stderr
-    is_error, elapsed, ticks, content = proc.stdout.strip().split("|", 3)
-    assert is_error == "True" and float(elapsed) < 5
-    assert int(ticks) >= 10, "the event loop kept running while the pattern was searched"
-    assert "did not finish within 1 s" in content
+    during, is_error, content = proc.stdout.strip().split("|", 2)
+    assert during == "searching", "the event loop ran a timer while the pattern was searched"
+    assert is_error == "True" and "did not finish within 1 s" in content
 
 
 def test_cancelling_a_grep_stops_it_at_once(tmp_path: Path) -> None:
