@@ -6,8 +6,10 @@ The CLI talks to the server through the real ``anthropic`` SDK over loopback HTT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -138,6 +140,10 @@ def assert_ledger_closed(requests: list[RecordedRequest]) -> None:
         assert problem is None, problem
 
 
+HANG_GUARD_S = 300
+"""How long a wait for an event (a file, an exit) goes on before the test calls it a hang; never what decides a pass."""
+
+
 def live_members(pgid: int) -> list[int]:
     """The processes of group ``pgid`` that are still running (zombies are dead already)."""
     found = []
@@ -153,7 +159,7 @@ def live_members(pgid: int) -> list[int]:
     return found
 
 
-def wait_for(path: Path, seconds: float = 20) -> str:
+def wait_for(path: Path, seconds: float = HANG_GUARD_S) -> str:
     """The text of ``path`` once it exists (polled, no fixed sleep)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -183,7 +189,7 @@ def signal_when_running(
         pgid = int(wait_for(pgid_file))
         assert live_members(pgid), f"the group in {pgid_file.name} is running"
         proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=20)
+        stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
     finally:
         proc.kill()
         proc.wait()
@@ -191,8 +197,31 @@ def signal_when_running(
 
 
 def assert_group_gone(pgid: int, what: str) -> None:
-    """Within 5 s, no process of group ``pgid`` runs (``what``: whose group, for the message)."""
-    deadline = time.monotonic() + 5
-    while live_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert live_members(pgid) == [], f"a process of {what} survived"
+    """No process of group ``pgid`` runs once each one's exit is seen (``what``: whose group, for the message).
+
+    Each member is waited for by a pidfd, which becomes readable when it exits: a member that was killed
+    is seen gone however busy the machine is. ``HANG_GUARD_S`` only bounds the wait for one that never
+    exits; the group's own commands must outlast it (``sleep 3600``), so a survivor fails, never a slow pass.
+    """
+    deadline = time.monotonic() + HANG_GUARD_S
+    while members := live_members(pgid):
+        for pid in members:
+            if not _exited(pid, pgid, deadline - time.monotonic()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)  # the test's own commands: not left behind
+                raise AssertionError(f"a process of {what} survived")
+
+
+def _exited(pid: int, pgid: int, seconds: float) -> bool:
+    """Whether process ``pid``, while in group ``pgid``, exits within ``seconds`` (already gone: True)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        if pid not in live_members(pgid):  # gone, or its number taken by another process meanwhile
+            return True
+        ready, _, _ = select.select([fd], [], [], max(seconds, 0))
+        return bool(ready)
+    finally:
+        os.close(fd)

@@ -17,7 +17,7 @@ from .harness import MockApi, assert_group_gone, cli_command, run_cli, signal_wh
 from .test_request_layer import scenario
 
 # bash records its pid (its process group: Bash runs in a new session) atomically, then sleeps.
-COMMAND = "echo $$ > pgid.tmp && mv pgid.tmp pgid; sleep 30; echo late > late.txt"
+COMMAND = "echo $$ > pgid.tmp && mv pgid.tmp pgid; sleep 3600; echo late > late.txt"  # only a kill ends it
 SLEEPER = scenario(f"""  mock-primary:
     - reply: {{content: [{{tool_use: {{name: Bash, input: {{command: "{COMMAND}"}}}}}}]}}
     - reply: {{content: [{{text: "never"}}]}}
