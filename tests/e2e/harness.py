@@ -191,8 +191,9 @@ def signal_when_running(
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
     finally:
-        proc.kill()
-        proc.wait()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()  # reaped, and its pipes closed, on every path (an assertion above included)
     return Signalled(returncode=proc.returncode, stdout=stdout, stderr=stderr, pgid=pgid)
 
 

@@ -44,7 +44,7 @@ from claude_agent_sdk import (
 
 from queryloop import __version__
 
-from .harness import MockApi
+from .harness import HANG_GUARD_S, MockApi
 from .test_request_layer import scenario
 
 pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
@@ -69,6 +69,18 @@ def _options(api: MockApi, cli_path: Path, tmp_path: Path, **options: Any) -> Cl
         "QUERYLOOP_RETRY_BASE_DELAY_MS": "1",
     }
     return ClaudeAgentOptions(cli_path=cli_path, cwd=work, model="mock-primary", env=env, **options)
+
+
+RUNNING = "touch running && sleep 3600"
+"""A Bash command that says it runs (the file ``running`` in the work folder), then waits for an interrupt."""
+
+
+async def _until_running(tmp_path: Path) -> None:
+    """Until the command ``RUNNING`` has started (polled: its file is the event; the bound only stops a hang)."""
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD_S
+    while not (tmp_path / "work" / "running").exists():
+        assert asyncio.get_running_loop().time() < deadline, "the Bash command never started"
+        await asyncio.sleep(0.01)
 
 
 async def _collect(messages: AsyncIterator[Message]) -> list[Message]:
@@ -145,32 +157,32 @@ def test_a_client_conversation_of_three_prompts_carries_the_first_two_exchanges(
 def test_interrupt_while_bash_sleeps_ends_the_prompt_through_its_abort_edge_and_the_session_goes_on(
     tmp_path: Path, cli_path: Path
 ) -> None:
-    text = scenario("""  mock-primary:
-    - reply: {content: [{tool_use: {name: Bash, input: {command: "sleep 30"}}}]}
+    text = scenario(
+        """  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "RUNNING_COMMAND"}}}]}
     - reply: {content: [{text: "ok, stopped"}]}
-""")
+""".replace("RUNNING_COMMAND", RUNNING)
+    )
 
-    async def play(api: MockApi) -> tuple[list[Message], list[Message], float]:
-        options = _options(api, cli_path, tmp_path, allowed_tools=["Bash(sleep:*)"])
+    async def play(api: MockApi) -> tuple[list[Message], list[Message]]:
+        options = _options(api, cli_path, tmp_path, allowed_tools=["Bash(touch:*)", "Bash(sleep:*)"])
         async with ClaudeSDKClient(options) as client:
             await client.query("wait a while")
             first: list[Message] = []
             async for message in client.receive_response():
                 first.append(message)
                 if isinstance(message, AssistantMessage) and any(isinstance(b, ToolUseBlock) for b in message.content):
-                    await asyncio.sleep(0.5)  # the command is running now
-                    started = asyncio.get_running_loop().time()
+                    await _until_running(tmp_path)
                     await client.interrupt()
-            stopped_after = asyncio.get_running_loop().time() - started
             await client.query("never mind")
-            return first, await _collect(client.receive_response()), stopped_after
+            return first, await _collect(client.receive_response())
 
     with MockApi(text) as api:
-        first, second, stopped_after = _run(lambda: play(api))
+        first, second = _run(lambda: play(api))
         carried = api.requests[1].messages
     stopped = _result(first)
+    # the command sleeps an hour (Bash's own 2-minute timeout would end it in error): only the interrupt ends it
     assert (stopped.is_error, stopped.terminal_reason) == (True, "aborted_tools")
-    assert stopped_after < 10, "the interrupt stopped the sleep; it did not wait it out"
     assert carried[0]["content"] == "wait a while" and carried[-1]["content"] == "never mind"
     assert [r["is_error"] for r in _tool_results(carried)] == [True], "the interrupted call got an error result"
     assert (_result(second).terminal_reason, _result(second).result) == ("completed", "ok, stopped")
@@ -219,15 +231,18 @@ def test_a_later_prompt_of_a_conversation_shows_no_tool_result_of_an_earlier_one
 def test_an_interrupted_later_prompt_shows_results_for_its_own_calls_only(tmp_path: Path, cli_path: Path) -> None:
     # Claude Code 2.1.235: the interrupted prompt's stream holds one tool_result, for its own call;
     # the prompt after it shows none.
-    text = scenario("""  mock-primary:
+    text = scenario(
+        """  mock-primary:
     - reply: {content: [{tool_use: {name: Bash, input: {command: "echo hi"}}}]}
     - reply: {content: [{text: "It said hi."}]}
-    - reply: {content: [{tool_use: {name: Bash, input: {command: "sleep 30"}}}]}
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "RUNNING_COMMAND"}}}]}
     - reply: {content: [{text: "Stopped."}]}
-""")
+""".replace("RUNNING_COMMAND", RUNNING)
+    )
 
     async def play(api: MockApi) -> list[list[Message]]:
-        options = _options(api, cli_path, tmp_path, allowed_tools=["Bash(echo:*)", "Bash(sleep:*)"])
+        allowed = ["Bash(echo:*)", "Bash(touch:*)", "Bash(sleep:*)"]
+        options = _options(api, cli_path, tmp_path, allowed_tools=allowed)
         responses: list[list[Message]] = []
         async with ClaudeSDKClient(options) as client:
             for prompt in ("say hi", "wait a while", "never mind"):
@@ -236,7 +251,7 @@ def test_an_interrupted_later_prompt_shows_results_for_its_own_calls_only(tmp_pa
                 async for message in client.receive_response():
                     response.append(message)
                     if prompt == "wait a while" and _tool_use_ids([message]):
-                        await asyncio.sleep(0.5)  # the command is running now
+                        await _until_running(tmp_path)
                         await client.interrupt()
                 responses.append(response)
         return responses

@@ -33,7 +33,7 @@ from queryloop.handlers.request import AnthropicBackend
 from queryloop.run.agent import AgentRun, query_loop_program, restore_run, snapshot_run
 from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings
 
-from .harness import ROOT, MockApi, cli_command, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, cli_command, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # a dozen CLI runs, some holding a reply a few seconds
 
@@ -415,23 +415,39 @@ def test_a_subagent_stop_hook_block_gives_the_child_one_more_turn(cwd: Path, tmp
     assert first["last_assistant_message"] == "first answer"
 
 
+def _read_until_the_parent_waits(proc: subprocess.Popen[str]) -> list[str]:
+    """The stream-json lines up to the parent's step into ``awaiting_agents`` (all of them, if it never comes)."""
+    assert proc.stdout is not None
+    read = []
+    for line in proc.stdout:
+        read.append(line)
+        step = json.loads(line)
+        if step.get("subtype") == "transition" and step["to"] == "awaiting_agents":
+            if not step.get("parent_tool_use_id"):
+                break
+    return read
+
+
 def test_ctrl_c_while_the_parent_waits_for_an_agent_cancels_it(cwd: Path) -> None:
-    text = scenario([tools_reply(agent_call()), text_reply("Waiting.")], "", text_reply("never", delay_ms=30_000))
+    # the agent's reply never comes (only the server's stop ends its wait): Ctrl-C is what ends the run
+    text = scenario([tools_reply(agent_call()), text_reply("Waiting.")], "", text_reply("never", delay_ms=3_600_000))
     with MockApi(text) as api:
         proc = start_run(cwd, api)
         try:
-            deadline = time.monotonic() + 30
-            while not (len(split(api.requests)[0]) == 2 and split(api.requests)[1]):
+            read = _read_until_the_parent_waits(proc)
+            assert read and json.loads(read[-1]).get("to") == "awaiting_agents", "the parent never waited"
+            deadline = time.monotonic() + HANG_GUARD_S  # a hang's bound: the agent's request is on its way
+            while not split(api.requests)[1]:
                 assert time.monotonic() < deadline, "the agent never sent its request"
                 time.sleep(0.05)
-            time.sleep(0.3)  # the parent has answered: it waits for the agent
             proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=30)
+            rest, stderr = proc.communicate(timeout=HANG_GUARD_S)
         finally:
-            proc.kill()
-            proc.wait()
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, stderr
-    lines = [json.loads(line) for line in stdout.splitlines()]
+    lines = [json.loads(line) for line in [*read, *rest.splitlines()]]
     transitions = [line for line in lines if line.get("subtype") == "transition"]
     assert [t["reason"] for t in transitions if not t.get("parent_tool_use_id")][-1] == "agent_wait_aborted"
     (ended,) = [line for line in lines if line.get("subtype") == "task_notification"]
