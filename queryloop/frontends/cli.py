@@ -105,6 +105,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _option_order(action: argparse.Action) -> str:
+    """Where an option sorts in the help: by its first long name, without dashes (``-p, --print`` under p)."""
+    longs = [name for name in action.option_strings if name.startswith("--")] or action.option_strings
+    return longs[0].lstrip("-").lower()
+
+
+class _AgentParser(_Parser):
+    """The agent's parser, whose help is shaped as Claude Code's: the arguments, then every option in the
+    order of its name, then the commands (one list of 45 options in the order they were added hid
+    ``--scenario`` 43rd)."""
+
+    def format_help(self) -> str:
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        shown = [a for a in self._actions if a.help != argparse.SUPPRESS]
+        for title, actions in (
+            ("Arguments", [a for a in shown if not a.option_strings]),
+            ("Options", sorted((a for a in shown if a.option_strings), key=_option_order)),
+        ):
+            formatter.start_section(title)
+            formatter.add_arguments(actions)
+            formatter.end_section()
+        formatter.start_section("Commands")
+        formatter.add_text(self.epilog)
+        formatter.end_section()
+        return formatter.format_help()
+
+
 def _scenario_replayer() -> ScenarioReplayer:
     """What writes ``check --counterexamples``' runs as scenarios (imported only when asked for)."""
     from ..mockapi.replay import ScenarioReplayer
@@ -162,13 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
 def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParser:
     """``queryloop [options] [prompt]``: the agent, as Claude Code's command line is shaped."""
     names = ", ".join(c for c in commands if c != "run")
-    parser = _Parser(
+    parser = _AgentParser(
         prog="queryloop",
         usage="%(prog)s [options] [prompt]\n       %(prog)s COMMAND ...",
         description="Run the agent query loop on PROMPT (an argument, or stdin) and print the answer; "
         "online, or offline against the embedded server with --scenario. With no prompt on a terminal, "
         "an interactive session opens (/help lists its commands).",
-        epilog=f"commands (a first word that names one): {names}; `queryloop COMMAND --help` for each. "
+        epilog=f"a first word that names one runs it: {names}; `queryloop COMMAND --help` for each. "
         "`queryloop run [options] [prompt]` is the same as no command.",
     )
     _add_agent_options(parser)

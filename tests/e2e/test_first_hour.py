@@ -5,6 +5,8 @@ Each test runs the real program in a subprocess, in a fresh folder, the way the 
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +69,35 @@ def test_the_inspector_pages_example_run_runs_as_written_in_an_empty_folder(tmp_
     proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, cwd=folder, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert any((tmp_path / "home").rglob("*.jsonl")), "the run left a session for the inspector to show"
+
+
+def _help() -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "queryloop", "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_help_is_shaped_as_claude_codes_arguments_then_options_by_name_then_commands() -> None:
+    text = _help()
+    sections = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert sections == ["Arguments:", "Options:", "Commands:"], sections
+    options = text.split("\nOptions:\n", 1)[1].split("\nCommands:\n", 1)[0]
+    lines = [line for line in options.splitlines() if line.startswith("  -")]
+    names = [re.search(r"--([\w-]+)", line).group(1).lower() for line in lines]  # type: ignore[union-attr]
+    assert names == sorted(names) and "scenario" in names, names
+
+
+def test_the_help_shows_every_flag_of_the_parser_once() -> None:
+    from queryloop.frontends.cli import build_agent_parser
+
+    text = _help()
+    parser = build_agent_parser()
+    shown = [a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS]
+    options = text.split("\nOptions:\n", 1)[1]
+    missing = [
+        f for a in shown for f in a.option_strings if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", options)
+    ]
+    assert not missing, missing
+    assert len(shown) == len([line for line in options.splitlines() if line.startswith("  -")]), "one entry each"
