@@ -65,7 +65,7 @@ from .defaults import RETRY_MAX_DELAY_S
 from .memory import instructions_block, instructions_tokens, memory_paths
 from .observe import Observation, Observer
 from .subagents import Subagents
-from .tracing import recorder_from_env
+from .tracing import TraceRecorder, recorder_from_env
 
 if TYPE_CHECKING:
     from queryloop.fsm.model.spec import ChildrenSpec
@@ -377,6 +377,30 @@ def _telemetry(run: AgentRun) -> RunTelemetry | None:
     return RunTelemetry(run.options.telemetry, options=run.options, program=run.program, run=run)
 
 
+def _check_fallback_models(options: AgentOptions) -> None:
+    if len(options.request.fallback_models) > 3:
+        raise ValueError(f"at most 3 fallback models, got {len(options.request.fallback_models)}")
+
+
+def _run_params(program: Program, options: AgentOptions, state: RunState[AgentData] | None) -> Mapping[str, Any]:
+    """The params the run's runner will hold: a continued run's own, else the options' over the YAML's defaults
+    (checked here as the runner checks them)."""
+    return state.params if state is not None else program.initial_state(None, run_params(options)).params
+
+
+def _transcript(
+    store: SessionStore | None, given: TranscriptSink | None, state: RunState[AgentData] | None
+) -> TranscriptSink | None:
+    """Where the transcript goes: ``given``, else beside the store's files when it writes; a run continued from
+    its state has it written up to there."""
+    transcript = given
+    if transcript is None and store is not None and store.writes:
+        transcript = TranscriptWriter(store.paths, in_place=store.source == store.paths)
+    if transcript is not None and state is not None:
+        transcript.continue_after(state.data.messages)
+    return transcript
+
+
 _CHECKED: set[tuple[int, type]] = set()  # (program, observer class) pairs already checked in this process
 
 
@@ -446,83 +470,85 @@ class AgentRun:
         transcript: TranscriptSink | None = None,
         call_runner: CallRunner | None = None,
     ) -> None:
-        if len(options.request.fallback_models) > 3:
-            raise ValueError(f"at most 3 fallback models, got {len(options.request.fallback_models)}")
+        _check_fallback_models(options)
         self.options = options
         self.first_token: float | None = None  # monotonic time of the first token of the run's first answer
         self.first_request: float | None = None  # monotonic time the run's first model request was sent
+        self.program = program or query_loop_program()
         self._owns_mcp = mcp is None and bool(options.tools.mcp_servers)
-        if self._owns_mcp:
-            taken = frozenset(t.name for t in options.tools.custom_tools).__contains__  # never offered twice
-            mcp = McpManager(
-                options.tools.mcp_servers,
-                cwd=options.cwd,
-                hidden=options.permissions.rules.hides,
-                taken=taken,
-                roots=options.working_directories(),
-                elicit=lambda request: answer_elicitation(options, request),
-                progress=self._published,
-            )
-        program = program or query_loop_program()
-        self.program = program
-        self.subagents: Subagents | None = None
-        if _offers_agents(options, program):
-            self.subagents = Subagents(
-                options=options,
-                start_run=lambda child, observer, servers: AgentRun(
-                    child, backend, program=program, observers=(observer,), mcp=servers
-                ),
-                definitions=options.agents.definitions,
-                max_running=int(program.spec.param_defaults["max_running_agents"]),
-                max_turns=None,
-                timeout_s=options.agents.timeout_s,
-                mcp=mcp,
-                publish=self._published,
-                trace_parent=lambda call_id: self.telemetry.span_context(call_id) if self.telemetry else None,
-                budget_left=self._budget_left,
-            )
-        self.services = _services(
-            options,
-            _FirstTokenClock(backend, self._saw_first_token, self._sent_request),
-            mcp,
-            store,
-            call_runner,
-            self.subagents,
-        )
-        store = self.services.session
-        if transcript is None and store is not None and store.writes:
-            transcript = TranscriptWriter(store.paths, in_place=store.source == store.paths)
-        self.transcript: TranscriptSink | None = transcript
-        if self.transcript is not None and state is not None:  # a run continued from its state: written up to it
-            self.transcript.continue_after(state.data.messages)
+        mcp = self._own_mcp() if self._owns_mcp else mcp
+        self.subagents: Subagents | None = self._subagents(backend, mcp, _run_params(self.program, options, state))
+        clock = _FirstTokenClock(backend, self._saw_first_token, self._sent_request)
+        self.services = _services(options, clock, mcp, store, call_runner, self.subagents)
+        self.transcript: TranscriptSink | None = _transcript(self.services.session, transcript, state)
         self.observers = tuple(observers)
         self.telemetry = _telemetry(self)  # None unless OpenTelemetry is configured
         watchers = (self.transcript, self.telemetry)
-        _check_observers(program, (self, *self.observers, *(w for w in watchers if w is not None)))
-        self._trace_step = recorder_from_env(  # QUERYLOOP_TRACE_DIR, else the session's own folder on disk
-            machine=program.spec.name,
+        _check_observers(self.program, (self, *self.observers, *(w for w in watchers if w is not None)))
+        self._trace_step = self._recorder()
+        self._state = state
+        self._expanded = False  # the prompt was looked at for an MCP prompt's command
+        self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
+        self._adopted = self._adopt_unfinished_agents(state)  # a resumed session's agents that never reported
+        self.runner: Runner[AgentData, AgentServices] = self._runner(options)
+        self.started = time.monotonic()
+        self.finished: float | None = None
+
+    def _own_mcp(self) -> McpManager:
+        """The MCP servers of the options, for this run to connect and close (none were handed to it)."""
+        options = self.options
+        taken = frozenset(t.name for t in options.tools.custom_tools).__contains__  # never offered twice
+        return McpManager(
+            options.tools.mcp_servers,
+            cwd=options.cwd,
+            hidden=options.permissions.rules.hides,
+            taken=taken,
+            roots=options.working_directories(),
+            elicit=lambda request: answer_elicitation(options, request),
+            progress=self._published,
+        )
+
+    def _subagents(self, backend: ModelBackend, mcp: McpManager | None, params: Mapping[str, Any]) -> Subagents | None:
+        """What starts the run's sub-agents, with the caps the run is given (``params``); None: no Agent tool."""
+        options, program = self.options, self.program
+        if not _offers_agents(options, program):
+            return None
+        children = _agent_children(program)
+        assert children is not None  # _offers_agents: there is one
+        turns = params.get(children.steps)
+        return Subagents(
+            options=options,
+            start_run=lambda child, observer, servers: AgentRun(
+                child, backend, program=program, observers=(observer,), mcp=servers
+            ),
+            definitions=options.agents.definitions,
+            max_running=int(params["max_running_agents"]),
+            max_turns=None if turns is None else int(turns),
+            timeout_s=options.agents.timeout_s,
+            mcp=mcp,
+            publish=self._published,
+            trace_parent=lambda call_id: self.telemetry.span_context(call_id) if self.telemetry else None,
+            budget_left=self._budget_left,
+        )
+
+    def _recorder(self) -> TraceRecorder | None:
+        """What records each step: under QUERYLOOP_TRACE_DIR, else in the session's own folder on disk, else none."""
+        options = self.options
+        return recorder_from_env(
+            machine=self.program.spec.name,
             session_id=options.session.session_id,
             agent_id=options.agents.agent_id,
             session_folder=options.session_paths().folder if isinstance(self.transcript, TranscriptWriter) else None,
         )
-        self._state = state
-        self._expanded = False  # the prompt was looked at for an MCP prompt's command
-        self.slash_commands: list[str] = []  # the MCP servers' prompts, as commands (after connect_mcp)
-        self._adopted: tuple[BackgroundTask, ...] = ()  # a resumed session's agents that never reported
-        resumed = options.session.resume_from
-        if self.subagents is not None and state is None and resumed == options.session_paths():
-            if (resumed.folder / "subagents").is_dir():  # only then is the transcript read for its reports
-                self._adopted = self.subagents.adopt_unfinished(_reported_agents(resumed.transcript))
-        self.runner: Runner[AgentData, AgentServices] = self._runner(options)
-        if self.subagents is not None:  # the caps the run was given (params), not the defaults
-            params = self.runner.final.params
-            children = _agent_children(program)
-            assert children is not None  # _offers_agents: there is one
-            self.subagents.max_running = int(params["max_running_agents"])
-            turns = params.get(children.steps)
-            self.subagents.max_turns = None if turns is None else int(turns)
-        self.started = time.monotonic()
-        self.finished: float | None = None
+
+    def _adopt_unfinished_agents(self, state: RunState[AgentData] | None) -> tuple[BackgroundTask, ...]:
+        """A resumed session's background agents that never reported (none for a run continued from its state)."""
+        resumed = self.options.session.resume_from
+        if self.subagents is None or state is not None or resumed != self.options.session_paths():
+            return ()
+        if not (resumed.folder / "subagents").is_dir():  # only then is the transcript read for its reports
+            return ()
+        return self.subagents.adopt_unfinished(_reported_agents(resumed.transcript))
 
     def _runner(self, options: AgentOptions) -> Runner[AgentData, AgentServices]:
         state = self._state
