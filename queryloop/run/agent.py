@@ -18,6 +18,7 @@ import random
 import re
 import time
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -77,6 +78,8 @@ __all__ = [
     "AgentData",
     "AgentRun",
     "AgentServices",
+    "OBSERVER_CHECKS",
+    "ObserverChecks",
     "answer_elicitation",
     "hook_runner",
     "query_loop_program",
@@ -401,15 +404,40 @@ def _transcript(
     return transcript
 
 
-_CHECKED: set[tuple[int, type]] = set()  # (program, observer class) pairs already checked in this process
+class ObserverChecks:
+    """Which observer classes were checked against which program: the check runs once per pair in a process.
+
+    Held per program object and forgotten with it (a program's ``id`` may be reused by a later one,
+    which must be checked again); :meth:`clear` forgets every pair.
+    """
+
+    def __init__(self) -> None:
+        self._checked: weakref.WeakKeyDictionary[Program, set[type]] = weakref.WeakKeyDictionary()
+
+    def check(self, program: Program, observers: Sequence[object]) -> None:
+        """Refuse an observer that reads a state or reason ``program``'s machine lacks (once per class)."""
+        seen = self._checked.setdefault(program, set())
+        new = [o for o in observers if type(o) not in seen]
+        if new:
+            check_observers(program.spec, new)
+            seen.update(type(o) for o in new)
+
+    def checked(self, program: Program) -> frozenset[type]:
+        """The observer classes checked against ``program`` so far."""
+        return frozenset(self._checked.get(program, ()))
+
+    def clear(self) -> None:
+        """Forget every check: each observer class is checked again at the next run."""
+        self._checked.clear()
+
+
+OBSERVER_CHECKS = ObserverChecks()
+"""The process's record of checked observers (:class:`ObserverChecks`)."""
 
 
 def _check_observers(program: Program, observers: Sequence[object]) -> None:
     """Refuse an observer that reads a state or reason this run's machine lacks (once per class and machine)."""
-    new = [o for o in observers if (id(program), type(o)) not in _CHECKED]
-    if new:
-        check_observers(program.spec, new)
-        _CHECKED.update((id(program), type(o)) for o in new)
+    OBSERVER_CHECKS.check(program, observers)
 
 
 class _FirstTokenClock:

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from .config import AgentOptions
     from .observe import Observation
 
-__all__ = ["RETRY_KINDS", "UNOFFERED_TOOL", "RunTelemetry", "end_session"]
+__all__ = ["PROVIDERS", "ProcessProviders", "RETRY_KINDS", "RunTelemetry", "UNOFFERED_TOOL", "end_session"]
 
 _T = TypeVar("_T")
 
@@ -245,19 +245,47 @@ def _log_exporter(name: str, settings: TelemetrySettings) -> LogRecordExporter:
     return _otlp("logs", settings)  # type: ignore[no-any-return]
 
 
-_PROVIDERS: dict[int, _Providers] = {}  # one set per process (keyed by nothing else: the environment is read once)
+class ProcessProviders:
+    """The process's one set of exporters, and the sessions' open spans: its only state that outlives a run.
+
+    The first run that exports builds them from the settings it was given; later runs share them
+    (as Claude Code, the process reads its telemetry environment once), so a later run's other
+    settings are not applied. :meth:`reset` ends the open sessions' spans and drops the set, so
+    the next run that exports builds a new one: for tests and programs that change the settings.
+    """
+
+    def __init__(self) -> None:
+        self._providers: _Providers | None = None
+
+    def get(self, settings: TelemetrySettings) -> _Providers:
+        """The process's providers, built from ``settings`` by the first run that asks."""
+        if self._providers is None:
+            self._providers = _Providers(settings)
+        return self._providers
+
+    def end_session(self, session_id: str) -> None:
+        """The session is over in this process: its span ends, and its trace with it (nothing if none is open)."""
+        if self._providers is not None:
+            self._providers.end_session(session_id)
+
+    def reset(self) -> None:
+        """End every open session's span and forget the providers; the next run that exports builds them again."""
+        if self._providers is not None:
+            self._providers.end_sessions()
+        self._providers = None
+
+
+PROVIDERS = ProcessProviders()
+"""The process's providers (:class:`ProcessProviders`): every run of the process exports through them."""
 
 
 def _providers(settings: TelemetrySettings) -> _Providers:
-    if not _PROVIDERS:
-        _PROVIDERS[0] = _Providers(settings)
-    return _PROVIDERS[0]
+    return PROVIDERS.get(settings)
 
 
 def end_session(session_id: str) -> None:
     """The session is over in this process (a conversation closed, /clear): its span ends, and its trace with it."""
-    if _PROVIDERS:
-        _PROVIDERS[0].end_session(session_id)
+    PROVIDERS.end_session(session_id)
 
 
 def _usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:

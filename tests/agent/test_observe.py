@@ -9,17 +9,18 @@ without declaring it.
 from __future__ import annotations
 
 import ast
+import gc
 import io
 from pathlib import Path
 
 import pytest
 
 from queryloop.frontends import console, interactive, sdk_protocol
-from queryloop.fsm import SpecError, Step, check_observers, uses
+from queryloop.fsm import Program, SpecError, Step, check_observers, load_machine, uses
 from queryloop.fsm.model.contract import reads_of
 from queryloop.handlers.session.services.transcript import TranscriptWriter
 from queryloop.machines import MACHINES_DIR
-from queryloop.run.agent import AgentRun, query_loop_program
+from queryloop.run.agent import OBSERVER_CHECKS, AgentRun, ObserverChecks, query_loop_program
 from queryloop.run.config import AgentOptions, RequestSettings, SessionSettings
 from queryloop.run.observe import OBSERVATION_TYPES
 from queryloop.testing import ScriptedBackend, scripted_reply
@@ -62,6 +63,36 @@ def test_an_observer_reading_a_renamed_state_is_refused_when_attached(tmp_path: 
     text = str(refused.value)
     assert "state 'calling_the_model'" in text and "did you mean 'calling_model'" in text
     assert "reason 'api_retry_again'" in text
+
+
+def test_observer_checks_are_held_per_program_object_and_forgotten_with_it() -> None:
+    """Keyed by the program itself, not its id(): a later program that reuses a freed id is checked again."""
+    checks = ObserverChecks()
+
+    class Reader:
+        def observe(self, item: object) -> None: ...
+
+    program = Program(load_machine(MACHINES_DIR / "examples" / "retry_fetch.yaml"))
+    checks.check(program, [Reader()])
+    assert checks.checked(program) == {Reader}
+    other = Program(load_machine(MACHINES_DIR / "examples" / "retry_fetch.yaml"))
+    assert checks.checked(other) == frozenset(), "another program's observers are checked on their own"
+    del program
+    gc.collect()
+    assert len(checks._checked) == 0, "a program gone takes its record with it"
+    checks.check(other, [Reader()])
+    checks.clear()
+    assert checks.checked(other) == frozenset()
+
+
+def test_the_process_record_of_checked_observers_is_the_one_runs_use(tmp_path: Path) -> None:
+    OBSERVER_CHECKS.clear()
+    options = AgentOptions(
+        prompt="hi", cwd=tmp_path, request=RequestSettings(model="m"), session=SessionSettings(persist=False)
+    )
+    backend = ScriptedBackend(lambda call: scripted_reply([{"type": "text", "text": "ok"}]))
+    run = AgentRun(options, backend)
+    assert AgentRun in OBSERVER_CHECKS.checked(run.program)
 
 
 def test_the_observers_name_no_state_or_reason_they_do_not_declare() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from queryloop.run.config import AskedSession, ConfigSources, resolve_config
-from queryloop.run.telemetry import TelemetryConfigError, telemetry_settings
+from queryloop.run.telemetry import TelemetryConfigError, TelemetrySettings, telemetry_settings
 
 ON = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1"}
 
@@ -189,3 +189,14 @@ def test_only_one_method_gives_a_span_an_error_status_and_none_records_an_except
         and call.func.attr in ("set_status", "record_exception")
     }
     assert callers == {"_fail"}
+
+
+def test_the_process_providers_are_built_once_and_built_again_after_a_reset() -> None:
+    from queryloop.run.otel import ProcessProviders
+
+    providers = ProcessProviders()
+    first = providers.get(TelemetrySettings())
+    assert providers.get(TelemetrySettings(service_name="another")) is first, "the settings are read once"
+    providers.end_session("no-such-session")  # nothing open: nothing to end
+    providers.reset()
+    assert providers.get(TelemetrySettings(service_name="another")) is not first
