@@ -300,15 +300,25 @@ def _build(spin: str, cc: str, text: str, runs: Mapping[Path, tuple[str, ...]], 
         flags = _MONITOR_CFLAGS if defines else _SAFETY_CFLAGS
         cmd = [cc, optimise, *flags, "-w", "-o", "pan", "pan.c"]
         jobs.append((where, subprocess.Popen(cmd, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
-    for where, job in jobs:
-        try:
-            output, _ = job.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.communicate()
-            raise SpinError(f"gcc: compiling {where / 'pan.c'} took over {timeout:.0f} s") from None
-        if job.returncode != 0:
-            raise SpinError(f"gcc failed on {where / 'pan.c'}:\n{output.decode(errors='replace')[-2000:]}")
+    try:
+        for where, job in jobs:
+            _compiled(where, job, timeout)
+    finally:  # one compile failed: the others are ended and their pipes closed too
+        for _, job in jobs:
+            if job.poll() is None:
+                job.kill()
+            job.wait()
+            if job.stdout is not None:
+                job.stdout.close()
+
+
+def _compiled(where: Path, job: subprocess.Popen[bytes], timeout: float) -> None:
+    try:
+        output, _ = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SpinError(f"gcc: compiling {where / 'pan.c'} took over {timeout:.0f} s") from None
+    if job.returncode != 0:
+        raise SpinError(f"gcc failed on {where / 'pan.c'}:\n{output.decode(errors='replace')[-2000:]}")
 
 
 def _run(cmd: Sequence[str], cwd: Path, timeout: float, what: str) -> str:

@@ -9,7 +9,9 @@ properties as assertions and the liveness claim as LTL), and compared with
 
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -541,3 +543,15 @@ def test_without_spin_on_path_the_check_is_a_usage_error(
     rc = main(["check", "--spin", "--machine", str(ROOT / "machines/examples/retry_fetch.yaml")])
     assert rc == 2
     assert "spin not found on PATH; install it (apt-get install spin)" in capsys.readouterr().err
+
+
+def test_a_failed_compile_ends_the_other_compiles_and_leaves_no_pipe_open(tmp_path: Path) -> None:
+    from queryloop.fsm.verify import spin as spin_module
+
+    runs = {tmp_path / "a": (), tmp_path / "b": ("-DNOREDUCE",)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(spin_module.SpinError, match="gcc failed"):
+            spin_module._build("spin", "false", "init { skip }\n", runs, "-O0", 60)
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
