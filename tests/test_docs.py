@@ -10,6 +10,7 @@ import importlib.util
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,30 @@ def test_the_configuration_page_lists_the_hook_events_the_runtime_fires() -> Non
 
     page = " ".join((ROOT / "docs" / "configuration.md").read_text(encoding="utf-8").split())
     assert f"Hooks ({', '.join(HOOK_EVENTS)}) are real subprocesses" in page
+
+
+def _differences() -> Any:
+    spec = importlib.util.spec_from_file_location("differences", ROOT / "tools" / "differences.py")
+    assert spec is not None and spec.loader is not None
+    differences = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(differences)
+    return differences
+
+
+def test_the_differences_page_is_written_from_the_conformance_rows() -> None:
+    """docs/differences.md's generated part is what tools/differences.py writes from the rows now."""
+    assert _differences().stale(write=False) is False, "docs/differences.md is stale: run python tools/differences.py"
+
+
+DESIGN_LINK = re.compile(r"\(\[[^\]]+\]\(([a-z-]+\.md)#[a-z0-9-]+\)\)$")
+
+
+def test_every_by_design_row_ends_its_reason_with_a_link_to_a_docs_page() -> None:
+    differences = _differences()
+    bad = [
+        f"{module.__name__}: {reason!r}"
+        for module in differences.modules()
+        for reason in differences.designed(module)
+        if not (found := DESIGN_LINK.search(reason)) or not (ROOT / "docs" / found.group(1)).is_file()
+    ]
+    assert bad == [], "a by-design reason ends with ([words](page.md#anchor)) naming a page of docs/"

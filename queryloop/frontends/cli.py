@@ -149,7 +149,9 @@ def engine_arguments() -> dict[str, Any]:
 
 def add_run_command(sub: Any) -> None:
     """``run``: the agent by name, with the same options as no command."""
-    run = sub.add_parser("run", help="the same as no command: run the agent (kept for scripts that name it)")
+    run = sub.add_parser(
+        "run", help="the same as no command: run the agent (kept for scripts that name it)", allow_abbrev=False
+    )
     _add_agent_options(run)
 
 
@@ -197,6 +199,7 @@ def build_agent_parser(commands: Collection[str] = ()) -> argparse.ArgumentParse
         description="Run the agent query loop on PROMPT (an argument, or stdin) and print the answer; "
         "online, or offline against the embedded server with --scenario. With no prompt on a terminal, "
         "an interactive session opens (/help lists its commands).",
+        allow_abbrev=False,  # as Claude Code's: `--agent` is not `--agents`
         epilog=f"a first word that names one runs it: {names}; `queryloop COMMAND --help` for each. "
         "`queryloop run [options] [prompt]` is the same as no command.",
     )
@@ -328,6 +331,12 @@ def _add_io_options(run: argparse.ArgumentParser) -> None:
         default="text",
         help="stream-json: prompts and control requests as JSON lines on stdin (the Claude Agent SDK's session)",
     )
+    run.add_argument(
+        "--forward-subagent-text",
+        action="store_true",
+        help="accepted for Claude Code's command line: a sub-agent's text is always written, with its "
+        "parent_tool_use_id",
+    )
 
 
 def _add_model_options(run: argparse.ArgumentParser) -> None:
@@ -436,6 +445,13 @@ def _add_context_options(run: argparse.ArgumentParser) -> None:
 def _add_permission_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--permission-mode", choices=PERMISSION_MODES, help="default: the settings' defaultMode, else 'default'"
+    )
+    run.add_argument(
+        "--dangerously-skip-permissions",
+        dest="permission_mode",
+        action="store_const",
+        const="bypassPermissions",
+        help="the same as --permission-mode bypassPermissions",
     )
     run.add_argument(
         "--sandbox",

@@ -58,6 +58,7 @@ class Observed:
     requests: tuple[RecordedRequest, ...] = ()  # the Messages API requests it sent, in order
     lines: tuple[dict[str, Any], ...] = ()  # its stream-json lines
     result: Mapping[str, Any] = attrs.field(factory=dict)  # the result line ({} if none)
+    stdout: str = ""  # all of it, as written
 
 
 @attrs.frozen(kw_only=True)
@@ -164,6 +165,7 @@ def observe(program: Program, probe: Probe, base: Path) -> Observed:
         requests=requests,
         lines=tuple(lines),
         result=result,
+        stdout=proc.stdout,
     )
 
 

@@ -75,7 +75,8 @@ ROWS: dict[str, Row] = {
         probe=_command("/compact"),
         queryloop={"requests": 0, "returncode": 1, "is_error": True},
         reference={"requests": 0, "returncode": 0, "is_error": False},
-        design="a /compact that compacted nothing is an error result, so a script sees it",
+        design="a /compact that compacted nothing is an error result, so a script sees it "
+        "([the program](cli.md#a-headless-run))",
     ),
     "a path that exists": Row(probe=_command("/usr/bin"), queryloop={"requests": 1, "prompts": ("/usr/bin",)}),
     "a path that exists, with words after it": Row(

@@ -154,7 +154,8 @@ PERMISSION_ROWS: dict[str, Row] = {
         probe=_probe(TOUCH, _hooks("PreToolUse", _pre("allow")), "--permission-mode", "plan"),
         queryloop={"denied": ("Bash",), "made": frozenset()},
         reference={"denied": (), "made": frozenset({"project/made"})},
-        design="plan mode promises that nothing changes; a hook's allow does not break that promise",
+        design="plan mode promises that nothing changes; a hook's allow does not break that promise "
+        "([hooks](configuration.md#a-pretooluse-hooks-answer))",
     ),
     "allow: Write outside the working directory": Row(
         probe=_probe(
@@ -162,7 +163,8 @@ PERMISSION_ROWS: dict[str, Row] = {
         ),
         queryloop={"denied": (), "made": frozenset(), "is_error": True},
         reference={"denied": (), "made": frozenset({"outside.txt"}), "is_error": False},
-        design="the file tools write only inside the working directories, whoever allowed the call",
+        design="the file tools write only inside the working directories, whoever allowed the call "
+        "([hooks](configuration.md#a-pretooluse-hooks-answer))",
     ),
     "deny: Write, no reason": Row(
         probe=_probe(WRITE, _hooks("PreToolUse", _pre("deny"))),
@@ -226,7 +228,8 @@ def _told(probe: Probe, notes: tuple[tuple[str, str], ...]) -> Row:
         probe=probe,
         queryloop={**seen, "where": frozenset({WHERE[1]})},
         reference={**seen, "where": frozenset({WHERE[0]})},
-        design=f"the notes go in a <system-reminder> block of the user turn, not a system message: {WHY}",
+        design=f"the notes go in a <system-reminder> block of the user turn, not a system message: {WHY} "
+        "([hooks](configuration.md#what-hooks-tell-the-model))",
     )
 
 

@@ -152,21 +152,24 @@ ROWS: dict[str, Row] = {
         seen=lambda o: _shown(o) == "error",
         queryloop=True,
         reference=False,  # Claude Code shows the bytes as numbered text
-        design="a file with NUL bytes is binary whatever its name; its bytes as text are noise to the model",
+        design="a file with NUL bytes is binary whatever its name; its bytes as text are noise to the model "
+        "([security](security.md#what-leaves-the-run-telemetry-mcp-content-the-inspector))",
     ),
     "read a wide png": Row(
         probe=_read("w.png", png(4000, 10)),
         seen=_blocks,
         queryloop=["tool_result"],
         reference=["tool_result", "text"],  # shrunk to 2000 wide, with a note of the scale
-        design="queryloop has no image library: it sends an image up to the API's 8000 pixels a side as it is",
+        design="queryloop has no image library: it sends an image up to the API's 8000 pixels a side as it is "
+        "([security](security.md#what-leaves-the-run-telemetry-mcp-content-the-inspector))",
     ),
     "read a large png": Row(
         probe=_read("big.png", png(1, 1) + b"\x00" * (4 * 1024 * 1024)),
         seen=lambda o: _shown(o) == "error",
         queryloop=True,
         reference=False,  # Claude Code re-encodes it (as a JPEG) under the limit
-        design="queryloop has no image library: an image over the API's 5 MB is refused with its size",
+        design="queryloop has no image library: an image over the API's 5 MB is refused with its size "
+        "([security](security.md#what-leaves-the-run-telemetry-mcp-content-the-inspector))",
     ),
     "read a pdf": Row(probe=_read("f.pdf", PDF), seen=_document, queryloop=PDF),
     "read a pdf: where the document goes": Row(
@@ -174,7 +177,8 @@ ROWS: dict[str, Row] = {
         seen=_blocks,
         queryloop=["tool_result"],  # the document inside it
         reference=["tool_result", "document"],
-        design="a tool's output stays in its tool_result: the tools add no blocks to the message beside it",
+        design="a tool's output stays in its tool_result: the tools add no blocks to the message beside it "
+        "([security](security.md#what-leaves-the-run-telemetry-mcp-content-the-inspector))",
     ),
     "read a pdf: a PostToolUse hook's tool_response": Row(
         probe=Probe(
@@ -195,7 +199,8 @@ ROWS: dict[str, Row] = {
         seen=lambda o: next(type(line["tool_use_result"]).__name__ for line in o.lines if "tool_use_result" in line),
         queryloop="list",  # the tool_result's content blocks
         reference="dict",  # {type: image, file: {base64, type, originalSize, dimensions}}
-        design="not yet: the renderer gets the result's content, not the tool's record (hooks get the record)",
+        design="not yet: the renderer gets the result's content, not the tool's record (hooks get the record) "
+        "([the CLI](cli.md#output-formats))",
     ),
     "read an image: a PostToolUse hook's tool_response": Row(
         probe=Probe(
@@ -316,7 +321,7 @@ ROWS: dict[str, Row] = {
         queryloop=["content_block_delta", "content_block_stop"],
         reference=["assistant", "content_block_stop"],
         design="an assistant line is written once its message is whole, so a stream cut and retried shows no "
-        "half answer",
+        "half answer ([the CLI](cli.md#output-formats))",
     ),
 }
 

@@ -64,7 +64,8 @@ ROWS: dict[str, Row] = {
         probe=Probe(calls=TOUCH, files={".claude/settings.local.json": {"permissions": {"allow": ["Bash(touch:*)"]}}}),
         queryloop={"denied": ("Bash",), "made": frozenset()},
         reference={"denied": (), "made": frozenset({"project/made"})},
-        design="a cloned repository can ship a settings.local.json as easily as a settings.json",
+        design="a cloned repository can ship a settings.local.json as easily as a settings.json "
+        "([workspace trust](security.md#workspace-trust))",
     ),
     "untrusted acceptEdits": Row(
         probe=Probe(
@@ -73,7 +74,8 @@ ROWS: dict[str, Row] = {
         ),
         queryloop={"mode": "default", "denied": ("Write",), "made": frozenset()},
         reference={"mode": "acceptEdits", "denied": (), "made": frozenset({"project/w.txt"})},
-        design="acceptEdits lets the model write files that run later without asking",
+        design="acceptEdits lets the model write files that run later without asking "
+        "([workspace trust](security.md#workspace-trust))",
     ),
     "untrusted env": Row(
         probe=Probe(
@@ -83,7 +85,8 @@ ROWS: dict[str, Row] = {
         ),
         queryloop={"made": frozenset({"project/env.txt"})},
         reference={"made": frozenset({"project/env.txt"})},  # made by both; what it holds differs (read below)
-        design="env from an untrusted folder changes what every command runs with (PATH, LD_PRELOAD)",
+        design="env from an untrusted folder changes what every command runs with (PATH, LD_PRELOAD) "
+        "([workspace trust](security.md#workspace-trust))",
     ),
     "untrusted hook": Row(
         probe=Probe(
@@ -93,7 +96,8 @@ ROWS: dict[str, Row] = {
         ),
         queryloop={"made": frozenset()},
         reference={"made": frozenset({"project/hooked"})},
-        design="a hook is a program the repository names; it would run on the first tool call",
+        design="a hook is a program the repository names; it would run on the first tool call "
+        "([workspace trust](security.md#workspace-trust))",
     ),
 }
 

@@ -1,0 +1,106 @@
+"""docs/differences.md's list of deliberate differences, written from the conformance suite's rows.
+
+Owns the block of docs/differences.md between ``<!-- rows: begin -->`` and ``<!-- rows: end -->``:
+every row of every ``tests/conformance/test_*.py`` module (its ``ROWS`` dict) whose ``design`` is
+set becomes a bullet with that reason, grouped by module (headed by the module's topic, the
+first words of its docstring, before " beside"); rows that share a reason share a bullet
+naming each row. ``python tools/differences.py`` rewrites the block; ``--check`` rewrites
+nothing and fails, naming the command, when the page and the rows disagree
+(``tests/test_docs.py`` runs it). The rows are read, never run: no Claude Code is needed.
+
+Does not own the rest of the page (its introduction and the hand-written differences no row
+pins yet), nor the rows (each module of the suite owns its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "differences.md"
+SUITE = ROOT / "tests" / "conformance"
+BLOCK = re.compile(r"(<!-- rows: begin -->\n)(?P<body>.*?)(<!-- rows: end -->)", re.S)
+COMMAND = "python tools/differences.py"
+
+
+def modules() -> Iterator[ModuleType]:
+    """The suite's modules, in file order (imported as pytest imports them: ``conformance.test_…``)."""
+    if str(SUITE.parent) not in sys.path:
+        sys.path.insert(0, str(SUITE.parent))
+    for path in sorted(SUITE.glob("test_*.py")):
+        yield importlib.import_module(f"{SUITE.name}.{path.stem}")
+
+
+def topic(module: ModuleType) -> str:
+    """A module's heading: its docstring's first words up to " beside" (else up to ":"), else its name."""
+    first = (module.__doc__ or "").strip().split("\n", 1)[0]
+    head = first.split(" beside ", 1)[0] if " beside " in first else first.split(":", 1)[0]
+    return head.replace("``", "`").strip().rstrip(".") or module.__name__.rsplit(".", 1)[-1]
+
+
+def designed(module: ModuleType) -> dict[str, list[str]]:
+    """The module's by-design reasons, each with the names of its rows, in the rows' order."""
+    rows = getattr(module, "ROWS", None)
+    if not isinstance(rows, dict):
+        raise SystemExit(f"{module.__file__}: no ROWS dict (name → row): every module of the suite exposes its rows")
+    reasons: dict[str, list[str]] = {}
+    for name, row in rows.items():
+        design = getattr(row, "design", "")
+        if design:
+            reasons.setdefault(" ".join(design.split()), []).append(name)
+    return reasons
+
+
+def _bullet(reason: str, names: list[str]) -> str:
+    rows = ", ".join(f"`{n.replace('`', '')}`" for n in names)
+    sentence = reason if reason.startswith("queryloop") else reason[0].upper() + reason[1:]
+    return f"- {sentence}{'' if sentence.endswith('.') else '.'} Row{'s' if len(names) > 1 else ''}: {rows}."
+
+
+def render() -> str:
+    """The block's body: one section per module with by-design rows, one bullet per reason."""
+    parts: list[str] = []
+    for module in modules():
+        reasons = designed(module)
+        if not reasons:
+            continue
+        where = f"tests/conformance/{module.__name__.rsplit('.', 1)[-1]}.py"
+        bullets = "\n".join(_bullet(reason, names) for reason, names in reasons.items())
+        parts.append(f"### {topic(module)}\n\nFrom `{where}`:\n\n{bullets}\n")
+    return "\n".join(parts)
+
+
+def stale(*, write: bool) -> bool:
+    """Whether the page's block differs from :func:`render`'s; with ``write``, rewrite it."""
+    text = PAGE.read_text(encoding="utf-8")
+    found = BLOCK.search(text)
+    if found is None:
+        raise SystemExit(f"{PAGE}: no '<!-- rows: begin -->' … '<!-- rows: end -->' block")
+    body = render()
+    if found.group("body") == body:
+        return False
+    if write:
+        PAGE.write_text(text[: found.start("body")] + body + text[found.end("body") :], encoding="utf-8")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if the page is stale")
+    args = parser.parse_args(argv)
+    if stale(write=not args.check):
+        if args.check:
+            print(f"{PAGE.relative_to(ROOT)} is stale: run {COMMAND}", file=sys.stderr)
+            return 1
+        print(f"rewrote {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
