@@ -460,6 +460,7 @@ def resolve_config(
     env = asked_tools.env or {}
     asked_session = session or AskedSession()
     mode = asked_tools.permission_mode or hints.get("permission_mode") or loaded.permissions.default_mode or "default"
+    mode = _allowed_mode(mode, loaded.raw.get("permissions"), warnings)
     read_env = {**os.environ, **loaded.env}  # what Claude Code reads: its environment, the settings' env above it
     try:
         options = AgentOptions(
@@ -518,6 +519,18 @@ def _with_added_dirs(rules: PermissionRules, cwd: Path, added: Sequence[str], wa
         elif directory not in kept:
             kept.append(directory)
     return attrs.evolve(rules, additional_directories=kept)
+
+
+def _allowed_mode(mode: PermissionMode, permissions: Any, warnings: list[str]) -> PermissionMode:
+    """``mode``, but ``default`` for ``bypassPermissions`` when the settings'
+    ``permissions.disableBypassPermissionsMode`` is ``"disable"`` (as Claude Code 2.1.235 does,
+    which says nothing; here a warning says why)."""
+    if mode != "bypassPermissions" or not isinstance(permissions, dict):
+        return mode
+    if permissions.get("disableBypassPermissionsMode") != "disable":
+        return mode
+    warnings.append("bypassPermissions is off in the settings (permissions.disableBypassPermissionsMode): mode default")
+    return "default"
 
 
 def _sandbox(raw: Any, *, force: bool, warnings: list[str]) -> SandboxPolicy:

@@ -115,6 +115,7 @@ SETTINGS_SCHEMA: Final[Mapping[str, Any]] = {
         },
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "model": {"type": "string"},
+        "disableAllHooks": {"type": "boolean"},
         "mcpServers": {"type": "object", "additionalProperties": {"type": "object"}},  # checked in full when used
         "enableAllProjectMcpServers": {"type": "boolean"},
         "enabledMcpjsonServers": {"type": "array", "items": {"type": "string"}},
@@ -467,7 +468,10 @@ def _build(document: Mapping[str, Any], *, sources: tuple[Path | str, ...], igno
             default_mode=cast(PermissionMode, default_mode) if default_mode is not None else None,
             additional_directories=tuple(permissions.get("additionalDirectories", ())),
         ),
-        hooks=parse_hook_config(document["hooks"]) if "hooks" in document else HookConfig(),
+        # disableAllHooks: none of the settings' hooks run, as in Claude Code 2.1.235 (an untrusted folder's is dropped)
+        hooks=parse_hook_config(document["hooks"])
+        if "hooks" in document and document.get("disableAllHooks") is not True
+        else HookConfig(),
         env=MappingProxyType(dict(document.get("env", {}))),
         model=document.get("model"),
         sources=sources,

@@ -160,8 +160,16 @@ _NARROWING_SANDBOX: Final = {
 
 
 #: The top-level keys an untrusted folder's settings may not set at all: each makes a program run (a
-#: hook, an MCP server) or changes what every command runs with (``env``: ``PATH``, ``LD_PRELOAD``…).
-_DROPPED: Final = ("hooks", "env", "mcpServers", "enableAllProjectMcpServers", "enabledMcpjsonServers")
+#: hook, an MCP server), changes what every command runs with (``env``: ``PATH``, ``LD_PRELOAD``…) or
+#: switches off the user's own hooks, which may guard what runs (``disableAllHooks``).
+_DROPPED: Final = (
+    "hooks",
+    "env",
+    "mcpServers",
+    "enableAllProjectMcpServers",
+    "enabledMcpjsonServers",
+    "disableAllHooks",
+)
 
 #: Under ``permissions``: the keys that only widen; ``deny`` and ``ask`` always stay.
 _DROPPED_PERMISSIONS: Final = ("allow", "additionalDirectories")

@@ -93,6 +93,12 @@ def test_an_untrusted_folder_keeps_the_sandbox_paths_it_closes_and_not_those_it_
     assert [w.key for w in ignored] == ["sandbox.filesystem.allowWrite", "sandbox.filesystem.later"]
 
 
+def test_an_untrusted_folder_cannot_switch_off_the_users_hooks() -> None:
+    kept, ignored = restrict({"disableAllHooks": True, "model": "m"}, trusted={})
+    assert kept == {"model": "m"}
+    assert [w.key for w in ignored] == ["disableAllHooks"]
+
+
 def test_a_sandbox_the_user_lets_auto_allow_is_not_made_to_ask_by_the_folder_turning_it_on() -> None:
     kept, ignored = restrict({"sandbox": {"enabled": True}}, trusted={"sandbox": {"autoAllowBashIfSandboxed": True}})
     assert kept == {"sandbox": {"enabled": True}} and ignored == []

@@ -285,3 +285,28 @@ def test_refused_inputs_reach_the_model_in_claude_codes_tool_use_error_tags(tmp_
     assert tagged == [True, True, True, True, True, False]
     assert texts[3].startswith("<tool_use_error>InputValidationError: ")
     assert (cwd / "e.txt").read_text() == "dup\ndup\nuniq\n"
+
+
+def test_disable_all_hooks_in_the_settings_runs_none_of_the_settings_hooks(tmp_path: Path) -> None:
+    log = tmp_path / "hooks.log"
+    settings = {
+        "disableAllHooks": True,
+        "hooks": {"UserPromptSubmit": [_logging_hook(log)], "Stop": [_logging_hook(log)]},
+    }
+    with MockApi(BASH_THEN_DONE) as api:
+        run = run_cli(["-p", "hi", "--settings", json.dumps(settings)], api=api, cwd=tmp_path)
+    assert run.result["is_error"] is False
+    assert not log.exists(), "Claude Code 2.1.235 runs none of them either"
+
+
+def test_settings_that_disable_bypass_permissions_turn_that_mode_into_default_with_a_warning(tmp_path: Path) -> None:
+    settings = {"permissions": {"disableBypassPermissionsMode": "disable"}}
+    with MockApi(BASH_THEN_DONE) as api:
+        run = run_cli(
+            ["-p", "hi", "--permission-mode", "bypassPermissions", "--settings", json.dumps(settings)],
+            api=api,
+            cwd=tmp_path,
+        )
+    init = next(line for line in run.lines if line.get("subtype") == "init")
+    assert init["permissionMode"] == "default"  # as Claude Code 2.1.235's, which says nothing
+    assert "disableBypassPermissionsMode" in run.stderr
