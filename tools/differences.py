@@ -27,6 +27,7 @@ PAGE = ROOT / "docs" / "differences.md"
 SUITE = ROOT / "tests" / "conformance"
 BLOCK = re.compile(r"(<!-- rows: begin -->\n)(?P<body>.*?)(<!-- rows: end -->)", re.S)
 COMMAND = "python tools/differences.py"
+NAMES = frozenset({"queryloop", "env"})  # first words that are names, not the start of a sentence
 
 
 def modules() -> Iterator[ModuleType]:
@@ -59,7 +60,9 @@ def designed(module: ModuleType) -> dict[str, list[str]]:
 
 def _bullet(reason: str, names: list[str]) -> str:
     rows = ", ".join(f"`{n.replace('`', '')}`" for n in names)
-    sentence = reason if reason.startswith("queryloop") else reason[0].upper() + reason[1:]
+    first = reason.split(" ", 1)[0]
+    as_written = first in NAMES or first != first.lower()  # a name keeps its spelling (queryloop, acceptEdits)
+    sentence = reason if as_written else reason[0].upper() + reason[1:]
     return f"- {sentence}{'' if sentence.endswith('.') else '.'} Row{'s' if len(names) > 1 else ''}: {rows}."
 
 

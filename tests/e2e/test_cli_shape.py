@@ -270,6 +270,16 @@ def test_max_thinking_tokens_is_accepted_with_a_warning(tmp_path: Path) -> None:
     assert run.result["result"] == "Hello there."
 
 
+def test_claude_codes_dangerously_skip_permissions_is_the_bypass_mode_and_forward_subagent_text_is_taken(
+    tmp_path: Path,
+) -> None:
+    flags = ["--dangerously-skip-permissions", "--forward-subagent-text", "--verbose", "hi"]
+    with MockApi(HELLO) as api:
+        run = queryloop(flags, api=api, cwd=tmp_path, fmt="stream-json")
+    assert run.returncode == 0, run.stderr
+    assert next(line for line in run.lines if line.get("subtype") == "init")["permissionMode"] == "bypassPermissions"
+
+
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
@@ -280,6 +290,9 @@ def test_max_thinking_tokens_is_accepted_with_a_warning(tmp_path: Path) -> None:
         (["--setting-sources", "user,team", "hi"], "--setting-sources: expected some of user, project, local"),
         (["--allowedTools", "Bash(ls", "--", "hi"], "unbalanced '(' in a rule"),
         (["--max-thinking-tokens", "-1", "hi"], "--max-thinking-tokens: expected a number >= 0"),
+        # no abbreviations, as in Claude Code: --agent is its own flag, not a prefix of --agents
+        (["--agent", "reviewer", "hi"], "unrecognized arguments: --agent "),
+        (["--verb", "hi"], "unrecognized arguments: --verb"),
     ],
 )
 def test_a_bad_flag_is_one_line_on_stderr_and_exit_2_before_anything_runs(
