@@ -221,6 +221,30 @@ ROWS: dict[str, Row] = {
     "-v": Row(probe=_flag("-v"), queryloop={"returncode": 0, "requests": 0, "version": "2.1.235"}),
     "--help": Row(probe=_flag("--help"), queryloop={"returncode": 0, "requests": 0, "help": True}),
     "-h": Row(probe=_flag("-h"), queryloop={"returncode": 0, "requests": 0, "help": True}),
+    "--max-turns 0": Row(
+        probe=_flag("--max-turns", "0"),
+        flag="--max-turns",
+        queryloop=REFUSED,
+        reference=RUNS,
+        design="a value no one means, such as `--max-turns 0`, is a usage error before anything runs (Claude Code "
+        "2.1.235 runs as if it were not given) ([details](cli.md#a-headless-run))",
+    ),
+    "a second prompt word": Row(
+        probe=_flag("second"),
+        flag="second",
+        queryloop=REFUSED,
+        reference=RUNS,
+        design="a second prompt word is a usage error, as it is usually a forgotten pair of quotes (Claude Code "
+        "ignores it) ([details](cli.md#a-headless-run))",
+    ),
+    "--add-dir that does not exist": Row(
+        probe=_flag("--add-dir", "/nonexistent-probe-dir"),
+        flag="--add-dir",
+        queryloop={**RUNS, "warned": True},
+        reference={**RUNS, "warned": False},
+        design="an `--add-dir` that does not exist is named in a warning (Claude Code leaves it out without a "
+        "word) ([details](cli.md#a-headless-run))",
+    ),
     # Claude Code's choices queryloop does not have
     "--permission-mode auto": _refused(
         "--permission-mode",
