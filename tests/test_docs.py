@@ -104,3 +104,26 @@ def test_every_by_design_row_ends_its_reason_with_a_link_to_a_docs_page() -> Non
         if not (found := DESIGN_LINK.search(reason)) or not (ROOT / "docs" / found.group(1)).is_file()
     ]
     assert bad == [], "a by-design reason ends with ([words](page.md#anchor)) naming a page of docs/"
+
+
+def test_the_differences_script_groups_rows_by_reason_and_finds_rows_without_a_rows_dict() -> None:
+    import types
+
+    import attrs
+
+    @attrs.frozen
+    class Row:
+        probe: object
+        design: str = ""
+
+    differences = _differences()
+    module = types.ModuleType("conformance.test_things", "Things beside Claude Code 2.1.235: a probe.")
+    why = "a reason ([x](cli.md#a-headless-run))"
+    other = "queryloop differs ([x](cli.md#a-headless-run))"
+    vars(module).update(
+        FIRST={"a": Row(None, why), "b": Row(None)}, SECOND={"c": Row(None, why), "d": Row(None, other)}
+    )
+    assert differences.topic(module) == "Things"
+    reasons = differences.designed(module)
+    assert reasons == {why: ["a", "c"], other: ["d"]}
+    assert differences._bullet(why, reasons[why]) == f"- A{why[1:]}. Rows: `a`, `c`."

@@ -1,7 +1,8 @@
 """docs/differences.md's list of deliberate differences, written from the conformance suite's rows.
 
 Owns the block of docs/differences.md between ``<!-- rows: begin -->`` and ``<!-- rows: end -->``:
-every row of every ``tests/conformance/test_*.py`` module (its ``ROWS`` dict) whose ``design`` is
+every row of every ``tests/conformance/test_*.py`` module (its ``ROWS`` dict, else each dict of rows
+in it: anything with a ``probe`` and a ``design``) whose ``design`` is
 set becomes a bullet with that reason, grouped by module (headed by the module's topic, the
 first words of its docstring, before " beside"); rows that share a reason share a bullet
 naming each row. ``python tools/differences.py`` rewrites the block; ``--check`` rewrites
@@ -45,13 +46,26 @@ def topic(module: ModuleType) -> str:
     return head.replace("``", "`").strip().rstrip(".") or module.__name__.rsplit(".", 1)[-1]
 
 
+def _is_row(value: object) -> bool:
+    return hasattr(value, "probe") and isinstance(getattr(value, "design", None), str)
+
+
+def rows(module: ModuleType) -> dict[str, object]:
+    """The module's rows: its ``ROWS`` (name → row), else every module-level dict of rows, merged in order."""
+    found = getattr(module, "ROWS", None)
+    if isinstance(found, dict):
+        return found
+    merged: dict[str, object] = {}
+    for value in vars(module).values():
+        if isinstance(value, dict) and value and all(_is_row(row) for row in value.values()):
+            merged.update(value)
+    return merged
+
+
 def designed(module: ModuleType) -> dict[str, list[str]]:
     """The module's by-design reasons, each with the names of its rows, in the rows' order."""
-    rows = getattr(module, "ROWS", None)
-    if not isinstance(rows, dict):
-        raise SystemExit(f"{module.__file__}: no ROWS dict (name → row): every module of the suite exposes its rows")
     reasons: dict[str, list[str]] = {}
-    for name, row in rows.items():
+    for name, row in rows(module).items():
         design = getattr(row, "design", "")
         if design:
             reasons.setdefault(" ".join(design.split()), []).append(name)
