@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ import pytest
 
 from queryloop.fsm.errors import SpecError
 from queryloop.fsm.model import source
+from queryloop.mockapi.background import ServerThread
+from queryloop.mockapi.scenario import parse_scenario
 from queryloop.run.startup import Startup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +43,29 @@ NEVER_FOR_ENGINE_COMMANDS = (
     "sqlalchemy",
 )
 NEVER_FOR_HELP = (*NEVER_FOR_ENGINE_COMMANDS, "networkx", "graphviz", "jsonschema", "yaml", "transitions", "bashlex")
+# What a bare `-p` run (no --scenario, no MCP server, telemetry off) must not load. The SDK's own import brings
+# aiohttp's client and OpenTelemetry's API: the server side of aiohttp and the OpenTelemetry SDK are not it.
+NEVER_FOR_A_BARE_RUN = (
+    "queryloop.mockapi",
+    "aiohttp.web",
+    "mcp",
+    "queryloop.run.otel",
+    "opentelemetry.sdk",
+    "opentelemetry.exporter",
+    "prompt_toolkit",
+    "dbos",
+    "networkx",
+    "graphviz",
+)
 
+
+ONE_REPLY = """
+schema_version: 1
+scenario: one_reply
+model: mock-primary
+default:
+  - reply: {content: [{text: done}]}
+"""
 
 # `-X importtime` misses what `importlib.import_module` loads (the lazy package roots, the handlers a machine
 # names): the modules are read from `sys.modules` as the program exits.
@@ -53,7 +78,7 @@ _PROBE = (
 )
 
 
-def imported_by(*argv: str, cwd: Path) -> set[str]:
+def imported_by(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> set[str]:
     """Every module ``python -m queryloop ARGV`` has imported when it exits."""
     listing = cwd / "modules.json"
     proc = subprocess.run(
@@ -63,6 +88,7 @@ def imported_by(*argv: str, cwd: Path) -> set[str]:
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         timeout=120,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules: list[str] = json.loads(listing.read_text())
@@ -91,8 +117,19 @@ def test_diagram_and_docs_load_no_sdk_and_not_the_checker(tmp_path: Path) -> Non
         assert loaded(modules, (*NEVER_FOR_ENGINE_COMMANDS, "networkx", "queryloop.fsm.verify.check")) == []
 
 
+def test_a_bare_print_run_loads_neither_the_embedded_server_nor_mcp_nor_telemetry(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OTEL_", "CLAUDE_CODE_"))}
+    with ServerThread(parse_scenario(ONE_REPLY, "<one reply>")) as api:
+        env |= {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "k", "HOME": str(tmp_path / "home")}
+        modules = imported_by("-p", "hi", "--model", "mock-primary", cwd=tmp_path, env=env)
+        assert [r.path for r in api.server.requests] == ["/v1/messages"]  # it did reach the model
+    assert "queryloop.run.agent" in modules
+    assert loaded(modules, NEVER_FOR_A_BARE_RUN) == []
+
+
 PACKAGE_ROOTS = (
     "queryloop",
+    "queryloop.mockapi",
     "queryloop.fsm",
     "queryloop.handlers.request",
     "queryloop.handlers.output",

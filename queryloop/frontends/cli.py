@@ -647,12 +647,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _prepare_and_run(args: argparse.Namespace, startup: Startup) -> int:
     import asyncio
 
-    from ..mockapi.scenario import ScenarioError, load_scenario
     from ..run.config import ConfigError, with_session
     from ..run.sessions import SessionChoiceError, choose_session
 
     scenario: Scenario | None = None
     if args.scenario is not None:
+        from ..mockapi.scenario import ScenarioError, load_scenario  # here: a run without --scenario never loads it
+
         try:
             scenario = load_scenario(args.scenario)
         except ScenarioError as exc:

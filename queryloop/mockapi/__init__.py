@@ -2,19 +2,43 @@
 
 A testing and demo facility, apart from the production path: ``queryloop run
 --scenario`` and ``queryloop mock-api`` start it; nothing in the engine or the
-handlers imports it.
+handlers imports it. Its names load on first use, so a run without ``--scenario``
+never imports the server (or aiohttp's server side).
 """
 
-from .scenario import (
-    SCENARIO_SCHEMA_VERSION,
-    Scenario,
-    ScenarioError,
-    load_scenario,
-    parse_scenario,
-    resolve_scenario,
-    scenario_names,
-)
-from .server import MockServer, RecordedRequest, estimate_input_tokens, serve_forever
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queryloop.fsm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .scenario import (
+        SCENARIO_SCHEMA_VERSION,
+        Scenario,
+        ScenarioError,
+        load_scenario,
+        parse_scenario,
+        resolve_scenario,
+        scenario_names,
+    )
+    from .server import MockServer, RecordedRequest, estimate_input_tokens, serve_forever
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            ".scenario": (
+                "SCENARIO_SCHEMA_VERSION",
+                "Scenario",
+                "ScenarioError",
+                "load_scenario",
+                "parse_scenario",
+                "resolve_scenario",
+                "scenario_names",
+            ),
+            ".server": ("MockServer", "RecordedRequest", "estimate_input_tokens", "serve_forever"),
+        },
+    )
 
 __all__ = [
     "MockServer",
