@@ -25,7 +25,6 @@ import attrs
 from ..errors import SpecError, SpecProblem
 from .contract import Uses, reads_of, uses_of
 from .schema import MACHINE_SCHEMA, SCHEMA_VERSION
-from .source import read_yaml, schema_problems
 from .spec import (
     RUN,
     SPAN,
@@ -39,9 +38,8 @@ from .spec import (
     StateSpec,
     TransitionSpec,
 )
-from .templates import TEMPLATE_SCHEMA, expand_templates
 
-__all__ = ["INTERNAL_ERROR", "Machine", "check_observers", "load_machine", "parse_machine"]
+__all__ = ["INTERNAL_ERROR", "Machine", "check_observers", "load_machine", "machine_from_spec", "parse_machine"]
 
 _Path = tuple[Any, ...]
 
@@ -113,6 +111,10 @@ def _resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
 
 def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Machine:
     """Build a machine from YAML text; ``path`` is used in messages. ``bind=False`` skips imports."""
+    # Here, not at the top: a machine rebuilt from the cache (``cache``) never loads PyYAML or jsonschema.
+    from .source import read_yaml, schema_problems
+    from .templates import TEMPLATE_SCHEMA, expand_templates
+
     source = read_yaml(
         text, path, empty_fix="declare at least schema_version, machine, initial, events, states and transitions"
     )
@@ -377,6 +379,17 @@ def load_machine(path: str | Path, *, bind: bool = True) -> Machine:
             [SpecProblem(str(p), None, f"cannot read the machine file: {exc.strerror}", "check the path")]
         ) from None
     return parse_machine(text, str(p), bind=bind)
+
+
+def machine_from_spec(spec: MachineSpec) -> Machine:
+    """The machine of a declaration read before (``cache``): every semantic rule checked again, its handlers bound.
+
+    Raises :class:`SpecError` as :func:`parse_machine` would, without lines (the declaration's source is not read).
+    """
+    problems = validate_spec(spec)
+    if problems:
+        raise SpecError(problems)
+    return _bind(spec, {})
 
 
 # ---- semantic validation ------------------------------------------------------------------

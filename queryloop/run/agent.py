@@ -27,7 +27,8 @@ import attrs
 from attrs import evolve
 from cattrs.preconf.json import make_converter
 
-from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load_machine, uses
+from queryloop.fsm import Program, Runner, RunState, Step, check_observers, uses
+from queryloop.fsm.model.cache import load_machine_cached
 from queryloop.handlers.agents import AgentsData, SubagentPool
 from queryloop.handlers.context import ContextData
 from queryloop.handlers.context.services.compaction import request_overhead_tokens
@@ -42,7 +43,7 @@ from queryloop.handlers.request.services.backends import ModelCall, TokenCount, 
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
 from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info, output_limits
 from queryloop.handlers.session import SessionData, SessionStore
-from queryloop.handlers.session.services.store import read_jsonl
+from queryloop.handlers.session.services.store import machine_cache_dir, read_jsonl
 from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
 from queryloop.handlers.tools import (
     AskPermission,
@@ -90,8 +91,9 @@ __all__ = [
 
 @functools.cache
 def query_loop_program(path: str | None = None) -> Program:
-    """The compiled query loop (loaded and checked for handlers once per process)."""
-    return Program(load_machine(path or MACHINES_DIR / "query_loop.yaml"))
+    """The compiled query loop (loaded and checked for handlers once per process; its declaration is kept in
+    the user's machine cache, so the next process whose YAML is the same skips reading it)."""
+    return Program(load_machine_cached(path or MACHINES_DIR / "query_loop.yaml", machine_cache_dir()))
 
 
 @attrs.frozen(kw_only=True, slots=True)

@@ -382,3 +382,19 @@ def test_every_file_a_run_reads_at_its_start_from_the_project_or_home_is_on_the_
         read = sorted(p for p in inside if not any(q != p and q.is_relative_to(p) for q in inside))
         missing = [str(p) for p in read if runs_later(p, roots=(root,), home=home) is None]
         assert not missing, f"read at start but not on the list: {missing}"
+
+
+def test_the_machine_cache_every_run_reads_is_written_by_no_file_tool_or_redirection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "elsewhere" / "ql-home"  # $QUERYLOOP_HOME away from any name on the list
+    monkeypatch.setenv("QUERYLOOP_HOME", str(home))
+    planted = home / "cache" / "machines" / "machine-v1-0.json"
+    project = tmp_path / "p"
+    project.mkdir()
+    for mode in ("acceptEdits", "bypassPermissions"):
+        verdict = _decide("Write", _write(str(planted)), project, mode=mode)
+        assert verdict.behavior == "deny" and "compiled machines" in verdict.reason, verdict.reason
+    line = _decide("Bash", {"command": f"echo '{{}}' > {planted}"}, project, mode="default", allow=("Bash",))
+    assert line.behavior == "deny" and "compiled machines" in line.reason, line.reason
+    assert runs_later(home / "cache" / "notes.txt", roots=(project,)) is None  # only the machines' folder

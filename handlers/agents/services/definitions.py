@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
-import yaml
 
 from queryloop.fsm import UnreadableFileError, read_text_file
 
@@ -235,6 +234,8 @@ def agents_from_files(folder: Path) -> tuple[AgentDefinition, ...]:
                 f"{path}: an agent file starts with YAML frontmatter between '---' lines "
                 "(name, description, tools, model), then its system prompt"
             )
+        import yaml  # here: a run whose folders define no agent never loads PyYAML
+
         try:
             fields = yaml.safe_load(match[1]) or {}
         except yaml.YAMLError as exc:

@@ -14,13 +14,16 @@ the layers (``queryloop.run.settings``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-import jsonschema
+
+if TYPE_CHECKING:  # imported where a configuration is read: a run without one never loads jsonschema
+    import jsonschema
 
 __all__ = ["McpConfigError", "McpServerConfig", "parse_mcp_servers", "server_name_problem", "tool_name"]
 
@@ -49,7 +52,15 @@ _SCHEMA: dict[str, Any] = {
         }
     },
 }
-_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(_SCHEMA)
+
+
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NOT_IN_A_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -153,7 +164,9 @@ def _explain(error: jsonschema.ValidationError) -> str:
 
 def parse_mcp_servers(raw: Any, source: str) -> dict[str, McpServerConfig]:
     """The servers of one ``{"mcpServers": {...}}`` document; :class:`McpConfigError` naming the fault otherwise."""
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(raw))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(raw))
     if error is not None:
         raise McpConfigError(f"{source}: at {_path(error)}: {_explain(error)}")
     servers: dict[str, McpServerConfig] = {}

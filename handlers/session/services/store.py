@@ -4,7 +4,8 @@ Owns the layout under ``$QUERYLOOP_HOME`` (default ``~/.queryloop``):
 ``projects/<encoded cwd>/<session-id>.jsonl`` is the transcript (Claude Code's place and
 shape) and ``projects/<encoded cwd>/<session-id>/`` holds the side-effect ledger
 (``ledger.jsonl``) and the file checkpoints (``checkpoints.jsonl``, an index, and
-``blobs/<sha256>``, the prior bytes, content-addressed); a session id is a canonical UUID
+``blobs/<sha256>``, the prior bytes, content-addressed); ``cache/machines/`` keeps the compiled
+machines (:func:`machine_cache_dir`); a session id is a canonical UUID
 (:func:`is_session_id`), so it is never read as a path. Every log is JSON Lines, appended
 one whole line per ``write`` and flushed at once (the ledger also ``fsync``-ed: it is what
 keeps a side effect from being repeated); reading skips a torn last line (a kill -9 while
@@ -42,6 +43,7 @@ __all__ = [
     "encode_cwd",
     "is_blob_digest",
     "is_session_id",
+    "machine_cache_dir",
     "queryloop_home",
     "read_jsonl",
 ]
@@ -55,6 +57,12 @@ def queryloop_home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     value = env.get("QUERYLOOP_HOME")
     return Path(value).expanduser() if value else Path.home() / ".queryloop"
+
+
+def machine_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$QUERYLOOP_HOME/cache/machines``: the machines a run has read, kept by their YAML's hash
+    (``queryloop.fsm.model.cache``). A run reads it, so no writer of a run may write there (``runs_later``)."""
+    return queryloop_home(environ).absolute() / "cache" / "machines"
 
 
 _SESSION_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

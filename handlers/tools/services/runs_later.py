@@ -26,6 +26,8 @@ from typing import Final
 
 import attrs
 
+from queryloop.handlers.session.services.store import machine_cache_dir
+
 __all__ = [
     "GIT_RUNS",
     "RUNS_LATER_NAMES",
@@ -76,6 +78,7 @@ _HOME_BIN: Final = "a folder the login shell puts first on PATH"
 _HOOKS_PATH: Final = "git's hooks (core.hooksPath)"
 _ON_PATH: Final = "a folder on the run's PATH"
 _IMPORTED: Final = "instructions an instruction file imports"
+_MACHINES: Final = "queryloop's compiled machines, which every run reads (its cache)"
 _MAX_INCLUDES: Final = 10  # git's own limit on nested include.path
 _MAX_IMPORT_DEPTH: Final = 4  # as deep as a run follows them (``queryloop.run.memory``)
 # Imports followed per look, so a file of thousands of `@x` cannot make every write slow. Who wrote the
@@ -146,7 +149,7 @@ def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | Non
     and a git directory's ``commondir`` are followed, and every configuration git reads there
     (the repository's, ``config.worktree``, the user's and the system's, with their includes) is
     searched for ``core.hooksPath``. ``path_env`` is the run's ``PATH``: its absolute folders under
-    ``root`` run later. A file it cannot read adds nothing.
+    ``root`` run later, and so does queryloop's machine cache. A file it cannot read adds nothing.
     """
     user_home = home if home is not None else _user_home()
     top, git_dirs = _repository(root)
@@ -160,6 +163,7 @@ def find_runs_later(root: Path, *, home: Path | None = None, path_env: str | Non
             _add_under(folders, where, entry, _ON_PATH)
     for imported in _imported(root, user_home):
         _add_under(folders, where, str(imported), _IMPORTED)
+    _add_under(folders, where, os.path.realpath(machine_cache_dir()), _MACHINES)
     inside = {rel for rel in (_under(where, str(d)) for d in git_dirs) if rel is not None and rel[-1:] != (".git",)}
     return RunsLater(home=home_within(root, user_home), git_dirs=frozenset(inside), folders=folders)
 
