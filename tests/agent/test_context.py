@@ -553,6 +553,18 @@ def test_a_branch_of_a_history_sees_only_its_own_calls() -> None:
     assert longer.count_calls(read) == 0 and MessageView().count_calls(bash) == 0
 
 
+def test_each_result_is_measured_once_however_many_turns_plan_a_clearing(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+    real = context_module._freed_by
+    monkeypatch.setattr(context_module, "_freed_by", lambda m, call_id: measured.append(call_id) or real(m, call_id))
+    view = MessageView.of([user("go")])
+    for n in range(40):  # one turn each: the history grows and the clearing is planned again, as each turn does
+        for message in tool_round(f"t{n}", "w" * 400, name="Read", file_path=f"f{n}.py"):
+            view = view.append(message)
+        assert plan_clearing(view).tool_use_ids == {f"t{k}" for k in range(n - 3)}
+    assert sorted(measured) == sorted(f"t{n}" for n in range(36))  # each aged-out result once, not once a turn
+
+
 def test_a_clearing_pays_once_it_frees_the_minimum_and_what_it_makes_the_next_request_write_again() -> None:
     assert MICROCOMPACT_MIN_TOKENS == 10_000
     assert Clearing(tool_use_ids=frozenset(), tokens_freed=12_000, tokens_rewritten=11_000).pays

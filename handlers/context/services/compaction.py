@@ -30,6 +30,7 @@ returns new lists, and new dicts only for the messages it changes.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -312,6 +313,22 @@ def _result_tokens(content: Any) -> int:
     return 0
 
 
+# Per store of messages (a view's lineage: its messages never change), what clearing each result would free:
+# its message's index and tokens (None: nothing to clear). Read again on every turn, worked out once.
+_clearable: weakref.WeakKeyDictionary[object, dict[str, tuple[int, int | None]]] = weakref.WeakKeyDictionary()
+
+
+def _freed_by(message: Mapping[str, Any], call_id: str) -> int | None:
+    """The tokens clearing ``call_id``'s result in ``message`` frees (None: cleared, or no longer than the marker)."""
+    for block in _blocks(message):
+        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
+            content = block.get("content")
+            if content != CLEARED_RESULT and len(compact_json(content)) > len(_CLEARED_JSON):
+                return _result_tokens(content)
+            return None
+    return None
+
+
 def plan_clearing(
     messages: MessageView,
     *,
@@ -321,23 +338,25 @@ def plan_clearing(
     """The results of ``tools`` to clear: all but the newest ``keep_recent`` (at least 1) of
     their calls, those not cleared already and longer than the marker; the tokens that frees,
     and the tokens from the first of them to the end that the next request writes to the
-    cache again. O(calls of ``tools``): the view indexes its calls and results as it grows."""
+    cache again. O(calls of ``tools``): the view indexes its calls and results as it grows, and what each
+    result would free is worked out once per store."""
     calls = [call_id for _, call_id, name in messages.tool_calls() if name in tools]
     cleared: set[str] = set()
     freed = 0
     first = len(messages)
+    known = _clearable.setdefault(messages.lineage, {})
     for call_id in calls[: max(0, len(calls) - max(1, keep_recent))]:
-        position = messages.result_position(call_id)
-        if position is None:
-            continue
-        for block in _blocks(messages.at(position)):
-            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
-                content = block.get("content")
-                if content != CLEARED_RESULT and len(compact_json(content)) > len(_CLEARED_JSON):
-                    cleared.add(call_id)
-                    freed += _result_tokens(content)
-                    first = min(first, position)
-                break
+        fact = known.get(call_id)
+        if fact is None:
+            position = messages.result_position(call_id)
+            if position is None:
+                continue
+            fact = known[call_id] = (position, _freed_by(messages.at(position), call_id))
+        position, tokens = fact
+        if tokens is not None and position < len(messages):
+            cleared.add(call_id)
+            freed += tokens
+            first = min(first, position)
     rewritten = max(0, messages.tokens - messages.tokens_before(first) - freed) if cleared else 0
     return Clearing(tool_use_ids=frozenset(cleared), tokens_freed=freed, tokens_rewritten=rewritten)
 
