@@ -117,14 +117,26 @@ def test_diagram_and_docs_load_no_sdk_and_not_the_checker(tmp_path: Path) -> Non
         assert loaded(modules, (*NEVER_FOR_ENGINE_COMMANDS, "networkx", "queryloop.fsm.verify.check")) == []
 
 
-def test_a_bare_print_run_loads_neither_the_embedded_server_nor_mcp_nor_telemetry(tmp_path: Path) -> None:
+def _bare_run(tmp_path: Path) -> set[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OTEL_", "CLAUDE_CODE_"))}
     with ServerThread(parse_scenario(ONE_REPLY, "<one reply>")) as api:
         env |= {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "k", "HOME": str(tmp_path / "home")}
+        env["QUERYLOOP_HOME"] = str(tmp_path / "queryloop-home")
         modules = imported_by("-p", "hi", "--model", "mock-primary", cwd=tmp_path, env=env)
         assert [r.path for r in api.server.requests] == ["/v1/messages"]  # it did reach the model
     assert "queryloop.run.agent" in modules
-    assert loaded(modules, NEVER_FOR_A_BARE_RUN) == []
+    return modules
+
+
+def test_a_bare_print_run_loads_neither_the_embedded_server_nor_mcp_nor_telemetry(tmp_path: Path) -> None:
+    assert loaded(_bare_run(tmp_path), NEVER_FOR_A_BARE_RUN) == []
+
+
+def test_the_next_bare_run_takes_its_machine_from_the_cache_and_loads_no_schema_checker(tmp_path: Path) -> None:
+    first = _bare_run(tmp_path)
+    assert "queryloop.fsm.model.source" in first  # it read the YAML (and wrote the cache)
+    again = _bare_run(tmp_path)
+    assert loaded(again, ("queryloop.fsm.model.source", "queryloop.fsm.model.templates", "jsonschema")) == []
 
 
 PACKAGE_ROOTS = (

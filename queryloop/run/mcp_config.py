@@ -16,13 +16,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from queryloop.fsm import SpecError, UnreadableFileError, read_json, read_text_file
+from queryloop.fsm import SpecError, UnreadableFileError, read_text_file
 from queryloop.handlers.mcp import McpConfigError, McpServerConfig, parse_mcp_servers
 
 __all__ = ["load_mcp_servers"]
 
 
 def _document(text: str, label: str) -> Any:
+    from queryloop.fsm import read_json  # here: its module brings PyYAML and jsonschema, which no flag may need
+
     try:
         return read_json(text, label).data
     except SpecError as exc:

@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
-import yaml
 
 from queryloop.fsm import UnreadableFileError, read_text_file
 from queryloop.handlers.messages import compact_json
@@ -195,6 +194,8 @@ def _split_front_matter(text: str) -> tuple[dict[str, object], str]:
     lines = text.split("\n")
     if lines[0].rstrip() != "---":
         return {}, text
+    import yaml  # here: only a file with front matter needs PyYAML
+
     for end, line in enumerate(lines[1:], start=1):
         if line.rstrip() == "---":
             try:

@@ -34,12 +34,14 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import attrs
 
-from queryloop.fsm import SpecError, UnreadableFileError, read_json, read_text_file, schema_problems
-from queryloop.fsm.model.source import Source, json_path
+from queryloop.fsm import SpecError, UnreadableFileError, read_text_file
+
+if TYPE_CHECKING:
+    from queryloop.fsm.model.source import Source
 from queryloop.handlers.hooks import HookConfig, HookConfigError, parse_hook_config
 from queryloop.handlers.tools.services.rules import (
     PERMISSION_MODES,
@@ -262,10 +264,14 @@ def _where(path: str) -> list[str | int]:
 
 
 def _fail(source: Source, where: list[str | int], message: str) -> SettingsError:
+    from queryloop.fsm.model.source import json_path
+
     return SettingsError(str(source.problem(where, f"{json_path(where)}: {message}")))
 
 
 def _validate(source: Source) -> dict[str, Any]:
+    from queryloop.fsm import schema_problems
+
     document = source.data
     problems = schema_problems(SETTINGS_SCHEMA, source)
     if problems:
@@ -286,6 +292,10 @@ def _validate(source: Source) -> dict[str, Any]:
 
 
 def _parse_json(text: str, label: str) -> dict[str, Any]:
+    # Here, not at the top: the JSON reader's module brings PyYAML and jsonschema, which a run without a
+    # settings file never needs.
+    from queryloop.fsm import read_json
+
     try:
         source = read_json(text, label)
     except SpecError as exc:

@@ -17,7 +17,6 @@ from importlib import resources
 from typing import Any
 
 import attrs
-import yaml
 
 __all__ = [
     "HOUR_WRITE_MULTIPLIER",
@@ -81,7 +80,9 @@ def _document() -> Mapping[str, Any]:
     text = (
         resources.files(__package__ or "queryloop.handlers.request").joinpath("models.yaml").read_text(encoding="utf-8")
     )
-    document: Mapping[str, Any] = yaml.safe_load(text)
+    import yaml  # here: read once, when a price or a window is first asked for
+
+    document: Mapping[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return document
 
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import attrs
-import jsonschema
-from jsonschema.protocols import Validator
 
 if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
     from .sandbox import Sandbox
 
 __all__ = [
@@ -206,6 +206,13 @@ def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str)
 def _check_schema(_instance: object, _attribute: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, Any]) -> None:
     if value.get("type") != "object":
         raise ValueError(f"a tool input_schema must have type 'object', got {value.get('type')!r}")
+    import jsonschema_rs
+
+    with contextlib.suppress(TypeError, ValueError):  # a schema jsonschema-rs cannot read: jsonschema decides
+        if jsonschema_rs.meta.is_valid(dict(value)):
+            return  # the usual case: jsonschema (and its import) only to word what is wrong
+    import jsonschema
+
     try:
         jsonschema.Draft202012Validator.check_schema(value)
     except jsonschema.SchemaError as exc:
@@ -238,13 +245,15 @@ class ToolSpec:
     own_timeout_s: Callable[[Mapping[str, Any], ToolContext], float] | None = attrs.field(default=None, repr=False)
     changes_file: str | None = None  # the input field naming the file a call changes (checkpointed before it runs)
     attempt_fields: tuple[str, ...] = ()  # input fields naming an attempt (an idempotency key): not the call's identity
-    schema_validator: Validator = attrs.field(init=False, eq=False, repr=False)
     # the same schema compiled by jsonschema-rs, which answers "is it valid?" much faster;
     # ``schema_validator`` lists the problems of an input it refuses (None: it could not compile it)
     fast_validator: Any = attrs.field(init=False, eq=False, repr=False)
 
-    @schema_validator.default
-    def _compile_validator(self) -> Validator:
+    @functools.cached_property
+    def schema_validator(self) -> Validator:
+        """jsonschema's validator of the input schema (compiled, and jsonschema imported, when first asked for)."""
+        import jsonschema
+
         return jsonschema.Draft202012Validator(self.input_schema)
 
     @fast_validator.default

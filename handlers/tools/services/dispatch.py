@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import difflib
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import jsonschema
+
+if TYPE_CHECKING:  # jsonschema words the problems of an input jsonschema-rs refused: imported then (base.py)
+    import jsonschema
 
 from ...messages import ToolCall, ToolResultBlock, tool_result_block
 from .base import ToolContext, ToolError, ToolInputError, ToolOutput, ToolSpec, truncate_text
