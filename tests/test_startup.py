@@ -213,3 +213,14 @@ def test_a_runs_start_up_pauses_the_collector_and_gives_it_back_on_every_path() 
     finally:
         started.close()
         gc.unfreeze()  # the test process's objects go back to the collector
+
+
+def test_a_run_refused_during_start_up_leaves_no_sdk_import_running_as_the_process_exits() -> None:
+    # A daemon thread still importing the SDK when the interpreter exits can abort the process (SIGABRT,
+    # "exception not rethrown"): a refused run (a bad --resume id) exited 134 about one time in four.
+    code = (
+        "import threading; from queryloop.run.startup import Startup; s = Startup(); s.close(); "
+        "print(sorted(t.name for t in threading.enumerate() if t.name == 'queryloop-sdk-startup'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"

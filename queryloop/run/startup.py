@@ -58,7 +58,12 @@ class Startup:
         return self._http
 
     def close(self) -> None:
-        """The collector runs again (it was paused here); the thread, if still loading, finishes on its own."""
+        """The collector runs again (it was paused here), once the thread is done loading.
+
+        A run refused before its first request (a bad ``--resume`` id) waits for the thread here:
+        a daemon thread still importing the SDK as the interpreter exits can abort the process.
+        """
+        self._thread.join()
         if self._paused:
             self._paused = False
             gc.enable()
