@@ -12,8 +12,9 @@ ratios (pairs).
   request. Beside it, ``python -c "import anthropic"``, the floor any client on the SDK
   pays, and each run's wall time to that request.
 * **Per tool turn**: a run of N tool turns (the model reads a small file with ``Read``, one
-  call a turn), then an answer. Its whole tree's CPU (``RUSAGE_CHILDREN``) less the
-  one-reply run's of the same round, ÷ N. N = 10, 50 and 200; the slope is how much a
+  call a turn), then an answer, N = 10, 50 and 200. A turn's CPU between two lengths is the
+  difference of the two runs' whole-tree CPU (``RUSAGE_CHILDREN``) ÷ the turns between them
+  (from 0: against the one-reply run, whose start-up is noisy on a loaded machine); the slope is how much a
   turn's CPU grows per 100 turns of transcript; the break-even is the number of turns past
   which queryloop's whole run uses less CPU than Claude Code's.
 * ``bare``: an empty project and home. ``setup``: a 2 KB ``CLAUDE.md``, five allow and deny
@@ -30,6 +31,7 @@ Usage: ``python tools/bench_vs_claude_code.py [--rounds R] [--turns 10,50,200] [
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -264,10 +266,6 @@ def med(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
-def per_turn(rnd: dict[Key, Run], program: str, setup: str, n: int) -> float:
-    return (rnd[(program, setup, n)].cpu - rnd[(program, setup, 0)].cpu) / n
-
-
 def _ms(x: float) -> str:
     return f"{1000 * x:.1f} ms" if x < 10 else f"{x:.2f} s"
 
@@ -297,36 +295,43 @@ def startup_table(rounds: list[dict[Key, Run]]) -> list[str]:
     return rows
 
 
+def marginal(rnd: dict[Key, Run], program: str, setup: str, lo: int, hi: int) -> float:
+    """CPU per turn between a run of ``lo`` turns and one of ``hi``: what one more turn costs there."""
+    return (rnd[(program, setup, hi)].cpu - rnd[(program, setup, lo)].cpu) / (hi - lo)
+
+
 def turn_table(rounds: list[dict[Key, Run]], turns: Sequence[int]) -> list[str]:
+    """Per setup, the CPU of a turn between consecutive run lengths (0 → first: against the one-reply run,
+    whose start-up varies by more than a few turns cost on a loaded machine)."""
     rows = [
-        "| CPU per tool turn | N | queryloop | Claude Code | ratio (pairs) |",
+        "| CPU per tool turn | turns | queryloop | Claude Code | ratio (pairs) |",
         "|---|---:|---:|---:|---:|",
     ]
     for setup in SETUPS:
-        for n in turns:
-            ql = [per_turn(r, "queryloop", setup, n) for r in rounds]
-            cc = [per_turn(r, "claude", setup, n) for r in rounds]
+        for lo, hi in itertools.pairwise((0, *turns)):
+            ql = [marginal(r, "queryloop", setup, lo, hi) for r in rounds]
+            cc = [marginal(r, "claude", setup, lo, hi) for r in rounds]
             ratio = med([q / c for q, c in zip(ql, cc, strict=True)])
-            rows.append(f"| {setup} | {n} | {_ms(med(ql))} | {_ms(med(cc))} | {ratio:.2f}× |")
+            rows.append(f"| {setup} | {lo} → {hi} | {_ms(med(ql))} | {_ms(med(cc))} | {ratio:.2f}× |")
     return rows
 
 
 def slope_lines(rounds: list[dict[Key, Run]], turns: Sequence[int]) -> list[str]:
     """Per setup and program: the growth of a turn's CPU per 100 turns, and the break-even turn count."""
-    lo, hi = min(turns), max(turns)
+    if len(turns) < 3:
+        return []
+    (a, b), (c, d) = turns[:2], turns[-2:]
     out: list[str] = []
-    if lo == hi:
-        return out
     for setup in SETUPS:
-        parts, marginal, start = [], {}, {}
+        parts, late, start = [], {}, {}
         for program in PROGRAMS:
-            first = med([per_turn(r, program, setup, lo) for r in rounds])
-            last = med([(r[(program, setup, hi)].cpu - r[(program, setup, lo)].cpu) / (hi - lo) for r in rounds])
-            marginal[program] = last
+            first = med([marginal(r, program, setup, a, b) for r in rounds])
+            last = med([marginal(r, program, setup, c, d) for r in rounds])
+            late[program] = med([marginal(r, program, setup, a, d) for r in rounds])
             start[program] = med([r[(program, setup, 0)].cpu for r in rounds])
-            growth = (last - first) / ((hi + lo) / 2 - lo / 2) * 100
+            growth = (last - first) / ((c + d) / 2 - (a + b) / 2) * 100
             parts.append(f"{program} {_ms(first)} → {_ms(last)} a turn (slope {1000 * growth:+.2f} ms per 100 turns)")
-        gap = marginal["claude"] - marginal["queryloop"]
+        gap = late["claude"] - late["queryloop"]
         excess = start["queryloop"] - start["claude"]
         even = "never" if gap <= 0 else f"{max(0.0, excess / gap):.0f} turns"
         out.append(f"- {setup}: {'; '.join(parts)}; queryloop's whole run uses less CPU past {even}")
