@@ -198,6 +198,11 @@ ToolRun = Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]
 """A tool implementation: receives the schema-validated input and the context."""
 
 
+def _fetch_nothing(uri: str) -> Any:
+    """jsonschema-rs's retriever: a tool schema's remote ``$ref`` is someone else's URL, never fetched."""
+    raise ValueError(f"{uri}: a tool schema's references are not fetched")
+
+
 def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str) -> None:
     if not _TOOL_NAME_RE.match(value):
         raise ValueError(f"tool name {value!r} must match {_TOOL_NAME_RE.pattern} (Anthropic API rule)")
@@ -251,24 +256,37 @@ class ToolSpec:
 
     @functools.cached_property
     def schema_validator(self) -> Validator:
-        """jsonschema's validator of the input schema (compiled, and jsonschema imported, when first asked for)."""
-        import jsonschema
+        """jsonschema's validator of the input schema (compiled, and jsonschema imported, when first asked for).
 
-        return jsonschema.Draft202012Validator(self.input_schema)
+        Its registry is empty: a ``$ref`` outside the schema does not resolve, and is never fetched."""
+        import jsonschema
+        import referencing
+
+        return jsonschema.Draft202012Validator(self.input_schema, registry=referencing.Registry())
 
     @fast_validator.default
     def _compile_fast_validator(self) -> Any:
         import jsonschema_rs
 
         try:  # formats are annotations in draft 2020-12, as for ``schema_validator``: not asserted
-            return jsonschema_rs.Draft202012Validator(dict(self.input_schema), validate_formats=False)
+            return jsonschema_rs.Draft202012Validator(
+                dict(self.input_schema), validate_formats=False, retriever=_fetch_nothing
+            )
         except (ValueError, jsonschema_rs.ValidationError):
-            return None
+            return None  # a reference that does not resolve lands here too: ``schema_validator`` says which
 
     def is_valid_input(self, tool_input: Any) -> bool:
-        """Whether ``tool_input`` satisfies the input schema (both validators implement draft 2020-12)."""
+        """Whether ``tool_input`` satisfies the input schema (both validators implement draft 2020-12); an input
+        the schema cannot judge (a ``$ref`` that resolves nowhere on its path) is not valid."""
         fast = self.fast_validator
-        return bool(fast.is_valid(tool_input)) if fast is not None else bool(self.schema_validator.is_valid(tool_input))
+        if fast is not None:
+            return bool(fast.is_valid(tool_input))
+        import referencing.exceptions
+
+        try:
+            return bool(self.schema_validator.is_valid(tool_input))
+        except referencing.exceptions.Unresolvable:
+            return False
 
     def api_definition(self) -> dict[str, Any]:
         """The ``{"name", "description", "input_schema"}`` dict sent to the API."""

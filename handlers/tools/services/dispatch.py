@@ -142,7 +142,13 @@ def validation_problems(tool: ToolSpec, tool_input: Any) -> list[str]:
     """Every way ``tool_input`` violates ``tool``'s schema, one sentence each; empty if valid."""
     if tool.is_valid_input(tool_input):
         return []  # the usual call: nothing to collect or sort
-    errors = sorted(tool.schema_validator.iter_errors(tool_input), key=lambda e: (list(map(str, e.path)), e.message))
+    import referencing.exceptions  # with jsonschema, only when an input is refused
+
+    try:
+        found = list(tool.schema_validator.iter_errors(tool_input))
+    except referencing.exceptions.Unresolvable as exc:  # the tool's schema, not the input, is at fault
+        return [f"the tool's schema has a $ref that does not resolve within it ({exc.ref}); no input can pass it"]
+    errors = sorted(found, key=lambda e: (list(map(str, e.path)), e.message))
     return [_describe(error) for error in errors]
 
 
