@@ -30,6 +30,7 @@ class Outcome:
     api_error_status: int | None = None
     stop_reason: str | None = None  # of the last complete reply
     notices: tuple[str, ...] = ()  # tombstones and switches, for the transcript and verbose output
+    structured_output: dict[str, Any] | None = None  # --json-schema: the StructuredOutput call's input, once valid
 
 
 class SharedData(Protocol):

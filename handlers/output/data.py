@@ -1,9 +1,10 @@
 """The output layer's slice of the run data and what its handlers need.
 
-Owns :class:`OutputData` (the reply being read, and the output recoveries' setting:
-the escalated ``max_tokens`` cap) and the protocols of the run data and services
-output-layer handlers work on: the request slice (its ``max_tokens`` is what
-escalation raises, its usage what the budget is checked against) and their own.
+Owns :class:`OutputData` (the reply being read, the output recoveries' setting:
+the escalated ``max_tokens`` cap, and whether the answer must be structured output) and
+the protocols of the run data and services output-layer handlers work on: the request
+slice (its ``max_tokens`` is what escalation raises, its usage what the budget is checked
+against) and their own.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class OutputData:
 
     escalated_max_tokens: int | None = None  # one retry of a truncated answer at this cap (None: no escalation)
     reply: ModelReply | None = None  # the complete reply being read (the last one, once read)
+    structured_output_required: bool = False  # --json-schema: the answer is a StructuredOutput call
+    structured_output_nudged: bool = False  # the model was asked once for a StructuredOutput call it did not make
 
 
 class OutputRun(RequestRun, Protocol):

@@ -3,8 +3,8 @@
 Owns ``receive_reply`` (the reply is kept for reading), the ``read_reply`` effect
 (its stop_reason and blocks, and whether it spent the budget, decide the event),
 the pure edge handlers of the answer, ``max_output_tokens_*``,
-``malformed_tool_use_*``, ``thinking_only_*``, ``pause_turn_*``, the refusal and the
-budget, and the guard ``escalation_configured``. Hidden meta messages (the
+``malformed_tool_use_*``, ``thinking_only_*``, ``pause_turn_*``, ``structured_output_nudge``,
+the refusal and the budget, and the guard ``escalation_configured``. Hidden meta messages (the
 continuation prompt, the nudge, the note that a tool call was malformed) are
 appended with ``meta=True``: sent to the model, never shown to the user. The
 result is the text of the last reply alone (Claude Code's), however many pieces
@@ -25,11 +25,13 @@ __all__ = [
     "CONTINUE_PROMPT",
     "MALFORMED_TOOL_USE_PROMPT",
     "NUDGE_PROMPT",
+    "STRUCTURED_OUTPUT_PROMPT",
     "classify_reply",
     "continue_after_truncation",
     "continue_paused_turn",
     "escalate_max_tokens",
     "escalation_configured",
+    "nudge_for_structured_output",
     "nudge_for_visible_answer",
     "read_reply",
     "receive_reply",
@@ -47,6 +49,11 @@ CONTINUE_PROMPT = (
     "already wrote; if the remaining work is large, split it into smaller steps."
 )
 NUDGE_PROMPT = "Your last response contained only reasoning. Please give your answer to the user as visible text."
+# Claude Code 2.1.235's marker leads (a program reading the transcript may look for it); the words are ours.
+STRUCTURED_OUTPUT_PROMPT = (
+    "[structured-output-enforce] This request needs its answer as a StructuredOutput tool call, and none was made. "
+    "Call StructuredOutput now with input that follows its schema."
+)
 MALFORMED_TOOL_USE_PROMPT = (
     "Your last response stopped to use a tool, but the tool call was incomplete and could not be read, "
     "so nothing ran. Send the tool call again, complete."
@@ -95,13 +102,33 @@ async def read_reply(ctx: EffectContext[Out, OutputServices]) -> Event[ModelRepl
     budget = ctx.services.max_budget_usd
     if budget is not None and ctx.run.data.request.usage.known_cost_usd + ctx.services.cost_elsewhere_usd() >= budget:
         return Event(name="budget_spent", data=reply)
-    return Event(name=classify_reply(reply), data=reply)
+    event = classify_reply(reply)
+    if event == "answered" and _structured_output_missing(ctx.run.data):
+        event = "answered_unstructured"
+    return Event(name=event, data=reply)
+
+
+def _structured_output_missing(data: Out) -> bool:
+    """The answer must be a StructuredOutput call (``--json-schema``), and the model was not yet asked for one.
+
+    Claude Code 2.1.235 asks once per prompt; the machine's counter bounds it per turn too.
+    """
+    return data.output.structured_output_required and not data.output.structured_output_nudged
 
 
 def escalation_configured(run: RunState[Out], event: Event[object]) -> bool:
     """An escalated max_tokens cap is configured and above the current one."""
     escalated = run.data.output.escalated_max_tokens
     return escalated is not None and escalated > run.data.request.max_tokens
+
+
+def nudge_for_structured_output(run: RunState[Out], event: Event[ModelReply]) -> Out:
+    """The model answered without its StructuredOutput call: keep the answer, ask for the call (hidden message)."""
+    reply = event.data
+    asked = {"role": "user", "content": STRUCTURED_OUTPUT_PROMPT}
+    data = evolved(run.data, messages=_with_reply(run.data.messages, reply).append(asked, meta=True))
+    data = with_output(data, structured_output_nudged=True)
+    return with_outcome(data, stop_reason=reply.stop_reason, result_text=final_text(reply.content), partial_text="")
 
 
 def record_answer(run: RunState[Out], event: Event[ModelReply]) -> Out:

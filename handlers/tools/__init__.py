@@ -8,7 +8,8 @@ and what it is (``names``: the rule families, path fields, which run without ask
 as Python functions (``python_tools``: ``@tool``), validation,
 scheduling and deadlines (``dispatch``), permission rules (``rules``: their records and
 syntax; ``shell``: a command line read as the shell would; ``permissions``: the decision),
-the gate (``gate``), the OS sandbox for Bash (``sandbox``) and running the calls (``running``).
+the gate (``gate``), the OS sandbox for Bash (``sandbox``), running the calls (``running``) and
+the structured output's edges (``structured``, the tool in ``services/structured_output``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ if TYPE_CHECKING:
     from .services.python_tools import ToolDefinitionError, tool
     from .services.registry import default_registry, default_tools
     from .services.rules import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, hidden_tools
+    from .structured import (
+        record_structured_output,
+        structured_output_attempts_spent,
+        structured_output_given,
+        surface_structured_output_failure,
+    )
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -78,6 +85,12 @@ else:
                 "record_tool_results_at_turn_limit",
                 "run_tools",
             ),
+            ".structured": (
+                "record_structured_output",
+                "structured_output_attempts_spent",
+                "structured_output_given",
+                "surface_structured_output_failure",
+            ),
         },
     )
 
@@ -111,6 +124,7 @@ __all__ = [
     "gate_tool_calls",
     "hidden_tools",
     "record_gate",
+    "record_structured_output",
     "record_tool_request",
     "record_tool_results",
     "record_tool_results_and_stop",
@@ -119,5 +133,8 @@ __all__ = [
     "run_tools",
     "stop_repeated_denial",
     "stop_repeated_replay",
+    "structured_output_attempts_spent",
+    "structured_output_given",
+    "surface_structured_output_failure",
     "tool",
 ]

@@ -637,6 +637,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("queryloop: --output-format stream-json needs --verbose (as in Claude Code)", file=sys.stderr)
         return 1
     _refuse_unsupported(args)  # a refused flag starts nothing
+    if args.json_schema is not None:
+        from queryloop.handlers.tools.services.structured_output import read_schema
+
+        try:  # as Claude Code 2.1.235: one line, exit 1, nothing started
+            args.json_schema = read_schema(args.json_schema)
+        except ValueError as exc:
+            print(f"queryloop: error: {exc}", file=sys.stderr)
+            return 1
     startup = Startup()  # the SDK loads in the background while the agent's imports, settings and session go on
     try:
         return _prepare_and_run(args, startup)
@@ -755,6 +763,7 @@ def _resolve(
             sandbox=args.sandbox,
             interactive=sys.stdin.isatty() and sys.stderr.isatty(),
             add_dirs=args.add_dir or (),
+            json_schema=args.json_schema,
         ),
         context=AskedContext(
             auto_compact=not args.no_auto_compact,

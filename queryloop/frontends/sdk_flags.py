@@ -5,9 +5,10 @@ Owns the flags only the Agent SDK's way of starting the CLI needs (``--tools``,
 ``--system-prompt-file``, ``--add-dir``, …) and :func:`prepare_sdk_flags`, which checks them
 before anything runs: ``--input-format stream-json`` goes with ``--output-format stream-json``;
 a flag whose absence of effect is harmless (thinking, effort, betas, hook events) is
-accepted with one warning line; one whose promise a program relies on (structured output,
-a task budget, plugins, a session store, a cut history, a permission tool other than
-``stdio``) is refused with a usage error naming it. It also
+accepted with one warning line; one whose promise a program relies on (a task budget,
+plugins, a session store, a cut history, a permission tool other than ``stdio``) is
+refused with a usage error naming it; ``--json-schema`` is honoured (its schema is read in
+``queryloop.frontends.cli``). It also
 splits ``--mcp-config``: the SDK's in-process servers (``"type": "sdk"``) are served
 over the control protocol (``queryloop.frontends.sdk_protocol``), not started as MCP servers; their
 names are held to the rule every server's is (``server_name_problem``).
@@ -40,7 +41,6 @@ _IGNORED = {
 
 # Refused: a program would silently get less than it asked for.
 _REFUSED = {
-    "json_schema": "structured output is not supported (a result would come without structured_output)",
     "task_budget": "task budgets are not supported (use --max-budget-usd or --max-turns)",
     "plugin_dir": "plugins are not supported",
     "session_mirror": "mirroring the transcript to a session store is not supported",
@@ -79,6 +79,12 @@ def add_sdk_options(run: argparse.ArgumentParser) -> None:
         help="more directories the tools may work in, as in the working directory (repeatable)",
     )
     run.add_argument("--system-prompt-file", type=Path, metavar="FILE", help="the system prompt, read from FILE")
+    run.add_argument(
+        "--json-schema",
+        metavar="SCHEMA",
+        help="structured output: the answer is JSON following SCHEMA (a JSON Schema object), as the result's "
+        "structured_output",
+    )
     for name in (*_IGNORED, *_REFUSED):
         flag = "--" + name.replace("_", "-")
         if name == "plugin_dir":

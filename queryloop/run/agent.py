@@ -37,7 +37,7 @@ from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManage
 from queryloop.handlers.mcp.services.prompts import expand_command
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
-from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, OutputData
+from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, STRUCTURED_OUTPUT_PROMPT, OutputData
 from queryloop.handlers.request import ModelBackend, RequestData
 from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
 from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
@@ -130,6 +130,16 @@ class AgentData:
         return evolve(self, **changes)
 
 
+def _after(result: dict[str, Any], key: str, new: str, value: Any) -> dict[str, Any]:
+    """``result`` with ``new`` placed right after ``key``, where Claude Code 2.1.235 writes it."""
+    out: dict[str, Any] = {}
+    for k, v in result.items():
+        out[k] = v
+        if k == key:
+            out[new] = value
+    return out
+
+
 def _turns_in(message: Message, meta: bool) -> int:
     """How many of Claude Code's turns one message appended to the transcript makes.
 
@@ -143,8 +153,8 @@ def _turns_in(message: Message, meta: bool) -> int:
     if message.get("role") != "user":
         return 0
     content = message.get("content")
-    if meta:
-        return int(content == MALFORMED_TOOL_USE_PROMPT)
+    if meta:  # the request for a missing StructuredOutput call is a turn in Claude Code's count too
+        return int(content in (MALFORMED_TOOL_USE_PROMPT, STRUCTURED_OUTPUT_PROMPT))
     if isinstance(content, list):
         results = 0
         for block in content:
@@ -203,14 +213,19 @@ def _store(options: AgentOptions) -> SessionStore | None:
 
 
 def _registry(options: AgentOptions, subagents: Subagents | None = None) -> ToolRegistry:
-    """The allowed built-in tools in their order, the Agent tool, then the custom ones; a bare deny rule keeps
-    any of them out."""
+    """The allowed built-in tools in their order, the Agent tool, the custom ones, then StructuredOutput under
+    ``--json-schema``; a bare deny rule keeps any of the others out (the answer's tool is never left out)."""
     hidden = hidden_tools(options.permissions.rules)
     builtins = options.tools.builtins if options.tools.builtins is not None else default_registry().names
     custom = tuple(spec for spec in options.tools.custom_tools if spec.name not in hidden)
     agent = (subagents.tool,) if subagents is not None else ()
     chosen = [t for t in builtins if t not in hidden and t != AGENT_TOOL]  # --tools may name Agent: offered apart
-    return ToolRegistry(tools=(*default_registry(chosen).tools, *agent, *custom))
+    answer: tuple[ToolSpec, ...] = ()
+    if options.tools.json_schema is not None:
+        from queryloop.handlers.tools.services.structured_output import structured_output_tool
+
+        answer = (structured_output_tool(options.tools.json_schema),)
+    return ToolRegistry(tools=(*default_registry(chosen).tools, *agent, *custom, *answer))
 
 
 def _init_tool_names(names: Sequence[str]) -> list[str]:
@@ -338,7 +353,10 @@ def _initial_data(
             max_tokens=options.request.max_tokens,
             fallback_max_tokens=options.request.fallback_max_tokens,
         ),
-        output=OutputData(escalated_max_tokens=options.request.escalated_max_tokens),
+        output=OutputData(
+            escalated_max_tokens=options.request.escalated_max_tokens,
+            structured_output_required=options.tools.json_schema is not None,
+        ),
         hooks=HooksData(
             start_source=options.session.start_source,
             manual_compact=options.compact,
@@ -776,6 +794,8 @@ class AgentRun:
             "fast_mode_disabled_reason": "disabled_by_env",
             "uuid": str(uuid.uuid4()),
         }
+        if outcome.structured_output is not None and subtype == "success":  # --json-schema's answer, by its key
+            result = _after(result, "result", "structured_output", outcome.structured_output)
         if subtype != "success":
             del result["result"], result["api_error_status"]
             result["errors"] = self._errors(subtype, error)

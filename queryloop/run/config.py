@@ -161,6 +161,8 @@ class ToolSettings:
     mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools are offered (mcp__<server>__<tool>)
     ask_input: Elicit | None = None  # answers an MCP server's request for input no hook answered (the user)
     env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
+    # --json-schema: the answer is a StructuredOutput call whose input follows it (None: a text answer)
+    json_schema: dict[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -395,6 +397,7 @@ class AskedTools:
     sandbox: bool = False
     interactive: bool = False
     add_dirs: Sequence[str] = ()
+    json_schema: Mapping[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -473,6 +476,7 @@ def resolve_config(
                 custom_tools=tuple(asked_tools.custom_tools),
                 mcp_servers=servers,
                 env={**loaded.env, **env},
+                json_schema=None if asked_tools.json_schema is None else dict(asked_tools.json_schema),
             ),
             permissions=PermissionSettings(
                 mode=mode,
@@ -593,6 +597,9 @@ def _limits(asked: AskedLimits, hints: Mapping[str, Any], env: dict[str, str]) -
     caps = dict(asked.params or {})
     if asked.max_retry_after_s is not None:
         caps["max_retry_after_s"] = asked.max_retry_after_s
+    retries = defaults.structured_output_retries(env)
+    if retries is not None:
+        caps.setdefault("max_structured_output_retries", retries)
     return Limits(
         max_turns=_said(asked.max_turns, hints.get("max_turns")),
         max_retries=_said(asked.max_retries, _said(hints.get("max_retries"), defaults.max_retries(env))),

@@ -113,6 +113,18 @@ def max_retries(env: dict[str, str]) -> int | None:
     return int(value)
 
 
+def structured_output_retries(env: dict[str, str]) -> int | None:
+    """StructuredOutput calls that may fail the schema before the run gives up, as Claude Code's
+    ``MAX_STRUCTURED_OUTPUT_RETRIES`` asks (None: unset, the machine's ``max_structured_output_retries``, 5);
+    a value that is not a whole number from 0 to 100 is an error naming the variable."""
+    value = env.get("MAX_STRUCTURED_OUTPUT_RETRIES", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) > 100:
+        raise ValueError(f"MAX_STRUCTURED_OUTPUT_RETRIES={value!r}: expected a whole number from 0 to 100")
+    return int(value)
+
+
 def request_timeout_s() -> float | None:
     """The deadline of each model request attempt: ``QUERYLOOP_REQUEST_TIMEOUT_S``, else none (the idle timeout)."""
     return _env_number("QUERYLOOP_REQUEST_TIMEOUT_S", None)

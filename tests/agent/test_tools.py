@@ -164,7 +164,12 @@ def test_the_tool_families_are_claude_codes() -> None:
     assert READ_TOOLS == {"Read", "Glob", "Grep", "LS", "NotebookRead"}
     assert EDIT_TOOLS == {"Edit", "Write", "MultiEdit", "NotebookEdit"}
     assert BASH_TOOLS == {"Bash"}
-    assert DEFAULT_READ_ONLY_TOOLS == READ_TOOLS | {"ListMcpResourcesTool", "ReadMcpResourceTool", "Agent"}
+    assert DEFAULT_READ_ONLY_TOOLS == READ_TOOLS | {
+        "ListMcpResourcesTool",
+        "ReadMcpResourceTool",
+        "Agent",
+        "StructuredOutput",  # --json-schema's answer: it changes nothing and runs nothing
+    }
     assert CLEARABLE_TOOLS == {"Read", "Bash", "PowerShell", "Grep", "Glob", "WebFetch", "WebSearch", "Edit", "Write"}
     assert CHANGES_CODE == ("Edit", "Write", "NotebookEdit")
 

@@ -285,6 +285,9 @@ class QueryLoopRealiser:
             "retry_after_over_cap": lambda f, v: [f] if f.long_wait == v else [],
             "checkpoint_taken": lambda f, v: [f] if f.write == v else [],
             "agents_running": lambda f, v: [] if v else [f],  # the planned runs start no sub-agent
+            # the planned runs ask for no structured output (tests/e2e/test_structured_output.py takes its edges)
+            "structured_output_given": lambda f, v: [] if v else [f],
+            "structured_output_attempts_spent": lambda f, v: [] if v else [f],
             # the planned runs' histories are far from the 10,000 tokens of old results a microcompaction needs
             "old_results_clearable": lambda f, v: [] if v else [f],
         }

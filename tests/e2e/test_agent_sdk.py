@@ -498,8 +498,8 @@ def test_a_flag_whose_promise_queryloop_cannot_keep_is_refused_before_anything_r
             "--output-format",
             "stream-json",
             "--verbose",
-            "--json-schema",
-            "{}",
+            "--task-budget",
+            "5",
         ],
         capture_output=True,
         text=True,
@@ -507,7 +507,24 @@ def test_a_flag_whose_promise_queryloop_cannot_keep_is_refused_before_anything_r
         stdin=subprocess.DEVNULL,
     )
     assert run.returncode == 2
-    assert "--json-schema is not supported: structured output" in run.stderr and run.stdout == ""
+    assert "--task-budget is not supported: task budgets" in run.stderr and run.stdout == ""
+
+
+def test_an_sdk_output_format_gets_the_structured_output_in_its_result_message(tmp_path: Path, cli_path: Path) -> None:
+    schema = {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}
+    text = scenario(
+        """  mock-primary:
+    - reply: {content: [{tool_use: {name: StructuredOutput, input: {sum: "five"}}}]}
+    - reply: {content: [{tool_use: {name: StructuredOutput, input: {sum: 5}}}]}
+"""
+    )
+    with MockApi(text) as api:
+        options = _options(api, cli_path, tmp_path, output_format={"type": "json_schema", "schema": schema})
+        messages = _run(lambda: _collect(query(prompt="2 + 3?", options=options)))
+        offered = [t for t in api.requests[0].tool_definitions if t["name"] == "StructuredOutput"]
+    result = _result(messages)
+    assert (result.subtype, result.structured_output, result.result) == ("success", {"sum": 5}, '{"sum":5}')
+    assert offered and offered[0]["input_schema"] == schema
 
 
 def test_version_names_the_claude_code_release_it_behaves_as_and_queryloops_own(cli_path: Path) -> None:

@@ -17,7 +17,8 @@ sub-agent is a concurrent run whose end the parent meets at a moment the abstrac
 ``tests/e2e/test_subagents.py`` takes each of them (an Agent call admitted, one refused at
 the cap) with a run scripted for it, and the coverage gate of ``tools/test.sh`` holds both
 files to every transition. So is ``microcompact``: it needs 10,000 tokens of old tool
-results, more than the abstraction's runs hold; ``tests/e2e/test_context_layer.py`` takes it.
+results, more than the abstraction's runs hold; ``tests/e2e/test_context_layer.py`` takes it. The
+structured output's edges (``--json-schema``) are taken by ``tests/e2e/test_structured_output.py``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ TARGETS = list(
         and t.dest not in AGENT_STATES  # tests/e2e/test_subagents.py takes these
         and t.reason not in AGENT_CALLS  # and these
         and t.reason != "microcompact"  # tests/e2e/test_context_layer.py takes it
+        and not t.reason.startswith("structured_output_")  # tests/e2e/test_structured_output.py takes these
     )
 )
 CLI_TARGETS = (  # played through `queryloop run`, with the CLI's own flags and the params' defaults

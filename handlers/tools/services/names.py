@@ -35,6 +35,7 @@ __all__ = [
     "READ_TOOLS",
     "SEARCHES_CWD",
     "SHOWN_ABSOLUTE",
+    "STRUCTURED_OUTPUT",
 ]
 
 RuleFamily = Literal["Read", "Edit", "Bash"]
@@ -47,6 +48,8 @@ LIST_RESOURCES: Final = "ListMcpResourcesTool"
 """The tool listing the MCP servers' resources (``queryloop.handlers.mcp``)."""
 READ_RESOURCE: Final = "ReadMcpResourceTool"
 """The tool reading one MCP resource (``queryloop.handlers.mcp``)."""
+STRUCTURED_OUTPUT: Final = "StructuredOutput"
+"""The tool the model answers with under ``--json-schema`` (``services/structured_output``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +104,8 @@ KNOWN_TOOLS: Final[Mapping[str, KnownTool]] = _tools(
     KnownTool(name=READ_RESOURCE, never_asks=True),
     # Agent changes nothing itself: each call of the sub-agent it starts passes the gate under the same rules and mode
     KnownTool(name=AGENT_TOOL, never_asks=True),
+    # the answer itself under --json-schema: it changes nothing and runs nothing
+    KnownTool(name=STRUCTURED_OUTPUT, never_asks=True),
 )
 
 
