@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from ..mockapi.replay import ScenarioReplayer
     from ..mockapi.scenario import Scenario
+    from ..run.agent import AgentRun
     from ..run.config import AgentOptions, Resolved
     from ..run.memory import MemoryKind
 
@@ -627,6 +628,17 @@ def _local_result(text: str, session_id: str) -> dict[str, Any]:
     return result
 
 
+def _missing_prompt_tool(run: AgentRun) -> str | None:
+    """Why ``--permission-prompt-tool``'s MCP tool cannot answer (no server offers it), or None."""
+    name = run.options.permissions.prompt_tool
+    mcp = run.services.mcp
+    if name is None or (mcp is not None and mcp.tool_spec(name) is not None):
+        return None
+    offered = [t.name for t in mcp.catalog()] if mcp is not None else []
+    listed = f" (the MCP tools: {', '.join(offered)})" if offered else " (no MCP tool is offered)"
+    return f"--permission-prompt-tool {name}: no MCP server offers this tool{listed}"
+
+
 def _has_credentials() -> bool:
     """An API key (``x-api-key``) or an auth token (``Authorization: Bearer``); the SDK reads either."""
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
@@ -764,6 +776,8 @@ def _resolve(
             interactive=sys.stdin.isatty() and sys.stderr.isatty(),
             add_dirs=args.add_dir or (),
             json_schema=args.json_schema,
+            # stdio is the Agent SDK's session answering (queryloop.frontends.sdk_protocol); any other name an MCP tool
+            permission_prompt_tool=None if args.permission_prompt_tool == "stdio" else args.permission_prompt_tool,
         ),
         context=AskedContext(
             auto_compact=not args.no_auto_compact,
@@ -916,6 +930,11 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
         except PromptCommandError as exc:  # /mcp__server__prompt without its arguments: nothing was sent
             await run.close_mcp()
             sys.stderr.write(inert(f"queryloop: {exc}\n"))
+            return 1
+        missing = _missing_prompt_tool(run)
+        if missing is not None:  # found before anything is sent (Claude Code 2.1.235 fails at the first ask)
+            await run.close_mcp()
+            sys.stderr.write(inert(f"queryloop: error: {missing}\n"))
             return 1
         renderer.start(**run.init_fields())
         answer = None if command is None else local_answer(command)

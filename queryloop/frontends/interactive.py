@@ -270,7 +270,7 @@ class _Interactive:
             McpManager(
                 template.tools.mcp_servers,
                 cwd=template.cwd,
-                hidden=template.permissions.rules.hides,
+                hidden=template.permissions.hides,
                 taken=frozenset(t.name for t in template.tools.custom_tools).__contains__,
                 roots=template.working_directories(),
                 elicit=lambda request: answer_elicitation(self.template, request),

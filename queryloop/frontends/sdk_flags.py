@@ -6,9 +6,9 @@ Owns the flags only the Agent SDK's way of starting the CLI needs (``--tools``,
 before anything runs: ``--input-format stream-json`` goes with ``--output-format stream-json``;
 a flag whose absence of effect is harmless (thinking, effort, betas, hook events) is
 accepted with one warning line; one whose promise a program relies on (a task budget,
-plugins, a session store, a cut history, a permission tool other than ``stdio``) is
-refused with a usage error naming it; ``--json-schema`` is honoured (its schema is read in
-``queryloop.frontends.cli``). It also
+plugins, a session store, a cut history) is refused with a usage error naming it;
+``--permission-prompt-tool`` (an MCP tool's name, or ``stdio``) and ``--json-schema`` are
+honoured (the schema is read in ``queryloop.frontends.cli``). It also
 splits ``--mcp-config``: the SDK's in-process servers (``"type": "sdk"``) are served
 over the control protocol (``queryloop.frontends.sdk_protocol``), not started as MCP servers; their
 names are held to the rule every server's is (``server_name_problem``).
@@ -58,8 +58,9 @@ def add_sdk_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--permission-prompt-tool",
-        metavar="stdio",
-        help="with --input-format stream-json: ask the program (the Agent SDK's can_use_tool) what would ask",
+        metavar="TOOL",
+        help="who answers what would ask: mcp__SERVER__TOOL, an MCP server's tool; or stdio, with --input-format "
+        "stream-json, the program (the Agent SDK's can_use_tool)",
     )
     run.add_argument(
         "--replay-user-messages",
@@ -174,14 +175,10 @@ def prepare_sdk_flags(args: argparse.Namespace) -> None:
         raise UsageError("--input-format stream-json requires --output-format stream-json")
     if args.include_partial_messages and args.output_format != "stream-json":
         raise UsageError("--include-partial-messages requires --output-format stream-json")
-    for name in ("permission_prompt_tool", "replay_user_messages"):
-        if _set(args, name) and not streaming:
-            raise UsageError(f"{_flag(name)} requires --input-format stream-json")
-    if args.permission_prompt_tool not in (None, "stdio"):
-        raise UsageError(
-            f"--permission-prompt-tool {args.permission_prompt_tool}: only 'stdio' (the Agent SDK's can_use_tool) "
-            "is supported, not an MCP tool"
-        )
+    if args.replay_user_messages and not streaming:
+        raise UsageError("--replay-user-messages requires --input-format stream-json")
+    if args.permission_prompt_tool == "stdio" and not streaming:
+        raise UsageError("--permission-prompt-tool stdio requires --input-format stream-json")
     for name, why in _REFUSED.items():
         if _set(args, name):
             raise UsageError(f"{_flag(name)} is not supported: {why}")

@@ -142,7 +142,7 @@ class _SdkSession:
         self.mcp = McpManager(
             _started_servers(template.tools.mcp_servers, self.servers),
             cwd=template.cwd,
-            hidden=template.permissions.rules.hides,
+            hidden=template.permissions.hides,
             taken=lambda name: any(name.startswith(tool_name(s, "")) for s in self.servers),
             roots=template.working_directories(),
             # the host answers through its Elicitation hook callback (registered at initialize), else declined

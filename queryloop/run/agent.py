@@ -304,12 +304,22 @@ def _services(
         permission_mode=options.permissions.mode,
         rules=options.permissions.rules,
         interactive=options.permissions.interactive,
-        can_use_tool=options.permissions.can_use_tool,
+        can_use_tool=_permission_callback(options, mcp),
         session=store,
         mcp=mcp,
         call_runner=call_runner,
         subagents=subagents,
     )
+
+
+def _permission_callback(options: AgentOptions, mcp: McpManager | None) -> AskPermission | None:
+    """Who answers what would ask: the caller's callback, else ``--permission-prompt-tool``'s MCP tool."""
+    prompt_tool = options.permissions.prompt_tool
+    if options.permissions.can_use_tool is not None or prompt_tool is None or mcp is None:
+        return options.permissions.can_use_tool
+    from queryloop.handlers.mcp.services.approval import mcp_permission_asker
+
+    return mcp_permission_asker(mcp, prompt_tool, cwd=options.cwd)
 
 
 def hook_runner(options: AgentOptions) -> HookRunner:
@@ -549,7 +559,7 @@ class AgentRun:
         return McpManager(
             options.tools.mcp_servers,
             cwd=options.cwd,
-            hidden=options.permissions.rules.hides,
+            hidden=options.permissions.hides,
             taken=taken,
             roots=options.working_directories(),
             elicit=lambda request: answer_elicitation(options, request),

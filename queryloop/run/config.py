@@ -173,6 +173,12 @@ class PermissionSettings:
     rules: PermissionRules = attrs.field(factory=PermissionRules)
     can_use_tool: AskPermission | None = None  # answers what would ask (instead of a denial or a terminal prompt)
     interactive: bool = False  # a terminal to ask on
+    # --permission-prompt-tool mcp__SERVER__TOOL: that MCP tool answers what would ask, and the model never sees it
+    prompt_tool: str | None = None
+
+    def hides(self, tool_name: str) -> bool:
+        """True if ``tool_name`` is kept from the model: a bare deny rule removes it, or it is the prompt tool."""
+        return tool_name == self.prompt_tool or self.rules.hides(tool_name)
 
 
 @attrs.frozen(kw_only=True)
@@ -398,6 +404,7 @@ class AskedTools:
     interactive: bool = False
     add_dirs: Sequence[str] = ()
     json_schema: Mapping[str, Any] | None = None
+    permission_prompt_tool: str | None = None  # an MCP tool's name (mcp__SERVER__TOOL)
 
 
 @attrs.frozen(kw_only=True)
@@ -483,6 +490,7 @@ def resolve_config(
                 rules=rules,
                 can_use_tool=asked_tools.can_use_tool,
                 interactive=asked_tools.interactive,
+                prompt_tool=asked_tools.permission_prompt_tool,
             ),
             hooks=loaded.hooks.merged(hooks) if hooks is not None else loaded.hooks,
             context=_context(context or AskedContext(), cwd, src.setting_sources, warnings),

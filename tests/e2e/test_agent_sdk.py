@@ -571,3 +571,24 @@ def test_an_agent_given_in_the_sdk_options_runs_in_the_background_and_reports_ba
     assert updated.task_id == ended.task_id and updated.status == "completed"
     result = _result(messages)
     assert (result.is_error, result.result) == (False, "PARENT-FINAL the reader says hi")
+
+
+def test_a_permission_prompt_tool_name_of_an_mcp_tool_has_that_tool_answer(tmp_path: Path, cli_path: Path) -> None:
+    server = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "approval_server.py"
+    asked = tmp_path / "asked.jsonl"
+    text = scenario(
+        '  mock-primary:\n    - reply: {content: [{tool_use: {name: Bash, input: {command: "touch made"}}}]}\n'
+        '    - reply: {content: [{text: "done"}]}\n'
+    )
+    with MockApi(text) as api:
+        options = _options(
+            api,
+            cli_path,
+            tmp_path,
+            mcp_servers={"perm": {"command": sys.executable, "args": [str(server), "deny", str(asked)]}},
+            permission_prompt_tool_name="mcp__perm__approve",
+        )
+        messages = _run(lambda: _collect(query(prompt="go", options=options)))
+    result = _result(messages)
+    assert [d["tool_name"] for d in result.permission_denials or []] == ["Bash"]
+    assert json.loads(asked.read_text())["tool_name"] == "Bash" and not (tmp_path / "work" / "made").exists()
