@@ -56,6 +56,7 @@ READERS: dict[str, Callable[[Observed], object]] = {
     "structured_output": lambda seen: seen.result.get("structured_output", "(absent)"),
     "errors": lambda seen: len(seen.result.get("errors", ())),
     "stderr_says": lambda seen: "--json-schema" in seen.stderr,
+    "synthetic_lines": lambda seen: sum(1 for line in seen.lines if line.get("isSynthetic")),
 }
 
 GIVEN = {
@@ -112,6 +113,13 @@ ROWS: dict[str, Row] = {
             "result": "plain answer",
             "structured_output": "(absent)",
         },
+    ),
+    "the request for the missing call on stdout": Row(
+        probe=Probe(calls=(), scenario=TEXT, args=ARGS),
+        queryloop={"synthetic_lines": 0, "requests": 2},
+        reference={"synthetic_lines": 1, "requests": 2},
+        design="the request for a missing StructuredOutput call is a hidden message, as every nudge here is "
+        "([details](cli.md#structured-output-json-schema))",
     ),
     "five failing calls end the run": Row(probe=Probe(calls=(), scenario=ALWAYS_BAD, args=ARGS), queryloop=SPENT),
     "MAX_STRUCTURED_OUTPUT_RETRIES sets how many": Row(
