@@ -203,6 +203,7 @@ SCRIPT_BY_EVENT: Mapping[str, Script] = {
     "elapsed": _AMBIENT,
     # output (each shapes the reply `replied` announced)
     "answered": _reply([{"text": "A scripted answer."}]),
+    "answered_unstructured": _never("needs --json-schema, which a scenario's run does not pass"),
     "asked_for_tools": _reply([{"tool_use": {"name": "Read", "input": {"file_path": READ_FILE}}}]),
     "tool_use_malformed": _reply([{"text": "A tool call without its block."}], "tool_use"),
     "truncated": _reply([{"text": "A scripted answer cut"}], "max_tokens"),
@@ -243,6 +244,8 @@ PLAIN_GUARDS: Mapping[str, bool | None] = {
     "old_results_clearable": False,  # the scripted calls' results are far from 10,000 tokens
     "checkpoint_taken": False,  # the scripted calls are a Read and an Agent call
     "retry_after_over_cap": False,  # every scripted retry-after is 1 ms
+    "structured_output_given": False,  # a scenario's run asks for no structured output (no --json-schema)
+    "structured_output_attempts_spent": False,
     # a reactive compaction: whether one is tried, and what it keeps, reads the API's gap and every round's size
     "nothing_older_to_summarise": None,
     "can_keep_more_rounds": None,
