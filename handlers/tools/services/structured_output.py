@@ -14,11 +14,6 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-import jsonschema
-import referencing
-import referencing.exceptions
-import referencing.jsonschema
-
 from .base import ToolContext, ToolOutput, ToolSpec
 from .names import STRUCTURED_OUTPUT
 
@@ -35,6 +30,8 @@ def schema_problem(schema: object) -> str | None:
     """Why ``schema`` cannot be the structured output's schema (a JSON object, a valid draft 2020-12 schema)."""
     if not isinstance(schema, dict):
         return "--json-schema must be a JSON object"
+    import jsonschema  # only a run given --json-schema pays for it
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -61,6 +58,10 @@ def _references(node: object) -> Iterator[str]:
 
 def _reference_problem(schema: dict[str, Any]) -> str | None:
     """A ``$ref`` that does not resolve within the schema itself: nothing is ever fetched to resolve one."""
+    import referencing
+    import referencing.exceptions
+    import referencing.jsonschema
+
     resource = referencing.jsonschema.DRAFT202012.create_resource(schema)
     resolver = referencing.Registry().with_resource("", resource).resolver()
     for ref in _references(schema):
