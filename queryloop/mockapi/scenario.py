@@ -46,7 +46,9 @@ A **step** holds exactly one of ``reply:`` or ``error:`` plus optional modifiers
   ``compaction`` …); streamed, it is split into the events the API sends for its type. ``stop_reason`` defaults to
   ``tool_use`` when a tool_use block is present, else ``end_turn``. ``usage`` entries
   override the server's estimates (``input_tokens``, ``output_tokens``,
-  ``cache_creation_input_tokens``, ``cache_read_input_tokens``). A string may hold a
+  ``cache_creation_input_tokens``, ``cache_read_input_tokens``) and ``server_tool_use:
+  {web_search_requests: N}`` gives the count of the server tools' runs the real API reports
+  (a streamed reply carries it in its ``message_delta``, as the API does). A string may hold a
   surrogate alone (``"\\ud800"``): it goes out as that JSON escape, as the API would send it.
 * ``error: {status: 529, type: optional, message: optional, headers: optional}`` — the
   body is the real API's ``{"type": "error", "error": {...}, "request_id": ...}``; the
@@ -182,7 +184,7 @@ class Step:
     """API-format blocks without ids: ``{"type": "text", "text": ...}``, ``thinking`` (+
     ``signature`` when given), ``tool_use`` (``name``, ``input``, ``id`` when given)."""
     stop_reason: str = "end_turn"
-    usage: Mapping[str, int] = attrs.field(factory=dict)
+    usage: Mapping[str, Any] = attrs.field(factory=dict)  # token counts; ``server_tool_use``: a mapping of counts
     error: ErrorSpec | None = None
     repeat: int = 1
     delay_ms: int = 0
@@ -298,6 +300,15 @@ _STEP_PROPERTIES: dict[str, Any] = {
                         "cache_creation_input_tokens",
                         "cache_read_input_tokens",
                     )
+                }
+                | {
+                    "server_tool_use": {
+                        "type": "object",
+                        "properties": {
+                            k: {"type": "integer", "minimum": 0} for k in ("web_search_requests", "web_fetch_requests")
+                        },
+                        "additionalProperties": False,
+                    }
                 },
                 "additionalProperties": False,
             },

@@ -560,7 +560,8 @@ class MockServer:
             except (ConnectionError, RuntimeError) as exc:
                 raise _Disconnected() from exc
 
-        start_usage = {k: v for k, v in usage.items() if k != "output_tokens"} | {"output_tokens": 1}
+        late = ("output_tokens", "server_tool_use")  # counted at the end: message_delta carries them
+        start_usage = {k: v for k, v in usage.items() if k not in late} | {"output_tokens": 1}
         try:
             await send(
                 "message_start",
@@ -612,7 +613,7 @@ class MockServer:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": step.stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": usage["output_tokens"]},
+                    "usage": {k: usage[k] for k in ("output_tokens", "server_tool_use") if k in usage},
                 },
             )
             await send("message_stop", {"type": "message_stop"})
