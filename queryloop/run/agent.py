@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import random
 import re
 import time
@@ -60,6 +61,7 @@ from queryloop.handlers.tools.services.base import BackgroundTask
 from queryloop.handlers.tools.services.dispatch import CallRunner
 from queryloop.handlers.tools.services.names import AGENT_TOOL, AGENT_TOOL_EARLIER_NAME
 from queryloop.handlers.tools.services.rules import read_denied
+from queryloop.handlers.tools.services.web_urls import named_hosts
 from queryloop.machines import MACHINES_DIR
 
 from .config import AgentOptions, run_params
@@ -68,6 +70,7 @@ from .memory import instructions_block, instructions_tokens, memory_paths
 from .observe import Observation, Observer
 from .subagents import Subagents
 from .tracing import TraceRecorder, recorder_from_env
+from .web import WebRequests
 
 if TYPE_CHECKING:
     from queryloop.fsm.model.spec import ChildrenSpec
@@ -192,8 +195,10 @@ class AgentServices:
     rng: random.Random = attrs.field(factory=random.Random)
 
     def cost_elsewhere_usd(self) -> float:
-        """What the run's sub-agents spent: the budget counts it with the run's own requests."""
-        return self.subagents.cost_usd() if self.subagents is not None else 0.0
+        """What the run's sub-agents and web tools spent: the budget counts it with the run's own requests."""
+        agents = self.subagents.cost_usd() if self.subagents is not None else 0.0
+        web = self.tool_context.web
+        return agents + (web.totals.known_cost_usd if isinstance(web, WebRequests) else 0.0)
 
     def extra_tool(self, name: str) -> ToolSpec | None:
         """An MCP server's tool by the name the model calls it (None if no server lists it now)."""
@@ -280,8 +285,9 @@ def _services(
     system = "\n\n".join(p for p in (options.request.system_prompt, options.request.append_system_prompt) if p) or None
     registry = _registry(options, subagents)
     store = store if store is not None else _store(options)
+    backend = with_request_deadline(backend, options.request.request_timeout_s)
     return AgentServices(
-        backend=with_request_deadline(backend, options.request.request_timeout_s),
+        backend=backend,
         system_prompt=system,
         tools=registry,
         tool_definitions=tuple(registry.api_definitions()),
@@ -294,6 +300,7 @@ def _services(
             hidden=read_denied(options.permissions.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
             background=subagents,
+            web=_web_requests(options, backend),
         ),
         hooks=hook_runner(options),
         max_budget_usd=options.limits.max_budget_usd,
@@ -320,6 +327,20 @@ def _permission_callback(options: AgentOptions, mcp: McpManager | None) -> AskPe
     from queryloop.handlers.mcp.services.approval import mcp_permission_asker
 
     return mcp_permission_asker(mcp, prompt_tool, cwd=options.cwd)
+
+
+def _web_requests(options: AgentOptions, backend: ModelBackend) -> WebRequests:
+    """The web tools' own model requests, told which hosts the allow rules name one by one."""
+    rules = options.permissions.rules.allow
+    specifiers = (r.specifier for r in rules if r.tool == "WebFetch" and r.specifier is not None)
+    return WebRequests(
+        backend=backend,
+        model=options.request.model,
+        env={**os.environ, **options.tools.env},
+        named_hosts=named_hosts(specifiers),
+        idle_timeout_s=options.request.idle_timeout_s,
+        deadline_s=options.request.request_timeout_s,
+    )
 
 
 def hook_runner(options: AgentOptions) -> HookRunner:
@@ -794,7 +815,7 @@ class AgentRun:
             "terminal_reason": declared.get("terminal_reason", runner.final.state),
             "api_error_status": outcome.api_error_status,
             "session_id": self.options.session.session_id,
-            "total_cost_usd": usage.total_cost_usd,
+            "total_cost_usd": (usage + self._web_totals()).total_cost_usd,
             "usage": usage.usage(),
             "modelUsage": self._model_usage(),
             "permission_denials": self._permission_denials(),
@@ -862,12 +883,20 @@ class AgentRun:
         own = self.data.request.usage
         return own if self.subagents is None or not self.subagents.children else own + self.subagents.usage()
 
+    def _web_totals(self) -> UsageTotals:
+        """The web tools' own requests (a page's question, a search): in ``modelUsage`` and the cost, not ``usage``,
+        as in Claude Code's result."""
+        web = self.services.tool_context.web
+        return web.totals if isinstance(web, WebRequests) else UsageTotals()
+
     def _model_usage(self) -> dict[str, dict[str, Any]]:
         """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
-        by_model = self.usage().model_usage()
+        by_model = (self.usage() + self._web_totals()).model_usage()
+        web = self.services.tool_context.web
+        searches = web.searches if isinstance(web, WebRequests) else {}
         for model, entry in by_model.items():
             info = model_info(model) or UNLISTED_MODEL  # Claude Code's window for a model it does not know
-            entry["webSearchRequests"] = 0
+            entry["webSearchRequests"] = searches.get(model, 0)
             entry["contextWindow"] = info.context_window
             # the model's own default max_tokens, whatever the run asked for (as Claude Code 2.1.235 reports it)
             entry["maxOutputTokens"] = output_limits(model).default

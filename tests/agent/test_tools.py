@@ -146,15 +146,21 @@ def test_default_tools_have_claude_code_names_and_scheduling_flags() -> None:
         "Bash": (False, False, False),
         "Glob": (True, True, True),
         "Grep": (True, True, True),
+        "WebFetch": (True, True, True),
+        "WebSearch": (True, True, True),
     }
 
 
 def test_each_built_in_tool_is_what_the_table_of_tool_names_says_it_is() -> None:
     """The built-ins' own flags and the one table of tool names agree: a read-only built-in is one the Read rules
     cover and that runs without asking, a built-in that changes a file is one the Edit rules cover, and the file it
-    changes is the field a path rule is matched against."""
+    changes is the field a path rule is matched against. The web tools change nothing here but reach the network:
+    no rule family covers them and they ask."""
     for tool in default_tools():
         known = KNOWN_TOOLS[tool.name]
+        if tool.name in ("WebFetch", "WebSearch"):
+            assert tool.read_only and known.rules is None and not known.never_asks, tool.name
+            continue
         assert tool.read_only == (known.rules == "Read") == known.never_asks, tool.name
         assert (tool.changes_file is not None) == (known.rules == "Edit"), tool.name
         assert tool.changes_file in (None, known.path_field), tool.name
@@ -177,7 +183,7 @@ def test_the_tool_families_are_claude_codes() -> None:
 def test_api_definitions_are_name_description_and_schema_built_once() -> None:
     registry = default_registry()
     first, second = registry.api_definitions(), registry.api_definitions()
-    assert [d["name"] for d in first] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+    assert [d["name"] for d in first] == ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
     assert all(set(d) == {"name", "description", "input_schema"} for d in first)
     assert all(a is b for a, b in zip(first, second, strict=True))
     assert first is not second

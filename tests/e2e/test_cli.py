@@ -167,7 +167,7 @@ def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> No
     init = run.lines[0]
     assert init["model"] == "mock-primary"
     # observed on Claude Code 2.1.235: the Agent tool is listed first there, under its earlier name
-    assert init["tools"] == ["Task", "Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+    assert init["tools"] == ["Task", "Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
     request = run.lines[5]
     assert request["request_id"] == api.requests[0].request_id and request["attempt"] == 1 and request["status"] == 200
     assert request["client_request_id"] == api.requests[0].headers["x-client-request-id"]

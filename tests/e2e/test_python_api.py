@@ -92,7 +92,7 @@ def test_a_custom_tool_the_model_calls_runs_and_its_result_is_in_the_next_reques
 """)
     with MockApi(text) as api:
         messages = _query(api, tmp_path, "add 2 and 3", custom_tools=[add], allowed_tools=["add"])
-    built_ins = ("Read", "Write", "Edit", "Bash", "Glob", "Grep", "Agent")
+    built_ins = ("Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch", "Agent")
     assert api.requests[0].tools == (*built_ins, "add"), "after the built-ins"
     result = _tool_result(api, 1)
     assert (result["content"], result["is_error"]) == ("5.0", False)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
     from .sandbox import Sandbox
+    from .web import WebAccess
 
 __all__ = [
     "CREDENTIALS",
@@ -148,6 +149,8 @@ class ToolContext:
     responses: dict[str, Any] | None = attrs.field(default=None, eq=False)
     # The settings' permissions.additionalDirectories (resolved): file tools work there as in ``cwd``.
     additional_dirs: tuple[Path, ...] = attrs.field(default=(), converter=_resolve_dirs)
+    # What WebFetch and WebSearch need from the run (its model requests, the hosts rules name); None: no run.
+    web: WebAccess | None = attrs.field(default=None, eq=False)
 
     def holds(self, path: Path) -> bool:
         """Whether the resolved ``path`` is inside the working directory or an additional one."""

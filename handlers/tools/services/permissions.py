@@ -24,7 +24,6 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import attrs
 
@@ -52,9 +51,12 @@ from .shell import (
     bash_command_matches,
     read_only_operands,
 )
+from .web_urls import domain_matches, web_host
 
 if TYPE_CHECKING:
     from .sandbox.policy import SandboxPolicy
+
+WEB_FETCH_TOOL = "WebFetch"
 
 __all__ = [
     "AskPermission",
@@ -98,6 +100,9 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
         except ValueError:
             shown = "/" + str(Path(os.path.abspath(path)))  # `//abs/path`: an absolute path rule
         return (f"{tool_name}({shown})",)
+    if tool_name == WEB_FETCH_TOOL:  # the host, never every URL
+        host = web_host(tool_input.get("url"))
+        return (f"{tool_name}(domain:{host})",) if host is not None else ()
     return (tool_name,)
 
 
@@ -144,12 +149,6 @@ class _CallContext:
 
 def _specifier_subject(ctx: _CallContext) -> str | None:
     """The string an exact specifier is compared with, for tools without special rules."""
-    if ctx.tool_name == "WebFetch":
-        url = ctx.tool_input.get("url")
-        if isinstance(url, str):
-            host = urlsplit(url).hostname
-            return f"domain:{host}" if host else None
-        return None
     for key in ("query", "subagent_type", "skill", "command", "pattern", "url"):
         value = ctx.tool_input.get(key)
         if isinstance(value, str):
@@ -172,6 +171,10 @@ def _rule_matches_part(rule: PermissionRule, ctx: _CallContext, *, require_all: 
             return False
         pattern = path_pattern(rule.specifier, cwd=ctx.cwd, home=ctx.home)
         return path_matches(pattern, target, require_all=require_all)
+    if ctx.tool_name == WEB_FETCH_TOOL:  # `domain:HOST`, `domain:*.HOST`, `domain:*`, read as the fetch reads the URL
+        host = web_host(ctx.tool_input.get("url"))
+        domain = rule.specifier.startswith("domain:")
+        return host is not None and domain and domain_matches(rule.specifier[len("domain:") :], host)
     subject = _specifier_subject(ctx)
     return subject is not None and rule.specifier == subject
 

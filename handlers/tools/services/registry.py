@@ -2,7 +2,7 @@
 
 Owns the default tool set (built once at import) and the registry of it: the one list of
 the built-ins (what a tool name is to the permission rules and the rest is ``names``). The tools
-themselves live in ``files``, ``search`` and ``bash``; the registry and the
+themselves live in ``files``, ``search``, ``bash`` and ``web``; the registry and the
 dispatcher in ``dispatch``; the records they share in ``base``. Tool calls run
 under a :class:`~queryloop.handlers.tools.services.base.ToolContext` whose ``cwd`` confines
 every file path.
@@ -18,10 +18,11 @@ from .bash import BASH
 from .dispatch import ToolRegistry
 from .files import EDIT, READ, WRITE
 from .search import GLOB, GREP
+from .web import WEB_FETCH, WEB_SEARCH
 
 __all__ = ["default_registry", "default_tools"]
 
-_DEFAULT_TOOLS: Final = (READ, WRITE, EDIT, BASH, GLOB, GREP)
+_DEFAULT_TOOLS: Final = (READ, WRITE, EDIT, BASH, GLOB, GREP, WEB_FETCH, WEB_SEARCH)
 _DEFAULT_REGISTRY: Final = ToolRegistry(tools=_DEFAULT_TOOLS)
 
 
