@@ -1,6 +1,6 @@
 """The model requests the web tools make besides the loop's, and what they cost.
 
-Owns :class:`WebRequests`, the run's :class:`~queryloop.handlers.tools.services.web.WebAccess`:
+Owns :class:`WebRequests`, the run's :class:`~queryloop.handlers.tools.services.base.WebAccess`:
 a WebFetch call's question about a page goes to the small model
 (``ANTHROPIC_SMALL_FAST_MODEL``, else ``ANTHROPIC_DEFAULT_HAIKU_MODEL``, else the run's model,
 as Claude Code 2.1.235 chooses it), a WebSearch call's request carries the Messages API's web
@@ -22,8 +22,8 @@ from queryloop.handlers.request import ModelBackend
 from queryloop.handlers.request.services.backends import ModelCall
 from queryloop.handlers.request.services.client import ModelFailure, UsageTotals
 from queryloop.handlers.request.services.model_names import max_output_tokens
-from queryloop.handlers.tools.services.base import ToolError
-from queryloop.handlers.tools.services.web import SearchAnswer, search_tool_definition
+from queryloop.handlers.tools.services.base import SearchAnswer, ToolError
+from queryloop.handlers.tools.services.web import search_tool_definition
 
 __all__ = ["SEARCH_PRICE_USD", "WebRequests", "small_model"]
 

@@ -12,9 +12,9 @@ import pytest
 
 from queryloop.handlers.tools import PermissionRules, ToolContext, ToolError
 from queryloop.handlers.tools.services import web
-from queryloop.handlers.tools.services.base import ToolInputError, ToolOutput
+from queryloop.handlers.tools.services.base import SearchAnswer, ToolInputError, ToolOutput
 from queryloop.handlers.tools.services.permissions import decide, suggest_rules
-from queryloop.handlers.tools.services.web import WEB_FETCH, WEB_SEARCH, SearchAnswer, page_text
+from queryloop.handlers.tools.services.web import WEB_FETCH, WEB_SEARCH, page_text
 from queryloop.handlers.tools.services.web_urls import (
     WebUrlError,
     address_problem,

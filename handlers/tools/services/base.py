@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
     from .sandbox import Sandbox
-    from .web import WebAccess
 
 __all__ = [
     "CREDENTIALS",
@@ -49,6 +48,8 @@ __all__ = [
     "ToolOutput",
     "ToolRun",
     "ToolSpec",
+    "SearchAnswer",
+    "WebAccess",
     "display_path",
     "in_thread",
     "non_regular_kind",
@@ -102,6 +103,32 @@ class Background(Protocol):
 
     def started_by(self, tool_use_id: str) -> BackgroundTask | None:
         """The work the call ``tool_use_id`` started and left running, if any."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class SearchAnswer:
+    """What a web search request answered: its content blocks and how many searches the server ran."""
+
+    content: tuple[Mapping[str, Any], ...]
+    searches: int
+
+
+class WebAccess(Protocol):
+    """What WebFetch and WebSearch (``web``) need from the run (``queryloop.run.web``): the model requests they
+    make besides the loop's, and the hosts the allow rules name one by one."""
+
+    @property
+    def named_hosts(self) -> frozenset[str]:
+        """The hosts ``WebFetch(domain:HOST)`` allow rules name one by one: only they may be non-public addresses."""
+        ...
+
+    async def ask_about_page(self, text: str) -> str:
+        """The small model's answer to a page and a question (one request): its text, "" when it gave none."""
+        ...
+
+    async def search(self, query: str, allowed: Sequence[str], blocked: Sequence[str]) -> SearchAnswer:
+        """One request carrying the web search server tool for ``query``."""
         ...
 
 

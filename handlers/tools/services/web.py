@@ -1,7 +1,6 @@
 """The WebFetch and WebSearch tools (Claude Code's names and input keys, our words).
 
-Owns the two tools' specs, :class:`WebAccess` (what they need from the run: the model requests
-they make besides the loop's, and the hosts the allow rules name one by one), fetching a page
+Owns the two tools' specs, fetching a page
 (``https`` only, no redirect to another host, at most :data:`MAX_PAGE_BYTES` in
 :data:`FETCH_TIMEOUT_S`; an address off the public internet only for a host a rule names) and
 turning it into text for the model. The URL checks are ``web_urls``'; the permission decision
@@ -16,12 +15,12 @@ import json
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urljoin
 
 import attrs
 
-from .base import ToolContext, ToolError, ToolInputError, ToolOutput, ToolSpec
+from .base import SearchAnswer, ToolContext, ToolError, ToolInputError, ToolOutput, ToolSpec, WebAccess
 from .web_urls import WebTarget, WebUrlError, address_problem, parse_web_url
 
 if TYPE_CHECKING:
@@ -33,8 +32,6 @@ __all__ = [
     "MAX_PAGE_CHARS",
     "WEB_FETCH",
     "WEB_SEARCH",
-    "SearchAnswer",
-    "WebAccess",
     "page_text",
 ]
 
@@ -54,31 +51,6 @@ WEB_SEARCH_TOOL: Final = "web_search_20250305"
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "application/javascript", "+json", "+xml")
 _USER_AGENT: Final = "queryloop-webfetch/0.1"
-
-
-@attrs.frozen(kw_only=True)
-class SearchAnswer:
-    """What a web search request answered: its content blocks and how many searches the server ran."""
-
-    content: tuple[Mapping[str, Any], ...]
-    searches: int
-
-
-class WebAccess(Protocol):
-    """What the web tools need from the run (``queryloop.run.web``)."""
-
-    @property
-    def named_hosts(self) -> frozenset[str]:
-        """The hosts ``WebFetch(domain:HOST)`` allow rules name one by one: only they may be non-public addresses."""
-        ...
-
-    async def ask_about_page(self, text: str) -> str:
-        """The small model's answer to a page and a question (one request): its text, "" when it gave none."""
-        ...
-
-    async def search(self, query: str, allowed: Sequence[str], blocked: Sequence[str]) -> SearchAnswer:
-        """One request carrying the web search server tool for ``query``."""
-        ...
 
 
 # ---------------------------------------------------------------------------------- fetching

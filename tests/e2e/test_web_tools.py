@@ -1,0 +1,150 @@
+"""WebFetch and WebSearch through the real CLI: a real loopback HTTPS page server, the embedded model server, the
+permission rules as a headless run applies them, and what the result counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.harness import MockApi, run_cli
+from tests.e2e.pages import HTML_PAGE, PageServer
+
+
+def _scenario(primary: list[dict[str, Any]], small: list[dict[str, Any]] | None = None) -> str:
+    models: dict[str, Any] = {"mock-primary": primary}
+    if small is not None:
+        models["mock-small"] = small
+    return json.dumps({"schema_version": 1, "scenario": "web", "model": "mock-primary", "models": models})
+
+
+def _call(name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"reply": {"content": [{"tool_use": {"name": name, "input": tool_input}}]}}
+
+
+DONE = {"reply": {"content": [{"text": "done"}]}}
+
+
+def _results(request: Any) -> list[dict[str, Any]]:
+    return [b for b in request.messages[-1]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def test_a_page_a_rule_allows_is_fetched_and_the_small_model_answers_about_it(tmp_path: Path) -> None:
+    with PageServer(tmp_path, {"/page": HTML_PAGE}) as pages:
+        fetch = _call("WebFetch", url=pages.url("/page", scheme="http"), prompt="What is the secret word?")
+        scenario = _scenario([fetch, DONE], [{"reply": {"content": [{"text": "It is pelican."}]}}])
+        with MockApi(scenario) as api:
+            args = [
+                "--permission-mode",
+                "default",
+                "--allowedTools",
+                "WebFetch(domain:127.0.0.1)",
+                "-p",
+                "go",
+                "--model",
+                "mock-primary",
+            ]
+            run = run_cli(args, api=api, cwd=tmp_path, ANTHROPIC_SMALL_FAST_MODEL="mock-small", **pages.trust_env())
+            requests = api.requests
+    assert run.returncode == 0, run.stderr
+    assert [r.model for r in requests] == ["mock-primary", "mock-small", "mock-primary"]
+    question = requests[1]
+    assert question.tools == () and question.stream
+    text = question.messages[0]["content"][0]["text"]
+    assert "**pelican**" in text and "What is the secret word?" in text and "js-only" not in text
+    [result] = _results(requests[2])
+    assert (result["content"], result.get("is_error", False)) == ("It is pelican.", False)
+    assert pages.seen == ["/page"]  # over https: the server speaks nothing else
+    usage = run.result["modelUsage"]
+    assert set(usage) == {"mock-primary", "mock-small"}
+    assert run.result["usage"]["input_tokens"] == usage["mock-primary"]["inputTokens"]  # the loop's alone
+    assert run.result["permission_denials"] == []
+
+
+def test_a_headless_run_without_a_rule_denies_webfetch_and_fetches_nothing(tmp_path: Path) -> None:
+    with PageServer(tmp_path, {"/page": HTML_PAGE}) as pages:
+        scenario = _scenario([_call("WebFetch", url=pages.url("/page"), prompt="p"), DONE])
+        with MockApi(scenario) as api:
+            run = run_cli(
+                ["--permission-mode", "default", "-p", "go", "--model", "mock-primary"],
+                api=api,
+                cwd=tmp_path,
+                **pages.trust_env(),
+            )
+    assert [d["tool_name"] for d in run.result["permission_denials"]] == ["WebFetch"]
+    assert pages.seen == []
+
+
+def test_even_bypass_mode_reaches_loopback_only_for_a_host_a_rule_names(tmp_path: Path) -> None:
+    with PageServer(tmp_path, {"/page": HTML_PAGE}) as pages:
+        scenario = _scenario([_call("WebFetch", url=pages.url("/page"), prompt="p"), DONE])
+        with MockApi(scenario) as api:
+            run = run_cli(
+                ["-p", "go", "--model", "mock-primary"], api=api, cwd=tmp_path, **pages.trust_env()
+            )  # the harness's bypass mode
+            [result] = _results(api.requests[1])
+    assert run.returncode == 0, run.stderr
+    assert result["is_error"] and "loopback" in result["content"] and "WebFetch(domain:127.0.0.1)" in result["content"]
+    assert pages.seen == []
+
+
+SEARCH_REPLY = {
+    "reply": {
+        "content": [
+            {
+                "raw": {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_01a",
+                    "name": "web_search",
+                    "input": {"query": "pelican facts"},
+                }
+            },
+            {
+                "raw": {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_01a",
+                    "content": [
+                        {
+                            "type": "web_search_result",
+                            "url": "https://birds.example/pelicans",
+                            "title": "Pelicans",
+                            "encrypted_content": "ENC",
+                            "page_age": None,
+                        }
+                    ],
+                }
+            },
+            {"text": "Pelicans have large bills."},
+        ],
+        "usage": {"server_tool_use": {"web_search_requests": 1}},
+    }
+}
+
+
+def test_a_web_search_request_carries_the_server_tool_and_its_hits_reach_the_model(tmp_path: Path) -> None:
+    search = _call("WebSearch", query="pelican facts", blocked_domains=["evil.example"])
+    with MockApi(_scenario([search, SEARCH_REPLY, DONE])) as api:
+        run = run_cli(
+            ["--permission-mode", "default", "--allowedTools", "WebSearch", "-p", "go", "--model", "mock-primary"],
+            api=api,
+            cwd=tmp_path,
+        )
+        requests = api.requests
+    assert run.returncode == 0, run.stderr
+    assert [r.model for r in requests] == ["mock-primary"] * 3
+    assert requests[1].tool_definitions == (
+        {"type": "web_search_20250305", "name": "web_search", "blocked_domains": ["evil.example"], "max_uses": 8},
+    )
+    assert "pelican facts" in requests[1].messages[0]["content"][0]["text"]
+    [result] = _results(requests[2])
+    assert 'Links: [{"title":"Pelicans","url":"https://birds.example/pelicans"}]' in result["content"]
+    assert "Pelicans have large bills." in result["content"]
+    assert run.result["modelUsage"]["mock-primary"]["webSearchRequests"] == 1
+
+
+def test_a_headless_run_without_a_rule_denies_websearch_and_sends_no_search(tmp_path: Path) -> None:
+    with MockApi(_scenario([_call("WebSearch", query="pelican facts"), DONE])) as api:
+        run = run_cli(["--permission-mode", "default", "-p", "go", "--model", "mock-primary"], api=api, cwd=tmp_path)
+        requests = api.requests
+    assert [d["tool_name"] for d in run.result["permission_denials"]] == ["WebSearch"]
+    assert len(requests) == 2 and all(r.tools and "WebSearch" in r.tools for r in requests)
