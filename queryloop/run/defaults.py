@@ -56,7 +56,7 @@ DEFAULT_MODEL = "opus"
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a coding agent working in the user's directory through tools (Read, Write, Edit, "
-    "Bash, Glob, Grep). Use tools when they help, keep changes minimal, and answer concisely."
+    "Bash, Glob, Grep, WebFetch, WebSearch). Use tools when they help, keep changes minimal, and answer concisely."
 )
 
 

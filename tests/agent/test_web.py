@@ -401,3 +401,16 @@ def test_the_search_server_tool_carries_the_calls_domain_list() -> None:
         "allowed_domains": ["a.example"],
         "max_uses": 8,
     }
+
+
+def test_a_microcompaction_clears_old_web_results_as_it_clears_old_reads() -> None:
+    from queryloop.handlers.context.services.compaction import plan_clearing
+    from queryloop.handlers.messages import MessageView
+
+    messages = [{"role": "user", "content": "go"}]
+    for i, name in enumerate(["WebFetch", "WebSearch", "WebFetch", "Read", "Read", "Read", "Read"]):
+        call = {"type": "tool_use", "id": f"t{i}", "name": name, "input": {}}
+        messages.append({"role": "assistant", "content": [call]})
+        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "page text " * 50}
+        messages.append({"role": "user", "content": [result]})
+    assert plan_clearing(MessageView.of(messages), keep_recent=4).tool_use_ids == {"t0", "t1", "t2"}
