@@ -6,7 +6,7 @@ Code asks a claude.ai service whether a domain may be fetched before it fetches;
 check fails, so every probe sets ``skipWebFetchPreflight`` (queryloop has no such check). The
 view of a run: the calls refused, the paths the page server was asked for, whether the tool's
 result is an error and says what the row expects, and the requests besides the loop's (model,
-server tools). By design, queryloop reaches a loopback or private address only for a host an
+server tools, streamed, ``max_tokens``). By design, queryloop reaches a loopback or private address only for a host an
 allow rule names one by one (docs/security.md, "Web tools").
 """
 
@@ -116,7 +116,7 @@ _row("WebFetch without a rule", _fetch(_url("/page")), {"denied": ("WebFetch",),
 _row(
     "WebFetch under a domain rule",
     _fetch(_url("/page"), NAMED),
-    {"denied": (), "fetched": ("/page",), "error": False, "says": True, "side": ((SMALL, ()),)},
+    {"denied": (), "fetched": ("/page",), "error": False, "says": True, "side": ((SMALL, (), True, 32000),)},
 )
 _row("an http URL is fetched over https", _fetch(_url("/page", scheme="http"), NAMED), {"fetched": ("/page",)})
 _row(
@@ -146,7 +146,7 @@ _row(
     "a bare allow rule and loopback",
     _fetch(_url("/page"), "WebFetch"),
     {"fetched": (), "error": True, "side": ()},
-    reference={"fetched": ("/page",), "error": False, "side": ((SMALL, ()),)},
+    reference={"fetched": ("/page",), "error": False, "side": ((SMALL, (), True, 32000),)},
     design=DESIGN,
 )
 _row(
@@ -163,7 +163,13 @@ _row(
         says='"url":"https://birds.example/pelicans"',
         search=True,
     ),
-    {"denied": (), "error": False, "says": True, "side": (("mock-primary", ("web_search_20250305",)),), "searches": 1},
+    {
+        "denied": (),
+        "error": False,
+        "says": True,
+        "side": (("mock-primary", ("web_search_20250305",), True, 32000),),
+        "searches": 1,
+    },
 )
 _row(
     "WebSearch with both domain lists",
@@ -200,7 +206,7 @@ VIEW: dict[str, Callable[[Observed, PageServer, WebProbe], object]] = {
     "error": lambda o, s, w: bool(_result_block(o).get("is_error", False)),
     "says": lambda o, s, w: w.says.replace("PORT", str(s.port)) in _text(_result_block(o)),
     "side": lambda o, s, w: tuple(
-        (r.model, tuple(str(t.get("type", t.get("name"))) for t in r.tool_definitions))
+        (r.model, tuple(str(t.get("type", t.get("name"))) for t in r.tool_definitions), r.stream, r.max_tokens)
         for r in o.requests
         if not any(t in r.tools for t in MARK_TOOLS)
     ),
