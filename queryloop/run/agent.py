@@ -815,7 +815,7 @@ class AgentRun:
             "terminal_reason": declared.get("terminal_reason", runner.final.state),
             "api_error_status": outcome.api_error_status,
             "session_id": self.options.session.session_id,
-            "total_cost_usd": (usage + self._web_totals()).total_cost_usd,
+            "total_cost_usd": (usage + self.side_usage()).total_cost_usd,
             "usage": usage.usage(),
             "modelUsage": self._model_usage(),
             "permission_denials": self._permission_denials(),
@@ -883,15 +883,16 @@ class AgentRun:
         own = self.data.request.usage
         return own if self.subagents is None or not self.subagents.children else own + self.subagents.usage()
 
-    def _web_totals(self) -> UsageTotals:
-        """The web tools' own requests (a page's question, a search): in ``modelUsage`` and the cost, not ``usage``,
-        as in Claude Code's result."""
+    def side_usage(self) -> UsageTotals:
+        """The web tools' own requests (a page's question, a search), the run's and its sub-agents': in
+        ``modelUsage`` and the cost, not ``usage``, as in Claude Code's result."""
         web = self.services.tool_context.web
-        return web.totals if isinstance(web, WebRequests) else UsageTotals()
+        own = web.totals if isinstance(web, WebRequests) else UsageTotals()
+        return own if self.subagents is None or not self.subagents.children else own + self.subagents.side_usage()
 
     def _model_usage(self) -> dict[str, dict[str, Any]]:
         """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
-        by_model = (self.usage() + self._web_totals()).model_usage()
+        by_model = (self.usage() + self.side_usage()).model_usage()
         web = self.services.tool_context.web
         searches = web.searches if isinstance(web, WebRequests) else {}
         for model, entry in by_model.items():

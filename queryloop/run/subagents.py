@@ -60,6 +60,10 @@ class ChildRun(Protocol):
     @property
     def data(self) -> Any: ...  # its run data: the usage of its requests
 
+    def side_usage(self) -> UsageTotals:
+        """Its web tools' own requests (and its children's), counted apart from its loop's."""
+        ...
+
 
 StartRun = Callable[["AgentOptions", Observer, "McpManager | None"], ChildRun]
 """Makes a child run of the parent's machine: its options, the observer its items go through, the MCP servers."""
@@ -413,9 +417,19 @@ class Subagents:
     # ---- what the parent's result and budget add ------------------------------------------------------------
     def cost_usd(self) -> float:
         costs: list[float] = [
-            c.run.data.request.usage.known_cost_usd for c in self.children.values() if c.run is not None
+            c.run.data.request.usage.known_cost_usd + c.run.side_usage().known_cost_usd
+            for c in self.children.values()
+            if c.run is not None
         ]
         return sum(costs)
+
+    def side_usage(self) -> UsageTotals:
+        """Every child's web tools' own requests, per model (``modelUsage`` counts them, ``usage`` does not)."""
+        total = UsageTotals()
+        for child in self.children.values():
+            if child.run is not None:
+                total = total + child.run.side_usage()
+        return total
 
     def permission_denials(self) -> list[dict[str, Any]]:
         """The calls the children's gates refused, child by child in launch order (each child's in its order)."""

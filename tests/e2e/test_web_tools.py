@@ -148,3 +148,30 @@ def test_a_headless_run_without_a_rule_denies_websearch_and_sends_no_search(tmp_
         requests = api.requests
     assert [d["tool_name"] for d in run.result["permission_denials"]] == ["WebSearch"]
     assert len(requests) == 2 and all(r.tools and "WebSearch" in r.tools for r in requests)
+
+
+def test_a_subagents_web_requests_count_in_the_parents_model_usage_and_cost(tmp_path: Path) -> None:
+    child = "CHILD-TASK read the page"
+    with PageServer(tmp_path, {"/page": HTML_PAGE}) as pages:
+        fetch = _call("WebFetch", url=pages.url("/page"), prompt="What is the secret word?")
+        agent = _call("Agent", description="read a page", prompt=child, run_in_background=False)
+        rules = [
+            {"when": {"first_user_contains": "CHILD-TASK"}, "times": 1, **fetch},
+            {"when": {"first_user_contains": "CHILD-TASK"}, "times": 1, **DONE},
+        ]
+        document = json.loads(_scenario([agent, DONE], [{"reply": {"content": [{"text": "It is pelican."}]}}]))
+        with MockApi(json.dumps({**document, "rules": rules})) as api:
+            args = ["--permission-mode", "default", "--allowedTools", "WebFetch(domain:127.0.0.1)"]
+            run = run_cli(
+                [*args, "-p", "go", "--model", "mock-primary"],
+                api=api,
+                cwd=tmp_path,
+                ANTHROPIC_SMALL_FAST_MODEL="mock-small",
+                **pages.trust_env(),
+            )
+            models = [r.model for r in api.requests]
+    assert run.returncode == 0, run.stderr
+    assert models.count("mock-small") == 1 and pages.seen == ["/page"]
+    small = run.result["modelUsage"]["mock-small"]
+    assert small["inputTokens"] > 0 and small["costUSD"] > 0
+    assert run.result["total_cost_usd"] >= run.result["modelUsage"]["mock-primary"]["costUSD"] + small["costUSD"]
