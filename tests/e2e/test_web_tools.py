@@ -175,3 +175,39 @@ def test_a_subagents_web_requests_count_in_the_parents_model_usage_and_cost(tmp_
     small = run.result["modelUsage"]["mock-small"]
     assert small["inputTokens"] > 0 and small["costUSD"] > 0
     assert run.result["total_cost_usd"] >= run.result["modelUsage"]["mock-primary"]["costUSD"] + small["costUSD"]
+
+
+HOSTILE_URLS = (
+    "file:///etc/passwd",
+    "gopher://127.0.0.1:PORT/_GET",
+    "https://169.254.169.254/latest/meta-data/",
+    "https://2852039166/latest/meta-data/",
+    "https://0xa9fea9fe/latest/meta-data/",
+    "https://10.0.0.1/admin",
+    "https://[::1]:PORT/page",
+    "https://[::ffff:127.0.0.1]:PORT/page",
+    "https://allowed.example@127.0.0.1:PORT/page",
+    "https://127.0.0.1:PORT\\@allowed.example/page",
+    "https://localhost:PORT/page",
+    "https://127.0.0.1:PORT/page\r\nX-Injected: 1",
+)
+
+
+def test_hostile_urls_get_error_results_and_reach_nothing_while_a_named_host_is_fetched(tmp_path: Path) -> None:
+    with PageServer(tmp_path, {"/page": HTML_PAGE}) as pages:
+        urls = [u.replace("PORT", str(pages.port)) for u in (*HOSTILE_URLS, "https://127.0.0.1:PORT/page")]
+        calls = [{"tool_use": {"name": "WebFetch", "input": {"url": u, "prompt": "p"}}} for u in urls]
+        scenario = _scenario([{"reply": {"content": calls}}, DONE], [{"reply": {"content": [{"text": "ok"}]}}])
+        with MockApi(scenario) as api:
+            args = ["--allowedTools", "WebFetch", "--allowedTools", "WebFetch(domain:127.0.0.1)"]
+            run = run_cli(
+                [*args, "-p", "go", "--model", "mock-primary"],
+                api=api,
+                cwd=tmp_path,
+                ANTHROPIC_SMALL_FAST_MODEL="mock-small",
+                **pages.trust_env(),
+            )
+            results = _results(api.requests[-1])
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert [r.get("is_error", False) for r in results] == [True] * len(HOSTILE_URLS) + [False]
+    assert pages.seen == ["/page"]  # the named host alone, once

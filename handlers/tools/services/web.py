@@ -242,7 +242,7 @@ async def _run_fetch(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOut
     try:
         target = parse_web_url(str(tool_input["url"]))
     except WebUrlError as exc:
-        raise ToolError(f"WebFetch does not fetch this URL: {exc}") from None
+        raise ToolError(f"the URL is refused: {exc}") from None
     web = ctx.web
     fetched = await _fetch(target, web.named_hosts if web is not None else frozenset())
     result = await _answer(target, fetched, str(tool_input["prompt"]), web)
