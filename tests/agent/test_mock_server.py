@@ -514,3 +514,27 @@ def test_a_server_block_sent_back_changed_is_the_real_apis_400_and_unchanged_it_
     assert refused == 400 and answered == 200
     message = json.loads(refused_body)["error"]["message"]
     assert message == "messages.1.content.0: the server_tool_use block must be sent back unchanged"
+
+
+def test_a_steps_server_tool_count_is_sent_as_the_api_sends_it_and_an_unknown_count_is_refused() -> None:
+    raws = ", ".join(json.dumps({"raw": b}) for b in (SEARCH, FOUND))
+    usage = "usage: {server_tool_use: {web_search_requests: 1}}"
+    scenario = (
+        f"schema_version: 1\nscenario: raw\nmodel: m\nmodels:\n  m:\n    - reply: {{content: [{raws}], {usage}}}\n"
+    )
+    scenario += "    - reply: {content: [{text: ok}], " + usage + "}\n"
+
+    async def body(server: MockServer) -> tuple[list[tuple[str, Any]], Any]:
+        _, _, streamed = await post_raw(server, {"model": "m", "max_tokens": 9, "messages": USER, "stream": True})
+        _, _, whole = await post_raw(server, {"model": "m", "max_tokens": 9, "messages": USER})
+        return sse_events(streamed), json.loads(whole)
+
+    events, reply = serve(scenario, body)
+    start = next(e for kind, e in events if kind == "message_start")
+    delta = next(e for kind, e in events if kind == "message_delta")
+    assert "server_tool_use" not in start["message"]["usage"]
+    assert delta["usage"]["server_tool_use"] == {"web_search_requests": 1}
+    assert reply["usage"]["server_tool_use"] == {"web_search_requests": 1}
+    wrong = scenario.replace("web_search_requests: 1}}}\n", "web_searches: 1}}}\n", 1)
+    with pytest.raises(ScenarioError, match="web_searches"):
+        parse_scenario(wrong, "<test>")
