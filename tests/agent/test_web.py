@@ -49,6 +49,8 @@ from tests.e2e.pages import HTML_PAGE, PageServer
         ("https://[::ffff:169.254.169.254]/", "IPv6"),
         ("https://[fe80::1%25eth0]/", "IPv6"),
         ("https://localhost/", "no dot"),
+        ("https://localhost./", "no dot"),
+        ("https://a.com../", "not a valid domain"),
         ("https://metadata/computeMetadata/v1/", "no dot"),
         ("https:///etc/passwd", "no host"),
         ("https://a..b/", "not a valid domain"),
@@ -72,7 +74,8 @@ def test_a_url_webfetch_does_not_fetch_is_refused_with_the_reason(url: str, why:
         ("http://example.com/a?b=1#frag", "example.com", "https://example.com/a?b=1"),
         ("https://EXAMPLE.com", "example.com", "https://example.com/"),
         ("https://example.com:8443/x", "example.com", "https://example.com:8443/x"),
-        ("https://localhost./x", "localhost.", "https://localhost./x"),
+        ("https://Example.COM./x", "example.com", "https://example.com/x"),
+        ("https://127.0.0.1./x", "127.0.0.1", "https://127.0.0.1/x"),
         ("https://bücher.example/", "xn--bcher-kva.example", "https://xn--bcher-kva.example/"),
         ("https://2130706433/", "127.0.0.1", "https://127.0.0.1/"),
         ("https://0x7f000001/", "127.0.0.1", "https://127.0.0.1/"),
@@ -191,6 +194,8 @@ def test_a_domain_deny_rule_beats_a_bare_allow_and_covers_subdomains_with_a_star
     deny = ["WebFetch(domain:*.evil.com)", "WebFetch(domain:evil.com)"]
     assert _decide("https://a.evil.com/", allow=["WebFetch"], deny=deny, tmp_path=tmp_path) == "deny"
     assert _decide("https://evil.com/", allow=["WebFetch"], deny=deny, tmp_path=tmp_path) == "deny"
+    assert _decide("https://EVIL.com./", allow=["WebFetch"], deny=deny, tmp_path=tmp_path) == "deny"  # a final dot
+    assert _decide("https://a.evil.com./", allow=["WebFetch"], deny=deny, tmp_path=tmp_path) == "deny"
     assert _decide("https://good.com/", allow=["WebFetch"], deny=deny, tmp_path=tmp_path) == "allow"
 
 

@@ -130,6 +130,11 @@ _row(
     {"fetched": (), "error": True, "side": ()},
 )
 _row(
+    "a final dot does not escape a deny rule",
+    _fetch("https://127.0.0.1.:PORT/page", "WebFetch", deny=(NAMED,)),
+    {"fetched": (), "error": True, "side": ()},
+)
+_row(
     "a redirect to another host",
     _fetch(_url("/other"), NAMED, says="https://localhost:PORT/page"),
     {"fetched": ("/other",), "error": False, "says": True, "side": ()},

@@ -1,11 +1,11 @@
 """The WebFetch and WebSearch tools (Claude Code's names and input keys, our words).
 
-Owns the two tools' specs, fetching a page
-(``https`` only, no redirect to another host, at most :data:`MAX_PAGE_BYTES` in
-:data:`FETCH_TIMEOUT_S`; an address off the public internet only for a host a rule names) and
-turning it into text for the model. The URL checks are ``web_urls``'; the permission decision
-(a ``WebFetch(domain:…)`` rule) is ``permissions``'. The HTML library is imported only when a
-page is converted.
+Owns the two tools' specs, fetching a page (``https`` only, no redirect to another host, at most
+:data:`MAX_PAGE_BYTES` in :data:`FETCH_TIMEOUT_S`; an address off the public internet only for a
+host a rule names), turning it into text for the model, and reading a search's answer. The URL
+checks are ``web_urls``'; the permission decision (a ``WebFetch(domain:…)`` rule) is
+``permissions``'; the model requests are the run's (``ToolContext.web``). The HTML library is
+imported only when a page is converted.
 """
 
 from __future__ import annotations
@@ -232,8 +232,7 @@ def _markdown(html: str) -> str:
 def _question(target: WebTarget, text: str, prompt: str) -> str:
     return (
         f"Here is the content of {target.shown}, between the lines.\n---\n{text}\n---\n\n{prompt}\n\n"
-        "Answer from that content alone, briefly. Quote only short passages, in quotation marks; "
-        "do not reproduce long stretches of the page, song lyrics or other protected text."
+        "Answer from that content alone, briefly. Quote only short passages, in quotation marks."
     )
 
 

@@ -103,12 +103,14 @@ def canonical_host(raw: str) -> str:
         host = raw.encode("idna").decode("ascii").lower()
     except UnicodeError:
         raise WebUrlError(f"the host {raw!r} is not a valid domain name") from None
+    # `evil.com.` is `evil.com`: without its final dot, or a deny rule naming the host would not match it
+    host = host[:-1] if host.endswith(".") else host
     labels = host.split(".")
-    if _NUMBER.match(labels[-1] or (labels[-2] if len(labels) > 1 else "")):
+    if _NUMBER.match(labels[-1]):
         return _ipv4(host)
     if len(labels) < 2:
         raise WebUrlError(f"the host {host!r} has no dot; WebFetch fetches public host names (a.b)")
-    if not all(_LABEL.match(label) for label in labels if label) or "" in labels[:-1]:
+    if not all(_LABEL.match(label) for label in labels):
         raise WebUrlError(f"the host {host!r} is not a valid domain name")
     return host
 
@@ -116,10 +118,7 @@ def canonical_host(raw: str) -> str:
 def _ipv4(host: str) -> str:
     """A host whose last label is a number, read as URL parsers read it: ``2130706433``, ``0x7f.1``, ``127.1`` are
     all 127.0.0.1."""
-    labels = host.split(".")
-    if labels[-1] == "":
-        labels.pop()
-    numbers = [_ipv4_number(label, host) for label in labels]
+    numbers = [_ipv4_number(label, host) for label in host.split(".")]
     if len(numbers) > 4 or any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
         raise WebUrlError(f"the host {host!r} is not a valid IPv4 address")
     value = numbers[-1] + sum(n << (8 * (3 - i)) for i, n in enumerate(numbers[:-1]))
