@@ -46,9 +46,9 @@ class WebRequests:
     backend: ModelBackend
     model: str  # the run's model (a search goes to it)
     env: Mapping[str, str]  # the process's environment with the settings' env above it
+    idle_timeout_s: float  # the run's (queryloop.run.defaults), for each wait of a request
+    deadline_s: float | None  # the run's per-request deadline
     named_hosts: frozenset[str] = frozenset()
-    idle_timeout_s: float = 60.0
-    deadline_s: float | None = None
     totals: UsageTotals = attrs.field(factory=UsageTotals)
     searches: dict[str, int] = attrs.field(factory=dict)  # server-tool searches run, by model
 
