@@ -127,3 +127,6 @@ def test_the_differences_script_groups_rows_by_reason_and_finds_rows_without_a_r
     reasons = differences.designed(module)
     assert reasons == {why: ["a", "c"], other: ["d"]}
     assert differences._bullet(why, reasons[why]) == f"- A{why[1:]}. Rows: `a`, `c`."
+    paired = types.ModuleType("conformance.test_pairs", "Pairs beside Claude Code 2.1.235: a probe.")
+    vars(paired).update(ROWS={"e": ("what runs it", Row(None, why))})
+    assert differences.designed(paired) == {why: ["e"]}, "a row paired with what runs it is found too"

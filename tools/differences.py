@@ -50,11 +50,18 @@ def _is_row(value: object) -> bool:
     return hasattr(value, "probe") and isinstance(getattr(value, "design", None), str)
 
 
+def _as_row(value: object) -> object:
+    """A row, or the row a module pairs with what it needs to run it (``(web probe, Row)``)."""
+    if isinstance(value, tuple):
+        return next((item for item in value if _is_row(item)), value)
+    return value
+
+
 def rows(module: ModuleType) -> dict[str, object]:
     """The module's rows: its ``ROWS`` (name → row), else every module-level dict of rows, merged in order."""
     found = getattr(module, "ROWS", None)
     if isinstance(found, dict):
-        return found
+        return {name: _as_row(row) for name, row in found.items()}
     merged: dict[str, object] = {}
     for value in vars(module).values():
         if isinstance(value, dict) and value and all(_is_row(row) for row in value.values()):

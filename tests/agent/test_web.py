@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e.pages import HTML_PAGE, PageServer
 
 from queryloop.handlers.tools import PermissionRules, ToolContext, ToolError
 from queryloop.handlers.tools.services import web
@@ -23,7 +24,6 @@ from queryloop.handlers.tools.services.web_urls import (
     parse_web_url,
     web_host,
 )
-from tests.e2e.pages import HTML_PAGE, PageServer
 
 # ----------------------------------------------------------------------------- the URL a model may give
 

@@ -19,8 +19,7 @@ from typing import Any
 
 import attrs
 import pytest
-
-from tests.e2e.pages import HTML_PAGE, PageServer
+from e2e.pages import HTML_PAGE, PageServer
 
 from .reference import Observed, Probe, Row, observe
 

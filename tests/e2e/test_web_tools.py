@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.harness import MockApi, run_cli
-from tests.e2e.pages import HTML_PAGE, PageServer
+from .harness import MockApi, run_cli
+from .pages import HTML_PAGE, PageServer
 
 
 def _scenario(primary: list[dict[str, Any]], small: list[dict[str, Any]] | None = None) -> str:
