@@ -80,10 +80,24 @@ async def back_off(
             max_retries=run.cap(counter),
             retry_delay_ms=round(delay * 1000),
             error_status=failure.status if failure else None,
-            error=failure.message if failure else "",
+            error=retry_error(failure),
         )
     )
     await asyncio.sleep(delay)
+
+
+def retry_error(failure: ModelFailure | None) -> str:
+    """What failed, in the words of Claude Code 2.1.235's ``api_retry`` line's ``error`` (probed per status).
+
+    Programs branch on it, so it is a closed set: ``overloaded`` (529 or an ``overloaded_error``),
+    ``rate_limit`` (429), ``authentication_failed`` (401), ``unknown`` (no answer: the connection
+    failed or the stream broke) and ``server_error`` (any other status retried: 5xx, 408, 409).
+    """
+    if failure is None or failure.status is None:
+        return "unknown"
+    if failure.status == 529 or failure.error_type == "overloaded_error":
+        return "overloaded"
+    return {429: "rate_limit", 401: "authentication_failed"}.get(failure.status, "server_error")
 
 
 def backoff_delay_s(retries: int, base_s: float, max_s: float, draw: float) -> float:
