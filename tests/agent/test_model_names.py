@@ -10,6 +10,7 @@ import pytest
 
 from queryloop.handlers.agents.services.definitions import BUILT_IN_AGENTS, agents_from_json
 from queryloop.handlers.request.services.model_names import max_output_tokens, resolve_model
+from queryloop.handlers.request.services.pricing import LONG_CONTEXT_BETA, model_info, wire_model
 from queryloop.run.config import AskedRequest, ConfigSources, resolve_config
 
 
@@ -34,7 +35,16 @@ from queryloop.run.config import AskedRequest, ConfigSources, resolve_config
     ],
 )
 def test_each_alias_and_id_resolves_to_the_model_claude_code_sends(name: str, model: str) -> None:
-    assert resolve_model(name, {}) == model
+    assert wire_model(resolve_model(name, {}))[0] == model
+
+
+@pytest.mark.parametrize("name", ["opus[1m]", "SONNET[1M]", "claude-sonnet-4-5[1m]"])
+def test_a_1m_model_keeps_its_suffix_and_is_sent_with_the_long_context_beta(name: str) -> None:
+    model = resolve_model(name, {})
+    assert model.endswith("[1m]")
+    assert wire_model(model)[1] == (LONG_CONTEXT_BETA,)
+    info = model_info(model)
+    assert info is not None and info.context_window == 1_000_000
 
 
 def test_opusplan_is_opus_in_plan_mode() -> None:

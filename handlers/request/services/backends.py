@@ -22,6 +22,7 @@ import attrs
 
 from ...messages import MessageView
 from .body import encode_request, prompt_caching_disabled
+from .pricing import wire_model
 
 if TYPE_CHECKING:
     import anthropic
@@ -129,6 +130,8 @@ class AnthropicBackend:
         # The prepared body, as the messages request's (breakpoints included): no message is serialised again.
         body = encode_request(call, stream=False, prompt_cache=call.prompt_cache and self.prompt_caching, counting=True)
         headers = {**api_headers(self.client), "content-type": "application/json"}
+        if betas := wire_model(call.model)[1]:
+            headers["anthropic-beta"] = ",".join(betas)
         options: Any = {"headers": headers, "timeout": call.idle_timeout_s}
         try:
             async with asyncio.timeout(call.deadline_s):

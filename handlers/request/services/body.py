@@ -55,6 +55,7 @@ from typing import Any, Protocol
 
 from ...messages import Message, MessageView, compact_json
 from .media import within_media_cap
+from .pricing import wire_model
 
 __all__ = [
     "CACHE_CONTROL",
@@ -201,7 +202,8 @@ def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, t
     return parts
 
 
-def _tail(model: str, max_tokens: int | None, stream: bool) -> bytes:
+def _tail(named: str, max_tokens: int | None, stream: bool) -> bytes:
+    model = wire_model(named)[0]  # ``[1m]`` is not part of the id: it travels as a beta header
     if max_tokens is None:  # a count_tokens request: no output cap, no stream flag
         return b'],"model":' + compact_json(model).encode("utf-8") + b"}"
     return (
@@ -409,7 +411,7 @@ def encode_params(
         params["system"] = system
     if tools:
         params["tools"] = list(tools)
-    params |= {"messages": list(messages), "model": model, "max_tokens": int(max_tokens)}
+    params |= {"messages": list(messages), "model": wire_model(model)[0], "max_tokens": int(max_tokens)}
     if stream:
         params["stream"] = True
     return json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

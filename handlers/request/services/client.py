@@ -32,7 +32,7 @@ import attrs
 from queryloop.fsm.model.jsontext import loads_json, well_formed
 
 from .body import encode_params
-from .pricing import cost_usd
+from .pricing import cost_usd, wire_model
 
 if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
     import anthropic
@@ -405,6 +405,9 @@ def _options(
         "x-client-request-id": attempt.client_request_id,
         "content-type": "application/json",
     }
+    betas = wire_model(attempt.req.model)[1]
+    if betas:  # ``[1m]``: the long-context window (pricing.wire_model)
+        headers["anthropic-beta"] = ",".join(betas)
     if raw:
         headers["X-Stainless-Raw-Response"] = "raw"  # what with_raw_response sets: the response, unparsed
     return {

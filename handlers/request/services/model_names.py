@@ -79,13 +79,14 @@ def resolve_model(name: str, env: Mapping[str, str], *, plan: bool = False) -> s
     ``plan``: the run is in plan mode (``opusplan`` is opus there, sonnet elsewhere).
     """
     base, suffix = _split(name.strip())
+    long = "[1m]" if suffix.lower() == "[1m]" else ""  # kept: the request asks for the 1M window (pricing.wire_model)
     alias = base.lower()
-    if suffix.lower() in ("", "[1m]") and alias in _ALIASES:
+    if alias in _ALIASES and (long or not suffix):
         family = "opus" if alias == "opusplan" and plan else _ALIASES[alias]
-        return _family_model(family, env)
+        return _family_model(family, env) + long
     if base in _RETIRED and not _truthy(env.get("CLAUDE_CODE_DISABLE_LEGACY_MODEL_REMAP")):
-        return _family_model("opus", env)
-    return base
+        return _family_model("opus", env) + long
+    return base + long
 
 
 def subagent_model(env: Mapping[str, str]) -> str | None:

@@ -20,6 +20,8 @@ import attrs
 
 __all__ = [
     "HOUR_WRITE_MULTIPLIER",
+    "LONG_CONTEXT_BETA",
+    "LONG_CONTEXT_WINDOW",
     "UNLISTED_MODEL",
     "ModelInfo",
     "OutputLimits",
@@ -28,11 +30,26 @@ __all__ = [
     "known_models",
     "model_info",
     "output_limits",
+    "wire_model",
 ]
 
 _PER_MILLION = 1_000_000.0
 HOUR_WRITE_MULTIPLIER = 2.0
 """A 1-hour cache write (``cache_creation.ephemeral_1h_input_tokens``) costs twice the input price."""
+
+
+LONG_CONTEXT = "[1m]"
+LONG_CONTEXT_WINDOW = 1_000_000
+LONG_CONTEXT_BETA = "context-1m-2025-08-07"
+"""A model named with ``[1m]`` (``sonnet[1m]``) is its base id sent with this ``anthropic-beta`` and a
+1,000,000-token window, as Claude Code 2.1.235 sends and counts it (probed: tests/conformance/test_stream.py)."""
+
+
+def wire_model(model: str) -> tuple[str, tuple[str, ...]]:
+    """The id a request sends for ``model`` and the betas it asks for: ``[1m]`` is the long-context beta."""
+    if model.lower().endswith(LONG_CONTEXT):
+        return model[: -len(LONG_CONTEXT)], (LONG_CONTEXT_BETA,)
+    return model, ()
 
 
 @attrs.frozen(kw_only=True)
@@ -124,8 +141,10 @@ def _table() -> Mapping[str, ModelInfo]:
 
 
 def model_info(model: str) -> ModelInfo | None:
-    """The entry for ``model`` (a name or one of its aliases), or None if unknown."""
-    return _table().get(model)
+    """The entry for ``model`` (a name or one of its aliases; with ``[1m]``, its 1M window), or None if unknown."""
+    base, betas = wire_model(model)
+    info = _table().get(base)
+    return attrs.evolve(info, context_window=LONG_CONTEXT_WINDOW) if info is not None and betas else info
 
 
 def known_models() -> tuple[str, ...]:
