@@ -120,3 +120,4 @@ class ToolResultPublished:
 
     call: ToolCall
     result: dict[str, Any]
+    record: Any = None  # the tool's own record of the call, as Claude Code makes it, where it made one

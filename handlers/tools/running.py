@@ -35,6 +35,7 @@ from .services.dispatch import run_tool_calls
 
 __all__ = [
     "INTERRUPTED",
+    "INTERRUPT_MARKERS",
     "ToolsDone",
     "close_dangling_tool_uses",
     "record_tool_request",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 INTERRUPTED = "Interrupted by the user before this tool finished; it may have partly run."
+INTERRUPT_MARKERS = ("[Request interrupted by user]", "[Request interrupted by user for tool use]")
+"""The user message an interrupt leaves in the transcript, as Claude Code 2.1.235 writes it (a value the model
+and programs read: probed in tests/conformance/test_control.py): the second when tools were running or gated."""
 
 
 @attrs.frozen(kw_only=True)
@@ -78,7 +82,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     background = services.tool_context.background
 
     def on_result(call: ToolCall, result: dict[str, object]) -> None:
-        publish(ToolResultPublished(call=call, result=result))
+        records = services.tool_context.responses
+        publish(ToolResultPublished(call=call, result=result, record=records.get(call.id) if records else None))
         if call.id not in calls:
             return  # a refusal of the gate: it never ran
         task = background.started_by(call.id) if background is not None else None
@@ -254,13 +259,17 @@ def record_tool_results_and_stop(run: RunState[T], event: Event[ToolsDone]) -> T
 
 
 def close_dangling_tool_uses(run: RunState[T], event: Event[None]) -> T:
-    """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed).
+    """User abort: every tool_use without a result gets a synthetic error result (ledger stays closed), then
+    the interrupt's marker follows as a user message (:data:`INTERRUPT_MARKERS`), as in Claude Code.
 
     Calls the permission gate already refused keep their refusal, calls that completed
     their real result (and their ledger entries); the others are marked interrupted.
     Results follow the model's order.
     """
+    tools = run.data.tools
+    marker = INTERRUPT_MARKERS[bool(tools.pending or tools.denied or tools.completed)]
     data = close_open_calls(run.data, INTERRUPTED)
+    data = data.evolve(messages=data.messages.append({"role": "user", "content": [{"type": "text", "text": marker}]}))
     return with_outcome(data, result_text=data.outcome.partial_text, error="Interrupted by the user")
 
 

@@ -904,6 +904,8 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             )
         else:
             client = anthropic.AsyncAnthropic(max_retries=0, http_client=http_client)
+        if args.output_format == "stream-json":  # each user line's tool_use_result is the tool's own record
+            options = attrs.evolve(options, tools=attrs.evolve(options.tools, records=True))
         if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
             from .sdk_protocol import serve_sdk_session
 

@@ -54,6 +54,7 @@ from queryloop.handlers.request import (
 from queryloop.handlers.request.services.client import RECOVERABLE_FAILURES
 from queryloop.handlers.session.services.transcript import now
 from queryloop.handlers.tools import ToolResultPublished
+from queryloop.handlers.tools.running import INTERRUPT_MARKERS
 
 from ..run.agent import AgentData
 from ..run.defaults import CLAUDE_CODE_VERSION
@@ -65,6 +66,7 @@ __all__ = ["RENDERERS", "JsonRenderer", "Renderer", "StreamJsonRenderer", "TextR
 _ERROR_STATES_STYLE = "bold red"
 
 # How the hooks service words a hook failure: "<Event> hook error (<command>): <message>".
+_MARKER_CONTENTS = [[{"type": "text", "text": marker}] for marker in INTERRUPT_MARKERS]
 _HOOK_ERROR = re.compile(r"(?P<event>[A-Za-z]+) hook error (?P<error>.*)", re.DOTALL)
 
 
@@ -193,6 +195,7 @@ class Renderer:
         self.streamed_text = False
         self.at_line_start = True
         self.emitted_results: set[str] = set()
+        self.records: dict[str, Any] = {}  # each call's own record (Read's, Bash's…), by tool_use id
         # this run's tool_use ids: a resumed or continued history holds earlier prompts' calls, whose
         # results were shown when they ran and are not this run's to show again
         self.called: set[str] = set()
@@ -286,6 +289,7 @@ class Renderer:
         elif isinstance(item, AssistantMessage):
             self.show_assistant(item)
         elif isinstance(item, ToolResultPublished):
+            self._keep_record(item)
             self._tool_result(item.call.name, item.result)
         elif isinstance(item, ApiRetry):
             self.show_retry(item)
@@ -345,6 +349,10 @@ class Renderer:
     def _note_calls(self, content: Iterable[Mapping[str, Any]]) -> None:
         self.called.update(str(b.get("id")) for b in content if b.get("type") == "tool_use")
 
+    def _keep_record(self, item: ToolResultPublished) -> None:
+        if item.record is not None and not item.result.get("is_error"):
+            self.records[item.call.id] = item.record
+
     def _tool_result(self, name: str, result: dict[str, Any]) -> None:
         self.emitted_results.add(str(result.get("tool_use_id")))
         self.show_tool_result(name, result)
@@ -363,7 +371,13 @@ class Renderer:
                     and str(block.get("tool_use_id")) in self.called - self.emitted_results
                 ):
                     self._tool_result("(synthetic)", block)
+        last = data.messages.last()
+        if last is not None and last.get("role") == "user" and last.get("content") in _MARKER_CONTENTS:
+            self.show_user_message(last)  # an interrupt's marker, as Claude Code writes it
         self.show_result(result)
+
+    def show_user_message(self, message: Mapping[str, Any]) -> None:
+        """A user message the run added that is no tool result (an interrupt's marker)."""
 
 
 @uses(states=("calling_model", "completed", "refusal"))
@@ -582,6 +596,7 @@ class StreamJsonRenderer(Renderer):
         elif isinstance(item, (RequestLogged, RequestFailed)):
             self.show_request(item.log if isinstance(item, RequestLogged) else item.failure.log)
         elif isinstance(item, ToolResultPublished):
+            self._keep_record(item)
             self.show_tool_result(item.call.name, item.result)
         elif isinstance(item, Step):
             self.show_step(item)
@@ -733,6 +748,10 @@ class StreamJsonRenderer(Renderer):
                 }
             )
 
+    def show_user_message(self, message: Mapping[str, Any]) -> None:
+        line = {"type": "user", "message": dict(message), "parent_tool_use_id": None}
+        self.line({**line, "uuid": str(uuid.uuid4()), "timestamp": now()})
+
     def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
         started = None if self.tags else self.subagents.get(str(result.get("tool_use_id")))
         self.line(
@@ -742,7 +761,7 @@ class StreamJsonRenderer(Renderer):
                 "parent_tool_use_id": None,
                 "uuid": str(uuid.uuid4()),
                 "timestamp": now(),
-                "tool_use_result": _tool_use_result(result)
+                "tool_use_result": self.records.pop(str(result.get("tool_use_id")), None) or _tool_use_result(result)
                 if started is None
                 else _agent_result(started, self.agent_ends.get(started.tool_use_id), result),
             }

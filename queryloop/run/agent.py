@@ -295,7 +295,7 @@ def _services(
         tool_context=ToolContext(
             cwd=options.cwd,
             additional_dirs=tuple(d for d in options.working_directories()[1:] if d.is_dir()),
-            responses={} if any(m.event == "PostToolUse" for m in options.hooks.matchers) else None,
+            responses={} if _keeps_records(options) else None,
             env=options.tools.env,
             hidden=read_denied(options.permissions.rules, cwd=options.cwd),
             sandbox=open_sandbox(options),
@@ -911,6 +911,11 @@ _codec.register_unstructure_hook(MessageView, lambda view: [[m, meta] for m, met
 _codec.register_structure_hook(
     MessageView, lambda raw, _: MessageView.of((m for m, _ in raw), (bool(meta) for _, meta in raw))
 )
+
+
+def _keeps_records(options: AgentOptions) -> bool:
+    """Whether tools make their records of each call: someone reads them (stream-json, a PostToolUse hook)."""
+    return options.tools.records or any(m.event == "PostToolUse" for m in options.hooks.matchers)
 
 
 def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, Any]:

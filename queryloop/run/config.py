@@ -163,6 +163,7 @@ class ToolSettings:
     env: dict[str, str] = attrs.field(factory=dict)  # settings `env`: passed to tools on purpose
     # --json-schema: the answer is a StructuredOutput call whose input follows it (None: a text answer)
     json_schema: dict[str, Any] | None = None
+    records: bool = False  # each call's record kept for its reader (stream-json's tool_use_result) without hooks
 
 
 @attrs.frozen(kw_only=True)

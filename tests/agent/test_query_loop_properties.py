@@ -175,7 +175,8 @@ def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order
     )
     run = PROGRAM.initial_state(data)
     after = close_dangling_tool_uses(run, Event(name="abort"))
-    results = after.messages.last()["content"]
+    results = after.messages.to_list()[-2]["content"]
+    assert after.messages.last()["content"] == [{"type": "text", "text": "[Request interrupted by user for tool use]"}]
     assert [r["tool_use_id"] for r in results] == ["t0", "t1", "t2"]
     assert results[1]["content"] == "Permission denied" and "Interrupted" in results[0]["content"]
     assert ledger_closed(after.messages.to_list())

@@ -38,7 +38,7 @@ def test_a_read_past_its_limit_counts_the_lines_it_did_not_show_for_the_hook(dir
         "toolu_1": {
             "type": "text",
             "file": {
-                "filePath": str(work / "f.txt"),
+                "filePath": "f.txt",
                 "content": "10\n11\n12",
                 "numLines": 3,
                 "startLine": 10,
@@ -48,7 +48,7 @@ def test_a_read_past_its_limit_counts_the_lines_it_did_not_show_for_the_hook(dir
     }
 
 
-@pytest.mark.parametrize(("command", "stdout"), [("true", ""), ("echo out; echo err >&2", "out\nerr\n")])
+@pytest.mark.parametrize(("command", "stdout"), [("true", ""), ("echo out; echo err >&2", "out\nerr")])
 def test_bash_keeps_its_output_itself_for_the_hook_and_an_empty_one_is_empty(
     dirs: tuple[Path, Path], command: str, stdout: str
 ) -> None:

@@ -264,7 +264,11 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
         "tool_calls_admitted",
         "tools_aborted",
     ]
-    answered = [line["message"]["content"][0]["tool_use_id"] for line in lines if line["type"] == "user"]
+    users = [line for line in lines if line["type"] == "user"]
+    # the interrupt's marker comes last, as in Claude Code 2.1.235
+    assert users[-1]["message"]["content"] == [{"type": "text", "text": "[Request interrupted by user for tool use]"}]
+    results_lines = users[:-1]
+    answered = [line["message"]["content"][0]["tool_use_id"] for line in results_lines]
     tool_uses = [
         b["id"]
         for line in lines
@@ -273,11 +277,7 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
         if b["type"] == "tool_use"
     ]
     assert sorted(answered) == sorted(tool_uses) and len(tool_uses) == 2
-    results = {
-        line["message"]["content"][0]["tool_use_id"]: line["message"]["content"][0]
-        for line in lines[:-1]
-        if line["type"] == "user"
-    }
+    results = {line["message"]["content"][0]["tool_use_id"]: line["message"]["content"][0] for line in results_lines}
     read, bash = (results[i] for i in tool_uses)
     assert read["is_error"] is False and "a" in read["content"], "the Read that completed keeps its real result"
     assert bash["is_error"] is True and "Interrupted" in bash["content"], "only the unfinished call is interrupted"

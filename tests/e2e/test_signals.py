@@ -62,5 +62,7 @@ def test_an_interrupted_resumed_prompt_shows_results_for_its_own_calls_only(tmp_
         assert run.stderr.count("(synthetic)") == 1, run.stderr
     else:
         lines = [json.loads(line) for line in run.stdout.splitlines()]
-        results = [b["tool_use_id"] for line in lines if line["type"] == "user" for b in line["message"]["content"]]
+        contents = [line["message"]["content"] for line in lines if line["type"] == "user"]
+        results = [b["tool_use_id"] for content in contents for b in content if b["type"] == "tool_result"]
         assert results == ["toolu_now"]
+        assert contents[-1] == [{"type": "text", "text": "[Request interrupted by user for tool use]"}]

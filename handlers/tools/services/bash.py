@@ -267,7 +267,7 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
         return ToolOutput(content=f"Command failed with exit code {code}\n{output}", is_error=True)
     response = None
     if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it: the output itself
-        stdout = f"{text}\n{note}" if note else text
+        stdout = f"{_trimmed(text)}\n{note}" if note else _trimmed(text)  # trimmed as the model's (probed)
         response = {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False, "noOutputExpected": False}
     return ToolOutput(content=output, response=response)
 

@@ -178,7 +178,9 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
             last_shown = number
         if ctx.responses is not None:  # a PostToolUse hook is told the file's length: count the lines not shown
             total_seen = max((n for n, _ in numbered_lines), default=total_seen)
-    response = _read_response(path, lines, offset, total_seen) if ctx.responses is not None else None
+    response = None
+    if ctx.responses is not None:
+        response = _read_response(str(tool_input["file_path"]), lines, offset, total_seen)
 
     # Nothing to show is no error: a note the model reads in a <system-reminder> tag, as Claude Code sends it.
     if total_seen == 0:
@@ -195,9 +197,10 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content="\n".join(parts), response=response)
 
 
-def _read_response(path: Path, lines: list[str], offset: int, total: int) -> dict[str, Any]:
-    """Read's record for PostToolUse hooks, as Claude Code 2.1.235 sends it: the lines shown, unnumbered."""
-    file = {"filePath": str(path), "content": "\n".join(lines), "numLines": len(lines), "startLine": offset}
+def _read_response(path: str, lines: list[str], offset: int, total: int) -> dict[str, Any]:
+    """Read's record for PostToolUse hooks and stream-json, as Claude Code 2.1.235 makes it: the lines shown,
+    unnumbered, and the path as the model wrote it."""
+    file = {"filePath": path, "content": "\n".join(lines), "numLines": len(lines), "startLine": offset}
     return {"type": "text", "file": {**file, "totalLines": total}}
 
 
@@ -310,7 +313,7 @@ def _write_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         patch = structured_patch(original, content) if original is not None else []
         response = {
             "type": "update" if mode is not None else "create",
-            "filePath": str(path),
+            "filePath": str(tool_input["file_path"]),  # as the model wrote it (probed)
             "content": content,
             "structuredPatch": patch,
             "originalFile": original,
@@ -365,7 +368,7 @@ def _edit_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     response = None
     if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it
         response = {
-            "filePath": str(path),
+            "filePath": str(tool_input["file_path"]),  # as the model wrote it (probed)
             "oldString": tool_input["old_string"],
             "newString": tool_input["new_string"],
             "originalFile": text,
