@@ -69,8 +69,11 @@ class Channel:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
-    def succeed(self, request_id: str, response: Mapping[str, Any]) -> None:
-        answer = {"subtype": "success", "request_id": request_id, "response": dict(response)}
+    def succeed(self, request_id: str, response: Mapping[str, Any] | None) -> None:
+        """A success; ``None``: one without a ``response`` (Claude Code 2.1.235 answers set_model so)."""
+        answer: dict[str, Any] = {"subtype": "success", "request_id": request_id}
+        if response is not None:
+            answer["response"] = dict(response)
         self.send({"type": "control_response", "response": answer})
 
     def fail(self, request_id: str, error: str, code: str) -> None:

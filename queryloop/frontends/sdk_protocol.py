@@ -161,13 +161,14 @@ class _SdkSession:
         self.last_error = False
         self.signalled: int | None = None
         self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]] = {
+        self.handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any] | None]]] = {
             "initialize": self._initialize,
             "interrupt": self._on_interrupt,
             "set_permission_mode": self._set_permission_mode,
             "set_model": self._set_model,
             "mcp_status": self._mcp_status,
             "mcp_reconnect": self._mcp_reconnect,
+            "mcp_toggle": self._mcp_toggle,
             "rewind_files": self._rewind_files,
             "get_context_usage": self._context_usage,
         }
@@ -336,7 +337,8 @@ class _SdkSession:
 
     async def _on_interrupt(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         self._interrupt()
-        return {}
+        # Claude Code 2.1.235 answers this, empty even with a prompt queued behind the one interrupted (probed)
+        return {"still_queued": []}
 
     def _interrupt(self) -> None:
         """The prompt being played takes its abort edge; if none is yet, the next one starts by taking it."""
@@ -346,7 +348,7 @@ class _SdkSession:
     async def _ask_permission(
         self, tool: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResult:
-        request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
+        request = {"subtype": "can_use_tool", "tool_name": tool, "display_name": tool, "input": tool_input}
         why: dict[str, Any] = {
             "permission_suggestions": [],
             "blocked_path": None,
@@ -378,7 +380,7 @@ class _SdkSession:
         """A line Claude Code 2.1.235 prints when a control request changed the session (its ids added)."""
         self.channel.send({**line, "uuid": str(uuid.uuid4()), "session_id": self.conversation.session.session_id})
 
-    async def _set_model(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _set_model(self, request: Mapping[str, Any]) -> None:
         model = request.get("model")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ControlError(f"set_model: model must be a model name or null (the default), got {model!r}")
@@ -392,7 +394,7 @@ class _SdkSession:
             "content": f"<local-command-stdout>The model is now {settings.model}</local-command-stdout>",
         }
         self._announce({"type": "user", "message": said, "parent_tool_use_id": None, "isReplay": True})
-        return {"model": settings.model}
+        return None  # a success without a response, as Claude Code 2.1.235's
 
     async def _mcp_status(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         if self.mcp_ready is not None:
@@ -422,6 +424,16 @@ class _SdkSession:
             why = failure.text() if failure else "down"
             raise ControlError(f"Failed to reconnect {name}: {why}", "reconnect_failed")
         return {}
+
+    async def _mcp_toggle(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        name = request.get("serverName")
+        if name not in self.servers and name not in self.mcp.names:
+            raise ControlError(f"Server not found: {name}", "not_found")  # as Claude Code 2.1.235 answers
+        raise ControlError(
+            f"mcp_toggle: queryloop does not turn a server off or on in a session ({name} stays as it is); "
+            "leave it out of --mcp-config instead",
+            "unsupported_request",
+        )
 
     async def _rewind_files(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         target = request.get("user_message_id")

@@ -482,7 +482,7 @@ def test_malformed_control_requests_get_error_responses_and_the_session_goes_on(
     )
     assert answers["b"]["subtype"] == "error" and answers["b"]["error_code"] == "invalid_request"
     assert answers["c"]["subtype"] == "error" and answers["c"]["error_code"] == "invalid_mode"
-    assert answers["d"] == {"subtype": "success", "request_id": "d", "response": {}}
+    assert answers["d"] == {"subtype": "success", "request_id": "d", "response": {"still_queued": []}}
     assert "a control_request without a request_id cannot be answered" in run.stderr
     assert "stdin line 4 is not a JSON object" in run.stderr
 
