@@ -433,3 +433,36 @@ def test_a_lone_surrogate_in_a_reply_is_the_replacement_character_and_a_pair_is_
         {"type": "text", "text": "a\ufffdb \U0001f600"},
         {"type": "tool_use", "id": "toolu_1", "name": "T\ufffd", "input": {"k\ufffd": ["v\ufffd"]}},
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "kind"),
+    [
+        (529, "overloaded_error", "overloaded"),
+        (500, "overloaded_error", "overloaded"),
+        (529, "api_error", "overloaded"),
+        (429, "rate_limit_error", "rate_limit"),
+        (401, "authentication_error", "authentication_failed"),
+        (500, "api_error", "server_error"),
+        (408, "timeout_error", "server_error"),
+        (None, None, "unknown"),
+    ],
+)
+def test_the_api_retry_line_names_claude_codes_kind_of_failure(
+    status: int | None, error_type: str | None, kind: str
+) -> None:
+    from queryloop.handlers.request.recovery import retry_error
+
+    log = RequestLog(
+        client_request_id="c", request_id=None, attempt=1, model="m", stream=True, status=status,
+        stop_reason=None, ttft_ms=None, duration_ms=0.0, usage={},
+    )  # fmt: skip
+    failure = ModelFailure(kind="retryable", status=status, error_type=error_type, message="the API's words", log=log)
+    assert retry_error(failure) == kind
+
+
+def test_the_current_models_cost_what_claude_code_counts() -> None:
+    usage = {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_input_tokens": 1_000}
+    assert cost_usd("claude-sonnet-5", usage) == pytest.approx(3.0 + 1.5 + 0.0003)
+    assert cost_usd("claude-fable-5", usage) == pytest.approx(10.0 + 5.0 + 0.001)
+    assert cost_usd("claude-opus-5[1m]", usage) == pytest.approx(5.0 + 2.5 + 0.0005)

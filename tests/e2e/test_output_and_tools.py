@@ -317,3 +317,18 @@ def test_sigint_while_waiting_on_the_model_ends_in_aborted_streaming(tmp_path: P
         out, err = proc.communicate(timeout=30)
     result = json.loads(out)
     assert result["terminal_reason"] == "aborted_streaming" and proc.returncode == 130, err
+
+
+def test_a_user_lines_tool_use_result_is_the_tools_own_record(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    read = "{tool_use: {name: Read, input: {file_path: a.txt}}}"
+    text = scenario(f"""  mock-primary:
+    - reply: {{content: [{read}]}}
+    - reply: {{content: [{{text: "done"}}]}}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (line,) = run.of("user")
+    file = {"filePath": "a.txt", "content": "one\ntwo\n", "numLines": 3, "startLine": 1, "totalLines": 3}
+    assert line["tool_use_result"] == {"type": "text", "file": file}, "Claude Code 2.1.235's record, not the text"
