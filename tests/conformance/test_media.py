@@ -197,10 +197,7 @@ ROWS: dict[str, Row] = {
     "read an image: the stream-json line's tool_use_result": Row(
         probe=_read("a.png", PNG),
         seen=lambda o: next(type(line["tool_use_result"]).__name__ for line in o.lines if "tool_use_result" in line),
-        queryloop="list",  # the tool_result's content blocks
-        reference="dict",  # {type: image, file: {base64, type, originalSize, dimensions}}
-        design="not yet: the renderer gets the result's content, not the tool's record (hooks get the record) "
-        "([the CLI](cli.md#output-formats))",
+        queryloop="dict",  # {type: image, file: {base64, type, originalSize, dimensions}} (test_stream.py: whole)
     ),
     "read an image: a PostToolUse hook's tool_response": Row(
         probe=Probe(
