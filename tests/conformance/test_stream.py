@@ -303,7 +303,7 @@ ROWS: dict[str, Row] = {
         queryloop=[],
         reference=_retried(200, "unknown", cut_after_block=0).queryloop,
         design="a broken stream is asked again without streaming (stream fallback), which is not an api_retry "
-        "([details](recovery.md))",
+        "([details](agent-sdk.md#what-the-stream-carries))",
     ),
     # ---- prices: the result's cost of 1M input, 100k output, 10k cache-write and 1k cache-read tokens ----
     **{f"price of {model}": _priced(model) for model in PRICES},
