@@ -261,6 +261,7 @@ def _yaml_named() -> dict[str, set[str]]:
         *(r for s in spec.states for r in (s.effect, s.exit) if r),
         *(t.do for t in spec.transitions if t.do),
         *spec.guards.values(),
+        *(inv.call for inv in spec.invariants),
     }
     named: dict[str, set[str]] = {}
     for ref in refs:

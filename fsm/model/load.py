@@ -31,6 +31,7 @@ from .spec import (
     ChildrenSpec,
     CounterSpec,
     EndRule,
+    InvariantSpec,
     MachineSpec,
     ParamSpec,
     ParamType,
@@ -55,6 +56,7 @@ class Machine:
     guards: Mapping[str, Callable[..., bool]]  # guard name -> predicate
     handlers: Mapping[str, Callable[..., Any]]  # transition reason -> edge handler
     exits: Mapping[str, Callable[..., Any]] = attrs.field(factory=dict)  # state name -> exit handler
+    invariants: Mapping[str, Callable[..., Any]] = attrs.field(factory=dict)  # invariant name -> (data) -> problem
 
     @property
     def name(self) -> str:
@@ -203,6 +205,8 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
                     resets=tuple(t.get("resets", ())),
                     do=absolute(t["do"], ("transitions", i, "do")) if "do" in t else None,
                     changes=tuple(t.get("changes", ())),
+                    may_change=tuple(t.get("may_change", ())),
+                    sets=tuple((k, _set_value(v)) for k, v in (t.get("sets") or {}).items()),
                     progress=bool(t.get("progress", False)),
                     ends=t.get("ends"),
                     doc=t.get("doc", ""),
@@ -256,10 +260,22 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
                 steps=c["steps"],
                 depth=c["depth"],
                 pending=c.get("pending"),
+                admitted=c["admitted"],
+                refused=c["refused"],
                 doc=c.get("doc", ""),
                 line=_line_of(lines, ("children", name)),
             )
             for name, c in (data.get("children") or {}).items()
+        ),
+        invariants=tuple(
+            InvariantSpec(
+                name=name,
+                call=absolute(v["call"], ("invariants", name)),
+                at=tuple(v["at"]),
+                doc=v["doc"],
+                line=_line_of(lines, ("invariants", name)),
+            )
+            for name, v in (data.get("invariants") or {}).items()
         ),
         properties=tuple(
             _property(name, value, _line_of(lines, ("properties", name)))
@@ -278,6 +294,11 @@ def parse_machine(text: str, path: str = "<string>", *, bind: bool = True) -> Ma
     if not bind:
         return Machine(spec=spec, effects={}, guards={}, handlers={})
     return _bind(spec, lines)
+
+
+def _set_value(value: Any) -> Any:
+    """A ``sets:`` value as the spec keeps it: a literal, or ``("was", path)`` for ``{was: path}``."""
+    return ("was", value["was"]) if isinstance(value, dict) else value
 
 
 _INFERRED: tuple[tuple[type, ParamType], ...] = ((bool, "boolean"), (int, "int"), (float, "number"), (str, "string"))
@@ -487,6 +508,7 @@ def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
             out.append(
                 SpecProblem(spec.path, child.line, f"{where} names param {child.steps!r}, not an int", "type: int")
             )
+        out.extend(_child_edge_problems(spec, child))
         if child.pending is not None and child.pending not in spec.guards:
             fix = _close(child.pending, spec.guards) or "name a guard declared under `guards:`"
             out.append(
@@ -495,6 +517,74 @@ def _children_problems(spec: MachineSpec) -> list[SpecProblem]:
                     child.line,
                     f"children {child.name!r} `pending` names guard {child.pending!r}, which is not declared",
                     fix,
+                )
+            )
+    return out
+
+
+def _child_edge_problems(spec: MachineSpec, child: ChildrenSpec) -> list[SpecProblem]:
+    """The roles of a ``children:`` entry's edges, tied together: ``admitted`` is the one edge that counts
+    ``starts`` (a child starts only there), and ``refused`` is the catch-all of the same decision, tried
+    right after it, whose handler answers the call (a ``do`` with a ``changes`` contract): at the cap the
+    call gets its answer and starts nothing."""
+
+    def problem(message: str, fix: str) -> SpecProblem:
+        return SpecProblem(spec.path, child.line, f"children {child.name!r} {message}", fix)
+
+    reasons = {t.reason for t in spec.transitions}
+    out = [
+        problem(f"`{role}` names {reason!r}, which is not a reason of this machine", _close(reason, reasons) or "")
+        for role, reason in (("admitted", child.admitted), ("refused", child.refused))
+        if reason not in reasons
+    ]
+    if out:
+        return out
+    admitted = [t for t in spec.transitions if t.reason == child.admitted]
+    counting = sorted({t.reason for t in spec.transitions if t.counter == child.starts} - {child.admitted})
+    if any(t.counter != child.starts for t in admitted):
+        counts = admitted[0].counter
+        out.append(
+            problem(
+                f"`starts` names counter {child.starts!r}, which its admitted edge {child.admitted!r} does not "
+                f"count ({'it counts ' + repr(counts) if counts else 'it counts none'})",
+                "name the counter the admitting edge counts",
+            )
+        )
+    elif counting:
+        out.append(
+            problem(
+                f"`starts` counter {child.starts!r} is counted by {counting} too: only the admitted edge "
+                f"{child.admitted!r} may count the starts",
+                "count the other edges with a counter of their own",
+            )
+        )
+    candidates = spec.candidates()
+    for t in admitted:
+        cands = [c.reason for c in candidates[(t.source, t.event)]]
+        after = cands[cands.index(t.reason) + 1 :]
+        if not after or after[0] != child.refused:
+            out.append(
+                problem(
+                    f"`refused` edge {child.refused!r} is not the candidate tried right after {child.admitted!r} "
+                    f"(from {t.source!r} on {t.event!r}: {cands})",
+                    "put the refusal right after the admitting edge, in the same decision",
+                )
+            )
+    for t in (t for t in spec.transitions if t.reason == child.refused):
+        if t.do is None or not t.changes:
+            out.append(
+                problem(
+                    f"`refused` edge {child.refused!r} has no handler with a `changes` contract: at the cap the "
+                    "call would get no answer",
+                    "give it a `do` that answers the call and the fields it must change (`changes:`)",
+                )
+            )
+        if not t.unguarded:
+            out.append(
+                problem(
+                    f"`refused` edge {child.refused!r} has guards or a counter: at the cap the call could go "
+                    "unanswered",
+                    "make it the unguarded catch-all of its decision",
                 )
             )
     return out
@@ -599,6 +689,20 @@ def validate_spec(spec: MachineSpec, lines: Mapping[_Path, int] | None = None) -
                 "change them",
                 "name the edge handler that makes the change in `do:`, or drop the promise",
             )
+        elif (t.may_change or t.sets) and t.do is None:
+            add(
+                t.line,
+                f"transition {t.reason!r} declares what its handler changes (`may_change:`, `sets:`) but has no `do`",
+                "name the edge handler in `do:`, or drop the frame",
+            )
+        twice = sorted({*t.changes, *t.may_change} & {path for path, _ in t.sets}) or sorted(
+            set(t.changes) & set(t.may_change)
+        )
+        if twice:
+            add(t.line, f"transition {t.reason!r} lists {twice} twice (`changes`, `may_change`, `sets`)", "list once")
+    for inv in spec.invariants:
+        for state in inv.at:
+            known("state", state, states, inv.line, f"invariant {inv.name!r} `at`")
     progress = {t.reason for t in spec.transitions if t.progress}
     for t in spec.transitions:
         kind = next((k for k in spec.reason_kinds if t.reason.endswith(f"_{k}")), None) if t.progress else None
@@ -1069,7 +1173,7 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
             )
             return None
         if not _takes(fn, arity):
-            params = "(ctx)" if arity == 1 else "(run, event)"
+            params = ("(ctx)" if what.startswith("state") else "(data)") if arity == 1 else "(run, event)"
             problems.append(
                 SpecProblem(
                     spec.path,
@@ -1099,10 +1203,15 @@ def _bind(spec: MachineSpec, lines: Mapping[_Path, int]) -> Machine:
             fn = resolve(t.do, t.line, f"transition {t.reason!r} `do`")
             if fn is not None:
                 handlers[t.reason] = fn
+    invariants: dict[str, Callable[..., Any]] = {}
+    for inv in spec.invariants:
+        fn = resolve(inv.call, inv.line, f"invariant {inv.name!r}", arity=1)
+        if fn is not None:
+            invariants[inv.name] = fn
     problems.extend(_wait_problems(spec, effects, lines))
     if problems:
         raise SpecError(problems)
-    return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers, exits=exits)
+    return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers, exits=exits, invariants=invariants)
 
 
 def _wait_problems(

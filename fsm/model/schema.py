@@ -19,6 +19,10 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # absolute (pkg.module.attr) or relative to the machine's `package` (.module.attr)
 _DOTTED = {"type": "string", "pattern": rf"^(\.{_IDENT}(\.{_IDENT})*|{_IDENT}(\.{_IDENT})+)$"}
 _PACKAGE = {"type": "string", "pattern": rf"^{_IDENT}(\.{_IDENT})*$"}
+# a field of the run data, dotted (`request.max_tokens`); `was` paths may index a sequence (`fallback_models.0`)
+_FIELD = {"type": "string", "pattern": rf"^{_IDENT}(\.{_IDENT})*$"}
+_FIELDS = {"type": "array", "items": _FIELD, "uniqueItems": True}
+_WAS = {"type": "string", "pattern": rf"^{_IDENT}(\.({_IDENT}|[0-9]+))*$"}
 _DOC = {"type": "string"}
 _EFFECTS = {"type": "array", "items": _DOTTED, "minItems": 1, "uniqueItems": True}
 # an int, or a param with an optional offset: "max_turns", "max_turns - 1"
@@ -92,13 +96,15 @@ MACHINE_SCHEMA: dict[str, Any] = {
             "propertyNames": _NAME,
             "additionalProperties": {
                 "type": "object",
-                "required": ["starts", "steps", "depth"],
+                "required": ["starts", "steps", "depth", "admitted", "refused"],
                 "additionalProperties": False,
                 "properties": {
                     "starts": _NAME,
                     "steps": _NAME,
                     "depth": {"enum": [1]},
                     "pending": _NAME,
+                    "admitted": _NAME,
+                    "refused": _NAME,
                     "doc": _DOC,
                 },
             },
@@ -212,6 +218,16 @@ MACHINE_SCHEMA: dict[str, Any] = {
             },
         },
         "scopes": {"type": "array", "items": _NAME, "minItems": 1},
+        "invariants": {
+            "type": "object",
+            "propertyNames": _NAME,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["call", "at", "doc"],
+                "additionalProperties": False,
+                "properties": {"call": _DOTTED, "at": _NAMES, "doc": {"type": "string", "minLength": 1}},
+            },
+        },
         "counters": {
             "type": "object",
             "propertyNames": _NAME,
@@ -263,11 +279,23 @@ MACHINE_SCHEMA: dict[str, Any] = {
                     "counter": _NAME,
                     "resets": {"type": "array", "items": _NAME, "uniqueItems": True},
                     "do": _DOTTED,
-                    "changes": {
-                        "type": "array",
-                        "items": {"type": "string", "pattern": rf"^{_IDENT}(\.{_IDENT})*$"},
-                        "uniqueItems": True,
-                        "minItems": 1,
+                    "changes": {**_FIELDS, "minItems": 1},
+                    "may_change": _FIELDS,
+                    "sets": {
+                        "type": "object",
+                        "propertyNames": _FIELD,
+                        "minProperties": 1,
+                        "additionalProperties": {
+                            "oneOf": [
+                                {"type": ["string", "number", "boolean", "null"]},
+                                {
+                                    "type": "object",
+                                    "required": ["was"],
+                                    "additionalProperties": False,
+                                    "properties": {"was": _WAS},
+                                },
+                            ]
+                        },
                     },
                     "progress": {"type": "boolean"},
                     "ends": _NAME,

@@ -17,6 +17,7 @@ __all__ = [
     "CounterSpec",
     "EndRule",
     "InstanceSpec",
+    "InvariantSpec",
     "MachineSpec",
     "ParamSpec",
     "ParamType",
@@ -52,6 +53,21 @@ class ChildrenSpec:
     steps: str  # an int param
     depth: int = 1
     pending: str | None = None
+    admitted: str = ""  # the reason of the edge that admits a start (it counts `starts`): the child starts
+    refused: str = ""  # the reason of the edge taken at the cap instead: the call is answered with an error
+    doc: str = ""
+    line: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class InvariantSpec:
+    """A predicate over the run data (``invariants:``) that holds whenever a run enters one of ``at``: the
+    runtime calls ``call`` (dotted) with the new run data on every such step, and a step after which it
+    reports a problem ends the run in ``internal_error`` naming it."""
+
+    name: str
+    call: str
+    at: tuple[str, ...]
     doc: str = ""
     line: int | None = None
 
@@ -229,6 +245,9 @@ class TransitionSpec:
     resets: tuple[str, ...] = ()
     do: str | None = None
     changes: tuple[str, ...] = ()  # the contract of `do`: the run data's fields (dotted paths) it must change
+    may_change: tuple[str, ...] = ()  # fields `do` may change besides `changes` and `sets` (its frame)
+    # fields `do` leaves at a value: (path, literal) or (path, ("was", path)): what that path held before `do`
+    sets: tuple[tuple[str, Any], ...] = ()
     progress: bool = False  # a forward step: ends every declared scope
     ends: Scope | None = None  # a declared scope this edge ends (and every scope inside it)
     doc: str = ""
@@ -237,6 +256,14 @@ class TransitionSpec:
     @property
     def unguarded(self) -> bool:
         return not self.guards and self.counter is None
+
+    @property
+    def frame(self) -> tuple[str, ...] | None:
+        """The fields ``do`` may change, every other one of the run data left as it was (``None``: no contract,
+        so no frame). An edge with ``changes``, ``may_change`` or ``sets`` declares its whole frame."""
+        if not (self.changes or self.may_change or self.sets):
+            return None
+        return tuple(dict.fromkeys((*self.changes, *self.may_change, *(path for path, _ in self.sets))))
 
 
 @attrs.frozen(kw_only=True)
@@ -272,6 +299,7 @@ class MachineSpec:
     unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> what is unbounded
     progress_bounds: Mapping[str, str] = attrs.field(factory=dict)  # progress reason -> the param that bounds it
     children: tuple[ChildrenSpec, ...] = ()  # runs of this machine a run starts (sub-agents)
+    invariants: tuple[InvariantSpec, ...] = ()  # predicates over the run data, watched where a run enters states
     properties: tuple[PropertySpec, ...] = ()
     states: tuple[StateSpec, ...] = ()
     transitions: tuple[TransitionSpec, ...] = ()

@@ -174,10 +174,57 @@ def _as_seen(run: RunState[D], seen: tuple[Any, ...]) -> RunState[D]:
 
 
 def _field(data: Any, path: str) -> Any:
-    """The field of the run data at the dotted ``path`` (``mcp.down``)."""
+    """The field of the run data at the dotted ``path`` (``mcp.down``; a number indexes a sequence)."""
     for name in path.split("."):
-        data = getattr(data, name)
+        data = data[int(name)] if name.isdigit() else getattr(data, name)
     return data
+
+
+Frame = Mapping[str, "Frame | bool"]  # only True as a bool
+"""The fields an edge handler may change, as a tree: a name mapped to True may change whole, one mapped to a
+tree only in the fields that tree names."""
+
+
+def _frame_of(paths: tuple[str, ...]) -> Frame:
+    tree: dict[str, Any] = {}
+    for path in paths:
+        node = tree
+        *head, last = path.split(".")
+        for name in head:
+            nxt = node.setdefault(name, {})
+            if nxt is True:
+                break
+            node = nxt
+        else:
+            node[last] = True
+    return tree
+
+
+def _outside_frame(before: Any, after: Any, frame: Frame, prefix: str = "") -> list[str]:
+    """The fields (dotted) that differ between ``before`` and ``after`` outside ``frame``.
+
+    Only attrs records are looked into; a field the frame names but the record lacks is a HandlerError
+    (the contract names what is not there)."""
+    if before is after:
+        return []
+    kind = type(before)
+    fields = getattr(kind, "__attrs_attrs__", None)
+    if fields is None or type(after) is not kind:  # not a record to look into: the field as a whole
+        return [prefix.rstrip(".") or "the run data"] if before != after else []
+    names = {f.name for f in fields}
+    unknown = [name for name in frame if name not in names]
+    if unknown:
+        raise HandlerError(f"its frame names {prefix}{unknown[0]}, which the run data lacks")
+    out: list[str] = []
+    for name in names:
+        old, new = getattr(before, name), getattr(after, name)
+        if old is new:
+            continue
+        sub = frame.get(name)
+        if sub is True:
+            continue
+        out.extend(_outside_frame(old, new, sub if isinstance(sub, Mapping) else {}, f"{prefix}{name}."))
+    return sorted(out)
 
 
 @attrs.frozen(slots=True)
@@ -193,6 +240,20 @@ class _Edge:
     what: str  # how an error of its handler names it (built once, not at every step)
     target: transitions.State | None = None  # the bookkeeping machine's state it registered for (source, reason)
     changes: tuple[str, ...] = ()  # its handler's contract: the run data's fields (dotted paths) it must change
+    frame: Frame | None = None  # what its handler may change (None: no frame declared)
+    sets: tuple[tuple[str, Any], ...] = ()  # fields its handler leaves at a value (or ("was", path): an old one)
+    # (name, doc, predicate over the new run data) of each invariant that holds where the edge goes
+    invariants: tuple[tuple[str, str, Callable[[Any], Any]], ...] = ()
+
+
+def _paths(frame: Frame, prefix: str = "") -> list[str]:
+    """The dotted fields a frame names, for a message."""
+    out: list[str] = []
+    for name, sub in frame.items():
+        out.extend(
+            [prefix + name] if sub is True else _paths(sub, f"{prefix}{name}.") if isinstance(sub, Mapping) else []
+        )
+    return out
 
 
 class _Book:
@@ -223,6 +284,10 @@ class Program:
         # the declared at_most / in_a_row properties, watched at every step (None: the machine declares none)
         self.watcher = Watcher.of(spec, self.counter_names) if spec.properties else None
         self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
+        invariants: dict[str, list[tuple[str, str, Callable[[Any], Any]]]] = {}
+        for inv in spec.invariants:
+            for state in inv.at:
+                invariants.setdefault(state, []).append((inv.name, inv.doc, machine.invariants[inv.name]))
         for key, cands in spec.candidates().items():
             self.edges[key] = tuple(
                 _Edge(
@@ -236,6 +301,9 @@ class Program:
                     progress=t.progress,
                     what=f"edge handler of {t.reason!r}",
                     changes=t.changes,
+                    frame=None if t.frame is None else _frame_of(t.frame),
+                    sets=t.sets,
+                    invariants=tuple(invariants.get(t.dest, ())),
                 )
                 for t in cands
             )
@@ -426,6 +494,42 @@ class Program:
             )
 
     @staticmethod
+    def _kept_frame(edge: _Edge, before: Any, after: Any) -> None:
+        """Refuse a handler that changed a field outside its edge's frame, or left one of ``sets`` at another value."""
+        assert edge.frame is not None
+        try:
+            outside = _outside_frame(before, after, edge.frame)
+        except HandlerError as exc:
+            raise HandlerError(f"{edge.what}: {exc}") from None
+        if outside:
+            raise HandlerError(
+                f"{edge.what} changed {', '.join(outside)}, outside its frame (`changes`, `may_change`, `sets`: "
+                f"{', '.join(_paths(edge.frame))}); a handler changes only what its edge says"
+            )
+        for path, value in edge.sets:
+            try:
+                wanted = _field(before, value[1]) if isinstance(value, tuple) else value
+                now = _field(after, path)
+            except (AttributeError, IndexError) as exc:
+                raise HandlerError(f"{edge.what}: its `sets` names {path!r} or {value!r}, which it lacks") from exc
+            if now != wanted:
+                said = f"what {value[1]} was ({wanted!r:.60})" if isinstance(value, tuple) else repr(wanted)
+                raise HandlerError(f"{edge.what} left {path} at {now!r:.60}; its edge's contract (`sets:`) says {said}")
+
+    @staticmethod
+    def _invariants_hold(edge: _Edge, data: Any) -> None:
+        """Refuse a step into a state after which one of its invariants reports a problem."""
+        for name, doc, holds in edge.invariants:
+            try:
+                problem = holds(data)
+            except Exception as exc:
+                raise HandlerError(f"invariant {name!r} raised {type(exc).__name__}: {exc}") from exc
+            if problem is not None:
+                raise HandlerError(
+                    f"invariant {name!r} ({doc}) broken after {edge.reason!r} into {edge.dest!r}: {problem}"
+                )
+
+    @staticmethod
     def _unchanged(run: RunState[Any], seen: tuple[Any, ...], what: str) -> None:
         """Refuse a handler that rewrote, in place, the run state it was handed (a HandlerError)."""
         changed = _rewritten(run, seen)
@@ -456,6 +560,10 @@ class Program:
             self._unchanged(run, fields, edge.what)
             if edge.changes:
                 self._kept_promise(edge, seen.data, data)
+            if edge.frame is not None:
+                self._kept_frame(edge, seen.data, data)
+        if edge.invariants:
+            self._invariants_hold(edge, data)
         counters = run.counters
         if edge.resets or edge.counter is not None:
             values = list(counters)

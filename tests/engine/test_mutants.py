@@ -640,6 +640,38 @@ INTENT_MUTANTS = (
         "load",
         ("children 'agents' `starts` names counter 'agent_launches', which no edge counts",),
     ),
+    # which edge starts a child, and that a refusal refuses (issue 51, part 2)
+    Mutant(
+        "children-starts-names-another-capped-counter",
+        "`starts` names malformed_retries (cap 1, per turn): the composed figure would count 1 child a turn",
+        on_data(lambda d: d["children"]["agents"].update(starts="malformed_retries")),
+        "load",
+        (
+            "`starts` names counter 'malformed_retries', which its admitted edge 'agent_launch_admitted' does "
+            "not count (it counts 'agent_launches')",
+        ),
+    ),
+    Mutant(
+        "agent_launch_refused-without-its-handler",
+        "the refusal answers nothing: the Agent calls past the cap stay pending and run uncounted",
+        on_data(lambda d: [edge(d, "agent_launch_refused").pop(key) for key in ("do", "changes", "may_change")]),
+        "load",
+        ("`refused` edge 'agent_launch_refused' has no handler with a `changes` contract",),
+    ),
+    Mutant(
+        "children-refused-names-an-edge-of-another-decision",
+        "the refused role moved to the admission's way out: nothing answers a call past the cap",
+        on_data(lambda d: d["children"]["agents"].update(refused="tool_calls_admitted")),
+        "load",
+        ("`refused` edge 'tool_calls_admitted' is not the candidate tried right after 'agent_launch_admitted'",),
+    ),
+    Mutant(
+        "a-second-edge-counts-the-starts",
+        "another edge counts agent_launches: the starts' counter no longer counts admissions only",
+        on_data(lambda d: edge(d, "tool_calls_admitted").update(counter="agent_launches")),
+        "load",
+        ("`starts` counter 'agent_launches' is counted by ['tool_calls_admitted'] too",),
+    ),
     Mutant(
         "agent_launch_refused-loops-back",
         "a refused Agent call is offered to the admission again instead of getting its error",
@@ -652,7 +684,7 @@ INTENT_MUTANTS = (
         "at the cap an Agent call has nowhere to go",
         on_data(lambda d: d["transitions"].remove(edge(d, "agent_launch_refused"))),
         "load",
-        ("'admitting_agents' on 'agent_call_waiting' end with 'agent_launch_admitted', which is guarded",),
+        ("children 'agents' `refused` names 'agent_launch_refused', which is not a reason of this machine",),
     ),
     Mutant(
         "permitted-calls-skip-the-admission",

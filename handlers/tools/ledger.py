@@ -1,0 +1,41 @@
+"""The ledger invariant the machine watches (``invariants:`` in machines/query_loop.yaml).
+
+Owns :func:`every_tool_use_answered`: before a request is sent, every tool_use of the last
+assistant message is answered by exactly one tool_result in the message after it. It reads
+the end of the transcript only (the message graph is append-only; an earlier turn was checked
+when its request was sent). Does not close calls (``data.close_open_calls`` does).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..outcome import SharedData
+
+__all__ = ["every_tool_use_answered"]
+
+
+def _blocks(message: Mapping[str, Any], kind: str, key: str) -> list[str]:
+    content = message.get("content")
+    blocks: Sequence[Any] = content if isinstance(content, list) else ()
+    return [str(b.get(key)) for b in blocks if isinstance(b, dict) and b.get("type") == kind]
+
+
+def every_tool_use_answered(data: SharedData) -> str | None:
+    """What leaves a tool_use of the last assistant message without exactly one tool_result, or None."""
+    messages = data.messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages.at(index)
+        if message.get("role") != "assistant":
+            continue
+        calls = _blocks(message, "tool_use", "id")
+        if not calls:
+            return None
+        answer = messages.at(index + 1) if index + 1 < len(messages) else {}
+        results = _blocks(answer, "tool_result", "tool_use_id") if answer.get("role") == "user" else []
+        if Counter(results) != Counter(calls):
+            return f"tool_use {sorted(calls)} answered by tool_result {sorted(results)}"
+        return None
+    return None
