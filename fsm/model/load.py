@@ -358,6 +358,9 @@ def _property(name: str, value: Mapping[str, Any], line: int | None) -> Property
             doc=doc,
             line=line,
         )
+    if "trips" in value:
+        trip = value["trips"]
+        return PropertySpec(name=name, kind="trips", reasons=(trip["breaker"],), most=trip["at"], doc=doc, line=line)
     if "ends" in value:
         rules = tuple(
             EndRule(
@@ -994,6 +997,17 @@ def _guard_meaning_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> li
     """A guard's `decides` names reasons of this machine's transitions (whether they name it is ``check``'s)."""
     out: list[SpecProblem] = []
     reasons = {t.reason for t in spec.transitions}
+    if spec.reason_kinds:  # the convention's machines: every guard an edge asks says what it decides
+        out.extend(
+            SpecProblem(
+                spec.path,
+                _line_of(lines, ("guards", guard)),
+                f"guard {guard!r} declares no `decides`: the edges it decides would be a free choice to `check`",
+                "list the reasons of exactly the edges that ask it (`decides: [...]`)",
+            )
+            for guard in spec.guards
+            if guard not in spec.guard_decides and any(guard in t.guards for t in spec.transitions)
+        )
     for guard, decided in spec.guard_decides.items():
         for reason in decided:
             if reason not in reasons:
@@ -1127,6 +1141,20 @@ def _naming_problems(spec: MachineSpec, lines: Mapping[_Path, int]) -> list[Spec
                         "end it with one of: " + ", ".join(suffixes),
                     )
                 )
+    ends = any(p.kind == "ends" for p in spec.properties)
+    for t in spec.transitions if ends else ():  # an `ends` property sees an edge by its declared kind
+        state = spec.state_map.get(t.dest)
+        if state is not None and state.terminal and not t.reason.endswith(suffixes) and t.reason not in reported:
+            reported.add(t.reason)
+            out.append(
+                SpecProblem(
+                    spec.path,
+                    t.line,
+                    f"reason {t.reason!r} ends the run (in {t.dest!r}) but has no declared kind: an `ends` "
+                    "property, which matches declared kinds, would not see it",
+                    "end it with one of: " + ", ".join(suffixes) + " (or declare its kind under `reason_kinds:`)",
+                )
+            )
     return out
 
 

@@ -52,6 +52,8 @@ def broken_properties(spec: MachineSpec) -> list[Broken]:
             out.extend(_preceded(spec, prop))
         elif prop.kind == "ends":
             out.extend(_ends_where_it_should(spec, prop))
+        elif prop.kind == "trips":
+            out.extend(_trips(spec, prop))
         else:
             out.extend(_in_a_row(spec, prop))
     return out
@@ -262,6 +264,45 @@ def _at_most(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
             )
         ]
     return []
+
+
+def _trips(spec: MachineSpec, prop: PropertySpec) -> list[Broken]:
+    """Exact for the declaration: wherever the breaker is a candidate, the one tried right before it is counted
+    by a counter whose cap is ``at − 1`` for every param value, and asks no guard the breaker does not (so the
+    counted edge is refused only by its cap, and the breaker then fires). The ``at``-th occurrence in a row
+    of the outcome is then the breaker's: the counter counts the ``at − 1`` before it (its ``in_a_row``
+    property, if declared, says they are in a row)."""
+    assert prop.most is not None
+    breaker = prop.reasons[0]
+    head = f"property {prop.name!r} ({prop.doc}): {breaker!r} trips on occurrence {prop.most} in a row"
+    out: list[Broken] = []
+    for (source, event), cands in spec.candidates().items():
+        names = [t.reason for t in cands]
+        if breaker not in names:
+            continue
+        at = names.index(breaker)
+        counted = cands[at - 1] if at else None
+        if counted is None or counted.counter is None:
+            why = "no counted edge is tried right before it"
+        elif not set(cands[at].guards) <= set(counted.guards):
+            why = f"it asks {sorted(set(cands[at].guards) - set(counted.guards))}, which {counted.reason!r} does not"
+        else:
+            counter = spec.counter_map[counted.counter]
+            cap = _limit(spec, counter.cap, counter.cap_offset)
+            name, n = _limit(spec, prop.most)
+            if cap == (name, n - 1):
+                continue
+            shown = counter.cap if not counter.cap_offset else f"{counter.cap} {counter.cap_offset:+d}"
+            why = f"{counted.reason!r} is counted by {counter.name!r}, capped at {shown}, not {prop.most} - 1"
+        out.append(
+            Broken(
+                name=prop.name,
+                message=f"{head} is not kept (from {source!r} on {event!r}): {why}",
+                reasons=(breaker,),
+                source=source,
+            )
+        )
+    return out
 
 
 def may_be_positive(spec: MachineSpec, counter: str) -> frozenset[str]:

@@ -141,6 +141,12 @@ MACHINE_SCHEMA: dict[str, Any] = {
                             "max": _LIMIT,
                         },
                     },
+                    "trips": {
+                        "type": "object",
+                        "required": ["breaker", "at"],
+                        "additionalProperties": False,
+                        "properties": {"breaker": _NAME, "at": _LIMIT},
+                    },
                     "in_a_row": {
                         "type": "object",
                         "required": ["counter"],

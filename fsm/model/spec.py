@@ -124,7 +124,7 @@ class CounterSpec:
     line: int | None = None
 
 
-PropertyKind = Literal["order", "at_most", "in_a_row", "resets", "guarded", "preceded", "ends"]
+PropertyKind = Literal["order", "at_most", "in_a_row", "resets", "guarded", "preceded", "ends", "trips"]
 
 
 @attrs.frozen(kw_only=True)
@@ -170,6 +170,8 @@ class PropertySpec:
     * ``guarded``: the edges ``reasons`` are taken only while the guard ``guard`` holds;
     * ``preceded``: a step into one of ``states`` comes after a step into one of ``by`` since the
       ``per`` scope began (every tool run is preceded by the gate in its turn);
+    * ``trips``: the breaker edge (``reasons[0]``) is taken on the ``most``-th occurrence in a row of the
+      outcome the counted edge tried right before it takes (``most`` an int, a param, or ``param ± N``);
     * ``ends``: each of ``rules`` holds (a terminal's result matches its cause: an interrupt ends
       as one, a spent budget in an error).
     """

@@ -170,6 +170,8 @@ def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mappin
             )
         elif prop.kind == "ends":
             ends.append(prop)
+        elif prop.kind == "trips":
+            unchecked.append(f"trips {prop.name} (proven from the declaration: the breaker's place, guards and cap)")
         elif prop.kind == "guarded":
             unchecked.append(f"guarded {prop.name} (a guard is a free choice here: the edge's guard list is the proof)")
         elif prop.kind == "resets":

@@ -341,14 +341,14 @@ INTENT_MUTANTS = (
         "denied_call_repeats loses `streak_of`",
         on_data(lambda d: take(d["counters"]["denied_call_repeats"], "streak_of", ["tools_denied_again"])),
         "property",
-        ("denials_in_a_row", "counts in total, not in a row"),
+        ("denials_in_a_row", "'permission_granted'] do not reset it"),
     ),
     Mutant(
         "ledger-streak-without-streak_of",
         "ledger_replays loses `streak_of`",
         on_data(lambda d: take(d["counters"]["ledger_replays"], "streak_of", ["tools_already_done"])),
         "property",
-        ("ledger_replays_in_a_row", "counts in total, not in a row"),
+        ("ledger_replays_in_a_row", "'repeated_denial_accepted'] do not reset it"),
     ),
     Mutant(
         "compaction-failures-without-consecutive",
@@ -639,6 +639,76 @@ INTENT_MUTANTS = (
         on_data(lambda d: edge(d, "agent_launch_admitted").pop("counter")),
         "load",
         ("children 'agents' `starts` names counter 'agent_launches', which no edge counts",),
+    ),
+    # what may break a streak (issue 51, part 3)
+    Mutant(
+        "an-agent-edge-breaks-the-denial-and-ledger-streaks",
+        "a background agent's empty report resets both streaks: with an agent running the breakers never trip",
+        on_data(lambda d: edge(d, "agents_still_running").update(resets=["denied_call_repeats", "ledger_replays"])),
+        "property",
+        ("denials_in_a_row", "['agents_still_running'] reset it too"),
+    ),
+    Mutant(
+        "an-agent-edge-breaks-the-ledger-streak",
+        "a delivered report resets the ledger streak: the ledger breaker trips late or never",
+        on_data(lambda d: edge(d, "agent_completion_collected").update(resets=["ledger_replays"])),
+        "property",
+        ("ledger_replays_in_a_row", "['agent_completion_collected'] reset it too"),
+    ),
+    # when a breaker trips (issue 51, part 3)
+    Mutant(
+        "denial-breaker-trips-one-repeat-late",
+        "`cap_offset: 0` on denied_call_repeats: the breaker ends the run one repeat later than its limit",
+        on_data(lambda d: counter(d, "denied_call_repeats", cap_offset=0)),
+        "property",
+        ("denial_breaker_trips_at_its_limit", "capped at max_denied_call_repeats, not max_denied_call_repeats - 1"),
+    ),
+    Mutant(
+        "ledger-breaker-trips-one-replay-late",
+        "`cap_offset: 0` on ledger_replays: the ledger breaker ends the run one tool turn late",
+        on_data(lambda d: counter(d, "ledger_replays", cap_offset=0)),
+        "property",
+        ("ledger_breaker_trips_at_its_limit", "capped at max_ledger_replays, not max_ledger_replays - 1"),
+    ),
+    Mutant(
+        "compaction-breaker-opens-one-failure-late",
+        "`cap_offset: 1` on auto_compact_failures: one auto-compaction more than its limit before the breaker",
+        on_data(lambda d: counter(d, "auto_compact_failures", cap_offset=1)),
+        "property",
+        ("compaction_breaker_opens_after_its_failures", "capped at max_auto_compact_failures +1"),
+    ),
+    Mutant(
+        "denial-breaker-behind-another-candidate",
+        "a catch-all acceptance tried before the breaker: the denied calls loop until --max-turns",
+        on_data(
+            lambda d: d["transitions"].insert(
+                d["transitions"].index(edge(d, "repeated_denial_breaker")),
+                {
+                    "from": "gating_tools",
+                    "event": "tools_denied_again",
+                    "to": "admitting_agents",
+                    "reason": "repeated_denial_kept",
+                    "do": ".tools.record_gate",
+                },
+            )
+        ),
+        "property",
+        ("denial_breaker_trips_at_its_limit", "no counted edge is tried right before it"),
+    ),
+    # where edges may go, robust to renames (issue 51, part 4)
+    Mutant(
+        "ctrl-c-while-waiting-renamed-to-an-undeclared-kind",
+        "agent_wait_aborted renamed agent_wait_cancelled: `ends` no longer sees it, so it could end as a success",
+        replace("    reason: agent_wait_aborted\n", "    reason: agent_wait_cancelled\n"),
+        "load",
+        ("reason 'agent_wait_cancelled' ends the run (in 'aborted_streaming') but has no declared kind",),
+    ),
+    Mutant(
+        "a-guard-without-decides",
+        "has_staged_collapses loses its `decides`: the edge it guards is a free choice to `check`",
+        on_data(lambda d: d["guards"]["has_staged_collapses"].pop("decides")),
+        "load",
+        ("guard 'has_staged_collapses' declares no `decides`",),
     ),
     # which edge starts a child, and that a refusal refuses (issue 51, part 2)
     Mutant(

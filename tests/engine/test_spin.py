@@ -213,14 +213,23 @@ def test_every_shipped_machine_keeps_its_properties_and_ends_every_turn_at_every
     if path.name == "query_loop.yaml":  # max_turns unset, then set: its budget is checked only when set
         unset, set_ = spin_on_shipped[path]
         assert unset.params["max_turns"] is None and set_.params["max_turns"] == 2
-        structural = (
-            "guarded fallback_only_to_a_model_left (a guard is a free choice here: the edge's guard list is the proof)"
-        )
+        trips = " (proven from the declaration: the breaker's place, guards and cap)"
+        structural = {
+            "guarded fallback_only_to_a_model_left (a guard is a free choice here: the edge's guard list is the proof)",
+            *(
+                f"trips {name}{trips}"
+                for name in (
+                    "denial_breaker_trips_at_its_limit",
+                    "ledger_breaker_trips_at_its_limit",
+                    "compaction_breaker_opens_after_its_failures",
+                )
+            ),
+        }
         assert set(unset.unchecked) == {
             "at_most tool_turns_per_run (its max, max_turns - 1, is unset: no bound)",
-            structural,
+            *structural,
         }
-        assert set_.unchecked == (structural,)
+        assert set(set_.unchecked) == structural
         assert set_.setting == "max_turns=2; other caps at their smallest (a cap of 1)"
         assert set_.params["max_retries"] == 1 and set_.params["max_denied_call_repeats"] == 2  # cap_offset -1
 
