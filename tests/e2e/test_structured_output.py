@@ -1,6 +1,6 @@
 """Structured output end to end: ``queryloop run --json-schema`` against the embedded server.
 
-Each test takes one of the machine's structured-output edges (``structured_output_returned``,
+Each test takes one of the machine's structured-output edges (``structured_output_recorded``,
 ``structured_output_nudge``, ``structured_output_missing_accepted``,
 ``structured_output_retries_exhausted``) or a refusal of a bad argument; the coverage gate
 of ``tools/test.sh`` counts them (``tests/e2e/test_every_transition.py`` leaves them here).
@@ -51,7 +51,7 @@ def test_an_answer_without_the_call_is_asked_for_it_once_in_a_hidden_message(tmp
         run = run_cli(["--model", "mock-primary", "-p", "count", *FLAG], api=api, cwd=tmp_path)
         requests = api.requests
     assert run.returncode == 0, run.stderr
-    assert run.reasons == ["structured_output_nudge", "tools_requested", "structured_output_returned"]
+    assert run.reasons == ["structured_output_nudge", "tools_requested", "structured_output_recorded"]
     assert requests[1].messages[-1] == {"role": "user", "content": STRUCTURED_OUTPUT_PROMPT}
     assert STRUCTURED_OUTPUT_PROMPT not in run.stdout  # hidden: sent to the model, never shown
     assert run.result["structured_output"] == {"n": 7} and run.result["num_turns"] == 3
