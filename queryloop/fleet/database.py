@@ -13,14 +13,16 @@ Does not import DBOS: ``queryloop submit`` and the tests read these tables with 
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -168,6 +170,43 @@ class EffectRecord:
         self.executor_id = executor_id
 
 
+OUTAGE_WAIT_S: Final = 60.0
+"""How long a session's read or write waits for a database that went away (a restart, a dropped connection)."""
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _rides_out_outages(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Try ``method`` again while the database cannot be reached, for up to :data:`OUTAGE_WAIT_S`.
+
+    Found by ``tools/soak_fleet.py``: a session whose write met a database restart ended in
+    internal_error. Every write here is keyed, so doing it again changes nothing; a call whose
+    ``begin_call`` committed before its connection dropped finds its own record and is answered as
+    interrupted (never run twice). Blocks the calling thread, as the write itself does."""
+
+    @functools.wraps(method)
+    def tried(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        deadline, delay, said = time.monotonic() + OUTAGE_WAIT_S, 0.1, False
+        while True:
+            try:
+                return method(*args, **kwargs)
+            except sa.exc.OperationalError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise
+                if not said:
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    _log.warning("the database is unreachable (%s): %s waits for it", first, method.__name__)
+                    said = True
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    return tried
+
+
+_log = logging.getLogger("queryloop.fleet")
+
+
 class FleetDatabase:
     """The ``queryloop_*`` tables on the fleet's database; every write idempotent (see the module docstring)."""
 
@@ -213,6 +252,7 @@ class FleetDatabase:
 
     # ---- transcripts ------------------------------------------------------------------------
 
+    @_rides_out_outages
     def append_transcript(self, session_id: str, seq: int, entry: Mapping[str, Any]) -> None:
         """Entry ``seq`` of a session's transcript; one already there (a replay writing it again) is kept."""
         if self.closing.is_set():
@@ -221,6 +261,7 @@ class FleetDatabase:
         with self._begin() as conn:
             self._insert_new(conn, _transcript, {"session_id": session_id, "seq": seq, "entry": text})
 
+    @_rides_out_outages
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript entries in order."""
         with self._begin() as conn:
@@ -243,6 +284,7 @@ class FleetDatabase:
 
     # ---- tool calls (idempotency keys) ------------------------------------------------------
 
+    @_rides_out_outages
     def begin_call(self, key: str, *, session_id: str, tool: str, executor_id: str) -> EffectRecord | None:
         """Record that the call ``key`` starts now; None when it is new, else what an earlier attempt left."""
         row = {
@@ -263,6 +305,7 @@ class FleetDatabase:
         result = json.loads(found.result) if found.result is not None else None
         return EffectRecord(found.state, result, found.executor_id)
 
+    @_rides_out_outages
     def complete_call(self, key: str, result: Mapping[str, Any], *, state: str = "completed") -> None:
         """The call ``key`` ended with the tool_result block ``result``: ``completed``, or ``interrupted``
         (its worker died while it ran; the result says so, and it is never run again)."""
@@ -273,6 +316,7 @@ class FleetDatabase:
                 .values(state=state, result=json.dumps(result, ensure_ascii=False))
             )
 
+    @_rides_out_outages
     def calls(self, session_id: str) -> list[dict[str, Any]]:
         """A session's recorded tool calls (key, tool, state, executor), in the order they started."""
         with self._begin() as conn:
@@ -285,6 +329,7 @@ class FleetDatabase:
 
     # ---- the side-effect ledger -------------------------------------------------------------
 
+    @_rides_out_outages
     def record_ledger(self, session_id: str, tool_use_id: str, entry: Mapping[str, Any]) -> None:
         row = {
             "session_id": session_id,
@@ -295,6 +340,7 @@ class FleetDatabase:
         with self._begin() as conn:
             self._insert_new(conn, _ledger, row)
 
+    @_rides_out_outages
     def ledger(self, session_id: str) -> list[dict[str, Any]]:
         with self._begin() as conn:
             rows = conn.execute(
@@ -304,6 +350,7 @@ class FleetDatabase:
 
     # ---- file checkpoints -------------------------------------------------------------------
 
+    @_rides_out_outages
     def checkpoints(self, session_id: str, tool_use_id: str | None = None) -> list[dict[str, Any]]:
         """A session's checkpoint entries in order (those of one call with ``tool_use_id``)."""
         query = sa.select(
@@ -318,6 +365,7 @@ class FleetDatabase:
         with self._begin() as conn:
             return [dict(row._mapping) for row in conn.execute(query.order_by(_checkpoints.c.seq))]
 
+    @_rides_out_outages
     def save_checkpoint(
         self, session_id: str, *, tool_use_id: str, prompt_id: str, path: str, data: bytes | None, digest: str | None
     ) -> None:
@@ -337,6 +385,7 @@ class FleetDatabase:
             }
             self._insert_new(conn, _checkpoints, row)
 
+    @_rides_out_outages
     def blob(self, digest: str) -> bytes | None:
         with self._begin() as conn:
             data = conn.execute(sa.select(_blobs.c.data).where(_blobs.c.digest == digest)).scalar()

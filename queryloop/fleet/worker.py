@@ -28,6 +28,7 @@ import uuid
 from typing import Any
 
 import attrs
+import sqlalchemy as sa
 
 from .database import FleetDatabase, safe_url
 from .session import QUEUE, WORKFLOW, run_session
@@ -88,6 +89,24 @@ def _recover_dead_peers(config: WorkerConfig, db: FleetDatabase) -> None:
         _say(f"worker {peer} is gone (stopped, or silent for {config.dead_after_s:g} s): recovered its sessions: {ids}")
 
 
+def _heartbeat(config: WorkerConfig, db: FleetDatabase, *, pid: int, host: str, was_down: bool) -> bool:
+    """Beat and recover dead peers; False when the database could not be reached (said once per outage).
+
+    A database restart or a network blip is no reason to stop: the sessions running here go on
+    (DBOS retries its own writes), and the heartbeat resumes when the database answers again."""
+    try:
+        db.beat(config.executor_id, pid=pid, host=host)
+        _recover_dead_peers(config, db)
+    except sa.exc.DBAPIError as exc:
+        if not was_down:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            _say(f"the database is unreachable ({first}); retrying every {config.heartbeat_s:g} s")
+        return False
+    if was_down:
+        _say("the database is reachable again")
+    return True
+
+
 def _say(text: str) -> None:
     print(f"queryloop worker: {text}", file=sys.stderr, flush=True)
 
@@ -113,10 +132,10 @@ def serve(config: WorkerConfig, *, stop: threading.Event | None = None) -> int:
     _say(f"{config.executor_id} (pid {pid}) runs sessions from {safe_url(config.database_url)}")
     from dbos import DBOS
 
+    up = True
     try:
         while not stop.wait(config.heartbeat_s):
-            db.beat(config.executor_id, pid=pid, host=host)
-            _recover_dead_peers(config, db)
+            up = _heartbeat(config, db, pid=pid, host=host, was_down=not up)
     finally:
         _say(f"{config.executor_id} stopping; its unfinished sessions go to the other workers")
         db.closing.set()

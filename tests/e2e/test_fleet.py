@@ -123,6 +123,9 @@ def _as_cluster_owner(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv]
 
 
+_restarts: dict[int, tuple[Callable[[], None], Callable[[], None]]] = {}  # port -> (crash stop, start)
+
+
 @pytest.fixture
 def postgres() -> Iterator[str]:
     """A fresh PostgreSQL cluster on a free port, stopped and removed afterwards; its URL."""
@@ -141,7 +144,12 @@ def postgres() -> Iterator[str]:
 
     run([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"])
+    start = [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]
+    run(start)
+    _restarts[port] = (
+        lambda: run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+        lambda: run(start),
+    )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
@@ -320,6 +328,59 @@ def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
             assert calls[-1]["executor_id"] == survivor
             ledger = db.ledger(session_id)
             assert [e["name"] for e in ledger] == ["Edit", "Bash", "Bash", "Bash"]  # once each: replays add nothing
+    finally:
+        workers.stop()
+        db.close()
+
+
+HELD_SCENARIO = """
+schema_version: 1
+scenario: fleet_outage
+model: mock-primary
+models:
+  mock-primary:
+    - reply:
+        content:
+          - tool_use:
+              name: Bash
+              input: {command: "echo held >> effects.log; while [ ! -e go ]; do sleep 0.05; done", description: held}
+    - reply:
+        content:
+          - text: "Done through the outage."
+"""
+
+
+@pytest.mark.slow  # real workers on PostgreSQL / SQLite: left out by tools/test.sh --fast
+def test_a_database_restart_neither_stops_a_worker_nor_fails_the_session_it_runs(postgres: str, tmp_path: Path) -> None:
+    """Found by tools/soak_fleet.py: the heartbeat that met the restart stopped every worker, and a
+    session whose call ended while the database was down ended in internal_error."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    workers = Workers(postgres, tmp_path)
+    db = FleetDatabase(postgres)
+    crash_stop, start = _restarts[int(postgres.rsplit(":", 1)[1].split("/")[0])]
+    try:
+        with MockApi(HELD_SCENARIO) as api:
+            workers.start("steady")
+            _wait_for("the worker's start", lambda: workers.running() and "runs sessions from" in workers.log("steady"))
+            submitted = _submit(postgres, api, cwd)
+            assert submitted.returncode == 0, submitted.stderr
+            _wait_for("the held call", lambda: "held" in _effects(cwd))
+            crash_stop()
+            (cwd / "go").touch()  # the call ends while the database is down: its result waits to be recorded
+            _wait_for(
+                "the call's result to wait", lambda: workers.running() and "waits for it" in workers.log("steady")
+            )
+            assert "the database is unreachable" in workers.log("steady")
+            start()
+            done = _queryloop("submit", "--database-url", postgres, "--result", submitted.stdout.strip())
+            assert done.returncode == 0, done.stderr + workers.log("steady")
+            result = json.loads(done.stdout)
+            assert result["terminal_reason"] == "completed" and result["result"] == "Done through the outage.", result
+            assert _effects(cwd) == ["held"]
+            _check_transcript(db, result["session_id"], tmp_path)
+            _wait_for("the heartbeat again", lambda: "reachable again" in workers.log("steady"))
+            assert workers.running()
     finally:
         workers.stop()
         db.close()
