@@ -2,8 +2,10 @@
 
 The embedded server plays a random sequence of faults (statuses with and without
 retry headers, resets, stalls, garbage bodies, broken SSE, SSE error events,
-prompt-too-long, max_tokens, malformed tool_use, huge replies) between random tool
-turns; the loop runs at the caps the checker explored, so its bound applies.
+prompt-too-long, max_tokens, malformed tool_use, refusals, huge replies, tool errors,
+an MCP server that crashes or hangs) between random tool turns; the loop runs at the
+caps the checker explored, so its bound applies. The second test adds hooks that time
+out or print bad JSON and an interrupt at a random step, then resumes the session.
 ``tools/soak_faults.py`` runs the same for as long as you like.
 """
 
@@ -15,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queryloop.mockapi.fuzz import FAULTS, check_report, play, violations
+from queryloop.mockapi.fuzz import FAULTS, HOOK_EVENTS, HOOK_FAULTS, check_report, play, violations
 
-pytestmark = pytest.mark.slow  # ~20 s in all: tools/test.sh --fast leaves the module out
+pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
 
 REPORT = check_report()
 
@@ -33,3 +35,18 @@ def test_any_fault_sequence_over_http_ends_typed_within_the_invariants(
 ) -> None:
     run = asyncio.run(play(faults, fallback=fallback, report=REPORT, max_turns=max_turns))
     assert violations(run, REPORT) == [], (faults, [s.reason for s in run.steps])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    faults=st.lists(st.sampled_from(sorted(FAULTS)), max_size=12),
+    hooks=st.lists(st.tuples(st.sampled_from(sorted(HOOK_FAULTS)), st.sampled_from(HOOK_EVENTS)), max_size=2),
+    interrupt_at=st.one_of(st.none(), st.integers(min_value=1, max_value=25)),
+)
+def test_a_run_with_bad_hooks_and_an_interrupt_ends_typed_and_its_session_resumes(
+    faults: list[str], hooks: list[tuple[str, str]], interrupt_at: int | None
+) -> None:
+    """The short version of tools/soak_faults.py: MCP crashes and hangs, hooks, SIGINT, then a resume."""
+    run = asyncio.run(play(faults, fallback=False, report=REPORT, hooks=hooks, interrupt_at=interrupt_at, resume=True))
+    assert violations(run, REPORT) == [], (faults, hooks, interrupt_at, [s.reason for s in run.steps])
+    assert run.resumed is not None
