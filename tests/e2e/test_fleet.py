@@ -386,6 +386,18 @@ def test_a_database_restart_neither_stops_a_worker_nor_fails_the_session_it_runs
         db.close()
 
 
+@pytest.mark.slow  # real workers on PostgreSQL: left out by tools/test.sh --fast
+def test_the_short_fleet_soak_loses_no_session_and_repeats_no_side_effect() -> None:
+    """tools/soak_fleet.py at a small count: 9 sessions on three workers running one each, two of them
+    killed with SIGKILL and replaced, the database restarted once; the tool checks every session."""
+    argv = [sys.executable, str(ROOT / "tools" / "soak_fleet.py"), "--sessions", "9", "--concurrency", "1"]
+    argv += ["--kills", "2", "--seed", "7", "--seconds", "300"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=400, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for row in ("| problems | **0** |", "| SIGKILLs | 2 |", "| database restarts | 1 |", "| sessions completed | 9 |"):
+        assert row in done.stdout, done.stdout
+
+
 def _steps(db: FleetDatabase, session_id: str) -> list[str]:
     """The names of the DBOS steps recorded for a session's workflow, in order (DBOS's own table)."""
     import sqlalchemy as sa
