@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queryloop.mockapi.fuzz import FAULTS, HOOK_EVENTS, HOOK_FAULTS, check_report, play, violations
+from queryloop.mockapi.fuzz import FAULTS, HOOK_EVENTS, HOOK_FAULTS, FaultRun, check_report, play, violations
 
 pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
 
@@ -50,3 +50,26 @@ def test_a_run_with_bad_hooks_and_an_interrupt_ends_typed_and_its_session_resume
     run = asyncio.run(play(faults, fallback=False, report=REPORT, hooks=hooks, interrupt_at=interrupt_at, resume=True))
     assert violations(run, REPORT) == [], (faults, hooks, interrupt_at, [s.reason for s in run.steps])
     assert run.resumed is not None
+
+
+def test_the_fuzzer_counts_an_internal_error_end_a_torn_transcript_and_a_failed_resume_as_violations() -> None:
+    """internal_error is a terminal state, so a check of terminals alone let a broken watched property pass."""
+    broken = FaultRun(
+        steps=(),
+        final_state="internal_error",
+        caps=(),
+        result={"type": "result", "terminal_reason": "internal_error", "errors": ["budget broken"]},
+        requests=(),
+        transcript_problem="the parentUuid chain is broken",
+        resumed=FaultRun(
+            steps=(),
+            final_state="api_error",
+            caps=(),
+            result={"type": "result", "terminal_reason": "api_error"},
+            requests=(),
+        ),
+    )
+    found = violations(broken, REPORT)
+    assert any("internal_error" in v for v in found), found
+    assert "the stored transcript: the parentUuid chain is broken" in found
+    assert "resumed: ended 'api_error', not completed" in found
