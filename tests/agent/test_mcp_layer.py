@@ -120,3 +120,21 @@ def test_a_project_server_starts_only_when_approved_and_the_flag_wins_a_name(tmp
         cwd=cwd, settings={"enableAllProjectMcpServers": True}, mcp_config=['{"mcpServers": {}}'], strict=True
     )
     assert strict == () and warnings == []
+
+
+def test_closing_the_servers_closes_their_logs_even_when_a_disconnect_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from queryloop.handlers.mcp import McpManager
+
+    servers = parse_mcp_servers({"mcpServers": {"s": {"command": "true"}}}, "<test>")
+    manager = McpManager(servers.values(), cwd=Path("/"))
+    log = manager._log("s")
+
+    async def fails(connection: object) -> None:
+        raise RuntimeError("the server's task ended badly")
+
+    monkeypatch.setattr(manager, "_disconnect", fails)
+    with pytest.raises(RuntimeError):
+        asyncio.run(manager.close())
+    assert log.closed

@@ -353,10 +353,12 @@ class McpManager:
 
     async def close(self) -> None:
         """Stop every connection (stdio servers are terminated by the SDK) and close the logs."""
-        await asyncio.gather(*(self._disconnect(c) for c in self._connections.values()))
-        for log in self._logs:
-            log.close()
-        self._logs.clear()
+        try:
+            await asyncio.gather(*(self._disconnect(c) for c in self._connections.values()))
+        finally:  # a disconnect that failed, or a cancel, leaves no log file open
+            for log in self._logs:
+                log.close()
+            self._logs.clear()
 
     async def _reconnect_one(self, connection: _Connection) -> None:
         await self._disconnect(connection)
