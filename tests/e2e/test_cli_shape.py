@@ -222,7 +222,8 @@ def test_camel_case_tool_flags_take_several_words_until_a_double_dash(tmp_path: 
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "out.txt").read_text() == "written", "allowed without asking"
     assert run.result["permission_denials"] == []
-    assert api.requests[0].tools == ("Read", "Write", "Edit", "Agent"), "a bare deny rule hides the tool"
+    offered = ("Read", "Write", "Edit", "WebFetch", "WebSearch", "Agent")
+    assert api.requests[0].tools == offered, "a bare deny rule hides the tool"
     assert first_message(api) == "write it"
 
 

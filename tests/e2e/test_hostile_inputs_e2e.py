@@ -220,7 +220,7 @@ def test_json_output_carries_the_same_text_escaped_as_json_escapes_it(tmp_path: 
     assert run.returncode == 0, run.stderr
     assert "\x1b" not in run.stdout and "\\u001b" in run.stdout
     assert run.result["result"] == RAW, "a program reading JSON gets the text exactly"
-    assert run.of("user")[0]["tool_use_result"] == "a\x1b[2Jb"
+    assert run.of("user")[0]["tool_use_result"]["stdout"] == "a\x1b[2Jb", "Bash's record, as Claude Code's"
 
 
 def test_escape_sequences_in_an_mcp_server_s_answer_are_shown_not_obeyed(tmp_path: Path) -> None:

@@ -262,7 +262,8 @@ def test_no_session_persistence_writes_nothing_under_queryloop_home(tmp_path: Pa
         run = run_cli(["--no-session-persistence", "-p", "go", "--model", "mock-primary"], api=api, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "f.txt").read_text() == "two\n" and (tmp_path / "ran.log").read_text() == "ran\n"
-    assert [p for p in home().rglob("*") if p.is_file()] == [], "no transcript, ledger or checkpoint"
+    kept = [p for p in home().rglob("*") if p.is_file() and "cache" not in p.relative_to(home()).parts]
+    assert kept == [], "no transcript, ledger or checkpoint (the machine cache is no session's)"
     assert not (home() / "projects").exists() or list((home() / "projects").iterdir()) == []
 
 

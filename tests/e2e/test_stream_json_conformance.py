@@ -217,7 +217,8 @@ def test_user_lines_carry_the_tool_use_result_and_errors_read_error(tmp_path: Pa
     ok, missing = (
         by_id[b["id"]] for a in run.of("assistant") for b in a["message"]["content"] if b["type"] == "tool_use"
     )
-    assert "alpha" in ok["tool_use_result"] and ok["tool_use_result"] == ok["message"]["content"][0]["content"]
+    assert "alpha" in ok["message"]["content"][0]["content"]
+    assert ok["tool_use_result"]["file"]["content"] == "alpha\n", "Read's record, as Claude Code's"
     assert missing["message"]["content"][0]["is_error"] is True
     assert missing["tool_use_result"].startswith("Error: ")
 
