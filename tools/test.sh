@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything queryloop's tests need on a fresh machine, lint, then run the tests:
 #   tools/test.sh          the documentation site (mkdocs build --strict, about 5 s), the whole suite
-#                          (about 12 minutes on a quiet 2-core machine), then the transition-coverage gate,
+#                          (about 18 minutes on a quiet 2-core machine), then the transition-coverage gate,
 #                          then, as root, the sandbox's tests again as an unprivileged user
 #   tools/test.sh --fast   what to run before a commit (under 5 minutes): every test not marked
 #                          `slow` (pyproject.toml registers the marker; the slow tests carry it)
@@ -10,7 +10,8 @@
 # Debian packages: graphviz (`dot`, diagrams), spin (model checking), postgresql (the fleet test starts
 # its own cluster: tests/e2e/test_fleet.py), bubblewrap (the sandbox tests run commands in it for real:
 # tests/e2e/test_sandbox.py), chromium and chromium-driver (tests/e2e/test_ui.py drives the inspector in
-# Debian's browser) and npm (the reference MCP servers and Claude Code, below), only when missing.
+# Debian's browser), npm (the reference MCP servers and Claude Code, below) and openssl (the web tools' tests make
+# their loopback HTTPS server's certificate with it), only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=()
@@ -53,6 +54,7 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
