@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,6 +73,27 @@ class Row:
 
     @property
     def expected(self) -> dict[str, object]:
+        """What Claude Code is expected to show."""
+        return self.queryloop if self.reference is None else self.reference
+
+    @property
+    def verdict(self) -> str:
+        return "same" if self.reference is None else f"by design: {self.design}"
+
+
+@attrs.frozen(kw_only=True)
+class SeenRow:
+    """A probe, the one value ``seen`` reads of each run, and what each program is seen to give
+    (``reference`` None: the same)."""
+
+    probe: Probe
+    seen: Callable[[Observed], object]
+    queryloop: object
+    reference: object = None
+    design: str = ""  # why queryloop differs, ending in a link to the page that explains it
+
+    @property
+    def expected(self) -> object:
         """What Claude Code is expected to show."""
         return self.queryloop if self.reference is None else self.reference
 

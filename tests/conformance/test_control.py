@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 from .converse import Answer, Await, Step, converse, is_result, prompt, request, response_to
-from .reference import Observed, Probe
+from .reference import Observed, Probe, SeenRow
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
@@ -31,24 +31,10 @@ MARKERS = ("[Request interrupted by user]", "[Request interrupted by user for to
 
 
 @attrs.frozen(kw_only=True)
-class Row:
-    """A conversation, the value read of each run, and what each program is seen to give (``reference`` None: the
-    same)."""
+class Row(SeenRow):
+    """A conversation (``script``), the value read of each run, and what each program is seen to give."""
 
-    probe: Probe
     script: Sequence[Step]
-    seen: Callable[[Observed], object]
-    queryloop: object
-    reference: object = None
-    design: str = ""  # why queryloop differs, ending in a link to the page that explains it
-
-    @property
-    def expected(self) -> object:
-        return self.queryloop if self.reference is None else self.reference
-
-    @property
-    def verdict(self) -> str:
-        return "same" if self.reference is None else f"by design: {self.design}"
 
 
 def _scenario(*steps: Mapping[str, Any]) -> str:

@@ -12,14 +12,12 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
-from .reference import Observed, Probe, observe
+from .reference import Observed, Probe, SeenRow, observe
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
@@ -107,15 +105,7 @@ def _lines_around_first_block_stop(observed: Observed) -> object:
     return kinds[at - 1 : at + 1]
 
 
-@attrs.frozen(kw_only=True)
-class Row:
-    """A probe, the value read of each run, and what each program is seen to give (``reference`` None: the same)."""
-
-    probe: Probe
-    seen: Callable[[Observed], object]
-    queryloop: object
-    reference: object = None
-    design: str = ""  # why queryloop differs
+Row = SeenRow
 
 
 ADD_DIR_FILES = {"../other/o.txt": "o\n", "../third/t.txt": "t\n"}
@@ -329,9 +319,7 @@ def test_each_media_probe_is_the_same_in_both_programs_or_differs_by_design(name
     ours = observe("queryloop", row.probe, tmp_path / "queryloop")
     theirs = observe("claude", row.probe, tmp_path / "claude")
     assert row.seen(ours) == row.queryloop, ours.stderr
-    expected = row.queryloop if row.reference is None else row.reference
-    verdict = "same" if row.reference is None else f"by design: {row.design}"
-    assert row.seen(theirs) == expected, f"Claude Code 2.1.235 ({verdict}): {theirs.stderr}"
+    assert row.seen(theirs) == row.expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"
 
 
 @pytest.mark.parametrize("kind", ["an image", "a pdf"])

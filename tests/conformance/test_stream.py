@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
-from .reference import Observed, Probe, observe
+from .reference import Observed, Probe, SeenRow, observe
 from .test_media import PNG
 
 pytestmark = pytest.mark.slow  # two programs per probe
@@ -28,23 +27,7 @@ BASH = ("--allowedTools", "Bash")
 DETAILS = "agent-sdk.md#what-the-stream-carries"
 
 
-@attrs.frozen(kw_only=True)
-class Row:
-    """A probe, the value read of each run, and what each program is seen to give (``reference`` None: the same)."""
-
-    probe: Probe
-    seen: Callable[[Observed], object]
-    queryloop: object
-    reference: object = None
-    design: str = ""  # why queryloop differs, ending in a link to the page that explains it
-
-    @property
-    def expected(self) -> object:
-        return self.queryloop if self.reference is None else self.reference
-
-    @property
-    def verdict(self) -> str:
-        return "same" if self.reference is None else f"by design: {self.design}"
+Row = SeenRow
 
 
 def _scenario(*steps: Mapping[str, Any], model: str = "mock-primary") -> str:
