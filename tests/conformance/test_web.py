@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 import pytest
-from e2e.pages import HTML_PAGE, PageServer
+from e2e.pages import HTML_PAGE, SEARCH_REPLY, PageServer
 
 from .reference import Observed, Probe, Row, observe
 
@@ -39,30 +39,6 @@ PAGES = {
     "/big": (200, {"Content-Type": "text/plain"}, b"x" * (11 * 1024 * 1024)),
 }
 
-SEARCH_REPLY: dict[str, Any] = {
-    "reply": {
-        "content": [
-            {"raw": {"type": "server_tool_use", "id": "srvtoolu_01a", "name": "web_search", "input": {"query": "q"}}},
-            {
-                "raw": {
-                    "type": "web_search_tool_result",
-                    "tool_use_id": "srvtoolu_01a",
-                    "content": [
-                        {
-                            "type": "web_search_result",
-                            "url": "https://birds.example/pelicans",
-                            "title": "Pelicans",
-                            "encrypted_content": "ENC",
-                            "page_age": None,
-                        }
-                    ],
-                }
-            },
-            {"text": "Pelicans have large bills."},
-        ],
-        "usage": {"server_tool_use": {"web_search_requests": 1}},
-    }
-}
 DONE = {"reply": {"content": [{"text": "done"}]}}
 
 

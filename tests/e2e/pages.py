@@ -22,6 +22,39 @@ import pytest
 
 Page = tuple[int, Mapping[str, str], bytes]
 
+# The run's model answering WebSearch's own request: the server tool's call, one hit, its text, the count.
+SEARCH_REPLY: Mapping[str, object] = {
+    "reply": {
+        "content": [
+            {
+                "raw": {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_01a",
+                    "name": "web_search",
+                    "input": {"query": "pelican facts"},
+                }
+            },
+            {
+                "raw": {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_01a",
+                    "content": [
+                        {
+                            "type": "web_search_result",
+                            "url": "https://birds.example/pelicans",
+                            "title": "Pelicans",
+                            "encrypted_content": "ENC",
+                            "page_age": None,
+                        }
+                    ],
+                }
+            },
+            {"text": "Pelicans have large bills."},
+        ],
+        "usage": {"server_tool_use": {"web_search_requests": 1}},
+    }
+}
+
 HTML_PAGE: Page = (
     200,
     {"Content-Type": "text/html; charset=utf-8"},

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .harness import MockApi, run_cli
-from .pages import HTML_PAGE, PageServer
+from .pages import HTML_PAGE, SEARCH_REPLY, PageServer
 
 
 def _scenario(primary: list[dict[str, Any]], small: list[dict[str, Any]] | None = None) -> str:
@@ -86,39 +86,6 @@ def test_even_bypass_mode_reaches_loopback_only_for_a_host_a_rule_names(tmp_path
     assert run.returncode == 0, run.stderr
     assert result["is_error"] and "loopback" in result["content"] and "WebFetch(domain:127.0.0.1)" in result["content"]
     assert pages.seen == []
-
-
-SEARCH_REPLY = {
-    "reply": {
-        "content": [
-            {
-                "raw": {
-                    "type": "server_tool_use",
-                    "id": "srvtoolu_01a",
-                    "name": "web_search",
-                    "input": {"query": "pelican facts"},
-                }
-            },
-            {
-                "raw": {
-                    "type": "web_search_tool_result",
-                    "tool_use_id": "srvtoolu_01a",
-                    "content": [
-                        {
-                            "type": "web_search_result",
-                            "url": "https://birds.example/pelicans",
-                            "title": "Pelicans",
-                            "encrypted_content": "ENC",
-                            "page_age": None,
-                        }
-                    ],
-                }
-            },
-            {"text": "Pelicans have large bills."},
-        ],
-        "usage": {"server_tool_use": {"web_search_requests": 1}},
-    }
-}
 
 
 def test_a_web_search_request_carries_the_server_tool_and_its_hits_reach_the_model(tmp_path: Path) -> None:
