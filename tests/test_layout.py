@@ -26,11 +26,9 @@ FOLDERS = {
 }
 # each may import only the ones before it
 LAYERS = ("request", "output", "hooks", "session", "tools", "mcp", "context", "agents")
-SHARED = ("queryloop.handlers.messages", "queryloop.handlers.outcome")
 # queryloop/ holds rooms, not modules: the run's assembly, the ways in, the fleet, the embedded server, the inspector
 ROOMS = ("queryloop.run", "queryloop.frontends", "queryloop.fleet", "queryloop.mockapi", "queryloop.ui")
 TOP_LEVEL = ("queryloop", "queryloop.__main__", "queryloop.testing")  # the package, `python -m`, the test doubles
-ABOVE_THE_LAYERS = (*ROOMS, *TOP_LEVEL)
 
 
 def _modules() -> dict[str, Path]:
@@ -102,13 +100,7 @@ def test_there_is_no_import_cycle() -> None:
     assert not cycles, "\n".join(" → ".join([*c, c[0]]) for c in cycles[:5])
 
 
-def test_the_engine_imports_nothing_of_queryloop_outside_itself() -> None:
-    out = [_where(s, t) for s, t in GRAPH.edges if s.startswith("queryloop.fsm") and not t.startswith("queryloop.fsm")]
-    assert not out, "\n".join(out)
-
-
-# the engine's rooms and the rooms each may import (its own modules and the engine's top-level ones aside)
-ENGINE_ROOMS = {"model": (), "run": ("model",), "verify": ("model",), "draw": ("model", "verify")}
+ENGINE_ROOMS = ("model", "run", "verify", "draw")  # in the order import-linter's contract holds
 
 
 def _engine_room(name: str) -> str | None:
@@ -116,17 +108,14 @@ def _engine_room(name: str) -> str | None:
     return parts[2] if len(parts) >= 3 and parts[:2] == ["queryloop", "fsm"] and parts[2] in ENGINE_ROOMS else None
 
 
-def test_the_engine_rooms_import_in_order() -> None:
+def test_the_engine_rooms_are_the_ones_the_contracts_name() -> None:
+    """The rooms' order is import-linter's contract (pyproject.toml); a room never imports the engine's package."""
     assert {p.name for p in (ROOT / "fsm").iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ENGINE_ROOMS)
-    wrong = []
-    for source, target in GRAPH.edges:
-        mine, theirs = _engine_room(source), _engine_room(target)
-        if mine is not None and theirs is not None and theirs != mine and theirs not in ENGINE_ROOMS[mine]:
-            allowed = ENGINE_ROOMS[mine] or "itself"
-            wrong.append(_where(source, target) + f" (the {mine} room may import only {allowed})")
-        elif mine is not None and target.startswith("queryloop.fsm") and target.count(".") == 2 and theirs is None:
-            if target in ("queryloop.fsm", "queryloop.fsm.cli"):  # the package's exports, the commands: above the rooms
-                wrong.append(_where(source, target) + " (a room imports the module that defines a name)")
+    wrong = [
+        _where(source, target) + " (a room imports the module that defines a name)"
+        for source, target in GRAPH.edges
+        if _engine_room(source) is not None and target in ("queryloop.fsm", "queryloop.fsm.cli")
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -147,32 +136,6 @@ def test_the_engine_speaks_no_agent_vocabulary() -> None:
                 if AGENT_WORDS.search(node.value):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:80]!r}")
     assert not found, "\n".join(found)
-
-
-def _layer(name: str) -> int | None:
-    parts = name.split(".")
-    if len(parts) >= 3 and parts[:2] == ["queryloop", "handlers"] and parts[2] in LAYERS:
-        return LAYERS.index(parts[2])
-    return None
-
-
-def test_layers_import_only_the_shared_modules_and_the_layers_below() -> None:
-    wrong = []
-    for source, target in GRAPH.edges:
-        if not source.startswith("queryloop.handlers"):
-            continue
-        if target in TOP_LEVEL or target.startswith(tuple(f"{room}." for room in ROOMS)) or target in ROOMS:
-            wrong.append(_where(source, target) + " (the assembly is above the layers)")
-        elif source in SHARED and target.startswith("queryloop.handlers") and target not in SHARED:
-            wrong.append(_where(source, target) + " (the shared modules use no layer)")
-        elif (mine := _layer(source)) is not None and (theirs := _layer(target)) is not None and theirs > mine:
-            wrong.append(_where(source, target) + f" (layer order: {' < '.join(LAYERS)})")
-    assert not wrong, "\n".join(wrong)
-
-
-def test_only_the_program_starts_the_embedded_server() -> None:
-    users = {s for s, t in GRAPH.edges if t.startswith("queryloop.mockapi") and not s.startswith("queryloop.mockapi")}
-    assert users <= {"queryloop.frontends.cli"}, sorted(users)
 
 
 def test_every_module_says_what_it_owns() -> None:
@@ -228,16 +191,6 @@ def test_queryloop_holds_rooms_by_role_not_modules() -> None:
     assert not loose, f"put each module in one of {', '.join(ROOMS)}: {loose}"
 
 
-def test_the_run_is_assembled_without_its_front_ends() -> None:
-    """A front-end, the fleet and the embedded server start runs; the run knows none of them."""
-    wrong = [
-        _where(s, t)
-        for s, t in GRAPH.edges
-        if _in(s, "queryloop.run") and any(_in(t, r) for r in ROOMS if r != "queryloop.run")
-    ]
-    assert not wrong, "\n".join(wrong)
-
-
 def test_test_doubles_live_in_the_testing_module_and_only_tests_and_tools_use_it() -> None:
     users = [_where(s, t) for s, t in GRAPH.edges if t == "queryloop.testing"]
     assert not users, "\n".join(users)
@@ -249,6 +202,11 @@ def test_test_doubles_live_in_the_testing_module_and_only_tests_and_tools_use_it
         if isinstance(node, ast.ClassDef) and node.name.startswith(("Scripted", "Fake", "Stub", "Mock"))
     ]
     assert not doubles, "test doubles belong in queryloop.testing:\n" + "\n".join(doubles)
+
+
+def _layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) >= 3 and parts[:2] == ["queryloop", "handlers"] and parts[2] in LAYERS else None
 
 
 def _yaml_named() -> dict[str, set[str]]:
@@ -306,3 +264,65 @@ _STOP_FLAG_LINE = next(
     for i, line in enumerate((ROOT / "handlers/tools/services/base.py").read_text().splitlines(), 1)
     if line.startswith("_STOP: contextvars.ContextVar")
 )
+
+
+# ---- the import rules: import-linter's contracts in pyproject.toml --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package as a wheel lays it out (fsm/, handlers/ and machines/ inside queryloop/), for import-linter:
+    it reads the files under the package's folder, and the editable install keeps those folders apart."""
+    stage = tmp_path_factory.mktemp("stage")
+    for name, path in MODULES.items():
+        target = stage.joinpath(*name.split(".")).with_suffix(".py")
+        if path.name == "__init__.py":
+            target = target.with_suffix("") / "__init__.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    return stage
+
+
+def _lint_imports(stage: Path) -> subprocess.CompletedProcess[str]:
+    argv = [str(Path(sys.executable).parent / "lint-imports"), "--no-cache", str(ROOT / "pyproject.toml")]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(stage), "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(argv, capture_output=True, text=True, cwd=stage, env=env, timeout=120, check=False)
+
+
+def test_every_import_contract_is_kept(staged: Path) -> None:
+    done = _lint_imports(staged)
+    assert done.returncode == 0 and "0 broken" in done.stdout, done.stdout + done.stderr
+    assert f"Analyzed {len(MODULES)} files" in done.stdout, done.stdout  # the whole tree, not the queryloop/ folder
+
+
+BREAKS = {  # a module, an import it must not have, and the contract that says so
+    "The engine imports nothing of queryloop outside itself": ("queryloop.fsm.model.spec", "queryloop.handlers"),
+    "The engine's rooms import in order": ("queryloop.fsm.model.spec", "queryloop.fsm.verify.bounds"),
+    "The handlers' layers import only the layers below": (
+        "queryloop.handlers.request.data",
+        "queryloop.handlers.tools",
+    ),
+    "The layers know nothing of the rooms": ("queryloop.handlers.messages", "queryloop.run.agent"),
+    "The run is assembled without its front-ends": ("queryloop.run.config", "queryloop.frontends.api"),
+    "Only the program starts the embedded server": ("queryloop.run.agent", "queryloop.mockapi.server"),
+    "Sibling modules import one another without a cycle": (
+        "queryloop.handlers.tools.services.shell",
+        "queryloop.handlers.tools.gate",
+    ),
+}
+
+
+@pytest.mark.parametrize("contract", sorted(BREAKS))
+def test_each_import_contract_breaks_when_its_rule_is_broken(contract: str, staged: Path, tmp_path: Path) -> None:
+    import shutil
+
+    module, forbidden = BREAKS[contract]
+    stage = tmp_path / "stage"
+    shutil.copytree(staged, stage)
+    path = MODULES[module]
+    copy = stage.joinpath(*module.split(".")).with_suffix(".py")
+    copy = copy.with_suffix("") / "__init__.py" if path.name == "__init__.py" else copy
+    copy.write_text(copy.read_text(encoding="utf-8") + f"\nimport {forbidden}  # breaks the rule\n", encoding="utf-8")
+    done = _lint_imports(stage)
+    broken = [line for line in done.stdout.splitlines() if line.startswith(contract) and " BROKEN" in line]
+    assert done.returncode != 0 and broken, done.stdout
