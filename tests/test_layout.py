@@ -284,7 +284,8 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _lint_imports(stage: Path) -> subprocess.CompletedProcess[str]:
-    argv = [str(Path(sys.executable).parent / "lint-imports"), "--no-cache", str(ROOT / "pyproject.toml")]
+    cli = "from importlinter.cli import lint_imports_command; lint_imports_command()"  # `lint-imports`
+    argv = [sys.executable, "-c", cli, "--no-cache", str(ROOT / "pyproject.toml")]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(stage), "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(argv, capture_output=True, text=True, cwd=stage, env=env, timeout=120, check=False)
 
