@@ -1,10 +1,6 @@
 """queryloop's engine: machines declared in YAML, executed, drawn and model-checked.
 
-Knows nothing about agents, Anthropic or tools and imports nothing of queryloop
-outside itself; machines name the Python they need. Installed as ``queryloop.fsm``.
-The names below are imported on first use (``lazy``), so a caller that only runs a
-machine never loads the checker, the renderer or graphviz, and one that only checks
-never loads the runtime.
+Imports nothing of queryloop outside itself. Its names are imported on first use (``lazy``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Re-exports imported on first use (PEP 562), so importing a package costs only what its caller touches.
 
-Owns :func:`lazy_exports`, which a package's ``__init__`` uses in place of eager
-``from .module import name`` lines: it gives the package a ``__getattr__`` that imports a
-name's home module the first time the name is asked for (and keeps it, so later lookups
-are plain attribute reads) and a ``__dir__`` that lists the exports beside what is
-already loaded. Why: ``queryloop --help`` and ``queryloop check`` must not pay for the
-SDKs a run needs. Does not own what each package exports: its ``__all__`` (sorted,
-checked by a test) and its ``if TYPE_CHECKING:`` imports, which mypy reads, stay in
-the package.
+Owns :func:`lazy_exports`, which gives a package a ``__getattr__`` and a ``__dir__``. Why: ``queryloop --help`` and
+``queryloop check`` must not pay for the SDKs a run needs. Each package keeps its own ``__all__``.
 """
 
 from __future__ import annotations

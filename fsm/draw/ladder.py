@@ -1,11 +1,7 @@
-"""A machine's decisions described for people: the ladders the diagrams and the recovery document print.
+"""A machine's decisions described for people: the wording the diagrams and the recovery page share.
 
-Owns the wording every picture and table shares: per ``(state, event)`` the
-candidate edges numbered in the order they are tried (YAML order) with their
-guards, ``counter < cap (default)`` and explicit resets; per counter its cap,
-scope, the edges that count it and every rule that resets it; what a person sees
-when an edge is taken. Reads only :mod:`fsm.model.spec` records; draws nothing and
-writes nothing (``fsm.draw.render``, ``fsm.draw.mermaid`` and ``fsm.draw.recovery`` do).
+Owns per ``(state, event)`` the candidates in the order tried, per counter its cap, scope and resets, and what a
+person sees. Reads only :mod:`fsm.model.spec` records; draws and writes nothing.
 """
 
 from __future__ import annotations

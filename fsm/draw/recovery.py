@@ -1,11 +1,7 @@
 """The recovery ladders as Markdown (``docs/recovery.md``): per event, what each state does with it, in order.
 
-Owns the document's layout: per machine, one table per event listing, for each
-state that receives it, the candidates in the order tried with their guards,
-counter and cap, destination, every counter the edge resets and what a person
-sees; then the counters, guards and params. Deterministic (YAML order), so a
-test can compare the committed file with a fresh one. The wording is
-:mod:`fsm.draw.ladder`'s; writing the file is the CLI's (``queryloop docs``).
+Owns the page's layout, in YAML order so a test can compare it with a fresh one. The wording is
+:mod:`fsm.draw.ladder`'s; ``queryloop docs`` writes the file.
 """
 
 from __future__ import annotations

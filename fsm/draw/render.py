@@ -1,20 +1,7 @@
-"""Drawing a machine with Graphviz: an overview of its layers, one diagram per layer, one run on the graph.
+"""Drawing a machine with Graphviz: an overview of its layers, one diagram per layer, one run or many on the graph.
 
-Owns the Graphviz pictures and their conventions, all stated in a legend drawn
-with them: every ``(state, event)`` with a choice is a decision point (a small
-table headed by the event) listing its candidates numbered in YAML order — the
-order they are tried — with their guards, ``counter < cap (default)``, explicit
-resets and destination; each candidate's edge leaves its own row, so self-loops
-read as loops through the decision. Progress, ``ends:``, abort and
-error-ending edges are styled apart; a counter table (cap, scope, what resets it)
-sits above the picture. A run read by :mod:`fsm.draw.trace` can be overlaid: edge
-counts, the states visited, the end reached and the failing step; so can the
-coverage of many runs (:mod:`fsm.verify.coverage`): counts summed, the edges no run took
-dashed red, and the figure.
-
-Output is deterministic (YAML order) so the DOT text of committed diagrams can be
-compared in CI. The wording of conditions and resets is :mod:`fsm.draw.ladder`'s; the
-Mermaid pictures are :mod:`fsm.draw.mermaid`'s. Does not import the runtime.
+Owns the Graphviz pictures and their conventions, each stated in the legend drawn with them (docs/machines.md).
+Output is in YAML order, so committed DOT can be compared in CI. The wording is :mod:`fsm.draw.ladder`'s.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """One recorded run, read back from a stream-json log, so a diagram can draw the path it took.
 
-Owns the reading of the log (one JSON object per line: the ``system/transition``
-lines are the steps, the ``result`` line says how the run ended; every other line
-is ignored) and the check that each step is an edge the machine declares. Knows
-nothing of how a path is drawn (``fsm.draw.render`` does) nor of the agent that wrote
-the log: a log names states, events and reasons, and the machine is matched by them.
+Owns reading the log's ``system/transition`` and ``result`` lines and checking each step against the machine. Draws
+nothing (``fsm.draw.render`` does).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """A loaded machine's declaration kept as plain data, so a run whose YAML has not changed skips reading it.
 
-Owns :func:`load_machine_cached` and the cache file's format: JSON in which a record is tagged
-with the name of a :mod:`~queryloop.fsm.model.spec` class (no other class can come out of it:
-no pickle, nothing in the file is run), named by a sha256 of the YAML's bytes, its path and the
-loader's own source. What is read back is checked as any declaration is
-(:func:`~queryloop.fsm.model.load.machine_from_spec`: the semantic rules, every handler
-resolved). A file that is unreadable, not the user's own, writable by others, malformed or
-refused is passed over: the YAML is read instead and the file written again. Does not own
-where the folder is: the caller names one its user owns and no writer of a run may write to.
+Owns :func:`load_machine_cached` and the cache file's format. Why the file is safe to read is in docs/security.md
+(the machine cache). Does not choose the folder: the caller names one its user owns.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """What a handler or an observer says it reads of the machine: counter, state, param and reason names.
 
-Owns the :func:`uses` decorator and :class:`Uses`. A guard, effect or edge handler
-that reads ``run.count("api_retries")``, compares ``run.state`` with a name or reads
-a param declares those names; ``queryloop.fsm.model.load`` then refuses a machine that
-binds the handler but does not declare them — a renamed counter fails when the
-YAML is loaded, not when the edge first fires. An observer of a run (a class whose
-instances are told each step: a renderer, a transcript) declares the states and
-reasons it compares steps with the same way, and
-:func:`~queryloop.fsm.model.load.check_observers` refuses it for a machine that lacks one.
-Does not enforce the reads at run time (``RunState.count`` raises on an unknown name anyway).
+Owns the :func:`uses` decorator and :class:`Uses`. The loader refuses a machine that lacks a declared name, so a
+rename fails at load, not when the edge first fires. Not enforced at run time.
 """
 
 from __future__ import annotations

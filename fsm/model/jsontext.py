@@ -1,17 +1,8 @@
-"""JSON text read within what Python can walk: nesting depth and integer length bounded, one error for both.
+"""JSON someone else wrote, read within what Python can walk: nesting depth and integer length bounded.
 
-Owns :func:`loads_json` (``json.loads`` with the bounds checked first), its error
-:class:`JsonLimitError` and :data:`MAX_JSON_DEPTH`. Python's parsers recurse once or
-more per level of nesting, and so does every piece of code that walks what they return
-(``json.dumps``, ``copy.deepcopy``, schema validation, our own merges): a document nested
-a few hundred levels deep ends in ``RecursionError`` somewhere, far from where it was
-read. ``int()`` refuses more than ``sys.get_int_max_str_digits()`` digits (4300) with a
-bare ``ValueError``. Both come out here as a :class:`json.JSONDecodeError` subclass with
-the position, so every reader reports them as it reports a syntax error. Used by every
-reader of JSON someone else wrote: settings and MCP files (``source.read_json``),
-transcripts and logs, stdin lines, hook output, the model's replies. Imports only the
-standard library, so the commands that never read JSON pay nothing for it. A surrogate
-escaped alone (``"\\ud800"``), which no UTF-8 writer takes, is read as U+FFFD.
+Owns :func:`loads_json`, :class:`JsonLimitError` (a ``json.JSONDecodeError`` with the position) and
+:data:`MAX_JSON_DEPTH`. Too deep a document would end in ``RecursionError`` far from where it was read. A lone
+surrogate is read as U+FFFD. Imports only the standard library.
 """
 
 from __future__ import annotations

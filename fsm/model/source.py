@@ -1,13 +1,7 @@
 """Reading declaration files with line numbers: YAML (machines, scenarios) and JSON (settings, MCP servers).
 
-Owns the one way queryloop reads a file a person wrote: the parsed data plus the
-line of every node (by its path of keys and indexes), strict rules applied while
-reading — a key given twice is an error naming both lines, YAML aliases are
-refused, YAML 1.1 booleans used as names (``on:``, ``yes``) are flagged, JSON past the
-limits of ``jsontext`` (nesting depth, integer length) is a problem at its line — and one
-formatter turning JSON-Schema errors into ``path:line`` problems with a fix. Every
-problem is a :class:`~queryloop.fsm.errors.SpecProblem`; they come together in one
-:class:`~queryloop.fsm.errors.SpecError`. Does not know what any file means.
+Owns the parsed data with each node's line, the strict rules (a key given twice, YAML aliases, YAML 1.1 booleans as
+names) and JSON-Schema errors as ``path:line`` problems. Does not know what any file means.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Text files someone else wrote, read within bounds: regular files only, never blocking, size capped.
 
-Owns :func:`read_text_file` (and :func:`read_file_bytes`, the same without decoding), their error
-:class:`UnreadableFileError` and :data:`MAX_TEXT_FILE_BYTES`.
-A repository can hold a FIFO (reading it waits for a writer that never comes), a symlink to
-``/dev/zero`` (reading it never ends), a symlink loop or a file of gigabytes where a small
-configuration file is expected. The file is opened with ``O_NONBLOCK`` (so a FIFO does not block
-the open) and checked through its descriptor (``fstat``: what was opened is what is checked, even
-if the path changed since), then read up to the cap and no further. Every refusal is one
-:class:`UnreadableFileError` naming the file and why; a missing file stays ``FileNotFoundError``
-(callers skip missing files). Imports only the standard library.
+Owns :func:`read_text_file`, :func:`read_file_bytes`, :class:`UnreadableFileError` and :data:`MAX_TEXT_FILE_BYTES`.
+Why (a FIFO, ``/dev/zero``, a huge file): docs/security.md. A missing file stays ``FileNotFoundError``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Running a machine: the frozen run state, the pure ``step`` and the async driver.
 
-Owns execution: choosing the edge for ``(state, event)`` (guards and counter caps
-in YAML order), counter bookkeeping (increments, scoped and explicit resets, caps),
-the trace, and the async driver that awaits each state's effect and feeds its one
-outcome event back. Exits and edge handlers return the new run data only; the engine
-builds the next run state. An exception in an effect, guard, exit or edge handler ends
-the run in the terminal every machine declares, ``internal_error`` (the engine's own
-step, not a transition of the YAML). State bookkeeping runs on a synchronous ``transitions.Machine``
-(``auto_transitions=False``, logger quiet): every step is checked against the
-transitions it registered and its model's state is set through it, so an undeclared
-step is caught twice. Does not read YAML (see ``queryloop.fsm.model.load``) and knows
-nothing of what effects do. Generic over the application's run data ``D`` and the
-services ``S`` its effects use; an event's payload type is its own (``Event[P]``).
+Owns choosing the edge for ``(state, event)``, counter bookkeeping, the trace, and the driver that awaits each
+effect. How a step works: docs/internals.md. Does not read YAML and knows nothing of what effects do.
 """
 
 from __future__ import annotations

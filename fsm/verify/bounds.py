@@ -1,39 +1,9 @@
-"""Symbolic worst cases: each figure as an expression of the caps, from the machine's structure alone.
+"""Symbolic worst cases: each figure, per turn and per run, as an expression of the caps from the machine's structure
+alone.
 
-Owns the bound of a figure (invocations of a set of effects) over every run a machine
-allows, per turn (between two ``progress`` steps) and per run, as an :class:`Expr`
-of the caps — sums, products, maxima and minima of params and constants — that
-evaluates instantly at the defaults or any other setting, and the same construction
-evaluated directly at given caps (:func:`figure_values`). Does not explore
-configurations (``fsm.verify.check`` does, at small caps, and tests hold the two together).
-
-The construction is the recursive decomposition into strongly connected components
-that termination uses, computed for every pair of states: ``L(v, w)`` bounds the
-weight of a walk from ``v`` to ``w`` (both ends counted). Through the acyclic graph
-of components a walk adds the pair bound of each component it crosses. Inside a
-component ``C``, the *bounding* edges are those counting a counter no edge of ``C``
-resets; such a counter ``c`` can be counted at most ``cap(c)`` times in ``C``. With
-``R`` the pair bounds of ``C`` without its bounding edges (recursively), a walk
-``v → w`` crossing ``K ≥ 1`` bounding edges ``b1 … bK`` is a first piece
-``v → src(b1)``, middle pieces ``dst(b_i) → src(b_i+1)`` and a last piece
-``dst(bK) → w``. A middle piece is charged either to the edge that ends it or to the
-one that starts it; each charging bounds the middle by ``Σ_c cap(c) · charge(c)``,
-minus the charge of the first (or last) edge, whose piece is counted apart; the
-smaller of the two bounds holds, and so does the walk with no bounding edge,
-``R(v, w)``. An edge whose cap is 0 is never crossed (``when``). A bounding self-loop
-that resets nothing returns where it left with every other budget intact, so it
-cuts no piece and only adds its target's weight, at most ``cap`` times. A cycle with
-no bounding edge is unbounded (``∞``), as is a cap whose param is null. Per run, a
-figure is also at most (1 + the caps of the progress counters) times the per-turn
-figure when every progress edge is counted by a counter nothing resets; and, with the
-run budgets (the Stop-hook blocks, the fallback hops) paid once per run rather than once
-per turn, at most the turns times the per-turn figure without them plus each budget's cap
-times its largest step (:func:`runs_of_turns`, used for the runs a turn starts).
-
-Every step is an upper bound, so a figure is a bound for every value of every cap. It
-is exact where each piece can take its longest path next to each bounding edge: the
-shipped query loop at its check values and at the settings its tests list. It is above
-the exact figure where a counter is reset on some paths of a cycle only.
+Owns :class:`Expr` (sums, products, maxima and minima of params and constants) and :func:`figure_values`, the same
+construction evaluated at given caps. The construction is in docs/machines.md (what ``queryloop check`` proves,
+bounds). Does not explore configurations (``fsm.verify.check`` does).
 """
 
 from __future__ import annotations

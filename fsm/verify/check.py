@@ -1,29 +1,7 @@
-"""The model checker: properties a machine declaration must have, proven from the YAML alone.
+"""The model checker: the properties a machine declaration must have, proven from the YAML alone.
 
-Owns the passes over a :class:`~fsm.model.spec.MachineSpec` (no handler is ever run;
-Python guards are free booleans, one truth value per guard name and decision):
-
-1. graph — every state reachable from ``initial``, every state able to reach a
-   terminal without the abort event, no non-terminal dead end, no edge shadowed by
-   an earlier candidate that fires whenever it could;
-2. termination — per turn: every cycle that avoids ``progress`` edges is broken by
-   a counter whose cap is finite for every value a caller may give (an int, or a
-   non-nullable ``int`` param), incremented and not reset inside it; per run: the
-   same with the ``progress`` edges, except those the machine lists under
-   ``unbounded_by_design`` (recursive SCC decomposition);
-3. bounds — every figure per turn and per run as an expression of the caps
-   (``fsm.verify.bounds``), evaluated at the defaults (or ``--set``), checked against a
-   figure's declared ``max``, and with the runs of the machine a turn starts
-   (``children:``, each run budget paid once per child run) against its
-   ``max_with_children``; the declared properties and the guards' declared meanings
-   (``fsm.model.properties``);
-4. exploration (on request: it costs seconds at small caps) — every reachable
-   (state, counters) configuration at the params' ``check`` values: nothing stuck,
-   counters within caps, the product acyclic once ``progress`` edges are cut, edges
-   that can never fire, and the exact worst case between two progress steps, which
-   must not exceed the symbolic bound at the same caps.
-
-Does not import the runtime; findings carry a counterexample trace where one exists.
+Owns the passes over a :class:`~fsm.model.spec.MachineSpec` — graph, termination, bounds, exploration — listed in
+docs/machines.md. No handler runs: a Python guard is a free boolean. Does not import the runtime.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Transition coverage: which transitions of a machine recorded runs took, and which none did.
 
-Owns reading run traces — JSON-lines files in which a line with string ``from``,
-``event``, ``reason`` and ``to`` is one step (the files ``QUERYLOOP_TRACE_DIR``
-collects, and stream-json run logs alike); the machine is the line's ``machine``, else
-the one a ``system/init`` line of the file names — and the coverage of one machine:
-every ``(source state, reason)`` pair it declares (an entry with several ``from``
-states counts once per source), how often each was taken, the percentage, and the
-missing ones with their YAML line. Steps a machine does not declare (traces of another
-version of it) are kept apart, never counted; the engine's own step into
-``internal_error`` is no transition and is skipped. Knows nothing of who wrote the traces.
+Owns reading run traces (JSON lines; a line with string ``from``, ``event``, ``reason`` and ``to`` is one step) and
+one machine's coverage: each ``(source state, reason)`` pair, its count, the percentage and the missing ones. Steps
+the machine does not declare are kept apart.
 """
 
 from __future__ import annotations

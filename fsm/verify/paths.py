@@ -1,24 +1,7 @@
 """Shortest event paths through a machine: for every transition, the fewest steps from ``initial`` that take it.
 
-Owns model-based test planning over a :class:`~queryloop.fsm.model.spec.MachineSpec`: a
-search over (state, counters) configurations — the product pass 3 of the checker
-explores — in which each guard a step evaluates gets the value the path needs.
-Candidates are tried as the engine tries them (YAML order; a candidate whose counter
-is at its cap is skipped; the first false guard rejects it), so a planned step says
-exactly which guards must hold and which must not. A counter whose cap is an unset
-param (``max_turns: null``) is not tracked: whether the caller's cap lets its edge
-fire is a choice of the path too (``open_caps``).
-
-A caller that must *realise* a path — make its events happen and its guards hold with
-real data — passes a :class:`Realiser`: the search then runs over (configuration,
-realiser state) and keeps only the steps the realiser can make happen, so the path
-found for a transition is the shortest realisable one. The search is A* per target,
-guided by the exact distance to the target in a relaxed machine (only the counters that
-decide the target's own candidates are tracked; the rest are free, and the realiser's
-:meth:`~Realiser.possible` prunes what no data can make happen), which is also what
-proves a target unreachable at once. Each path found is completed by a shortest
-realisable continuation to a terminal state, so it is a whole run. Runs nothing and
-imports neither the runtime nor any handler.
+Owns model-based test planning: a search over (state, counters) in which each guard gets the value the path needs. A
+:class:`Realiser` limits it to the steps real data can make happen (an A* search, docs/checker.md). Runs nothing.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """A second, independent checker: the machine's Promela model verified by SPIN.
 
-Owns the settings SPIN checks a machine at (:func:`spin_settings`) and the run
-(:func:`spin_check`): the model from ``fsm.verify.promela``, then ``spin -a``, gcc and pan in a
-temporary directory, for two searches over the same Promela text.
-
-* The safety search: its stored states are exactly the reachable (state, counters)
-  configurations, and a decision where no candidate can fire is an assertion.
-* The monitor search (``-DMONITORS``, ``pan -a``): the declared properties as assertions
-  and ghost counters, and the liveness claim ``[] <> step_over`` — every turn reaches a
-  progress step (the next turn) or an end — as an LTL formula.
-
-It reads pan's verdict (pan exits 0 even when it finds errors) and replays an error trail
-as the list of reasons taken; :func:`spin_beside` prints it under ``queryloop check``'s
-report. Does not write the Promela model or derive the semantics it encodes (that is
-``fsm.verify.promela``; :func:`to_promela` and :func:`derived_resets` are re-exported here), does
-not install SPIN or a C compiler (a missing one is :class:`SpinNotFound`) and does not
-decide the exit code.
+Owns the settings SPIN checks at (:func:`spin_settings`), the run (:func:`spin_check`: ``spin -a``, gcc and pan in a
+temporary folder), pan's verdict and its error trail as reasons. What it proves is in docs/checker.md. Does not
+write the Promela (``fsm.verify.promela``) nor install SPIN.
 """
 
 from __future__ import annotations
