@@ -1,10 +1,7 @@
 """The message graph every layer appends to: the transcript as a persistent view, and its block shapes.
 
-Owns :class:`MessageView` (an append-only, persistent view of the conversation:
-appending is O(1) and never copies the history), the local token estimate of a
-message, and the shapes of the blocks layers read and write: a parsed ``tool_use``
-block (:class:`ToolCall`) and a ``tool_result`` block. Holds no layer's state and
-imports no layer: every layer may use it, it uses none of them.
+Owns :class:`MessageView` (append-only, O(1) appends), a message's local token estimate, :class:`ToolCall` and the
+``tool_result`` block. Imports no layer.
 """
 
 from __future__ import annotations

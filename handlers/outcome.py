@@ -1,11 +1,7 @@
 """How the run ends and what it tells the user, whichever layer ends it; the run data every layer shares.
 
-Owns :class:`Outcome` (the visible text of the turn, the result, a surfaced error,
-the notices for verbose output), :class:`Notice` (the item effects publish for such
-a line) and :class:`SharedData`, the part of the composed run data every layer may
-read and evolve: the message graph and the outcome. Each layer declares the rest it
-needs as a protocol over its own slice; the composed record lives above the layers
-(``queryloop.run.agent``). Holds no layer's state.
+Owns :class:`Outcome`, :class:`Notice` and :class:`SharedData` (the message graph and the outcome). Holds no layer's
+state.
 """
 
 from __future__ import annotations

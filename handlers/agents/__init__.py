@@ -1,10 +1,8 @@
 """The agents layer: background sub-agents a run launched report back to it.
 
-Its states in ``machines/query_loop.yaml`` are ``admitting_agents``, ``collecting_agent_reports``
-and ``awaiting_agents``. Here: the slice of the run data it owns (``data``), the edge modules
-(``admission``: the Agent calls a tool turn may start; ``reporting``: their reports) and the
-``Agent`` tool with the sub-agents' definitions (``services``).
-A sub-agent is another run of the same machine; ``queryloop.run.subagents`` assembles it.
+Its states are ``admitting_agents``, ``collecting_agent_reports`` and ``awaiting_agents``. Here: ``data``,
+``admission``, ``reporting`` and ``services`` (the ``Agent`` tool, definitions). ``queryloop.run.subagents``
+assembles a sub-agent.
 """
 
 from __future__ import annotations

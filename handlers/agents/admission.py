@@ -1,16 +1,7 @@
 """Agents layer: the Agent calls a tool turn may start, admitted one by one before the tools run.
 
-Owns the effect of ``admitting_agents`` (the next permitted Agent call of the turn not yet
-admitted, or none) and its two edge handlers: one admits that call (the machine counts it,
-``agent_launches``, capped at ``max_agents_per_turn`` per turn), the other gives every call
-still waiting an error result instead of a sub-agent once the cap is reached. A call is
-admitted in the model's order, before anything runs, so the cap is the machine's and not a
-count kept inside the Agent tool while the calls run in parallel.
-
-Calls are admitted by their place among the turn's Agent calls, not by their ids (a model or a
-gateway may repeat an id): ``AgentsData.admitted`` holds the tool turn and how many of its Agent
-calls are admitted, so every Agent call that runs was counted once. A run that starts no
-sub-agents (no Agent tool offered: a tool of its own may still be named ``Agent``) admits none.
+Owns the ``admitting_agents`` effect and its two edge handlers: admit the next call (``agent_launches``, capped per
+turn) or refuse the rest. Calls are counted by their place in the turn, not by id (a model may repeat one).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The agents layer's slice of the run data, the report a sub-agent's end becomes, and what its handlers need.
 
-Owns :class:`AgentsData` (which background sub-agents the parent has heard back from),
-:class:`AgentReport` (how one ended: completed, failed, timed out — with its answer and
-counts), the :class:`SubagentPool` protocol the run's sub-agents are reached through, and
-the protocols of the run data and services the layer's handlers work on. The launches
-themselves are the tool layer's (``ToolsData.background``): the Agent call's result is
-only their acknowledgement.
+Owns :class:`AgentsData` (which background sub-agents have reported), :class:`AgentReport`, the
+:class:`SubagentPool` protocol and the layer's protocols. The launches are the tool layer's
+(``ToolsData.background``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Agents layer: background sub-agents report back to their parent.
 
-Owns the effects of ``collecting_agent_reports`` (after a tool turn, the report of one
-sub-agent that ended since, without waiting) and ``awaiting_agents`` (the model answered
-while sub-agents run: wait for the next to end), the edge handler that makes a report the
-parent's notification, and the guard that says whether any launched sub-agent is still
-unreported. A report is delivered once: the run data records it, so a restored run does
-not deliver it again.
+Owns the effects of ``collecting_agent_reports`` and ``awaiting_agents``, the edge that makes a report the parent's
+notification, and the guard for sub-agents still unreported. The run data records each report, so none comes twice.
 """
 
 from __future__ import annotations

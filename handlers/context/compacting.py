@@ -1,13 +1,7 @@
 """Context layer, compaction: summarising older messages, shrinking a summary request, collapses, surfacing.
 
-Owns the ``compact_transcript`` effect (PreCompact hooks, then the summary request),
-the backoff before a summary request is sent again (the request layer's), the exit
-of the compacting states that counts the summary request's usage, and the
-pure edge handlers and guards of the compaction, prompt-too-long and context-window
-transitions. The pure services live in ``compaction`` (API-round groups, collapse
-staging, summary requests, attachments) and ``reactive`` (what a reactive compaction
-summarises and keeps). Which path is taken — collapse, reactive compaction, a smaller
-summary request, surfacing — is decided by ``machines/query_loop.yaml``.
+Owns the ``compact_transcript`` effect, the compacting states' exit and the edge handlers and guards of compaction.
+The pure parts are ``compaction`` and ``reactive``; the YAML chooses the path.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The context layer's slice of the run data, what its handlers need, and the items it publishes.
 
-Owns :class:`ContextData` (the last measured estimate, the fixed estimate of the
-system prompt and tools, whether the server's ``count_tokens`` is worth asking,
-staged collapses, the compaction in progress and the history of compactions), the
-protocols of the run data and services context-layer handlers work on, the event
-payloads of its effects, and :class:`CompactionDone`. It reads the request slice
-(model, output cap, the last real input count) and the tool turns, never writes them
-except through the request layer's own functions.
+Owns :class:`ContextData`, the protocols context handlers work on, its effects' payloads and
+:class:`CompactionDone`. Writes the request slice only through the request layer's functions.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Context layer, before sending: the running estimate, staged collapses, the auto-compact decision's inputs.
 
-Owns the ``measure_context`` effect, the exit of ``checking_context`` that keeps
-whether ``count_tokens`` is worth asking, the guards the decision reads
-(``can_compact``, ``refill_thrashing``) and the handlers of the edges that leave
-``checking_context`` without compacting.
-
-Token accounting: the transcript keeps a running local estimate
-(:func:`~queryloop.handlers.messages.message_tokens`); the last answered request's
-real ``usage`` corrects it (kept in the request slice, so a run is whole in its run
-state); near the threshold the server's ``count_tokens`` is asked unless it refused
-for good.
+Owns the ``measure_context`` effect, the exit of ``checking_context``, the guards ``can_compact`` and
+``refill_thrashing``, and the edges that leave without compacting. Token accounting: docs/graph.md.
 """
 
 from __future__ import annotations

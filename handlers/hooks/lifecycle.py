@@ -1,11 +1,7 @@
 """Hook layer: SessionStart and UserPromptSubmit before the first request, Stop hooks at the end, `continue: false`.
 
-Owns the effects ``submit_prompt`` and ``run_stop_hooks`` and the pure edge handlers
-of their transitions. The other hook events run where their layer decides:
-PreToolUse in the permission gate and PostToolUse after the tools
-(``queryloop.handlers.tools``), PreCompact before a summary request
-(``queryloop.handlers.context``). Hooks are real subprocesses; a hook that times out
-or crashes is a non-blocking error (published for verbose output).
+Owns the ``submit_prompt`` and ``run_stop_hooks`` effects and their edge handlers. Other hook events run in their
+own layer (PreToolUse in the gate, PreCompact before a summary).
 """
 
 from __future__ import annotations

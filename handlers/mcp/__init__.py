@@ -1,13 +1,7 @@
 """The MCP layer: tools from Model Context Protocol servers, and their recovery.
 
-Its states in ``machines/query_loop.yaml`` are ``syncing_tools`` (the request boundary
-where the catalog the model sees may change) and ``reconnecting_mcp_servers``
-(bounded reconnects with backoff; a server that stays down is dropped from the
-catalog). Here: the configuration in Claude Code's ``mcpServers`` schema (``config``),
-the connections through the official ``mcp`` client (``client``), the slice of the run
-data it owns (``data``) and the boundary's effects and handlers (``syncing``). Its
-tools run through the tool layer's gate and dispatcher like any other
-(``ToolServices.extra_tool``); annotations decide scheduling and the side-effect ledger.
+Its states are ``syncing_tools`` and ``reconnecting_mcp_servers``. Here: ``data``, ``syncing`` and ``services``
+(config, client, content). Its tools go through the tool layer's gate like any other.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """MCP layer's slice of the run data, what its effects use, and the payloads of its events.
 
-Owns :class:`McpData` (the tool generation of each server the offered catalog was built
-from, the servers being reconnected, the servers dropped for the rest of the run), the
-protocols of the run data and services MCP handlers work on, and :class:`CatalogUpdate`
-/ :class:`ServersDown` (what ``syncing_tools`` and ``reconnecting_mcp_servers`` found).
+Owns :class:`McpData` (each server's tool generation, servers reconnecting or dropped), the layer's protocols,
+:class:`CatalogUpdate` and :class:`ServersDown`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """MCP layer, the request boundary: servers that went down reconnected, changed tool lists put in the catalog.
 
-Owns the effects of ``syncing_tools`` (before each turn's first request: a server
-that announced a changed list is listed again; a server that is down starts a
-reconnect; the catalog the model will see is rebuilt when a generation moved) and
-``reconnecting_mcp_servers`` (reconnect every down server at once, after a backoff from
-the second attempt on), and the edge handlers that change what the requests offer —
-only here, never while a request is being retried, so the model never sees a schema
-change mid-request and never keeps a stale one after the refresh.
+Owns the effects of ``syncing_tools`` and ``reconnecting_mcp_servers`` and the edges that change what requests offer
+— only here, so the model never sees a schema change mid-request.
 """
 
 from __future__ import annotations

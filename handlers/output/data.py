@@ -1,10 +1,7 @@
 """The output layer's slice of the run data and what its handlers need.
 
-Owns :class:`OutputData` (the reply being read, the output recoveries' setting:
-the escalated ``max_tokens`` cap, and whether the answer must be structured output) and
-the protocols of the run data and services output-layer handlers work on: the request
-slice (its ``max_tokens`` is what escalation raises, its usage what the budget is checked
-against) and their own.
+Owns :class:`OutputData` (the reply being read, the escalated ``max_tokens``, whether structured output is required)
+and the layer's protocols.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Output layer: what a complete reply means, and what it does to the transcript.
 
-Owns ``receive_reply`` (the reply is kept for reading), the ``read_reply`` effect
-(its stop_reason and blocks, and whether it spent the budget, decide the event),
-the pure edge handlers of the answer, ``max_output_tokens_*``,
-``malformed_tool_use_*``, ``thinking_only_*``, ``pause_turn_*``, ``structured_output_nudge``,
-the refusal and the budget, and the guard ``escalation_configured``. Hidden meta messages (the
-continuation prompt, the nudge, the note that a tool call was malformed) are
-appended with ``meta=True``: sent to the model, never shown to the user. The
-result is the text of the last reply alone (Claude Code's), however many pieces
-continuations added before it.
+Owns ``receive_reply``, the ``read_reply`` effect, the edge handlers of the answer and its continuations, and the
+guard ``escalation_configured``. Hidden messages go with ``meta=True``. The result is the last reply's text, as in
+Claude Code.
 """
 
 from __future__ import annotations

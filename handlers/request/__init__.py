@@ -1,14 +1,7 @@
 """The request layer: calling the model over the official ``anthropic`` SDK, retries, model and stream fallback.
 
-Its states in ``machines/query_loop.yaml`` are ``calling_model`` (one attempt and how
-it ended) and ``backing_off``; the summary requests of compaction use its client and
-its backoff too.
-Here: the slice of the run data it owns (``data``), the typed client for one attempt
-(``client``), the request body built from the stored bytes of the transcript, with the
-project instructions and the prompt-cache breakpoints (``body``), the backends that send it
-(``backends``), prices and limits
-(``pricing``), the attempt's effect and exit (``attempts``) and the recovery edges
-(``recovery``).
+Its states are ``calling_model`` and ``backing_off``. Here: ``data``, ``attempts``, ``recovery`` and ``services``
+(``client``, ``body``, ``backends``, ``pricing``).
 """
 
 from __future__ import annotations

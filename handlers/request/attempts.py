@@ -1,11 +1,7 @@
 """Request layer, the attempt: sending the transcript once, saying how the attempt ended, counting it.
 
-Owns the effect that sends one attempt (``call_model``), the mapping of a failed
-attempt to one of the events ``calling_model`` declares (a complete reply is
-``replied``; what it means is the output layer's), and ``record_attempt``, the
-state's exit handler that adds every attempt's usage and API time to the run data
-(whichever edge follows). Which edge is taken is decided by
-``machines/query_loop.yaml``, never here.
+Owns the ``call_model`` effect, the mapping of a failed attempt to an event of ``calling_model``, and
+``record_attempt``, the exit that adds every attempt's usage and API time. The YAML chooses the edge.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The request layer's slice of the run data, what its handlers need, and the items it publishes.
 
-Owns :class:`RequestData` (the model and its fallback chain, the output cap sent,
-the last failed attempt, usage and API time so far, and the facts of the last
-answered request that token accounting corrects itself with), the protocols of the
-run data and services request-layer handlers work on, and the publish items of an
-attempt (streamed text, the complete reply, a failure, a scheduled retry, a logged
-side request).
+Owns :class:`RequestData` (the model and fallbacks, usage so far, the last request's facts), the protocols request
+handlers work on, and an attempt's publish items.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Request layer, the recoveries: backoff before a retry, model fallback, surfacing a failure.
 
-Owns the backoff (``back_off``, and the effect ``wait_before_retry`` of the model
-request; the summary requests of compaction back off through it too), the guard
-``fallback_available``
-and the pure edge handlers of the retry, fallback and surfacing transitions. Which
-edge is taken — retry, fallback, stream fallback, surfacing — is decided by
-``machines/query_loop.yaml``; the backoff asks the machine (``next_reason``) rather
-than re-deriving its caps.
+Owns ``back_off``, the ``wait_before_retry`` effect, the guard ``fallback_available`` and the retry, fallback and
+surfacing edge handlers. The backoff asks the machine (``next_reason``) rather than re-deriving its caps.
 """
 
 from __future__ import annotations

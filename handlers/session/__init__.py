@@ -1,15 +1,7 @@
 """The session layer: what survives the process — transcripts, resume, file checkpoints, the side-effect ledger.
 
-Its state in ``machines/query_loop.yaml`` is ``opening_session`` (a new session, or a
-stored one resumed with its dangling calls answered); its reasons elsewhere are a file
-checkpoint taken before a Write or Edit (``file_checkpoint_taken``, in the gate) and a
-ledger hit (``ledger_hit_replayed``: a completed call the model re-proposed after it
-lost sight of it is answered with its recorded result, not run again). Here: the slice
-of the run data it owns and the ledger's records (``data``), opening a session
-(``opening``, the edges the YAML names) and the services they drive: the files on disk
-(``services.store``), the transcript written as the run goes and read back
-(``services.transcript``) and which completed calls the model can no longer see
-(``services.ledger``).
+Its state is ``opening_session``; its reasons elsewhere are ``file_checkpoint_taken`` and ``ledger_hit_replayed``.
+Here: ``data``, ``opening`` and ``services`` (``store``, ``transcript``, ``ledger``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Session layer's slice of the run data, what its effects use, and the records of the ledger.
 
-Owns :class:`SessionData` (the user turn this run belongs to, the prompt it brings, the
-session it resumes, the side-effect ledger of the session), :class:`LedgerEntry` (one
-completed call of a tool that is not idempotent), :func:`input_hash`, the protocols of
-the run data and services session handlers work on, and the event payloads of its
-effects. The stores themselves are in ``store``; the transcript in ``transcript``.
+Owns :class:`SessionData` (the user turn, the prompt, the session resumed, its ledger), :class:`LedgerEntry`,
+:func:`input_hash`, the layer's protocols and its event payloads.
 """
 
 from __future__ import annotations

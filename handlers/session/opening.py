@@ -1,12 +1,7 @@
 """Session layer, opening: a new session, or a stored one resumed — its history read, its dangling calls answered.
 
-Owns the ``open_session`` effect (the ``opening_session`` state: the transcript and
-the ledger are read off the event loop, so an interrupt lands here too) and the edge
-handlers that put the history and then this run's prompt into the message graph. A
-resumed history that ends with tool_use blocks without results (the process died
-between a call and its result's write) gets one result each — the ledger's recorded
-result when the call completed, else an error saying it may have partly run — so the
-ledger invariant holds before anything is sent.
+Owns the ``open_session`` effect and its edge handlers. A resumed call left without a result gets the ledger's
+recorded result, else an error saying it may have partly run, before anything is sent.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The tool layer: the built-in tools, the permission gate, running calls, the ledger of tool_use/tool_result.
 
-Its states in ``machines/query_loop.yaml`` are ``gating_tools`` and ``running_tools``.
-Here: the slice of the run data it owns (``data``), the tools' shared records
-(``base``), the built-in tools (``files``, ``search`` — whose matching runs in the
-``grep_worker`` child process — and ``bash``, gathered in ``registry``), every tool name
-and what it is (``names``: the rule families, path fields, which run without asking), tools written
-as Python functions (``python_tools``: ``@tool``), validation,
-scheduling and deadlines (``dispatch``), permission rules (``rules``: their records and
-syntax; ``shell``: a command line read as the shell would; ``permissions``: the decision),
-the gate (``gate``), the OS sandbox for Bash (``sandbox``), running the calls (``running``) and
-the structured output's edges (``structured``, the tool in ``services/structured_output``).
+Its states are ``gating_tools`` and ``running_tools``. Here: ``data``, ``gate``, ``running``, ``structured`` and
+``services`` (the tools, rules, permissions, sandbox, dispatch).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The tool layer's slice of the run data, what its handlers need, and the item it publishes.
 
-Owns :class:`ToolsData` (this turn's pending calls and the gate's refusals in the
-model's order, the permission denials of the run, the tools the user allowed
-"always", the count of completed tool turns, the signature of the last tool turn
-the gate denied whole), the protocols of the run data and
-services tool-layer handlers work on, and :class:`ToolResultPublished`.
+Owns :class:`ToolsData` (pending calls, refusals, permission denials, "always" rules, tool turns, the last denial's
+signature), the layer's protocols and :class:`ToolResultPublished`.
 """
 
 from __future__ import annotations

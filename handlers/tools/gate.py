@@ -1,22 +1,7 @@
 """Tool layer, the permission gate: who may run, PreToolUse hooks, the user's answer, the refusals.
 
-Owns the ``gate_tool_calls`` effect — first the tool lookup (a call naming no tool
-this run offers gets its "No such tool available" error, with no hook, no rule and
-no denial, as in Claude Code), then deny → ask → allow rules and the permission
-mode (``permissions``), PreToolUse hooks (through the hook service), the run's
-permission callback when it has one (``can_use_tool``: it answers what would ask,
-maybe with new input; one that raises denies), else in an interactive terminal the
-user's y/n/always — its outcome record and the pure edge
-handlers of the gate's transitions. Calls that will not run get their error results
-here, so the ledger stays closed whatever follows. A permitted call that repeats a
-completed call of this user turn the model can no longer see (``session.ledger``) is
-not run: it gets the recorded result (``tools_already_done``). Before a permitted Write
-or Edit runs, the file's bytes are checkpointed in the session's store (a checkpoint
-that cannot be stored refuses the call: nothing is changed unprotected). An "always" answer creates allow rules as
-narrow as the call (a command prefix, a file; shown when asking), kept in the run
-data, not in a service. A turn whose calls are all denied (an unknown tool is no
-denial) and are exactly the calls denied in the previous tool turn (``denial_signature``, kept in the tools slice) is
-``tools_denied_again``: the machine's repeated-denial breaker counts those.
+Owns the ``gating_tools`` effect and its edge handlers: lookup, rules, hooks, the callback or the user's answer,
+ledger replays, checkpoints before Write and Edit. A call that will not run gets its error result here.
 """
 
 from __future__ import annotations

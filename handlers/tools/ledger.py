@@ -1,9 +1,7 @@
 """The ledger invariant the machine watches (``invariants:`` in machines/query_loop.yaml).
 
-Owns :func:`every_tool_use_answered`: before a request is sent, every tool_use of the last
-assistant message is answered by exactly one tool_result in the message after it. It reads
-the end of the transcript only (the message graph is append-only; an earlier turn was checked
-when its request was sent). Does not close calls (``data.close_open_calls`` does).
+Owns :func:`every_tool_use_answered`: before a request, every tool_use of the last assistant message has exactly one
+tool_result after it. Reads only the end of the transcript.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Tool layer, running: recording tool requests, running the tools, returning results, closing the ledger.
 
-Owns the ``run_tools`` effect (the permitted calls of the last assistant message,
-through ``dispatch.run_tool_calls``, then the PostToolUse hooks) and the edge
-handlers that keep the ledger invariant: every tool_use sent to the model is
-followed by its tool_result, including after an abort or a hook stop (synthetic
-error results for dangling calls; a call that completed before the abort keeps its
-real result). Every completed call of a tool that is not idempotent goes to the
-session's side-effect ledger the moment it completes — on disk first, then in the run
-data — so neither a compaction nor a killed process can make it run twice unseen.
+Owns the ``run_tools`` effect (the permitted calls, then PostToolUse hooks) and the edge handlers that give every
+tool_use its tool_result, after an abort too. A completed non-idempotent call goes to the side-effect ledger on disk
+first, so it never runs twice unseen.
 """
 
 from __future__ import annotations

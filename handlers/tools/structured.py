@@ -1,10 +1,7 @@
 """Tool layer, structured output (``--json-schema``): the edges out of a tool turn that held a StructuredOutput call.
 
-Owns the guards ``structured_output_given`` (a call of the turn passed the schema: the run
-ends with it) and ``structured_output_attempts_spent`` (it failed, and the model has made
-``max_structured_output_retries`` such calls), and their edge handlers. The tool itself and
-its schema are ``services/structured_output``; the nudge for a missing call is the output
-layer's. A failed call is an ordinary tool turn: its error result goes back to the model.
+Owns the guards ``structured_output_given`` and ``structured_output_attempts_spent`` and their edge handlers. A
+failed call is an ordinary tool turn: its error result goes back to the model.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Sub-agent definitions: the built-in one, ``--agents JSON`` and ``.claude/agents/*.md``.
+"""Sub-agent definitions: the built-in ones, ``--agents JSON`` and ``.claude/agents/*.md``.
 
-Owns :class:`AgentDefinition` (a name, when to use it, its system prompt, the tools it may
-use, its model), the built-in agents (``claude``, ``Explore``, ``general-purpose``, ``Plan``),
-and reading custom agents the way
-Claude Code users write them — the ``--agents`` flag's JSON object
-(``{"NAME": {"description", "prompt", "tools"?, "disallowedTools"?, "model"?, "maxTurns"?}}``, as
-the Agent SDK's ``agents`` option sends them too) and Markdown files whose YAML frontmatter
-holds ``name``, ``description``, ``tools`` (a comma-separated string or a list),
-``disallowedTools``, ``model`` and ``maxTurns``, the body being the system prompt. Fields
-Claude Code has and queryloop not (``skills``, ``memory``, ``effort`` …) are ignored. Every problem is an
-:class:`AgentDefinitionError` naming the file (or the flag), the agent and the fix.
+Owns :class:`AgentDefinition`, the built-in agents and reading custom ones as Claude Code users write them
+(docs/agents.md). Every problem is an :class:`AgentDefinitionError` naming the file or flag, the agent and the fix.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The ``Agent`` tool: the model starts a sub-agent with it (Claude Code's name and input shape, our words).
 
-Owns the tool's schema and description (which lists the agents it may start) and how long
-the dispatcher lets a call run. What a call does — launch a child run, acknowledge it or
-wait for its answer — is the run's (``queryloop.run.subagents``), given here as ``run``.
+Owns the tool's schema and description and its deadline. What a call does is ``queryloop.run.subagents``'.
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
-"""Context governance services: token estimates, tool-result collapse, compaction plans.
+"""Context governance: token estimates, tool-result collapse, compaction plans.
 
-Owns the pure functions the query loop's context layer (its effects and edges) uses to
-keep the active message view small enough to send: the local token estimate, the
-split of a transcript into API-round groups, staging and committing collapses of large
-old tool results, the plan of a compaction (which whole groups are summarised and
-which are kept verbatim), the summary request and its head truncation, the files
-re-attached after a compaction, the compacted transcript, the compact boundary record
-and the hint shown when compaction cannot help. It does no I/O except reading the
-files it re-attaches, sends nothing to the model and decides no transitions (the
-machine does).
-
-Token estimate. When ``count_tokens`` is unavailable, a message costs
-``ceil(len(J) / 4)`` tokens, where ``J`` is its compact JSON
-(``json.dumps(message, separators=(",", ":"), ensure_ascii=False)``) — four characters
-per token (:func:`~queryloop.handlers.messages.message_tokens`). The embedded server
-(``queryloop.mockapi.server``) estimates a whole request
-the same way, over the compact JSON of ``{"system", "messages", "tools"}`` as sent;
-:func:`request_tokens` reproduces that figure exactly, and
-``request_overhead_tokens(system, tools) + sum(message_tokens(m) for m in messages)``
-(the running total the loop keeps, O(1) per appended message) stays within
-``len(messages)`` tokens of it: the per-message rounding adds at most 3/4 token per
-message, the commas between messages at most 1/4.
-
-Messages are Anthropic Messages API dicts (content blocks are dicts, as the SDK and
-JSON decoding produce them) and are never mutated: every function here
-returns new lists, and new dicts only for the messages it changes.
+Owns the pure functions the context layer uses to keep the message view small enough to send: the local estimate
+(docs/graph.md, token accounting), API-round groups, collapses, the compaction plan, its summary request and the
+compacted transcript. Messages are never mutated. Sends nothing and decides no transition.
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """What a reactive compaction summarises and what it keeps, as Claude Code 2.1.235 does it.
 
-Owns the pure split of a transcript that was too long for the model into the oldest
-API-round groups (summarised) and the newest ones (kept verbatim), and how that split
-moves when the summary request is itself too long. It sends nothing and decides no
-transition: the guards and edge handlers of ``compacting`` call it, and
-``machines/query_loop.yaml`` chooses the path. Auto-compaction plans by a token budget
-instead (``compaction.plan_compaction``).
-
-The rules, observed against Claude Code 2.1.235 on the embedded server:
-
-* the transcript's groups are :func:`~.compaction.api_round_groups` (the first holds the
-  prompt; each later one opens with an assistant message); only the newest group is kept
-  at first — or more when the prompt-too-long answer says by how many tokens the request
-  was over (``N tokens > M``), there are more than three groups, and the gap is larger
-  than the newest group: then as many newest groups as cover the rest of the gap;
-* the summarised part must hold an assistant message (a round older than the ones
-  kept); otherwise there is nothing to compact and the prompt-too-long error stands;
-* a summary request that is itself too long is sent again with fewer groups: the newest
-  summarised groups move to the kept part — as many as cover the summary's own gap, or
-  half of them when that would take all but one, or one when the answer gives no gap.
-  Nothing is dropped unsummarised.
+Owns the pure split of a too-long transcript into the oldest API-round groups (summarised) and the newest (kept),
+and how it moves when the summary request is itself too long. The rules: docs/graph.md (``reactive_compact_retry``).
 """
 
 from __future__ import annotations

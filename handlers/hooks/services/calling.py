@@ -1,10 +1,7 @@
 """Running hooks as a service other layers call: the permission gate, compaction, the prompt, Stop.
 
-Owns :class:`HookRunner` (the hooks configuration bound to what every hook is told:
-cwd, session id, transcript path, permission mode, default timeout), the protocol of
-services that carry one, and :func:`hook`, which an effect awaits to run the hooks of
-one event and publish their errors and messages. Decides nothing: what an outcome
-means is the calling layer's (the gate's PreToolUse verdict lives with the tools).
+Owns :class:`HookRunner` (the configuration bound to what every hook is told) and :func:`hook`, which an effect
+awaits to run one event's hooks. What an outcome means is the calling layer's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """What hooks tell the model, labelled: never text the user seems to have written, never part of a tool's output.
 
-Owns the notes made of a hook outcome (``additionalContext``, a context event's plain
-stdout, a PostToolUse block's reason), each starting with the marker Claude Code 2.1.235
-gives it (``SessionStart hook``, ``SessionStart:startup hook``, ``UserPromptSubmit hook``,
-``PostToolUse:<tool> hook``, ``PreToolUse:<tool> hook``), and the text block that carries
-them to the model inside a ``<system-reminder>`` tag. Where the block goes is the caller's
-(after the prompt; after a turn's tool results).
+Owns the notes made of a hook outcome, each with Claude Code 2.1.235's marker (``PostToolUse:<tool> hook``, …), and
+the ``<system-reminder>`` block that carries them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Hooks: the Claude Code ``hooks`` settings block and running its commands.
 
-Owns: parsing the hooks configuration into records (:class:`HookConfig`), choosing
-the hooks whose matcher fits an event, running them in parallel (:func:`run_hooks`):
-commands as real subprocesses (``bash -c``, own process group, per-hook timeout,
-stdin JSON, ``CLAUDE_PROJECT_DIR``, stdout and stderr read with a cap: the first
-bytes are kept, the rest is read and dropped, and the outcome says so) and Python
-callbacks (:class:`HookFunction`, the Claude Agent SDK's ``(input_data, tool_use_id,
-context)`` signature, awaited under the same timeout; the dict they return is read as
-a command's JSON output, and an exception or a malformed dict is a hook error like a
-failing command's), interpreting exit codes and JSON output, and folding every hook's
-result into one :class:`HookOutcome`.
-
-Does not own: what the query loop does with the outcome (blocking a tool, feeding
-a Stop block back to the model, the cap on consecutive Stop blocks) — that is the
-state machine's business — nor loading or merging settings files
-(``queryloop.run.settings``).
+Owns :class:`HookConfig`, matching hooks to an event, :func:`run_hooks` (commands as subprocesses, output capped;
+Python :class:`HookFunction` callbacks) and folding results into one :class:`HookOutcome`. What the loop does with
+it is the machine's.
 """
 
 from __future__ import annotations

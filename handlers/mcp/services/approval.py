@@ -1,12 +1,7 @@
 """``--permission-prompt-tool mcp__SERVER__TOOL``: an MCP server's tool answers what would ask.
 
-Owns :func:`mcp_permission_asker`, the permission callback that calls the named tool with
-``{"tool_name", "input", "tool_use_id"}`` (the keys Claude Code 2.1.235 sends) and reads its
-text answer — ``{"behavior": "allow", "updatedInput": {...}}`` or ``{"behavior": "deny",
-"message": "..."}`` — as :class:`PermissionAnswer`, and :func:`read_answer`, which does the
-reading. The answer is someone else's text: anything else (not JSON, another shape, a failed
-call, a server gone) denies the call with the reason, never raises. Does not own the gate,
-which asks it and checks new input against the deny rules again (``handlers/tools/gate``).
+Owns :func:`mcp_permission_asker` and :func:`read_answer`. The answer is someone else's text: anything but an allow
+or deny of the expected shape denies the call, never raises (docs/security.md, a permission prompt tool).
 """
 
 from __future__ import annotations

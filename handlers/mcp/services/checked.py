@@ -1,12 +1,8 @@
 """MCP layer, what a server sends that breaks JSON-RPC: told at once, not waited out.
 
-Owns :func:`checked_transport`, which wraps a transport of the ``mcp`` SDK so that a response
-under an id this client never sent reaches the session as an error item (:class:`StrayResponse`),
-as a line that is not JSON-RPC already does, and :func:`protocol_problem`, the one line such an
-item becomes. The SDK drops both kinds (a debug log line), and the request they should have
-answered waits out its whole timeout; the connection (``client``) fails the server on either,
-which fails its calls at once and lets the machine reconnect it. Does not own the connection,
-its failures or their recovery.
+Owns :func:`checked_transport` (a response under an unknown id becomes a :class:`StrayResponse` error item) and
+:func:`protocol_problem`. The SDK drops both, and the request would wait out its timeout; ``client`` fails the
+server instead.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """MCP layer, the connections: one official ``mcp`` client per configured server, its tools, its calls, its failures.
 
-Owns :class:`McpManager` — the run's service that starts every server (a stdio
-subprocess, or a streamable HTTP / SSE endpoint), lists its tools, calls them, notices
-``notifications/tools/list_changed``, and reconnects a server on request — plus the
-records it answers with: :class:`McpTool` (a listed tool as the model sees it, with its
-annotations), :class:`McpFailure` (a structured error: server, tool, kind —
-``transport``, ``auth``, ``server``, ``timeout`` — and message). A listed tool is not
-offered, with a warning, when its offered name is too long for the API or another tool
-has it (one of the same server, a custom tool, an in-process server's): two tools never
-share an ``mcp__…`` name, so a permission rule never covers one it was not written for.
-
-Each connection lives in its own task (the SDK's transports are task-scoped); a call
-from the tool layer is sent over it and awaited. A call that finds the connection gone
-marks the server down and returns an ``is_error`` result naming the failure; nothing
-here raises into the loop. The manager never decides when to reconnect or when the
-catalog the model sees changes: the ``syncing_tools`` and ``reconnecting_mcp_servers``
-states do (``syncing``), at a request boundary, under the machine's counters.
+Owns :class:`McpManager`, :class:`McpTool` and :class:`McpFailure`. Each connection lives in its own task; a call
+that finds it gone returns an ``is_error`` result and nothing raises into the loop. When to reconnect is the
+machine's (``syncing``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """MCP layer, configuration: the servers a run may start, in Claude Code's ``mcpServers`` schema.
 
-Owns :class:`McpServerConfig` (one server: a command over stdio, or a URL over
-streamable HTTP or SSE), :func:`parse_mcp_servers` (one ``{"mcpServers": {...}}``
-document, checked against the schema with ``jsonschema``; ``${VAR}`` and
-``${VAR:-default}`` expanded as Claude Code expands them), :func:`tool_name` (the
-``mcp__<server>__<tool>`` a tool is offered as) with :func:`server_name_problem` (unlike
-Claude Code, a server name may not hold ``__`` nor end in ``_``, so a permission rule for
-one server never covers another's tools) and :class:`McpConfigError`, whose message
-names the source, the JSON path and the fix. Which sources apply
-(``--mcp-config``, the project's ``.mcp.json`` once approved, settings) is decided above
-the layers (``queryloop.run.settings``).
+Owns :class:`McpServerConfig`, :func:`parse_mcp_servers` (schema-checked, ``${VAR}`` expanded), :func:`tool_name`,
+:func:`server_name_problem` and :class:`McpConfigError`. Which sources apply is ``queryloop.run.settings``'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """MCP layer, what a server's content becomes for the model: text and image blocks of the Messages API.
 
-Owns :func:`tool_result_content` (a ``tools/call`` result), :func:`resource_text` (a
-``resources/read`` result, for ``ReadMcpResourceTool``) and :func:`prompt_messages` (a
-``prompts/get`` result, for a prompt used as a slash command), and the rules they share:
-
-- a text block stays a text block;
-- an image (an image block, or an embedded resource whose blob is an image) must be valid
-  base64, or the whole result is malformed (:class:`MalformedContent`: the caller makes it
-  an ``is_error`` result, as Claude Code 2.1.235 refuses a result that fails the protocol's
-  schema); its media type is the one its bytes are (a PNG said to be WebP is sent as PNG, as
-  Claude Code sends it), and it becomes an ``image`` block when the API takes that type, its
-  base64 is at most :data:`IMAGE_MAX_BASE64_CHARS` and the result's images so far stay within
-  :data:`~queryloop.handlers.request.services.media.MEDIA_MAX_BASE64_CHARS` (what one request
-  may carry); otherwise a text notice in its place naming its type and size;
-- an embedded resource becomes text naming the server and its URI, then its text (a blob
-  of a text type is decoded; any other blob is named with its type and size);
-- a resource link becomes text naming it, its URI and its description;
-- audio becomes a notice naming its type and size (the API takes no audio).
-
-Does not own the connection nor when any of this is asked (``client``).
+Owns :func:`tool_result_content`, :func:`resource_text` and :func:`prompt_messages`, and the rules they share
+(docs/mcp.md, docs/security.md): images checked by their bytes and capped, resources and links as text, audio as a
+notice. Does not own the connection.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """MCP layer, what servers ask of the host: its roots, the user's input (elicitation), and what they report (progress).
 
-Owns the records these travel as — :class:`Elicitation` (a server's request for input:
-its message and the form it wants filled, or a URL to open), :class:`ElicitAnswer`
-(accept with the values, decline, cancel; ``reason`` says why when no one could answer),
-:class:`McpProgress` (a ``notifications/progress`` of a running call) — and the ``mcp``
-SDK callbacks made from them: the roots a client declares (the run's working
-directories, as ``file://`` URIs) and the elicitation callback. Who answers an
-elicitation (a hook, the user, no one) is decided where the run is assembled
-(``queryloop.run.agent``), not here.
+Owns :class:`Elicitation`, :class:`ElicitAnswer`, :class:`McpProgress` and the ``mcp`` SDK callbacks made from them.
+Who answers an elicitation is decided in ``queryloop.run.agent``.
 """
 
 from __future__ import annotations

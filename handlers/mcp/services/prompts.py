@@ -1,14 +1,7 @@
 """MCP layer, prompts as slash commands: ``/mcp__<server>__<prompt> ARGS`` becomes the prompt's text.
 
-Owns :func:`expand_command` — a user prompt that names an MCP server's prompt is
-replaced by what the server returns for it, the words after the command filled into
-the prompt's arguments in the order the server declares them (quotes group words; the
-last argument takes the words left over) — and :class:`PromptCommandError`, the user
-error when the server refuses or a required argument is missing. The prompt's
-messages become one user prompt: a line naming the command and its arguments, then
-each message's text (an assistant message marked as such; an image named, not sent).
-
-Does not own listing the prompts nor asking the server (``client``).
+Owns :func:`expand_command` (the words after the command fill the prompt's arguments in order; the last takes the
+rest) and :class:`PromptCommandError`. Listing prompts and asking the server are ``client``'s.
 """
 
 from __future__ import annotations

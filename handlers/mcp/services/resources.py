@@ -1,15 +1,8 @@
 """MCP layer, resources as tools: ``ListMcpResourcesTool`` and ``ReadMcpResourceTool``, Claude Code's names and inputs.
 
-Owns the two tools' definitions (the descriptions are ours) and what their calls answer:
-a listing is a compact JSON array of every resource a server lists, each with the ``server``
-it came from; a read of text is the result's ``{"contents": [{uri, mimeType, text}]}`` as
-compact JSON, as Claude Code 2.1.235 answers, and of a blob its contents as embedded
-resources are shown (``content``). They are offered only while a connected server declares the ``resources``
-capability, and are read-only (the permission gate lets them run without asking unless a
-rule says otherwise; a bare deny rule hides one).
-
-Does not own the connection, the listing's cache nor its refresh after
-``notifications/resources/list_changed`` (``client``).
+Owns the two tools' definitions and what their calls answer, as Claude Code 2.1.235 answers. They are offered while
+a connected server declares ``resources``, and are read-only. The connection and the listing's cache are
+``client``'s.
 """
 
 from __future__ import annotations

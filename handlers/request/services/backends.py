@@ -1,15 +1,7 @@
 """Model backends: the real Anthropic SDK over HTTP (the scripted test double is ``queryloop.testing``'s).
 
-Owns :class:`ModelCall` (one attempt as the loop asks for it), the
-:class:`ModelBackend` protocol and how a call becomes an attempt. The HTTP backend
-hands the SDK a prepared body (:func:`~queryloop.handlers.request.services.body.encode_request`:
-the transcript's stored bytes, serialised once per message, with the project
-instructions in front and the prompt-cache breakpoints); an in-process backend never
-looks at it, so such runs cost nothing per message.
-Backends keep nothing about the run: whether the server offers ``count_tokens`` is
-answered per call (:class:`TokenCount`) and remembered in the run data.
-:func:`with_request_deadline` gives every call of a backend the run's per-request
-deadline (``ModelCall.deadline_s``), which the HTTP backend enforces.
+Owns :class:`ModelCall`, the :class:`ModelBackend` protocol, :class:`TokenCount` and :func:`with_request_deadline`.
+The HTTP backend sends the prepared body (``body``). Backends keep nothing about the run.
 """
 
 from __future__ import annotations

@@ -1,49 +1,8 @@
 """The bytes of a Messages API request body, built incrementally, with prompt-cache breakpoints.
 
-Owns :func:`encode_request` (a :class:`~queryloop.handlers.request.services.backends.ModelCall`
-as the JSON body the official SDK would send for the same parameters),
-:func:`encode_params` (the same for plain values, no breakpoints), where a call's
-project instructions go (:func:`request_messages` gives the same messages as values),
-where the ``cache_control`` breakpoints go (:func:`with_breakpoint`) and whether
-prompt caching is switched off (:func:`prompt_caching_disabled`). It sends nothing:
-the client posts the bytes through the SDK.
-
-Why bytes: the SDK serialises every parameter it is given on every request, so a loop
-that hands it the transcript pays for the whole history each turn. Here every message
-is serialised once, when it is appended to the
-:class:`~queryloop.handlers.messages.MessageView` (its bytes are kept beside it), and
-a body is those bytes copied between a head and a tail: the system prompt and tool
-definitions (serialised once per object, :func:`_json_once`), then the messages, then
-the model, ``max_tokens`` and ``stream``. Keys come in that order so the body's bytes
-up to the last message are the previous request's, whatever the model or the stream
-flag.
-
-Project instructions (``ModelCall.instructions``: the CLAUDE.md files as one text, see
-``queryloop.run.memory``) are sent as Claude Code sends them: a text block in front of the
-first user message's content (a string prompt becomes a text block after it), or a user
-message of its own in front when the history does not start with one. They are never
-stored in the transcript, so compaction cannot drop them. The block is serialised once
-(:func:`_json_once`) and spliced into the first message's stored bytes; the rest of the
-history is copied as it is, so a request with instructions costs what one without costs.
-
-Breakpoints, placed as Claude Code 2.1.235 places them (seen in the request bodies it
-sent to the embedded server; no ``ttl``, so the 5-minute cache): one at the end of the
-system prompt, which becomes a list of one text block for it (tools come before the
-system prompt in the cached prefix, so that one covers them too; with no system prompt
-the last tool definition carries it), and one on the last block of the last message,
-so the next request reads the whole history up to it from the cache. That is two of
-the four the API allows. A message is always sent as it is stored: when the last one
-is a plain string (a prompt, a continuation, a hook's feedback) it has no block to
-mark, and the user message before it (the one that ended the previous request and
-carried its breakpoint) carries it again, so the prefix already written is read
-whole. Breakpoints are chosen per request from the request alone, so a compacted
-transcript simply gets new ones. The marked message is the only one serialised again
-(a copy with ``cache_control`` on its block); the stored message never changes.
-``DISABLE_PROMPT_CACHING`` (Claude Code's variable) sends none.
-
-Both breakpoints carry the call's ``cache_ttl``: none (5 minutes) until the request layer
-sees the cache expire between two requests of the session, ``"1h"`` from then on
-(``queryloop.handlers.request.data.cache_lifetime``).
+Owns :func:`encode_request` (the body the official SDK would send), :func:`encode_params`, where the project
+instructions and the ``cache_control`` breakpoints go, and :func:`prompt_caching_disabled`. Each message is
+serialised once; why and where the breakpoints go: docs/caching.md. Sends nothing.
 """
 
 from __future__ import annotations

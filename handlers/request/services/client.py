@@ -1,21 +1,8 @@
 """One HTTP attempt at the Messages API, turned into a typed outcome.
 
-Owns :func:`send_request` (one attempt through the official ``anthropic`` SDK, streamed
-or not: the SDK's ``post`` of ``/v1/messages`` with a body already serialised, see
-``body``, and the options ``messages.create`` would add, so the headers, idempotency
-key, errors and stream events are the SDK's own), the classification of every failure
-into a :data:`FailureKind`, the per-attempt :class:`RequestLog`, and
-:class:`UsageTotals` (usage, cache reads and writes included, and cost summed per
-model). It does not retry, back off, switch models or decide recovery: the client it
-is handed is built with ``max_retries=0`` and the state machine's edges own all of
-that. No exception escapes for an HTTP, SSE or JSON problem — each one is a
-:class:`ModelFailure`; ``asyncio.CancelledError`` propagates.
-
-Two clocks bound an attempt: the idle timeout (the longest silence: waiting for the
-response headers, the next SSE event, or the next bytes of a non-streamed body) and an
-optional deadline for the whole attempt. Either one running out is a ``retryable``
-failure with ``error_type`` ``timeout_error`` — except a stream gone idle after its
-headers, which is ``stream_broken`` (the machine's stream fallback).
+Owns :func:`send_request` (through the official SDK, ``max_retries=0``), the :data:`FailureKind` of every failure,
+:class:`RequestLog` and :class:`UsageTotals`. No HTTP, SSE or JSON problem escapes. Two clocks bound an attempt: the
+idle timeout and an optional deadline. Retries are the machine's.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """The images and documents one request may carry: at most a count and a total of base64, the oldest dropped first.
 
-Owns :func:`within_media_cap`, which every request body goes through
-(:func:`~queryloop.handlers.request.services.body.encode_request`): the Messages API refuses a
-request over 32 MB (a 413) and one with too many images, and a transcript that has gathered
-them — eight MCP images of 4.9 MB are 37 MiB — would be refused on every request after.
-Claude Code 2.1.235 keeps each request within its first-party caps, :data:`MEDIA_MAX_BASE64_CHARS`
-of base64 and :data:`MEDIA_MAX_COUNT` blocks, counting image and document blocks at the top of a
-message and inside tool results; over either, it drops media oldest first until it is
-:data:`MEDIA_SLACK_BASE64_CHARS` and :data:`MEDIA_SLACK_COUNT` under them, so the requests
-that follow keep one prefix for the prompt cache until more media arrive. So does this; where
-Claude Code drops a block without a word (and writes a line only in a message left empty),
-a text in its place tells the model what was there.
-
-The stored transcript never changes: a request carries the copy. Under the caps — every
-request but those of a transcript heavy with media — the view is returned as it is, and the
-counting is incremental (the running totals of a store, extended by the messages appended
-since the last request), so it costs nothing per request beyond the new messages. It does
-not decide what a tool returns (``queryloop.handlers.mcp.services.content`` checks an MCP
-image and caps one result the same way; Read's images are checked in ``tools.services.images``),
-but owns what both check an image with: :func:`sniffed_image_type` and :data:`IMAGE_MAX_BASE64_CHARS`.
+Owns :func:`within_media_cap` (Claude Code 2.1.235's caps; a text stands in for each block dropped; the stored
+transcript never changes), :func:`sniffed_image_type` and :data:`IMAGE_MAX_BASE64_CHARS`. The caps:
+docs/security.md.
 """
 
 from __future__ import annotations

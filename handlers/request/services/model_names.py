@@ -1,10 +1,7 @@
 """What a model name means: aliases, retired ids and the ``max_tokens`` a request sends, as Claude Code 2.1.235.
 
-Owns the one resolution every way of naming a model goes through (``--model``,
-``--fallback-model``, the settings' ``model``, ``ANTHROPIC_MODEL``, an agent's ``model``, an
-Agent call's ``model``, ``CLAUDE_CODE_SUBAGENT_MODEL``) and the environment variables that
-change it, each read from the mapping it is given (the process's environment with the
-settings' ``env`` above it). The limits per model are ``models.yaml``'s (``pricing``).
+Owns the one resolution every way of naming a model goes through (flags, settings, environment, agents). Limits per
+model are ``models.yaml``'s.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Model prices and size limits, and the cost of one request's usage.
 
-Owns ``models.yaml`` beside it (read once, lazily): the prices, the windows and each
-model's output limits (:func:`output_limits`), and the arithmetic turning API ``usage``
-into US dollars. A model the table does not list is priced as Claude Code
-2.1.235 prices one (:data:`UNLISTED_MODEL`), so ``total_cost_usd`` and
-``--max-budget-usd`` work for any model; :func:`model_info` still answers None for it.
-It does not accumulate usage over a run
-(:class:`~queryloop.handlers.request.services.client.UsageTotals` does).
+Owns ``models.yaml`` beside it (prices, windows, output limits) and usage as US dollars. An unlisted model is priced
+as Claude Code 2.1.235 prices one (:data:`UNLISTED_MODEL`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Session layer, the side-effect ledger: which completed calls the model can no longer see, and replaying them.
 
-A call of a tool that is not idempotent (Bash, Write, Edit — each tool declares it) is
-recorded the moment it completes (``data.LedgerEntry``, written by the tool layer
-through :class:`~.data.SessionStore`). The model may lose sight of such a call: a
-compaction summarised it, a resume found the transcript without its result, a branch
-was discarded. Those calls are :func:`hidden_calls` — entries of this user turn whose
-tool_use id no message holds any more, and the calls a resume found completed in the
-ledger but missing from the transcript (``SessionData.recovered``: the interrupted turn
-goes on in the resumed run, whatever its new prompt). The model is told about them
-(:func:`hidden_calls_note`, added where the calls disappeared), and an identical call
-(same tool, same input) it proposes again within the same user turn is not run: the
-gate answers it with :func:`replayed_result`, the recorded result marked as such.
+Owns :func:`hidden_calls`, :func:`hidden_calls_note` and :func:`replayed_result`: a non-idempotent call the model
+lost sight of (compaction, resume, a discarded branch) and proposes again in the same user turn is answered, not run
+(docs/sessions.md).
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Session layer, what survives the process: where a session lives on disk and how its files are written and read.
 
-Owns the layout under ``$QUERYLOOP_HOME`` (default ``~/.queryloop``):
-``projects/<encoded cwd>/<session-id>.jsonl`` is the transcript (Claude Code's place and
-shape) and ``projects/<encoded cwd>/<session-id>/`` holds the side-effect ledger
-(``ledger.jsonl``) and the file checkpoints (``checkpoints.jsonl``, an index, and
-``blobs/<sha256>``, the prior bytes, content-addressed); ``cache/machines/`` keeps the compiled
-machines (:func:`machine_cache_dir`); a session id is a canonical UUID
-(:func:`is_session_id`), so it is never read as a path. Every log is JSON Lines, appended
-one whole line per ``write`` and flushed at once (the ledger also ``fsync``-ed: it is what
-keeps a side effect from being repeated); reading skips a torn last line (a kill -9 while
-writing it) and any unreadable line — nested too deep or holding a number too long to
-read (``queryloop.fsm.model.jsontext``) included — each with a warning, never failing. The checkpoint
-index keeps at most :data:`MAX_CHECKPOINTS` entries; older ones are dropped (the count is
-kept) with the blobs nothing refers to.
-
-Writes nothing but what it is given: credentials never reach these files because no
-caller hands them over (messages, tool inputs and results, file bytes).
+Owns the layout under ``$QUERYLOOP_HOME`` (docs/sessions.md), the JSON Lines logs (the ledger ``fsync``-ed; a torn
+or unreadable line skipped with a warning) and the checkpoint index, capped at :data:`MAX_CHECKPOINTS`.
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """Session layer, a session's transcript: written as the run goes, and read back to resume it.
 
-A transcript is Claude Code's JSON Lines shape: ``user`` and ``assistant`` entries
-chained by ``parentUuid``, ``system/compact_boundary`` entries that start a new chain
-(``parentUuid`` null, ``logicalParentUuid`` the leaf before), ``tombstone`` entries for
-provisional branches a fallback discarded (never anyone's parent), and our
-``system/result`` line at the end of each run.
-
-Writing: :class:`TranscriptWriter`, told every step the run takes (and every item its
-effects publish), appends after each step the messages the step added — with ``uuid``,
-``sessionId``, ``timestamp``, ``cwd``, ``version``, ``isMeta`` for hidden messages, and
-``reason``, the transition that added them (ours). A step that rebuilt the transcript (a
-compaction, a collapse or a microcompaction of old results) writes a ``system/compact_boundary`` entry first —
-``compactMetadata`` with what was summarised and kept — and then the new transcript from
-it. An attempt whose streamed output a fallback discarded leaves a ``tombstone`` entry.
-The run's end is a ``system/result`` entry (terminal reason, turns, cost) that
-``queryloop sessions`` reads. The prompt's entry has the run's ``prompt_id``: the user
-message checkpoints are grouped by.
-
-Reading: :func:`load_history` walks ``parentUuid`` back from the newest
-``user``/``assistant`` entry to the compact boundary or the root — so a compacted
-session resumes from its summary and a discarded branch is never resumed.
+Owns :class:`TranscriptWriter` (Claude Code's JSON Lines entries, plus our ``reason`` and ``system/result``) and
+:func:`load_history`, which walks ``parentUuid`` back to the compact boundary. The format: docs/sessions.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Records and helpers shared by the built-in tools: specs, context, calls, outputs, paths.
 
-Owns the vocabulary every tool module speaks: :class:`ToolSpec` (what the model sees
-plus the scheduling flags and the implementation), :class:`ToolContext` (the working
-directory and limits a call runs under), :class:`ToolCall` (one parsed ``tool_use``
-block), :class:`ToolOutput` (what an implementation returns), :class:`ToolError` (an
-expected failure whose message goes to the model verbatim), the ``tool_result`` block
-shape, working-directory confinement (a symlink loop is a :class:`ToolError`), output
-truncation, and how blocking work runs off the event loop (:func:`threaded`,
-:func:`in_thread`): in a daemon thread that the caller stops waiting for at once on
-cancellation and that stops itself at its next :func:`raise_if_cancelled`.
-
-Does not own any tool (``files``, ``search``, ``bash``) nor the
-scheduling of calls and their deadline (``dispatch``).
+Owns :class:`ToolSpec`, :class:`ToolContext`, :class:`ToolCall`, :class:`ToolOutput`, :class:`ToolError` (its
+message goes to the model), working-directory confinement, output truncation, and :func:`threaded` /
+:func:`in_thread` for blocking work. Owns no tool and no scheduling.
 """
 
 from __future__ import annotations

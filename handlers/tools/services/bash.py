@@ -1,14 +1,7 @@
 """The ``Bash`` tool: one shell command in the working directory, bounded in time and output.
 
-Owns the subprocess lifecycle. The command runs as ``bash -c`` in a new session (so
-in its own process group) with stdin closed and stdout+stderr merged into one pipe.
-The whole group is killed with SIGKILL when the command times out, when the call is
-cancelled (the ``CancelledError`` then propagates), and also when ``bash`` itself
-exits, so background jobs left behind do not outlive the call. Output is captured
-streaming, keeping only its start and end, so a chatty command cannot exhaust memory.
-Its timeout is the call's (``own_timeout_s``): the dispatcher's deadline leaves it room.
-
-Does not own scheduling or error wrapping (``dispatch``).
+Owns the subprocess: ``bash -c`` in its own session, stdin closed, output merged and kept at its start and end. The
+whole group is killed on timeout, on cancellation and when ``bash`` exits, so no background job outlives the call.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Which tools a call can name this turn: the registry's, and the ones offered beside it (MCP servers').
 
-Owns :func:`find_tool` (a call's tool, or None when nothing offered this turn has its
-name) and :func:`turn_registry` (the registry a turn's calls are dispatched through).
-The tools beyond the registry are those of ``request.tool_catalog`` — the catalog the
-model saw, changed only at a request boundary — run as the service that lists them can
-run them now (``ToolServices.extra_tool``).
+Owns :func:`find_tool` and :func:`turn_registry`. The tools beyond the registry are the catalog the model saw,
+changed only at a request boundary.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Running the model's tool calls: registry lookup, input validation, scheduling, results.
 
-Owns :class:`ToolRegistry` (tools by name, their API definitions built once, filtering
-by allowed names), :func:`run_tool_calls` and the error result of a call naming no
-tool (:func:`unknown_tool_result`, which the permission gate answers before anything
-else, as Claude Code does). The contract with the loop: every call
-gets exactly one ``tool_result`` block with its ``tool_use_id``, in the model's order;
-every call runs under its deadline (:meth:`ToolSpec.deadline_s`) and is stopped past
-it; every failure becomes an ``is_error`` result, and only ``asyncio.CancelledError``
-escapes (the loop then synthesises results for the calls left dangling, keeping the
-ledger invariant of DESIGN.md). A run given a :data:`CallRunner` (``queryloop.fleet``
-runs each call as a durable DBOS step) runs every call through it.
-
-Does not own any tool implementation (``files``, ``search``, ``bash``).
+Owns :class:`ToolRegistry`, :func:`run_tool_calls` and :func:`unknown_tool_result`. Every call gets exactly one
+``tool_result``, in order, under its deadline; every failure is an ``is_error`` result. A :data:`CallRunner` (the
+fleet) may run each call.
 """
 
 from __future__ import annotations

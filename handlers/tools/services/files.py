@@ -1,16 +1,7 @@
 """The file tools ``Read``, ``Write`` and ``Edit``: their schemas, descriptions and implementations.
 
-Owns how a single file is shown to the model (numbered lines, paging hints) and how it
-is changed (whole-file write, exact-string replacement with a uniqueness rule). Every
-path goes through :func:`resolve_inside_cwd` first; only regular files are opened
-(a FIFO, socket or device is refused by name, never opened to block). Read holds at
-most one cut line at a time, however long the file's lines are. Write and Edit are
-atomic: the new content goes to a temporary file beside the target, is flushed to
-disk and renamed over it, so a crash leaves the old file or the new one, never a
-torn one; the file's permission bits are kept.
-
-Does not own searching (``search``), commands (``bash``) or scheduling
-(``dispatch``). Blocking file I/O runs in a worker thread (:func:`threaded`).
+Every path goes through :func:`resolve_inside_cwd`; only regular files are opened. Write and Edit are atomic (a
+temporary file renamed over the target) and keep the permission bits.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Grep's matching, run in a child process that the ``Grep`` tool kills at its deadline.
 
-Python's :mod:`re` backtracks: a pattern such as ``(a+)+$`` can take exponential time
-and holds the GIL all along, so neither a thread nor the event loop could stop it —
-the whole process would freeze and ignore SIGINT. The ``Grep`` tool (``search``) hands
-the pattern and the files it walked to this script, run as ``python -I -S
-grep_worker.py`` (standard library only, nothing of queryloop imported, so it starts
-fast), and kills it at the deadline or when the call is cancelled. The request is one
-JSON object on stdin, the answer one JSON object on stdout.
-
-Owns reading the candidate files (regular files only, opened without blocking; binary
-and unreadable ones skipped) and matching them. Does not own the walk, the output
-format or the wording of the caps (``search``).
+Python's :mod:`re` backtracks and holds the GIL, so a bad pattern could freeze the whole process. This script
+(``python -I -S``, standard library only) reads one JSON request on stdin and answers one JSON object on stdout.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """How ``Read`` shows an image file: one ``image`` block for the model, its record for PostToolUse hooks.
 
-Owns :data:`IMAGE_EXTENSIONS` (the names Read takes for images, as Claude Code 2.1.235 does)
-and :func:`read_image`. What type the bytes are is decided by the bytes, with the check MCP
-images go through (``request.services.media``): a PNG named ``.jpg`` is sent
-as PNG; a file with an image's name that is no PNG, JPEG, GIF or WebP is an error naming what
-its first bytes are. An image over the API's per-image limit is refused with its size (Claude
-Code shrinks it; queryloop has no image library to do so). Its width and height are read from
-the header, never by decoding the picture. A ``.pdf`` file (:func:`read_pdf`) goes as a
-``document`` block inside the tool's result (Claude Code 2.1.235 puts the block beside it),
-within what one request may carry. Does not own text files (``files``).
+Owns :data:`IMAGE_EXTENSIONS`, :func:`read_image` (the type from the bytes, the size from the header) and
+:func:`read_pdf` (a ``document`` block). Limits: docs/security.md.
 """
 
 from __future__ import annotations

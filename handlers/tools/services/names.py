@@ -1,15 +1,7 @@
 """Claude Code's tool names and what each one is: the one table every set of tool names is made from.
 
-Owns :data:`KNOWN_TOOLS`, a :class:`KnownTool` per tool name queryloop knows — its own
-built-in tools and the ones only Claude Code has, which a rule or a setting written for
-Claude Code may name — with the facts about each that the rest of queryloop decides by:
-which permission rules cover it, the input field naming the file it works on, whether
-it runs without asking, whether a microcompaction clears its old results, whether it
-changes code. The sets below are made from it; nothing else lists tool names by kind.
-
-Does not own the built-in tools themselves: their :class:`~.base.ToolSpec` records (name,
-schema, ``read_only``, ``changes_file``) live in ``files``, ``search`` and ``bash`` and are
-gathered in ``registry``; a test holds each built-in's flags to its row here.
+Owns :data:`KNOWN_TOOLS`: per name, the rules that cover it, its path field, whether it runs without asking, whether
+microcompaction clears it. The built-in tools' specs live in ``registry``; a test holds them to this table.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The permission decision for one tool call.
 
-Owns: matching a rule against a tool call (Bash commands as ``shell`` reads them,
-the path a file tool works on, exact specifiers for everything else), the decision
-``allow`` / ``ask`` / ``deny`` for one call (:func:`decide`) — for Bash in its own
-order, failing closed (``_BashCall``): under a Bash deny or ask rule, a command that
-runs code the gate cannot read (``runs.unreadable``) asks in every mode, bypass
-included — the narrow rules an "always" answer creates
-(:func:`suggest_rules`), the shape of a permission callback
-(:data:`AskPermission`, answering what would ask, with a :class:`PermissionAnswer`) and
-the input such a callback is shown (:func:`observable_input`).
-The rules' records and syntax live in ``rules`` (import them from there).
-
-Does not own: reading settings files (``queryloop.run.settings`` builds the rules
-from them), running PreToolUse hooks (``queryloop.handlers.hooks``), prompting a
-human, asking the callback or recording ``permission_denials`` (the gate, ``gate``,
-does those with the decision returned here).
+Owns matching rules against a call, :func:`decide` (``allow``/``ask``/``deny``; Bash fails closed),
+:func:`suggest_rules`, :data:`AskPermission`, :class:`PermissionAnswer` and :func:`observable_input`. The rules'
+records are in ``rules``. The gate acts on the decision.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Tools written in Python: ``@tool`` turns an async function into a :class:`~.base.ToolSpec`.
 
-Owns the decorator :func:`tool` and what it decides once, when a tool is defined: the
-JSON Schema of the input (derived with pydantic from the function's typed parameters,
-or given as the Claude Agent SDK's ``input_schema``: a dict of name → type, a
-``TypedDict``, or a JSON Schema), how the function is called (the SDK's shape: one
-dict argument; or typed parameters, the input validated into their types first; a
-parameter annotated :class:`~.base.ToolContext` gets the call's context), the
-scheduling flags, and how what it returns becomes a :class:`~.base.ToolOutput` (a str,
-the SDK's ``{"content": [{"type": "text", "text": ...}], "is_error": bool}``, a
-``ToolOutput``, or any other JSON value, as JSON). A definition that cannot work is a
-:class:`ToolDefinitionError` naming the fix, raised where the tool is defined.
-
-Does not own what happens to a call: the result is a plain ``ToolSpec``, so the gate,
-schema validation (bad input is refused before the function runs), scheduling,
-deadlines, the side-effect ledger (a tool that is not ``idempotent`` is recorded) and
-the error result of an exception (``dispatch``) are the built-in tools' own.
+Owns :func:`tool`: the input schema, how the function is called, how its return becomes a
+:class:`~.base.ToolOutput`, and :class:`ToolDefinitionError`, raised where the tool is defined. What happens to a
+call is the built-in tools' own.
 """
 
 from __future__ import annotations

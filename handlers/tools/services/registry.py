@@ -1,11 +1,7 @@
 """The built-in tools of the coding agent, in the order they are offered to the model.
 
-Owns the default tool set (built once at import) and the registry of it: the one list of
-the built-ins (what a tool name is to the permission rules and the rest is ``names``). The tools
-themselves live in ``files``, ``search``, ``bash`` and ``web``; the registry and the
-dispatcher in ``dispatch``; the records they share in ``base``. Tool calls run
-under a :class:`~queryloop.handlers.tools.services.base.ToolContext` whose ``cwd`` confines
-every file path.
+Owns the default tool set, built once at import. The tools live in ``files``, ``search``, ``bash`` and ``web``; what
+a tool name means to the rules is ``names``'.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Permission rules as written: their records, their syntax, and the paths and tools they name.
 
-Owns parsing Claude Code permission rules (``Tool`` / ``Tool(specifier)``) into records
-(:class:`PermissionRule`, :class:`PermissionRules`), the ``--allowed-tools`` /
-``--disallowed-tools`` flag syntax, the permission modes, which tool
-names a rule's tool covers (:func:`tool_name_matches`: ``mcp__server``, ``Edit`` for
-every editing tool, ``Read`` for every reading one), gitignore-style path patterns
-(:func:`path_pattern`, :func:`path_matches`: ``//abs``, ``~/home``, ``/project``,
-``./cwd``, matched as written and with symlinks resolved), and what the ``Read`` deny
-rules hide (:func:`read_denied`, :func:`read_denied_paths`) and a bare deny rule keeps
-from the model (:func:`hidden_tools`).
-
-Does not own matching a rule against one tool call or the decision (``permissions``),
-nor Bash command patterns (``shell``), nor which tools a family holds (``names``).
+Owns :class:`PermissionRule`, :class:`PermissionRules`, the ``--allowed-tools`` syntax, the modes, which tools a
+rule covers, path patterns, what ``Read`` deny rules hide and :func:`hidden_tools`. Matching one call is
+``permissions``'.
 """
 
 from __future__ import annotations

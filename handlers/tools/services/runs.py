@@ -1,19 +1,7 @@
 """What a Bash command runs in turn, and whether the gate can read all of it.
 
-Owns :func:`inner_commands` (the commands one command runs — ``timeout 5 rm x``,
-``bash -c 'rm x'``, ``eval 'rm x'``, ``find -exec rm`` — as texts a deny rule can
-match) and :func:`unreadable` (why a line runs code the gate cannot read). The
-rule, by construction: a command is read in full only when its program is on a
-closed set of programs known to run no command from their arguments or input
-(:data:`_RUNS_NOTHING`, some with options refused), or is a wrapper, a shell given
-``-c`` or ``eval``, read into the commands it runs, which are checked in turn. Any
-other program — an unknown one, an interpreter, a shell reading a file or its input,
-a builtin that evaluates an array subscript (``let``, ``declare``, ``read``) — runs
-code the gate cannot read, and so does a command named by a path outside the
-system's folders or an assignment to a variable that can make a program run code.
-A list of safe things is never complete: what is not on it asks.
-
-Does not parse the line (``shell``) or decide anything (``permissions``).
+Owns :func:`inner_commands` (``timeout 5 rm x``, ``bash -c``, ``eval``, ``find -exec``) and :func:`unreadable`. A
+command is read in full only when its program is on a closed set; what is not on it asks (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """What runs later: the one declared list of files a later program runs or obeys, for every writer.
 
-Owns :data:`RUNS_LATER_NAMES` (each name, and why it runs later), git's places (:data:`GIT_RUNS`:
-what under a git directory makes the next ``git`` run a program), the home directory's rule, and
-:class:`RunsLater` — the list made concrete for one folder: :func:`find_runs_later` reads where git
-finds its configuration and hooks there (a ``.git`` file's ``gitdir:``, ``commondir``,
-``core.hooksPath`` in the repository's and the user's configuration), which folders the run's
-``PATH`` names there and which files its instruction files import (:func:`instruction_imports`, which
-``queryloop.run.memory`` reads them with too); :meth:`RunsLater.why` says whether a path runs later and why.
-:func:`runs_later` answers for one absolute path, as the permission gate asks it.
-
-Every writer uses it: the file tools and redirections ask before writing what it covers, in every
-mode (``permissions``); the sandbox keeps it read-only (``sandbox.protect``, ``launch``,
-``overlay``). Does not own either decision, nor reading settings or instructions (the readers'
-file names are held to this list by a test).
+Owns :data:`RUNS_LATER_NAMES`, :data:`GIT_RUNS`, :class:`RunsLater` (the list for one folder) and
+:func:`runs_later`. The file tools ask before writing these, the sandbox keeps them read-only (docs/security.md,
+what runs later).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The search tools ``Glob`` (files by name pattern) and ``Grep`` (files by content regex).
 
-Owns the glob-pattern dialect (``*``, ``?``, ``**``, ``[...]``, ``{a,b}``), the directory
-walk both tools share (regular files only: FIFOs, sockets and devices are never opened;
-VCS directories skipped; symlinked directories not followed; symlinked files leaving
-the working directory, and symlink loops, ignored) and the output formats and caps.
-``Grep`` is pure Python (:mod:`re`): no ripgrep needed, Python regex syntax. The walk
-runs in a worker thread; the matching runs in a child process (``grep_worker``) that
-is killed at the call's deadline or on cancellation, because a backtracking pattern
-can run for ever while holding the GIL.
-
-Does not own single-file access (``files``) or scheduling (``dispatch``).
+Owns the glob dialect, the directory walk both share (regular files only, symlinked directories not followed), and
+the output formats and caps. Grep is Python's :mod:`re`; its matching runs in ``grep_worker``, killed at the
+deadline.
 """
 
 from __future__ import annotations

@@ -1,35 +1,7 @@
 """Reading a Bash command line as the shell would, to decide whether it may run — failing closed.
 
-Owns :func:`analyse`: the command line parsed by ``bashlex`` into every simple
-command it runs — in lists, pipelines, loops, functions, subshells, and inside
-command and process substitutions — each with its command word normalised the way
-the shell resolves it (``/bin/rm`` → ``rm``, ``\\rm`` → ``rm``, ``command rm`` /
-``builtin rm`` / ``exec rm`` / ``env X=1 rm`` → ``rm``), its environment
-assignments kept apart, whether every word is a literal, plus every file a
-redirection writes or reads. Anything the parser cannot prove it sees in full makes
-the analysis *not understood*, and the caller must ask, never guess: ANSI-C
-``$'…'`` quoting, arithmetic, ``[[ ]]``, ``case``, a parameter expansion with an
-operator or a subscript (``${x:-$(…)}``, ``${a[$(…)]}``), a here-document whose
-body the shell expands, a word holding ``$(``, a backtick or ``${`` once its quotes
-and backslashes are gone (text that runs a command when an array subscript or
-``eval`` evaluates it again), a command word that is itself an expansion or a
-pattern, a line longer than :data:`MAX_LINE` characters (the parser's time grows with
-it). What a command runs in turn is ``runs``'s.
-
-Also owns how a Bash rule's pattern (``git push:*``, ``npm run *``) matches one
-command (:func:`bash_command_matches`, in time linear in the command), and the
-read-only classification (:func:`read_only_operands`): a command is
-read-only only when its program is on a short list of programs that cannot write or
-run another program with *any* option, every word is a literal (no expansion of any
-kind — a glob, ``~``, braces, a ``$``), no environment assignment is made, and every
-option is on that program's allow-list spelled exactly (an unknown, abbreviated or
-combined option is not read-only). It returns the files the command reads, so the
-caller can hold them to the Read rules. A list of safe things is never complete:
-this module errs towards "not read-only", and the OS sandbox, not this parser, is
-the wall (``sandbox``).
-
-Does not decide permissions (``permissions`` does, with the rules and the mode).
-Model-proposed commands are hostile input.
+Owns :func:`analyse` (every command a line runs, normalised; *not understood* when the parser cannot see all of it),
+:func:`bash_command_matches` and :func:`read_only_operands`. The rules: docs/security.md. Decides nothing.
 """
 
 from __future__ import annotations

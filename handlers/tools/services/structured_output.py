@@ -1,11 +1,7 @@
 """Structured output (``--json-schema``): the schema's checks and the ``StructuredOutput`` tool that carries it.
 
-Owns :func:`schema_problem` (why a ``--json-schema`` argument cannot be used, or None) and
-:func:`structured_output_tool`, the tool whose input schema is the caller's schema: the model
-answers by calling it. The call's input is checked against the schema before it runs (as every
-tool's is, ``dispatch``); a call that reaches :func:`structured_output_tool`'s run is valid.
-Does not own what the run does with it (``handlers/tools/structured``: the edges that end the
-run with it, or give up) nor the nudge for a missing one (``handlers/output``).
+Owns :func:`schema_problem` and :func:`structured_output_tool`, whose input schema is the caller's. What the run
+does with the answer is ``handlers/tools/structured``'s.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The WebFetch and WebSearch tools (Claude Code's names and input keys, our words).
 
-Owns the two tools' specs, fetching a page (``https`` only, no redirect to another host, at most
-:data:`MAX_PAGE_BYTES` in :data:`FETCH_TIMEOUT_S`; an address off the public internet only for a
-host a rule names), turning it into text for the model, and reading a search's answer. The URL
-checks are ``web_urls``'; the permission decision (a ``WebFetch(domain:…)`` rule) is
-``permissions``'; the model requests are the run's (``ToolContext.web``). The HTML library is
-imported only when a page is converted.
+Owns the two tools' specs, fetching a page (``https`` only, bounded in bytes and time), making it text, and reading
+a search's answer. The URL checks are ``web_urls``'.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""What a WebFetch URL is allowed to be: its parse, its host as the permission rules see it, the addresses it may reach.
+"""What a WebFetch URL is allowed to be: its parse, its host as the permission rules see it, the addresses it may
+reach.
 
-Owns :func:`parse_web_url` (a model's URL read once, refused with a one-line reason when it
-is not a plain ``http``/``https`` URL with a dotted host; ``http`` upgraded to ``https`` and
-numeric IPv4 spellings made dotted quads, as Claude Code 2.1.235 reads them), :func:`web_host`
-(the host a ``WebFetch(domain:…)`` rule is matched against: the same parse, so the host a rule
-allows is the host fetched), :func:`domain_matches` (the rule syntax) and :func:`address_problem`
-(why an address is not on the public internet). Fetching is ``web``'s.
+Owns :func:`parse_web_url`, :func:`web_host` (the same parse, so the host a rule allows is the host fetched),
+:func:`domain_matches` and :func:`address_problem`. Fetching is ``web``'s.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The OS sandbox for the model's Bash commands (bubblewrap on Linux): the wall the permission gate is not.
 
-``policy`` reads the ``sandbox`` settings and says which calls run inside; ``probe``
-asks whether bubblewrap starts here; ``launch`` builds each command's ``bwrap`` line; ``overlay`` brings a
-command's changes to the working directory back with their originals checkpointed;
-``proxy`` and ``bridge`` give a sandboxed command the hosts ``network.allowedDomains``
-names and nothing else.
+``policy`` (which calls run inside), ``probe``, ``launch`` (the ``bwrap`` line), ``overlay`` (changes brought back,
+checkpointed), ``proxy`` and ``bridge`` (the allowed hosts).
 """
 
 from __future__ import annotations

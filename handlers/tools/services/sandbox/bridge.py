@@ -1,35 +1,8 @@
 """The sandbox's end of the way out: a loopback port inside the sandbox relayed to the proxy's Unix socket.
 
-Run inside the sandbox, before the command, as::
-
-    python3 -I -S /abs/path/bridge.py SOCKET PORT FILTER -- CMD [ARGS...]
-
-(:func:`bridge_argv` builds that line). Inside ``--unshare-net`` the sandbox has only its own loopback,
-so the proxy (``proxy.DomainProxy``, outside) is reached over a Unix socket bind-mounted in. The script
-binds and listens on ``127.0.0.1:PORT`` first, so the port is ready before the command starts, then
-forks: the child accepts on the port and relays each connection, byte for byte both ways, to a new
-connection on ``SOCKET``; the parent forks ``CMD`` with the seccomp program in the file ``FILTER``
-(``seccomp``: no Unix sockets) installed on it, and waits for it, reaping what it leaves, then exits
-with its status. The relay needs its Unix socket, the command must not have one, so the filter is
-installed here, on the command alone, not by bubblewrap on all three; the bridge and the relay make
-themselves undumpable, so the command cannot write into them through ``/proc`` or ptrace. With
-``FILTER`` ``-`` the parent ``exec``s ``CMD`` instead. The command
-finds the proxy through ``HTTP_PROXY``/``HTTPS_PROXY`` (``http://127.0.0.1:PORT``), which the caller sets.
-
-When the network cannot be bridged (``SOCKET`` missing or not a socket, ``PORT`` taken) the script prints
-one line starting ``queryloop sandbox:`` to stderr and still runs ``CMD``: the command then simply has no
-network, which is what the sandbox promises anyway, and a failing command says more than a refusal to
-start would. Only a malformed command line (no ``--``, no ``CMD``, a bad port) exits 125 without running
-anything, as does a filter that cannot be installed; a ``CMD`` that cannot be executed exits 127 (not
-found) or 126, as a shell does.
-
-The relay ends with the sandbox: it asks the kernel for ``SIGKILL`` when its parent (the command, after
-``exec``) ends, watches its parent as well, ignores ``SIGINT`` meant for the command, and holds none of
-the command's standard streams, so a caller reading the command's output to its end is never kept
-waiting by the relay.
-
-Does not filter anything (the proxy outside decides which hosts are reached) and must not import
-queryloop: it runs under ``python3 -I -S`` inside the sandbox, with only the standard library.
+Runs inside as ``python3 -I -S bridge.py SOCKET PORT FILTER -- CMD [ARGS...]`` (:func:`bridge_argv`), relaying
+``127.0.0.1:PORT`` to ``SOCKET``; ``CMD`` runs with ``FILTER`` installed. Details: docs/security.md. Imports no
+queryloop.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """Running a model-proposed command inside bubblewrap: the probe, the mounts, the network, the capture.
 
-Owns :class:`Sandbox`, the run's sandbox service: for one command it
-builds the ``bwrap`` command line (:meth:`Sandbox.prepare`) and, when the command is
-done, carries what it changed in the working directory back (:meth:`SandboxedCommand.finish`).
-
-What a sandboxed command sees: the whole filesystem read-only; the working directory
-and the folders ``sandbox.filesystem.allowWrite`` names writable, but for what runs later
-in them and what ``denyWrite`` names; ``/tmp`` (and ``TMPDIR``) a directory of the run's
-own, kept between its commands; what ``denyRead`` names and every file and directory in
-the working directory that a ``Read`` deny rule covers (and every literal path such a
-rule names elsewhere) replaced by an empty, read-only stand-in; no network but its own loopback, where, when
-``sandbox.network.allowedDomains`` names any host, a bridge inside forwards
-``127.0.0.1:3128`` over a bind-mounted Unix socket to a filtering proxy outside
-(``proxy``, ``bridge``; ``HTTP_PROXY``/``HTTPS_PROXY`` point at it); no capabilities,
-its own user, PID, IPC and UTS namespaces; killed whole when the command ends or
-the call is cancelled (``--die-with-parent`` and the PID namespace).
-
-The capture, beyond Claude Code (whose checkpoints do not cover Bash): where the
-kernel lets an unprivileged user namespace mount overlayfs, the working directory is
-an overlay whose lower layer is the real directory, so the command's writes land in
-an upper directory of the run's own; when it ends, ``overlay.apply_upper`` checkpoints
-the originals of exactly what changed (the real directory is still untouched then) and
-applies the changes, so ``queryloop rewind`` restores them too. Where overlayfs cannot
-be mounted, the working directory is bound directly and nothing is captured — said once.
-
-Does not own the policy (``policy``: which calls run here), the permission decision
-(``permissions``), the subprocess lifecycle (``bash``) or the checkpoint store.
+Owns :class:`Sandbox`: the ``bwrap`` line for one command (:meth:`Sandbox.prepare`) and bringing its changes back
+(:meth:`SandboxedCommand.finish`). What a sandboxed command sees: docs/security.md. Does not decide which calls run
+here (``policy``).
 """
 
 from __future__ import annotations

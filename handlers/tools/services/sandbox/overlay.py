@@ -1,33 +1,9 @@
 """Bringing a sandboxed command's changes out of an overlayfs upper directory, checkpointed first.
 
-Owns the second half of running a command over an overlay of the working directory. The
-command ran with the working directory mounted as overlayfs (lower layer: the real
-directory; upper and work: directories of the session's own), so everything it wrote is in
-the upper directory and the real directory is still untouched when it ends.
-:func:`apply_upper` reads the upper directory (regular files, symlinks, whiteouts, opaque
-directories), works out every change before making one, hands the checkpoint the real files
-about to be overwritten or removed and the paths about to be created — so ``rewind`` can put
-them back — within a byte cap, and only then makes the real directory match. What the
-checkpoint store cannot keep (it keeps a file's bytes or its absence: not symlinks,
-directories or permissions) and what is over the cap is listed in :class:`OverlayChanges`,
-whose :meth:`~OverlayChanges.summary` is the line the tool result carries. Also owns the
-mount options (:func:`overlay_mount_options`) and the probe that the kernel mounts overlayfs
-in an unprivileged user namespace here (:func:`overlay_available`).
-
-Nothing outside the real directory is touched: every change is made through directory file
-descriptors opened one component at a time with ``O_NOFOLLOW``, so a symlink in the real
-directory — one pointing outside, or one swapped in while the changes are applied — is
-replaced or refused, never followed. Set-user-ID and set-group-ID bits never come out of the
-sandbox (a process that runs as root would otherwise apply a set-user-ID root program the
-sandbox made).
-
-Also owns :func:`remove_tree`, which the caller uses to clear the upper and work directories
-once :func:`apply_upper` has returned or raised: the work directory keeps a ``work/work``
-directory of mode 000, and the command may have left unreadable directories and symlinks
-to anything, so it changes permissions only of real directories and follows no link.
-
-Does not own mounting, bubblewrap or running the command (``launch``) or the checkpoint store
-(``handlers.session.store``).
+Owns :func:`apply_upper` (every change worked out, the originals checkpointed, then applied),
+:class:`OverlayChanges`, the mount options, :func:`overlay_available` and :func:`remove_tree`. Every change goes
+through directory descriptors opened with ``O_NOFOLLOW``, so a symlink is never followed. What is captured:
+docs/security.md.
 """
 
 from __future__ import annotations

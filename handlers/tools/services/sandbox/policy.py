@@ -1,18 +1,7 @@
 """The sandbox settings as Claude Code spells them, and which Bash calls run inside the sandbox.
 
-Owns :class:`SandboxPolicy`: the ``sandbox`` settings object (``enabled``,
-``autoAllowBashIfSandboxed``, ``excludedCommands``, ``allowUnsandboxedCommands``,
-``failIfUnavailable``, ``network.allowedDomains``, ``filesystem.allowWrite``,
-``denyWrite`` and ``denyRead``, their paths placed by :meth:`SandboxPolicy.places`) read into a record, and the one
-answer the permission gate and the Bash tool must agree on — does this call run
-sandboxed (:meth:`SandboxPolicy.sandboxes`)? A call leaves the sandbox when one of
-its commands matches an ``excludedCommands`` pattern (permission-rule syntax: ``git``
-is the bare command only, ``git:*`` or ``git *`` a prefix), or when it sets
-``dangerouslyDisableSandbox`` and ``allowUnsandboxedCommands`` allows that (when it
-does not, the request is ignored and the call stays inside, as in Claude Code).
-
-Does not own starting the sandbox (``launch``), the permission decision
-(``permissions``), or reading settings files (``queryloop.run.settings``).
+Owns :class:`SandboxPolicy`: the ``sandbox`` settings as a record, and :meth:`SandboxPolicy.sandboxes`, the one
+answer the gate and Bash share. The settings: docs/security.md (the sandbox).
 """
 
 from __future__ import annotations

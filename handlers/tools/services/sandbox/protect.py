@@ -1,19 +1,7 @@
 """What a sandboxed command may never write, though it lies in the writable working directory.
 
-Owns :func:`is_protected`, :func:`existing_protected` and :func:`shallow_protected`. The sandbox
-lets a command write its working directory; some files there are run later *outside* the
-sandbox — by queryloop's or Claude Code's next start (settings and their hooks, MCP servers,
-instructions), by the next ``git`` (its configuration and hooks, however git finds them), by
-the user's next shell (``.bashrc``, ``~/bin``). A command that could write them would escape the
-sandbox one step later. The list of them is the one every writer uses
-(:mod:`..runs_later`): here it is what stays read-only.
-
-:func:`existing_protected` and :func:`shallow_protected` find those that exist, for ``launch`` to
-bind read-only (the command gets "Read-only file system", as for any other path it may not write);
-``overlay`` refuses, when it brings the changes out, anything :func:`is_protected` covers — the new
-files no mount could cover.
-
-Does not own the list (``runs_later``), mounting (``launch``) or applying changes (``overlay``).
+Owns :func:`is_protected`, :func:`existing_protected` and :func:`shallow_protected`: the list of what runs later
+(``runs_later``) as read-only mounts for ``launch`` and refusals for ``overlay``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The sandbox's way out to the network: an HTTP proxy on a Unix socket that lets through only allowed domains.
 
-Owns :func:`domain_allowed`, the ``sandbox.network.allowedDomains`` match as Claude Code spells it (exact
-host names; ``*.example.com`` for every subdomain of ``example.com`` at any depth, but not ``example.com``
-itself; case-insensitive; an IP literal only where that address is listed, never through a wildcard; a
-host given with a port matched by its host), and :class:`DomainProxy`, which serves on a Unix socket from
-its own asyncio loop in a daemon thread. The proxy understands the two forms a client sends to an HTTP
-proxy: ``CONNECT host:port`` (a byte tunnel, which HTTPS uses) and an absolute-URI request (``GET
-http://host:port/path HTTP/1.1``, sent on to the origin in origin-form with ``Connection: close`` and the
-response relayed back). A host that is not allowed gets ``403 Forbidden`` naming it, and is remembered
-(:meth:`DomainProxy.refused`) so the run can report it; a request the proxy cannot read gets ``400``, an
-origin it cannot reach ``502``.
-
-Does not start the sandbox, bridge the sandbox's own loopback to the socket (``bridge``, a script that
-runs inside, does) or read settings. It does not look inside a tunnel: an allowed host is trusted with
-whatever the client sends it, and the host is resolved outside the sandbox, so an allowed name that
-resolves to a private address reaches that address (as with Claude Code's allow-list).
+Owns :func:`domain_allowed` (``allowedDomains`` as Claude Code matches it) and :class:`DomainProxy` (``CONNECT`` and
+plain HTTP; ``403`` for a refused host, remembered for the run's report). It does not look inside a tunnel:
+docs/security.md says what is not contained.
 """
 
 from __future__ import annotations

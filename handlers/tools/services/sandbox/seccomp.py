@@ -1,17 +1,8 @@
 """The seccomp filter that keeps a sandboxed command off the host's Unix sockets.
 
-Owns :func:`unix_socket_filter`: a classic BPF program, as bubblewrap's ``--seccomp FD``
-and ``prctl(PR_SET_SECCOMP)`` take it, refusing ``socket(AF_UNIX, …)`` with ``EPERM``.
-``--unshare-net`` cuts the network and abstract Unix sockets, but a socket *file* outside
-the sandbox's own ``/tmp`` — the session bus, ``/run/docker.sock``, an ssh or gpg agent — is
-still there to connect to, and the read-only mount does not stop a connect. Claude Code's
-sandbox blocks the same system call the same way on Linux. The program also refuses
-``io_uring_setup`` (an io_uring can open sockets without the ``socket`` call) and kills a
-process calling in through another ABI (x32 numbers, a 32-bit binary's ``socketcall``), where
-the numbers it checks do not apply. ``socketpair`` stays allowed: its sockets reach nothing.
-
-Does not own installing it (``launch`` hands it to bubblewrap; ``bridge`` installs it on the
-command itself when the relay, which needs a Unix socket, runs beside it).
+Owns :func:`unix_socket_filter`: a classic BPF program refusing ``socket(AF_UNIX, …)`` and ``io_uring_setup`` with
+``EPERM``, killing a process that enters through another ABI. Why: docs/security.md. Installed by ``launch`` or
+``bridge``.
 """
 
 from __future__ import annotations
