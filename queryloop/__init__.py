@@ -1,17 +1,8 @@
 """queryloop: an agent query loop whose every continuation and recovery is a transition of a YAML machine.
 
-The packages: ``queryloop.fsm`` (the generic engine: load, run, check, draw),
-``queryloop.handlers`` (the query loop's Python, one subpackage per layer of
-``machines/query_loop.yaml``), ``queryloop.machines`` (the YAML), and here, above
-them, the agent assembled from the layers (``agent``), its output (``console``), its
-settings (``settings``), the ``queryloop`` program (``cli``), the Python API
-(``api``: :func:`query` and :class:`QueryClient`, with the ``messages`` and ``options``
-of the Claude Agent SDK's shapes, and ``tool``, which makes a Python function a tool) and
-the embedded fault-injecting Anthropic-compatible server (``mockapi``, a testing and demo
-facility).
-
-The names below are imported on first use, so ``import queryloop.fsm`` loads the
-engine alone.
+The packages: ``queryloop.fsm`` (the engine), ``queryloop.handlers`` (the loop's Python), ``queryloop.machines``
+(the YAML) and, above them, the run, the front-ends, the fleet and the embedded server (docs/internals.md). Names
+load on first use.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """A fleet: sessions as DBOS workflows on a database every worker reaches (``queryloop worker`` / ``submit``).
 
-One workflow per session (``session``), one DBOS step per effect — each model request,
-each tool call — keyed so a completed one is never run again after a crash (``steps``);
-the transcript, the side-effect ledger and the file checkpoints in the database
-(``store``, ``database``); workers that beat a heartbeat and recover a dead peer's
-sessions (``worker``); enqueueing and waiting (``submit``); the two commands
-(``commands``). SQLite is the single-machine default, PostgreSQL the fleet's database.
-
-Importing this package imports neither DBOS nor SQLAlchemy: the names below load on
-first use (PEP 562), so ``queryloop --help`` stays fast.
+``session``, ``steps``, ``store``, ``database``, ``worker``, ``submit`` and ``commands``; docs/fleet.md. Importing
+it loads neither DBOS nor SQLAlchemy.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The ``worker`` and ``submit`` commands: their flags, and what each runs (imported only when it runs).
 
-Owns the two subcommands' parsers (registered in ``queryloop.frontends.commands``, which the program reads)
-and their entry points. Importing this module imports neither DBOS nor SQLAlchemy nor
-the SDK: ``queryloop submit --help`` builds these parsers and must stay fast. Bad input — a
-database URL of the wrong kind, a working directory that is not there, an unknown
-session id, waiting with no worker — is one line on stderr and exit 1; a bad flag, exit 2, and so is
-DBOS missing (one line naming the ``pip install`` that adds the ``fleet`` extra).
+Owns the two parsers and their entry points. Importing it loads neither DBOS, SQLAlchemy nor the SDK. Bad input is
+one line and exit 1; a bad flag or DBOS missing, exit 2.
 """
 
 from __future__ import annotations

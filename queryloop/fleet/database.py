@@ -1,14 +1,7 @@
 """The fleet's own tables, beside DBOS's: transcripts, tool-call records, ledger, checkpoints, worker heartbeats.
 
-Owns :class:`FleetDatabase` — one SQLAlchemy engine on the database every worker reaches
-(the URL DBOS uses for its system tables: a SQLite file on one machine, PostgreSQL for a
-fleet) — and every read and write of the ``queryloop_*`` tables. Each write is keyed so
-that doing it twice changes nothing (a replayed workflow writes the same rows again):
-a transcript entry by (session, sequence number), a tool call by its idempotency key
-(session and tool_use id), a ledger entry and a checkpoint by their tool_use id. How DBOS
-records workflows and steps is DBOS's (its ``dbos`` schema); this module never touches it.
-
-Does not import DBOS: ``queryloop submit`` and the tests read these tables with it alone.
+Owns :class:`FleetDatabase` (one SQLAlchemy engine on DBOS's URL) and every read and write of the ``queryloop_*``
+tables, each keyed so a replay writes nothing new. Never touches DBOS's own schema, and does not import DBOS.
 """
 
 from __future__ import annotations

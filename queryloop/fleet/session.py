@@ -1,15 +1,8 @@
 """A fleet session: what ``queryloop submit`` enqueues, and the DBOS workflow a worker runs it as.
 
-Owns :class:`SessionSpec` (the prompt and options of one session, plain JSON values: the
-workflow's input, stored by DBOS), how a spec becomes the agent's options, and
-:func:`run_session`, the body of the one workflow per session: the normal
-:class:`~queryloop.run.agent.AgentRun` driven to its end, with every model request and tool
-call a DBOS step (``steps``) and the transcript, the ledger and the checkpoints in the
-database (``store``). The run itself is the one ``queryloop -p`` runs; its result object
-is the workflow's output (what ``queryloop -p --output-format json`` prints).
-
-Not here: the worker process, its heartbeat and recovery (``worker``), enqueueing
-(``submit``).
+Owns :class:`SessionSpec` (the workflow's JSON input), how it becomes the agent's options, and :func:`run_session`:
+the normal :class:`~queryloop.run.agent.AgentRun`, with each effect a DBOS step (``steps``) and the session in the
+database (``store``).
 """
 
 from __future__ import annotations

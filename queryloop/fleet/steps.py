@@ -1,28 +1,7 @@
 """One DBOS step per effect of a session: each model request, each token count, each tool call.
 
-Owns :class:`StepBackend` (a model backend whose every ``send`` and ``count_tokens`` is
-a DBOS step) and :class:`ToolSteps` (the run's call runner, given to it at construction:
-one DBOS step per tool call). DBOS records a step's output in its database the moment
-the step returns; when a workflow is recovered it runs again from its start and every
-step it has recorded returns that output instead of running — so the run, deterministic
-given its effects' outputs, takes the same path up to where it stopped, and no completed
-request or call is made again.
-
-Each step's name carries its idempotency key, and DBOS checks a replayed step's name
-against the recorded one: a model request's is its number in the session and a digest
-of what it sends (model, system prompt, tools, messages), a tool call's its tool_use id.
-A replay that would send something else fails loudly (``DBOSUnexpectedStepError``)
-instead of returning another request's answer.
-
-DBOS steps are at-least-once: a step that was running when its worker died runs again.
-That is harmless for a model request (nothing was recorded; the request is sent again)
-and for a tool that declares itself idempotent (Read, Glob, Grep; MCP tools with
-``readOnlyHint``/``idempotentHint``). For every other tool (Bash, Write, Edit, …) the call
-is recorded under its key before it runs and its result after it completes
-(``queryloop_tool_calls``): run again, the step returns the recorded result of a call
-that completed, and for a call that started but never completed it does not run the
-tool again — the result says it was interrupted and may have partly run, as a resumed
-local session says of a dangling call.
+Owns :class:`StepBackend` and :class:`ToolSteps`. A recovered workflow replays its recorded steps, so no completed
+request or call is made twice; each step's name carries its idempotency key. What may run again: docs/fleet.md.
 """
 
 from __future__ import annotations

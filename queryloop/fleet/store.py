@@ -1,15 +1,8 @@
 """A fleet session's store: its transcript, ledger and file checkpoints in the database every worker reaches.
 
-Owns :class:`FleetSessionStore` (the session layer's store with the ledger and the
-checkpoints in :class:`~.database.FleetDatabase`), :class:`FleetCheckpoints` and
-:class:`FleetTranscript` (Claude Code's transcript entries, written as the run goes to the
-database instead of a worker's disk). A workflow that another worker recovers runs the
-session again from its start, replaying recorded steps: everything here is written so
-that writing it again changes nothing. A transcript entry is keyed by its position, and
-its ``uuid`` is derived from the session and that position, so the replayed chain is the
-stored one (the entries written before the crash are kept, the rest follow); a ledger
-entry and a checkpoint are keyed by their tool_use id — a checkpoint once stored is never
-taken again, so a replay never stores the bytes a completed Write already changed.
+Owns :class:`FleetSessionStore`, :class:`FleetCheckpoints` and :class:`FleetTranscript`. A recovered workflow writes
+everything again, so each write is keyed (an entry by its position, its ``uuid`` derived from it; a ledger entry or
+a checkpoint by its tool_use id) and a second write changes nothing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """``queryloop submit``: put a session on the fleet's queue, and optionally wait for its result.
 
-Owns enqueueing (through ``DBOSClient``, which needs no workflow code: the workflow's
-registered name, the queue and the session's spec, with the session id as the
-workflow id, so a session is submitted once), waiting for a session's end (its status
-polled; the result object printed as ``queryloop -p --output-format json`` prints it)
-and the errors a submitter can make: a database that cannot be reached, a session id in
-use or unknown, waiting with no live worker.
+Owns enqueueing through ``DBOSClient`` (the session id is the workflow id, so a session is submitted once), waiting
+for its end, and the submitter's errors.
 """
 
 from __future__ import annotations

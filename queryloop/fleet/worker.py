@@ -1,19 +1,7 @@
 """``queryloop worker``: a DBOS executor that runs submitted sessions, beats a heartbeat and recovers dead peers.
 
-Owns the worker process: DBOS launched on the fleet's database (its executor id, a fixed
-application version so that every worker may recover every other's workflows), the
-session workflow registered, the sessions queue declared, and the heartbeat loop.
-
-Self-hosted DBOS recovers, by itself, only the workflows of the executor id it starts
-with (a worker restarted under the same id takes its own sessions back); another
-executor's are recovered only when someone asks, which DBOS's hosted conductor would do
-and which is not reachable here. So each worker writes a heartbeat (``queryloop_workers``)
-every ``heartbeat_s`` and, each time, claims the peers whose heartbeat is older than
-``dead_after_s`` — one conditional update per peer, so exactly one worker claims each —
-and asks DBOS to recover the claimed peer's pending workflows
-(``DBOS._recover_pending_workflows``, which puts them back on DBOS's internal queue, from
-which exactly one worker takes each). The recovered workflow runs again from its start,
-its recorded steps replayed (``steps``).
+Owns the worker process: DBOS on the fleet's database, the session workflow and queue, and the heartbeat loop that
+claims dead peers and recovers their workflows. Why self-hosted DBOS needs it: docs/fleet.md.
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """The Python API: :func:`query` for one prompt, :class:`QueryClient` for a conversation.
 
-Names and shapes follow the Claude Agent SDK for Python where they overlap
-(``query(prompt=..., options=...)``, ``ClaudeSDKClient``'s ``connect`` / ``query`` /
-``receive_response`` / ``receive_messages`` / ``interrupt`` / ``disconnect``; the
-messages of ``queryloop.frontends.messages``, the options of ``queryloop.frontends.options``), so moving
-a program between the two is mostly an import change. Each prompt is one
-:class:`~queryloop.run.agent.AgentRun` of ``machines/query_loop.yaml``; its items go
-through the ``stream-json`` renderer of ``queryloop.frontends.console`` and come out as messages,
-so a program sees what ``queryloop run --output-format stream-json`` prints. A
-conversation's later prompts continue its stored session as ``--resume`` does (the
-sessions layer reads the history back), and :meth:`QueryClient.interrupt` cancels the
-prompt being played, so the machine takes its abort edges and the prompt ends with
-its result (``aborted_streaming``, ``aborted_tools``, …).
-
-The model is reached through the anthropic SDK, which reads ``ANTHROPIC_API_KEY`` (or
-``ANTHROPIC_AUTH_TOKEN``) and ``ANTHROPIC_BASE_URL``, or through the ``backend=`` of the
-options. Offline, the embedded server plays a shipped scenario in a process of its own
-(this module does not start it; any key will do)::
-
-    $ queryloop mock-api hello --port 8123 &
-    $ ANTHROPIC_BASE_URL=http://127.0.0.1:8123 ANTHROPIC_API_KEY=offline python app.py
-
-``hello`` answers every request, whatever the model; the other scenarios (``queryloop
-mock-api --list``) script ``QueryOptions(model="mock-primary")``. Without credentials
-:func:`query` raises :class:`OptionsError` saying so (:data:`OFFLINE_HINT`).
-
-Owns the conversation (its resolved options, backend and session across prompts),
-playing one prompt, and the client's queues. Does not own the loop (``agent``), the
-output shapes (``console``, ``messages``) or the options (``options``).
+Names and shapes follow the Claude Agent SDK's where they overlap. Each prompt is one run whose items come out as
+the messages ``stream-json`` prints; later prompts continue the stored session. Without credentials :func:`query`
+raises :class:`OptionsError` (:data:`OFFLINE_HINT`). Usage: docs/python-api.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """The ``queryloop`` program: ``queryloop [options] [prompt]`` runs the agent; ``check``, ``diagram``, ``docs``.
 
-Owns the program's two parsers and the choice between them — Claude Code's shape: a
-first word that names a command runs it (the commands, and the module adding each, are
-listed in ``queryloop.frontends.commands``; only that command's module is imported),
-anything else is the agent's options and prompt; the commands that are the program's own:
-``run`` (the agent by name, kept for scripts), ``mock-api`` and ``mock-mcp-deploy``, and
-what the engine's commands (``queryloop.fsm.cli``'s) are given: the shipped machines as
-their default; flag parsing and validation for the agent (one
-line and exit 2 for a bad flag); the prompt (the argument, stdin, or both joined by a
-newline), or the interactive session when none can come on a terminal
-(``queryloop.frontends.interactive``); the offline wiring (the embedded Anthropic-compatible server
-started in-process for ``--scenario``, a file or a shipped scenario's name, its fresh working directory
-removed at the end),
-SIGINT and SIGTERM handling (the run task is cancelled, so the machine takes its
-abort edge — killing running Bash commands — and the result is read from the run's
-final state and trace), the traceback of a run that ended in ``internal_error``
-(stderr only), and exit codes: 0 only when the result is not an error, 2 for a bad
-flag, 128 + the signal's number (130, 143) after an interruption.
+Owns the choice between a command (``commands``) and the agent's options, flag parsing, the prompt or the
+interactive session, the offline wiring for ``--scenario``, SIGINT and SIGTERM (the run takes its abort edge) and
+the exit codes (docs/cli.md).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The program's commands: who adds each one, found through one registry list, so the program only dispatches.
 
-Owns :data:`COMMANDS`, one :class:`Registration` per module that adds commands — the names it
-adds, in the order ``queryloop --help`` lists them, and the import path of the function that
-adds their parsers to the program's subparsers (each parser's ``func`` default is the body that
-runs, and imports what it needs when it runs) — and :func:`add_commands`, which imports only
-the modules of the commands asked for. ``queryloop --help`` and a plain run know every
-command's name without importing a command's module; ``queryloop worker`` imports the fleet's
-and not the inspector's.
-
-The engine's commands (``check``, ``diagram``, ``docs``) are ``queryloop.fsm.cli``'s, named
-here by import path and given the shipped machines (``queryloop.frontends.cli.engine_arguments``);
-the agent by name (``run``) and the embedded server's commands are the program's own
-(``queryloop.frontends.cli``: only it starts the embedded server); the others are each their
-module's. Does not own parsing, the agent's flags nor running a command (``queryloop.frontends.cli``).
+Owns :data:`COMMANDS` (one :class:`Registration` per module: the names it adds, in ``--help`` order, and the import
+path of its parser builder) and :func:`add_commands`, which imports only the modules asked for, so ``--help`` and a
+plain run import no command's module.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """Rendering a run for the user: ``text``, ``json`` and ``stream-json`` (Claude Code's shapes), a class each.
 
-Owns what goes to stdout and stderr while a run goes on and when it ends: one renderer
-class per output format (:data:`RENDERERS`, :func:`renderer_for`), each an observer of the
-run (``queryloop.run.observe``) told every item as it happens. :class:`TextRenderer`
-streams the answer to stdout and prints one compact, coloured line per transition to
-stderr, with a spinner while waiting on the model (only on a terminal).
-:class:`JsonRenderer` prints the result object only; :class:`StreamJsonRenderer` prints ``system/init``, ``assistant``
-(one line per content block, with the API's message id), ``user`` (one per tool
-result, with ``tool_use_result``), ``system/api_retry``, ``system/model_fallback``,
-``system/transition`` and ``result``, one JSON object per line, plus
-``system/hook_error`` for a hook that failed (in text mode those show with
-``--verbose``) — Claude Code 2.1.235's shapes, and our own transition and request
-lines. Hidden meta messages are never printed.
-
-Data is never markup: tool output, hook messages and API error text reach the terminal
-as :class:`rich.text.Text` built from plain strings, so ``[/x]`` or ``:smile:`` in them
-is printed as it is. Nor is it a terminal command: in text output and on stderr, the
-control characters of the model's text, tool output and MCP results (escape sequences
-that would move the cursor, erase lines or retitle the window) are shown, not obeyed
-(``queryloop.fsm.terminal.inert``); JSON output escapes them itself.
+Owns one renderer per output format (:data:`RENDERERS`, :func:`renderer_for`), each an observer of the run. Data is
+never markup (``rich.text.Text`` from plain strings) nor a terminal command (``fsm.terminal.inert``). The lines:
+docs/cli.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The output formats: each ``--output-format`` name and the renderer class that prints it — the one list.
 
-Owns :data:`OUTPUT_FORMATS`. It imports nothing, so the program's parser takes its
-``--output-format`` choices (and the CLI reference its list) from here without loading the
-renderers; ``queryloop.frontends.console`` holds the classes and builds its ``RENDERERS``
-from this list. Adding a format: a ``Renderer`` subclass in ``console`` and its row here.
+Owns :data:`OUTPUT_FORMATS`. It imports nothing, so the parser reads its choices without the renderers. A new format
+is a ``Renderer`` in ``console`` and a row here.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """The interactive session: ``queryloop`` on a terminal without a prompt, the recovery graph live.
 
-A prompt line (prompt_toolkit: history, Alt-Enter for a new line, Shift-Tab cycles the
-permission mode) whose every prompt is one run of ``machines/query_loop.yaml`` in the
-same stored session — the API's conversation (``queryloop.frontends.api``), so each prompt
-continues the transcript as ``--resume`` does and ``--resume`` opens it again later.
-While a prompt runs the answer streams, tool calls and their results show as one line
-each, a permission that would ask is asked inline (yes once / always, naming the rules
-it adds for the rest of the session / no, remembered for the session), and the status
-line shows the machine's state and the counters that are live (``backing_off ·
-api_retries 2/10 · overload_streak 1/2``). Ctrl-C interrupts the prompt — the machine's
-abort edges close every dangling tool_use — and the session goes on; twice in a row,
-or Ctrl-D, ends it. Slash commands: ``/compact [instructions]`` (a run started as a
-manual compaction: ``manual_compact_start``), ``/rewind``, ``/resume``, ``/clear``,
-``/cost``, ``/model``, ``/permissions``, ``/graph`` (where the session is on the
-recovery graph and the path this prompt took), ``/add-dir``, each MCP server's prompt
-(``/mcp__<server>__<prompt> ARGS``) and ``/help``. The MCP servers live as long as the
-session; one asking for input is answered inline, and a call's progress shows on the
-status line.
-
-Owns the terminal session: the prompt, the commands, the inline permission question,
-the status line and the graph as text — every line of it built from the model's or a
-tool's text with its control characters shown, not obeyed (``queryloop.fsm.terminal``).
-Does not own the loop (``agent``), a prompt's run within its session (``api``), the
-output of a run (``console``, which the status line extends) or rewinding (``sessions``).
+Owns the prompt line, the slash commands, the inline permission question, the status line and the graph as text,
+every line made inert (``queryloop.fsm.terminal``). Each prompt is one run in the same stored session (``api``).
+What a user sees: docs/cli.md.
 """
 
 from __future__ import annotations

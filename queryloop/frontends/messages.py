@@ -1,19 +1,8 @@
 """The messages of the Python API, shaped and named as the Claude Agent SDK for Python's.
 
-Owns the message classes :func:`queryloop.query` and :class:`queryloop.QueryClient`
-yield — :class:`AssistantMessage`, :class:`UserMessage`, :class:`SystemMessage`,
-:class:`ResultMessage` — their content blocks (:class:`TextBlock`,
-:class:`ThinkingBlock`, :class:`ToolUseBlock`, :class:`ToolResultBlock`), and
-:func:`parse_message`, which reads one line of the ``stream-json`` output
-(``queryloop.frontends.console`` writes it, exactly as ``queryloop run --output-format
-stream-json`` prints it) into one of them, as the SDK reads Claude Code's lines. So
-the API says what the command line says: one ``assistant`` message per content block
-with the API's message id, one ``user`` message per tool result, ``system`` messages
-(``init`` first; ``api_retry``, ``compact_boundary``, ``transition``, …) and the
-``result`` last, with the result line's fields.
-
-The records are frozen, but ``content`` and the other collections are lists and dicts,
-as the SDK's: code written for it (``isinstance(message.content, list)``) works unchanged.
+Owns the message and block classes :func:`queryloop.query` yields and :func:`parse_message`, which reads one
+``stream-json`` line into one, so the API says what the command line says. Collections are lists and dicts, as the
+SDK's.
 """
 
 from __future__ import annotations

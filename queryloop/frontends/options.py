@@ -1,22 +1,8 @@
 """The options of the Python API, named as the Claude Agent SDK for Python's, and what they become.
 
-Owns :class:`QueryOptions` (the SDK's ``ClaudeAgentOptions`` field names where
-queryloop has the feature — ``system_prompt``, ``allowed_tools``, ``disallowed_tools``,
-``permission_mode``, ``max_turns``, ``max_budget_usd``, ``model``, ``fallback_model``,
-``cwd``, ``resume``, ``continue_conversation``, ``fork_session``, ``session_id``,
-``settings``, ``setting_sources``, ``env``, ``hooks``, ``can_use_tool``,
-``mcp_servers``, ``strict_mcp_config`` — plus queryloop's own: ``custom_tools``, a model
-``backend``, where sessions are kept, the retry and output caps), the SDK's
-:class:`HookMatcher`, permission results (:class:`PermissionResultAllow`,
-:class:`PermissionResultDeny`, :class:`ToolPermissionContext`) and
-:func:`create_sdk_mcp_server` (Python tools offered as one in-process server's,
-``mcp__<server>__<tool>``), and :func:`agent_options`, which resolves them once through
-:func:`queryloop.run.config.resolve_config` (as the program's flags are) into the
-:class:`~queryloop.run.config.AgentOptions` every prompt of a conversation starts from.
-A problem with them is an :class:`OptionsError` naming the fix.
-
-Does not own running anything (``queryloop.frontends.api``) nor the session a prompt continues
-(``queryloop.run.sessions`` chooses it, ``queryloop.frontends.api`` keeps it across prompts).
+Owns :class:`QueryOptions` (the SDK's field names where queryloop has the feature, plus its own), the SDK's hook and
+permission records, :func:`create_sdk_mcp_server` and :func:`agent_options`, which resolves them through
+``resolve_config``. A problem is an :class:`OptionsError` naming the fix.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Slash commands in a ``-p`` prompt: which prompt is a command, and what one that sends nothing answers.
 
-As in Claude Code 2.1.235, ``/name [argument]`` is a command and is never sent to the model:
-``/compact`` runs as a manual compaction, ``/clear`` and an unknown name answer at once. A
-prompt that only looks like one is sent as it is: a path that exists (``/usr/bin``), a name
-with a dot or a slash (``/notes.md``, ``/foo/bar``), a space after the slash. ``/mcp__…`` is an
-MCP server's prompt, which the run expands. Running the commands is the CLI's part.
+As in Claude Code 2.1.235, ``/name [argument]`` is a command, never sent to the model; one that only looks like one
+(a path that exists, a name with a dot or slash) is sent as it is. The rules: docs/cli.md.
 """
 
 from __future__ import annotations

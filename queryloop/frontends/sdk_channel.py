@@ -1,18 +1,8 @@
 """The control channel to the Claude Agent SDK's process, and what travels over it: Python hooks and MCP tools.
 
-Owns :class:`Channel` (control responses to the SDK's requests, and our own requests —
-``control_request`` lines awaiting the SDK's ``control_response``; cancelled, the SDK
-is told with a ``control_cancel_request``; once stdin ends, none can be answered), the
-hooks the SDK registers at ``initialize`` (each a :class:`~queryloop.handlers.hooks.HookFunction`
-whose call is a ``hook_callback`` request: the Python callback runs in the SDK's
-process) and the SDK's in-process MCP servers (:class:`SdkServer`: the MCP handshake,
-``tools/list`` and ``tools/call`` as JSON-RPC in ``mcp_message`` requests; each tool a
-:class:`~queryloop.handlers.tools.ToolSpec` named ``mcp__<server>__<tool>``, so the gate,
-the ledger and the scheduler treat it as any tool; a second tool listed under the same
-offered name is not offered, with a warning). :class:`ControlError` is a request
-we cannot serve; :class:`SdkAnswerError` an answer we did not get.
-
-Does not own the session (``queryloop.frontends.sdk_protocol``): which requests exist and what they do.
+Owns :class:`Channel` (our ``control_request`` lines and their answers, cancelled with ``control_cancel_request``),
+the SDK's hooks as :class:`~queryloop.handlers.hooks.HookFunction` and its in-process servers (:class:`SdkServer`),
+whose tools are ordinary ``mcp__<server>__<tool>`` tools. Errors: :class:`ControlError`, :class:`SdkAnswerError`.
 """
 
 from __future__ import annotations

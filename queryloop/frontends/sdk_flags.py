@@ -1,20 +1,8 @@
 """The command-line flags the Claude Agent SDK passes, and which of them queryloop honours.
 
-Owns the flags only the Agent SDK's way of starting the CLI needs (``--tools``,
-``--permission-prompt-tool``, ``--replay-user-messages``, ``--include-partial-messages``,
-``--system-prompt-file``, ``--add-dir``, …) and :func:`prepare_sdk_flags`, which checks them
-before anything runs: ``--input-format stream-json`` goes with ``--output-format stream-json``;
-a flag whose absence of effect is harmless (thinking, effort, betas, hook events) is
-accepted with one warning line; one whose promise a program relies on (a task budget,
-plugins, a session store, a cut history) is refused with a usage error naming it;
-``--permission-prompt-tool`` (an MCP tool's name, or ``stdio``) and ``--json-schema`` are
-honoured (the schema is read in ``queryloop.frontends.cli``). It also
-splits ``--mcp-config``: the SDK's in-process servers (``"type": "sdk"``) are served
-over the control protocol (``queryloop.frontends.sdk_protocol``), not started as MCP servers; their
-names are held to the rule every server's is (``server_name_problem``).
-
-Does not own the session on stdin (``queryloop.frontends.sdk_protocol``) nor the flags every run
-has (``queryloop.frontends.cli``).
+Owns those flags and :func:`prepare_sdk_flags`, which checks them before anything runs: a harmless one is accepted
+with a warning, one a program would rely on is refused by name. It also keeps the SDK's in-process servers
+(``"type": "sdk"``) out of ``--mcp-config``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """The Claude Agent SDK's session: ``--input-format stream-json`` and its control protocol on stdin and stdout.
 
-The SDK (``ClaudeAgentOptions(cli_path=...)``) starts the program with ``--input-format
-stream-json --output-format stream-json`` and writes JSON lines to its stdin: user
-messages (each one prompt of one conversation, played in turn, continuing the same
-session, until stdin closes) and ``control_request`` lines, each answered by one
-``control_response`` line — ``success`` or ``error`` — on stdout, between the run's
-own stream-json lines. Requests from the SDK: ``initialize`` (the Python hooks it
-registers by callback id, and its in-process MCP servers' tools, listed through it),
-``interrupt`` (the prompt being played ends through the machine's abort edges; the
-session goes on), ``set_permission_mode`` and ``set_model`` (from the next prompt on),
-``mcp_status``, ``mcp_reconnect``, ``rewind_files`` and ``get_context_usage``. Requests
-to the SDK: ``can_use_tool`` (what would ask), ``hook_callback`` (a Python hook runs in
-the SDK's process) and ``mcp_message`` (JSON-RPC for an in-process server's tool). A
-line that is not JSON or cannot be read safely (nested too deep, a number too long:
-``queryloop.fsm.model.jsontext``), or a request without a request id, is one line on stderr; a
-request that cannot be served gets an error response; nothing on stdin ends the
-session but its end. A configured MCP server named like one of the SDK's in-process
-servers is not started (the in-process one is used, with a warning), so no tool name is
-offered twice.
-
-Owns the session: reading stdin, dispatching, the prompts' queue and the conversation
-(``queryloop.frontends.api``'s, with its output written straight to stdout) and what each request
-does. Does not own the flags (``queryloop.frontends.sdk_flags``), the channel and what travels over
-it to the SDK (``queryloop.frontends.sdk_channel``), the loop (``queryloop.run.agent``) or the output's
-shapes (``queryloop.frontends.console``).
+Owns reading stdin (user messages played in turn; each ``control_request`` answered by one ``control_response``),
+what each request does and the prompts' queue. A bad line is one line on stderr; only the end of stdin ends the
+session. The requests: docs/agent-sdk.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The embedded server run on a background thread, for a synchronous caller.
 
-Owns :class:`ServerThread`: an event loop on a daemon thread serving one
-:class:`~queryloop.mockapi.server.MockServer`, started and stopped as a context manager.
-Tests and benchmarks use it to point a subprocess (``queryloop run``, Claude Code) at the
-server while they wait on the subprocess. It does not choose the scenario, read the
-request log for the caller or start any client; ``queryloop mock-api`` serves in the
-foreground with :func:`~queryloop.mockapi.server.serve_forever` instead.
+Owns :class:`ServerThread`, a context manager serving one :class:`~queryloop.mockapi.server.MockServer`, for tests
+and benchmarks that wait on a subprocess.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A small deploy MCP server, the remote side of the seed's failure chain: ``python -m queryloop.mockapi.deploy_mcp``.
 
-Two tools over stdio (or streamable HTTP with ``--http PORT``), with their state in a
-JSON file (``--state``, default ``deployments.json`` in the working directory):
-``deploy(release, idempotency_key)`` — not idempotent, destructive: it records a new
-deployment ``dep-N`` unless a deployment with the same idempotency key exists (then it
-answers that one, as a real deploy API would) — and ``deployment_status(id)``, read-only.
-A re-proposed deploy carries a fresh idempotency key, so this server cannot tell it is
-a repeat: only the agent's side-effect ledger can.
+Two tools over stdio or HTTP, state in a JSON file: ``deploy(release, idempotency_key)`` (not idempotent) and
+``deployment_status(id)``. A re-proposed deploy carries a fresh key, so only the agent's ledger can tell it is a
+repeat.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Random fault sequences served over HTTP, and the invariants every run must keep whatever happens.
 
-Owns the catalogue of faults a fuzzed run can meet: the embedded server's (statuses
-with and without retry headers, resets before and after a tool_use block, stalls,
-garbage bodies, broken SSE, prompt-too-long, max_tokens, malformed tool_use,
-refusals, huge replies) and the run's own (tool errors, an MCP server that crashes or
-hangs mid-call, hooks that time out or print bad JSON, an interrupt at a random
-step). :func:`play` runs the query loop once through the real ``anthropic`` SDK
-against a server playing a sequence of them, with tiny timeouts so stalls and hangs
-are fast, then resumes the stored session; :func:`violations` says what a run broke
-(a non-terminal or internal_error end, an undeclared step, a counter over its cap, a
-request with an unanswered tool_use, more model requests in a turn than the checker's
-bound, a transcript that does not load or resume). Used by the property test in CI
-and by ``tools/soak_faults.py``. A testing facility: the production path never imports it.
+Owns the faults a fuzzed run can meet (the server's and the run's own), :func:`play` (one run, then a resume) and
+:func:`violations` (what a run broke). Used by the property test and ``tools/soak_faults.py``; production never
+imports it.
 """
 
 from __future__ import annotations

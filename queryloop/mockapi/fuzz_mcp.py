@@ -1,10 +1,7 @@
 """A tiny MCP stdio server for the fault fuzzer: a tool that answers, one that crashes, one that hangs.
 
-``python fuzz_mcp.py`` speaks newline-delimited JSON-RPC on stdin/stdout with the standard
-library only, so a fuzzed run starts it in a few milliseconds (the ``mcp`` package's server
-takes most of a second). Tools: ``echo(text)`` answers, ``die()`` exits at once without an
-answer (a server that crashed mid-call), ``hang()`` never answers (the server keeps reading,
-and exits when its stdin closes). Run as a script by path; it imports nothing of queryloop.
+Standard library only, so it starts in milliseconds. Tools: ``echo(text)``, ``die()`` (exits mid-call) and
+``hang()`` (never answers). Imports nothing of queryloop.
 """
 
 from __future__ import annotations

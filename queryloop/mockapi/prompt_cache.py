@@ -1,39 +1,8 @@
 """The embedded server's prompt cache: what each request reads from it and writes to it, per model.
 
-Owns the server's model of Anthropic prompt caching, simple and deterministic so a test
-can predict it; it does not answer HTTP (``server`` calls it) and keeps nothing else.
-
-* A request's prompt is a sequence of **segments** in the order the API caches it: each
-  tool definition, then each system block (a string system prompt is one text block),
-  then each content block of each message (string content is one text block). A
-  segment is identified by its role (``tool``, ``system``, ``user``, ``assistant``) and
-  the compact JSON of the block without ``cache_control`` (a string and its one text
-  block are the same segment, as they are the same prompt). Its size is the characters
-  of its compact JSON as sent, so the sizes add up to no more than the request's input
-  estimate.
-* Prefix *i* (segments 1 … *i*) is identified by a running SHA-256 of the segments and
-  counts ``ceil(characters / 4)`` tokens, the server's estimate everywhere.
-* A **breakpoint** is a segment carrying ``cache_control``; more than
-  :data:`MAX_BREAKPOINTS` is refused with the real API's 400 (:func:`breakpoint_problem`).
-* **Lifetime**: an entry lives 5 minutes (``cache_control: {"type": "ephemeral"}`` or
-  ``"ttl": "5m"``) or an hour (``"ttl": "1h"``) from its last use: a read or a rewrite of it
-  starts its lifetime again. Time is the cache's ``clock`` (seconds): the server's is the
-  real monotonic clock plus the model time a scenario's ``pause_s`` steps skip, so a test
-  of a 6-minute pause waits for nothing.
-* A breakpoint with a longer ttl after one with a shorter is refused with a 400, as the
-  API refuses it (:func:`breakpoint_problem`).
-* **Read**: the longest live prefix this model has stored that ends at a breakpoint or at
-  one of the 20 segments before one (the API's lookback) gives
-  ``cache_read_input_tokens``.
-* **Write**: every breakpoint's prefix of at least the model's minimum is stored
-  (:func:`min_cacheable_tokens`: 1024 for Sonnet 4.5, 4096 for Opus 4.5 … as Anthropic's
-  prompt-caching documentation lists them; a scenario's ``prompt_cache: {min_tokens: N}``
-  sets one figure for every model). ``cache_creation_input_tokens`` is the last stored
-  prefix's tokens beyond the read, split by the ttl of the breakpoint each part ends at
-  (``CacheUsage.write_1h``: the part written for an hour, billed at 2× the input price
-  where a 5-minute write is billed at 1.25×).
-* ``input_tokens`` is the rest of the request's estimate. A model keeps its latest
-  :data:`MAX_ENTRIES` prefixes.
+A simple, deterministic model of Anthropic prompt caching, so a test can predict it: prefixes by a running SHA-256,
+lifetimes, lookback, per-model minimums, the API's 400s for bad breakpoints. The rules: docs/caching.md. Answers no
+HTTP.
 """
 
 from __future__ import annotations

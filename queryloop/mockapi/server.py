@@ -1,24 +1,8 @@
 """The embedded Anthropic-compatible fake server that plays a scenario over loopback HTTP.
 
-Owns the HTTP side of the fake model: ``POST /v1/messages`` (JSON, or SSE in the real
-event order), ``POST /v1/messages/count_tokens``, error bodies and headers shaped like
-the real API's, the scripted faults (cut connection, ``event: error`` after a 200,
-stall, malformed SSE/JSON), the real API's refusals of a body over 32 MB (413) and of a
-signed or server-side block it sent coming back changed (400), and a bounded log of the
-requests it answered (the most recent ``max_recorded``, so a long run does not keep every
-transcript it was sent; the prompt as the model reads it, with where the
-``cache_control`` markers were kept apart). It does not parse scenario files (``scenario``)
-and knows nothing about the query loop.
-
-Token estimates (documented, deterministic, shared by ``count_tokens`` and the ``usage``
-of replies): a request's input is ``ceil(len(J) / 4)`` tokens where ``J`` is the compact
-JSON (``separators=(",", ":")``, ``ensure_ascii=False``) of ``{"system": ..., "messages":
-..., "tools": ...}`` as sent, less any ``cache_control`` markers; ``output_tokens = max(1,
-ceil(C / 4))`` where ``C`` counts the characters of the reply's text, thinking, tool names
-and compact tool-input JSON. A request with ``cache_control`` breakpoints has its input
-split into ``input_tokens``, ``cache_read_input_tokens`` and
-``cache_creation_input_tokens`` by the server's prompt cache (``prompt_cache``, per model,
-as the real API does); more than four breakpoints is the real API's 400.
+Owns ``POST /v1/messages`` (JSON or SSE in the real event order), ``count_tokens``, the real API's error shapes and
+refusals, the scripted faults and a bounded log of the requests it answered. Its token counts: docs/scenarios.md.
+Knows nothing of the query loop.
 """
 
 from __future__ import annotations

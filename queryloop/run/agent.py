@@ -1,13 +1,7 @@
 """One agent run: a resolved configuration (``queryloop.run.config``) → run data + services → the machine → a result.
 
-Owns the composition of the layers: :class:`AgentData` (the whole run data, one
-slice per layer beside the message graph and the outcome), :class:`AgentServices`
-(what effects use, stateless toward the run), :class:`AgentRun` (the shipped
-``machines/query_loop.yaml`` driven to its end) and the Claude-Code-shaped result
-object, plus :func:`snapshot_run` / :func:`restore_run`, which write a run state as
-JSON and read it back. Every service a run uses is given to :class:`AgentRun` when it
-is made or built there from the configuration; rendering is the front-ends'
-(``queryloop.frontends``).
+Owns :class:`AgentData` (one slice per layer), :class:`AgentServices`, :class:`AgentRun`, the result object and
+:func:`snapshot_run` / :func:`restore_run`. Every service is given to the run or built from its configuration.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """A run's configuration: one record (:class:`AgentOptions`) and the one function that resolves it.
 
-:class:`AgentOptions` holds the prompt and the working directory and one frozen record per
-concern: :class:`RequestSettings` (the model, its fallbacks, the system prompt, the output
-cap, the timing), :class:`Limits` (the caps that were set, the budget), :class:`ToolSettings`
-(the tools offered and what they are given), :class:`PermissionSettings` (the gate's mode,
-rules and who answers), the hooks, :class:`ContextSettings` (CLAUDE.md, compaction),
-:class:`SessionSettings` (the session's id, keeping and history), the sandbox, telemetry and
-:class:`AgentSettings` (the sub-agents it may start, the sub-agent it is).
-
-Every way in says what it was told and calls :func:`resolve_config`: the program's flags
-(``queryloop.frontends.cli``, which also starts the Agent SDK's and the interactive
-session), the Python API's options (``queryloop.frontends.options``) and a fleet
-session's spec (``queryloop.fleet.session``), each part in its record (:class:`ConfigSources`,
-:class:`AskedRequest`, :class:`AskedLimits`, :class:`AskedTools`, :class:`AskedContext`,
-:class:`AskedSession`; None: not said). It reads the settings files, the permission
-rules, the MCP configuration, the project's instructions and the sandbox settings, fills
-what was left unsaid from a scenario's hints, then the settings, then the defaults — and
-reports every problem before anything is created or run (:class:`ConfigError`).
-
-Each default is written once: the machine's caps (``max_turns``, ``max_retries``, …) in
-the params of ``machines/query_loop.yaml`` — a cap nobody set is not passed, so the
-YAML's applies (:func:`run_params`) — and everything else in ``queryloop.run.defaults``.
-Choosing the stored session a run continues is ``queryloop.run.sessions``'s;
-:func:`with_session` puts the choice into a configuration.
+Every way in (flags, Python API, fleet) says what it was told (:class:`ConfigSources`, the ``Asked*`` records) and
+calls :func:`resolve_config`, which reads the settings and reports every problem (:class:`ConfigError`) before
+anything runs. Defaults: the YAML's params and ``queryloop.run.defaults``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""What a run uses when nothing names it — every default but the machine's caps — and the Claude Code
-release queryloop behaves as.
+"""What a run uses when nothing names it — every default but the machine's caps — and the Claude Code release queryloop
+behaves as.
 
-Owns these values, each written here once, in a module that imports nothing but ``os``,
-so the program's ``--help`` can show them without loading the agent. The machine's caps
-(``max_turns``, ``max_retries``, ``max_retry_after_s``, …) are the params of
-``machines/query_loop.yaml`` and live only there; the models' limits and prices are
-``queryloop.handlers.request.services.pricing``'s, how many file checkpoints a session
-keeps is its store's (``queryloop.handlers.session.services.store``). ``queryloop.run.config`` resolves a
-run's configuration from them.
+Each value is written here once; the module imports only ``os``, so ``--help`` shows them cheaply. The caps are the
+YAML's params.
 """
 
 from __future__ import annotations

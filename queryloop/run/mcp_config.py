@@ -1,13 +1,7 @@
 """Which MCP servers a run starts: ``--mcp-config``, the project's ``.mcp.json`` once approved, settings.
 
-Owns :func:`load_mcp_servers`. As Claude Code: ``--mcp-config`` (repeatable; a file or
-inline JSON) adds servers and wins a name clash; ``--strict-mcp-config`` uses only those;
-otherwise the merged settings' ``mcpServers`` and the project's ``.mcp.json`` apply — a
-``.mcp.json`` server only when the settings approve it (``enableAllProjectMcpServers``,
-or its name in ``enabledMcpjsonServers``, and not in ``disabledMcpjsonServers``), so a
-freshly cloned repository does not start commands by itself. A malformed document is
-one :class:`~queryloop.handlers.mcp.McpConfigError` naming the file, the line or JSON
-path and the fix.
+Owns :func:`load_mcp_servers`, with Claude Code's rules (docs/mcp.md): a ``.mcp.json`` server starts only once the
+settings approve it, so a cloned repository starts nothing by itself.
 """
 
 from __future__ import annotations

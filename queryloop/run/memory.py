@@ -1,39 +1,8 @@
 """Project instructions: the ``CLAUDE.md`` and ``QUERYLOOP.md`` files a run gives the model as context.
 
-Owns which instruction files a run reads and in which order (Claude Code 2.1.235's
-rules, observed against the embedded server), their ``@path`` imports, and the one
-context text they become (:func:`instructions_block`). The run's services hold that
-text and every request carries it (model, summary and ``count_tokens`` requests:
-``ModelCall.instructions``); the request body puts it in front of the first user
-message, serialised once (``queryloop.handlers.request.services.body``) — never stored in the
-transcript, so compaction cannot drop it and the result, hooks and snapshots never
-see it. Claude Code's file names and ours
-(``QUERYLOOP.md`` in place of ``CLAUDE.md``, ``.queryloop/`` in place of
-``.claude/``) are read under the same rules; in each place ours come after Claude
-Code's, so they read as the more specific.
-
-Order, lowest precedence first (later files are nearer the work):
-
-1. user (every project): ``~/.claude/CLAUDE.md``, ``~/.claude/rules/**/*.md``, then
-   ``~/.queryloop/QUERYLOOP.md``, ``~/.queryloop/rules/**/*.md``;
-2. for each directory from the filesystem root down to the project directory:
-   project files ``CLAUDE.md``, ``.claude/CLAUDE.md``, ``.claude/rules/**/*.md``,
-   ``QUERYLOOP.md``, ``.queryloop/QUERYLOOP.md``, ``.queryloop/rules/**/*.md``, then
-   local ones (not in the repository) ``CLAUDE.local.md``, ``QUERYLOOP.local.md``.
-
-Rule files are read in path order (Claude Code takes the directory's listing order,
-which no file system promises); one whose front matter names ``paths:`` applies only
-to those files and is not read up front; front matter is never sent. Empty files
-are skipped and a file is read once. Each file's ``@path`` imports (outside code)
-follow it, depth first, at most four deep; a project or local file imports only
-files inside the project directory (Claude Code asks before reading others, and a
-headless run cannot ask), a user file any file. The imports are found by
-``runs_later.instruction_imports``, which also keeps what they name from being written
-unasked.
-
-Does not own: settings (``queryloop.run.settings``; ``--setting-sources`` selects the
-kinds of both), the system prompt (``queryloop.run.agent``), where the text goes in a
-request's bytes (``queryloop.handlers.request.services.body``).
+Owns which files are read and in which order (Claude Code 2.1.235's rules, ours after its own), their ``@path``
+imports and the text they become (:func:`instructions_block`). The rules: docs/configuration.md. The text is never
+stored in the transcript; the request body places it.
 """
 
 from __future__ import annotations

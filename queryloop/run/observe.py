@@ -1,17 +1,8 @@
 """What a run tells those who watch it: a closed set of typed items, and the observers that read them.
 
-Owns :data:`Observation` — every kind of item a run hands its observers: each
-:class:`~queryloop.fsm.Step` it takes (a transition, its reason and counters) and what
-its effects publish as they go (a model request's text as it streams, a complete
-reply, an attempt that failed or was logged, a retry about to wait, a tool's result,
-a compaction, a notice, an MCP call's progress), a sub-agent's start and end and every
-item of its run — and the :class:`Observer` protocol. An observer (the renderers of
-``queryloop.frontends.console``, the interactive status line, the Agent SDK's lines)
-is given to :class:`~queryloop.run.agent.AgentRun` when it is made and told every item
-in order, the abort step included. Whatever states and reasons it
-compares steps with, its class declares with :func:`queryloop.fsm.uses`
-(``@uses(states=..., reasons=...)``), and the run refuses it for a machine that lacks
-one (:func:`queryloop.fsm.check_observers`), as the loader refuses a handler.
+Owns :data:`Observation` (every step and every item the effects publish, a sub-agent's items too) and the
+:class:`Observer` protocol. An observer declares the states and reasons it compares with ``@uses``; a machine that
+lacks one refuses it (:func:`queryloop.fsm.check_observers`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,7 @@
 """A run exported over OpenTelemetry: spans, Claude Code's metrics and events, and the machine's own counts.
 
-Owns :class:`RunTelemetry`, the observer :func:`queryloop.run.telemetry.run_telemetry`
-gives a run when telemetry is configured, and the process's providers (one tracer,
-meter and logger per process, flushed when it exits). Imported only then: it is the
-one module that imports the OpenTelemetry SDK.
-
-What one run exports, read from the items and steps the run publishes
-(``queryloop.run.observe``):
-
-- spans: the session (``queryloop.session``: one trace, however many prompts), each
-  prompt's run (``invoke_agent queryloop``), each turn (``queryloop.turn``),
-  each model request attempt (``chat <model>``, with the reason of the recovery edge
-  that sent it again), each tool call (``execute_tool <name>``, with the gate's
-  decision and the sandbox), each compaction (``queryloop.compaction``); every
-  transition is an event (``queryloop.transition``) on the open turn, or the session;
-- Claude Code's metrics (``claude_code.session.count``, ``claude_code.token.usage``,
-  ``claude_code.cost.usage``, ``claude_code.code_edit_tool.decision``) and ours
-  (``queryloop.transition.count``, ``queryloop.retry.count``, ``queryloop.breaker.count``);
-- Claude Code's events as log records (``claude_code.user_prompt``,
-  ``claude_code.api_request``, ``claude_code.api_error``,
-  ``claude_code.api_retries_exhausted``, ``claude_code.tool_decision``,
-  ``claude_code.tool_result``, ``claude_code.compaction``).
-
-It does not read the environment (``queryloop.run.telemetry`` does) and changes nothing
-of the run.
+Owns :class:`RunTelemetry` and the process's providers. The one module that imports the OpenTelemetry SDK, and only
+when telemetry is configured. What is exported: docs/telemetry.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """OTLP over HTTP with JSON bodies (``OTEL_EXPORTER_OTLP_PROTOCOL=http/json``), which the Python SDK does not ship.
 
-Owns one exporter per signal: each encodes its batch with the SDK's own OTLP encoders
-(the protobuf messages the http/protobuf exporter sends), writes the message in OTLP's
-JSON encoding — the protobuf JSON mapping with lowerCamelCase names, enums as numbers,
-and trace and span ids as hex strings rather than base64 — and POSTs it with
-``Content-Type: application/json``. A batch is sent again after a connection error or
-a 429, 502, 503 or 504 (at most three tries, 1 s then 2 s apart, within the timeout),
-as the OTLP specification asks of a client. The constructors take the SDK exporters'
-keywords (``endpoint``, ``headers``, ``timeout`` in seconds). Imported only by
-``queryloop.run.otel``.
+Owns one exporter per signal: the SDK's own OTLP messages written in OTLP's JSON mapping and POSTed, retried as the
+specification asks (docs/telemetry.md). Imported only by ``queryloop.run.otel``.
 """
 
 from __future__ import annotations

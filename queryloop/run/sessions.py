@@ -1,19 +1,8 @@
 """Stored sessions from the command line: which one a run continues, ``queryloop sessions``, ``queryloop rewind``.
 
-Owns the choice of the run's session from ``--resume``, ``--continue``,
-``--fork-session``, ``--session-id`` and ``--no-session-persistence`` with Claude Code
-2.1.235's rules and messages (``--resume`` finds an id in any project folder and keeps
-it; ``--continue`` takes this directory's newest session, or starts one; a fork gets a
-new id in this directory's folder; an unknown id is ``No conversation found with
-session ID: <id>``, exit 1), the ``sessions`` listing (id, start, turns, cost, sub-agents,
-how it ended; newest first) and ``rewind``: the files the session's Write and Edit calls
-changed, put back as they were before a user message (default: before the session's
-first change), with a diff first, ``--dry-run`` to change nothing, no model request —
-and the side effects it cannot undo, read from the ledger. A rewind writes only inside
-the working directory: a checkpoint entry naming a file outside it (a crafted index)
-refuses the rewind before any file changes. Session ids are canonical UUIDs (lowercase
-8-4-4-4-12) wherever they come from — ``--session-id``, ``--resume``, ``rewind``'s
-argument, the transcripts' file names — so none is ever read as a path.
+Owns choosing the session from ``--resume``, ``--continue``, ``--fork-session`` and ``--session-id`` (Claude Code
+2.1.235's rules), the listing and ``rewind``, which writes only inside the working directory. Session ids are
+canonical UUIDs, never paths. Usage: docs/cli.md, docs/sessions.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """Settings: finding, validating and merging Claude Code style settings files.
 
-Owns: the settings sources and their precedence, lowest first, as Claude Code 2.1.235 reads
-its own: user (``~/.claude/settings.json`` — ``$CLAUDE_CONFIG_DIR/settings.json`` when that
-is set — then ``~/.queryloop/settings.json``) < project (``<cwd>/.claude/settings.json``,
-then ``<cwd>/.queryloop/settings.json``) < local (``<cwd>/.claude/settings.local.json``,
-then, in a subdirectory of a git work tree, the work tree's ``.claude/settings.local.json``,
-then ``<cwd>/.queryloop/settings.local.json``) < ``--settings FILE|JSON``; at each level
-queryloop's own file is read after Claude Code's, so it wins. The JSON Schema for the keys
-this runtime understands (``permissions``, ``hooks``, ``env``, ``model``, ``sandbox``; every
-other key is kept as-is in ``raw``, and a top-level key that neither queryloop nor Claude
-Code knows is a one-line warning on stderr naming the file and the nearest known key, once
-per file; the run goes on), the merge (objects merge key by key, scalars from the higher
-source win, lists concatenate without duplicates) and one-line :class:`SettingsError`
-messages naming the file, the line and the JSON path of the problem. Files are read by the
-engine's one reader (``queryloop.fsm.model.source``): a key given twice is an error naming both
-lines, and schema errors are worded as for machines and scenarios.
-
-An untrusted folder's own files (project and local) lose every key that would widen what
-runs (``queryloop.run.trust`` decides which), each named in ``Settings.ignored``.
-
-Does not own: what rules and hooks mean — ``queryloop.handlers.tools.services.permissions``
-and ``queryloop.handlers.hooks`` do; this module only hands them validated values.
+Owns the sources and their precedence, the JSON Schema for the keys queryloop understands, the merge and one-line
+:class:`SettingsError` messages with file, line and JSON path. The rules: docs/configuration.md. An untrusted
+folder's files lose the keys ``queryloop.run.trust`` names.
 """
 
 from __future__ import annotations

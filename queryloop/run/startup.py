@@ -1,16 +1,7 @@
 """A run's start-up, made to overlap and not to waste: the SDK loaded in the background, the cyclic GC paused.
 
-Owns :class:`Startup`. Why: the Anthropic SDK takes over a second to import and its HTTP
-client loads the CA bundle into a TLS context, yet a run needs neither before its first
-request; meanwhile the main thread imports the agent, reads the settings, opens the
-session, starts the embedded server and loads the machine. A background thread does the
-SDK's part. Only what does not hold the GIL truly overlaps (reading files, loading the
-certificates): the two threads' Python takes turns. And while those modules load, the
-cyclic garbage collector is paused: the objects they create live as long as the
-process, so every collection in between would scan them for nothing (about a tenth of
-the SDK's own import). Once the client is ready they are frozen out of later
-collections and the collector runs again. ``tools/bench_startup.py`` measures the run.
-Does not own the client: ``queryloop.frontends.cli`` builds it with this HTTP client and closes it.
+Owns :class:`Startup`: a thread imports the SDK and builds its HTTP client while the main thread prepares the run;
+the collector is paused meanwhile. Why and how much: docs/internals.md (start-up). The CLI owns the client.
 """
 
 from __future__ import annotations

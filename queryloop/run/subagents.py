@@ -1,18 +1,7 @@
 """A run's sub-agents: the Agent tool's calls become child runs of the same machine.
 
-Owns :class:`Subagents` — what a parent run (:class:`~queryloop.run.agent.AgentRun`) gives
-its Agent tool: a call names a definition (``queryloop.handlers.agents.services.definitions``)
-and starts a child :class:`AgentRun` of the same YAML machine with its own run data,
-counters and recovery, the definition's system prompt and tools (the Agent tool only where
-the machine's ``children: agents`` ``depth`` lets a run that deep start agents: at depth 1 a
-child starts none), the parent's permission rules, hooks, sandbox and MCP servers,
-and its transcript as a sidechain beside the session's. A background call (the default)
-is acknowledged at once and the child runs on; its end becomes a report the parent's
-agents layer delivers (``collecting_agent_reports``, ``awaiting_agents``). A call with
-``run_in_background: false`` waits and its result is the child's answer. Everything the
-child's run tells its observers reaches the parent's, wrapped in :class:`SubagentItem`
-(``queryloop.run.observe``; stream-json tags those lines with ``parent_tool_use_id``). :meth:`Subagents.close`
-cancels the children still running: each takes its own abort edge.
+Owns :class:`Subagents`: a call starts a child run of the same YAML with its own counters, in the background by
+default; its end becomes a report. Its items reach the parent as :class:`SubagentItem`. How: docs/agents.md.
 """
 
 from __future__ import annotations

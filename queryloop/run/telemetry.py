@@ -1,15 +1,7 @@
 """Whether a run exports OpenTelemetry, and where: Claude Code's environment variables, read without the SDK.
 
-Owns :class:`TelemetrySettings` (which signals go to which exporter, the OTLP
-endpoints and headers, the export intervals, what may be logged) and
-:func:`telemetry_settings`, which reads them from the environment as Claude Code
-2.1.235 does: nothing is exported unless ``CLAUDE_CODE_ENABLE_TELEMETRY`` is on and
-an exporter is named (``OTEL_METRICS_EXPORTER``, ``OTEL_LOGS_EXPORTER``,
-``OTEL_TRACES_EXPORTER``). A run whose options carry no settings imports neither
-``queryloop.run.otel`` nor the OpenTelemetry SDK: it pays one attribute test. The settings' ``env`` wins over the
-process environment, as Claude Code applies it to its own (``queryloop.run.config``
-reads both when it resolves a run's options). It does not own the spans,
-metrics and events themselves (``queryloop.run.otel``).
+Owns :class:`TelemetrySettings` and :func:`telemetry_settings`, read as Claude Code 2.1.235 reads them
+(docs/telemetry.md). A run without telemetry imports neither ``queryloop.run.otel`` nor the OpenTelemetry SDK.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Recording the path of every run: one JSON-lines file per run in ``QUERYLOOP_TRACE_DIR``.
 
-Owns :class:`TraceRecorder`, which an :class:`~queryloop.run.agent.AgentRun` hands its runner
-as ``on_step`` when the environment variable ``QUERYLOOP_TRACE_DIR`` names a directory.
-Each step taken is appended at once (one ``O_APPEND`` write: a run that dies keeps the
-steps it took; the file is held open until the run's terminal step) as one line shaped
-like the stream-json ``system/transition`` line —
-``from``, ``event``, ``reason``, ``to``, ``progress``, ``counters`` — plus the machine's
-name, the session id and the step's index. The test suite collects these files and
-``queryloop check --coverage DIR`` reads them; a single file is also a run log that
-``queryloop diagram --trace`` draws. A directory that cannot be written never fails a
-run: the first failure is said once on stderr, and that recorder stops.
+Owns :class:`TraceRecorder`: each step appended at once (one ``O_APPEND`` write) as a ``system/transition``-shaped
+line with the machine, session and index. A folder that cannot be written never fails a run: one line on stderr,
+then silence.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Workspace trust: whether a folder's own settings may widen what runs.
 
-Owns the trust record — the file Claude Code keeps (``$CLAUDE_CONFIG_DIR/.claude.json``, else
-``~/.claude.json``; ``projects[FOLDER].hasTrustDialogAccepted``), so trusting a folder in one
-trusts it in both — reading it (:func:`is_trusted`), writing it (:func:`set_trust`), and what an
-untrusted folder's settings lose (:func:`restrict`): every key that would let more run keeps out,
-every key that narrows stays. A folder is trusted when its own entry or its git work tree's says so.
-
-Does not own reading or merging settings files (``queryloop.run.settings``).
+Owns reading and writing Claude Code's trust record (:func:`is_trusted`, :func:`set_trust`) and :func:`restrict`,
+what an untrusted folder's settings lose. The rules: docs/security.md (workspace trust).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The model requests the web tools make besides the loop's, and what they cost.
 
-Owns :class:`WebRequests`, the run's :class:`~queryloop.handlers.tools.services.base.WebAccess`:
-a WebFetch call's question about a page goes to the small model
-(``ANTHROPIC_SMALL_FAST_MODEL``, else ``ANTHROPIC_DEFAULT_HAIKU_MODEL``, else the run's model,
-as Claude Code 2.1.235 chooses it), a WebSearch call's request carries the Messages API's web
-search server tool and goes to the run's model. Both are sent once (no retry), streamed, without
-tools of the loop or thinking; their usage is kept apart from the loop's (the result's ``usage``
-does not count it, its ``modelUsage`` and cost do, as Claude Code's), with the searches the server
-ran and their price.
+Owns :class:`WebRequests`: WebFetch's question goes to the small model, WebSearch's request to the run's model with
+the web search server tool. Each is sent once; its usage counts in ``modelUsage`` and cost, not ``usage``, as in
+Claude Code.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``queryloop ui``, the command: its flags, the checks before serving, the socket and the URL it prints.
 
-Owns the refusal of a ``$QUERYLOOP_HOME`` another user owns, the listening socket
-(loopback by default; any other address is said to be so), the random per-launch token
-and the one line with the URL to open. Imports the web server only when the command
-runs, so the other commands start without it (:mod:`.server` holds the application).
+Owns refusing a ``$QUERYLOOP_HOME`` another user owns, the listening socket, the per-launch token and the URL line.
+Imports the web server only when it runs.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """What ``queryloop ui`` shows of a fleet's sessions, read from the fleet's database (``--database-url``).
 
-Owns :class:`FleetView`: the sessions whose transcripts the workers wrote to the
-``queryloop_*`` tables (:class:`~queryloop.fleet.database.FleetDatabase`, read only — no
-table is created and nothing is written), and for one session its transcript, side-effect
-ledger, file checkpoints and tool calls with the worker that ran each, shaped as
-:mod:`.reading` shapes a session's files so the same page shows both. A database that
-cannot be read is a warning on the list page, never an error page. A fleet session's
-path is read from the trace directory (``--traces``) its workers recorded in, if any.
+Owns :class:`FleetView`: the fleet's sessions and one session's files, read only and shaped as :mod:`.reading`
+shapes them. A database that cannot be read is a warning on the list page.
 """
 
 from __future__ import annotations

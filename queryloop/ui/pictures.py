@@ -1,13 +1,8 @@
 """The recovery graph in ``queryloop ui``: one SVG per layer, a session's path drawn on it with the engine's overlay.
 
-Owns turning a :class:`~queryloop.fsm.draw.trace.Trace` into the per-layer pictures
-(:func:`queryloop.fsm.draw.render.to_dot` with the run overlaid: each edge taken in orange
-with its count and step numbers, the states visited outlined) and keeping the last
-pictures of each session until it takes another step. The engine marks the last
-state of a trace as where the run ended, and its title says how it ended; while a
-session still runs, that state is where it is now, so the label and the title say so
-(the page also outlines that node, by its ``<title>``, which Graphviz sets to the
-state's name). Knows nothing of HTTP.
+Owns turning a :class:`~queryloop.fsm.draw.trace.Trace` into per-layer pictures and keeping each session's last ones
+until it takes another step. A session still running is drawn as where it is, not where it ended. Knows nothing of
+HTTP.
 """
 
 from __future__ import annotations

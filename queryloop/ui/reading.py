@@ -1,15 +1,8 @@
 """What ``queryloop ui`` shows, read from the files the CLI writes: sessions, transcripts, ledgers, checkpoints, paths.
 
-Owns the reading of ``$QUERYLOOP_HOME/projects/*`` (every project's sessions, not only this
-directory's), of one session's transcript, side-effect ledger and checkpoint index (through
-the session layer's readers and :mod:`queryloop.run.sessions`), a rewind's dry run (the
-same :func:`~queryloop.run.sessions.plan_rewind` as ``queryloop rewind --dry-run``; nothing
-is written) and of the path a session's runs took: the trace files a run writes
-(:mod:`queryloop.run.tracing`) in ``QUERYLOOP_TRACE_DIR`` when it is set, else in the session's
-folder (``steps/``), one per run, named ``<session id>-<random>.jsonl``. Returns plain
-JSON-ready values; knows nothing of HTTP or of how any of it is drawn (:mod:`.pictures`,
-:mod:`.server`). Every string comes from a file anything may have written: it is data, and
-the page shows it as text.
+Owns reading every project's sessions under ``$QUERYLOOP_HOME``, one session's files, a rewind's dry run and the
+trace files of its runs. Returns JSON-ready values. Every string is data someone may have written: the page shows it
+as text.
 """
 
 from __future__ import annotations

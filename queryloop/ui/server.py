@@ -1,19 +1,7 @@
 """``queryloop ui``'s web application: Starlette routes behind a per-launch token.
 
-Owns the token check and the HTTP routes: two static
-pages and their script, and JSON and SVG under ``/api/``. Loopback is shared by every
-user of the machine, so every request for a session's data (everything under ``/api/``)
-must carry the token in the ``X-Queryloop-Token`` header, compared in constant time. The
-printed URL hands it to the page in its fragment (``/#token=…``, never sent to a server);
-the script keeps it in the origin's ``localStorage`` — bound to this scheme, host and
-port — and sends it with each of its requests. No cookie: a browser sends a cookie for
-``127.0.0.1`` to every port of that host, whatever its name, so any other local server the
-browser visits would be handed the credential. The pages and their script hold nothing of
-the sessions and are served to anyone. A
-strict Content-Security-Policy allows only this server's own script and style: the
-pages are static and put every string from a session's files in as text, so a
-transcript holding markup stays text even if some code path were to miss that.
-Reading the files is :mod:`.reading`'s; drawing, :mod:`.pictures`'; the command, :mod:`.command`'s.
+Owns the token check (``X-Queryloop-Token``, constant time; never a cookie, which every local port would get) and
+the routes: static pages and script for anyone, session data under ``/api/`` for the token only. Why: docs/ui.md.
 """
 
 from __future__ import annotations
