@@ -1,9 +1,7 @@
 """The engine's error hierarchy.
 
-Owns every exception class the engine raises and nothing else. User errors (a
-machine that cannot be built, a finding of the checker, a handler that failed)
-are kept apart from :class:`InternalError`, which only signals a broken engine
-invariant — a bug in queryloop itself.
+User errors (a machine that cannot be built, a finding, a failed handler) are kept apart from
+:class:`InternalError`, a broken engine invariant: a bug in queryloop.
 """
 
 from __future__ import annotations

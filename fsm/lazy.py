@@ -1,7 +1,6 @@
 """Re-exports imported on first use (PEP 562), so importing a package costs only what its caller touches.
 
-Owns :func:`lazy_exports`, which gives a package a ``__getattr__`` and a ``__dir__``. Why: ``queryloop --help`` and
-``queryloop check`` must not pay for the SDKs a run needs. Each package keeps its own ``__all__``.
+Why: ``queryloop --help`` and ``queryloop check`` must not pay for the SDKs a run needs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Text someone else wrote, made inert before it reaches a terminal: control characters shown, never obeyed.
 
-Owns :func:`inert`: every C0/C1 control but newline and tab is written as a visible escape; a CR before a newline is
-dropped. Every text or stderr line built from such text goes through it. Imports nothing.
+:func:`inert` writes every C0/C1 control but newline and tab as a visible escape. Every text or stderr line built
+from such text goes through it.
 """
 
 from __future__ import annotations

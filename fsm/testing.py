@@ -1,9 +1,7 @@
 """Helpers for driving machines without the world: a scripted effect and event-data guards.
 
-Owns only test scaffolding that machines may name (tests, property tests,
-benchmarks, fixtures). A machine whose states use :func:`scripted` asks its
-``services`` — any object with ``next_event(run) -> Event | str`` — for each
-outcome, so a test decides every event and every guard value.
+A state whose effect is :func:`scripted` asks its ``services.next_event(run)`` for each outcome, so a test decides
+every event and guard value.
 """
 
 from __future__ import annotations

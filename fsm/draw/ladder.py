@@ -1,7 +1,6 @@
 """A machine's decisions described for people: the wording the diagrams and the recovery page share.
 
-Owns per ``(state, event)`` the candidates in the order tried, per counter its cap, scope and resets, and what a
-person sees. Reads only :mod:`fsm.model.spec` records; draws and writes nothing.
+Reads only :mod:`fsm.model.spec` records; draws and writes nothing.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Drawing a machine with Graphviz: an overview of its layers, one diagram per layer, one run or many on the graph.
 
-Owns the Graphviz pictures and their conventions, each stated in the legend drawn with them (docs/machines.md).
-Output is in YAML order, so committed DOT can be compared in CI. The wording is :mod:`fsm.draw.ladder`'s.
+Each picture carries its legend (docs/machines.md). Output is in YAML order, so committed DOT can be compared in CI.
 """
 
 from __future__ import annotations

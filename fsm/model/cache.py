@@ -1,7 +1,7 @@
 """A loaded machine's declaration kept as plain data, so a run whose YAML has not changed skips reading it.
 
-Owns :func:`load_machine_cached` and the cache file's format. Why the file is safe to read is in docs/security.md
-(the machine cache). Does not choose the folder: the caller names one its user owns.
+Owns :func:`load_machine_cached` and the file's format; why it is safe to read: docs/security.md (the machine
+cache).
 """
 
 from __future__ import annotations

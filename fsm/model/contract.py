@@ -1,7 +1,7 @@
 """What a handler or an observer says it reads of the machine: counter, state, param and reason names.
 
-Owns the :func:`uses` decorator and :class:`Uses`. The loader refuses a machine that lacks a declared name, so a
-rename fails at load, not when the edge first fires. Not enforced at run time.
+:func:`uses` declares them; the loader refuses a machine that lacks one, so a rename fails at load, not when the
+edge fires.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """JSON someone else wrote, read within what Python can walk: nesting depth and integer length bounded.
 
-Owns :func:`loads_json`, :class:`JsonLimitError` (a ``json.JSONDecodeError`` with the position) and
-:data:`MAX_JSON_DEPTH`. Too deep a document would end in ``RecursionError`` far from where it was read. A lone
-surrogate is read as U+FFFD. Imports only the standard library.
+Too deep a document would end in ``RecursionError`` far from where it was read; here it is a
+``json.JSONDecodeError`` (:class:`JsonLimitError`) at its position.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading declaration files with line numbers: YAML (machines, scenarios) and JSON (settings, MCP servers).
 
-Owns the parsed data with each node's line, the strict rules (a key given twice, YAML aliases, YAML 1.1 booleans as
-names) and JSON-Schema errors as ``path:line`` problems. Does not know what any file means.
+A key given twice, a YAML alias or a YAML 1.1 boolean as a name is refused; schema errors become ``path:line``
+problems.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Records describing a machine, exactly as declared: states, events, transitions, counters, params.
 
-Owns the shape of a machine and its derived lookups (candidate edges per
-``(state, event)``, reset sets per edge). Does no I/O and resolves no Python
-names: ``fsm.model.load`` builds these records from YAML and binds the handlers.
+Also their derived lookups (candidates per ``(state, event)``, reset sets). No I/O; ``fsm.model.load`` builds them.
 """
 
 from __future__ import annotations

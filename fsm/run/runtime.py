@@ -1,7 +1,6 @@
 """Running a machine: the frozen run state, the pure ``step`` and the async driver.
 
-Owns choosing the edge for ``(state, event)``, counter bookkeeping, the trace, and the driver that awaits each
-effect. How a step works: docs/internals.md. Does not read YAML and knows nothing of what effects do.
+Chooses each edge, keeps the counters and the trace, and awaits each effect (docs/internals.md). Reads no YAML.
 """
 
 from __future__ import annotations

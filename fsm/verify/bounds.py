@@ -1,9 +1,7 @@
-"""Symbolic worst cases: each figure, per turn and per run, as an expression of the caps from the machine's structure
-alone.
+"""Symbolic worst cases: each figure as an expression of the caps, from the machine's structure alone.
 
-Owns :class:`Expr` (sums, products, maxima and minima of params and constants) and :func:`figure_values`, the same
-construction evaluated at given caps. The construction is in docs/machines.md (what ``queryloop check`` proves,
-bounds). Does not explore configurations (``fsm.verify.check`` does).
+Owns :class:`Expr` and :func:`figure_values` (the same construction at given caps). How a bound is built:
+docs/machines.md.
 """
 
 from __future__ import annotations

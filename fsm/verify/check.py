@@ -1,7 +1,6 @@
 """The model checker: the properties a machine declaration must have, proven from the YAML alone.
 
-Owns the passes over a :class:`~fsm.model.spec.MachineSpec` — graph, termination, bounds, exploration — listed in
-docs/machines.md. No handler runs: a Python guard is a free boolean. Does not import the runtime.
+Its passes are listed in docs/machines.md. No handler runs: a Python guard is a free boolean.
 """
 
 from __future__ import annotations

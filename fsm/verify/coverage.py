@@ -1,8 +1,7 @@
 """Transition coverage: which transitions of a machine recorded runs took, and which none did.
 
-Owns reading run traces (JSON lines; a line with string ``from``, ``event``, ``reason`` and ``to`` is one step) and
-one machine's coverage: each ``(source state, reason)`` pair, its count, the percentage and the missing ones. Steps
-the machine does not declare are kept apart.
+A trace line with string ``from``, ``event``, ``reason`` and ``to`` is one step; steps the machine does not declare
+are kept apart.
 """
 
 from __future__ import annotations

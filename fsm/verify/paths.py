@@ -1,7 +1,6 @@
 """Shortest event paths through a machine: for every transition, the fewest steps from ``initial`` that take it.
 
-Owns model-based test planning: a search over (state, counters) in which each guard gets the value the path needs. A
-:class:`Realiser` limits it to the steps real data can make happen (an A* search, docs/checker.md). Runs nothing.
+A :class:`Realiser` keeps the search to steps real data can make happen. Runs nothing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A second, independent checker: the machine's Promela model verified by SPIN.
 
-Owns the settings SPIN checks at (:func:`spin_settings`), the run (:func:`spin_check`: ``spin -a``, gcc and pan in a
-temporary folder), pan's verdict and its error trail as reasons. What it proves is in docs/checker.md. Does not
-write the Promela (``fsm.verify.promela``) nor install SPIN.
+Owns :func:`spin_settings` and :func:`spin_check` (``spin -a``, gcc and pan in a temporary folder) and reads pan's
+verdict and trail. What it proves: docs/checker.md.
 """
 
 from __future__ import annotations
