@@ -1,7 +1,7 @@
 """Agents layer: the Agent calls a tool turn may start, admitted one by one before the tools run.
 
-Owns the ``admitting_agents`` effect and its two edge handlers: admit the next call (``agent_launches``, capped per
-turn) or refuse the rest. Calls are counted by their place in the turn, not by id (a model may repeat one).
+Owns the ``admitting_agents`` effect and its edges: admit the next call (``agent_launches``) or refuse the rest.
+Calls count by their place in the turn, not by id (ids may repeat).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The context layer: token accounting, auto-compaction and its breaker, collapses, reactive compaction.
 
-Its states in ``machines/query_loop.yaml`` are ``checking_context``,
-``auto_compacting``, ``reactive_compacting`` and ``manual_compacting`` (/compact), with
-their backoffs. Here: the slice of the run data it owns (``data``), the pure services
-(``compaction``; ``reactive``: what a reactive compaction keeps), the measurement before
-each request (``measuring``) and compaction and prompt-too-long recovery (``compacting``).
+Its states are ``checking_context``, ``auto_compacting``, ``reactive_compacting`` and ``manual_compacting``, with
+their backoffs. Here: ``data``, ``measuring``, ``compacting`` and ``services`` (``compaction``, ``reactive``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The hook layer: Claude Code's hooks as real subprocesses or Python callbacks, and the prompt and Stop hook states.
 
-Its states in ``machines/query_loop.yaml`` are ``submitting_prompt`` and
-``running_stop_hooks``. Here: the hooks configuration and runner (``runner``), the
-service other layers call to run hooks (``service``), the slice of the run data it
-owns (``data``) and its effects and edge handlers (``lifecycle``).
+Its states are ``submitting_prompt`` and ``running_stop_hooks``. Here: ``data``, ``lifecycle`` and ``services``
+(``runner``, ``calling``).
 """
 
 from __future__ import annotations

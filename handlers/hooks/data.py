@@ -1,8 +1,7 @@
 """The hook layer's slice of the run data and what its handlers need.
 
-Owns :class:`HooksData` (whether the model is answering a Stop hook's block, whether the
-run submits a prompt or a manual compaction) and
-the protocol of the run data hook-layer handlers work on.
+:class:`HooksData`: whether the model is answering a Stop hook's block, and whether the run submits a prompt or a
+manual compaction.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Output layer: what a complete reply means, and what it does to the transcript.
 
-Owns ``receive_reply``, the ``read_reply`` effect, the edge handlers of the answer and its continuations, and the
-guard ``escalation_configured``. Hidden messages go with ``meta=True``. The result is the last reply's text, as in
-Claude Code.
+Owns the ``read_reply`` effect and the edges of the answer and its continuations. Hidden messages go with
+``meta=True``.
 """
 
 from __future__ import annotations

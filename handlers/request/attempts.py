@@ -1,7 +1,7 @@
 """Request layer, the attempt: sending the transcript once, saying how the attempt ended, counting it.
 
-Owns the ``call_model`` effect, the mapping of a failed attempt to an event of ``calling_model``, and
-``record_attempt``, the exit that adds every attempt's usage and API time. The YAML chooses the edge.
+Owns the ``call_model`` effect and ``record_attempt``, the exit that adds each attempt's usage. The YAML chooses the
+edge.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Session layer, opening: a new session, or a stored one resumed — its history read, its dangling calls answered.
 
-Owns the ``open_session`` effect and its edge handlers. A resumed call left without a result gets the ledger's
-recorded result, else an error saying it may have partly run, before anything is sent.
+A resumed call without a result gets the ledger's recorded one, else an error saying it may have partly run.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Tool layer, the permission gate: who may run, PreToolUse hooks, the user's answer, the refusals.
 
-Owns the ``gating_tools`` effect and its edge handlers: lookup, rules, hooks, the callback or the user's answer,
-ledger replays, checkpoints before Write and Edit. A call that will not run gets its error result here.
+Owns the ``gating_tools`` effect and its edges. A call that will not run gets its error result here; Write and Edit
+are checkpointed before they run.
 """
 
 from __future__ import annotations

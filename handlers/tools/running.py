@@ -1,8 +1,7 @@
 """Tool layer, running: recording tool requests, running the tools, returning results, closing the ledger.
 
-Owns the ``run_tools`` effect (the permitted calls, then PostToolUse hooks) and the edge handlers that give every
-tool_use its tool_result, after an abort too. A completed non-idempotent call goes to the side-effect ledger on disk
-first, so it never runs twice unseen.
+Owns the ``run_tools`` effect and the edges that give every tool_use its tool_result, after an abort too. A
+completed non-idempotent call is written to the ledger on disk first.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Context governance: token estimates, tool-result collapse, compaction plans.
 
-Owns the pure functions the context layer uses to keep the message view small enough to send: the local estimate
-(docs/graph.md, token accounting), API-round groups, collapses, the compaction plan, its summary request and the
-compacted transcript. Messages are never mutated. Sends nothing and decides no transition.
+Pure functions: the local estimate, API-round groups, collapses, the compaction plan, its summary request and the
+compacted transcript. Messages are never mutated; nothing is sent.
 """
 
 from __future__ import annotations

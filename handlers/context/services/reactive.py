@@ -1,7 +1,7 @@
 """What a reactive compaction summarises and what it keeps, as Claude Code 2.1.235 does it.
 
-Owns the pure split of a too-long transcript into the oldest API-round groups (summarised) and the newest (kept),
-and how it moves when the summary request is itself too long. The rules: docs/graph.md (``reactive_compact_retry``).
+The oldest API-round groups are summarised, the newest kept; the split moves when the summary is itself too long
+(docs/graph.md).
 """
 
 from __future__ import annotations

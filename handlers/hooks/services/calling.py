@@ -1,7 +1,6 @@
 """Running hooks as a service other layers call: the permission gate, compaction, the prompt, Stop.
 
-Owns :class:`HookRunner` (the configuration bound to what every hook is told) and :func:`hook`, which an effect
-awaits to run one event's hooks. What an outcome means is the calling layer's.
+:func:`hook` runs one event's hooks; what the outcome means is the calling layer's.
 """
 
 from __future__ import annotations

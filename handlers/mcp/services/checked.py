@@ -1,8 +1,6 @@
 """MCP layer, what a server sends that breaks JSON-RPC: told at once, not waited out.
 
-Owns :func:`checked_transport` (a response under an unknown id becomes a :class:`StrayResponse` error item) and
-:func:`protocol_problem`. The SDK drops both, and the request would wait out its timeout; ``client`` fails the
-server instead.
+The SDK drops a response under an unknown id, and the request would wait out its timeout; here it fails the server.
 """
 
 from __future__ import annotations

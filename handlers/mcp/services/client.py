@@ -1,8 +1,7 @@
 """MCP layer, the connections: one official ``mcp`` client per configured server, its tools, its calls, its failures.
 
-Owns :class:`McpManager`, :class:`McpTool` and :class:`McpFailure`. Each connection lives in its own task; a call
-that finds it gone returns an ``is_error`` result and nothing raises into the loop. When to reconnect is the
-machine's (``syncing``).
+Owns :class:`McpManager`. Each connection lives in its own task; a call that finds it gone is an ``is_error``
+result, never an exception. Reconnecting is the machine's choice.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """MCP layer, what a server's content becomes for the model: text and image blocks of the Messages API.
 
-Owns :func:`tool_result_content`, :func:`resource_text` and :func:`prompt_messages`, and the rules they share
-(docs/mcp.md, docs/security.md): images checked by their bytes and capped, resources and links as text, audio as a
-notice. Does not own the connection.
+Images are checked by their bytes and capped; resources and links become text, audio a notice (docs/mcp.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """MCP layer, resources as tools: ``ListMcpResourcesTool`` and ``ReadMcpResourceTool``, Claude Code's names and inputs.
 
-Owns the two tools' definitions and what their calls answer, as Claude Code 2.1.235 answers. They are offered while
-a connected server declares ``resources``, and are read-only. The connection and the listing's cache are
-``client``'s.
+Offered, read-only, while a connected server declares ``resources``; they answer as Claude Code 2.1.235 does.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The bytes of a Messages API request body, built incrementally, with prompt-cache breakpoints.
 
-Owns :func:`encode_request` (the body the official SDK would send), :func:`encode_params`, where the project
-instructions and the ``cache_control`` breakpoints go, and :func:`prompt_caching_disabled`. Each message is
-serialised once; why and where the breakpoints go: docs/caching.md. Sends nothing.
+Each message is serialised once; the instructions and breakpoints go where Claude Code puts them (docs/caching.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One HTTP attempt at the Messages API, turned into a typed outcome.
 
-Owns :func:`send_request` (through the official SDK, ``max_retries=0``), the :data:`FailureKind` of every failure,
-:class:`RequestLog` and :class:`UsageTotals`. No HTTP, SSE or JSON problem escapes. Two clocks bound an attempt: the
-idle timeout and an optional deadline. Retries are the machine's.
+Sends through the official SDK with ``max_retries=0`` and classifies every failure (:data:`FailureKind`); none
+escapes. The idle timeout and an optional deadline bound an attempt.
 """
 
 from __future__ import annotations

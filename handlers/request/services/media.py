@@ -1,8 +1,6 @@
 """The images and documents one request may carry: at most a count and a total of base64, the oldest dropped first.
 
-Owns :func:`within_media_cap` (Claude Code 2.1.235's caps; a text stands in for each block dropped; the stored
-transcript never changes), :func:`sniffed_image_type` and :data:`IMAGE_MAX_BASE64_CHARS`. The caps:
-docs/security.md.
+A text stands in for each block dropped; the stored transcript never changes. The caps: docs/security.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Session layer, the side-effect ledger: which completed calls the model can no longer see, and replaying them.
 
-Owns :func:`hidden_calls`, :func:`hidden_calls_note` and :func:`replayed_result`: a non-idempotent call the model
-lost sight of (compaction, resume, a discarded branch) and proposes again in the same user turn is answered, not run
-(docs/sessions.md).
+Such a call proposed again in the same user turn is answered with its recorded result, not run (docs/sessions.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Session layer, what survives the process: where a session lives on disk and how its files are written and read.
 
-Owns the layout under ``$QUERYLOOP_HOME`` (docs/sessions.md), the JSON Lines logs (the ledger ``fsync``-ed; a torn
-or unreadable line skipped with a warning) and the checkpoint index, capped at :data:`MAX_CHECKPOINTS`.
+JSON Lines under ``$QUERYLOOP_HOME`` (docs/sessions.md); the ledger is ``fsync``-ed, and a torn or unreadable line
+is skipped with a warning.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``Bash`` tool: one shell command in the working directory, bounded in time and output.
 
-Owns the subprocess: ``bash -c`` in its own session, stdin closed, output merged and kept at its start and end. The
-whole group is killed on timeout, on cancellation and when ``bash`` exits, so no background job outlives the call.
+The command runs as ``bash -c`` in its own process group, whose whole group is killed on timeout, on cancellation
+and when ``bash`` exits. Output keeps its start and end.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The file tools ``Read``, ``Write`` and ``Edit``: their schemas, descriptions and implementations.
 
-Every path goes through :func:`resolve_inside_cwd`; only regular files are opened. Write and Edit are atomic (a
-temporary file renamed over the target) and keep the permission bits.
+Paths stay inside the working directory and only regular files are opened. Read holds one cut line at a time,
+however long the lines; Write and Edit replace the file atomically, keeping its permission bits.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Grep's matching, run in a child process that the ``Grep`` tool kills at its deadline.
 
-Python's :mod:`re` backtracks and holds the GIL, so a bad pattern could freeze the whole process. This script
-(``python -I -S``, standard library only) reads one JSON request on stdin and answers one JSON object on stdout.
+Python's :mod:`re` backtracks and holds the GIL, so a bad pattern could freeze the process. Standard library only:
+one JSON request on stdin, one answer on stdout.
 """
 
 from __future__ import annotations

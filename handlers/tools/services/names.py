@@ -1,7 +1,6 @@
 """Claude Code's tool names and what each one is: the one table every set of tool names is made from.
 
-Owns :data:`KNOWN_TOOLS`: per name, the rules that cover it, its path field, whether it runs without asking, whether
-microcompaction clears it. The built-in tools' specs live in ``registry``; a test holds them to this table.
+Per name: the rules that cover it, its path field, whether it asks, whether microcompaction clears it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Tools written in Python: ``@tool`` turns an async function into a :class:`~.base.ToolSpec`.
 
-Owns :func:`tool`: the input schema, how the function is called, how its return becomes a
-:class:`~.base.ToolOutput`, and :class:`ToolDefinitionError`, raised where the tool is defined. What happens to a
-call is the built-in tools' own.
+The schema and calling convention are decided once, where the tool is defined; a definition that cannot work raises
+:class:`ToolDefinitionError` there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a Bash command runs in turn, and whether the gate can read all of it.
 
-Owns :func:`inner_commands` (``timeout 5 rm x``, ``bash -c``, ``eval``, ``find -exec``) and :func:`unreadable`. A
-command is read in full only when its program is on a closed set; what is not on it asks (docs/security.md).
+:func:`inner_commands` finds what ``timeout``, ``bash -c``, ``eval`` or ``find -exec`` run; :func:`unreadable` says
+why a line runs code the gate cannot read (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The search tools ``Glob`` (files by name pattern) and ``Grep`` (files by content regex).
 
-Owns the glob dialect, the directory walk both share (regular files only, symlinked directories not followed), and
-the output formats and caps. Grep is Python's :mod:`re`; its matching runs in ``grep_worker``, killed at the
-deadline.
+The walk opens regular files only and follows no symlinked directory; Grep's matching runs in ``grep_worker``,
+killed at the deadline.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The sandbox's end of the way out: a loopback port inside the sandbox relayed to the proxy's Unix socket.
 
-Runs inside as ``python3 -I -S bridge.py SOCKET PORT FILTER -- CMD [ARGS...]`` (:func:`bridge_argv`), relaying
-``127.0.0.1:PORT`` to ``SOCKET``; ``CMD`` runs with ``FILTER`` installed. Details: docs/security.md. Imports no
-queryloop.
+Runs inside as ``python3 -I -S bridge.py SOCKET PORT FILTER -- CMD`` and imports no queryloop (docs/security.md).
 """
 
 from __future__ import annotations

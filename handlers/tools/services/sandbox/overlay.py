@@ -1,9 +1,7 @@
 """Bringing a sandboxed command's changes out of an overlayfs upper directory, checkpointed first.
 
-Owns :func:`apply_upper` (every change worked out, the originals checkpointed, then applied),
-:class:`OverlayChanges`, the mount options, :func:`overlay_available` and :func:`remove_tree`. Every change goes
-through directory descriptors opened with ``O_NOFOLLOW``, so a symlink is never followed. What is captured:
-docs/security.md.
+:func:`apply_upper` works out every change, checkpoints the originals, then applies them through descriptors opened
+with ``O_NOFOLLOW``, so no symlink is followed (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The sandbox's way out to the network: an HTTP proxy on a Unix socket that lets through only allowed domains.
 
-Owns :func:`domain_allowed` (``allowedDomains`` as Claude Code matches it) and :class:`DomainProxy` (``CONNECT`` and
-plain HTTP; ``403`` for a refused host, remembered for the run's report). It does not look inside a tunnel:
-docs/security.md says what is not contained.
+Any other host gets ``403`` and is remembered for the run's report. It does not look inside a tunnel.
 """
 
 from __future__ import annotations
