@@ -1,8 +1,7 @@
 """queryloop: an agent query loop whose every continuation and recovery is a transition of a YAML machine.
 
-The packages: ``queryloop.fsm`` (the engine), ``queryloop.handlers`` (the loop's Python), ``queryloop.machines``
-(the YAML) and, above them, the run, the front-ends, the fleet and the embedded server (docs/internals.md). Names
-load on first use.
+The engine, the handlers and the YAML, and above them the run, its ways in, the fleet and the embedded server
+(docs/internals.md).
 """
 
 from __future__ import annotations

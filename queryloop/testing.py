@@ -1,9 +1,7 @@
 """Test doubles: an in-process model that answers each request from a script, for unit tests and benchmarks.
 
-Owns :class:`ScriptedBackend` and the replies and failures it returns
-(:func:`scripted_reply`, :func:`scripted_failure`), shaped as the HTTP backend's. Not part
-of a run's production path: nothing in ``queryloop.run``, the front-ends or the handlers
-imports it; end-to-end tests use the embedded server (``queryloop.mockapi``) instead.
+Owns :class:`ScriptedBackend`, :func:`scripted_reply` and :func:`scripted_failure`. Nothing on the production path
+imports it; end-to-end tests use the embedded server.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The ``worker`` and ``submit`` commands: their flags, and what each runs (imported only when it runs).
 
-Owns the two parsers and their entry points. Importing it loads neither DBOS, SQLAlchemy nor the SDK. Bad input is
-one line and exit 1; a bad flag or DBOS missing, exit 2.
+Importing it loads neither DBOS, SQLAlchemy nor the SDK. Bad input is one line and exit 1; a bad flag, exit 2.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The fleet's own tables, beside DBOS's: transcripts, tool-call records, ledger, checkpoints, worker heartbeats.
 
-Owns :class:`FleetDatabase` (one SQLAlchemy engine on DBOS's URL) and every read and write of the ``queryloop_*``
-tables, each keyed so a replay writes nothing new. Never touches DBOS's own schema, and does not import DBOS.
+Every write is keyed, so a replay writes nothing new. Never touches DBOS's schema, and does not import DBOS.
 """
 
 from __future__ import annotations

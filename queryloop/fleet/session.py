@@ -1,8 +1,6 @@
 """A fleet session: what ``queryloop submit`` enqueues, and the DBOS workflow a worker runs it as.
 
-Owns :class:`SessionSpec` (the workflow's JSON input), how it becomes the agent's options, and :func:`run_session`:
-the normal :class:`~queryloop.run.agent.AgentRun`, with each effect a DBOS step (``steps``) and the session in the
-database (``store``).
+The workflow is the normal ``AgentRun``, each effect a DBOS step and the session in the database.
 """
 
 from __future__ import annotations

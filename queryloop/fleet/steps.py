@@ -1,7 +1,6 @@
 """One DBOS step per effect of a session: each model request, each token count, each tool call.
 
-Owns :class:`StepBackend` and :class:`ToolSteps`. A recovered workflow replays its recorded steps, so no completed
-request or call is made twice; each step's name carries its idempotency key. What may run again: docs/fleet.md.
+A recovered workflow replays its recorded steps, so no completed request or call is made twice (docs/fleet.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """A fleet session's store: its transcript, ledger and file checkpoints in the database every worker reaches.
 
-Owns :class:`FleetSessionStore`, :class:`FleetCheckpoints` and :class:`FleetTranscript`. A recovered workflow writes
-everything again, so each write is keyed (an entry by its position, its ``uuid`` derived from it; a ledger entry or
-a checkpoint by its tool_use id) and a second write changes nothing.
+A recovered workflow writes everything again, so each write is keyed and a second one changes nothing.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``queryloop worker``: a DBOS executor that runs submitted sessions, beats a heartbeat and recovers dead peers.
 
-Owns the worker process: DBOS on the fleet's database, the session workflow and queue, and the heartbeat loop that
-claims dead peers and recovers their workflows. Why self-hosted DBOS needs it: docs/fleet.md.
+Self-hosted DBOS recovers only its own executor's workflows, hence the heartbeat (docs/fleet.md).
 """
 
 from __future__ import annotations

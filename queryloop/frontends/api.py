@@ -1,8 +1,7 @@
 """The Python API: :func:`query` for one prompt, :class:`QueryClient` for a conversation.
 
-Names and shapes follow the Claude Agent SDK's where they overlap. Each prompt is one run whose items come out as
-the messages ``stream-json`` prints; later prompts continue the stored session. Without credentials :func:`query`
-raises :class:`OptionsError` (:data:`OFFLINE_HINT`). Usage: docs/python-api.md.
+Shaped as the Claude Agent SDK's. Each prompt is one run whose items come out as the messages ``stream-json`` prints
+(docs/python-api.md).
 """
 
 from __future__ import annotations

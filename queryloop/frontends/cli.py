@@ -1,7 +1,6 @@
 """The ``queryloop`` program: ``queryloop [options] [prompt]`` runs the agent; ``check``, ``diagram``, ``docs``.
 
-Owns the choice between a command (``commands``) and the agent's options, flag parsing, the prompt or the
-interactive session, the offline wiring for ``--scenario``, SIGINT and SIGTERM (the run takes its abort edge) and
+Owns flag parsing, the prompt or the interactive session, ``--scenario``'s offline wiring, SIGINT and SIGTERM, and
 the exit codes (docs/cli.md).
 """
 

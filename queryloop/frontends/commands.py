@@ -1,8 +1,7 @@
 """The program's commands: who adds each one, found through one registry list, so the program only dispatches.
 
-Owns :data:`COMMANDS` (one :class:`Registration` per module: the names it adds, in ``--help`` order, and the import
-path of its parser builder) and :func:`add_commands`, which imports only the modules asked for, so ``--help`` and a
-plain run import no command's module.
+Owns :data:`COMMANDS` and :func:`add_commands`, which imports only the modules of the commands asked for: ``--help``
+and a plain run import none.
 """
 
 from __future__ import annotations

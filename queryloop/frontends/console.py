@@ -1,8 +1,6 @@
 """Rendering a run for the user: ``text``, ``json`` and ``stream-json`` (Claude Code's shapes), a class each.
 
-Owns one renderer per output format (:data:`RENDERERS`, :func:`renderer_for`), each an observer of the run. Data is
-never markup (``rich.text.Text`` from plain strings) nor a terminal command (``fsm.terminal.inert``). The lines:
-docs/cli.md.
+Data is never markup nor a terminal command: text is built from plain strings and made inert (docs/cli.md).
 """
 
 from __future__ import annotations

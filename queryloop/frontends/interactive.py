@@ -1,8 +1,7 @@
 """The interactive session: ``queryloop`` on a terminal without a prompt, the recovery graph live.
 
-Owns the prompt line, the slash commands, the inline permission question, the status line and the graph as text,
-every line made inert (``queryloop.fsm.terminal``). Each prompt is one run in the same stored session (``api``).
-What a user sees: docs/cli.md.
+Owns the prompt line, slash commands, the inline permission question and the status line, every line made inert.
+Each prompt is one run of the same session (docs/cli.md).
 """
 
 from __future__ import annotations

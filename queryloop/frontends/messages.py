@@ -1,8 +1,6 @@
 """The messages of the Python API, shaped and named as the Claude Agent SDK for Python's.
 
-Owns the message and block classes :func:`queryloop.query` yields and :func:`parse_message`, which reads one
-``stream-json`` line into one, so the API says what the command line says. Collections are lists and dicts, as the
-SDK's.
+:func:`parse_message` reads one ``stream-json`` line into one, so the API says what the command line says.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The options of the Python API, named as the Claude Agent SDK for Python's, and what they become.
 
-Owns :class:`QueryOptions` (the SDK's field names where queryloop has the feature, plus its own), the SDK's hook and
-permission records, :func:`create_sdk_mcp_server` and :func:`agent_options`, which resolves them through
-``resolve_config``. A problem is an :class:`OptionsError` naming the fix.
+Owns :class:`QueryOptions`, the SDK's hook and permission records, :func:`create_sdk_mcp_server` and
+:func:`agent_options`. A problem is an :class:`OptionsError` naming the fix.
 """
 
 from __future__ import annotations

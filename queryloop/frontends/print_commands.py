@@ -1,7 +1,7 @@
 """Slash commands in a ``-p`` prompt: which prompt is a command, and what one that sends nothing answers.
 
-As in Claude Code 2.1.235, ``/name [argument]`` is a command, never sent to the model; one that only looks like one
-(a path that exists, a name with a dot or slash) is sent as it is. The rules: docs/cli.md.
+As in Claude Code 2.1.235, ``/name [argument]`` is never sent to the model, but a prompt that only looks like one
+(an existing path, ``/notes.md``) is.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The control channel to the Claude Agent SDK's process, and what travels over it: Python hooks and MCP tools.
 
-Owns :class:`Channel` (our ``control_request`` lines and their answers, cancelled with ``control_cancel_request``),
-the SDK's hooks as :class:`~queryloop.handlers.hooks.HookFunction` and its in-process servers (:class:`SdkServer`),
-whose tools are ordinary ``mcp__<server>__<tool>`` tools. Errors: :class:`ControlError`, :class:`SdkAnswerError`.
+Owns :class:`Channel` and :class:`SdkServer`; an in-process server's tools are ordinary ``mcp__<server>__<tool>``
+tools.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The command-line flags the Claude Agent SDK passes, and which of them queryloop honours.
 
-Owns those flags and :func:`prepare_sdk_flags`, which checks them before anything runs: a harmless one is accepted
-with a warning, one a program would rely on is refused by name. It also keeps the SDK's in-process servers
-(``"type": "sdk"``) out of ``--mcp-config``.
+Owns :func:`prepare_sdk_flags`: a harmless flag is accepted with a warning, one a program would rely on is refused
+by name. The SDK's in-process servers are kept out of ``--mcp-config``.
 """
 
 from __future__ import annotations

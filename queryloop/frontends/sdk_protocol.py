@@ -1,8 +1,7 @@
 """The Claude Agent SDK's session: ``--input-format stream-json`` and its control protocol on stdin and stdout.
 
-Owns reading stdin (user messages played in turn; each ``control_request`` answered by one ``control_response``),
-what each request does and the prompts' queue. A bad line is one line on stderr; only the end of stdin ends the
-session. The requests: docs/agent-sdk.md.
+Owns reading stdin (prompts played in turn; each ``control_request`` answered once) and what each request does
+(docs/agent-sdk.md). Only the end of stdin ends the session.
 """
 
 from __future__ import annotations

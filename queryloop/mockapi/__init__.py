@@ -1,9 +1,6 @@
 """The embedded fault-injecting Anthropic-compatible server and the scenarios it plays.
 
-A testing and demo facility, apart from the production path: ``queryloop run
---scenario`` and ``queryloop mock-api`` start it; nothing in the engine or the
-handlers imports it. Its names load on first use, so a run without ``--scenario``
-never imports the server (or aiohttp's server side).
+A testing and demo facility: only ``--scenario`` and ``queryloop mock-api`` start it. Its names load on first use.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A small deploy MCP server, the remote side of the seed's failure chain: ``python -m queryloop.mockapi.deploy_mcp``.
 
-Two tools over stdio or HTTP, state in a JSON file: ``deploy(release, idempotency_key)`` (not idempotent) and
-``deployment_status(id)``. A re-proposed deploy carries a fresh key, so only the agent's ledger can tell it is a
+``deploy`` is not idempotent and a re-proposed call carries a fresh key, so only the agent's ledger can tell a
 repeat.
 """
 

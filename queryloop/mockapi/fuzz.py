@@ -1,8 +1,7 @@
 """Random fault sequences served over HTTP, and the invariants every run must keep whatever happens.
 
-Owns the faults a fuzzed run can meet (the server's and the run's own), :func:`play` (one run, then a resume) and
-:func:`violations` (what a run broke). Used by the property test and ``tools/soak_faults.py``; production never
-imports it.
+Owns the faults, :func:`play` (one run, then a resume) and :func:`violations`. Used by a property test and
+``tools/soak_faults.py``.
 """
 
 from __future__ import annotations

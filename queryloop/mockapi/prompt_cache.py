@@ -1,8 +1,6 @@
 """The embedded server's prompt cache: what each request reads from it and writes to it, per model.
 
-A simple, deterministic model of Anthropic prompt caching, so a test can predict it: prefixes by a running SHA-256,
-lifetimes, lookback, per-model minimums, the API's 400s for bad breakpoints. The rules: docs/caching.md. Answers no
-HTTP.
+A simple, deterministic model of Anthropic's prompt caching, so a test can predict it (docs/caching.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Counterexamples as scenarios: how each event of the query loop is scripted for the embedded server.
 
-Owns :data:`SCRIPT_BY_EVENT` (the answer that makes each event happen), :data:`PLAIN_GUARDS` and
-:class:`ScenarioReplayer`, which limits ``check``'s counterexample search to runs a scenario can play and writes
-them. What a scenario fixes along the run: docs/checker.md (counterexamples you can run).
+Owns :data:`SCRIPT_BY_EVENT`, :data:`PLAIN_GUARDS` and :class:`ScenarioReplayer`, which keeps ``check``'s search to
+runs a scenario can play. What each run fixes: docs/checker.md.
 """
 
 from __future__ import annotations

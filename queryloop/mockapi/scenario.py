@@ -1,8 +1,7 @@
 """Scenario files: the script the embedded fake Anthropic server plays.
 
-Owns loading a scenario (a path or a shipped name), its validation (a JSON Schema, then meaning) and the frozen
-records the server reads. Every problem is a :class:`ScenarioError` reading ``file:line: what (fix)``. The format:
-docs/scenarios.md. Serves nothing and creates no ``files:``.
+Owns loading and checking a scenario and the records the server reads. Each problem is a :class:`ScenarioError` with
+``file:line``. The format: docs/scenarios.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The embedded Anthropic-compatible fake server that plays a scenario over loopback HTTP.
 
-Owns ``POST /v1/messages`` (JSON or SSE in the real event order), ``count_tokens``, the real API's error shapes and
-refusals, the scripted faults and a bounded log of the requests it answered. Its token counts: docs/scenarios.md.
-Knows nothing of the query loop.
+Serves ``/v1/messages`` (JSON or SSE) and ``count_tokens`` with the real API's shapes, refusals and the scripted
+faults (docs/scenarios.md). Keeps a bounded request log.
 """
 
 from __future__ import annotations

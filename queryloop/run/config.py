@@ -1,8 +1,8 @@
 """A run's configuration: one record (:class:`AgentOptions`) and the one function that resolves it.
 
-Every way in (flags, Python API, fleet) says what it was told (:class:`ConfigSources`, the ``Asked*`` records) and
-calls :func:`resolve_config`, which reads the settings and reports every problem (:class:`ConfigError`) before
-anything runs. Defaults: the YAML's params and ``queryloop.run.defaults``.
+Every way in calls :func:`resolve_config` with what it was told. What was not said comes from a scenario's hints,
+then the settings, then the defaults; a cap nobody set is left to the YAML. Every problem is a :class:`ConfigError`
+before anything runs.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What a run uses when nothing names it — every default but the machine's caps — and the Claude Code release queryloop
 behaves as.
 
-Each value is written here once; the module imports only ``os``, so ``--help`` shows them cheaply. The caps are the
-YAML's params.
+It imports only ``os``, so ``--help`` shows the defaults cheaply.
 """
 
 from __future__ import annotations

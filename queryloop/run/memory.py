@@ -1,8 +1,7 @@
 """Project instructions: the ``CLAUDE.md`` and ``QUERYLOOP.md`` files a run gives the model as context.
 
-Owns which files are read and in which order (Claude Code 2.1.235's rules, ours after its own), their ``@path``
-imports and the text they become (:func:`instructions_block`). The rules: docs/configuration.md. The text is never
-stored in the transcript; the request body places it.
+Owns which files are read, in which order, their ``@path`` imports and the text they become (docs/configuration.md).
+The text is never stored in the transcript.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What a run tells those who watch it: a closed set of typed items, and the observers that read them.
 
-Owns :data:`Observation` (every step and every item the effects publish, a sub-agent's items too) and the
-:class:`Observer` protocol. An observer declares the states and reasons it compares with ``@uses``; a machine that
-lacks one refuses it (:func:`queryloop.fsm.check_observers`).
+Owns :data:`Observation` and the :class:`Observer` protocol. An observer declares with ``@uses`` the states and
+reasons it compares steps with, checked against the machine.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Stored sessions from the command line: which one a run continues, ``queryloop sessions``, ``queryloop rewind``.
 
-Owns choosing the session from ``--resume``, ``--continue``, ``--fork-session`` and ``--session-id`` (Claude Code
-2.1.235's rules), the listing and ``rewind``, which writes only inside the working directory. Session ids are
-canonical UUIDs, never paths. Usage: docs/cli.md, docs/sessions.md.
+Claude Code 2.1.235's rules for ``--resume`` and its kin. ``rewind`` writes only inside the working directory;
+session ids are UUIDs, never paths.
 """
 
 from __future__ import annotations

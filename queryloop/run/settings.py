@@ -1,8 +1,7 @@
 """Settings: finding, validating and merging Claude Code style settings files.
 
-Owns the sources and their precedence, the JSON Schema for the keys queryloop understands, the merge and one-line
-:class:`SettingsError` messages with file, line and JSON path. The rules: docs/configuration.md. An untrusted
-folder's files lose the keys ``queryloop.run.trust`` names.
+Sources, precedence and merge as Claude Code 2.1.235 (docs/configuration.md); each problem is one line with file,
+line and JSON path.
 """
 
 from __future__ import annotations

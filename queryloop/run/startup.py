@@ -1,7 +1,6 @@
 """A run's start-up, made to overlap and not to waste: the SDK loaded in the background, the cyclic GC paused.
 
-Owns :class:`Startup`: a thread imports the SDK and builds its HTTP client while the main thread prepares the run;
-the collector is paused meanwhile. Why and how much: docs/internals.md (start-up). The CLI owns the client.
+Owns :class:`Startup`. Why and what it saves: docs/internals.md (start-up).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A run's sub-agents: the Agent tool's calls become child runs of the same machine.
 
-Owns :class:`Subagents`: a call starts a child run of the same YAML with its own counters, in the background by
-default; its end becomes a report. Its items reach the parent as :class:`SubagentItem`. How: docs/agents.md.
+A child has its own counters and runs in the background by default; its end becomes a report (docs/agents.md).
 """
 
 from __future__ import annotations

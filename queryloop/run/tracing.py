@@ -1,8 +1,7 @@
 """Recording the path of every run: one JSON-lines file per run in ``QUERYLOOP_TRACE_DIR``.
 
-Owns :class:`TraceRecorder`: each step appended at once (one ``O_APPEND`` write) as a ``system/transition``-shaped
-line with the machine, session and index. A folder that cannot be written never fails a run: one line on stderr,
-then silence.
+Each step is one ``O_APPEND`` write. A folder that cannot be written never fails a run: one line on stderr, then
+silence.
 """
 
 from __future__ import annotations

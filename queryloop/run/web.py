@@ -1,8 +1,7 @@
 """The model requests the web tools make besides the loop's, and what they cost.
 
-Owns :class:`WebRequests`: WebFetch's question goes to the small model, WebSearch's request to the run's model with
-the web search server tool. Each is sent once; its usage counts in ``modelUsage`` and cost, not ``usage``, as in
-Claude Code.
+Owns :class:`WebRequests`: WebFetch asks the small model, WebSearch the run's model with the search server tool.
+Each is sent once and billed apart, as in Claude Code.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The recovery graph in ``queryloop ui``: one SVG per layer, a session's path drawn on it with the engine's overlay.
 
-Owns turning a :class:`~queryloop.fsm.draw.trace.Trace` into per-layer pictures and keeping each session's last ones
-until it takes another step. A session still running is drawn as where it is, not where it ended. Knows nothing of
-HTTP.
+Keeps each session's last pictures until it takes another step. A session still running is drawn where it is, not
+where it ended.
 """
 
 from __future__ import annotations

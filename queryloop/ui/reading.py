@@ -1,8 +1,6 @@
 """What ``queryloop ui`` shows, read from the files the CLI writes: sessions, transcripts, ledgers, checkpoints, paths.
 
-Owns reading every project's sessions under ``$QUERYLOOP_HOME``, one session's files, a rewind's dry run and the
-trace files of its runs. Returns JSON-ready values. Every string is data someone may have written: the page shows it
-as text.
+Returns JSON-ready values. Every string is data anyone may have written: the page shows it as text.
 """
 
 from __future__ import annotations
