@@ -1,7 +1,8 @@
 """One HTTP attempt at the Messages API, turned into a typed outcome.
 
 Sends through the official SDK with ``max_retries=0`` and classifies every failure (:data:`FailureKind`); none
-escapes. The idle timeout and an optional deadline bound an attempt.
+escapes. The idle timeout and an optional deadline bound an attempt: either running out is a retryable
+``timeout_error``, but a stream gone idle after its headers is ``stream_broken``.
 """
 
 from __future__ import annotations

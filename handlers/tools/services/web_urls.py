@@ -1,5 +1,4 @@
-"""What a WebFetch URL is allowed to be: its parse, its host as the permission rules see it, the addresses it may
-reach.
+"""What a WebFetch URL is allowed to be: its parse, its host as the rules see it, the addresses it may reach.
 
 Owns :func:`parse_web_url`, :func:`web_host` (the same parse, so the host a rule allows is the host fetched),
 :func:`domain_matches` and :func:`address_problem`. Fetching is ``web``'s.
