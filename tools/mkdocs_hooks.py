@@ -14,6 +14,7 @@ and on the site. It does not write into the repository: ``queryloop docs`` does.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import posixpath
 import re
@@ -33,7 +34,8 @@ LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
 _served: dict[str, str] = {}  # a repository path → its place in the site
-_tree = tempfile.TemporaryDirectory(prefix="queryloop-docs-")  # removed when the build's process exits
+_tree = tempfile.TemporaryDirectory(prefix="queryloop-docs-")
+atexit.register(_tree.cleanup)  # removed when the build's process exits, said so (not left to the collector)
 
 
 @event_priority(100)  # before mkdocstrings' own on_config builds its handler
