@@ -23,6 +23,7 @@ from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.session.services.store import SessionPaths
 from queryloop.handlers.session.services.transcript import load_history
+from queryloop.run import defaults
 from queryloop.run.agent import AgentRun, query_loop_program
 from queryloop.run.config import (
     AgentOptions,
@@ -204,6 +205,17 @@ def _transcript_problem(paths: SessionPaths) -> str | None:
     return ledger_problem(history.messages)
 
 
+def resume_options(options: AgentOptions) -> AgentOptions:
+    """The run that resumes a played session: a new prompt, no hooks, and the default stream idle timeout.
+
+    Its server answers plainly, so it needs no tiny timeout; with one, a loaded machine that
+    left the process unscheduled for a quarter second ended the resume in api_error
+    (tools/soak_faults.py, seed 53, six runs of the first 1 500 at load 13)."""
+    session = attrs.evolve(options.session, resume_from=options.session_paths(), start_source="resume")
+    request = attrs.evolve(options.request, idle_timeout_s=defaults.idle_timeout_s())
+    return attrs.evolve(options, prompt="continue", session=session, hooks=HookConfig(), request=request)
+
+
 async def play(
     faults: Sequence[str],
     *,
@@ -229,9 +241,7 @@ async def play(
         problem = _transcript_problem(paths)
         if not resume or problem is not None:
             return attrs.evolve(first, transcript_problem=problem)
-        session = attrs.evolve(options.session, resume_from=paths, start_source="resume")
-        again = attrs.evolve(options, prompt="continue", session=session, hooks=HookConfig())
-        second = await _run_against((), again, None)
+        second = await _run_against((), resume_options(options), None)
         return attrs.evolve(first, resumed=attrs.evolve(second, transcript_problem=_transcript_problem(paths)))
 
 

@@ -12,6 +12,7 @@ out or print bad JSON and an interrupt at a random step, then resumes the sessio
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -73,3 +74,16 @@ def test_the_fuzzer_counts_an_internal_error_end_a_torn_transcript_and_a_failed_
     assert any("internal_error" in v for v in found), found
     assert "the stored transcript: the parentUuid chain is broken" in found
     assert "resumed: ended 'api_error', not completed" in found
+
+
+def test_the_resume_waits_the_default_idle_timeout_not_the_fuzzers_tiny_one(tmp_path: Path) -> None:
+    """Found by tools/soak_faults.py under load: the resume's server answers plainly, so a stall of the
+    process itself (unscheduled for a quarter second) must not end it in api_error."""
+    from queryloop.mockapi.fuzz import _IDLE_TIMEOUT_S, _options, resume_options
+    from queryloop.run import defaults
+
+    played = _options(tmp_path, REPORT, fallback=False, max_turns=None, faults=())
+    again = resume_options(played)
+    assert played.request.idle_timeout_s == _IDLE_TIMEOUT_S
+    assert again.request.idle_timeout_s == defaults.idle_timeout_s() > _IDLE_TIMEOUT_S
+    assert again.session.resume_from == played.session_paths() and again.prompt == "continue"
