@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .fsm.lazy import lazy_exports
+from .fsm import lazy_exports
 
 if TYPE_CHECKING:
-    from queryloop.handlers.tools.services.base import ToolContext, ToolOutput, ToolSpec
-    from queryloop.handlers.tools.services.python_tools import ToolDefinitionError, tool
+    from queryloop.handlers.tools import ToolContext, ToolDefinitionError, ToolOutput, ToolSpec, tool
 
     from .frontends.api import ClaudeSDKClient, QueryClient, query
     from .frontends.messages import (

@@ -11,8 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from queryloop.handlers.request.services.backends import ModelCall, TokenCount
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply, RequestLog
+from queryloop.handlers.request import ModelCall, ModelFailure, ModelReply, RequestLog, TokenCount
 
 __all__ = ["Script", "ScriptedBackend", "scripted_failure", "scripted_reply"]
 

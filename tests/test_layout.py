@@ -306,6 +306,12 @@ BREAKS = {  # a module, an import it must not have, and the contract that says s
     "The layers know nothing of the rooms": ("queryloop.handlers.messages", "queryloop.run.agent"),
     "The run is assembled without its front-ends": ("queryloop.run.config", "queryloop.frontends.api"),
     "Only the program starts the embedded server": ("queryloop.run.agent", "queryloop.mockapi.server"),
+    "The engine is entered through queryloop.fsm": ("queryloop.run.config", "queryloop.fsm.model.spec"),
+    "The tools layer is entered through its package": ("queryloop.run.config", "queryloop.handlers.tools.gate"),
+    "The request layer is entered through its package": (
+        "queryloop.handlers.output.replies",
+        "queryloop.handlers.request.data",
+    ),
     "Sibling modules import one another without a cycle": (
         "queryloop.handlers.tools.services.shell",
         "queryloop.handlers.tools.gate",

@@ -13,7 +13,7 @@ import attrs
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..messages import ToolCall, tool_result_block
-from ..tools.services.names import AGENT_TOOL
+from ..tools import AGENT_TOOL
 from .data import A, AgentsRun, AgentsServices, with_agents
 
 __all__ = ["admit_agent_call", "next_agent_call", "refuse_agent_calls", "waiting_agent_calls"]

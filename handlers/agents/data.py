@@ -14,7 +14,7 @@ import attrs
 from attrs import evolve
 
 from ..outcome import SharedData
-from ..tools.data import ToolsData
+from ..tools import ToolsData
 
 __all__ = [
     "AgentReport",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queryloop.fsm.lazy import lazy_exports
+from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .compacting import (
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from .data import Compacted, CompactionDone, CompactionFailed, ContextData, ContextRun, ContextServices, Measured
     from .measuring import (
+        RAPID_TURNS,
         can_compact,
         clear_old_tool_results,
         effective_window,
@@ -46,7 +47,13 @@ if TYPE_CHECKING:
         skip_compaction_breaker_open,
         surface_thrashing,
     )
-    from .services.compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan, StagedCollapse
+    from .services.compaction import (
+        SUMMARY_MARKER,
+        CompactBoundary,
+        CompactionPlan,
+        StagedCollapse,
+        request_overhead_tokens,
+    )
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -73,7 +80,6 @@ else:
                 "surface_prompt_too_long",
                 "wait_before_summary_retry",
             ),
-            ".services.compaction": ("SUMMARY_MARKER", "CompactBoundary", "CompactionPlan", "StagedCollapse"),
             ".data": (
                 "Compacted",
                 "CompactionDone",
@@ -84,6 +90,7 @@ else:
                 "Measured",
             ),
             ".measuring": (
+                "RAPID_TURNS",
                 "can_compact",
                 "clear_old_tool_results",
                 "effective_window",
@@ -94,6 +101,13 @@ else:
                 "refill_thrashing",
                 "skip_compaction_breaker_open",
                 "surface_thrashing",
+            ),
+            ".services.compaction": (
+                "CompactBoundary",
+                "CompactionPlan",
+                "SUMMARY_MARKER",
+                "StagedCollapse",
+                "request_overhead_tokens",
             ),
         },
     )
@@ -108,6 +122,7 @@ __all__ = [
     "ContextRun",
     "ContextServices",
     "Measured",
+    "RAPID_TURNS",
     "SUMMARY_MARKER",
     "StagedCollapse",
     "apply_compaction",
@@ -134,6 +149,7 @@ __all__ = [
     "record_measurement",
     "record_summary_attempt",
     "refill_thrashing",
+    "request_overhead_tokens",
     "skip_compaction_breaker_open",
     "surface_context_window_exceeded",
     "surface_manual_compaction_failure",

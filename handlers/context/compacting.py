@@ -10,13 +10,21 @@ import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..hooks.services.calling import hook
+from ..hooks import hook
 from ..messages import Message, MessageView, message_tokens, visible_text
 from ..outcome import evolved, with_outcome
-from ..request.data import RequestLogged, count_attempt, with_request
-from ..request.recovery import api_error_text, back_off, retry_after_cap_s
-from ..request.services.backends import ModelCall
-from ..request.services.client import TRANSIENT_FAILURES, ModelFailure, ModelReply
+from ..request import (
+    TRANSIENT_FAILURES,
+    ModelCall,
+    ModelFailure,
+    ModelReply,
+    RequestLogged,
+    api_error_text,
+    back_off,
+    count_attempt,
+    retry_after_cap_s,
+    with_request,
+)
 from ..session import hidden_calls, hidden_calls_note
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window

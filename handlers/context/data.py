@@ -11,14 +11,11 @@ from typing import Any, Protocol, TypeVar
 import attrs
 from attrs import evolve
 
-from ..hooks.data import HooksData
-from ..hooks.services.calling import HookServices
+from ..hooks import HooksData, HookServices
 from ..messages import Message
-from ..request.data import RequestRun, RequestServices
-from ..request.services.client import ModelFailure, RequestLog
+from ..request import ModelFailure, RequestLog, RequestRun, RequestServices
 from ..session import SessionData
-from ..tools.data import ToolsData
-from ..tools.services.base import ToolContext
+from ..tools import ToolContext, ToolsData
 from .services.compaction import Clearing, CompactBoundary, CompactionPlan, StagedCollapse
 
 __all__ = [

@@ -12,9 +12,8 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..messages import MessageView
 from ..outcome import evolved, with_outcome
-from ..request.services.backends import ModelCall
-from ..request.services.pricing import model_info
-from ..tools.services.names import CLEARABLE_TOOLS
+from ..request import ModelCall, model_info
+from ..tools import CLEARABLE_TOOLS
 from .data import C, ContextData, ContextServices, Measured, with_context
 from .services import compaction
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queryloop.fsm.lazy import lazy_exports
+from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .data import HooksData, HooksRun
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
         send_stop_feedback,
         submit_prompt,
     )
-    from .services.calling import HookRunner, HookServices, hook
+    from .services.calling import HookRunner, HookServices, hook, stopped
+    from .services.context import context_notes, reminder_block, tool_hook_notes
     from .services.runner import (
+        HOOK_EVENTS,
         HookCallback,
         HookCommand,
         HookConfig,
@@ -38,7 +40,10 @@ else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".data": ("HooksData", "HooksRun"),
+            ".data": (
+                "HooksData",
+                "HooksRun",
+            ),
             ".lifecycle": (
                 "PromptAccepted",
                 "record_block_limit",
@@ -48,7 +53,19 @@ else:
                 "send_stop_feedback",
                 "submit_prompt",
             ),
+            ".services.calling": (
+                "HookRunner",
+                "HookServices",
+                "hook",
+                "stopped",
+            ),
+            ".services.context": (
+                "context_notes",
+                "reminder_block",
+                "tool_hook_notes",
+            ),
             ".services.runner": (
+                "HOOK_EVENTS",
                 "HookCallback",
                 "HookCommand",
                 "HookConfig",
@@ -60,11 +77,11 @@ else:
                 "parse_hook_config",
                 "run_hooks",
             ),
-            ".services.calling": ("HookRunner", "HookServices", "hook"),
         },
     )
 
 __all__ = [
+    "HOOK_EVENTS",
     "HookCallback",
     "HookCommand",
     "HookConfig",
@@ -78,13 +95,17 @@ __all__ = [
     "HooksData",
     "HooksRun",
     "PromptAccepted",
+    "context_notes",
     "hook",
     "parse_hook_config",
     "record_block_limit",
     "record_hook_stop",
     "record_prompt_context",
+    "reminder_block",
     "run_hooks",
     "run_stop_hooks",
     "send_stop_feedback",
+    "stopped",
     "submit_prompt",
+    "tool_hook_notes",
 ]

@@ -8,20 +8,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queryloop.fsm.lazy import lazy_exports
+from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
+    from .services.approval import mcp_permission_asker
     from .services.client import McpFailure, McpFailureKind, McpManager, McpTool, ServerStatus
     from .services.config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
     from .services.host import Elicit, ElicitAnswer, Elicitation, McpProgress
+    from .services.prompts import PromptCommandError, expand_command
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".services.client": ("McpFailure", "McpFailureKind", "McpManager", "McpTool", "ServerStatus"),
-            ".services.host": ("Elicit", "ElicitAnswer", "Elicitation", "McpProgress"),
+            ".data": (
+                "CatalogUpdate",
+                "McpData",
+                "McpRun",
+                "McpServices",
+                "ServersDown",
+                "with_mcp",
+            ),
+            ".services.approval": ("mcp_permission_asker",),
+            ".services.client": (
+                "McpFailure",
+                "McpFailureKind",
+                "McpManager",
+                "McpTool",
+                "ServerStatus",
+            ),
             ".services.config": (
                 "McpConfigError",
                 "McpServerConfig",
@@ -29,7 +45,16 @@ else:
                 "server_name_problem",
                 "tool_name",
             ),
-            ".data": ("CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"),
+            ".services.host": (
+                "Elicit",
+                "ElicitAnswer",
+                "Elicitation",
+                "McpProgress",
+            ),
+            ".services.prompts": (
+                "PromptCommandError",
+                "expand_command",
+            ),
             ".syncing": (
                 "apply_catalog",
                 "apply_reconnected",
@@ -56,11 +81,14 @@ __all__ = [
     "McpServerConfig",
     "McpServices",
     "McpTool",
+    "PromptCommandError",
     "ServerStatus",
     "ServersDown",
     "apply_catalog",
     "apply_reconnected",
     "drop_servers",
+    "expand_command",
+    "mcp_permission_asker",
     "parse_mcp_servers",
     "reconnect_servers",
     "server_name_problem",

@@ -12,7 +12,7 @@ import attrs
 from attrs import evolve
 
 from ..outcome import SharedData
-from ..request.data import RequestData
+from ..request import RequestData
 from .services.client import McpFailure, McpManager
 
 __all__ = ["CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"]

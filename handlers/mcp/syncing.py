@@ -15,8 +15,7 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..messages import compact_json
 from ..outcome import Notice, with_outcome
-from ..request.data import BackoffServices, with_request
-from ..request.recovery import backoff_cap_s, backoff_delay_s
+from ..request import BackoffServices, backoff_cap_s, backoff_delay_s, with_request
 from .data import CatalogUpdate, M, McpRun, McpServices, ServersDown, with_mcp
 from .services.client import McpManager
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queryloop.fsm.lazy import lazy_exports
+from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .data import OutputData, OutputRun, OutputServices
@@ -36,7 +36,11 @@ else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".data": ("OutputData", "OutputRun", "OutputServices"),
+            ".data": (
+                "OutputData",
+                "OutputRun",
+                "OutputServices",
+            ),
             ".replies": (
                 "CONTINUE_PROMPT",
                 "MALFORMED_TOOL_USE_PROMPT",

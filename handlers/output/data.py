@@ -11,8 +11,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 from attrs import evolve
 
-from ..request.data import RequestRun
-from ..request.services.client import ModelReply
+from ..request import ModelReply, RequestRun
 
 __all__ = ["OutputData", "OutputRun", "OutputServices", "with_output"]
 

@@ -10,8 +10,7 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..messages import Message, MessageView, final_text, synthetic_error_results, tool_calls_of, visible_text
 from ..outcome import evolved, with_outcome
-from ..request.data import with_request
-from ..request.services.client import ModelReply
+from ..request import ModelReply, with_request
 from .data import Out, OutputServices, with_output
 
 __all__ = [

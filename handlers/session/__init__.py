@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queryloop.fsm.lazy import lazy_exports
+from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .data import LedgerEntry, Restored, SessionData, SessionServices, SessionStore, input_hash, with_session
@@ -20,9 +20,13 @@ if TYPE_CHECKING:
         CheckpointStore,
         SessionPaths,
         encode_cwd,
+        is_blob_digest,
         is_session_id,
+        machine_cache_dir,
         queryloop_home,
+        read_jsonl,
     )
+    from .services.transcript import TranscriptSink, TranscriptWriter, load_history, load_ledger, now
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -36,16 +40,36 @@ else:
                 "input_hash",
                 "with_session",
             ),
-            ".services.ledger": ("hidden_calls", "hidden_calls_note", "matching_entry", "replayed_result"),
-            ".opening": ("answer_dangling_calls", "open_session", "resume_history", "start_session"),
+            ".opening": (
+                "answer_dangling_calls",
+                "open_session",
+                "resume_history",
+                "start_session",
+            ),
+            ".services.ledger": (
+                "hidden_calls",
+                "hidden_calls_note",
+                "matching_entry",
+                "replayed_result",
+            ),
             ".services.store": (
-                "MAX_CHECKPOINTS",
                 "CheckpointEntry",
                 "CheckpointStore",
+                "MAX_CHECKPOINTS",
                 "SessionPaths",
                 "encode_cwd",
+                "is_blob_digest",
                 "is_session_id",
+                "machine_cache_dir",
                 "queryloop_home",
+                "read_jsonl",
+            ),
+            ".services.transcript": (
+                "TranscriptSink",
+                "TranscriptWriter",
+                "load_history",
+                "load_ledger",
+                "now",
             ),
         },
     )
@@ -60,15 +84,23 @@ __all__ = [
     "SessionPaths",
     "SessionServices",
     "SessionStore",
+    "TranscriptSink",
+    "TranscriptWriter",
     "answer_dangling_calls",
     "encode_cwd",
     "hidden_calls",
     "hidden_calls_note",
     "input_hash",
+    "is_blob_digest",
     "is_session_id",
+    "load_history",
+    "load_ledger",
+    "machine_cache_dir",
     "matching_entry",
+    "now",
     "open_session",
     "queryloop_home",
+    "read_jsonl",
     "replayed_result",
     "resume_history",
     "start_session",

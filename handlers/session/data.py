@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 from attrs import evolve
 
-from ..hooks.data import HooksData
+from ..hooks import HooksData
 from ..messages import Message
 from ..outcome import SharedData
 from .services.store import MAX_CHECKPOINTS, CheckpointStore, JsonlLog, SessionPaths

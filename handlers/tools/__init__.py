@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from queryloop.fsm.lazy import lazy_exports
+from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         stop_repeated_replay,
     )
     from .running import (
+        INTERRUPT_MARKERS,
         ToolsDone,
         close_dangling_tool_uses,
         record_tool_request,
@@ -30,12 +31,36 @@ if TYPE_CHECKING:
         record_tool_results_at_turn_limit,
         run_tools,
     )
-    from .services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
-    from .services.dispatch import OnResult, ToolRegistry, run_tool_calls
-    from .services.permissions import AskPermission, PermissionAnswer, decide
+    from .services.base import BackgroundTask, SearchAnswer, ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+    from .services.dispatch import CallRunner, OnResult, ToolRegistry, run_tool_calls
+    from .services.names import (
+        AGENT_TOOL,
+        AGENT_TOOL_EARLIER_NAME,
+        CHANGES_CODE,
+        CLEARABLE_TOOLS,
+        LIST_RESOURCES,
+        READ_RESOURCE,
+    )
+    from .services.permissions import AskPermission, PermissionAnswer, decide, observable_input, suggest_rules
     from .services.python_tools import ToolDefinitionError, tool
     from .services.registry import default_registry, default_tools
-    from .services.rules import PERMISSION_MODES, PermissionMode, PermissionRuleError, PermissionRules, hidden_tools
+    from .services.rules import (
+        PERMISSION_MODES,
+        PermissionMode,
+        PermissionRule,
+        PermissionRuleError,
+        PermissionRules,
+        hidden_tools,
+        parse_rule,
+        parse_rule_list,
+        read_denied,
+    )
+    from .services.runs_later import instruction_imports
+    from .services.sandbox import Sandbox, unavailable_reason
+    from .services.sandbox.policy import SandboxPolicy
+    from .services.structured_output import read_schema, structured_output_tool
+    from .services.web import search_tool_definition
+    from .services.web_urls import named_hosts
     from .structured import (
         record_structured_output,
         structured_output_attempts_spent,
@@ -46,9 +71,12 @@ else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            ".services.base": ("ToolContext", "ToolError", "ToolOutput", "ToolRun", "ToolSpec"),
-            ".data": ("ToolResultPublished", "ToolsData", "ToolServices", "ToolsRun"),
-            ".services.dispatch": ("OnResult", "ToolRegistry", "run_tool_calls"),
+            ".data": (
+                "ToolResultPublished",
+                "ToolServices",
+                "ToolsData",
+                "ToolsRun",
+            ),
             ".gate": (
                 "GateOutcome",
                 "checkpoint_taken",
@@ -58,17 +86,8 @@ else:
                 "stop_repeated_denial",
                 "stop_repeated_replay",
             ),
-            ".services.permissions": ("AskPermission", "PermissionAnswer", "decide"),
-            ".services.rules": (
-                "PERMISSION_MODES",
-                "PermissionMode",
-                "PermissionRuleError",
-                "PermissionRules",
-                "hidden_tools",
-            ),
-            ".services.python_tools": ("ToolDefinitionError", "tool"),
-            ".services.registry": ("default_registry", "default_tools"),
             ".running": (
+                "INTERRUPT_MARKERS",
                 "ToolsDone",
                 "close_dangling_tool_uses",
                 "record_tool_request",
@@ -77,6 +96,67 @@ else:
                 "record_tool_results_at_turn_limit",
                 "run_tools",
             ),
+            ".services.base": (
+                "BackgroundTask",
+                "SearchAnswer",
+                "ToolContext",
+                "ToolError",
+                "ToolOutput",
+                "ToolRun",
+                "ToolSpec",
+            ),
+            ".services.dispatch": (
+                "CallRunner",
+                "OnResult",
+                "ToolRegistry",
+                "run_tool_calls",
+            ),
+            ".services.names": (
+                "AGENT_TOOL",
+                "AGENT_TOOL_EARLIER_NAME",
+                "CHANGES_CODE",
+                "CLEARABLE_TOOLS",
+                "LIST_RESOURCES",
+                "READ_RESOURCE",
+            ),
+            ".services.permissions": (
+                "AskPermission",
+                "PermissionAnswer",
+                "decide",
+                "observable_input",
+                "suggest_rules",
+            ),
+            ".services.python_tools": (
+                "ToolDefinitionError",
+                "tool",
+            ),
+            ".services.registry": (
+                "default_registry",
+                "default_tools",
+            ),
+            ".services.rules": (
+                "PERMISSION_MODES",
+                "PermissionMode",
+                "PermissionRule",
+                "PermissionRuleError",
+                "PermissionRules",
+                "hidden_tools",
+                "parse_rule",
+                "parse_rule_list",
+                "read_denied",
+            ),
+            ".services.runs_later": ("instruction_imports",),
+            ".services.sandbox": (
+                "Sandbox",
+                "unavailable_reason",
+            ),
+            ".services.sandbox.policy": ("SandboxPolicy",),
+            ".services.structured_output": (
+                "read_schema",
+                "structured_output_tool",
+            ),
+            ".services.web": ("search_tool_definition",),
+            ".services.web_urls": ("named_hosts",),
             ".structured": (
                 "record_structured_output",
                 "structured_output_attempts_spent",
@@ -87,14 +167,27 @@ else:
     )
 
 __all__ = [
+    "AGENT_TOOL",
+    "AGENT_TOOL_EARLIER_NAME",
     "AskPermission",
+    "BackgroundTask",
+    "CHANGES_CODE",
+    "CLEARABLE_TOOLS",
+    "CallRunner",
     "GateOutcome",
+    "INTERRUPT_MARKERS",
+    "LIST_RESOURCES",
     "OnResult",
     "PERMISSION_MODES",
     "PermissionAnswer",
     "PermissionMode",
+    "PermissionRule",
     "PermissionRuleError",
     "PermissionRules",
+    "READ_RESOURCE",
+    "Sandbox",
+    "SandboxPolicy",
+    "SearchAnswer",
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",
@@ -115,6 +208,13 @@ __all__ = [
     "default_tools",
     "gate_tool_calls",
     "hidden_tools",
+    "instruction_imports",
+    "named_hosts",
+    "observable_input",
+    "parse_rule",
+    "parse_rule_list",
+    "read_denied",
+    "read_schema",
     "record_gate",
     "record_structured_output",
     "record_tool_request",
@@ -123,10 +223,14 @@ __all__ = [
     "record_tool_results_at_turn_limit",
     "run_tool_calls",
     "run_tools",
+    "search_tool_definition",
     "stop_repeated_denial",
     "stop_repeated_replay",
     "structured_output_attempts_spent",
     "structured_output_given",
+    "structured_output_tool",
+    "suggest_rules",
     "surface_structured_output_failure",
     "tool",
+    "unavailable_reason",
 ]

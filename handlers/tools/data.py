@@ -11,10 +11,10 @@ from typing import Any, Protocol, TypeVar
 import attrs
 from attrs import evolve
 
-from ..hooks.services.calling import HookServices
+from ..hooks import HookServices
 from ..messages import ToolCall, synthetic_error_results
 from ..outcome import SharedData
-from ..request.data import RequestData
+from ..request import RequestData
 from ..session import SessionData, SessionServices
 from .services.base import BackgroundTask, ToolContext, ToolSpec
 from .services.dispatch import CallRunner, ToolRegistry

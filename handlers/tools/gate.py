@@ -17,12 +17,9 @@ from typing import Any, Literal
 
 import attrs
 
-from queryloop.fsm import EffectContext, Event, RunState, uses
-from queryloop.fsm.terminal import inert
+from queryloop.fsm import EffectContext, Event, RunState, inert, uses
 
-from ..hooks.services.calling import hook, stopped
-from ..hooks.services.context import context_notes
-from ..hooks.services.runner import HookOutcome
+from ..hooks import HookOutcome, context_notes, hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from ..session import hidden_calls, matching_entry, replayed_result

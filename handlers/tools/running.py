@@ -15,12 +15,10 @@ from attrs import evolve
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..hooks.services.calling import hook
-from ..hooks.services.context import reminder_block, tool_hook_notes
-from ..hooks.services.runner import HookOutcome
+from ..hooks import HookOutcome, hook, reminder_block, tool_hook_notes
 from ..messages import ToolCall, tool_calls_of, visible_text
 from ..outcome import Notice, evolved, with_outcome
-from ..request.services.client import ModelFailure, ModelReply
+from ..request import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
 from .services.base import BackgroundTask, ToolContext

@@ -11,9 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queryloop.handlers.messages import ToolCall, ToolResultBlock, tool_result_block
-from queryloop.handlers.request import ModelBackend, ModelCall, TokenCount
-from queryloop.handlers.request.services.body import encode_request
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
+from queryloop.handlers.request import ModelBackend, ModelCall, ModelFailure, ModelReply, TokenCount, encode_request
 from queryloop.handlers.tools import ToolSpec
 
 from .database import FleetDatabase

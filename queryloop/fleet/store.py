@@ -11,8 +11,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from queryloop.handlers.session import CheckpointEntry, CheckpointStore, LedgerEntry, SessionPaths, SessionStore
-from queryloop.handlers.session.services.transcript import TranscriptWriter
+from queryloop.handlers.session import (
+    CheckpointEntry,
+    CheckpointStore,
+    LedgerEntry,
+    SessionPaths,
+    SessionStore,
+    TranscriptWriter,
+)
 
 from .database import FleetDatabase
 

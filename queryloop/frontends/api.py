@@ -16,8 +16,7 @@ from typing import Any, Self
 
 import attrs
 
-from queryloop.handlers.mcp import McpManager
-from queryloop.handlers.mcp.services.prompts import PromptCommandError
+from queryloop.handlers.mcp import McpManager, PromptCommandError
 from queryloop.handlers.request import AnthropicBackend, ModelBackend
 
 from ..run.agent import AgentRun

@@ -19,10 +19,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from queryloop.fsm.cli import UsageError, run_command
-from queryloop.fsm.terminal import inert
-from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
-from queryloop.handlers.tools.services.rules import parse_rule_list
+from queryloop.fsm import UsageError, inert, run_command
+from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError, parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .. import __version__
@@ -635,7 +633,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     _refuse_unsupported(args)  # a refused flag starts nothing
     if args.json_schema is not None:
-        from queryloop.handlers.tools.services.structured_output import read_schema
+        from queryloop.handlers.tools import read_schema
 
         try:  # as Claude Code 2.1.235: one line, exit 1, nothing started
             args.json_schema = read_schema(args.json_schema)
@@ -910,7 +908,7 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
             partial_messages=args.include_partial_messages,
         )
         run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
-        from queryloop.handlers.mcp.services.prompts import PromptCommandError
+        from queryloop.handlers.mcp import PromptCommandError
 
         try:
             await run.connect_mcp()  # the init line lists each server's status and tools

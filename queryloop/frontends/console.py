@@ -19,12 +19,12 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from queryloop.fsm import Step, uses
-from queryloop.fsm.terminal import inert
+from queryloop.fsm import Step, inert, uses
 from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import (
+    RECOVERABLE_FAILURES,
     ApiRetry,
     AssistantMessage,
     RequestFailed,
@@ -33,10 +33,8 @@ from queryloop.handlers.request import (
     StreamEvent,
     TextDelta,
 )
-from queryloop.handlers.request.services.client import RECOVERABLE_FAILURES
-from queryloop.handlers.session.services.transcript import now
-from queryloop.handlers.tools import ToolResultPublished
-from queryloop.handlers.tools.running import INTERRUPT_MARKERS
+from queryloop.handlers.session import now
+from queryloop.handlers.tools import INTERRUPT_MARKERS, ToolResultPublished
 
 from ..run.agent import AgentData
 from ..run.defaults import CLAUDE_CODE_VERSION

@@ -23,17 +23,19 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 from rich.text import Text
 
-from queryloop.fsm import Step, uses
-from queryloop.fsm.draw.trace import Trace, TraceStep, check_trace
-from queryloop.fsm.terminal import inert
+from queryloop.fsm import Step, Trace, TraceStep, check_trace, inert, uses
 from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpManager, McpProgress
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import AssistantMessage, ModelBackend
-from queryloop.handlers.session import SessionPaths, queryloop_home
-from queryloop.handlers.session.services.store import read_jsonl
-from queryloop.handlers.tools import PermissionAnswer, PermissionMode, PermissionRules, decide
-from queryloop.handlers.tools.services.permissions import suggest_rules
-from queryloop.handlers.tools.services.rules import parse_rule
+from queryloop.handlers.session import SessionPaths, queryloop_home, read_jsonl
+from queryloop.handlers.tools import (
+    PermissionAnswer,
+    PermissionMode,
+    PermissionRules,
+    decide,
+    parse_rule,
+    suggest_rules,
+)
 
 from ..run.agent import AgentData, answer_elicitation, query_loop_program
 from ..run.config import AgentOptions, run_params, session_of
@@ -681,7 +683,7 @@ def _sandbox_line(options: AgentOptions) -> str:
     """What the first screen says of the sandbox: on (bubblewrap works), unavailable (why), or off."""
     policy = options.sandbox
     if not policy.enabled:
-        from queryloop.handlers.tools.services.sandbox import unavailable_reason
+        from queryloop.handlers.tools import unavailable_reason
 
         works = unavailable_reason() is None
         return "sandbox: off" + (" (bubblewrap works here: --sandbox or sandbox.enabled turns it on)" if works else "")

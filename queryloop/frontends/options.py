@@ -16,11 +16,10 @@ from typing import Any, Literal, cast
 
 import attrs
 
-from queryloop.fsm.terminal import inert
-from queryloop.handlers.hooks import HookCallback, HookConfig, HookFunction
+from queryloop.fsm import inert
+from queryloop.handlers.hooks import HOOK_EVENTS, HookCallback, HookConfig, HookFunction
 from queryloop.handlers.hooks import HookMatcher as MatcherGroup
-from queryloop.handlers.hooks.services.runner import HOOK_EVENTS
-from queryloop.handlers.mcp.services.config import tool_name
+from queryloop.handlers.mcp import tool_name
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.request import ModelBackend
 from queryloop.handlers.tools import (
@@ -29,8 +28,8 @@ from queryloop.handlers.tools import (
     PermissionAnswer,
     PermissionMode,
     ToolSpec,
+    observable_input,
 )
-from queryloop.handlers.tools.services.permissions import observable_input
 
 from ..run.config import (
     AgentOptions,

@@ -14,10 +14,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TextIO
 
-from queryloop.fsm.terminal import inert
-from queryloop.handlers.hooks import HookConfig, HookFunction
+from queryloop.fsm import inert
+from queryloop.handlers.hooks import HOOK_EVENTS, HookConfig, HookFunction
 from queryloop.handlers.hooks import HookMatcher as MatcherGroup
-from queryloop.handlers.hooks.services.runner import HOOK_EVENTS
 from queryloop.handlers.mcp import tool_name
 from queryloop.handlers.tools import ToolContext, ToolOutput, ToolSpec
 

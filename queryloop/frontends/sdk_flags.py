@@ -11,9 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from queryloop.fsm.cli import UsageError
-from queryloop.fsm.model.jsontext import loads_json
-from queryloop.fsm.model.textfile import UnreadableFileError, read_text_file
+from queryloop.fsm import UnreadableFileError, UsageError, loads_json, read_text_file
 
 __all__ = ["add_sdk_options", "prepare_sdk_flags"]
 
@@ -94,8 +92,11 @@ def _set(args: argparse.Namespace, name: str) -> bool:
 
 def _tools(text: str) -> tuple[str, ...] | None:
     """``--tools``: ``default`` is every built-in tool; names Claude Code has and queryloop not are dropped."""
-    from queryloop.handlers.tools.services.names import AGENT_TOOL, AGENT_TOOL_EARLIER_NAME
-    from queryloop.handlers.tools.services.registry import default_registry  # here: building the parser loads no tool
+    from queryloop.handlers.tools import (
+        AGENT_TOOL,
+        AGENT_TOOL_EARLIER_NAME,
+        default_registry,  # here: building the parser loads no tool
+    )
 
     if text.strip() == "default":
         return None
@@ -116,9 +117,7 @@ def _check_names(servers: list[str]) -> None:
     """The in-process servers' names follow the rule every server's does (no ``__``, no ``_`` at the end)."""
     if not servers:
         return
-    from queryloop.handlers.mcp.services.config import (
-        server_name_problem,  # jsonschema with it: only when servers are given
-    )
+    from queryloop.handlers.mcp import server_name_problem
 
     for name in servers:
         problem = server_name_problem(name)

@@ -21,11 +21,10 @@ from typing import Any
 
 import attrs
 
-from queryloop.fsm.model.jsontext import JsonLimitError, loads_json
-from queryloop.handlers.agents.services.definitions import agents_from_json, merge_agents
+from queryloop.fsm import JsonLimitError, loads_json
+from queryloop.handlers.agents import agents_from_json, merge_agents
 from queryloop.handlers.mcp import McpManager, McpServerConfig, tool_name
-from queryloop.handlers.request import ModelBackend
-from queryloop.handlers.request.services.pricing import model_info
+from queryloop.handlers.request import ModelBackend, model_info
 from queryloop.handlers.tools import PERMISSION_MODES
 
 from .. import __version__

@@ -17,12 +17,11 @@ import anthropic
 import attrs
 
 from queryloop.fsm import CheckReport, Step, check_spec
-from queryloop.handlers.hooks.services.runner import HookCommand, HookConfig, HookMatcher
-from queryloop.handlers.mcp.services.config import McpServerConfig
+from queryloop.handlers.hooks import HookCommand, HookConfig, HookMatcher
+from queryloop.handlers.mcp import McpServerConfig
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.handlers.session.services.store import SessionPaths
-from queryloop.handlers.session.services.transcript import load_history
+from queryloop.handlers.session import SessionPaths, load_history
 from queryloop.run import defaults
 from queryloop.run.agent import AgentRun, query_loop_program
 from queryloop.run.config import (

@@ -14,10 +14,8 @@ from typing import Any, Literal
 import attrs
 import yaml
 
-from queryloop.fsm.model.spec import MachineSpec
-from queryloop.fsm.verify.counterexample import Counterexample
-from queryloop.fsm.verify.paths import PlannedStep
-from queryloop.handlers.context.measuring import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
+from queryloop.fsm import Counterexample, MachineSpec, PlannedStep
+from queryloop.handlers.context import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
 
 from .scenario import parse_scenario
 

@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from queryloop.fsm import SpecError, read_yaml, schema_problems
-from queryloop.fsm.model.source import Source
+from queryloop.fsm import Source, SpecError, read_yaml, schema_problems
 from queryloop.machines import shipped_scenarios
 
 __all__ = [

@@ -22,26 +22,41 @@ import attrs
 from attrs import evolve
 from cattrs.preconf.json import make_converter
 
-from queryloop.fsm import Program, Runner, RunState, Step, check_observers, uses
-from queryloop.fsm.model.cache import load_machine_cached
+from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load_machine_cached, uses
 from queryloop.handlers.agents import AgentsData, SubagentPool
-from queryloop.handlers.context import ContextData
-from queryloop.handlers.context.services.compaction import request_overhead_tokens
+from queryloop.handlers.context import ContextData, request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
-from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManager
-from queryloop.handlers.mcp.services.prompts import expand_command
+from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManager, expand_command
 from queryloop.handlers.messages import Message, MessageView
 from queryloop.handlers.outcome import Outcome
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, STRUCTURED_OUTPUT_PROMPT, OutputData
-from queryloop.handlers.request import ModelBackend, RequestData
-from queryloop.handlers.request.services.backends import ModelCall, TokenCount, with_request_deadline
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply, UsageTotals
-from queryloop.handlers.request.services.pricing import UNLISTED_MODEL, model_info, output_limits
-from queryloop.handlers.session import SessionData, SessionStore
-from queryloop.handlers.session.services.store import machine_cache_dir, read_jsonl
-from queryloop.handlers.session.services.transcript import TranscriptSink, TranscriptWriter
+from queryloop.handlers.request import (
+    UNLISTED_MODEL,
+    ModelBackend,
+    ModelCall,
+    ModelFailure,
+    ModelReply,
+    RequestData,
+    TokenCount,
+    UsageTotals,
+    model_info,
+    output_limits,
+    with_request_deadline,
+)
+from queryloop.handlers.session import (
+    SessionData,
+    SessionStore,
+    TranscriptSink,
+    TranscriptWriter,
+    machine_cache_dir,
+    read_jsonl,
+)
 from queryloop.handlers.tools import (
+    AGENT_TOOL,
+    AGENT_TOOL_EARLIER_NAME,
     AskPermission,
+    BackgroundTask,
+    CallRunner,
     PermissionMode,
     PermissionRules,
     ToolContext,
@@ -50,12 +65,9 @@ from queryloop.handlers.tools import (
     ToolSpec,
     default_registry,
     hidden_tools,
+    named_hosts,
+    read_denied,
 )
-from queryloop.handlers.tools.services.base import BackgroundTask
-from queryloop.handlers.tools.services.dispatch import CallRunner
-from queryloop.handlers.tools.services.names import AGENT_TOOL, AGENT_TOOL_EARLIER_NAME
-from queryloop.handlers.tools.services.rules import read_denied
-from queryloop.handlers.tools.services.web_urls import named_hosts
 from queryloop.machines import MACHINES_DIR
 
 from .config import AgentOptions, run_params
@@ -67,8 +79,8 @@ from .tracing import TraceRecorder, recorder_from_env
 from .web import WebRequests
 
 if TYPE_CHECKING:
-    from queryloop.fsm.model.spec import ChildrenSpec
-    from queryloop.handlers.tools.services.sandbox import Sandbox
+    from queryloop.fsm import ChildrenSpec
+    from queryloop.handlers.tools import Sandbox
 
     from .otel import RunTelemetry
 
@@ -221,7 +233,7 @@ def _registry(options: AgentOptions, subagents: Subagents | None = None) -> Tool
     chosen = [t for t in builtins if t not in hidden and t != AGENT_TOOL]  # --tools may name Agent: offered apart
     answer: tuple[ToolSpec, ...] = ()
     if options.tools.json_schema is not None:
-        from queryloop.handlers.tools.services.structured_output import structured_output_tool
+        from queryloop.handlers.tools import structured_output_tool
 
         answer = (structured_output_tool(options.tools.json_schema),)
     return ToolRegistry(tools=(*default_registry(chosen).tools, *agent, *custom, *answer))
@@ -263,7 +275,7 @@ def open_sandbox(options: AgentOptions) -> Sandbox | None:
     """
     if not options.sandbox.enabled or options.sandbox.problem() is not None:
         return None
-    from queryloop.handlers.tools.services.sandbox import Sandbox
+    from queryloop.handlers.tools import Sandbox
 
     return Sandbox.for_rules(options.sandbox, cwd=options.cwd, rules=options.permissions.rules)
 
@@ -318,7 +330,7 @@ def _permission_callback(options: AgentOptions, mcp: McpManager | None) -> AskPe
     prompt_tool = options.permissions.prompt_tool
     if options.permissions.can_use_tool is not None or prompt_tool is None or mcp is None:
         return options.permissions.can_use_tool
-    from queryloop.handlers.mcp.services.approval import mcp_permission_asker
+    from queryloop.handlers.mcp import mcp_permission_asker
 
     return mcp_permission_asker(mcp, prompt_tool, cwd=options.cwd)
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from queryloop.handlers.agents.services.definitions import (
+from queryloop.handlers.agents import (
     BUILT_IN_AGENTS,
     AgentDefinition,
     AgentDefinitionError,
@@ -27,18 +27,17 @@ from queryloop.handlers.agents.services.definitions import (
 )
 from queryloop.handlers.hooks import HookConfig
 from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig
-from queryloop.handlers.request.services.model_names import max_output_tokens, resolve_model
-from queryloop.handlers.session import SessionPaths, queryloop_home
-from queryloop.handlers.session.services.store import MAX_CHECKPOINTS
+from queryloop.handlers.request import max_output_tokens, resolve_model
+from queryloop.handlers.session import MAX_CHECKPOINTS, SessionPaths, queryloop_home
 from queryloop.handlers.tools import (
     AskPermission,
     PermissionMode,
     PermissionRuleError,
     PermissionRules,
+    SandboxPolicy,
     ToolSpec,
     default_registry,
 )
-from queryloop.handlers.tools.services.sandbox.policy import SandboxPolicy
 
 from . import defaults
 from .mcp_config import load_mcp_servers

@@ -15,7 +15,7 @@ import attrs
 
 from queryloop.fsm import UnreadableFileError, read_text_file
 from queryloop.handlers.messages import compact_json
-from queryloop.handlers.tools.services.runs_later import instruction_imports
+from queryloop.handlers.tools import instruction_imports
 
 __all__ = [
     "MEMORY_KINDS",

@@ -34,11 +34,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from queryloop.fsm import Step, uses
 from queryloop.handlers.context import CompactionDone
-from queryloop.handlers.request import AssistantMessage, RequestFailed, RequestLogged
-from queryloop.handlers.request.services.client import RequestLog
-from queryloop.handlers.request.services.pricing import cost_usd
-from queryloop.handlers.tools import ToolResultPublished
-from queryloop.handlers.tools.services.names import CHANGES_CODE
+from queryloop.handlers.request import AssistantMessage, RequestFailed, RequestLog, RequestLogged, cost_usd
+from queryloop.handlers.tools import CHANGES_CODE, ToolResultPublished
 
 from .telemetry import TelemetrySettings
 

@@ -17,17 +17,19 @@ from typing import Any
 
 import attrs
 
-from queryloop.fsm.terminal import inert
+from queryloop.fsm import inert
 from queryloop.handlers.session import (
     MAX_CHECKPOINTS,
+    CheckpointEntry,
     CheckpointStore,
     SessionPaths,
     encode_cwd,
+    is_blob_digest,
     is_session_id,
+    load_ledger,
     queryloop_home,
+    read_jsonl,
 )
-from queryloop.handlers.session.services.store import CheckpointEntry, is_blob_digest, read_jsonl
-from queryloop.handlers.session.services.transcript import load_ledger
 
 __all__ = [
     "PROMPT_REASONS",
@@ -268,7 +270,7 @@ def plan_rewind(paths: SessionPaths, to: str | None = None) -> RewindPlan:
         files.append(
             FileRestore(path=path, before=before, now=now, missing_blob=entry.blob is not None and before is None)
         )
-    from queryloop.handlers.tools.services.registry import default_tools  # here: only a rewind loads the tools
+    from queryloop.handlers.tools import default_tools  # here: only a rewind loads the tools
 
     ledger, ledger_warnings = load_ledger(paths.ledger)
     covered = {e.tool_use_id for e in entries if not e.partial}  # a partial capture leaves the call listed

@@ -22,9 +22,9 @@ import attrs
 from queryloop.fsm import SpecError, UnreadableFileError, read_text_file
 
 if TYPE_CHECKING:
-    from queryloop.fsm.model.source import Source
+    from queryloop.fsm import Source
 from queryloop.handlers.hooks import HookConfig, HookConfigError, parse_hook_config
-from queryloop.handlers.tools.services.rules import (
+from queryloop.handlers.tools import (
     PERMISSION_MODES,
     PermissionMode,
     PermissionRule,
@@ -245,7 +245,7 @@ def _where(path: str) -> list[str | int]:
 
 
 def _fail(source: Source, where: list[str | int], message: str) -> SettingsError:
-    from queryloop.fsm.model.source import json_path
+    from queryloop.fsm import json_path
 
     return SettingsError(str(source.problem(where, f"{json_path(where)}: {message}")))
 

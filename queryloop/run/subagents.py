@@ -18,15 +18,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from queryloop.handlers.agents import AgentReport, AgentStatus
-from queryloop.handlers.agents.services.definitions import AgentDefinition
-from queryloop.handlers.agents.services.tool import DEFAULT_AGENT, agent_tool
+from queryloop.handlers.agents import DEFAULT_AGENT, AgentDefinition, AgentReport, AgentStatus, agent_tool
 from queryloop.handlers.outcome import Notice
-from queryloop.handlers.request.services.client import UsageTotals
-from queryloop.handlers.session.services.store import read_jsonl
-from queryloop.handlers.tools import ToolContext, ToolOutput, ToolResultPublished, ToolSpec, default_registry
-from queryloop.handlers.tools.services.base import BackgroundTask
-from queryloop.handlers.tools.services.names import AGENT_TOOL
+from queryloop.handlers.request import UsageTotals
+from queryloop.handlers.session import read_jsonl
+from queryloop.handlers.tools import (
+    AGENT_TOOL,
+    BackgroundTask,
+    ToolContext,
+    ToolOutput,
+    ToolResultPublished,
+    ToolSpec,
+    default_registry,
+)
 
 from .observe import Observation, Observer, SubagentEnded, SubagentItem, SubagentStarted
 

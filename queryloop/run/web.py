@@ -12,12 +12,8 @@ from typing import Any, Final
 import attrs
 
 from queryloop.handlers.messages import MessageView
-from queryloop.handlers.request import ModelBackend
-from queryloop.handlers.request.services.backends import ModelCall
-from queryloop.handlers.request.services.client import ModelFailure, UsageTotals
-from queryloop.handlers.request.services.model_names import max_output_tokens
-from queryloop.handlers.tools.services.base import SearchAnswer, ToolError
-from queryloop.handlers.tools.services.web import search_tool_definition
+from queryloop.handlers.request import ModelBackend, ModelCall, ModelFailure, UsageTotals, max_output_tokens
+from queryloop.handlers.tools import SearchAnswer, ToolError, search_tool_definition
 
 __all__ = ["SEARCH_PRICE_USD", "WebRequests", "small_model"]
 

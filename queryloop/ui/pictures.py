@@ -11,10 +11,7 @@ from html import escape
 
 import graphviz
 
-from queryloop.fsm import MachineSpec
-from queryloop.fsm.draw.ladder import View, layer_names
-from queryloop.fsm.draw.render import to_dot
-from queryloop.fsm.draw.trace import Trace
+from queryloop.fsm import MachineSpec, Trace, View, layer_names, to_dot
 
 __all__ = ["LayerPictures"]
 

@@ -12,11 +12,8 @@ from typing import Any
 
 import attrs
 
-from queryloop.fsm import MachineSpec
-from queryloop.fsm.draw.trace import Trace, TraceError, TraceStep, check_trace, read_trace
-from queryloop.handlers.session import CheckpointStore, SessionPaths, is_session_id
-from queryloop.handlers.session.services.store import read_jsonl
-from queryloop.handlers.session.services.transcript import load_ledger
+from queryloop.fsm import MachineSpec, Trace, TraceError, TraceStep, check_trace, read_trace
+from queryloop.handlers.session import CheckpointStore, SessionPaths, is_session_id, load_ledger, read_jsonl
 from queryloop.run.sessions import (
     PROMPT_REASONS,
     SessionChoiceError,

@@ -16,8 +16,8 @@ import attrs
 
 from queryloop.fsm import UnreadableFileError, read_text_file
 
-from ...request.services.model_names import AGENT_CALL_MODELS, resolve_model, subagent_model
-from ...tools.services.names import AGENT_TOOL, CHANGES_CODE
+from ...request import AGENT_CALL_MODELS, resolve_model, subagent_model
+from ...tools import AGENT_TOOL, CHANGES_CODE
 
 __all__ = [
     "BUILT_IN_AGENTS",

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ...tools.services.base import ToolContext, ToolRun, ToolSpec
-from ...tools.services.names import AGENT_TOOL
+from ...tools import AGENT_TOOL, ToolContext, ToolRun, ToolSpec
 from .definitions import MODEL_FAMILIES, AgentDefinition
 
 __all__ = ["DEFAULT_AGENT", "LAUNCH_TIMEOUT_S", "agent_tool"]

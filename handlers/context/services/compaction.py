@@ -15,7 +15,7 @@ from typing import Any, Literal
 import attrs
 
 from ...messages import Message, MessageView, compact_json, message_tokens, messages_tokens
-from ...tools.services.names import CLEARABLE_TOOLS
+from ...tools import CLEARABLE_TOOLS
 
 __all__ = [
     "CLEARED_RESULT",

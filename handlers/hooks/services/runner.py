@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, get_args
 
 import attrs
 
-from queryloop.fsm.model.jsontext import loads_json
+from queryloop.fsm import loads_json
 
 __all__ = [
     "CAPTURE_LIMIT_BYTES",

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...messages import ToolCall
-from ...tools.services.base import ToolContext, ToolOutput
-from ...tools.services.permissions import AskPermission, PermissionAnswer
+from ...tools import AskPermission, PermissionAnswer, ToolContext, ToolOutput
 from .client import McpManager
 
 __all__ = ["MAX_ANSWER_CHARS", "mcp_permission_asker", "read_answer"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 import attrs
 
-from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+from ...tools import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .checked import checked_transport, protocol_problem
 from .config import McpServerConfig, tool_name
 from .content import MalformedContent, prompt_messages, resource_text, tool_result_content

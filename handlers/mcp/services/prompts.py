@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...tools.services.base import ToolError
+from ...tools import ToolError
 from .content import blocks_text
 
 if TYPE_CHECKING:

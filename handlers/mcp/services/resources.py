@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from ...tools.services.base import ToolContext, ToolError, ToolOutput, ToolRun
-from ...tools.services.names import LIST_RESOURCES, READ_RESOURCE
+from ...tools import LIST_RESOURCES, READ_RESOURCE, ToolContext, ToolError, ToolOutput, ToolRun
 
 if TYPE_CHECKING:
     import mcp.types

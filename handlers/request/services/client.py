@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 import attrs
 
-from queryloop.fsm.model.jsontext import loads_json, well_formed
+from queryloop.fsm import loads_json, well_formed
 
 from .body import encode_params
 from .pricing import cost_usd, wire_model

@@ -17,8 +17,7 @@ from typing import Any, Final
 
 import attrs
 
-from queryloop.fsm.model.jsontext import JsonLimitError, loads_json
-from queryloop.fsm.model.textfile import UnreadableFileError, read_file_bytes
+from queryloop.fsm import JsonLimitError, UnreadableFileError, loads_json, read_file_bytes
 
 __all__ = [
     "MAX_CHECKPOINTS",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from queryloop.fsm.model.contract import uses
+from queryloop.fsm import uses
 
 from ...messages import Message, MessageView, tool_result_block
 from ..data import LedgerEntry, SessionData

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
-from ...request.services.media import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
+from ...request import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
 from .base import ToolError, ToolOutput
 
 __all__ = ["IMAGE_EXTENSIONS", "IMAGE_MAX_SIDE", "PDF_MAX_BYTES", "read_image", "read_pdf"]

@@ -16,7 +16,7 @@ from typing import Final
 
 import attrs
 
-from queryloop.handlers.session.services.store import machine_cache_dir
+from queryloop.handlers.session import machine_cache_dir
 
 __all__ = [
     "GIT_RUNS",
