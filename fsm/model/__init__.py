@@ -1,5 +1,6 @@
 """The engine's model room: what a machine is, read from its declaration.
 
 Records (``spec``), schema, readers (``source``, ``jsontext``, ``textfile``), templates, properties, contracts and
-``load``. Imports no other room.
+``load`` (built by ``build``, checked by ``rules``, ``caps``, ``children``, ``naming``, bound by ``bind``).
+Imports no other room.
 """

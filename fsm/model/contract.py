@@ -1,6 +1,6 @@
 """What a handler or an observer says it reads of the machine: counter, state, param and reason names.
 
-:func:`uses` declares them; the loader refuses a machine that lacks one, so a rename fails at load, not when the
+:func:`uses` declares them; ``bind`` refuses a machine that lacks one, so a rename fails at load, not when the
 edge fires.
 """
 

@@ -1,7 +1,7 @@
 """The JSON Schema every machine declaration must satisfy before it is read further.
 
 Owns the structural contract of the YAML (keys, types, closed sets). Semantic
-checks — names that must exist, reachability, catch-alls — live in ``fsm.model.load``.
+checks — names that must exist, reachability, catch-alls — live in ``fsm.model.rules``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Records describing a machine, exactly as declared: states, events, transitions, counters, params.
 
-Also their derived lookups (candidates per ``(state, event)``, reset sets). No I/O; ``fsm.model.load`` builds them.
+Also their derived lookups (candidates per ``(state, event)``, reset sets). No I/O; ``fsm.model.build`` builds them.
 """
 
 from __future__ import annotations
