@@ -113,57 +113,84 @@ def _edge_text(c_order: int | None, t: TransitionSpec, condition: str) -> str:
 def _layer_lines(spec: MachineSpec, view: View, params: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
     home = [s for s in spec.states if view.kind == "full" or s.layer == view.layer]
     home_names = {s.name for s in home}
-    layers = layer_names(spec) if view.kind == "full" else ()
-    nodes: list[str] = []
-    edges: list[str] = []
-    reached: list[str] = []
     ds = [d for d in decisions(spec, params) if d.source in home_names]
-    if spec.initial in home_names:
-        nodes.append("  start(( )) --> " + _id("st", spec.initial))
+    nodes = _home_nodes(spec, view, home, ds)
+    edges, reached = _decision_edges(spec, ds)
+    if view.kind == "layer":
+        entering, sources = _entering_edges(spec, home_names)
+        edges += entering
+        reached += sources
+    nodes += _visitor_nodes(spec, view, home_names, reached)
+    return nodes, edges
+
+
+def _home_nodes(spec: MachineSpec, view: View, home: list[StateSpec], ds: list[Decision]) -> list[str]:
+    """The start arrow and the view's own states with their decision points, a subgraph per layer in the
+    full view (the terminals of no layer are drawn apart, by :func:`_visitor_nodes`)."""
+    home_names = {s.name for s in home}
+    layers = layer_names(spec) if view.kind == "full" else ()
+    nodes = ["  start(( )) --> " + _id("st", spec.initial)] if spec.initial in home_names else []
+    choices = [d for d in ds if d.is_choice]
     for layer in (*layers, None):
         inside = [s for s in home if s.layer == layer or (layer is None and s.layer not in layers)]
         inside = [s for s in inside if not (s.terminal and not s.layer)]
         if not inside:
             continue
-        indent = "    " if layer else "  "
         if layer:
             nodes.append(f'  subgraph {_id("layer", layer)}["{_text(layer)}"]')
-        nodes += _grouped(spec, inside, [d for d in ds if d.is_choice], indent)
+        nodes += _grouped(spec, inside, choices, "    " if layer else "  ")
         if layer:
             nodes.append("  end")
+    return nodes
+
+
+def _decision_edges(spec: MachineSpec, ds: list[Decision]) -> tuple[list[str], list[str]]:
+    """The edges out of the view's states (through a decision point where there is a choice), and where
+    they go, in order."""
+    edges: list[str] = []
+    reached: list[str] = []
     for d in ds:
-        if d.is_choice:
-            did = _id("d", d.source, d.event)
-            dotted = d.event == spec.abort_event
-            edges.append(f"  {_id('st', d.source)} {'-.-' if dotted else '---'} {did}")
-            for c in d.candidates:
-                arrow = _arrow(spec, c.transition)
-                edges.append(f'  {did} {arrow}|"{_edge_text(c.order, c.transition, c.condition)}"| {_id("st", c.dest)}')
-                reached.append(c.dest)
-        else:
+        if not d.is_choice:
             c = d.candidates[0]
-            arrow = _arrow(spec, c.transition)
-            edges.append(
-                f'  {_id("st", d.source)} {arrow}|"{_edge_text(None, c.transition, c.condition)}"| {_id("st", c.dest)}'
-            )
+            text = _edge_text(None, c.transition, c.condition)
+            edges.append(f'  {_id("st", d.source)} {_arrow(spec, c.transition)}|"{text}"| {_id("st", c.dest)}')
             reached.append(c.dest)
-    if view.kind == "layer":
-        pairs: dict[tuple[str, str], list[str]] = {}
-        for t in spec.transitions:
-            if t.source not in home_names and t.dest in home_names:
-                pairs.setdefault((t.source, t.dest), []).append(t.reason)
-        for (source, dest), reasons in pairs.items():
-            reached.append(source)
-            edges.append(f'  {_id("st", source)} -.->|"{_text(", ".join(reasons))}"| {_id("st", dest)}')
+            continue
+        did = _id("d", d.source, d.event)
+        edges.append(f"  {_id('st', d.source)} {'-.-' if d.event == spec.abort_event else '---'} {did}")
+        for c in d.candidates:
+            text = _edge_text(c.order, c.transition, c.condition)
+            edges.append(f'  {did} {_arrow(spec, c.transition)}|"{text}"| {_id("st", c.dest)}')
+            reached.append(c.dest)
+    return edges, reached
+
+
+def _entering_edges(spec: MachineSpec, home_names: set[str]) -> tuple[list[str], list[str]]:
+    """In a layer's view: one dotted edge per outside state that enters the layer, its reasons on it."""
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for t in spec.transitions:
+        if t.source not in home_names and t.dest in home_names:
+            pairs.setdefault((t.source, t.dest), []).append(t.reason)
+    edges = [
+        f'  {_id("st", source)} -.->|"{_text(", ".join(reasons))}"| {_id("st", dest)}'
+        for (source, dest), reasons in pairs.items()
+    ]
+    return edges, [source for source, _ in pairs]
+
+
+def _visitor_nodes(spec: MachineSpec, view: View, home_names: set[str], reached: list[str]) -> list[str]:
+    """The states drawn though not the view's own: outside ones reached or entering (as stubs), and the
+    terminals of no layer."""
     extra = [
         n for n in dict.fromkeys(reached) if n not in home_names or (spec.state(n).terminal and not spec.state(n).layer)
     ]
     if view.kind == "full":
         extra += [s.name for s in spec.states if s.terminal and not s.layer and s.name not in extra]
+    nodes = []
     for name in extra:
         s = spec.state(name)
         nodes.append("  " + _state_node(spec, s, stub=name not in home_names and not (s.terminal and not s.layer)))
-    return nodes, edges
+    return nodes
 
 
 def _grouped(spec: MachineSpec, inside: list[StateSpec], choices: list[Decision], indent: str) -> list[str]:

@@ -419,65 +419,16 @@ class Watcher:
 
     @classmethod
     def of(cls, spec: MachineSpec, counter_names: tuple[str, ...]) -> Watcher:
-        windows: list[_Window] = []
-        actions: dict[str, list[tuple[int, bool]]] = {}
-
-        def add(window: _Window, counts: set[str], restarts: set[str]) -> None:
-            for reason in counts:
-                actions.setdefault(reason, []).append((len(windows), True))
-            for reason in restarts - counts:
-                actions.setdefault(reason, []).append((len(windows), False))
-            windows.append(window)
-
-        for prop in spec.properties:
-            if prop.kind == "at_most":
-                restarts = {t.reason for t in spec.transitions if spec.ends_scope(t, prop.per)}
-                add(_Window(name=prop.name, doc=prop.doc, most=prop.most, counter=None), set(prop.reasons), restarts)
-            elif prop.kind == "in_a_row" and prop.counter is not None:
-                counted = [t for t in spec.transitions if t.counter == prop.counter]
-                if prop.reasons:
-                    restarts = set(prop.reasons)
-                else:
-                    events = {t.event for t in counted}
-                    sources = {t.source for t in counted}
-                    restarts = {t.reason for t in spec.transitions if t.source in sources and t.event not in events}
-                window = _Window(name=prop.name, doc=prop.doc, most=None, counter=counter_names.index(prop.counter))
-                add(window, {t.reason for t in counted}, restarts)
-        zeroed: dict[str, list[tuple[int, str, str]]] = {}
-        for prop in spec.properties:
-            if prop.kind == "resets":
-                for reason in prop.reasons:
-                    zeroed.setdefault(reason, []).extend(
-                        (counter_names.index(c), c, f"property {prop.name!r} broken at run time ({prop.doc})")
-                        for c in prop.counters
-                    )
-        paths: list[str] = []
-        path_actions: dict[str, list[tuple[int, bool, bool, bool]]] = {}
-        ended: dict[str, str] = {}
-        for prop in spec.properties:
-            if prop.kind == "preceded":
-                for reason in dict.fromkeys(t.reason for t in spec.transitions):
-                    edges = [t for t in spec.transitions if t.reason == reason]
-                    restart = any(spec.ends_scope(t, prop.per) for t in edges)
-                    mark = any(t.dest in prop.by for t in edges)
-                    check = any(t.dest in prop.states for t in edges)
-                    if restart or mark or check:
-                        path_actions.setdefault(reason, []).append((len(paths), restart, mark, check))
-                paths.append(
-                    f"property {prop.name!r} broken at run time ({prop.doc}): no step into "
-                    f"{', '.join(prop.by)} since the {prop.per} began"
-                )
-            elif prop.kind == "ends":
-                for b in _ends_where_it_should(spec, prop):
-                    ended.setdefault(b.reasons[0], f"property {prop.name!r} broken at run time: {b.message}")
+        windows, actions = _windows(spec, counter_names)
+        paths, path_actions = _paths(spec)
         return cls(
-            windows=tuple(windows),
-            actions={r: tuple(a) for r, a in actions.items()},
+            windows=windows,
+            actions=actions,
             spec=spec,
-            zeroed={r: tuple(z) for r, z in zeroed.items()},
-            paths=tuple(paths),
-            path_actions={r: tuple(a) for r, a in path_actions.items()},
-            ended=ended,
+            zeroed=_zeroed(spec, counter_names),
+            paths=paths,
+            path_actions=path_actions,
+            ended=_ended(spec),
         )
 
     def watch(self, params: Mapping[str, Any], counters: tuple[int, ...] | None = None) -> Watch:
@@ -516,41 +467,137 @@ class Watch:
 
     def broken_by(self, reason: str, counters: tuple[int, ...]) -> str | None:
         """Count a step taken for ``reason`` (``counters``: after it); the first property it breaks, else ``None``."""
+        return (
+            self._not_zeroed(reason, counters)
+            or self._ended.get(reason)
+            or self._path_broken(reason)
+            or self._window_broken(reason, counters)
+        )
+
+    def _not_zeroed(self, reason: str, counters: tuple[int, ...]) -> str | None:
+        """A ``resets`` property: a counter it wants at 0 after ``reason`` is not."""
         for index, name, said in self._zeroed.get(reason, ()):
             if counters[index]:
                 return f"{said}: {name} is {counters[index]} after {reason!r}, not 0"
-        ended = self._ended.get(reason)
-        if ended is not None:
-            return ended
+        return None
+
+    def _path_broken(self, reason: str) -> str | None:
+        """A ``preceded`` property: ``reason`` enters one of its states with no step into its ``by`` first."""
+        seen = self._seen
         for i, restarts, marks, checks in self._path_actions.get(reason, ()):
-            seen = self._seen
             if restarts:
                 seen[i] = False
             if marks:
                 seen[i] = True
             if checks and not seen[i]:
                 return f"{self._paths[i]}, and {reason!r} enters one of its states"
-        touched = self._actions.get(reason)
-        if touched is None:
-            return None
+        return None
+
+    def _window_broken(self, reason: str, counters: tuple[int, ...]) -> str | None:
+        """An ``at_most`` or ``in_a_row`` property: the step counted in (or restarting) each window it touches."""
         counts = self._counts
-        for i, counting in touched:
+        for i, counting in self._actions.get(reason, ()):
             if not counting:
                 counts[i] = 0
                 continue
             counts[i] += 1
-            w = self._windows[i]
-            if w.counter is not None:
-                if counters[w.counter] > counts[i]:
-                    return (
-                        f"property {w.name!r} broken at run time ({w.doc}): its counter is "
-                        f"{counters[w.counter]} after {counts[i]} in a row"
-                    )
-                continue
-            limit = self._limits[i]
-            if limit is not None and counts[i] > limit:
-                return (
-                    f"property {w.name!r} broken at run time ({w.doc}): {reason!r} taken {counts[i]} times, "
-                    f"above {limit}"
-                )
+            broken = self._past_window(i, reason, counters)
+            if broken is not None:
+                return broken
         return None
+
+    def _past_window(self, i: int, reason: str, counters: tuple[int, ...]) -> str | None:
+        w, n = self._windows[i], self._counts[i]
+        if w.counter is not None:
+            if counters[w.counter] > n:
+                said = f"its counter is {counters[w.counter]} after {n} in a row"
+                return f"property {w.name!r} broken at run time ({w.doc}): {said}"
+            return None
+        limit = self._limits[i]
+        if limit is not None and n > limit:
+            return f"property {w.name!r} broken at run time ({w.doc}): {reason!r} taken {n} times, above {limit}"
+        return None
+
+
+# ---- compiling the watcher -------------------------------------------------------------------
+
+
+def _windows(
+    spec: MachineSpec, counter_names: tuple[str, ...]
+) -> tuple[tuple[_Window, ...], dict[str, tuple[tuple[int, bool], ...]]]:
+    """The ``at_most`` and ``in_a_row`` windows, and per reason what a step for it does to each: count (True)
+    or restart (False)."""
+    windows: list[_Window] = []
+    actions: dict[str, list[tuple[int, bool]]] = {}
+    for prop in spec.properties:
+        found = _window_of(spec, prop, counter_names)
+        if found is None:
+            continue
+        window, counts, restarts = found
+        for reason in counts:
+            actions.setdefault(reason, []).append((len(windows), True))
+        for reason in restarts - counts:
+            actions.setdefault(reason, []).append((len(windows), False))
+        windows.append(window)
+    return tuple(windows), {r: tuple(a) for r, a in actions.items()}
+
+
+def _window_of(
+    spec: MachineSpec, prop: PropertySpec, counter_names: tuple[str, ...]
+) -> tuple[_Window, set[str], set[str]] | None:
+    """The window a property is watched with, the reasons it counts and those that restart it (else ``None``)."""
+    if prop.kind == "at_most":
+        restarts = {t.reason for t in spec.transitions if spec.ends_scope(t, prop.per)}
+        return _Window(name=prop.name, doc=prop.doc, most=prop.most, counter=None), set(prop.reasons), restarts
+    if prop.kind != "in_a_row" or prop.counter is None:
+        return None
+    counted = [t for t in spec.transitions if t.counter == prop.counter]
+    if prop.reasons:
+        restarts = set(prop.reasons)
+    else:  # any other outcome of a state that counts it
+        events = {t.event for t in counted}
+        sources = {t.source for t in counted}
+        restarts = {t.reason for t in spec.transitions if t.source in sources and t.event not in events}
+    window = _Window(name=prop.name, doc=prop.doc, most=None, counter=counter_names.index(prop.counter))
+    return window, {t.reason for t in counted}, restarts
+
+
+def _zeroed(spec: MachineSpec, counter_names: tuple[str, ...]) -> dict[str, tuple[tuple[int, str, str], ...]]:
+    """``resets`` properties: per reason, (counter index, counter, what it breaks) for each counter it zeroes."""
+    zeroed: dict[str, list[tuple[int, str, str]]] = {}
+    for prop in (p for p in spec.properties if p.kind == "resets"):
+        for reason in prop.reasons:
+            zeroed.setdefault(reason, []).extend(
+                (counter_names.index(c), c, f"property {prop.name!r} broken at run time ({prop.doc})")
+                for c in prop.counters
+            )
+    return {r: tuple(z) for r, z in zeroed.items()}
+
+
+def _paths(spec: MachineSpec) -> tuple[tuple[str, ...], dict[str, tuple[tuple[int, bool, bool, bool], ...]]]:
+    """``preceded`` properties: what each says when broken, and per reason, for each it touches: (index,
+    restarts its scope, enters one of its ``by``, enters one of its states)."""
+    paths: list[str] = []
+    path_actions: dict[str, list[tuple[int, bool, bool, bool]]] = {}
+    for prop in (p for p in spec.properties if p.kind == "preceded"):
+        for reason in dict.fromkeys(t.reason for t in spec.transitions):
+            edges = [t for t in spec.transitions if t.reason == reason]
+            restart = any(spec.ends_scope(t, prop.per) for t in edges)
+            mark = any(t.dest in prop.by for t in edges)
+            check = any(t.dest in prop.states for t in edges)
+            if restart or mark or check:
+                path_actions.setdefault(reason, []).append((len(paths), restart, mark, check))
+        paths.append(
+            f"property {prop.name!r} broken at run time ({prop.doc}): no step into "
+            f"{', '.join(prop.by)} since the {prop.per} began"
+        )
+    return tuple(paths), {r: tuple(a) for r, a in path_actions.items()}
+
+
+def _ended(spec: MachineSpec) -> dict[str, str]:
+    """``ends`` properties: per reason whose edges end where a rule does not allow, what it breaks (the first)."""
+    ended: dict[str, str] = {}
+    for prop in (p for p in spec.properties if p.kind == "ends"):
+        for b in _ends_where_it_should(spec, prop):
+            ended.setdefault(b.reasons[0], f"property {prop.name!r} broken at run time: {b.message}")
+    return ended

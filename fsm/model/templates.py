@@ -4,7 +4,7 @@ several times (``instances:``), expanded into the flat declaration every other p
 Owns the expansion only: it turns the parsed YAML of a machine with templates into the same
 data a hand-written flat file would hold, and the line of every expanded node (a template's
 node keeps its own line, so a problem in an instance points into the template). It does not
-validate the expanded machine: the schema and the semantic passes of :mod:`queryloop.fsm.model.load`
+validate the expanded machine: the schema and the semantic rules (:mod:`queryloop.fsm.model.rules`)
 do, on the result. Placement is explicit, so the order edges are tried in stays written down:
 an instance's transitions go where ``transitions:`` has ``- instance: NAME``, its states where
 ``states:`` has ``STATE: {instance: NAME}`` (a state not placed there follows the hand-written ones).
@@ -454,7 +454,6 @@ def _place_transitions(
 ) -> list[Any]:
     """The transitions in order: each ``- instance: NAME`` replaced by that instance's, unplaced ones last."""
     old = ex.old_lines
-    hand = {t.get("reason") for t in written if isinstance(t, dict) and "instance" not in t}
     out: list[Any] = []
     placed: set[str] = set()
 
@@ -465,30 +464,40 @@ def _place_transitions(
     for i, t in enumerate(written):
         if not (isinstance(t, dict) and "instance" in t):
             add(t, ("transitions", i))
-            continue
-        name = t["instance"]
-        if set(t) != {"instance"} or name not in instances:
-            fix = (
-                f"declared instances: {', '.join(instances) or 'none'}"
-                if set(t) == {"instance"}
-                else "write `- instance: NAME` alone"
-            )
-            ex.problem(
-                ("transitions", i), f"`instance: {name}` does not name an instance declared under `instances:`", fix
-            )
-            continue
-        if name in placed:
-            ex.problem(
-                ("transitions", i), f"instance {name!r} is placed twice", "keep one `- instance:` line per instance"
-            )
-            continue
-        placed.add(name)
-        for edge, src in instances[name].transitions:
-            add(edge, src)
+        elif _placeable(ex, t, ("transitions", i), instances, placed):
+            placed.add(t["instance"])
+            for edge, src in instances[t["instance"]].transitions:
+                add(edge, src)
     for name, inst in instances.items():
         if name not in placed:
             for edge, src in inst.transitions:
                 add(edge, src)
+    _check_instance_reasons(ex, written, instances)
+    return out
+
+
+def _placeable(
+    ex: _Expander, t: Mapping[str, Any], at: _Path, instances: Mapping[str, Instance], placed: set[str]
+) -> bool:
+    """Whether ``- instance: NAME`` at ``at`` places a declared instance not placed before (else a problem)."""
+    name = t["instance"]
+    if set(t) != {"instance"} or name not in instances:
+        fix = (
+            f"declared instances: {', '.join(instances) or 'none'}"
+            if set(t) == {"instance"}
+            else "write `- instance: NAME` alone"
+        )
+        ex.problem(at, f"`instance: {name}` does not name an instance declared under `instances:`", fix)
+        return False
+    if name in placed:
+        ex.problem(at, f"instance {name!r} is placed twice", "keep one `- instance:` line per instance")
+        return False
+    return True
+
+
+def _check_instance_reasons(ex: _Expander, written: list[Any], instances: Mapping[str, Instance]) -> None:
+    """No instance's edge has the reason of a hand-written one."""
+    hand = {t.get("reason") for t in written if isinstance(t, dict) and "instance" not in t}
     for inst in instances.values():
         for edge, src in inst.transitions:
             if isinstance(edge, dict) and edge.get("reason") in hand:
@@ -498,4 +507,3 @@ def _place_transitions(
                     " which a hand-written transition has too",
                     "a reason names one edge: rename one of them",
                 )
-    return out

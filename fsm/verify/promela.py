@@ -147,68 +147,104 @@ class Monitors:
 
 
 def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> Monitors:
-    budgets: list[_Budget] = []
-    streaks: list[_Streak] = []
-    before: dict[str, list[tuple[str, str]]] = {}
-    orders: list[str] = []
-    zeroed: dict[str, list[tuple[str, str]]] = {}
-    resets: list[str] = []
-    unchecked: list[str] = []
-    paths: list[_Path] = []
-    ends: list[PropertySpec] = []
+    """The monitors of ``spec``'s properties at ``values`` (``caps``: the counters tracked, by cap)."""
+    collected = _Collected(spec, values, caps)
     for i, prop in enumerate(spec.properties):
+        collected.add(prop, f"g{i}_{prop.name}")
+    return collected.monitors()
+
+
+class _Collected:
+    """The monitors gathered so far, one property at a time in declaration order (what SPIN cannot check
+    is listed in that order too)."""
+
+    def __init__(self, spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> None:
+        self.spec, self.values, self.caps = spec, values, caps
+        self.budgets: list[_Budget] = []
+        self.streaks: list[_Streak] = []
+        self.before: dict[str, list[tuple[str, str]]] = {}
+        self.orders: list[str] = []
+        self.zeroed: dict[str, list[tuple[str, str]]] = {}
+        self.resets: list[str] = []
+        self.unchecked: list[str] = []
+        self.paths: list[_Path] = []
+        self.ends: list[PropertySpec] = []
+
+    def add(self, prop: PropertySpec, var: str) -> None:
+        """Add the monitor of ``prop`` (``var``: its Promela variable), or why it has none."""
         if prop.kind == "preceded":
-            paths.append(
-                _Path(
-                    name=prop.name,
-                    var=f"g{i}_{prop.name}",
-                    states=frozenset(prop.states),
-                    by=frozenset(prop.by),
-                    per=prop.per,
-                    start=int(spec.initial in prop.by),
-                )
-            )
+            self.paths.append(_path(self.spec, prop, var))
         elif prop.kind == "ends":
-            ends.append(prop)
+            self.ends.append(prop)
         elif prop.kind == "trips":
-            unchecked.append(f"trips {prop.name} (proven from the declaration: the breaker's place, guards and cap)")
+            self.unchecked.append(
+                f"trips {prop.name} (proven from the declaration: the breaker's place, guards and cap)"
+            )
         elif prop.kind == "guarded":
-            unchecked.append(f"guarded {prop.name} (a guard is a free choice here: the edge's guard list is the proof)")
+            self.unchecked.append(
+                f"guarded {prop.name} (a guard is a free choice here: the edge's guard list is the proof)"
+            )
         elif prop.kind == "resets":
-            untracked = [c for c in prop.counters if c not in caps]
-            if untracked:
-                unchecked.append(f"resets {prop.name} ({', '.join(untracked)}: cap unset, untracked)")
-            tracked = [c for c in prop.counters if c in caps]
-            if tracked:
-                resets.append(prop.name)
-                for reason in prop.reasons:
-                    zeroed.setdefault(reason, []).extend((prop.name, c) for c in tracked)
+            self._resets(prop)
         elif prop.kind == "order":
-            orders.append(prop.name)
-            for later, reason in enumerate(prop.reasons):
-                before.setdefault(reason, []).extend((prop.name, r) for r in prop.reasons[:later])
+            self._order(prop)
         elif prop.kind == "at_most":
-            budget = _budget(spec, prop, values, f"g{i}_{prop.name}")
-            if budget is None:
-                unchecked.append(f"at_most {prop.name} (its max, {prop.most}, is unset: no bound)")
-            else:
-                budgets.append(budget)
+            self._at_most(prop, var)
         else:
-            assert prop.counter is not None
-            if prop.counter not in caps:
-                unchecked.append(f"in_a_row {prop.name} ({prop.counter}'s cap is unset: untracked)")
-                continue
-            streaks.append(_streak(spec, prop, caps[prop.counter], f"g{i}_{prop.name}"))
-    return Monitors(
-        budgets=tuple(budgets),
-        streaks=tuple(streaks),
-        before={r: tuple(v) for r, v in before.items()},
-        orders=tuple(orders),
-        zeroed={r: tuple(v) for r, v in zeroed.items()},
-        resets=tuple(resets),
-        paths=tuple(paths),
-        ends=tuple(ends),
-        unchecked=tuple(unchecked),
+            self._in_a_row(prop, var)
+
+    def _resets(self, prop: PropertySpec) -> None:
+        untracked = [c for c in prop.counters if c not in self.caps]
+        if untracked:
+            self.unchecked.append(f"resets {prop.name} ({', '.join(untracked)}: cap unset, untracked)")
+        tracked = [c for c in prop.counters if c in self.caps]
+        if tracked:
+            self.resets.append(prop.name)
+            for reason in prop.reasons:
+                self.zeroed.setdefault(reason, []).extend((prop.name, c) for c in tracked)
+
+    def _order(self, prop: PropertySpec) -> None:
+        self.orders.append(prop.name)
+        for later, reason in enumerate(prop.reasons):
+            self.before.setdefault(reason, []).extend((prop.name, r) for r in prop.reasons[:later])
+
+    def _at_most(self, prop: PropertySpec, var: str) -> None:
+        budget = _budget(self.spec, prop, self.values, var)
+        if budget is None:
+            self.unchecked.append(f"at_most {prop.name} (its max, {prop.most}, is unset: no bound)")
+        else:
+            self.budgets.append(budget)
+
+    def _in_a_row(self, prop: PropertySpec, var: str) -> None:
+        assert prop.counter is not None
+        if prop.counter not in self.caps:
+            self.unchecked.append(f"in_a_row {prop.name} ({prop.counter}'s cap is unset: untracked)")
+        else:
+            self.streaks.append(_streak(self.spec, prop, self.caps[prop.counter], var))
+
+    def monitors(self) -> Monitors:
+        return Monitors(
+            budgets=tuple(self.budgets),
+            streaks=tuple(self.streaks),
+            before={r: tuple(v) for r, v in self.before.items()},
+            orders=tuple(self.orders),
+            zeroed={r: tuple(v) for r, v in self.zeroed.items()},
+            resets=tuple(self.resets),
+            paths=tuple(self.paths),
+            ends=tuple(self.ends),
+            unchecked=tuple(self.unchecked),
+        )
+
+
+def _path(spec: MachineSpec, prop: PropertySpec, var: str) -> _Path:
+    """A ``preceded`` property's monitor: whether a step into its ``by`` came first in its scope."""
+    return _Path(
+        name=prop.name,
+        var=var,
+        states=frozenset(prop.states),
+        by=frozenset(prop.by),
+        per=prop.per,
+        start=int(spec.initial in prop.by),
     )
 
 
