@@ -107,26 +107,49 @@ def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
 
 
 def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> str:
-    from .verify.counterexample import format_counterexample
-
-    lines = [f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions"]
     changed = {k: v for k, v in r.at.items() if r.defaults.get(k) != v}
     where = "at " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "at the defaults"
-    lines.append(f"  worst case per {r.step}, {where} (a bound for every cap value): {_figures(r.per_turn)}")
-    for name, (turn, _) in r.expressions.items():
-        lines.append(f"    {name} per {r.step} there = {turn}")
-    for name, total in r.wait_s_per_turn.items():
-        lines.append(_wait_line(r, name, total, where))
+    lines = [
+        f"{r.path}: machine {r.machine!r}: {r.states} states, {r.transitions} transitions",
+        *_per_step_lines(r, where),
+        *_per_run_lines(r, where),
+        *_composed_lines(r, where),
+        *_explored_lines(r),
+    ]
+    if r.ok:
+        lines.append(
+            "  ok: every state reachable and able to end without an interrupt, no edge shadowed, every recovery "
+            "cycle bounded" + (", nothing stuck" if r.explored else " (--explore: also every configuration)")
+        )
+    return "\n".join([*lines, *_finding_lines(r, examples)])
+
+
+def _per_step_lines(r: CheckReport, where: str) -> list[str]:
+    """The figures' worst case per step scope, their expressions and the worst-case waits."""
+    return [
+        f"  worst case per {r.step}, {where} (a bound for every cap value): {_figures(r.per_turn)}",
+        *(f"    {name} per {r.step} there = {turn}" for name, (turn, _) in r.expressions.items()),
+        *(_wait_line(r, name, total, where) for name, total in r.wait_s_per_turn.items()),
+    ]
+
+
+def _per_run_lines(r: CheckReport, where: str) -> list[str]:
+    """The figures bounded per run with their expressions, and those unbounded (by design, and why)."""
     bounded = {k: v for k, v in r.per_run.items() if v != math.inf}
     unbounded = [k.rpartition(".")[2] for k, v in r.per_run.items() if v == math.inf]
+    lines: list[str] = []
     if bounded:
         lines.append(f"  worst case per run, {where}: {_figures(bounded)}")
-        for name, (_, run) in r.expressions.items():
-            if name in bounded:
-                lines.append(f"    {name} per run there = {run}")
+        lines += [f"    {name} per run there = {run}" for name, (_, run) in r.expressions.items() if name in bounded]
     if unbounded:
         why = "; ".join(f"{text} ({reason})" for reason, text in r.unbounded_by_design.items())
         lines.append(f"  unbounded per run: {', '.join(unbounded)}" + (f" — by design: {why}" if why else ""))
+    return lines
+
+
+def _composed_lines(r: CheckReport, where: str) -> list[str]:
+    """Per ``children:`` entry, the figures per step with the children it starts (or why they are unbounded)."""
+    lines: list[str] = []
     for name, c in r.composed.items():
         if c.turns is None:
             lines.append(
@@ -141,30 +164,39 @@ def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> s
         if mr is not None:
             own = c.per_turn[mr] - c.starts * c.child_run[mr]
             lines.append(f"    {mr} there = {int(own)} + {runs} ({int(c.child_run[mr])} each) = {int(c.per_turn[mr])}")
-    if r.explored:
-        scope = {k: v for k, v in r.params.items() if r.defaults.get(k) != v}
-        caps = ", ".join(f"{k}={v} (default {r.defaults[k]})" for k, v in scope.items()) or "the defaults"
-        lines.append(f"  explored {r.configurations} configurations at {caps}:")
-        exact = ", ".join(
-            f"{name.rpartition('.')[2]} = {n} (bound {int(r.symbolic_at_params[name])})"
-            if r.symbolic_at_params.get(name) != n
-            else f"{name.rpartition('.')[2]} = {n}"
-            for name, n in r.worst_case.items()
-        )
-        lines.append(f"    exact worst case per {r.step}: {exact or 'not computed (see the findings)'}")
-    if r.ok:
-        lines.append(
-            "  ok: every state reachable and able to end without an interrupt, no edge shadowed, every recovery "
-            "cycle bounded" + (", nothing stuck" if r.explored else " (--explore: also every configuration)")
-        )
+    return lines
+
+
+def _explored_lines(r: CheckReport) -> list[str]:
+    """With ``--explore``: the configurations explored and the exact worst case beside the bound."""
+    if not r.explored:
+        return []
+    scope = {k: v for k, v in r.params.items() if r.defaults.get(k) != v}
+    caps = ", ".join(f"{k}={v} (default {r.defaults[k]})" for k, v in scope.items()) or "the defaults"
+    exact = ", ".join(
+        f"{name.rpartition('.')[2]} = {n} (bound {int(r.symbolic_at_params[name])})"
+        if r.symbolic_at_params.get(name) != n
+        else f"{name.rpartition('.')[2]} = {n}"
+        for name, n in r.worst_case.items()
+    )
+    return [
+        f"  explored {r.configurations} configurations at {caps}:",
+        f"    exact worst case per {r.step}: {exact or 'not computed (see the findings)'}",
+    ]
+
+
+def _finding_lines(r: CheckReport, examples: Sequence[Counterexample]) -> list[str]:
+    """Each finding, its trace and, where one was found, the shortest run that shows it."""
+    from .verify.counterexample import format_counterexample
+
     shown = {id(c.finding): c for c in examples}
+    lines: list[str] = []
     for f in r.findings:
         lines.append(f"  FINDING [{f.check}] {f.message}")
-        for t in f.trace:
-            lines.append(f"      {t}")
+        lines += [f"      {t}" for t in f.trace]
         if id(f) in shown:
             lines.extend(format_counterexample(shown[id(f)]))
-    return "\n".join(lines)
+    return lines
 
 
 def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> None:
@@ -185,10 +217,6 @@ def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .model.load import load_machine
-    from .verify.check import check_spec, print_progress
-    from .verify.spin import SpinNotFound, spin_beside
-
     if args.coverage is not None:
         return cmd_coverage(args)
     if args.fail_under is not None:
@@ -197,47 +225,69 @@ def cmd_check(args: argparse.Namespace) -> int:
     params = _param_overrides(args.set)
     if args.counterexamples is not None and args.make_replayer is None:
         raise UsageError("--counterexamples: this program has no scenario writer")
-    reports: list[dict[str, Any]] = []
+    machines = _load_all(paths)
+    _checked_params(params, [m.spec for m in machines if not isinstance(m, SpecError)])
+    reports: list[dict[str, Any]] = []  # with --format json, printed together at the end
     failed = False
+    for machine in machines:
+        failed |= _check_one(machine, params, args, reports)
+    if args.format == "json":
+        print(json.dumps(reports, indent=2))
+    return 1 if failed else 0
+
+
+def _load_all(paths: Sequence[Path]) -> list[Machine | SpecError]:
+    """Each machine, or why it cannot be loaded: a spec error is that machine's report, not the command's end."""
+    from .model.load import load_machine
+
     machines: list[Machine | SpecError] = []
     for path in paths:
         try:
             machines.append(load_machine(_display(path)))
         except SpecError as exc:
             machines.append(exc)
-    _checked_params(params, [m.spec for m in machines if not isinstance(m, SpecError)])
-    for machine in machines:
-        if isinstance(machine, SpecError):
-            failed = True
-            if args.format == "json":
-                path = machine.problems[0].path if machine.problems else ""
-                reports.append({"path": path, "ok": False, "spec_errors": [str(p) for p in machine.problems]})
-            else:
-                print(f"{machine}", file=sys.stdout)
-            continue
-        known = {p.name for p in machine.spec.params}
-        report = check_spec(
-            machine.spec,
-            {k: v for k, v in params.items() if k in known},
-            explore=args.explore or args.spin,
-            progress=print_progress,  # a line on stderr every ten seconds of a long exploration
-        )
-        failed |= not report.ok
-        examples = _counterexamples(machine.spec, report, args)
+    return machines
+
+
+def _check_one(
+    machine: Machine | SpecError, params: Mapping[str, Any], args: argparse.Namespace, reports: list[dict[str, Any]]
+) -> bool:
+    """Check one machine and print (or, with --format json, add to ``reports``) what was found; True if it failed."""
+    from .verify.check import check_spec, print_progress
+
+    if isinstance(machine, SpecError):
         if args.format == "json":
-            reports.append(report.to_json())
-            if examples:
-                reports[-1]["counterexamples"] = [_example_json(c) for c in examples]
+            path = machine.problems[0].path if machine.problems else ""
+            reports.append({"path": path, "ok": False, "spec_errors": [str(p) for p in machine.problems]})
         else:
-            print(_format_report(report, examples))
-        if args.spin:
-            try:
-                failed |= not spin_beside(machine.spec, report, reports[-1] if args.format == "json" else None)
-            except SpinNotFound as exc:
-                raise UsageError(str(exc)) from None
+            print(f"{machine}", file=sys.stdout)
+        return True
+    known = {p.name for p in machine.spec.params}
+    report = check_spec(
+        machine.spec,
+        {k: v for k, v in params.items() if k in known},
+        explore=args.explore or args.spin,
+        progress=print_progress,  # a line on stderr every ten seconds of a long exploration
+    )
+    examples = _counterexamples(machine.spec, report, args)
     if args.format == "json":
-        print(json.dumps(reports, indent=2))
-    return 1 if failed else 0
+        reports.append(report.to_json())
+        if examples:
+            reports[-1]["counterexamples"] = [_example_json(c) for c in examples]
+    else:
+        print(_format_report(report, examples))
+    spun = not args.spin or _spin_agrees(machine.spec, report, reports[-1] if args.format == "json" else None)
+    return not report.ok or not spun
+
+
+def _spin_agrees(spec: MachineSpec, report: CheckReport, json_report: dict[str, Any] | None) -> bool:
+    """SPIN's verdict beside ours (``--spin``); without SPIN installed, a usage error saying how to get it."""
+    from .verify.spin import SpinNotFound, spin_beside
+
+    try:
+        return spin_beside(spec, report, json_report)
+    except SpinNotFound as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _counterexamples(spec: MachineSpec, report: CheckReport, args: argparse.Namespace) -> tuple[Counterexample, ...]:
