@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DiagramFile",
+    "ProgramWords",
     "UsageError",
     "add_engine_commands",
     "diagram_files",
@@ -314,11 +315,9 @@ def _counterexamples(spec: MachineSpec, report: CheckReport, args: argparse.Name
         except ValueError as exc:
             print(f"{spec.path}: counterexample {n} not replayable: {exc}", file=sys.stderr)
             continue
-        print(
-            f"{spec.path}: counterexample {n} written to {_display(path)} (replay: queryloop -p replay "
-            f"--scenario {_display(path)} --machine {spec.path})",
-            file=sys.stderr,
-        )
+        replay = args.words.replay
+        how = f" (replay: {replay.format(scenario=_display(path), machine=spec.path)})" if replay else ""
+        print(f"{spec.path}: counterexample {n} written to {_display(path)}{how}", file=sys.stderr)
     return found
 
 
@@ -592,12 +591,30 @@ def cmd_docs(args: argparse.Namespace) -> int:
 # ---- commands -------------------------------------------------------------------------------
 
 
-def add_engine_commands(sub: Any, *, default_machines: DefaultMachines, replayer: MakeReplayer | None = None) -> None:
+@attrs.frozen(kw_only=True)
+class ProgramWords:
+    """How the program that adds the engine's commands names what they point to: the engine knows none of its flags."""
+
+    replay: str | None = None
+    """The command that replays a run ``check --counterexamples`` wrote, with ``{scenario}`` and ``{machine}``
+    where their paths go (None: not shown)."""
+    trace_log: str = "a JSON-lines log of its steps"
+    """The log of one run that ``diagram --trace`` reads, as the program's users know it."""
+
+
+def add_engine_commands(
+    sub: Any,
+    *,
+    default_machines: DefaultMachines,
+    replayer: MakeReplayer | None = None,
+    words: ProgramWords | None = None,
+) -> None:
     """Add ``check`` and ``diagram`` to a subparsers action; ``default_machines`` lists what they use unasked.
 
     ``replayer`` makes what writes ``check --counterexamples``' runs as files to replay (None: the
-    option is refused).
+    option is refused); ``words`` says how the program replays such a run and which log it writes.
     """
+    words = words or ProgramWords()
     check = sub.add_parser("check", help="model-check machine declarations (default: every shipped machine)")
     check.add_argument(
         "--machine", action="append", default=[], metavar="FILE", help="a machine YAML file (repeatable)"
@@ -630,10 +647,11 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines, replayer
     check.add_argument(
         "--counterexamples",
         metavar="DIR",
-        help="also write the shortest run showing each finding as a scenario in DIR, to replay with "
-        "`queryloop -p PROMPT --scenario FILE --machine MACHINE` (waits scaled down to milliseconds)",
+        help="also write the shortest run showing each finding as a scenario in DIR"
+        + (f", to replay with `{words.replay.format(scenario='FILE', machine='MACHINE')}`" if words.replay else "")
+        + " (waits scaled down to milliseconds)",
     )
-    check.set_defaults(func=cmd_check, default_machines=default_machines, make_replayer=replayer)
+    check.set_defaults(func=cmd_check, default_machines=default_machines, make_replayer=replayer, words=words)
 
     diagram = sub.add_parser(
         "diagram",
@@ -658,8 +676,7 @@ def add_engine_commands(sub: Any, *, default_machines: DefaultMachines, replayer
     diagram.add_argument(
         "--trace",
         metavar="FILE",
-        help="overlay one run (a `queryloop run --output-format stream-json --verbose` log) on the machine: "
-        "writes <out>/<FILE stem>.trace[.<layer>].<format>",
+        help=f"overlay one run ({words.trace_log}) on the machine: writes <out>/<FILE stem>.trace[.<layer>].<format>",
     )
     diagram.add_argument(
         "--whole",

@@ -19,8 +19,10 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from queryloop.fsm import UsageError, inert, run_command
-from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError, parse_rule_list
+from queryloop.fsm.cli import ProgramWords, UsageError, run_command
+from queryloop.fsm.terminal import inert
+from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
+from queryloop.handlers.tools.services.rules import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .. import __version__
@@ -127,8 +129,13 @@ def _scenario_replayer() -> ScenarioReplayer:
 
 def engine_arguments() -> dict[str, Any]:
     """What the engine's commands (``queryloop.fsm.cli``) are given: the shipped machines, used when none is
-    named, and what writes ``check --counterexamples``' runs as scenarios."""
-    return {"default_machines": shipped_machines, "replayer": _scenario_replayer}
+    named, what writes ``check --counterexamples``' runs as scenarios, and this program's words for replaying
+    one and for its log (the engine knows none of its flags)."""
+    words = ProgramWords(
+        replay="queryloop -p replay --scenario {scenario} --machine {machine}",
+        trace_log="a `queryloop run --output-format stream-json --verbose` log",
+    )
+    return {"default_machines": shipped_machines, "replayer": _scenario_replayer, "words": words}
 
 
 def add_run_command(sub: Any) -> None:

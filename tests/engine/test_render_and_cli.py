@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import re
@@ -12,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from queryloop.frontends.cli import main
-from queryloop.fsm.cli import DiagramFile, diagram_files, render_view
+from queryloop.fsm.cli import DiagramFile, add_engine_commands, diagram_files, render_view
 from queryloop.fsm.draw.ladder import layer_names
 from queryloop.fsm.model.load import load_machine
 from queryloop.machines import shipped_machines
@@ -135,6 +136,32 @@ def test_diagram_check_reports_stale_files_with_the_regenerate_command(
     (tmp_path / "circuit_breaker.dot").write_text("stale")
     assert main(["diagram", "--check", "--machine", machine, "--out", str(tmp_path), "--format", "dot"]) == 1
     assert "queryloop diagram --out diagrams" in capsys.readouterr().err
+
+
+# the agent program's flags: a prompt, a scenario for the embedded server, its output format
+AGENT_FLAGS = re.compile(r"(?<![\w-])(-p|--scenario|--output-format|--verbose)(?![\w-])")
+
+
+def _helps(parser: argparse.ArgumentParser) -> list[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [f"{name} {a.dest}: {a.help}" for name, p in sub.choices.items() for a in p._actions if a.help]
+
+
+def test_the_engine_commands_name_no_flag_of_the_agent_program() -> None:
+    """Mounted by a program of its own, ``check`` and ``diagram`` say nothing of how queryloop replays a run
+    or writes its log: the program that mounts them gives those words."""
+    parser = argparse.ArgumentParser(prog="fsm")
+    add_engine_commands(parser.add_subparsers(), default_machines=shipped_machines)
+    said = [h for h in _helps(parser) if AGENT_FLAGS.search(h)]
+    assert not said, said
+
+
+def test_the_program_tells_its_engine_commands_how_it_replays_and_logs_a_run() -> None:
+    from queryloop.frontends.cli import build_parser
+
+    helps = " ".join(_helps(build_parser()))
+    assert "`queryloop -p replay --scenario FILE --machine MACHINE`" in helps
+    assert "`queryloop run --output-format stream-json --verbose` log" in helps
 
 
 def test_png_diagrams_render_through_dot(tmp_path: Path) -> None:
