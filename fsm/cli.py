@@ -98,7 +98,7 @@ def _seconds(s: float) -> str:
 
 
 def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
-    """The worst-case time a turn spends in ``name``'s invocations, and what it rests on."""
+    """The worst-case time one step scope (``r.step``) spends in ``name``'s invocations, and what it rests on."""
     count = r.per_turn[name]
     n = "∞" if count == math.inf else str(int(count))
     return (
@@ -129,7 +129,7 @@ def _per_step_lines(r: CheckReport, where: str) -> list[str]:
     """The figures' worst case per step scope, their expressions and the worst-case waits."""
     return [
         f"  worst case per {r.step}, {where} (a bound for every cap value): {_figures(r.per_turn)}",
-        *(f"    {name} per {r.step} there = {turn}" for name, (turn, _) in r.expressions.items()),
+        *(f"    {name} per {r.step} there = {per_step}" for name, (per_step, _) in r.expressions.items()),
         *(_wait_line(r, name, total, where) for name, total in r.wait_s_per_turn.items()),
     ]
 
