@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .cli import UsageError, run_command
+    from .cli import ProgramWords, UsageError, run_command
     from .draw.ladder import View, layer_names
     from .draw.render import to_dot, to_mermaid
     from .draw.trace import Trace, TraceError, TraceStep, check_trace, read_trace
@@ -35,6 +35,7 @@ else:
         __name__,
         {
             ".cli": (
+                "ProgramWords",
                 "UsageError",
                 "run_command",
             ),
@@ -146,6 +147,7 @@ __all__ = [
     "ParamSpec",
     "PlannedStep",
     "Program",
+    "ProgramWords",
     "RunFailure",
     "RunState",
     "Runner",
