@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -561,47 +561,77 @@ class ReadOnlyReading:
     reads_dirs: bool
 
 
+@attrs.define
+class _Words:
+    """What a read-only program's words say: its operands, and what its options ask for."""
+
+    operands: list[str] = attrs.Factory(list)
+    reads_dirs: bool = False  # an option makes it read directory trees (`ls -R`)
+    pattern_given: bool = False  # grep's pattern came as an option (`-e PAT`), so every operand is a path
+
+
 def read_only_operands(command: SimpleCommand) -> ReadOnlyReading | None:
     """The files ``command`` reads when it is provably read-only; None when it is not (or cannot be shown to be)."""
     program = _READ_ONLY.get(command.name)
     if program is None or command.assignments or not command.literal:
         return None
-    paths: list[str] = list(command.reads)
-    operands: list[str] = []
-    reads_dirs = False
-    pattern_given = False
-    args = command.words[1:]
-    index, ended = 0, False
-    while index < len(args):
-        arg = args[index]
-        if ended or arg == "-" or not arg.startswith("-") or (program.operands == "text" and arg[1:].isdigit()):
+    words = _read_words(program, command.words[1:])
+    if words is None:
+        return None
+    return _reading(program, words, command.reads)
+
+
+def _read_words(program: _Program, args: Sequence[str]) -> _Words | None:
+    """Sort ``args`` into operands and allowed options; None at the first word that is not read-only."""
+    words = _Words()
+    rest = iter(args)
+    ended = False  # after `--` every word is an operand
+    for arg in rest:
+        if ended or _is_operand(program, arg):
             if any(letter in arg for letter in program.refused_letters):
                 return None
-            operands.append(arg)
+            words.operands.append(arg)
         elif arg == "--":
             ended = True
-        elif arg in program.flags:
-            reads_dirs = reads_dirs or arg in program.lists_dirs
-        elif arg in program.valued:
-            index += 1
-            if index >= len(args):
+        elif arg in program.valued and arg not in program.flags:  # its value is the next word
+            if next(rest, None) is None:
                 return None
-            pattern_given = pattern_given or arg in ("-e", "--regexp")
-        elif arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in program.valued:
-            pattern_given = pattern_given or arg.startswith("--regexp=")
-        elif not arg.startswith("--") and len(arg) > 2 and arg[:2] in program.valued:  # `-d,`, `-f1`, `-n5`
-            pattern_given = pattern_given or arg[:2] == "-e"
-        elif program.numeric and arg[1:].isdigit():
-            pass
-        else:
+            words.pattern_given = words.pattern_given or arg in ("-e", "--regexp")
+        elif not _allowed_option(program, arg, words):
             return None
-        index += 1
+    return words
+
+
+def _is_operand(program: _Program, arg: str) -> bool:
+    """Whether ``arg`` is an operand: `-` (stdin), a word not starting with `-`, or a negative number as text."""
+    return arg == "-" or not arg.startswith("-") or (program.operands == "text" and arg[1:].isdigit())
+
+
+def _allowed_option(program: _Program, arg: str, words: _Words) -> bool:
+    """Whether ``arg`` is an option ``program`` allows as it is spelled (a flag, or one with its value attached)."""
+    if arg in program.flags:
+        words.reads_dirs = words.reads_dirs or arg in program.lists_dirs
+        return True
+    if arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in program.valued:
+        words.pattern_given = words.pattern_given or arg.startswith("--regexp=")
+        return True
+    if not arg.startswith("--") and len(arg) > 2 and arg[:2] in program.valued:  # `-d,`, `-f1`, `-n5`
+        words.pattern_given = words.pattern_given or arg[:2] == "-e"
+        return True
+    return program.numeric and arg[1:].isdigit()
+
+
+def _reading(program: _Program, words: _Words, reads: tuple[str, ...]) -> ReadOnlyReading | None:
+    """The files a read-only command reads: its redirections' and its file operands (None: operands it refuses)."""
+    operands = words.operands
     if program.operands == "none" and operands:
         return None
-    if program.operands == "pattern" and not pattern_given:
+    if program.operands == "pattern" and not words.pattern_given:
         if not operands:
             return None
-        operands = operands[1:]
+        operands = operands[1:]  # the first is grep's pattern
+    paths: list[str] = list(reads)
+    reads_dirs = words.reads_dirs
     if program.operands in ("paths", "pattern"):
         paths.extend(o for o in operands if o != "-")
         if not operands and program.default_cwd:
