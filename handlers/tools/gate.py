@@ -22,7 +22,7 @@ from queryloop.fsm import EffectContext, Event, RunState, inert, uses
 from ..hooks import HookOutcome, context_notes, hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
-from ..session import hidden_calls, matching_entry, replayed_result
+from ..session import LedgerEntry, hidden_calls, matching_entry, replayed_result
 from .data import T, ToolServices, close_open_calls, with_tools
 from .services.base import ToolError, ToolSpec, resolve_inside_cwd
 from .services.catalog import find_tool
@@ -195,90 +195,148 @@ async def _answer(
     return call, "deny", f"{reason} (this run cannot ask, so it is denied)", verdict
 
 
+@attrs.define
+class _Tally:
+    """The gate's decisions so far in one turn, in the model's order; :meth:`outcome` freezes them."""
+
+    allowed: list[ToolCall] = attrs.Factory(list)
+    denied: list[dict[str, Any]] = attrs.Factory(list)  # the error results of the calls that do not run
+    denials: list[dict[str, Any]] = attrs.Factory(list)  # the refused calls, for the result's permission_denials
+    unknown: bool = False  # a call got an error that is no denial (no such tool, no checkpoint)
+    replayed: int = 0
+    checkpoints: int = 0
+    sources: list[tuple[str, str]] = attrs.Factory(list)  # who decided, where not the rules or the mode
+    notes: list[str] = attrs.Factory(list)  # the hooks' context for the model, sent after this turn's results
+
+    def outcome(self, pending: Iterable[ToolCall], always: set[str]) -> GateOutcome:
+        # Only a turn whose every call was refused is a denial the repeated-denial breaker counts.
+        refused_all = not (self.allowed or self.unknown or self.replayed)
+        return GateOutcome(
+            allowed=tuple(self.allowed),
+            denied=tuple(self.denied),
+            denials=tuple(self.denials),
+            always_allowed=frozenset(always),
+            signature=denial_signature(pending) if refused_all else None,
+            replayed=self.replayed,
+            checkpoints=self.checkpoints,
+            sources=tuple(self.sources),
+            notes=tuple(self.notes),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class _Ruling:
+    """What stands for one call once the hook, the rules and whoever was asked have spoken."""
+
+    call: ToolCall  # maybe with new input (a hook's or the permission callback's)
+    behavior: str
+    reason: str
+    verdict: PermissionDecision
+    refused_by_hook: HookVerdict | None  # the hook's deny, or its ask that nobody can answer
+
+
 async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
     """Decide every pending call: the lookup, PreToolUse hooks (deny > ask > allow), rules (deny always wins)."""
     services = ctx.services
-    always = set(ctx.run.data.tools.always_allowed)  # rules the user created by answering "always"
-    allowed: list[ToolCall] = []
-    denied: list[dict[str, Any]] = []
-    denials: list[dict[str, Any]] = []
-    unknown = False  # a call got an error that is no denial (no such tool, no checkpoint)
     data = ctx.run.data
+    always = set(data.tools.always_allowed)  # rules the user created by answering "always"
     hidden = hidden_calls(data.session, data.messages) if data.session.ledger else []
-    replayed = checkpoints = 0
-    sources: list[tuple[str, str]] = []  # who decided, where not the rules or the mode
-    notes: list[str] = []  # the hooks' context for the model, sent after this turn's results
-    hooked = services.hooks.configured  # none configured: no PreToolUse payload to build, no hook to ask
+    tally = _Tally()
     for call in data.tools.pending:
         tool = find_tool(services, data.request.tool_catalog, call.name)
         if tool is None:  # no such tool: nothing to ask a hook or a rule about
-            denied.append(dict(unknown_tool_result(call, removed_by_deny_rule=services.rules.hides(call.name))))
-            unknown = True
+            tally.denied.append(dict(unknown_tool_result(call, removed_by_deny_rule=services.rules.hides(call.name))))
+            tally.unknown = True
             continue
-        pre = (
-            await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
-            if hooked
-            else None
-        )
-        if stopped(pre):
-            assert pre is not None
-            return Event(name="stopped_by_hook", data=pre)
-        notes.extend(context_notes(pre, f"PreToolUse:{call.name} hook"))
-        if pre is not None and pre.updated_input is not None:
-            call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
-        verdict, by_hook = _with_hook_verdict(_decide(call, services, always, open_ask=pre is not None), pre, services)
-        behavior: str = verdict.behavior
-        reason = verdict.reason
-        refused_by_hook = by_hook if behavior == "deny" else None  # its deny, or its ask that nobody can answer
-        if by_hook is not None:
-            sources.append((call.id, "hook"))  # the hook's verdict, not the rules', decided
-        if behavior == "ask":
-            known = len(always)
-            call, behavior, reason, verdict = await _answer(call, reason, verdict, services, always)
-            if services.can_use_tool is not None or services.interactive:  # somebody was asked
-                source = "user_permanent" if len(always) > known else "user_temporary"
-                sources.append((call.id, source if behavior == "allow" else "user_reject"))
-        if behavior == "allow":
-            entry = matching_entry(call, hidden, tool.attempt_fields) if hidden else None
-            if entry is not None:  # it already ran: its recorded result, not a second run
-                denied.append(dict(replayed_result(call, entry)))
-                replayed += 1
-                continue
-            try:
-                if services.session is not None and services.session.writes:  # else nothing is kept: none to take
-                    checkpoints += await _checkpoint(ctx, call, tool)
-            except OSError as exc:
-                why = f"Not run: the checkpoint of the file it changes could not be stored ({exc}); nothing was changed"
-                denied.append(dict(tool_result_block(call.id, why, is_error=True)))
-                unknown = True
-                continue
-            allowed.append(call)
-        elif not verdict.listed:  # Claude Code's path-deny refusal: an input error
-            text = f"<tool_use_error>{call.name} refused: {reason}; a path deny rule covers it</tool_use_error>"
-            denied.append(dict(tool_result_block(call.id, text, is_error=True)))
-        else:
-            text = _refusal_text(call, reason, hook=refused_by_hook, cwd=services.tool_context.cwd)
-            denied.append(dict(tool_result_block(call.id, text, is_error=True)))
-            denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
-    # Only a turn whose every call was refused is a denial the repeated-denial breaker counts.
-    signature = None if allowed or unknown or replayed else denial_signature(data.tools.pending)
-    outcome = GateOutcome(
-        allowed=tuple(allowed),
-        denied=tuple(denied),
-        denials=tuple(denials),
-        always_allowed=frozenset(always),
-        signature=signature,
-        replayed=replayed,
-        checkpoints=checkpoints,
-        sources=tuple(sources),
-        notes=tuple(notes),
-    )
-    if replayed:
+        stop = await _gate_call(ctx, call, tool, hidden, always, tally)
+        if stop is not None:
+            return Event(name="stopped_by_hook", data=stop)
+    outcome = tally.outcome(data.tools.pending, always)
+    if outcome.replayed:
         return Event(name="tools_already_done", data=outcome)
-    if signature is None:
+    if outcome.signature is None:
         return Event(name="tools_permitted", data=outcome)
-    again = signature == ctx.run.data.tools.last_denial
+    again = outcome.signature == data.tools.last_denial
     return Event(name="tools_denied_again" if again else "tools_denied", data=outcome)
+
+
+async def _gate_call(
+    ctx: EffectContext[T, ToolServices],
+    call: ToolCall,
+    tool: ToolSpec,
+    hidden: list[LedgerEntry],
+    always: set[str],
+    tally: _Tally,
+) -> HookOutcome | None:
+    """Decide one call of a tool this run offers into ``tally``; the PreToolUse outcome when a hook stops the run."""
+    pre = (
+        await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
+        if ctx.services.hooks.configured  # none configured: no PreToolUse payload to build, no hook to ask
+        else None
+    )
+    if stopped(pre):
+        assert pre is not None
+        return pre
+    tally.notes.extend(context_notes(pre, f"PreToolUse:{call.name} hook"))
+    if pre is not None and pre.updated_input is not None:
+        call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
+    ruling = await _rule_on(call, pre, ctx.services, always, tally)
+    if ruling.behavior == "allow":
+        await _admit(ctx, ruling.call, tool, hidden, tally)
+    else:
+        tally.denied.append(dict(tool_result_block(ruling.call.id, _refusal(ruling, ctx.services), is_error=True)))
+        if ruling.verdict.listed:
+            call = ruling.call
+            tally.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
+    return None
+
+
+async def _rule_on(
+    call: ToolCall, pre: HookOutcome | None, services: ToolServices, always: set[str], tally: _Tally
+) -> _Ruling:
+    """The hook's and the rules' verdict on ``call``; where it asks, the answer of whoever can give one."""
+    verdict, by_hook = _with_hook_verdict(_decide(call, services, always, open_ask=pre is not None), pre, services)
+    behavior: str = verdict.behavior
+    reason = verdict.reason
+    refused_by_hook = by_hook if behavior == "deny" else None
+    if by_hook is not None:
+        tally.sources.append((call.id, "hook"))  # the hook's verdict, not the rules', decided
+    if behavior == "ask":
+        known = len(always)
+        call, behavior, reason, verdict = await _answer(call, reason, verdict, services, always)
+        if services.can_use_tool is not None or services.interactive:  # somebody was asked
+            source = "user_permanent" if len(always) > known else "user_temporary"
+            tally.sources.append((call.id, source if behavior == "allow" else "user_reject"))
+    return _Ruling(call=call, behavior=behavior, reason=reason, verdict=verdict, refused_by_hook=refused_by_hook)
+
+
+async def _admit(
+    ctx: EffectContext[T, ToolServices], call: ToolCall, tool: ToolSpec, hidden: list[LedgerEntry], tally: _Tally
+) -> None:
+    """A permitted call: answered from the ledger if it already ran, else checkpointed and let run."""
+    entry = matching_entry(call, hidden, tool.attempt_fields) if hidden else None
+    if entry is not None:  # it already ran: its recorded result, not a second run
+        tally.denied.append(dict(replayed_result(call, entry)))
+        tally.replayed += 1
+        return
+    store = ctx.services.session
+    try:
+        if store is not None and store.writes:  # else nothing is kept: none to take
+            tally.checkpoints += await _checkpoint(ctx, call, tool)
+    except OSError as exc:
+        why = f"Not run: the checkpoint of the file it changes could not be stored ({exc}); nothing was changed"
+        tally.denied.append(dict(tool_result_block(call.id, why, is_error=True)))
+        tally.unknown = True
+        return
+    tally.allowed.append(call)
+
+
+def _refusal(ruling: _Ruling, services: ToolServices) -> str:
+    """The error result's text of a call the ruling refuses."""
+    call = ruling.call
+    if not ruling.verdict.listed:  # Claude Code's path-deny refusal: an input error
+        return f"<tool_use_error>{call.name} refused: {ruling.reason}; a path deny rule covers it</tool_use_error>"
+    return _refusal_text(call, ruling.reason, hook=ruling.refused_by_hook, cwd=services.tool_context.cwd)
 
 
 async def _checkpoint(ctx: EffectContext[T, ToolServices], call: ToolCall, tool: ToolSpec) -> int:
