@@ -6,9 +6,9 @@ completed non-idempotent call is written to the ledger on disk first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 import attrs
 from attrs import evolve
@@ -21,9 +21,9 @@ from ..outcome import Notice, evolved, with_outcome
 from ..request import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
-from .services.base import BackgroundTask, ToolContext
+from .services.base import BackgroundTask, ToolContext, ToolSpec
 from .services.catalog import turn_registry
-from .services.dispatch import run_tool_calls
+from .services.dispatch import ToolRegistry, run_tool_calls
 
 __all__ = [
     "INTERRUPTED",
@@ -54,6 +54,61 @@ class ToolsDone:
     notes: tuple[str, ...] = ()  # what the PreToolUse, then the PostToolUse hooks told the model, labelled
 
 
+class _Completions(Generic[T]):
+    """The turn's results as they complete: each published, each call of a tool that is not idempotent
+    recorded in the ledger, and what an abort would report as done kept up to date."""
+
+    def __init__(self, ctx: EffectContext[T, ToolServices], registry: ToolRegistry) -> None:
+        self.ctx = ctx
+        self.data = ctx.run.data
+        self.registry = registry
+        self.calls = {c.id: c for c in self.data.tools.pending}  # the calls that run (not the gate's refusals)
+        self.completed: list[dict[str, Any]] = []
+        self.recorded: list[LedgerEntry] = []
+        self.started: list[BackgroundTask] = []  # work calls started and left running (background sub-agents)
+
+    def on_result(self, call: ToolCall, result: dict[str, object]) -> None:
+        context = self.ctx.services.tool_context
+        records = context.responses
+        self.ctx.publish(
+            ToolResultPublished(call=call, result=result, record=records.get(call.id) if records else None)
+        )
+        if call.id not in self.calls:
+            return  # a refusal of the gate: it never ran
+        task = context.background.started_by(call.id) if context.background is not None else None
+        if task is not None:
+            self.started.append(task)
+        tool = self.registry.get(call.name)
+        if tool is not None and not tool.idempotent:
+            self.recorded.append(self._record(call, tool, result))
+        self.completed.append(dict(result))
+        self.ctx.save(self.done_so_far)  # what an abort now reports as done
+
+    def _record(self, call: ToolCall, tool: ToolSpec, result: dict[str, object]) -> LedgerEntry:
+        """The call's ledger entry, written to the session's ledger first when the session keeps one."""
+        entry = LedgerEntry(
+            tool_use_id=call.id,
+            name=call.name,
+            input_hash=input_hash(call.name, call.input, tool.attempt_fields),
+            input=dict(call.input),
+            result=dict(result),
+            prompt_id=self.data.session.prompt_id,
+        )
+        store = self.ctx.services.session
+        if store is not None:
+            try:
+                store.record(entry)  # durable before anything else: a kill now still knows it ran
+            except OSError as exc:  # the run goes on; the entry is kept in the run data, not on disk
+                self.ctx.publish(
+                    Notice(f"warning: cannot write the side-effect ledger ({exc}); {call.name} is not on disk")
+                )
+        return entry
+
+    def done_so_far(self) -> T:
+        partial = with_tools(self.data, completed=tuple(self.completed))
+        return with_session(partial, ledger=(*self.data.session.ledger, *self.recorded)) if self.recorded else partial
+
+
 async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     """Run the permitted calls; merge their results with the gate's refusals in the model's order.
 
@@ -65,92 +120,69 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     data = ctx.run.data
     tools = data.tools
     services = ctx.services
-    publish = ctx.publish
-    calls = {c.id: c for c in tools.pending}
     registry = turn_registry(services, data.request.tool_catalog)
-    completed: list[dict[str, Any]] = []
-    recorded: list[LedgerEntry] = []
-    started: list[BackgroundTask] = []
-    background = services.tool_context.background
-
-    def on_result(call: ToolCall, result: dict[str, object]) -> None:
-        records = services.tool_context.responses
-        publish(ToolResultPublished(call=call, result=result, record=records.get(call.id) if records else None))
-        if call.id not in calls:
-            return  # a refusal of the gate: it never ran
-        task = background.started_by(call.id) if background is not None else None
-        if task is not None:
-            started.append(task)
-        tool = registry.get(call.name)
-        if tool is not None and not tool.idempotent:
-            entry = LedgerEntry(
-                tool_use_id=call.id,
-                name=call.name,
-                input_hash=input_hash(call.name, call.input, tool.attempt_fields),
-                input=dict(call.input),
-                result=dict(result),
-                prompt_id=data.session.prompt_id,
-            )
-            if services.session is not None:
-                try:
-                    services.session.record(entry)  # durable before anything else: a kill now still knows it ran
-                except OSError as exc:  # the run goes on; the entry is kept in the run data, not on disk
-                    publish(Notice(f"warning: cannot write the side-effect ledger ({exc}); {call.name} is not on disk"))
-            recorded.append(entry)
-        completed.append(dict(result))
-        ctx.save(done_so_far)  # what an abort now reports as done
-
-    def done_so_far() -> T:
-        partial = with_tools(data, completed=tuple(completed))
-        return with_session(partial, ledger=(*data.session.ledger, *recorded)) if recorded else partial
-
-    if tools.denied:  # the gate's refusals are complete already: shown before anything runs
-        last = ctx.run.data.messages.last()
-        content = last["content"] if last and last["role"] == "assistant" else ()
-        asked = {c.id: c for c in tool_calls_of(content)} if isinstance(content, list) else {}
-        for refusal in tools.denied:
-            call = asked.get(str(refusal["tool_use_id"]))
-            if call is not None:
-                on_result(call, dict(refusal))
-
+    sink = _Completions(ctx, registry)
+    _show_refusals(data, sink.on_result)
     context = _with_checkpoints(services, data.session.prompt_id)
     ran = await run_tool_calls(
         tools.pending,
         registry,
         context,
-        on_result=on_result,  # type: ignore[arg-type]
+        on_result=sink.on_result,  # type: ignore[arg-type]
         runner=services.call_runner,
     )
     by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
     responses = services.tool_context.responses
     made = {i: responses.pop(i) for i in by_id if i in responses} if responses is not None else {}
-    stop: HookOutcome | None = None
-    notes: dict[str, tuple[str, ...]] = {}
-    if services.hooks.configured:
-        for tool_use_id, result in by_id.items():
-            call = calls.get(tool_use_id)
-            if call is None:
-                continue  # refused by the gate: it never ran, PostToolUse does not apply
-            payload = {
-                "tool_name": call.name,
-                "tool_input": call.input,
-                "tool_use_id": call.id,
-                "tool_response": _tool_response(call, result, made.get(tool_use_id)),
-            }
-            post = await hook(ctx, "PostToolUse", payload)
-            if post is None:
-                continue
-            by_id[tool_use_id] = _apply_post_hook(result, post)
-            notes[tool_use_id] = tool_hook_notes(post, call.name)
-            if not post.continue_:
-                stop = post
-    order = tools.order or tuple(calls)
+    stop, notes = await _post_tool_use(ctx, sink.calls, by_id, made) if services.hooks.configured else (None, {})
+    order = tools.order or tuple(sink.calls)
     results = tuple(by_id[i] for i in order if i in by_id)
     said = (*tools.hook_notes, *(note for i in order for note in notes.get(i, ())))
-    return Event(
-        name="stopped_by_hook" if stop is not None else "tools_finished",
-        data=ToolsDone(results=results, stop=stop, ledger=tuple(recorded), started=tuple(started), notes=said),
-    )
+    done = ToolsDone(results=results, stop=stop, ledger=tuple(sink.recorded), started=tuple(sink.started), notes=said)
+    return Event(name="stopped_by_hook" if stop is not None else "tools_finished", data=done)
+
+
+def _show_refusals(data: T, on_result: Callable[[ToolCall, dict[str, object]], None]) -> None:
+    """The gate's refusals, complete already: shown before anything runs."""
+    if not data.tools.denied:
+        return
+    last = data.messages.last()
+    content = last["content"] if last and last["role"] == "assistant" else ()
+    asked = {c.id: c for c in tool_calls_of(content)} if isinstance(content, list) else {}
+    for refusal in data.tools.denied:
+        call = asked.get(str(refusal["tool_use_id"]))
+        if call is not None:
+            on_result(call, dict(refusal))
+
+
+async def _post_tool_use(
+    ctx: EffectContext[T, ToolServices],
+    calls: Mapping[str, ToolCall],
+    by_id: dict[str, dict[str, Any]],
+    made: Mapping[str, Any],
+) -> tuple[HookOutcome | None, dict[str, tuple[str, ...]]]:
+    """Each run call's result through the PostToolUse hooks (``by_id`` updated in place): the outcome that
+    stops the run, if one does, and each call's notes for the model."""
+    stop: HookOutcome | None = None
+    notes: dict[str, tuple[str, ...]] = {}
+    for tool_use_id, result in by_id.items():
+        call = calls.get(tool_use_id)
+        if call is None:
+            continue  # refused by the gate: it never ran, PostToolUse does not apply
+        payload = {
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_use_id": call.id,
+            "tool_response": _tool_response(call, result, made.get(tool_use_id)),
+        }
+        post = await hook(ctx, "PostToolUse", payload)
+        if post is None:
+            continue
+        by_id[tool_use_id] = _apply_post_hook(result, post)
+        notes[tool_use_id] = tool_hook_notes(post, call.name)
+        if not post.continue_:
+            stop = post
+    return stop, notes
 
 
 def _tool_response(call: ToolCall, result: Mapping[str, Any], made: Any) -> Any:
