@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
+import attrs
+
 from .base import (
     ToolContext,
     ToolError,
@@ -112,6 +114,18 @@ def _lines(text: IO[str], keep: int) -> Iterator[tuple[str, bool]]:
         yield head.rstrip("\r\n"), cut
 
 
+@attrs.define
+class _Page:
+    """The lines Read shows of a text file, numbered, and what it says about the rest."""
+
+    numbered: list[str] = attrs.Factory(list)  # as the model sees them
+    lines: list[str] = attrs.Factory(list)  # the lines shown, without their numbers (the hooks' ``tool_response``)
+    used: int = 0  # characters of ``numbered`` joined
+    last_shown: int = 0
+    total_seen: int = 0  # the last line number read
+    stop_note: str = ""  # why the page stops before the file ends, and how to read on
+
+
 def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     path, shown = _require_file(
         tool_input["file_path"],
@@ -122,14 +136,6 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
     # offset is a 1-based line number; 0 is accepted and means the first line.
     offset: int = max(tool_input.get("offset", 1), 1)
     limit: int = tool_input.get("limit", READ_DEFAULT_LIMIT)
-    budget = max(ctx.max_output_chars - _NOTE_RESERVE - len(shown), 0)
-
-    parts: list[str] = []
-    lines: list[str] = []  # the lines shown, without their numbers (the hooks' ``tool_response``)
-    used = 0
-    last_shown = 0
-    stop_note = ""
-    total_seen = 0
     with _open_regular(path, shown, "Read reads") as raw:
         if path.suffix.lower() in IMAGE_EXTENSIONS:
             return read_image(path, shown, raw, respond=ctx.responses is not None)
@@ -140,52 +146,60 @@ def _read_file(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raw.seek(0)
         # Split on "\n" only, as Grep numbers lines, so both tools agree on line numbers.
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
-        numbered_lines = enumerate(_lines(text, READ_MAX_LINE_CHARS), start=1)
-        for number, (line, cut) in numbered_lines:
-            total_seen = number
-            if number < offset:
-                continue
-            if number >= offset + limit:
-                # The model's own limit needs no note (as in Claude Code); the default one does.
-                if "limit" not in tool_input:
-                    stop_note = (
-                        f"[{shown} continues after line {last_shown}; "
-                        f"call Read with offset={last_shown + 1} to see more]"
-                    )
-                break
-            # Claude Code's prefix: the line number unpadded, a tab; lines joined by "\n".
-            numbered = (
-                f"{number}\t{line}... [line cut at {READ_MAX_LINE_CHARS} characters]" if cut else f"{number}\t{line}"
-            )
-            if used + len(numbered) + 1 > budget and parts:
-                stop_note = (
-                    f"[output limit of {ctx.max_output_chars} characters reached after line {last_shown}; "
-                    f"call Read with offset={last_shown + 1} to continue]"
-                )
-                break
-            parts.append(numbered)
-            lines.append(line)
-            used += len(numbered) + 1
-            last_shown = number
-        if ctx.responses is not None:  # a PostToolUse hook is told the file's length: count the lines not shown
-            total_seen = max((n for n, _ in numbered_lines), default=total_seen)
+        page = _read_page(text, shown, offset, limit, ctx=ctx, limit_given="limit" in tool_input)
     response = None
     if ctx.responses is not None:
-        response = _read_response(str(tool_input["file_path"]), lines, offset, total_seen)
+        response = _read_response(str(tool_input["file_path"]), page.lines, offset, page.total_seen)
+    return ToolOutput(content=_page_text(page, shown, offset), response=response)
 
+
+def _read_page(
+    text: io.TextIOWrapper, shown: str, offset: int, limit: int, *, ctx: ToolContext, limit_given: bool
+) -> _Page:
+    """Lines ``offset`` on of ``text``, numbered, up to ``limit`` lines and the output budget."""
+    budget = max(ctx.max_output_chars - _NOTE_RESERVE - len(shown), 0)
+    page = _Page()
+    numbered_lines = enumerate(_lines(text, READ_MAX_LINE_CHARS), start=1)
+    for number, (line, cut) in numbered_lines:
+        page.total_seen = number
+        if number < offset:
+            continue
+        if number >= offset + limit:
+            # The model's own limit needs no note (as in Claude Code); the default one does.
+            if not limit_given:
+                page.stop_note = (
+                    f"[{shown} continues after line {page.last_shown}; "
+                    f"call Read with offset={page.last_shown + 1} to see more]"
+                )
+            break
+        # Claude Code's prefix: the line number unpadded, a tab; lines joined by "\n".
+        numbered = f"{number}\t{line}... [line cut at {READ_MAX_LINE_CHARS} characters]" if cut else f"{number}\t{line}"
+        if page.used + len(numbered) + 1 > budget and page.numbered:
+            page.stop_note = (
+                f"[output limit of {ctx.max_output_chars} characters reached after line {page.last_shown}; "
+                f"call Read with offset={page.last_shown + 1} to continue]"
+            )
+            break
+        page.numbered.append(numbered)
+        page.lines.append(line)
+        page.used += len(numbered) + 1
+        page.last_shown = number
+    if ctx.responses is not None:  # a PostToolUse hook is told the file's length: count the lines not shown
+        page.total_seen = max((n for n, _ in numbered_lines), default=page.total_seen)
+    return page
+
+
+def _page_text(page: _Page, shown: str, offset: int) -> str:
+    """What the model reads: the numbered lines and the stop note, or a note why there are none."""
     # Nothing to show is no error: a note the model reads in a <system-reminder> tag, as Claude Code sends it.
-    if total_seen == 0:
-        note = f"<system-reminder>Note: {shown} exists and is empty.</system-reminder>"
-        return ToolOutput(content=note, response=response)
-    if not parts:
-        return ToolOutput(
-            content=f"<system-reminder>Note: offset {offset} is past the end of {shown}, which has {total_seen} "
-            f"lines; use an offset between 1 and {total_seen}.</system-reminder>",
-            response=response,
+    if page.total_seen == 0:
+        return f"<system-reminder>Note: {shown} exists and is empty.</system-reminder>"
+    if not page.numbered:
+        return (
+            f"<system-reminder>Note: offset {offset} is past the end of {shown}, which has {page.total_seen} "
+            f"lines; use an offset between 1 and {page.total_seen}.</system-reminder>"
         )
-    if stop_note:
-        parts.append(stop_note)
-    return ToolOutput(content="\n".join(parts), response=response)
+    return "\n".join([*page.numbered, page.stop_note] if page.stop_note else page.numbered)
 
 
 def _read_response(path: str, lines: list[str], offset: int, total: int) -> dict[str, Any]:
