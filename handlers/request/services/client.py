@@ -11,7 +11,7 @@ import asyncio
 import email.utils
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 
 import attrs
@@ -270,6 +270,7 @@ class _Attempt:
         self.model = req.model
         self.note: str | None = None
         self.assembler: _Assembler | None = None  # a streamed reply's blocks so far
+        self.message_id: str | None = None  # a streamed reply's, from its message_start
 
     def elapsed_ms(self) -> float:
         return (time.monotonic() - self.started) * 1000.0
@@ -611,13 +612,31 @@ async def _send_streaming(
     on_text: Callable[[str], None] | None,
     on_event: StreamListener | None,
 ) -> ModelReply | ModelFailure:
+    opened = await _open_stream(client, req, attempt)
+    if isinstance(opened, ModelFailure):
+        return opened
+    stream = opened
+    attempt.status = stream.response.status_code
+    attempt.request_id = stream.response.headers.get("request-id")
+    asm = attempt.assembler = _Assembler(on_text)
+    try:
+        broken = await _read_stream(stream, req, attempt, asm, on_event)
+    finally:
+        await _close_quietly(stream)
+    return broken if broken is not None else _streamed_reply(attempt, asm)
+
+
+async def _open_stream(
+    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
+) -> anthropic.AsyncStream[object] | ModelFailure:
+    """The response's stream once its headers came, or the failure that came instead (within the idle timeout)."""
     import anthropic
     from anthropic.types import Message
 
     idle = req.idle_timeout_s
     try:
         async with asyncio.timeout(idle):
-            stream = await client.post(
+            return await client.post(
                 "/v1/messages",
                 cast_to=Message,
                 content=_body(req),
@@ -635,62 +654,86 @@ async def _send_streaming(
     except anthropic.APIConnectionError as exc:
         return attempt.from_transport_error(exc)
 
-    attempt.status = stream.response.status_code
-    attempt.request_id = stream.response.headers.get("request-id")
-    asm = attempt.assembler = _Assembler(on_text)
-    message_id: str | None = None
-    try:
-        iterator = stream.__aiter__()
-        while True:
-            try:
-                # asyncio.timeout (not wait_for) keeps the SDK's generator in this task.
-                async with asyncio.timeout(idle):
-                    event = await iterator.__anext__()
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                return attempt.fail(
-                    "stream_broken",
-                    f"stream idle timeout: no event for {idle:g} s after {len(asm.done)} complete blocks",
-                    error_type="stream_idle_timeout",
-                    partial=asm.completed,
-                )
-            except anthropic.APIStatusError as exc:  # `event: error` after the 200
-                return attempt.from_status_error(exc, partial=asm.completed)
-            except Exception as exc:  # cut connection, malformed SSE/JSON: the SDK does not wrap these
-                return attempt.fail(
-                    "stream_broken",
-                    f"stream broke after {len(asm.done)} complete blocks: {type(exc).__name__}: {exc}",
-                    error_type="stream_error",
-                    partial=asm.completed,
-                )
-            if not isinstance(event, dict):
-                continue  # every event of the API is an object
-            if on_event is not None:  # message_start's with the time it took to come, as Claude Code's line has
-                on_event(
-                    _as_arrived(event), round(attempt.elapsed_ms()) if event.get("type") == "message_start" else None
-                )
-            kind = event.get("type")
-            if kind == "message_start":
-                message = event.get("message") or {}
-                attempt.model = well_formed(message.get("model")) or req.model
-                message_id = well_formed(message.get("id")) or None
-                attempt.usage.update(_usage_dict(message.get("usage")))
-            elif kind == "content_block_start":
-                asm.start(event)
-            elif kind == "content_block_delta":
-                if asm.delta(event) and attempt.ttft_ms is None:
-                    attempt.ttft_ms = attempt.elapsed_ms()
-            elif kind == "content_block_stop":
-                asm.stop(event)
-            elif kind == "message_delta":
-                attempt.stop_reason = (event.get("delta") or {}).get("stop_reason")
-                attempt.usage.update(_usage_dict(event.get("usage")))
-            elif kind == "message_stop":
-                asm.saw_stop = True
-    finally:
-        await _close_quietly(stream)
 
+_STREAM_ENDED: Final = object()  # the stream's last event came (an event of the API itself is never this object)
+
+
+async def _read_stream(
+    stream: anthropic.AsyncStream[object],
+    req: ModelRequest,
+    attempt: _Attempt,
+    asm: _Assembler,
+    on_event: StreamListener | None,
+) -> ModelFailure | None:
+    """Every event of ``stream`` into ``attempt`` and ``asm``, to its end; the failure when it breaks first."""
+    iterator = stream.__aiter__()
+    while True:
+        event = await _next_event(iterator, req.idle_timeout_s, attempt, asm)
+        if event is _STREAM_ENDED:
+            return None
+        if isinstance(event, ModelFailure):
+            return event
+        if not isinstance(event, dict):
+            continue  # every event of the API is an object
+        if on_event is not None:  # message_start's with the time it took to come, as Claude Code's line has
+            on_event(_as_arrived(event), round(attempt.elapsed_ms()) if event.get("type") == "message_start" else None)
+        _take_event(event, req, attempt, asm)
+
+
+async def _next_event(
+    iterator: AsyncIterator[object], idle: float, attempt: _Attempt, asm: _Assembler
+) -> object | ModelFailure:
+    """The stream's next event, :data:`_STREAM_ENDED` after its last, or the failure when none comes in ``idle`` s."""
+    import anthropic
+
+    try:
+        # asyncio.timeout (not wait_for) keeps the SDK's generator in this task.
+        async with asyncio.timeout(idle):
+            return await iterator.__anext__()
+    except StopAsyncIteration:
+        return _STREAM_ENDED
+    except TimeoutError:
+        return attempt.fail(
+            "stream_broken",
+            f"stream idle timeout: no event for {idle:g} s after {len(asm.done)} complete blocks",
+            error_type="stream_idle_timeout",
+            partial=asm.completed,
+        )
+    except anthropic.APIStatusError as exc:  # `event: error` after the 200
+        return attempt.from_status_error(exc, partial=asm.completed)
+    except Exception as exc:  # cut connection, malformed SSE/JSON: the SDK does not wrap these
+        return attempt.fail(
+            "stream_broken",
+            f"stream broke after {len(asm.done)} complete blocks: {type(exc).__name__}: {exc}",
+            error_type="stream_error",
+            partial=asm.completed,
+        )
+
+
+def _take_event(event: dict[str, Any], req: ModelRequest, attempt: _Attempt, asm: _Assembler) -> None:
+    """One event of the stream: the message's model, id and usage into ``attempt``, its blocks into ``asm``."""
+    kind = event.get("type")
+    if kind == "message_start":
+        message = event.get("message") or {}
+        attempt.model = well_formed(message.get("model")) or req.model
+        attempt.message_id = well_formed(message.get("id")) or None
+        attempt.usage.update(_usage_dict(message.get("usage")))
+    elif kind == "content_block_start":
+        asm.start(event)
+    elif kind == "content_block_delta":
+        if asm.delta(event) and attempt.ttft_ms is None:
+            attempt.ttft_ms = attempt.elapsed_ms()
+    elif kind == "content_block_stop":
+        asm.stop(event)
+    elif kind == "message_delta":
+        attempt.stop_reason = (event.get("delta") or {}).get("stop_reason")
+        attempt.usage.update(_usage_dict(event.get("usage")))
+    elif kind == "message_stop":
+        asm.saw_stop = True
+
+
+def _streamed_reply(attempt: _Attempt, asm: _Assembler) -> ModelReply | ModelFailure:
+    """The reply a stream that ran to its end assembled; a failure when it never said ``message_stop``."""
     if not asm.saw_stop:
         return attempt.fail(
             "stream_broken",
@@ -707,7 +750,7 @@ async def _send_streaming(
         model=attempt.model,
         request_id=attempt.request_id,
         log=attempt.log(),
-        message_id=message_id,
+        message_id=attempt.message_id,
     )
 
 
