@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
     import anthropic
 
+    from queryloop.fsm import Program
+    from queryloop.handlers.request import ModelBackend
+
     from ..mockapi.replay import ScenarioReplayer
     from ..mockapi.scenario import Scenario
     from ..run.agent import AgentRun
@@ -862,11 +865,10 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
 
     import attrs
 
-    from queryloop.handlers.request import AnthropicBackend
+    from ..run.agent import query_loop_program
 
-    from ..run.agent import AgentRun, query_loop_program
-    from .console import renderer_for
-    from .print_commands import local_answer, print_command
+    # the modules a prompt's run needs load now, while the SDK still loads in the background (..run.startup)
+    from . import console, print_commands  # noqa: F401
 
     task = asyncio.current_task()
     assert task is not None
@@ -883,78 +885,120 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
         # session (stream-json, interactive) runs the shipped one.
         serving = args.input_format == "stream-json" or args.interactive
         program = query_loop_program(str(args.machine)) if args.machine and not serving else query_loop_program()
-        http_client = startup.http_client()  # here the run waits for the SDK, if it is still loading
-        import anthropic  # loaded by now; not at the top: `queryloop check` and the engine commands never need it
-
-        if server is not None:
-            client = anthropic.AsyncAnthropic(
-                api_key="offline-scenario", base_url=server.url, max_retries=0, http_client=http_client
-            )
-        else:
-            client = anthropic.AsyncAnthropic(max_retries=0, http_client=http_client)
+        client = _anthropic_client(startup, None if server is None else server.url)
         if args.output_format == "stream-json":  # each user line's tool_use_result is the tool's own record
             options = attrs.evolve(options, tools=attrs.evolve(options.tools, records=True))
-        if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
-            from .sdk_protocol import serve_sdk_session
-
-            return await serve_sdk_session(options, AnthropicBackend(client), args)
-        if args.interactive:
-            from .interactive import serve_interactive  # here: prompt_toolkit loads only for a session
-
-            interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
-            return await serve_interactive(options, AnthropicBackend(client), args)
-        command = print_command(options.prompt)  # /compact, /clear, an unknown /name: never sent as it is
-        if command is not None and command.name == "compact":
-            options = attrs.evolve(options, prompt="", compact=command.argument)
-        renderer = renderer_for(
-            args.output_format,
-            session_id=options.session.session_id,
-            verbose=args.verbose,
-            partial_messages=args.include_partial_messages,
-        )
-        run = AgentRun(options, AnthropicBackend(client), program=program, observers=(renderer,))
-        from queryloop.handlers.mcp import PromptCommandError
-
-        try:
-            await run.connect_mcp()  # the init line lists each server's status and tools
-        except PromptCommandError as exc:  # /mcp__server__prompt without its arguments: nothing was sent
-            await run.close_mcp()
-            sys.stderr.write(inert(f"queryloop: {exc}\n"))
-            return 1
-        missing = _missing_prompt_tool(run)
-        if missing is not None:  # found before anything is sent (Claude Code 2.1.235 fails at the first ask)
-            await run.close_mcp()
-            sys.stderr.write(inert(f"queryloop: error: {missing}\n"))
-            return 1
-        renderer.start(**run.init_fields())
-        answer = None if command is None else local_answer(command)
-        if answer is not None:  # answered here: no request, no turn
-            await run.close_mcp()
-            renderer.finish(_local_result(answer, options.session.session_id), run.data)
-            return 0
-        interrupts.arm()
-        try:
-            async for _ in run.events():  # the renderer is told every item, the abort step included
-                pass
-        except asyncio.CancelledError:
-            if interrupts.cancelled_by is None:
-                raise  # not ours
-            task.uncancel()  # we asked for it: the run took its abort edge; report it like any other end
-        finally:
-            interrupts.disarm()
-        result = run.result()
-        renderer.finish(result, run.data)
-        failure = run.runner.error
-        if failure is not None:  # the machine's Python raised: its traceback goes to stderr, never stdout
-            sys.stderr.write(inert(f"queryloop: the run ended in internal_error:\n{failure.traceback}"))
-            sys.stderr.flush()
+        return await _serve(options, args, program, client, interrupts)
     finally:
         if client is not None:
             await client.close()
         if server is not None:
             await server.stop()
         interrupts.close()
+
+
+def _anthropic_client(startup: Startup, scenario_url: str | None) -> anthropic.AsyncAnthropic:
+    """The SDK's client, to the embedded server of a scenario when there is one (the SDK never retries: we do)."""
+    http_client = startup.http_client()  # here the run waits for the SDK, if it is still loading
+    import anthropic  # loaded by now; not at the top: `queryloop check` and the engine commands never need it
+
+    if scenario_url is not None:
+        return anthropic.AsyncAnthropic(
+            api_key="offline-scenario", base_url=scenario_url, max_retries=0, http_client=http_client
+        )
+    return anthropic.AsyncAnthropic(max_retries=0, http_client=http_client)
+
+
+async def _serve(
+    options: AgentOptions,
+    args: argparse.Namespace,
+    program: Program,
+    client: anthropic.AsyncAnthropic,
+    interrupts: _Interrupts,
+) -> int:
+    """The run the flags ask for: the Agent SDK's session, the interactive one, or one prompt; its exit code."""
+    from queryloop.handlers.request import AnthropicBackend
+
+    if args.input_format == "stream-json":  # the Agent SDK's session: prompts and control requests on stdin
+        from .sdk_protocol import serve_sdk_session
+
+        return await serve_sdk_session(options, AnthropicBackend(client), args)
+    if args.interactive:
+        from .interactive import serve_interactive  # here: prompt_toolkit loads only for a session
+
+        interrupts.close()  # the session takes Ctrl-C and SIGTERM itself
+        return await serve_interactive(options, AnthropicBackend(client), args)
+    return await _run_prompt(options, args, program, AnthropicBackend(client), interrupts)
+
+
+async def _run_prompt(
+    options: AgentOptions, args: argparse.Namespace, program: Program, backend: ModelBackend, interrupts: _Interrupts
+) -> int:
+    """One prompt (``-p``) run to its end, rendered in the output format; its exit code."""
+    import attrs
+
+    from ..run.agent import AgentRun
+    from .console import renderer_for
+    from .print_commands import local_answer, print_command
+
+    command = print_command(options.prompt)  # /compact, /clear, an unknown /name: never sent as it is
+    if command is not None and command.name == "compact":
+        options = attrs.evolve(options, prompt="", compact=command.argument)
+    renderer = renderer_for(
+        args.output_format,
+        session_id=options.session.session_id,
+        verbose=args.verbose,
+        partial_messages=args.include_partial_messages,
+    )
+    run = AgentRun(options, backend, program=program, observers=(renderer,))
+    refused = await _connect_mcp(run)
+    if refused is not None:  # found before anything is sent
+        await run.close_mcp()
+        sys.stderr.write(inert(refused))
+        return 1
+    renderer.start(**run.init_fields())
+    answer = None if command is None else local_answer(command)
+    if answer is not None:  # answered here: no request, no turn
+        await run.close_mcp()
+        renderer.finish(_local_result(answer, options.session.session_id), run.data)
+        return 0
+    await _run_interruptibly(run, interrupts)
+    result = run.result()
+    renderer.finish(result, run.data)
+    failure = run.runner.error
+    if failure is not None:  # the machine's Python raised: its traceback goes to stderr, never stdout
+        sys.stderr.write(inert(f"queryloop: the run ended in internal_error:\n{failure.traceback}"))
+        sys.stderr.flush()
     return interrupts.exit_code(result)
+
+
+async def _connect_mcp(run: AgentRun) -> str | None:
+    """Connect the run's MCP servers (the init line lists each one's status and tools); the line saying why the
+    run cannot go on, or None."""
+    from queryloop.handlers.mcp.services.prompts import PromptCommandError
+
+    try:
+        await run.connect_mcp()
+    except PromptCommandError as exc:  # /mcp__server__prompt without its arguments: nothing was sent
+        return f"queryloop: {exc}\n"
+    missing = _missing_prompt_tool(run)  # Claude Code 2.1.235 fails only at the first ask
+    return None if missing is None else f"queryloop: error: {missing}\n"
+
+
+async def _run_interruptibly(run: AgentRun, interrupts: _Interrupts) -> None:
+    """Every step of ``run``; SIGINT or SIGTERM meanwhile makes it take its abort edge and end as any run ends."""
+    import asyncio
+
+    interrupts.arm()
+    try:
+        async for _ in run.events():  # the renderer is told every item, the abort step included
+            pass
+    except asyncio.CancelledError:
+        if interrupts.cancelled_by is None:
+            raise  # not ours
+        interrupts.task.uncancel()  # we asked for it: the run took its abort edge; report it like any other end
+    finally:
+        interrupts.disarm()
 
 
 if __name__ == "__main__":
