@@ -230,16 +230,22 @@ class Renderer:
 
     def observe(self, item: Observation) -> None:
         """One item of the run, as it happens (an observer's one entry point)."""
+        if isinstance(item, (SubagentStarted, SubagentEnded, SubagentItem)):
+            self._observe_subagent(item)
+            return
+        self._note_request(item)
+        self._show_item(item)
+
+    def _observe_subagent(self, item: SubagentStarted | SubagentEnded | SubagentItem) -> None:
+        """A sub-agent started, ended, or did something (shown with its Agent call's tags)."""
         if isinstance(item, SubagentStarted):
             self.subagents[item.tool_use_id] = item
             self.agent_work[item.tool_use_id] = _AgentWork()
             self.show_subagent_started(item)
-            return
-        if isinstance(item, SubagentEnded):
+        elif isinstance(item, SubagentEnded):
             self.agent_ends[item.report.tool_use_id] = item
             self.show_subagent_ended(item)
-            return
-        if isinstance(item, SubagentItem):
+        else:
             started = self.subagents.get(item.tool_use_id)
             self.tags = {
                 "parent_tool_use_id": item.tool_use_id,
@@ -250,7 +256,9 @@ class Renderer:
                 self.show_subagent_item(item.item)
             finally:
                 self.tags = {}
-            return
+
+    def _note_request(self, item: Observation) -> None:
+        """A request attempt's line, and the tool calls its reply made (this run's to show the results of)."""
         if isinstance(item, (AssistantMessage, RequestLogged)):
             self.show_request(item.log)
         elif isinstance(item, RequestFailed):
@@ -259,6 +267,9 @@ class Renderer:
             self._note_calls(item.message["content"])
         elif isinstance(item, RequestFailed):  # a stream cut keeps its complete tool_use blocks
             self._note_calls(item.failure.partial_content)
+
+    def _show_item(self, item: Observation) -> None:
+        """Every other item, by its kind, to the format's ``show_…`` method."""
         if isinstance(item, TextDelta):
             self.waiting(False)
             self.show_text(item.text)
@@ -276,12 +287,15 @@ class Renderer:
         elif isinstance(item, CompactionDone):
             self.show_compaction(item)
         elif isinstance(item, Notice):
-            if item.text.startswith("warning: "):  # a warning goes to stderr in every format
-                self.note((f"queryloop: {item.text}", "yellow"))
-            else:
-                self.show_notice(item)
+            self._notice(item)
         elif isinstance(item, McpProgress):
             self.show_progress(item)
+
+    def _notice(self, item: Notice) -> None:
+        if item.text.startswith("warning: "):  # a warning goes to stderr in every format
+            self.note((f"queryloop: {item.text}", "yellow"))
+        else:
+            self.show_notice(item)
 
     def show_subagent_started(self, item: SubagentStarted) -> None:
         """An Agent call started a sub-agent."""
