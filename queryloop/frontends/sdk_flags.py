@@ -157,6 +157,21 @@ def prepare_sdk_flags(args: argparse.Namespace) -> None:
     names, taken out of ``args.mcp_config``).
     """
     streaming = args.input_format == "stream-json"
+    _check_pairings(args, streaming=streaming)
+    _refuse_or_warn(args)
+    args.tools = None if args.tools is None else _tools(args.tools)
+    if args.system_prompt_file is not None:
+        args.system_prompt = _system_prompt_from_file(args)
+    args.mcp_config, args.sdk_mcp_servers = _split_sdk_servers(args.mcp_config)
+    if args.sdk_mcp_servers and not streaming:
+        raise UsageError(
+            f"--mcp-config: the in-process server(s) {', '.join(args.sdk_mcp_servers)} (type sdk) are served by the "
+            "Agent SDK's program: they need --input-format stream-json"
+        )
+
+
+def _check_pairings(args: argparse.Namespace, *, streaming: bool) -> None:
+    """The flags that only work with another flag, each given with it (UsageError naming both)."""
     if streaming and args.output_format != "stream-json":
         raise UsageError("--input-format stream-json requires --output-format stream-json")
     if args.include_partial_messages and args.output_format != "stream-json":
@@ -165,25 +180,25 @@ def prepare_sdk_flags(args: argparse.Namespace) -> None:
         raise UsageError("--replay-user-messages requires --input-format stream-json")
     if args.permission_prompt_tool == "stdio" and not streaming:
         raise UsageError("--permission-prompt-tool stdio requires --input-format stream-json")
+
+
+def _refuse_or_warn(args: argparse.Namespace) -> None:
+    """A usage error for the first refused flag given; a warning line for each ignored one."""
     for name, why in _REFUSED.items():
         if _set(args, name):
             raise UsageError(f"{_flag(name)} is not supported: {why}")
     for name, why in _IGNORED.items():
         if _set(args, name):
             print(f"queryloop: warning: {_flag(name)} is ignored: {why}", file=sys.stderr)
-    args.tools = None if args.tools is None else _tools(args.tools)
-    if args.system_prompt_file is not None:
-        if args.system_prompt is not None:
-            raise UsageError("give --system-prompt or --system-prompt-file, not both")
-        try:
-            args.system_prompt = read_text_file(args.system_prompt_file)
-        except UnreadableFileError as exc:
-            raise UsageError(f"--system-prompt-file {args.system_prompt_file}: {exc.reason}") from None
-        except OSError as exc:
-            raise UsageError(f"--system-prompt-file {args.system_prompt_file}: cannot read it ({exc})") from None
-    args.mcp_config, args.sdk_mcp_servers = _split_sdk_servers(args.mcp_config)
-    if args.sdk_mcp_servers and not streaming:
-        raise UsageError(
-            f"--mcp-config: the in-process server(s) {', '.join(args.sdk_mcp_servers)} (type sdk) are served by the "
-            "Agent SDK's program: they need --input-format stream-json"
-        )
+
+
+def _system_prompt_from_file(args: argparse.Namespace) -> str:
+    """``--system-prompt-file``'s text (UsageError: it is unreadable, or ``--system-prompt`` is given too)."""
+    if args.system_prompt is not None:
+        raise UsageError("give --system-prompt or --system-prompt-file, not both")
+    try:
+        return read_text_file(args.system_prompt_file)
+    except UnreadableFileError as exc:
+        raise UsageError(f"--system-prompt-file {args.system_prompt_file}: {exc.reason}") from None
+    except OSError as exc:
+        raise UsageError(f"--system-prompt-file {args.system_prompt_file}: cannot read it ({exc})") from None
