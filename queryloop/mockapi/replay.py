@@ -421,37 +421,21 @@ class _Realiser:
         """A launch (an Agent call of this tool turn), a report, or none: one background sub-agent at a time."""
         running = step.guards.get("agents_running")
         if step.event == "agent_call_waiting":
-            if step.reason == _REFUSED_CALL:
-                return run  # at the cap: the call gets an error, no agent starts
-            if run.agent:
-                return "a second background sub-agent while one runs (a scenario times one at a time)"
-            return attrs.evolve(run, agent=True, quick=0)
+            return _agent_admitted(run, step)
         if step.event == "tools_finished" and running is not None:
-            if running and not run.agent:
-                if self.admits:
-                    return "agents_running must be True, but this tool turn admitted no Agent call"
-                return attrs.evolve(run, agent=True, quick=0)  # this tool turn's reply held an Agent call
-            if not running and run.agent:
-                return "agents_running must be False, but the run's background sub-agent has not reported"
-            return run
+            return self._agents_after_tool_turn(run, running)
         if running is not None and running != run.agent:
             return f"agents_running must be {running}, but the run has it {run.agent}"
-        if step.source == "collecting_agent_reports":
-            if step.event == "no_agent_report":
-                if not run.agent or run.quick > QUICK_REQUESTS:
-                    return (
-                        f"the sub-agent may have ended by now ({QUICK_REQUESTS} parent requests after its launch): "
-                        "its end cannot be timed"
-                    )
-                return run
-            if step.event in _REPORTS:
-                if not run.agent or run.quick == 0:
-                    return "a sub-agent cannot be timed to end within the tool turn that launched it"
-                return attrs.evolve(run, agent=False, quick=0)
-        if step.source == "awaiting_agents" and step.event in _REPORTS:
-            if not run.agent:
-                return "no background sub-agent to wait for"
-            return attrs.evolve(run, agent=False, quick=0)
+        return _agent_reported(run, step)
+
+    def _agents_after_tool_turn(self, run: _Run, running: bool) -> _Run | str:
+        """A tool turn's end: a sub-agent runs after it exactly when the turn launched one or one still runs."""
+        if running and not run.agent:
+            if self.admits:
+                return "agents_running must be True, but this tool turn admitted no Agent call"
+            return attrs.evolve(run, agent=True, quick=0)  # this tool turn's reply held an Agent call
+        if not running and run.agent:
+            return "agents_running must be False, but the run's background sub-agent has not reported"
         return run
 
     def _effect(self, run: _Run, step: PlannedStep) -> _Run | str:
@@ -475,6 +459,36 @@ class _Realiser:
         if handler in _PLAN_ENDS:
             return attrs.evolve(run, plan=0)
         return run
+
+
+def _agent_admitted(run: _Run, step: PlannedStep) -> _Run | str:
+    """An Agent call admitted one by one: it launches the run's one sub-agent, unless the cap refuses it."""
+    if step.reason == _REFUSED_CALL:
+        return run  # at the cap: the call gets an error, no agent starts
+    if run.agent:
+        return "a second background sub-agent while one runs (a scenario times one at a time)"
+    return attrs.evolve(run, agent=True, quick=0)
+
+
+def _agent_reported(run: _Run, step: PlannedStep) -> _Run | str:
+    """Whether the run's sub-agent can be timed to report (or not yet) at ``step``."""
+    if step.source == "collecting_agent_reports":
+        if step.event == "no_agent_report":
+            if not run.agent or run.quick > QUICK_REQUESTS:
+                return (
+                    f"the sub-agent may have ended by now ({QUICK_REQUESTS} parent requests after its launch): "
+                    "its end cannot be timed"
+                )
+            return run
+        if step.event in _REPORTS:
+            if not run.agent or run.quick == 0:
+                return "a sub-agent cannot be timed to end within the tool turn that launched it"
+            return attrs.evolve(run, agent=False, quick=0)
+    if step.source == "awaiting_agents" and step.event in _REPORTS:
+        if not run.agent:
+            return "no background sub-agent to wait for"
+        return attrs.evolve(run, agent=False, quick=0)
+    return run
 
 
 class _ScenarioRun:
@@ -579,52 +593,70 @@ class _Written:
     agents: int
 
 
+@attrs.define
+class _Draft:
+    """A scenario as it is written along a run: each model's answers and the sub-agents' rules so far, and what
+    a later step may still change (a reply waiting for its shape, this tool turn's reply, the last answer, the
+    last sub-agent's rule)."""
+
+    primary: str
+    small: bool  # on SMALL_MODEL: every shaped reply is padded, so the transcript grows past its threshold
+    answers: dict[str, list[dict[str, Any]]]
+    rules: list[dict[str, Any]] = attrs.Factory(list)
+    agents: int = 0
+    pending: bool = False  # a reply was started; the next step's event shapes it
+    tool_reply: list[dict[str, Any]] = attrs.Factory(list)  # this tool turn's reply's content (an Agent call may join)
+    last: dict[str, Any] = attrs.Factory(dict)  # the parent's last answer (held when a report must come after it)
+    child: dict[str, Any] = attrs.Factory(dict)
+
+    def answer(self, i: int, step: PlannedStep, before: _Run) -> None:
+        """The answer ``step``'s event asks of the model the run is on (ValueError: a reply shaped out of order)."""
+        script = SCRIPT_BY_EVENT[step.event]
+        if self.pending and script.kind != "shape":
+            raise ValueError(f"step {i + 1} ({step.reason}): a reply must be shaped by the event after it")
+        if script.kind == "reply":
+            self.pending = True
+        if script.kind not in ("shape", "answer"):
+            return
+        if script.kind == "shape" and not self.pending:
+            raise ValueError(f"step {i + 1} ({step.reason}): {step.event!r} follows no reply")
+        self.last = copy.deepcopy(dict(script.step))
+        if script.kind == "shape" and self.small:
+            self.last = _padded(self.last)
+        model = FALLBACK_MODELS[before.chain.used - 1] if before.chain.used else self.primary
+        self.answers.setdefault(model, []).append(self.last)
+        self.pending = False
+        if step.event == "asked_for_tools":
+            self.tool_reply = self.last["reply"]["content"]
+
+    def agent(self, step: PlannedStep, before: _Run, after: _Run) -> None:
+        """An Agent call in this tool turn's reply and its sub-agent's rule; its report timed or failed."""
+        launched = after.agent and not before.agent
+        if step.event == "agent_call_waiting" or launched:
+            self.agents += 1
+            self.tool_reply.append(_agent_call(self.agents))
+            if launched:
+                self.child = _child_rule(self.agents)
+                self.rules.append(self.child)
+        if before.agent and not after.agent:  # its report
+            if step.event == "agent_failed":
+                del self.child["reply"]
+                self.child["error"] = {"status": 400, "message": "a scripted invalid request of a sub-agent"}
+            if step.source == "collecting_agent_reports":
+                self.last["delay_ms"] = REPORT_HOLD_MS  # the tool turn after it finds the sub-agent ended
+
+
 def _script(spec: MachineSpec, steps: Sequence[PlannedStep]) -> _Written:
     """Each model's scripted answers along ``steps``, the sub-agents' rules, and the run at the end (ValueError:
     the first step no scenario plays)."""
     runs = _realise(spec, steps)
-    end = runs[-1]
     small = next((s.event == "over_threshold" for s in steps if s.source == "checking_context"), False)
     primary = SMALL_MODEL if small else MODEL
-    answers: dict[str, list[dict[str, Any]]] = {primary: []}
-    rules: list[dict[str, Any]] = []
-    pending = False
-    tool_reply: list[dict[str, Any]] = []  # the content of this tool turn's reply (an Agent call may join it)
-    last: dict[str, Any] = {}  # the last answer of the parent's requests (held when a report must come after it)
-    child: dict[str, Any] = {}
-    agents = 0
+    draft = _Draft(primary=primary, small=small, answers={primary: []})
     for i, step in enumerate(steps):
-        before, after = runs[i], runs[i + 1]
-        script = SCRIPT_BY_EVENT[step.event]
-        if pending and script.kind != "shape":
-            raise ValueError(f"step {i + 1} ({step.reason}): a reply must be shaped by the event after it")
-        if script.kind == "reply":
-            pending = True
-        elif script.kind in ("shape", "answer"):
-            if script.kind == "shape" and not pending:
-                raise ValueError(f"step {i + 1} ({step.reason}): {step.event!r} follows no reply")
-            last = copy.deepcopy(dict(script.step))
-            if script.kind == "shape" and small:
-                last = _padded(last)
-            model = FALLBACK_MODELS[before.chain.used - 1] if before.chain.used else primary
-            answers.setdefault(model, []).append(last)
-            pending = False
-            if step.event == "asked_for_tools":
-                tool_reply = last["reply"]["content"]
-        launched = after.agent and not before.agent
-        if step.event == "agent_call_waiting" or launched:
-            agents += 1
-            tool_reply.append(_agent_call(agents))
-            if launched:
-                child = _child_rule(agents)
-                rules.append(child)
-        if before.agent and not after.agent:  # its report
-            if step.event == "agent_failed":
-                del child["reply"]
-                child["error"] = {"status": 400, "message": "a scripted invalid request of a sub-agent"}
-            if step.source == "collecting_agent_reports":
-                last["delay_ms"] = REPORT_HOLD_MS  # the tool turn after it finds the sub-agent ended
-    return _Written(end=end, primary=primary, answers=answers, rules=rules, agents=agents)
+        draft.answer(i, step, runs[i])
+        draft.agent(step, runs[i], runs[i + 1])
+    return _Written(end=runs[-1], primary=primary, answers=draft.answers, rules=draft.rules, agents=draft.agents)
 
 
 def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, Any]:
