@@ -399,6 +399,19 @@ class RunTelemetry:
             self.turn = None
 
     def _step(self, step: Step) -> None:
+        self._count_transition(step)
+        if step.index == 0 and self.options.agents.agent_id is None:  # a sub-agent's prompt is no user's
+            self._user_prompt()
+        self._add_transition_event(step)
+        self._end_what_step_leaves(step)
+        self._start_what_step_enters(step)
+        if step.reason == "next_turn":
+            self._end_turn()
+        if step.terminal:
+            self._end_session(step)
+
+    def _count_transition(self, step: Step) -> None:
+        """The transition's counters, by reason and kind (a retry's reason kept for the next request's span)."""
         kind = next((k for k in self.kinds if step.reason.endswith(f"_{k}")), "")
         self._count("queryloop.transition.count", 1, {"reason": step.reason, "kind": kind})
         if kind in RETRY_KINDS:
@@ -406,24 +419,27 @@ class RunTelemetry:
             self.retry_reason = step.reason
         elif kind == "breaker":
             self._count("queryloop.breaker.count", 1, {"reason": step.reason})
-        if step.index == 0 and self.options.agents.agent_id is None:  # a sub-agent's prompt is no user's
-            self._user_prompt()
+
+    def _add_transition_event(self, step: Step) -> None:
+        """The transition as an event of the session's span (before the loop) or of the turn's."""
         holder = self.session if step.source in _BEFORE_THE_LOOP else self._open_turn()
-        if holder is not None:
-            holder.add_event(
-                "queryloop.transition",
-                {
-                    "queryloop.step": step.index,
-                    "queryloop.from": step.source,
-                    "queryloop.event": step.event,
-                    "queryloop.reason": step.reason,
-                    "queryloop.to": step.dest,
-                    # the counters that have counted (a zero is the counter's default, and there are ~20)
-                    **{
-                        f"queryloop.counter.{n}": c for n, c in zip(step.counter_names, step.counters, strict=True) if c
-                    },
-                },
-            )
+        if holder is None:
+            return
+        holder.add_event(
+            "queryloop.transition",
+            {
+                "queryloop.step": step.index,
+                "queryloop.from": step.source,
+                "queryloop.event": step.event,
+                "queryloop.reason": step.reason,
+                "queryloop.to": step.dest,
+                # the counters that have counted (a zero is the counter's default, and there are ~20)
+                **{f"queryloop.counter.{n}": c for n, c in zip(step.counter_names, step.counters, strict=True) if c},
+            },
+        )
+
+    def _end_what_step_leaves(self, step: Step) -> None:
+        """The request attempt, the gate, the tool calls and the compaction the step leaves; the run's error."""
         if step.source == "calling_model":
             self._end_attempt(step)
         if step.source == "gating_tools":
@@ -432,18 +448,16 @@ class RunTelemetry:
             self._end_tools(step.terminal)
         if step.source in _COMPACTING and step.dest not in _COMPACTING:
             self._end_compaction(step)
-        if (
-            step.terminal and self.last_failure is not None
-        ):  # as Claude Code: an error the run ends with, not a retried one
+        # as Claude Code: an error the run ends with, not a retried one
+        if step.terminal and self.last_failure is not None:
             self._api_error(self.last_failure, exhausted=step.reason == "api_retries_exhausted")
+
+    def _start_what_step_enters(self, step: Step) -> None:
+        """A request attempt's span, or a compaction's, when the step enters one."""
         if step.dest == "calling_model":
             self._start_attempt()
         if step.dest in _COMPACTING and step.source not in _COMPACTING:
             self._start_compaction(_COMPACTING[step.dest])
-        if step.reason == "next_turn":
-            self._end_turn()
-        if step.terminal:
-            self._end_session(step)
 
     def _start_attempt(self) -> None:
         request = self.run.data.request
