@@ -94,82 +94,98 @@ def _asset(name: str) -> str:
 def make_app(*, home: Path, traces: Path | None, token: str, fleet: FleetView | None = None) -> ASGIApp:
     """The inspector's ASGI application over ``home`` (and the run traces in ``traces``, the sessions of the
     ``fleet`` database), behind ``token``."""
-    spec = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
-    pictures = LayerPictures(spec)
-    pages = {"sessions": _asset("sessions.html"), "session": _asset("session.html")}
+    inspector = _Inspector(home=home, traces=traces, fleet=fleet)
+    routes = [
+        Route("/", inspector.page("sessions")),
+        Route("/session/{sid}", inspector.page("session")),
+        Route("/static/{name}", _static),
+        Route("/api/sessions", inspector.sessions),
+        Route("/api/sessions/{sid}", inspector.session),
+        Route("/api/sessions/{sid}/path", inspector.path),
+        Route("/api/sessions/{sid}/layers/{layer}.svg", inspector.layer),
+        Route("/api/sessions/{sid}/rewind", inspector.rewind),
+    ]
+    return _TokenGate(Starlette(routes=routes), token)
 
-    def session_of(request: Request) -> SessionFiles | FleetSession | None:
-        try:
-            return find_session(home, request.path_params["sid"])
-        except UnknownSession:
-            pass
-        if fleet is not None and is_session_id(request.path_params["sid"]):
-            return fleet.session(request.path_params["sid"])
-        return None
 
-    def page(name: str) -> Callable[[Request], Response]:
+def _static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in _STATIC:
+        return PlainTextResponse("not found\n", status_code=404)
+    return Response(_asset(name), media_type=_STATIC[name])
+
+
+class _Inspector:
+    """The routes' endpoints over the sessions under ``home`` (and in the ``fleet`` database), the run traces in
+    ``traces``, and the query loop's layers."""
+
+    def __init__(self, *, home: Path, traces: Path | None, fleet: FleetView | None) -> None:
+        self.home, self.traces, self.fleet = home, traces, fleet
+        self.spec = load_machine(MACHINES_DIR / "query_loop.yaml", bind=False).spec
+        self.pictures = LayerPictures(self.spec)
+        self.pages = {"sessions": _asset("sessions.html"), "session": _asset("session.html")}
+
+    def page(self, name: str) -> Callable[[Request], Response]:
         def show(request: Request) -> Response:
-            return Response(pages[name], media_type="text/html; charset=utf-8")
+            return Response(self.pages[name], media_type="text/html; charset=utf-8")
 
         return show
 
-    def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in _STATIC:
-            return PlainTextResponse("not found\n", status_code=404)
-        return Response(_asset(name), media_type=_STATIC[name])
+    def session_of(self, request: Request) -> SessionFiles | FleetSession | None:
+        try:
+            return find_session(self.home, request.path_params["sid"])
+        except UnknownSession:
+            pass
+        if self.fleet is not None and is_session_id(request.path_params["sid"]):
+            return self.fleet.session(request.path_params["sid"])
+        return None
 
-    def sessions(request: Request) -> Response:
-        rows, warnings, workers = list_all_sessions(home), list[str](), list[dict[str, Any]]()
+    def unknown(self, request: Request) -> Response:
+        return JSONResponse({"error": f"no session {request.path_params['sid']!r} under {self.home}"}, status_code=404)
+
+    def sessions(self, request: Request) -> Response:
+        rows, warnings, workers = list_all_sessions(self.home), list[str](), list[dict[str, Any]]()
+        fleet = self.fleet
         if fleet is not None:
             fleet_rows, warnings = fleet.sessions()
             rows += fleet_rows
             workers = fleet.workers()
         database = fleet.shown if fleet is not None else None
-        body = {"home": str(home), "sessions": rows, "warnings": warnings, "workers": workers, "database": database}
+        body = {
+            "home": str(self.home),
+            "sessions": rows,
+            "warnings": warnings,
+            "workers": workers,
+            "database": database,
+        }
         return JSONResponse(body)
 
-    def unknown(request: Request) -> Response:
-        return JSONResponse({"error": f"no session {request.path_params['sid']!r} under {home}"}, status_code=404)
+    def session(self, request: Request) -> Response:
+        found = self.session_of(request)
+        return self.unknown(request) if found is None else JSONResponse(found.to_json())
 
-    def session(request: Request) -> Response:
-        found = session_of(request)
-        return unknown(request) if found is None else JSONResponse(found.to_json())
-
-    def path(request: Request) -> Response:
-        found = session_of(request)
+    def path(self, request: Request) -> Response:
+        found = self.session_of(request)
         if found is None:
-            return unknown(request)
-        body = read_path(spec, traces, request.path_params["sid"], found.steps_folder).json
-        body["layers"] = list(pictures.layers)
-        body["layers_taken"] = sorted({spec.state(s["from"]).layer for s in body["steps"]} - {""})
+            return self.unknown(request)
+        body = read_path(self.spec, self.traces, request.path_params["sid"], found.steps_folder).json
+        body["layers"] = list(self.pictures.layers)
+        body["layers_taken"] = sorted({self.spec.state(s["from"]).layer for s in body["steps"]} - {""})
         return JSONResponse(body)
 
-    def layer(request: Request) -> Response:
+    def layer(self, request: Request) -> Response:
         sid, name = request.path_params["sid"], request.path_params["layer"]
-        found = session_of(request)
+        found = self.session_of(request)
         if found is None:
-            return unknown(request)
-        if name not in pictures.layers:
+            return self.unknown(request)
+        if name not in self.pictures.layers:
             return PlainTextResponse(f"no layer {name!r}\n", status_code=404)
-        read = read_path(spec, traces, sid, found.steps_folder)
-        svg = pictures.svg(sid, name, read.trace, running=read.running)
+        read = read_path(self.spec, self.traces, sid, found.steps_folder)
+        svg = self.pictures.svg(sid, name, read.trace, running=read.running)
         return Response(svg, media_type="image/svg+xml")
 
-    def rewind(request: Request) -> Response:
-        found = session_of(request)
+    def rewind(self, request: Request) -> Response:
+        found = self.session_of(request)
         if found is None:
-            return unknown(request)
+            return self.unknown(request)
         return JSONResponse(found.rewind_dry_run(request.query_params.get("to") or None))
-
-    routes = [
-        Route("/", page("sessions")),
-        Route("/session/{sid}", page("session")),
-        Route("/static/{name}", static),
-        Route("/api/sessions", sessions),
-        Route("/api/sessions/{sid}", session),
-        Route("/api/sessions/{sid}/path", path),
-        Route("/api/sessions/{sid}/layers/{layer}.svg", layer),
-        Route("/api/sessions/{sid}/rewind", rewind),
-    ]
-    return _TokenGate(Starlette(routes=routes), token)
