@@ -303,30 +303,46 @@ def dangling_ids(history: History) -> list[str]:
 
 def invariant_problems(crash: Crash) -> list[str]:
     """Every way the crashed-and-resumed run breaks the issue's invariants (empty: none)."""
-    problems: list[str] = []
     if crash.load_error is not None or crash.history is None:
         return [f"the transcript does not load: {crash.load_error}"]
     history = crash.history
+    problems: list[str] = []
     odd = [w for w in history.warnings if "torn last line" not in w]
     if odd:
         problems.append(f"loading the transcript warned of more than a torn last line: {odd}")
     run = crash.resumed
     assert run is not None
     if crash.at_kill.lines == 0:  # killed before the session's first line (starting up): there is nothing to resume
-        said = run.stderr.strip().splitlines()
-        if run.returncode != 1 or said != [f"No conversation found with session ID: {SESSION_ID}"]:
-            problems.append(f"a run killed before its first line resumed with exit {run.returncode}: {said}")
-        if crash.effects or crash.ledger or crash.requests:
-            problems.append("a run killed before its first transcript line had already done something")
-        return problems
+        return [*problems, *_unstarted_problems(crash, run)]
     if run.returncode != 0:
-        problems.append(f"--resume exited {run.returncode}: {run.stderr[-2000:]}")
-        return problems
+        return [*problems, f"--resume exited {run.returncode}: {run.stderr[-2000:]}"]
     if run.result.get("session_id") != SESSION_ID:
         problems.append(f"the resumed run has session_id {run.result.get('session_id')}, not {SESSION_ID}")
-    messages = crash.first_request
-    if not messages:
+    if not crash.first_request:
         return [*problems, "the resumed run sent no request"]
+    return [
+        *problems,
+        *_first_request_problems(crash, history, run),
+        *_side_effect_problems(crash),
+        *_history_after_problems(crash),
+    ]
+
+
+def _unstarted_problems(crash: Crash, run: CliRun) -> list[str]:
+    """A run killed before its first transcript line: nothing to resume, and nothing done."""
+    problems: list[str] = []
+    said = run.stderr.strip().splitlines()
+    if run.returncode != 1 or said != [f"No conversation found with session ID: {SESSION_ID}"]:
+        problems.append(f"a run killed before its first line resumed with exit {run.returncode}: {said}")
+    if crash.effects or crash.ledger or crash.requests:
+        problems.append("a run killed before its first transcript line had already done something")
+    return problems
+
+
+def _first_request_problems(crash: Crash, history: History, run: CliRun) -> list[str]:
+    """The resumed run's first request: the stored history whole, its dangling calls answered, the new prompt."""
+    messages = crash.first_request
+    problems: list[str] = []
     problem = ledger_problem(messages)
     if problem is not None:
         problems.append(f"the resumed run's first request breaks the ledger invariant: {problem}")
@@ -341,23 +357,36 @@ def invariant_problems(crash: Crash) -> list[str]:
         problems.append(f"the resumed run's first transition is {run.all_reasons[:1]}, not {expected_first}")
     if dangling:
         answers = messages[len(stored)] if len(messages) > len(stored) else {}
-        content = answers.get("content") if isinstance(answers, dict) else None
-        blocks = {str(b.get("tool_use_id")): b for b in content or [] if isinstance(b, dict)}
-        for tool_use_id in dangling:
-            block = blocks.get(tool_use_id)
-            recorded = crash.ledger.get(tool_use_id)
-            if block is None:
-                problems.append(f"{tool_use_id}: no tool_result in the resumed request")
-            elif recorded is not None:
-                if _text(block.get("content")) != _text(recorded.get("content")) or bool(block.get("is_error")) != bool(
-                    recorded.get("is_error")
-                ):
-                    problems.append(
-                        f"{tool_use_id} completed (the ledger has it) but was answered {block!r}, "
-                        f"not its recorded result {recorded!r}"
-                    )
-            elif INTERRUPTED_BEFORE_RECORDED not in _text(block.get("content")) or block.get("is_error") is not True:
-                problems.append(f"{tool_use_id} never completed but was answered {block!r}, not as interrupted")
+        problems += _dangling_answer_problems(crash, dangling, answers)
+    return problems
+
+
+def _dangling_answer_problems(crash: Crash, dangling: list[str], answers: Any) -> list[str]:
+    """Each call left without a result answered: by its recorded result if it completed, else as interrupted."""
+    content = answers.get("content") if isinstance(answers, dict) else None
+    blocks = {str(b.get("tool_use_id")): b for b in content or [] if isinstance(b, dict)}
+    problems: list[str] = []
+    for tool_use_id in dangling:
+        block = blocks.get(tool_use_id)
+        recorded = crash.ledger.get(tool_use_id)
+        if block is None:
+            problems.append(f"{tool_use_id}: no tool_result in the resumed request")
+        elif recorded is not None:
+            if _text(block.get("content")) != _text(recorded.get("content")) or bool(block.get("is_error")) != bool(
+                recorded.get("is_error")
+            ):
+                problems.append(
+                    f"{tool_use_id} completed (the ledger has it) but was answered {block!r}, "
+                    f"not its recorded result {recorded!r}"
+                )
+        elif INTERRUPTED_BEFORE_RECORDED not in _text(block.get("content")) or block.get("is_error") is not True:
+            problems.append(f"{tool_use_id} never completed but was answered {block!r}, not as interrupted")
+    return problems
+
+
+def _side_effect_problems(crash: Crash) -> list[str]:
+    """Side effects ran once, and the resume ran none, nor changed the files."""
+    problems: list[str] = []
     repeated = sorted({line for line in crash.effects_after if crash.effects_after.count(line) > 1})
     if repeated:
         problems.append(f"side effects ran more than once: {repeated} in {crash.effects_after}")
@@ -365,12 +394,17 @@ def invariant_problems(crash: Crash) -> list[str]:
         problems.append(f"the resume ran side effects: {crash.effects} became {crash.effects_after}")
     if (crash.target_after, crash.created_after) != (crash.target, crash.created):
         problems.append("the resume changed the files the killed run left")
+    return problems
+
+
+def _history_after_problems(crash: Crash) -> list[str]:
+    """The session's history after the resume: the first prompt first, the resumed answer last."""
     after = crash.history_after
     if after is None or not after.messages or "Resumed" not in _text(after.messages[-1].get("content")):
-        problems.append("the resumed run's answer is not the end of the session's history")
-    elif after.messages[0].get("content") != "go":
-        problems.append(f"the session's history no longer starts with the first prompt: {after.messages[0]}")
-    return problems
+        return ["the resumed run's answer is not the end of the session's history"]
+    if after.messages[0].get("content") != "go":
+        return [f"the session's history no longer starts with the first prompt: {after.messages[0]}"]
+    return []
 
 
 # ---- the points -------------------------------------------------------------------------------
