@@ -1,4 +1,4 @@
-"""Shared test helpers: paths to the repository's machines, fixtures and a YAML writer.
+"""Shared test helpers: paths to the repository's machines, fixtures (a local HTTP server among them) and a YAML writer.
 
 Only end-to-end runs (the tests under ``tests/e2e``) count toward transition coverage:
 every other test runs with ``QUERYLOOP_TRACE_DIR`` unset, so in-process runs against a
@@ -8,7 +8,11 @@ scripted model never record their paths (``tools/test.sh`` gates on the coverage
 from __future__ import annotations
 
 import contextlib
+import http.server
+import socketserver
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,3 +83,25 @@ def write_machine(tmp_path: Path):  # type: ignore[no-untyped-def]
         return path
 
     return write
+
+
+@pytest.fixture
+def schema_listener() -> Iterator[tuple[str, list[str]]]:
+    """A local HTTP server recording each path asked of it (a schema's remote ``$ref`` would be one); it answers
+    with a schema such a ``$ref`` could use. Its URL and the paths asked."""
+    asked: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "integer"}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with socketserver.TCPServer(("127.0.0.1", 0), Recorder) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+        server.shutdown()

@@ -8,38 +8,11 @@ resolves nowhere raised out of the tool run (the run ended in internal_error).
 from __future__ import annotations
 
 import asyncio
-import http.server
-import socketserver
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from queryloop.handlers.messages import ToolCall
 from queryloop.handlers.tools import ToolContext, ToolOutput, ToolRegistry, ToolSpec, run_tool_calls
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[str, list[str]]]:
-    """A local HTTP server recording each path asked of it; it answers a schema a remote ``$ref`` could use."""
-    asked: list[str] = []
-
-    class Recorder(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"type": "integer"}')
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    with socketserver.TCPServer(("127.0.0.1", 0), Recorder) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        yield f"http://127.0.0.1:{server.server_address[1]}", asked
-        server.shutdown()
 
 
 async def _ran(tool_input: Any, ctx: ToolContext) -> ToolOutput:
@@ -63,9 +36,9 @@ def _call(ref: str, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_a_remote_ref_in_a_tool_schema_is_never_fetched_and_the_call_gets_an_error_result(
-    tmp_path: Path, listener: tuple[str, list[str]]
+    tmp_path: Path, schema_listener: tuple[str, list[str]]
 ) -> None:
-    url, asked = listener
+    url, asked = schema_listener
     result = _call(f"{url}/n.json", tmp_path)
     assert asked == []
     assert result["is_error"] is True and "does not resolve" in str(result["content"])

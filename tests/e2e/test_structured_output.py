@@ -8,11 +8,7 @@ of ``tools/test.sh`` counts them (``tests/e2e/test_every_transition.py`` leaves 
 
 from __future__ import annotations
 
-import http.server
 import json
-import socketserver
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,31 +122,10 @@ def test_a_bad_max_structured_output_retries_is_one_error_line(tmp_path: Path) -
     assert "Traceback" not in run.stderr
 
 
-@pytest.fixture
-def listener() -> Iterator[tuple[str, list[str]]]:
-    """A local HTTP server that records every path asked of it (a schema's remote ``$ref`` would be one)."""
-    asked: list[str] = []
-
-    class Recorder(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"type": "integer"}')
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    with socketserver.TCPServer(("127.0.0.1", 0), Recorder) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        yield f"http://127.0.0.1:{server.server_address[1]}", asked
-        server.shutdown()
-
-
 def test_a_schema_naming_a_remote_ref_is_refused_and_nothing_is_fetched(
-    tmp_path: Path, listener: tuple[str, list[str]]
+    tmp_path: Path, schema_listener: tuple[str, list[str]]
 ) -> None:
-    url, asked = listener
+    url, asked = schema_listener
     schema = {"type": "object", "properties": {"n": {"$ref": f"{url}/n.json"}}}
     with MockApi(scenario(f"  mock-primary:\n{_call({'n': 1})}")) as api:
         run = run_cli(
