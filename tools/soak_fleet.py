@@ -53,6 +53,7 @@ from queryloop.handlers.messages import ledger_problem  # noqa: E402
 from queryloop.handlers.session.services.transcript import load_history  # noqa: E402
 from queryloop.mockapi.background import ServerThread  # noqa: E402
 from queryloop.mockapi.scenario import parse_scenario  # noqa: E402
+from tests.e2e.fleet_workers import Workers, worker_env  # noqa: E402
 
 HEARTBEAT_S, DEAD_AFTER_S = 0.5, 3.0  # a dead worker is found within about 3.5 s (the defaults: 2 s, 15 s)
 EFFECTS = 3
@@ -127,45 +128,31 @@ class Fleet:
     """The worker processes: one slot each, a SIGKILLed worker replaced by a new one under a new id."""
 
     def __init__(self, url: str, logs: Path, slots: int, concurrency: int) -> None:
-        self.url, self.logs, self.concurrency = url, logs, concurrency
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs = logs
+        env = worker_env("soak-key")
+        self.workers = Workers(
+            url, logs, env=env, heartbeat_s=HEARTBEAT_S, dead_after_s=DEAD_AFTER_S, concurrency=concurrency
+        )
         self.slots = [f"w{n}-0" for n in range(slots)]
         for executor_id in self.slots:
-            self._start(executor_id)
-
-    def _start(self, executor_id: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-        env.update(ANTHROPIC_API_KEY="soak-key", QUERYLOOP_RETRY_BASE_DELAY_MS="10")
-        argv = [sys.executable, "-m", "queryloop", "worker", "--database-url", self.url, "--executor-id", executor_id]
-        argv += ["--heartbeat", str(HEARTBEAT_S), "--dead-after", str(DEAD_AFTER_S)]
-        argv += ["--concurrency", str(self.concurrency)]
-        with (self.logs / f"{executor_id}.log").open("wb") as log:
-            self.procs[executor_id] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            self.workers.start(executor_id)
 
     def kill(self, slot: int) -> str:
         """SIGKILL the slot's worker; start its successor; the victim's id."""
         victim = self.slots[slot]
-        self.procs[victim].send_signal(signal.SIGKILL)
-        self.procs[victim].wait(30)
+        self.workers.procs[victim].send_signal(signal.SIGKILL)
+        self.workers.procs[victim].wait(30)
         name, generation = victim.rsplit("-", 1)
         self.slots[slot] = f"{name}-{int(generation) + 1}"
-        self._start(self.slots[slot])
+        self.workers.start(self.slots[slot])
         return victim
 
     def exited(self) -> list[str]:
         """Live slots whose worker exited by itself (not killed by the soak)."""
-        return [f"{w} (exit {self.procs[w].returncode})" for w in self.slots if self.procs[w].poll() is not None]
+        return [f"{w} (exit {self.workers.procs[w].returncode})" for w in self.workers.exited(self.slots)]
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        self.workers.stop()
 
 
 # ---------------------------------------------------------------------- the database's view

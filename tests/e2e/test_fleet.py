@@ -36,6 +36,7 @@ from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.session.services.transcript import load_history
 
 from .browser import UiServer
+from .fleet_workers import Workers, worker_env
 from .harness import ROOT, MockApi
 
 TIMEOUT_S = 90.0  # generous: every wait polls and returns as soon as its condition holds
@@ -163,51 +164,7 @@ def postgres() -> Iterator[str]:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(ANTHROPIC_API_KEY="fleet-test-key", QUERYLOOP_RETRY_BASE_DELAY_MS="10", **extra)
-    return env
-
-
-class Workers:
-    """`queryloop worker` processes, each with its stderr in a file; all stopped at the end."""
-
-    def __init__(self, url: str, logs: Path) -> None:
-        self.url = url
-        self.logs = logs
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.files: list[Any] = []
-
-    def start(self, executor_id: str) -> subprocess.Popen[bytes]:
-        log = (self.logs / f"{executor_id}.log").open("wb")
-        self.files.append(log)
-        argv = [sys.executable, "-m", "queryloop", "worker", "--database-url", self.url]
-        argv += ["--executor-id", executor_id, "--heartbeat", "0.3", "--dead-after", "5"]
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
-        self.procs[executor_id] = proc
-        return proc
-
-    def running(self) -> bool:
-        """True while every worker runs; a worker that exited fails the test at once, with its log."""
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                raise AssertionError(f"worker {name} exited with {proc.returncode}:\n{self.log(name)}")
-        return True
-
-    def log(self, executor_id: str) -> str:
-        return (self.logs / f"{executor_id}.log").read_text(errors="replace")
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        for log in self.files:
-            log.close()
+    return worker_env("fleet-test-key", **extra)
 
 
 def _queryloop(*args: str, timeout_s: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
