@@ -975,7 +975,7 @@ async def _run_prompt(
 async def _connect_mcp(run: AgentRun) -> str | None:
     """Connect the run's MCP servers (the init line lists each one's status and tools); the line saying why the
     run cannot go on, or None."""
-    from queryloop.handlers.mcp.services.prompts import PromptCommandError
+    from queryloop.handlers.mcp import PromptCommandError
 
     try:
         await run.connect_mcp()
