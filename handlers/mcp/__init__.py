@@ -14,7 +14,14 @@ if TYPE_CHECKING:
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
     from .services.approval import mcp_permission_asker
     from .services.client import McpFailure, McpFailureKind, McpManager, McpTool, ServerStatus
-    from .services.config import McpConfigError, McpServerConfig, parse_mcp_servers, server_name_problem, tool_name
+    from .services.config import (
+        McpConfigError,
+        McpServerConfig,
+        parse_mcp_servers,
+        server_name_problem,
+        tool_name,
+        with_timeouts,
+    )
     from .services.host import Elicit, ElicitAnswer, Elicitation, McpProgress
     from .services.prompts import PromptCommandError, expand_command
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
@@ -44,6 +51,7 @@ else:
                 "parse_mcp_servers",
                 "server_name_problem",
                 "tool_name",
+                "with_timeouts",
             ),
             ".services.host": (
                 "Elicit",
@@ -96,4 +104,5 @@ __all__ = [
     "sync_tools",
     "tool_name",
     "with_mcp",
+    "with_timeouts",
 ]

@@ -26,9 +26,10 @@ from queryloop.handlers.agents import (
     merge_agents,
 )
 from queryloop.handlers.hooks import HookConfig
-from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig
-from queryloop.handlers.request import max_output_tokens, resolve_model
-from queryloop.handlers.session import MAX_CHECKPOINTS, SessionPaths, queryloop_home
+from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig, with_timeouts
+from queryloop.handlers.request.services.model_names import max_output_tokens, resolve_model
+from queryloop.handlers.session import SessionPaths, queryloop_home
+from queryloop.handlers.session.services.store import MAX_CHECKPOINTS
 from queryloop.handlers.tools import (
     AskPermission,
     PermissionMode,
@@ -452,6 +453,7 @@ def resolve_config(
     mode = asked_tools.permission_mode or hints.get("permission_mode") or loaded.permissions.default_mode or "default"
     mode = _allowed_mode(mode, loaded.raw.get("permissions"), warnings)
     read_env = {**os.environ, **loaded.env}  # what Claude Code reads: its environment, the settings' env above it
+    servers = with_timeouts(servers, read_env, warnings)  # MCP_TOOL_TIMEOUT, MCP_TIMEOUT
     try:
         options = AgentOptions(
             prompt=prompt,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.handlers.mcp import McpConfigError, McpFailure, McpTool, parse_mcp_servers, tool_name
+from queryloop.handlers.mcp import McpConfigError, McpFailure, McpTool, parse_mcp_servers, tool_name, with_timeouts
 from queryloop.handlers.mcp.syncing import _changes
 from queryloop.handlers.session import input_hash
 from queryloop.run.mcp_config import load_mcp_servers
@@ -55,6 +55,27 @@ def test_a_malformed_server_names_where_and_what(entry: dict[str, object], messa
     with pytest.raises(McpConfigError) as caught:
         parse_mcp_servers({"mcpServers": {"s": entry}}, "cfg.json")
     assert str(caught.value).startswith("cfg.json: at .mcpServers.s") and message in str(caught.value)
+
+
+def test_mcp_timeouts_are_milliseconds_a_call_at_least_a_second_and_a_servers_own_timeout_wins() -> None:
+    document = {"mcpServers": {"own": {"command": "x", "timeout": 5000}, "plain": {"command": "x"}}}
+    servers = tuple(parse_mcp_servers(document, "test").values())
+    warnings: list[str] = []
+    own, plain = with_timeouts(servers, {"MCP_TOOL_TIMEOUT": "300", "MCP_TIMEOUT": "2500"}, warnings)
+    assert (own.tool_timeout_s, plain.tool_timeout_s) == (5.0, 1.0)
+    assert own.startup_timeout_s == plain.startup_timeout_s == 2.5
+    assert warnings == []
+    unset = with_timeouts(servers, {}, warnings)[1]
+    assert (unset.tool_timeout_s, unset.startup_timeout_s) == (None, None)
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "0", "1.5"])
+def test_an_mcp_timeout_that_is_no_whole_number_of_ms_is_not_used_with_a_warning(value: str) -> None:
+    servers = tuple(parse_mcp_servers({"mcpServers": {"s": {"command": "x", "timeout": 10}}}, "test").values())
+    warnings: list[str] = []
+    [server] = with_timeouts(servers, {"MCP_TOOL_TIMEOUT": value}, warnings)
+    assert server.tool_timeout_s is None, "a server's timeout under a second is not used either"
+    assert warnings == [f"MCP_TOOL_TIMEOUT={value!r} is not a whole number of milliseconds above 0; it is not used"]
 
 
 def test_names_the_api_refuses_are_made_safe() -> None:

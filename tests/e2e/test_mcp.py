@@ -121,6 +121,36 @@ def test_a_server_killed_mid_call_is_an_error_result_then_it_is_reconnected_and_
     assert (tmp_path / "mcp" / "starts").read_text().split() == ["1", "2"]
 
 
+def test_a_call_that_never_answers_ends_at_mcp_tool_timeout_and_the_server_answers_the_next_call(
+    tmp_path: Path,
+) -> None:
+    config = _server(tmp_path / "mcp", {"tools": ["echo", "hang"]})
+    script = _script(_call("mcp__flaky__hang"), _call("mcp__flaky__echo", text="hi"), DONE)
+    run, _ = _run(tmp_path, script, "--mcp-config", config, MCP_TOOL_TIMEOUT="1500")
+    assert run.returncode == 0, run.stderr
+    hung, echoed = _results(run)
+    assert hung["is_error"] is True
+    error = json.loads(_text(hung).splitlines()[-1])["mcp_error"]
+    assert error["kind"] == "timeout" and "within 1.5 s" in error["message"]
+    assert _text(echoed) == "echo: hi" and not echoed["is_error"]
+    assert (tmp_path / "mcp" / "starts").read_text().split() == ["1"], "still connected: not started again"
+    assert "mcp_reconnect_start" not in run.all_reasons
+
+
+def test_a_start_that_never_finishes_fails_at_mcp_timeout_then_is_started_again_at_the_boundary(
+    tmp_path: Path,
+) -> None:
+    config = _server(tmp_path / "mcp", {"hang_starts": [1]})
+    script = _script(_call("mcp__flaky__echo", text="hi"), DONE)
+    run, _ = _run(tmp_path, script, "--mcp-config", config, MCP_TIMEOUT="10000")  # a start that answers: ~1 s
+    assert run.returncode == 0, run.stderr
+    assert run.of("system", "init")[0]["mcp_servers"] == [{"name": "flaky", "status": "failed"}]
+    assert "did not finish starting within 10 s" in run.stderr
+    assert run.all_reasons.index("mcp_reconnect_start") < run.all_reasons.index("mcp_reconnect_succeeded")
+    [echoed] = _results(run)
+    assert _text(echoed) == "echo: hi" and not echoed["is_error"]
+
+
 def test_a_changed_tool_list_is_offered_from_the_next_request_on_and_not_before(tmp_path: Path) -> None:
     config = _server(tmp_path / "mcp", {"tools": ["grow", "echo"]})
     script = _script(_call("mcp__flaky__grow"), _call("mcp__flaky__extra", word="x"), DONE)

@@ -159,7 +159,9 @@ class _Connection:
 class McpManager:
     """The run's MCP servers: connect them, list and call their tools, report and repair their failures.
 
-    ``connect_timeout_s``: how long a server may take to start and answer its listing;
+    ``connect_timeout_s``: how long a server may take to start and answer a listing or a read, unless its
+    configuration says (``startup_timeout_s``, from ``MCP_TIMEOUT``); a call may take its configuration's
+    ``tool_timeout_s`` (``MCP_TOOL_TIMEOUT``), else the tool layer's deadline;
     ``log_dir``: where each stdio server's stderr goes (``<name>.log``; default: discarded);
     ``hidden``: tool names a bare deny rule removes from what the model is offered;
     ``taken``: the names of the tools offered beside the servers' (custom tools, the Agent
@@ -291,11 +293,24 @@ class McpManager:
             idempotent=tool.idempotent or tool.read_only,
             attempt_fields=tool.attempt_fields(),
             run=self._runner(tool),
+            own_timeout_s=self._call_deadline(tool.server),
         )
+
+    def _call_timeout_s(self, server: str) -> float | None:
+        """How long a call of ``server``'s tools may take (its ``timeout``, ``MCP_TOOL_TIMEOUT``); None: not said."""
+        connection = self._connections.get(server)  # a resource tool is no one server's
+        return None if connection is None else connection.config.tool_timeout_s
+
+    def _call_deadline(self, server: str) -> Callable[[Mapping[str, Any], ToolContext], float] | None:
+        """The dispatcher's deadline for a call of ``server``'s tools when its configuration sets one (the
+        dispatcher adds its grace: the client's own timeout ends the call first, with its structured error)."""
+        own = self._call_timeout_s(server)
+        return None if own is None else (lambda _input, _ctx: own)
 
     def _runner(self, tool: McpTool) -> ToolRun:
         async def run(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-            return await self.call(tool, arguments, timeout_s=ctx.tool_timeout_s)
+            own = self._call_timeout_s(tool.server)
+            return await self.call(tool, arguments, timeout_s=ctx.tool_timeout_s if own is None else own)
 
         return run
 
@@ -350,12 +365,14 @@ class McpManager:
         await self._disconnect(connection)
         await self._connect(connection)
 
-    async def _disconnect(self, connection: _Connection) -> None:
+    async def _disconnect(self, connection: _Connection, *, grace_s: float = 5.0) -> None:
+        """Stop ``connection``: its task is told to close, and cancelled if it has not within ``grace_s``."""
         task = connection.task
         connection.stop.set()
         if task is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
+            if grace_s > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), timeout=grace_s)
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
@@ -369,10 +386,11 @@ class McpManager:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         connection.task = asyncio.create_task(self._hold(connection, ready), name=f"mcp:{connection.config.name}")
         try:
-            await asyncio.wait_for(asyncio.shield(ready), timeout=self.connect_timeout_s)
+            await asyncio.wait_for(asyncio.shield(ready), timeout=self._startup_s(connection))
         except TimeoutError:
-            self._fail(connection, McpFailure(server=connection.config.name, kind="timeout", message="did not start"))
-            await self._disconnect(connection)
+            waited = f"did not finish starting within {self._startup_s(connection):g} s (MCP_TIMEOUT, in ms, sets it)"
+            self._fail(connection, McpFailure(server=connection.config.name, kind="timeout", message=waited))
+            await self._disconnect(connection, grace_s=0.0)  # a start still under way has nothing to close cleanly
 
     async def _hold(self, connection: _Connection, ready: asyncio.Future[None]) -> None:
         """The connection's task: open it, list the tools, then keep it open until told to stop."""
@@ -398,10 +416,11 @@ class McpManager:
 
     async def _open(self, connection: _Connection, client: Client, ready: asyncio.Future[None]) -> None:
         """List what a server just connected offers, then mark it connected."""
-        self._absorb(connection, await self._list(client))
+        self._absorb(connection, await self._list(client, self._startup_s(connection)))
         connection.resources = client.server_capabilities.resources is not None
         connection.resource_list = None
-        connection.prompts = await self._list_prompts(client) if client.server_capabilities.prompts else ()
+        prompts = client.server_capabilities.prompts
+        connection.prompts = await self._list_prompts(client, self._startup_s(connection)) if prompts else ()
         connection.client = client
         connection.status = "connected"
         connection.error = None
@@ -480,9 +499,14 @@ class McpManager:
         if was != connection.status:
             connection.warnings.append(f"MCP server {failure.server!r} {failure.kind} failure: {failure.message}")
 
-    async def _list(self, client: Client) -> list[mcp.types.Tool]:
+    def _startup_s(self, connection: _Connection) -> float:
+        """How long ``connection``'s server may take to start, to answer a listing or a read (``MCP_TIMEOUT``)."""
+        own = connection.config.startup_timeout_s
+        return self.connect_timeout_s if own is None else own
+
+    async def _list(self, client: Client, timeout_s: float) -> list[mcp.types.Tool]:
         return await _all_pages(
-            lambda cursor: asyncio.wait_for(client.list_tools(cursor=cursor), timeout=self.connect_timeout_s),
+            lambda cursor: asyncio.wait_for(client.list_tools(cursor=cursor), timeout=timeout_s),
             lambda page: page.tools,
         )
 
@@ -492,7 +516,7 @@ class McpManager:
             return
         connection.list_changed = False
         try:
-            listed = await self._list(client)
+            listed = await self._list(client, self._startup_s(connection))
         except Exception as exc:
             kind, message = _describe(exc)
             self._fail(connection, McpFailure(server=connection.config.name, kind=kind, message=message))
@@ -548,9 +572,9 @@ class McpManager:
 
     # ---- prompts ------------------------------------------------------------------------------
 
-    async def _list_prompts(self, client: Client) -> tuple[mcp.types.Prompt, ...]:
+    async def _list_prompts(self, client: Client, timeout_s: float) -> tuple[mcp.types.Prompt, ...]:
         listed = await _all_pages(
-            lambda cursor: asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=self.connect_timeout_s),
+            lambda cursor: asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=timeout_s),
             lambda page: page.prompts,
         )
         return tuple(listed)
@@ -564,7 +588,7 @@ class McpManager:
             if connection.prompts_changed:
                 connection.prompts_changed = False
                 with contextlib.suppress(Exception):  # keeps the last listing; a broken server is repaired later
-                    connection.prompts = await self._list_prompts(connection.client)
+                    connection.prompts = await self._list_prompts(connection.client, self._startup_s(connection))
             for prompt in connection.prompts:
                 found[tool_name(name, prompt.name)] = (name, prompt)
         return found
@@ -617,7 +641,7 @@ class McpManager:
     async def _guarded(self, connection: _Connection, request: Awaitable[T]) -> T:
         """``request``'s answer; a failure is a ``ToolError`` naming it (a broken connection marks the server down)."""
         try:
-            return await asyncio.wait_for(request, timeout=self.connect_timeout_s)
+            return await asyncio.wait_for(request, timeout=self._startup_s(connection))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -641,7 +665,10 @@ class McpManager:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return ToolOutput(content=self._failure(connection, exc, tool=tool.remote).text(), is_error=True)
+            failure = self._failure(connection, exc, tool=tool.remote)
+            if failure.kind == "timeout":  # the server is still connected; the call was cancelled
+                failure = attrs.evolve(failure, message=_gave_up(timeout_s))
+            return ToolOutput(content=failure.text(), is_error=True)
         try:
             content = tool_result_content(result, tool.name, tool.server)
         except MalformedContent as exc:  # as Claude Code 2.1.235: a result the protocol refuses is an error, whole
@@ -659,6 +686,13 @@ class McpManager:
             self._fail(connection, failure)
             connection.stop.set()
         return attrs.evolve(failure, tool=tool)
+
+
+def _gave_up(timeout_s: float) -> str:
+    return (
+        f"no answer within {timeout_s:g} s, so the call was given up (the server was told to stop it); "
+        "MCP_TOOL_TIMEOUT (ms) or the server's timeout sets how long a call may take"
+    )
 
 
 def _malformed(server: str, problem: MalformedContent) -> str:

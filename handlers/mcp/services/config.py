@@ -1,6 +1,7 @@
 """MCP layer, configuration: the servers a run may start, in Claude Code's ``mcpServers`` schema.
 
-Owns :class:`McpServerConfig`, :func:`parse_mcp_servers` (schema-checked, ``${VAR}`` expanded), :func:`tool_name`,
+Owns :class:`McpServerConfig`, :func:`parse_mcp_servers` (schema-checked, ``${VAR}`` expanded),
+:func:`with_timeouts` (``timeout``, ``MCP_TIMEOUT``, ``MCP_TOOL_TIMEOUT``), :func:`tool_name`,
 :func:`server_name_problem` and :class:`McpConfigError`. Which sources apply is ``queryloop.run.settings``'.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -17,7 +18,14 @@ import attrs
 if TYPE_CHECKING:  # imported where a configuration is read: a run without one never loads jsonschema
     import jsonschema
 
-__all__ = ["McpConfigError", "McpServerConfig", "parse_mcp_servers", "server_name_problem", "tool_name"]
+__all__ = [
+    "McpConfigError",
+    "McpServerConfig",
+    "parse_mcp_servers",
+    "server_name_problem",
+    "tool_name",
+    "with_timeouts",
+]
 
 Transport = Literal["stdio", "http", "sse"]
 
@@ -39,6 +47,7 @@ _SCHEMA: dict[str, Any] = {
                     "env": _STRINGS,
                     "url": {"type": "string", "pattern": "^https?://"},
                     "headers": _STRINGS,
+                    "timeout": {"type": "number"},  # ms a call may take (under a second: not used, as Claude Code)
                 },
             },
         }
@@ -57,6 +66,9 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NOT_IN_A_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
+_POSITIVE = attrs.validators.optional(attrs.validators.gt(0))
+
+
 class McpConfigError(ValueError):
     """A malformed MCP configuration: where (source and JSON path), what, and how to fix it."""
 
@@ -73,6 +85,10 @@ class McpServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)  # may hold credentials: never printed
     source: str = ""  # where it was declared (a file, --mcp-config, settings)
+    # how long a call may take (its `timeout`, else MCP_TOOL_TIMEOUT; None: the tool layer's deadline)
+    tool_timeout_s: float | None = attrs.field(default=None, validator=_POSITIVE)
+    # how long its start, a listing or a resource read may take (MCP_TIMEOUT; None: the manager's, 30 s)
+    startup_timeout_s: float | None = attrs.field(default=None, validator=_POSITIVE)
 
 
 def server_name_problem(name: str) -> str | None:
@@ -177,5 +193,49 @@ def parse_mcp_servers(raw: Any, source: str) -> dict[str, McpServerConfig]:
             url=_expand(entry["url"], f"{where}.url", source) if "url" in entry else None,
             headers={k: _expand(v, f"{where}.headers.{k}", source) for k, v in entry.get("headers", {}).items()},
             source=source,
+            tool_timeout_s=_own_timeout_s(entry.get("timeout")),
         )
     return servers
+
+
+_MIN_TIMEOUT_MS = 1000  # Claude Code 2.1.235 waits at least a second for a call, whatever a value asks
+_MAX_TIMEOUT_MS = 2**31 - 1  # and at most this long (its timers' limit): about 24.8 days
+
+
+def _own_timeout_s(value: Any) -> float | None:
+    """A server's ``timeout`` (ms) in seconds; None when it says nothing usable (under a second: not used)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _MIN_TIMEOUT_MS <= value:
+        return None
+    return min(float(value), _MAX_TIMEOUT_MS) / 1000
+
+
+def _env_ms(env: Mapping[str, str], name: str, warnings: list[str]) -> float | None:
+    """The positive whole number of milliseconds ``env[name]`` holds, in seconds (None: unset or unusable, with
+    a warning for the latter: Claude Code ignores such a value without a word)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) == 0:
+        warnings.append(f"{name}={raw!r} is not a whole number of milliseconds above 0; it is not used")
+        return None
+    return min(int(raw), _MAX_TIMEOUT_MS) / 1000
+
+
+def with_timeouts(
+    servers: Sequence[McpServerConfig], env: Mapping[str, str], warnings: list[str]
+) -> tuple[McpServerConfig, ...]:
+    """``servers`` with their timeouts from ``env`` (the environment, the settings' ``env`` above it), as Claude
+    Code 2.1.235 reads them: ``MCP_TOOL_TIMEOUT`` (ms, at least a second) bounds a call of a server that gives
+    no ``timeout`` of its own; ``MCP_TIMEOUT`` (ms) a server's start, its listings and its resource reads."""
+    call = _env_ms(env, "MCP_TOOL_TIMEOUT", warnings)
+    start = _env_ms(env, "MCP_TIMEOUT", warnings)
+    if call is not None:
+        call = max(call, _MIN_TIMEOUT_MS / 1000)
+    return tuple(
+        attrs.evolve(
+            s,
+            tool_timeout_s=s.tool_timeout_s if s.tool_timeout_s is not None else call,
+            startup_timeout_s=start if start is not None else s.startup_timeout_s,
+        )
+        for s in servers
+    )
