@@ -41,7 +41,15 @@ from ..run.defaults import CLAUDE_CODE_VERSION
 from ..run.observe import Observation, SubagentEnded, SubagentItem, SubagentStarted
 from .formats import OUTPUT_FORMATS
 
-__all__ = ["RENDERERS", "JsonRenderer", "Renderer", "StreamJsonRenderer", "TextRenderer", "renderer_for"]
+__all__ = [
+    "RENDERERS",
+    "JsonRenderer",
+    "Renderer",
+    "StreamJsonRenderer",
+    "TextRenderer",
+    "VerboseJsonRenderer",
+    "renderer_for",
+]
 
 _ERROR_STATES_STYLE = "bold red"
 
@@ -489,7 +497,8 @@ class TextRenderer(Renderer):
 
 
 class JsonRenderer(Renderer):
-    """``--output-format json``: the result object only (and warnings on stderr)."""
+    """``--output-format json``: the result object only (and warnings on stderr); with ``--verbose``,
+    :class:`VerboseJsonRenderer`."""
 
 
 @uses(reasons=tuple(_MODEL_FALLBACKS))
@@ -766,6 +775,25 @@ RENDERERS: dict[str, type[Renderer]] = {fmt: globals()[name] for fmt, name in OU
 """The renderer of each ``--output-format`` (the formats and their classes: ``queryloop.frontends.formats``)."""
 
 
+class VerboseJsonRenderer(StreamJsonRenderer):
+    """``--output-format json --verbose``: every line ``stream-json`` prints, kept, then printed as one JSON
+    array when the result is (the result last), as Claude Code 2.1.235 prints it."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.kept: list[dict[str, Any]] = []
+
+    def write_line(self, obj: dict[str, Any]) -> None:
+        self.kept.append(obj)
+        if obj.get("type") == "result":
+            self.out.write(json.dumps(self.kept, ensure_ascii=False) + "\n")
+            self.out.flush()
+            self.kept = []
+
+
 def renderer_for(fmt: str, **options: Any) -> Renderer:
-    """The renderer of output format ``fmt`` (``text``, ``json``, ``stream-json``)."""
+    """The renderer of output format ``fmt`` (``text``, ``json``, ``stream-json``); ``json`` with ``verbose``
+    prints every message as one array (:class:`VerboseJsonRenderer`)."""
+    if fmt == "json" and options.get("verbose"):
+        return VerboseJsonRenderer(**options)
     return RENDERERS[fmt](**options)

@@ -110,7 +110,20 @@ READERS: dict[str, Callable[[Observed, Row], object]] = {
     "help": lambda seen, row: "--print" in seen.stdout and "--output-format" in seen.stdout,
     "stdout": lambda seen, row: seen.stdout.strip(),
     "json_lines": lambda seen, row: [type(json.loads(line)).__name__ for line in seen.stdout.splitlines()],
+    "json_array": lambda seen, row: _messages(seen),
 }
+
+
+def _messages(observed: Observed) -> list[tuple[str, str | None]]:
+    """The type and subtype of each message of a JSON array on stdout, queryloop's own system lines (each
+    transition and request attempt, as in stream-json: test_stream.py) left out."""
+    ours = ("transition", "api_request")
+    return [
+        (m["type"], m.get("subtype"))
+        for m in json.loads(observed.stdout)
+        if not (m["type"] == "system" and m.get("subtype") in ours)
+    ]
+
 
 RUNS = {"returncode": 0, "requests": 1}
 REFUSED = {"returncode": 2, "requests": 0, "refused": True}
@@ -210,11 +223,12 @@ ROWS: dict[str, Row] = {
         probe=_flag("--output-format", "json", "--no-verbose"), queryloop={**RUNS, "json_lines": ["dict"]}
     ),
     "--output-format json with --verbose": Row(
-        probe=_flag("--output-format", "json"),
-        queryloop={**RUNS, "json_lines": ["dict"]},
-        reference={**RUNS, "json_lines": ["list"]},  # every message of the run, the result last
-        design="`--output-format json --verbose` prints the result alone, as without `--verbose` (Claude Code: "
-        f"an array of every message); `stream-json` writes them line by line ([details]({CLI}))",
+        probe=_flag("--output-format", "json"),  # every message of the run in one array, the result last
+        queryloop={
+            **RUNS,
+            "json_lines": ["list"],
+            "json_array": [("system", "init"), ("assistant", None), ("result", "success")],
+        },
     ),
     "--output-format text": Row(probe=_flag("--output-format", "text"), queryloop={**RUNS, "stdout": "done"}),
     "--version": Row(probe=_flag("--version"), queryloop={"returncode": 0, "requests": 0, "version": "2.1.235"}),

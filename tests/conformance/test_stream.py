@@ -343,6 +343,17 @@ ROWS: dict[str, Row] = {
             "keys": sorted([*(k for k in RESULT_KEYS if k != "errors"), "api_error_status", "result"]),
         },
     ),
+    "an API error: the lines before the result, and its stop_reason": Row(
+        probe=Probe(calls=(), scenario=_scenario({"error": {"status": 500}})),
+        seen=lambda o: (
+            [line["type"] for line in o.lines if line["type"] != "system"],
+            o.result.get("stop_reason"),
+        ),
+        queryloop=(["result"], None),
+        reference=(["assistant", "result"], "stop_sequence"),  # a synthetic message: the error, as the answer
+        design="an API error is no reply: no assistant line stands for it, and the result's stop_reason is "
+        f"the last real reply's (null when there was none) ([details]({DETAILS}))",
+    ),
 }
 
 

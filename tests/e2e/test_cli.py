@@ -147,6 +147,17 @@ def test_json_mode_prints_exactly_one_result_object_with_the_documented_fields(t
     assert api.requests[0].system is not None and "Be brief." in json.dumps(api.requests[0].system)
 
 
+def test_json_mode_with_verbose_prints_one_array_of_the_stream_json_lines_the_result_last(tmp_path: Path) -> None:
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, fmt="json", verbose=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("\n") == 1, "one line: the array"
+    [messages] = [json.loads(line) for line in run.stdout.splitlines()]
+    kinds = [(m["type"], m.get("subtype")) for m in messages if m.get("subtype") not in ("transition", "api_request")]
+    assert kinds == [("system", "init"), ("assistant", None), ("result", "success")]
+    assert messages[-1]["result"] == "Hello there."
+
+
 def test_stream_json_starts_with_init_and_ends_with_result(tmp_path: Path) -> None:
     with MockApi(HELLO) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path)
