@@ -102,6 +102,14 @@ def _started_servers(configs: Sequence[McpServerConfig], in_process: Mapping[str
     return started
 
 
+@attrs.frozen(kw_only=True)
+class _Then:
+    """A control request's success ``response``, and the ``lines`` printed after the answer (ids added)."""
+
+    response: Mapping[str, Any]
+    lines: tuple[Mapping[str, Any], ...]
+
+
 class _SdkSession:
     """One Agent SDK session: stdin read line by line, prompts played in turn, every control request answered."""
 
@@ -138,7 +146,7 @@ class _SdkSession:
         self.last_error = False
         self.signalled: int | None = None
         self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any] | None]]] = {
+        self.handlers: dict[str, Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any] | _Then | None]]] = {
             "initialize": self._initialize,
             "interrupt": self._on_interrupt,
             "set_permission_mode": self._set_permission_mode,
@@ -278,7 +286,16 @@ class _SdkSession:
         except Exception as exc:  # our bug: the request fails, the session goes on
             self.channel.fail(request_id, f"{subtype} failed: {type(exc).__name__}: {exc}", "internal_error")
         else:
+            self._succeed(request_id, response)
+
+    def _succeed(self, request_id: str, response: Mapping[str, Any] | _Then | None) -> None:
+        """The success answer, then the lines a handler said follow it (Claude Code 2.1.235's order)."""
+        if not isinstance(response, _Then):
             self.channel.succeed(request_id, response)
+            return
+        self.channel.succeed(request_id, response.response)
+        for line in response.lines:
+            self._announce(line)
 
     # ---- what the SDK asks ---------------------------------------------------------------------
     async def _initialize(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -340,7 +357,7 @@ class _SdkSession:
             return PermissionResultDeny(message=message, interrupt=answer.get("interrupt") is True)
         raise SdkAnswerError(f"can_use_tool answered {json.dumps(answer)[:200]}: expected behavior allow or deny")
 
-    async def _set_permission_mode(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _set_permission_mode(self, request: Mapping[str, Any]) -> _Then:
         mode = request.get("mode")
         if mode not in PERMISSION_MODES:
             raise ControlError(
@@ -348,10 +365,8 @@ class _SdkSession:
             )
         template = self.conversation.template
         self.conversation.template = attrs.evolve(template, permissions=attrs.evolve(template.permissions, mode=mode))
-        self._announce(
-            {"type": "system", "subtype": "status", "status": None, "permissionMode": mode}
-        )  # as Claude Code
-        return {"mode": mode}
+        status = {"type": "system", "subtype": "status", "status": None, "permissionMode": mode}
+        return _Then(response={"mode": mode}, lines=(status,))  # the status line after the answer, as Claude Code
 
     def _announce(self, line: Mapping[str, Any]) -> None:
         """A line Claude Code 2.1.235 prints when a control request changed the session (its ids added)."""

@@ -78,6 +78,20 @@ def _line(kind: str, subtype: str | None = None) -> Callable[[Observed], object]
     return seen
 
 
+def _order(request_id: str) -> Callable[[Observed], object]:
+    """The kinds of the lines from the initialize answer on, in order: the request's answer and what it printed."""
+
+    def seen(observed: Observed) -> object:
+        start = next(i for i, line in enumerate(observed.lines) if response_to("i")(line)) + 1
+        kinds = [
+            "answer" if response_to(request_id)(line) else f"{line['type']}/{line.get('subtype')}"
+            for line in observed.lines[start:]
+        ]
+        return [k for k in kinds if k != "system/transition"]
+
+    return seen
+
+
 def _interrupted(observed: Observed) -> object:
     """The interrupt's answer, the marker lines it left, and the interrupted prompt's result."""
     answer = next(line["response"] for line in observed.lines if response_to("x")(line))
@@ -278,10 +292,11 @@ ROWS: dict[str, Row] = {
     "set_permission_mode": Row(
         probe=Probe(calls=()),
         script=_asks(("m", {"subtype": "set_permission_mode", "mode": "acceptEdits"})),
-        seen=lambda o: (_answer("m")(o), _line("system", "status")(o)),
+        seen=lambda o: (_answer("m")(o), _line("system", "status")(o), _order("m")(o)),
         queryloop=(
             {"subtype": "success", "response": {"mode": "acceptEdits"}},
             [{"type": "system", "subtype": "status", "status": None, "permissionMode": "acceptEdits"}],
+            ["answer", "system/status"],  # the status line after the answer
         ),
     ),
     "set_permission_mode to no mode": Row(
@@ -293,8 +308,12 @@ ROWS: dict[str, Row] = {
     "set_model": Row(
         probe=Probe(calls=()),
         script=_asks(("m", {"subtype": "set_model", "model": "opus"})),
-        seen=lambda o: (_answer("m")(o), [sorted(line) for line in _line("user")(o)]),
-        queryloop=({"subtype": "success"}, [["isReplay", "message", "parent_tool_use_id", "type"]]),
+        seen=lambda o: (_answer("m")(o), [sorted(line) for line in _line("user")(o)], _order("m")(o)),
+        queryloop=(
+            {"subtype": "success"},
+            [["isReplay", "message", "parent_tool_use_id", "type"]],
+            ["user/None", "answer"],  # the replayed line before the answer
+        ),
     ),
     "mcp_status without servers": _control(
         "s", {"subtype": "mcp_status"}, {"subtype": "success", "response": {"mcpServers": []}}

@@ -50,11 +50,13 @@ def _answer(lines: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
     return dict(answer)
 
 
-def test_set_permission_mode_prints_a_status_line_with_the_new_mode(tmp_path: Path) -> None:
+def test_set_permission_mode_prints_a_status_line_with_the_new_mode_after_its_answer(tmp_path: Path) -> None:
     lines = _session(tmp_path, {"subtype": "initialize"}, {"subtype": "set_permission_mode", "mode": "acceptEdits"})
     (status,) = [line for line in lines if line.get("subtype") == "status"]
     assert (status["type"], status["status"], status["permissionMode"]) == ("system", None, "acceptEdits")
     assert _answer(lines, "r1")["response"] == {"mode": "acceptEdits"}
+    answered = next(i for i, line in enumerate(lines) if line.get("response", {}).get("request_id") == "r1")
+    assert answered < lines.index(status), "as Claude Code 2.1.235: the answer, then the status line"
 
 
 def test_set_model_replays_a_local_command_line_naming_the_model(tmp_path: Path) -> None:
