@@ -417,15 +417,24 @@ class _SdkSession:
             raise ControlError(f"Failed to reconnect {name}: {why}", "reconnect_failed")
         return {}
 
-    async def _mcp_toggle(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _mcp_toggle(self, request: Mapping[str, Any]) -> None:
+        """Turn a configured server off (its connection closed, its tools gone from the next request) or on
+        again (connected anew), as Claude Code 2.1.235 does: a success without a response."""
         name = request.get("serverName")
         if name not in self.servers and name not in self.mcp.names:
             raise ControlError(f"Server not found: {name}", "not_found")  # as Claude Code 2.1.235 answers
-        raise ControlError(
-            f"mcp_toggle: queryloop does not turn a server off or on in a session ({name} stays as it is); "
-            "leave it out of --mcp-config instead",
-            "unsupported_request",
-        )
+        if name in self.servers:
+            raise ControlError(
+                f"mcp_toggle: {name} is the SDK's own server, which this session does not turn off or on",
+                "unsupported_request",
+            )
+        if self.mcp_ready is not None:
+            await asyncio.gather(self.mcp_ready, return_exceptions=True)
+        if request.get("enabled") is False:
+            await self.mcp.disable(str(name))
+        elif not await self.mcp.enable(str(name)):
+            failure = self.mcp.failure(str(name))
+            raise ControlError(f"Failed to enable {name}: {failure.text() if failure else 'down'}", "reconnect_failed")
 
     async def _rewind_files(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
         target = request.get("user_message_id")

@@ -10,6 +10,7 @@ the reference value is pinned too (docs/agent-sdk.md explains each).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import attrs
 import pytest
 
 from .converse import Answer, Await, Step, converse, is_result, prompt, request, response_to
-from .reference import Observed, Probe, SeenRow
+from .reference import ROOT, Observed, Probe, SeenRow
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
@@ -171,6 +172,30 @@ AGAIN = (RESULT, prompt("again"), Await("the second request", requests=2))
 HOOKS = {"PreToolUse": [{"matcher": "Bash", "hookCallbackIds": ["h1"]}]}
 TOUCH = Probe(calls=(("Bash", {"command": "touch x"}),), args=("--permission-prompt-tool", "stdio"))
 ALLOW = {"behavior": "allow", "updatedInput": {"command": "touch x"}}
+FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
+SERVER = Probe(
+    calls=(),
+    args=(
+        "--mcp-config",
+        json.dumps({"mcpServers": {"flaky": {"command": sys.executable, "args": [str(FLAKY), "."]}}}),
+    ),
+    files={"plan.json": {"tools": ["echo"]}},
+)
+TOGGLED = (
+    *INIT,
+    request("t", subtype="mcp_toggle", serverName="flaky", enabled=False),
+    Await("the toggle's answer", response_to("t")),
+    request("s", subtype="mcp_status"),
+    Await("the status", response_to("s")),
+    prompt("go"),
+    Await("the result", lambda line: line.get("type") == "result"),
+    request("u", subtype="mcp_toggle", serverName="flaky", enabled=True),
+    Await("the second toggle's answer", response_to("u")),
+    request("v", subtype="mcp_status"),
+    Await("the status", response_to("v")),
+    prompt("again"),
+    Await("the second request", requests=2),
+)
 INIT_KEYS = ["agents", "available_output_styles", "commands", "current_permission_mode", "models", "output_style"]
 
 ROWS: dict[str, Row] = {
@@ -368,6 +393,20 @@ ROWS: dict[str, Row] = {
         "t",
         {"subtype": "mcp_toggle", "serverName": "nope", "enabled": False},
         {"subtype": "error", "error": "Server not found: nope"},
+    ),
+    "mcp_toggle of a server: off, then on again": Row(
+        probe=SERVER,
+        script=TOGGLED,
+        seen=lambda o: (
+            [_answer(r)(o) for r in "tu"],
+            [[(e["name"], e["status"]) for e in _answer(r)(o)["response"]["mcpServers"]] for r in "sv"],
+            [sorted(t for t in request.tools if t.startswith("mcp__")) for request in o.requests],
+        ),
+        queryloop=(
+            [{"subtype": "success"}, {"subtype": "success"}],
+            [[("flaky", "disabled")], [("flaky", "connected")]],
+            [[], ["mcp__flaky__echo"]],  # its tools leave the next request, and come back after it is on again
+        ),
     ),
     "stop_task of no task": _control(
         "k",

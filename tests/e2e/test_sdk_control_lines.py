@@ -18,7 +18,7 @@ FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
 
 
 def _session(tmp_path: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:
-    """Send ``requests``, read stdout until the last one is answered, then close stdin (the session ends)."""
+    """Send ``requests``, each once the one before is answered, then close stdin (the session ends)."""
     config = {"mcpServers": {"flaky": {"command": sys.executable, "args": [str(FLAKY), str(tmp_path)]}}}
     cmd = [sys.executable, "-m", "queryloop", "--input-format", "stream-json", "--output-format", "stream-json"]
     cmd += ["--verbose", "--model", "mock-primary", "--cwd", str(tmp_path), "--mcp-config", json.dumps(config)]
@@ -28,14 +28,14 @@ def _session(tmp_path: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:
     with subprocess.Popen(cmd, text=True, env=env, cwd=ROOT, **pipes) as proc:  # its pipes are closed at the end
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         try:
-            for i, request in enumerate(requests):
+            for i, request in enumerate(requests):  # one by one: each is answered before the next is sent
                 line = {"type": "control_request", "request_id": f"r{i}", "request": request}
                 proc.stdin.write(json.dumps(line) + "\n")
-            proc.stdin.flush()
-            for raw in proc.stdout:  # the session answers or dies; either ends this loop
-                lines.append(json.loads(raw))
-                if lines[-1].get("response", {}).get("request_id") == f"r{len(requests) - 1}":
-                    break
+                proc.stdin.flush()
+                for raw in proc.stdout:  # the session answers or dies; either ends this loop
+                    lines.append(json.loads(raw))
+                    if lines[-1].get("response", {}).get("request_id") == f"r{i}":
+                        break
             proc.stdin.close()
             proc.wait(timeout=60)
             rest, errors = proc.stdout.read(), proc.stderr.read()
@@ -73,3 +73,14 @@ def test_mcp_status_gives_each_servers_config_and_scope_without_its_env(tmp_path
     (server,) = _answer(lines, "r1")["response"]["mcpServers"]
     assert server["name"] == "flaky" and server["scope"] == "dynamic"
     assert server["config"] == {"type": "stdio", "command": sys.executable, "args": [str(FLAKY), str(tmp_path)]}
+
+
+def test_mcp_toggle_turns_a_server_off_then_on_again_started_anew(tmp_path: Path) -> None:
+    off = {"subtype": "mcp_toggle", "serverName": "flaky", "enabled": False}
+    on = {**off, "enabled": True}
+    status = {"subtype": "mcp_status"}
+    lines = _session(tmp_path, {"subtype": "initialize"}, off, status, on, status)
+    assert [_answer(lines, r) for r in ("r1", "r3")] == [{"subtype": "success", "request_id": r} for r in ("r1", "r3")]
+    said = [[s["status"] for s in _answer(lines, r)["response"]["mcpServers"]] for r in ("r2", "r4")]
+    assert said == [["disabled"], ["connected"]]
+    assert (tmp_path / "starts").read_text().split() == ["1", "2"], "its connection closed, then opened anew"

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server 
 __all__ = ["McpFailure", "McpFailureKind", "McpManager", "McpTool", "ServerStatus"]
 
 McpFailureKind = Literal["transport", "auth", "server", "timeout"]
-ServerStatus = Literal["pending", "connected", "failed", "needs-auth"]
+ServerStatus = Literal["pending", "connected", "failed", "needs-auth", "disabled"]
 
 # Input fields that name one attempt rather than the action: a re-proposed call with a fresh
 # value is still the same call to the side-effect ledger (compared lower-case, without _ and -).
@@ -217,9 +217,12 @@ class McpManager:
         return [{"name": n, "status": c.status} for n, c in self._connections.items()]
 
     def down(self, exclude: Iterable[str] = ()) -> tuple[str, ...]:
-        """Servers not connected (failed at start, or their connection broke), except ``exclude``."""
+        """Servers not connected (failed at start, or their connection broke), except ``exclude`` and those
+        turned off (:meth:`disable`)."""
         skip = set(exclude)
-        return tuple(n for n, c in self._connections.items() if c.status != "connected" and n not in skip)
+        return tuple(
+            n for n, c in self._connections.items() if c.status not in ("connected", "disabled") and n not in skip
+        )
 
     def changed(self) -> tuple[str, ...]:
         """Connected servers that announced a changed tool list since they were last listed."""
@@ -280,7 +283,9 @@ class McpManager:
         """The tool the model calls as ``name``, as the tool layer runs it (None if no server lists it now)."""
         if name in RESOURCE_TOOLS:
             return self._resource_specs.get(name) if self.resource_servers() and not self.hidden(name) else None
-        return next((c.specs[name] for c in self._connections.values() if name in c.specs), None)
+        return next(
+            (c.specs[name] for c in self._connections.values() if name in c.specs and c.status != "disabled"), None
+        )
 
     def _spec(self, tool: McpTool) -> ToolSpec:
         """``tool`` as the tool layer runs it (its schema compiled once, here); ValueError if the API refuses it."""
@@ -347,6 +352,25 @@ class McpManager:
         """Close and connect again each of ``names`` (concurrently); which ones are connected now."""
         await asyncio.gather(*(self._reconnect_one(self._connections[n]) for n in names))
         return {n: self._connections[n].status == "connected" for n in names}
+
+    async def disable(self, name: str) -> None:
+        """Turn ``name`` off for the rest of the session (the SDK's ``mcp_toggle``): its connection closes, and
+        its tools leave the catalog at the next request boundary (its generation is no longer offered)."""
+        connection = self._connections[name]
+        await self._disconnect(connection)
+        connection.status = "disabled"
+        connection.error = None
+        connection.warnings.clear()  # a failure noticed while it closed is no news: it was turned off
+
+    async def enable(self, name: str) -> bool:
+        """Turn ``name`` on again (or connect it anew): whether it is connected now; its tools are offered
+        from the next request boundary on."""
+        connection = self._connections[name]
+        if connection.status == "disabled":
+            connection.status = "pending"
+        if connection.status != "connected":
+            await self._reconnect_one(connection)
+        return connection.status == "connected"
 
     async def relist(self, names: Sequence[str]) -> None:
         """List again the tools of ``names`` (their generation moves if the list differs); a failure marks one down."""
