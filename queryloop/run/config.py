@@ -27,9 +27,8 @@ from queryloop.handlers.agents import (
 )
 from queryloop.handlers.hooks import HookConfig
 from queryloop.handlers.mcp import Elicit, McpConfigError, McpServerConfig, with_timeouts
-from queryloop.handlers.request.services.model_names import max_output_tokens, resolve_model
-from queryloop.handlers.session import SessionPaths, queryloop_home
-from queryloop.handlers.session.services.store import MAX_CHECKPOINTS
+from queryloop.handlers.request import max_output_tokens, resolve_model
+from queryloop.handlers.session import MAX_CHECKPOINTS, SessionPaths, queryloop_home
 from queryloop.handlers.tools import (
     AskPermission,
     PermissionMode,
