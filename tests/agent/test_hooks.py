@@ -154,6 +154,14 @@ def test_stdin_json_and_environment_seen_by_the_hook(tmp_path: Path) -> None:
     }
 
 
+def test_a_hook_command_runs_in_bin_sh_as_claude_code_runs_it(tmp_path: Path) -> None:
+    """Claude Code 2.1.235 starts a hook as ``/bin/sh -c COMMAND`` whatever ``$SHELL`` says (seen with a
+    hook reading its own command line); ``$0`` is what it was started as."""
+    dump = tmp_path / "shell.txt"
+    _run("Stop", {}, _config("Stop", (None, [f'cat >/dev/null; printf %s "$0" > {dump}'])), tmp_path)
+    assert dump.read_text() == "/bin/sh"
+
+
 def test_stop_hook_payload_carries_stop_hook_active(tmp_path: Path) -> None:
     dump = tmp_path / "stop.json"
     config = _config("Stop", (None, [f"cat > {dump}"]))

@@ -268,7 +268,17 @@ CONTEXT_ROWS: dict[str, Row] = {
     ),
 }
 
-ROWS = {**PERMISSION_ROWS, **CONTEXT_ROWS}
+_SHELL_HOOK = {"type": "command", "command": 'cat > /dev/null; touch "shell-$(basename "$0")"'}
+
+SHELL_ROWS: dict[str, Row] = {
+    # Claude Code starts a command hook as `/bin/sh -c COMMAND` whatever $SHELL is: `$0` names it.
+    "the shell a command hook runs in": Row(
+        probe=_probe(READ, {"hooks": {"PreToolUse": [{"hooks": [_SHELL_HOOK]}]}}, files=F),
+        queryloop={"made": frozenset({"project/shell-sh"})},
+    ),
+}
+
+ROWS = {**PERMISSION_ROWS, **CONTEXT_ROWS, **SHELL_ROWS}
 
 
 @pytest.mark.parametrize("name", list(ROWS))

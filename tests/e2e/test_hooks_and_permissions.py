@@ -248,9 +248,10 @@ def test_a_hook_that_sleeps_past_its_timeout_does_not_hang_the_run(tmp_path: Pat
 def test_ctrl_c_during_a_pre_tool_use_hook_kills_the_hooks_process_group_and_the_tool_never_runs(
     tmp_path: Path,
 ) -> None:
-    # The hook records its process group (its own session) atomically, then sleeps past any wait of the test:
-    # only Ctrl-C's kill ends it.
-    hook = script(tmp_path, "slow.sh", "echo $$ > pgid.tmp && mv pgid.tmp pgid\nsleep 3600\necho late > late.txt\n")
+    # The hook records its process group (its own session, led by the /bin/sh that started the script)
+    # atomically, then sleeps past any wait of the test: only Ctrl-C's kill ends it.
+    body = "ps -o pgid= -p $$ | tr -d ' ' > pgid.tmp && mv pgid.tmp pgid\nsleep 3600\necho late > late.txt\n"
+    hook = script(tmp_path, "slow.sh", body)
     text = scenario(f"""  mock-primary:
     - reply: {{content: [{SIDE_EFFECT}]}}
     - reply: {{content: [{{text: "never"}}]}}

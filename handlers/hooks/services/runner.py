@@ -1,6 +1,6 @@
 """Hooks: the Claude Code ``hooks`` settings block and running its commands.
 
-Owns :class:`HookConfig`, matching hooks to an event, :func:`run_hooks` (commands as subprocesses, output capped;
+Owns :class:`HookConfig`, matching hooks to an event, :func:`run_hooks` (commands under ``/bin/sh -c``, output capped;
 Python :class:`HookFunction` callbacks) and folding results into one :class:`HookOutcome`. What the loop does with
 it is the machine's.
 """
@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -83,6 +81,9 @@ _OUTPUT_LIMIT: Final = 10_000
 CAPTURE_LIMIT_BYTES: Final = 1 << 20
 """The bytes of a hook's stdout (and of its stderr) that are kept; the rest is discarded unread into memory."""
 _READ_CHUNK: Final = 65536
+# Claude Code 2.1.235 starts every command hook as `/bin/sh -c COMMAND`, whatever $SHELL is:
+# the same shell here, so a hook behaves alike in both, and no PATH search per hook.
+_SHELL: Final = "/bin/sh"
 _PERMISSION_RANK: Final[Mapping[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -448,19 +449,6 @@ class _Exchange:
             self.finished.set_result(None)
 
 
-@functools.lru_cache(maxsize=16)
-def _find_shell(search_path: tuple[str, ...]) -> str | None:
-    """Where exec would find ``bash`` on ``search_path``; None leaves the search to exec.
-
-    Popen otherwise searches ``PATH`` again for every hook (a join and an encode per
-    directory, in this process). Found once per ``PATH``, as bash's own ``hash`` does.
-    A relative entry is searched from the hook's working directory, so then exec does it.
-    """
-    if not all(os.path.isabs(entry) for entry in search_path):
-        return None
-    return shutil.which("bash", path=os.pathsep.join(search_path))
-
-
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():  # a level-triggered reader may fire again before the waiter runs
         future.set_result(None)
@@ -543,9 +531,9 @@ async def _run_one(
     try:
         # Popen starts the shell with vfork/exec, and `_Exchange` talks to it through
         # the loop's selector: no transports and no waiting thread (see `_Exchange`).
+        # The shell is /bin/sh, by its absolute path, as Claude Code 2.1.235 starts it.
         proc = subprocess.Popen(
-            ["bash", "-c", command],
-            executable=_find_shell(tuple(os.get_exec_path(env))),
+            [_SHELL, "-c", command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -831,7 +819,7 @@ async def run_hooks(
 
     Each hook gets on stdin ``session_id, transcript_path, cwd, permission_mode,
     hook_event_name`` plus ``payload`` (``tool_name, tool_input, tool_use_id``,
-    ``tool_response``, ``stop_hook_active``, ``prompt``, ...). It runs as ``bash -c``
+    ``tool_response``, ``stop_hook_active``, ``prompt``, ...). It runs as ``/bin/sh -c``
     in its own process group with ``CLAUDE_PROJECT_DIR=cwd`` added to ``env`` (default:
     this process's environment) and is killed with its group after its ``timeout``
     (default ``timeout_default_s``). Of its stdout and of its stderr the first
