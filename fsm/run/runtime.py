@@ -74,7 +74,10 @@ def _counters_within_caps(instance: RunState[Any], attribute: attrs.Attribute[An
             raise InternalError(f"counter {name!r} = {count} is outside 0..{cap}; the engine must never allow this")
 
 
-@attrs.frozen(kw_only=True, slots=True)
+# RunState and Step are built on every step, so unlike the other records their fields may also be given by
+# position, in the order declared: the engine's step does, since parsing nine keywords cost about a sixth of a
+# step (issue 53). Everyone else names them; tests/engine/test_runtime.py pins the order.
+@attrs.frozen(slots=True)
 class RunState(Generic[D]):
     """Everything one run is, replaced whole at every step (``attrs.evolve``), never mutated.
 
@@ -104,7 +107,7 @@ class RunState(Generic[D]):
         return dict(zip(self.counter_names, self.counters, strict=True))
 
 
-@attrs.frozen(kw_only=True, slots=True)
+@attrs.frozen(slots=True)  # fields by position in the engine's step (see RunState)
 class Step:
     """One taken transition, as recorded in the trace and yielded by the driver."""
 
@@ -340,6 +343,17 @@ class Program:
         if book.state != edge.dest:
             raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
 
+    def _enrol(self, book: _Book, state: str) -> None:
+        """Register ``book`` with the bookkeeping machine, in ``state`` (set through the machine, which
+        refuses a state it does not have).
+
+        ``transitions.Machine.add_model`` would also give the model a trigger method per event and
+        a test per state, about a hundred attributes for the query loop on every run; nothing calls
+        them (steps go through ``_bookkeep``), so a run of few steps paid for them in vain.
+        """
+        self._book.set_state(state, book)
+        self._book.models.append(book)
+
     def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState[Any]:
         """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
         values = self.spec.param_defaults
@@ -546,7 +560,8 @@ class Program:
             handed = fields if seen is run else _fields(seen)
             data = self._apply(edge.handler, edge.what, seen, event)
             self._unchanged(seen, handed, edge.what)
-            self._unchanged(run, fields, edge.what)
+            if seen is not run:  # else the check just made
+                self._unchanged(run, fields, edge.what)
             if edge.changes:
                 self._kept_promise(edge, seen.data, data)
             if edge.frame is not None:
@@ -565,27 +580,21 @@ class Program:
                 counters = fresh
         if book is not None:
             self._bookkeep(book, run.state, edge)
+        # by position, in field order (machine, state, counter_names, caps, limits, counters, params, data, steps)
         nxt: RunState[Any] = RunState(
-            machine=run.machine,
-            state=edge.dest,
-            counter_names=run.counter_names,
-            caps=run.caps,
-            limits=run.limits,
-            counters=counters,
-            params=run.params,
-            data=data,
-            steps=run.steps + 1,
+            run.machine, edge.dest, run.counter_names, run.caps, run.limits, counters, run.params, data, run.steps + 1
         )
+        # (index, source, event, reason, dest, progress, counter_names, counters, terminal)
         step = Step(
-            index=run.steps,
-            source=run.state,
-            event=event.name,
-            reason=edge.reason,
-            dest=edge.dest,
-            progress=edge.progress,
-            counter_names=self.counter_names,
-            counters=counters,
-            terminal=edge.dest in self.terminals,
+            run.steps,
+            run.state,
+            event.name,
+            edge.reason,
+            edge.dest,
+            edge.progress,
+            self.counter_names,
+            counters,
+            edge.dest in self.terminals,
         )
         return nxt, step
 
@@ -732,7 +741,7 @@ class Runner(Generic[D, S]):
             raise TransitionError(f"the run has ended in {self.final.state!r}")
         program = self.program
         if self._book not in program._book.models:
-            program._book.add_model(self._book, initial=self.final.state)
+            program._enrol(self._book, self.final.state)
         buffer: list[Any] = []
         try:
             step = await self._one_step(buffer)
@@ -848,7 +857,7 @@ class Runner(Generic[D, S]):
         """
         program = self.program
         terminals = program.terminals
-        program._book.add_model(self._book, initial=self.final.state)
+        program._enrol(self._book, self.final.state)
         buffer: list[Any] = []
         clock = time.monotonic
         yielded = clock()

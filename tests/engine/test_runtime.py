@@ -381,6 +381,36 @@ def test_an_undeclared_step_is_an_internal_error() -> None:
         program._book.remove_model(book)
 
 
+def test_the_step_builds_run_states_and_steps_by_position_in_their_declared_field_order() -> None:
+    """The engine's step gives RunState's and Step's fields by position: a reordered field would swap values."""
+    assert [f.name for f in attrs.fields(RunState)] == [
+        "machine", "state", "counter_names", "caps", "limits", "counters", "params", "data", "steps",
+    ]  # fmt: skip
+    assert [f.name for f in attrs.fields(Step)] == [
+        "index", "source", "event", "reason", "dest", "progress", "counter_names", "counters", "terminal",
+    ]  # fmt: skip
+    program = Program(RETRY_FETCH)
+    run = program.initial_state(ItemsData())
+    nxt, step = program.step(run, Event(name="failed_transiently"))
+    assert (nxt.machine, nxt.state, nxt.caps, nxt.params, nxt.data) == (
+        run.machine,
+        "backing_off",
+        run.caps,
+        run.params,
+        run.data,
+    )
+    assert (nxt.steps, nxt.counter_dict()["retries"]) == (1, 1)
+    assert (step.index, step.source, step.event, step.reason, step.dest) == (
+        0, "fetching", "failed_transiently", "fetch_backoff", "backing_off",
+    )  # fmt: skip
+    assert (step.counters, step.counter_names, step.progress, step.terminal) == (
+        nxt.counters,
+        run.counter_names,
+        False,
+        False,
+    )
+
+
 def test_counters_outside_their_caps_cannot_exist() -> None:
     run = Program(RETRY_FETCH).initial_state(ItemsData())
     with pytest.raises(InternalError, match=r"outside 0\.\.3"):
