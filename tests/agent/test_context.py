@@ -565,6 +565,31 @@ def test_each_result_is_measured_once_however_many_turns_plan_a_clearing(monkeyp
     assert sorted(measured) == sorted(f"t{n}" for n in range(36))  # each aged-out result once, not once a turn
 
 
+class _CountingFacts(dict[str, Any]):
+    """A store's cache of what clearing each result frees, counting how often it is read."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        type(self).reads += 1
+        return super().get(key, default)
+
+
+def test_each_turns_clearing_plan_looks_only_at_the_calls_that_aged_out_since(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning the clearing on every turn went over every old result again: a turn's work grew with the transcript."""
+    view = MessageView.of([user("go")])
+    monkeypatch.setitem(context_module._clearable, view.lineage, _CountingFacts())
+    looked: list[int] = []
+    for n in range(40):
+        for message in tool_round(f"t{n}", "w" * 400 if n % 3 else "", name="Read", file_path=f"f{n}.py"):
+            view = view.append(message)
+        before = _CountingFacts.reads
+        plan = plan_clearing(view)
+        looked.append(_CountingFacts.reads - before)
+        assert plan == plan_clearing(MessageView.of(view.to_list()))  # the same as planned afresh on a new store
+    assert max(looked) <= 1, looked  # one call ages out a turn
+
+
 def test_a_clearing_pays_once_it_frees_the_minimum_and_what_it_makes_the_next_request_write_again() -> None:
     assert MICROCOMPACT_MIN_TOKENS == 10_000
     assert Clearing(tool_use_ids=frozenset(), tokens_freed=12_000, tokens_rewritten=11_000).pays

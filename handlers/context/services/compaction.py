@@ -306,6 +306,54 @@ def _freed_by(message: Mapping[str, Any], call_id: str) -> int | None:
     return None
 
 
+@attrs.define(slots=True)
+class _Fold:
+    """What one store's oldest clearable results add up to, kept as its transcript grows (a cache entry).
+
+    ``clearable``: the ids of the store's calls of the tools, oldest first, from its first
+    ``scanned`` calls. The first ``folded`` of them are summed: the ids worth clearing, the tokens
+    that frees, the first of their results' positions, and one past the last (``reach``).
+    """
+
+    scanned: int = 0
+    clearable: list[str] = attrs.Factory(list)
+    folded: int = 0
+    ids: list[str] = attrs.Factory(list)
+    freed: int = 0
+    first: int | None = None
+    reach: int = 0
+
+
+# Per store, per (keep_recent, tools): the fold of its old results, so a turn adds only its new calls.
+_folds: weakref.WeakKeyDictionary[object, dict[tuple[int, frozenset[str]], _Fold]] = weakref.WeakKeyDictionary()
+
+
+def _fact(
+    messages: MessageView, known: dict[str, tuple[int, int | None]], call_id: str
+) -> tuple[int, int | None] | None:
+    """Where ``call_id``'s result is and what clearing it frees (None: the view holds no result yet)."""
+    fact = known.get(call_id)
+    if fact is None:
+        position = messages.result_position(call_id)
+        if position is None:
+            return None
+        fact = known[call_id] = (position, _freed_by(messages.at(position), call_id))
+    return fact
+
+
+def _fold_for(messages: MessageView, keep_recent: int, tools: frozenset[str]) -> _Fold:
+    """The store's fold, its newly appended calls scanned; a fresh one for a view it does not fit (a
+    shorter view of the same store, whose calls or results it has not all reached)."""
+    calls = messages.tool_calls()
+    folds = _folds.setdefault(messages.lineage, {})
+    fold = folds.get((keep_recent, tools))
+    if fold is None or fold.scanned > len(calls) or fold.reach > len(messages):
+        fold = folds[(keep_recent, tools)] = _Fold()
+    fold.clearable.extend(call_id for _, call_id, name in calls[fold.scanned :] if name in tools)
+    fold.scanned = len(calls)
+    return fold
+
+
 def plan_clearing(
     messages: MessageView,
     *,
@@ -315,25 +363,31 @@ def plan_clearing(
     """The results of ``tools`` to clear: all but the newest ``keep_recent`` (at least 1) of
     their calls, those not cleared already and longer than the marker; the tokens that frees,
     and the tokens from the first of them to the end that the next request writes to the
-    cache again. O(calls of ``tools``): the view indexes its calls and results as it grows, and what each
-    result would free is worked out once per store."""
-    calls = [call_id for _, call_id, name in messages.tool_calls() if name in tools]
-    cleared: set[str] = set()
-    freed = 0
-    first = len(messages)
+    cache again. O(new calls of ``tools``) per turn as the transcript grows: what each result
+    would free is worked out once per store, and the sums over the old results are kept per
+    store and extended by the calls that aged out since (a result the view does not hold yet is
+    looked at again each time, as before)."""
+    fold = _fold_for(messages, keep_recent, tools)
     known = _clearable.setdefault(messages.lineage, {})
-    for call_id in calls[: max(0, len(calls) - max(1, keep_recent))]:
-        fact = known.get(call_id)
-        if fact is None:
-            position = messages.result_position(call_id)
-            if position is None:
-                continue
-            fact = known[call_id] = (position, _freed_by(messages.at(position), call_id))
+    old = fold.clearable[: max(0, len(fold.clearable) - max(1, keep_recent))]
+    while fold.folded < len(old):  # fold the calls that aged out, until one whose result is not in view
+        fact = _fact(messages, known, old[fold.folded])
+        if fact is None or fact[0] >= len(messages):
+            break
         position, tokens = fact
-        if tokens is not None and position < len(messages):
-            cleared.add(call_id)
-            freed += tokens
-            first = min(first, position)
+        if tokens is not None:
+            fold.ids.append(old[fold.folded])
+            fold.freed += tokens
+            fold.first = position if fold.first is None else min(fold.first, position)
+            fold.reach = max(fold.reach, position + 1)
+        fold.folded += 1
+    cleared, freed, first = list(fold.ids), fold.freed, len(messages) if fold.first is None else fold.first
+    for call_id in old[fold.folded :]:  # the rest, summed afresh
+        fact = _fact(messages, known, call_id)
+        if fact is not None and fact[1] is not None and fact[0] < len(messages):
+            cleared.append(call_id)
+            freed += fact[1]
+            first = min(first, fact[0])
     rewritten = max(0, messages.tokens - messages.tokens_before(first) - freed) if cleared else 0
     return Clearing(tool_use_ids=frozenset(cleared), tokens_freed=freed, tokens_rewritten=rewritten)
 
