@@ -24,7 +24,11 @@ cell says how many runs it holds). A framework that cannot be installed or impor
 went wrong, is reported in the table, not dropped. Needs the ``bench-peers`` extra:
 ``pip install -e '.[bench-peers]'``.
 
-Usage: ``python tools/bench/peers/run.py [--quick] [--n 50,500,1000] [--repeat 3] [--only a,b]``
+``--clock cpu`` times each run by the child's CPU (user + system) instead of the wall clock,
+which a loaded machine inflates; over HTTP that leaves out the server's CPU. ``--only
+floor,floor-body,queryloop`` runs the in-process loops alone, without the peers' extra.
+
+Usage: ``python tools/bench/peers/run.py [--quick] [--n 50,500,1000] [--repeat 3] [--only a,b] [--clock cpu]``
 """
 
 from __future__ import annotations
@@ -58,8 +62,9 @@ def scenario_runs(keys: list[str], ns: list[int], repeat: int) -> dict[str, tupl
     return runs or {"unused": (0, "again")}
 
 
-def run_child(key: str, ns: list[int], url: str, tag: str, budget_s: float) -> dict[str, object]:
+def run_child(key: str, ns: list[int], url: str, tag: str, budget_s: float, clock: str) -> dict[str, object]:
     command = [sys.executable, str(CHILD), key, "--ns", ",".join(map(str, ns)), "--url", url, "--tag", tag]
+    command += ["--clock", clock]
     if len(ns) > 2:  # only the largest N is optional: the others are always run
         command += ["--budget-s", str(budget_s), "--budget-from", str(ns[-1])]
     try:
@@ -74,7 +79,9 @@ def run_child(key: str, ns: list[int], url: str, tag: str, budget_s: float) -> d
     return result
 
 
-def measure(keys: list[str], ns: list[int], repeat: int, budget_s: float, url: str) -> dict[str, dict[str, object]]:
+def measure(
+    keys: list[str], ns: list[int], repeat: int, budget_s: float, url: str, clock: str = "wall"
+) -> dict[str, dict[str, object]]:
     """Per framework: its name, version, note, per-N per-turn times (µs) over repeats, peak RSS, or an error."""
     table: dict[str, dict[str, object]] = {key: {"times": {n: [] for n in ns}, "rss": []} for key in keys}
     skip_largest: set[str] = set()
@@ -85,7 +92,7 @@ def measure(keys: list[str], ns: list[int], repeat: int, budget_s: float, url: s
             if "error" in entry:
                 continue
             wanted = [n for n in ns if not (n == ns[-1] and key in skip_largest)]
-            result = run_child(key, wanted, url, f"{key}-r{r}", budget_s)
+            result = run_child(key, wanted, url, f"{key}-r{r}", budget_s, clock)
             print(f"  repeat {r + 1}/{repeat} {key}: {summary(result)}", file=sys.stderr, flush=True)
             if "error" in result:
                 entry["error"] = result["error"]
@@ -127,10 +134,11 @@ def cell(values: list[float], repeat: int) -> str:
     return text + runs
 
 
-def report(table: dict[str, dict[str, object]], ns: list[int], repeat: int) -> None:
+def report(table: dict[str, dict[str, object]], ns: list[int], repeat: int, clock: str = "wall") -> None:
     print(f"machine: {describe_machine()}")
+    clocked = "CPU time (the child process, user + system)" if clock == "cpu" else "wall time"
     print(
-        f"wall time per tool turn (one run / N), median (min–max) over {repeat} repeat(s), each framework in its own "
+        f"{clocked} per tool turn (one run / N), median (min–max) over {repeat} repeat(s), each framework in its own "
         "process, zero-latency fake model, no-op tool"
     )
     print()
@@ -161,6 +169,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N = 50 and 500, one repeat")
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(FRAMEWORKS)}")
     parser.add_argument("--budget-s", type=float, default=60.0, help="seconds a run may take (projected, as N²)")
+    parser.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall", help="wall time, or the child's CPU (for a loaded machine)"
+    )
     args = parser.parse_args()
     ns = sorted({int(p) for p in (args.n or ("50,500" if args.quick else "50,500,1000")).split(",")})
     repeat = args.repeat or (1 if args.quick else 3)
@@ -169,8 +180,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"run.py: --only names no framework {unknown}; the frameworks are {', '.join(FRAMEWORKS)}")
     with MockApiProcess(tool_turn_scenario(scenario_runs(keys, ns, repeat))) as server:
-        table = measure(keys, ns, repeat, args.budget_s, server.url)
-    report(table, ns, repeat)
+        table = measure(keys, ns, repeat, args.budget_s, server.url, args.clock)
+    report(table, ns, repeat, args.clock)
 
 
 if __name__ == "__main__":
