@@ -17,7 +17,7 @@ zero-latency model that builds every request's body as the HTTP backend must
   - a user ``~/.claude/CLAUDE.md`` and a project ``CLAUDE.md`` (about 2 KB each);
   - user and project ``settings.json`` with permission ``allow``, ``deny`` and ``ask``
     rules, which every call is checked against in ``default`` mode;
-  - a ``PreToolUse`` hook on every tool (matcher ``*``), a real command (``bash -c``: it
+  - a ``PreToolUse`` hook on every tool (matcher ``*``), a real command (``/bin/sh -c``: it
     reads its input with ``cat`` and appends a line to a log, which the script counts);
   - a real stdio MCP server (``tests/fixtures/mcp/flaky_server.py``, the ``mcp`` SDK), from
     the project's ``.mcp.json``, approved in the settings; every 10th turn calls its
@@ -34,7 +34,7 @@ Per configuration and N, over the repeats (median and min–max), each a whole r
   every thread): the headline. Nothing is subtracted from it: starting the hook's and the
   server's processes and talking to them is queryloop's work and is in it;
 * **children CPU** — the processes it started and reaped (``RUSAGE_CHILDREN``): the hooks'
-  ``bash`` and ``cat``, the MCP server (its Python start-up included);
+  ``sh`` and ``cat``, the MCP server (its Python start-up included);
 * **fsync** — how many ``os.fsync`` calls and their wall time (``os.fsync`` wrapped by
   this script only);
 * **wall** — the run's wall time, which also holds the waits for the children.
