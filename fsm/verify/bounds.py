@@ -663,16 +663,18 @@ def _component_pairs(
     # pieces target(b_i) → src(b_i+1), a last piece target(bK) → w. A middle piece is charged either
     # to the edge that ends it ("before") or to the one that starts it ("after"); each charging gives
     # a bound (a counter c is crossed at most cap(c) times), and the smaller of the two holds.
+    # A charge is at least 0: a pair no walk joins at some caps (an edge whose cap is 0 there) is -∞ in
+    # ``residual``, and a charge of -∞ subtracted from the first (or last) piece made the bound +∞.
+    zero = alg.const(0)
     before: dict[str, V] = {}
     after: dict[str, V] = {}
     for counter, ts in counted.items():
         pieces = [residual[(a, t.source)] for t in ts for a in targets if (a, t.source) in residual]
         if pieces:
-            before[counter] = alg.max(pieces)
+            before[counter] = alg.max((*pieces, zero))
         pieces = [residual[(t.dest, b.source)] for t in ts for b in bounding if (t.dest, b.source) in residual]
         if pieces:
-            after[counter] = alg.max(pieces)
-    zero = alg.const(0)
+            after[counter] = alg.max((*pieces, zero))
 
     def middle(charge: Mapping[str, V]) -> V:
         return alg.add(alg.mul(alg.cap(spec.counter_map[c]), value) for c, value in charge.items())
