@@ -107,6 +107,27 @@ def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
     )
 
 
+def _range_lines(r: CheckReport) -> list[str]:
+    """The declared figures for every value a run accepts (each param within its declared ``max``)."""
+    ranges = r.over_ranges
+    if ranges is None:
+        return []
+    lines = [
+        f"  worst case per {r.step}, for every value a run accepts (each param from 0 to its `max`; proven by "
+        f"intervals over every setting): {_figures(ranges.per_turn)}"
+    ]
+    if ranges.per_run:
+        lines.append(f"  worst case per run, for every value a run accepts: {_figures(ranges.per_run)}")
+    for name, c in ranges.composed.items():
+        if c.turns is None:
+            continue
+        lines.append(
+            f"  per {r.step} with its {name}, for every value a run accepts ({c.turns_param} set, up to {c.turns}; "
+            f"{c.starts_param} up to {c.starts}): {_figures(c.per_turn)}"
+        )
+    return lines
+
+
 def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> str:
     changed = {k: v for k, v in r.at.items() if r.defaults.get(k) != v}
     where = "at " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "at the defaults"
@@ -115,6 +136,7 @@ def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> s
         *_per_step_lines(r, where),
         *_per_run_lines(r, where),
         *_composed_lines(r, where),
+        *_range_lines(r),
         *_explored_lines(r),
     ]
     if r.ok:

@@ -28,7 +28,7 @@ from queryloop.fsm.verify.bounds import figure_values
 from queryloop.machines import MACHINES_DIR
 
 if TYPE_CHECKING:
-    from queryloop.fsm.verify.check import Composed
+    from queryloop.fsm.verify.check import CheckReport, Composed, OverRanges
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- figures: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end figures -->)", re.S)
@@ -70,14 +70,23 @@ def per_turn_bound(spec: MachineSpec) -> str:
         "(`model_requests` = model calls + summary requests, retries of both included). The\n"
         "bound is:\n\n"
         f"`{report.expressions[FIGURE][0]}`\n\n"
-        "A run with `--max-turns N` sends at most N times that. `check` fails if a change takes\n"
-        f"the figure above its declared `max: {spec.figure_max[FIGURE]}`.\n"
+        "A run with `--max-turns N` sends at most N times that. For every value a run accepts\n"
+        "(each param from 0 to its declared `max:`, which the run refuses to exceed), a turn sends at most\n"
+        f"**{_n(_over_ranges(report).per_turn[FIGURE])} model requests**. `check` fails if a change takes that\n"
+        f"above the figure's declared `max: {spec.figure_max[FIGURE]}`.\n"
     )
+
+
+def _over_ranges(report: CheckReport) -> OverRanges:
+    if report.over_ranges is None:
+        raise ValueError(f"the machine declares no `max` for the figure '{FIGURE}'")
+    return report.over_ranges
 
 
 def with_sub_agents(spec: MachineSpec) -> str:
     """docs/checker.md: the bound of a turn with the sub-agents it starts, and how a child's run is counted."""
     composed = _composed(spec)
+    ranged = _over_ranges(check_spec(spec, explore=False)).composed[spec.children[0].name]
     turn, run, total = _per_turn(spec), composed.child_run[FIGURE], composed.per_turn[FIGURE]
     blocks, hops = int(spec.param_defaults[BLOCKS]), int(spec.param_defaults[HOPS])
     per_block, per_hop = _step(spec, BLOCKS), _step(spec, HOPS)
@@ -106,8 +115,12 @@ def with_sub_agents(spec: MachineSpec) -> str:
         f"{blocks} × {_n(per_block)} +\n"
         f"{hops} × {_n(per_hop)} ({_n(run)} at T = {TURNS}).\n"
         "The step per block and per hop is the largest anywhere between 0 and the cap (every\n"
-        f"point evaluated), so the sum holds at every cap value. `check --set {composed.turns_param}={TURNS}`\n"
-        f"fails above the figure's `max_with_children` ({_n(spec.figure_max_with_children[FIGURE])}).\n"
+        "point evaluated), so the sum holds at every cap value. For every value a run accepts\n"
+        f"({composed.turns_param} set, up to {_n(ranged.turns or 0)}; {ranged.starts_param} up to {ranged.starts};\n"
+        f"every other cap within its range) a turn with its agents sends at most **{_n(ranged.per_turn[FIGURE])}**\n"
+        f"({_n(ranged.per_turn[FIGURE] - ranged.starts * ranged.child_run[FIGURE])} + {ranged.starts} × "
+        f"{_n(ranged.child_run[FIGURE])}), and `check` fails above the figure's\n"
+        f"`max_with_children` ({_n(spec.figure_max_with_children[FIGURE])}).\n"
     )
 
 

@@ -17,7 +17,18 @@ import networkx as nx
 
 from ..model.spec import RUN, CounterSpec, MachineSpec, TransitionSpec
 
-__all__ = ["Bound", "Expr", "figure_bounds", "figure_values", "polynomial_text", "runs_of_turns"]
+__all__ = [
+    "Bound",
+    "Expr",
+    "effective_resets",
+    "figure_bounds",
+    "figure_ranges",
+    "figure_values",
+    "most_over",
+    "polynomial_text",
+    "polynomial_value",
+    "runs_of_turns",
+]
 
 Value = float  # a bound's value: an integer, or math.inf
 V = TypeVar("V")
@@ -72,6 +83,36 @@ class Expr:
             out *= v
         return out
 
+    def span(
+        self, spec: MachineSpec, box: _Box, memo: dict[Expr, tuple[Value, Value]] | None = None
+    ) -> tuple[Value, Value]:
+        """The least and the most the expression takes for every cap in ``box`` (interval arithmetic, each
+        operation's span holding all its values on its arguments' spans: no monotonicity is assumed)."""
+        memo = {} if memo is None else memo
+        found = memo.get(self)
+        if found is None:
+            found = memo[self] = self._span(spec, box, memo)
+        return found
+
+    def _span(self, spec: MachineSpec, box: _Box, memo: dict[Expr, tuple[Value, Value]]) -> tuple[Value, Value]:
+        if self.op == "const":
+            return (self.value, self.value)
+        if self.op == "cap":
+            return box.cap(spec.counter_map[self.counter])
+        spans = [a.span(spec, box, memo) for a in self.args]
+        if self.op == "sum":
+            return box.add(spans)
+        if self.op == "max":
+            return box.max(spans)
+        if self.op == "min":
+            return box.min(spans)
+        if self.op == "when":
+            return box.when(spans[0], spans[1])
+        out = spans[0]
+        for factor in spans[1:]:
+            out = box.mul(out, factor)
+        return out
+
     def resolve(
         self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None
     ) -> dict[tuple[str, ...], float] | None:
@@ -103,7 +144,7 @@ class Expr:
         here = self._branch(spec, params, memo)
         if grows is None or here is None:
             return here
-        if _value_at(grows, params) >= exact:
+        if polynomial_value(grows, params) >= exact:
             return grows
         monos = {*grows, *here}
         both = {mono: max(grows.get(mono, 0), here.get(mono, 0)) for mono in monos}
@@ -151,7 +192,7 @@ class Expr:
         return {mono: k for mono, k in out.items() if k}
 
 
-def _value_at(poly: Mapping[tuple[str, ...], float], params: Mapping[str, Any]) -> float:
+def polynomial_value(poly: Mapping[tuple[str, ...], float], params: Mapping[str, Any]) -> float:
     """The polynomial's value at ``params`` (a null param: unbounded)."""
     total: float = 0
     for mono, k in poly.items():
@@ -281,7 +322,7 @@ def figure_bounds(
     """The bounds of the figures ``names`` (default: every declared figure, then every effect's own)
     as expressions, keyed as ``CheckReport.worst_case``. For the figures in ``unbounded_runs`` (known
     unbounded per run at the params of interest) the per-run expression is not built: it is ∞."""
-    sym = _Sym()
+    sym = _Sym(spec)
     memo = _Memo(spec)
     wanted = None if names is None else set(names)
     skip_run = set(unbounded_runs)
@@ -334,11 +375,18 @@ class _Algebra(Protocol[V]):
     def max(self, terms: Iterable[V]) -> V: ...
     def min(self, terms: Iterable[V]) -> V: ...
     def when(self, cap: V, value: V) -> V: ...
+    def fires(self, t: TransitionSpec) -> bool: ...
 
 
 class _Num:
-    def __init__(self, spec: MachineSpec, params: Mapping[str, Any]) -> None:
+    """Bounds as numbers at the caps ``params``. An edge whose cap is 0 there is left out (no run takes it),
+    unless ``as_expressions``: then, as in an :class:`Expr`, only one whose cap is the literal 0, so the bound
+    is the expression's value (what :func:`runs_of_turns` needs: its steps from a cap of 0 are the
+    expression's, one unit each, not the first one also making an edge possible)."""
+
+    def __init__(self, spec: MachineSpec, params: Mapping[str, Any], *, as_expressions: bool = False) -> None:
         self.spec, self.params = spec, params
+        self.as_expressions = as_expressions
         self.caps: dict[str, float] = {}
 
     def const(self, n: float) -> float:
@@ -370,12 +418,132 @@ class _Num:
     def when(self, cap: float, value: float) -> float:
         return value if cap > 0 else -math.inf
 
+    def fires(self, t: TransitionSpec) -> bool:
+        if self.as_expressions:
+            return not self.spec.never_fires(t)
+        return t.counter is None or self.cap(self.spec.counter_map[t.counter]) > 0
+
+
+Span = tuple[float, float]  # the least and the most a bound may be over a box of caps
+
+
+class _Box:
+    """Interval arithmetic: a bound's least and most over every cap from ``low`` to ``high`` (a null param in
+    ``high``: no limit). Each operation's span holds every value the operation takes on its arguments' spans,
+    so the most of a figure is a bound for every setting in the box: no monotonicity in the caps is assumed
+    (a bound subtracts charges, and a larger cap may take a path a smaller one does not)."""
+
+    def __init__(self, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> None:
+        self.low, self.high = _Num(spec, low), _Num(spec, high)
+
+    def const(self, n: float) -> Span:
+        return (n, n)
+
+    def cap(self, counter: CounterSpec) -> Span:
+        return (self.low.cap(counter), self.high.cap(counter))
+
+    def add(self, terms: Iterable[Span]) -> Span:
+        spans = list(terms)
+        return (self.low.add(a for a, _ in spans), self.high.add(b for _, b in spans))
+
+    def sub(self, a: Span, b: Span) -> Span:
+        return (self.low.sub(a[0], b[1]), self.high.sub(a[1], b[0]))
+
+    def mul(self, a: Span, b: Span) -> Span:
+        corners = [self.low.mul(x, y) for x in a for y in b]
+        return (min(corners), max(corners))
+
+    def max(self, terms: Iterable[Span]) -> Span:
+        spans = list(terms)
+        return (max(a for a, _ in spans), max(b for _, b in spans))
+
+    def min(self, terms: Iterable[Span]) -> Span:
+        spans = list(terms)
+        return (min(a for a, _ in spans), min(b for _, b in spans))
+
+    def when(self, cap: Span, value: Span) -> Span:
+        return (value[0] if cap[0] > 0 else -math.inf, value[1] if cap[1] > 0 else -math.inf)
+
+    def fires(self, t: TransitionSpec) -> bool:
+        return self.high.fires(t)
+
+
+MOST_BOXES = 64
+"""The most sub-boxes :func:`most_over` splits a box of caps into before it settles for the most of their spans."""
+
+
+def most_over(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
+    """A bound of ``expr`` for every setting of the caps from ``low`` to ``high``, proven by interval arithmetic,
+    and as tight as :data:`MOST_BOXES` sub-boxes make it: the box whose span reaches highest is split in two at
+    the middle of its widest param until no span reaches above a value the expression takes at a corner (then
+    that value is the most, exactly) or the boxes are spent (then the highest span, still a bound)."""
+    used = _caps_in(expr, spec)
+    names = [n for n in used if isinstance(low.get(n), int) and isinstance(high.get(n), int)]
+    best = -math.inf
+    boxes: list[tuple[Value, dict[str, Any], dict[str, Any]]] = [(_span_top(expr, spec, low, high), {**low}, {**high})]
+    for _ in range(MOST_BOXES):
+        boxes.sort(key=lambda b: b[0])
+        top, lo, hi = boxes[-1]
+        best = max(best, expr.evaluate(spec, hi))
+        if top <= best:
+            return best
+        wide = max(names, key=lambda n: hi[n] - lo[n], default=None)
+        if wide is None or hi[wide] == lo[wide]:
+            return top
+        boxes.pop()
+        middle = (lo[wide] + hi[wide]) // 2
+        for a, b in ((lo[wide], middle), (middle + 1, hi[wide])):
+            part_lo, part_hi = {**lo, wide: a}, {**hi, wide: b}
+            boxes.append((_span_top(expr, spec, part_lo, part_hi), part_lo, part_hi))
+    return max(max(b[0] for b in boxes), best)
+
+
+def _caps_in(expr: Expr, spec: MachineSpec) -> list[str]:
+    """The params whose values ``expr`` reads (the caps of its counters), in the spec's order."""
+    found: set[str] = set()
+    seen: set[Expr] = set()
+    todo = [expr]
+    while todo:
+        e = todo.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if e.op == "cap" and isinstance(cap := spec.counter_map[e.counter].cap, str):
+            found.add(cap)
+        todo.extend(e.args)
+    return [p.name for p in spec.params if p.name in found]
+
+
+def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
+    return expr.span(spec, _Box(spec, low, high))[1]
+
+
+def figure_ranges(
+    spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]
+) -> tuple[dict[str, Value], dict[str, Value]]:
+    """Every figure's bound for every setting of the caps from ``low`` to ``high`` (each param in its range):
+    the most of its interval over that box (:class:`_Box`), per turn, then per run."""
+    box = _Box(spec, low, high)
+    memo = _Memo(spec)
+    done: dict[frozenset[str], tuple[Value, Value]] = {}
+    per_turn: dict[str, Value] = {}
+    per_run: dict[str, Value] = {}
+    for name, effects in _figures(spec).items():
+        if effects not in done:
+            turn, run = _figure(spec, effects, box, memo, per_run=True)
+            assert run is not None
+            done[effects] = (turn[1], run[1])
+        per_turn[name], per_run[name] = done[effects]
+    return per_turn, per_run
+
 
 MOST_BUDGET_POINTS = 256
 """The most settings of the run budgets :func:`runs_of_turns` evaluates a figure at (else it gives no bound)."""
 
 
-def runs_of_turns(spec: MachineSpec, params: Mapping[str, Any], names: Iterable[str]) -> dict[str, Value]:
+def runs_of_turns(
+    spec: MachineSpec, params: Mapping[str, Any], names: Iterable[str], *, low: Mapping[str, Any] | None = None
+) -> dict[str, Value]:
     """Every figure ``names`` per run, each run budget charged once to the whole run, not to every turn.
 
     A run is at most T = 1 + (the caps of the progress counters) turns, when every progress edge is counted
@@ -385,7 +553,10 @@ def runs_of_turns(spec: MachineSpec, params: Mapping[str, Any], names: Iterable[
     ``n_c`` (a bound for every cap value), and over the run the ``n_c`` sum to at most ``c``'s cap ``N_c``.
     With ``D_c`` the largest step ``B(n + e_c) − B(n)`` anywhere in the box ``0 ≤ n ≤ N``, every
     ``B(n) ≤ B(0) + Σ_c D_c·n_c`` (a sum of such steps), so the run is at most ``T·B(0) + Σ_c D_c·N_c``:
-    the budgets' terms of the per-turn figure are paid once per run. ``math.inf`` where that does not
+    the budgets' terms of the per-turn figure are paid once per run. With ``low``, every other cap ranges from
+    ``low`` to ``params`` and ``B(n)`` is their most (:func:`most_over`, proven by intervals): a function of
+    ``n`` alone at least the bound at every such setting, so the same sum holds for all of them (T and the
+    ``N_c`` are taken at ``params``, the sum growing with each). ``math.inf`` where that does not
     apply (a progress edge not so counted, an unset cap, a box of more than :data:`MOST_BUDGET_POINTS`).
     """
     memo = _Memo(spec)
@@ -417,12 +588,15 @@ def runs_of_turns(spec: MachineSpec, params: Mapping[str, Any], names: Iterable[
         return unbounded
     # the per-turn bound of every figure at every point of the box (each point: the caps the turn spends)
     per_point: dict[tuple[int, ...], dict[frozenset[str], Value]] = {}
+    exprs = None if low is None else {b.effects: b.per_turn for b in figure_bounds(spec, figures).values()}
     for point in itertools.product(*(range(size + 1) for size in sizes)):
-        at = {**params, **{str(c.cap): n - c.cap_offset for c, n in zip(budgets, point, strict=True)}}
-        num = _Num(spec, at)
-        per_point[point] = {
-            effects: _figure(spec, effects, num, memo, per_run=False)[0] for effects in set(figures.values())
-        }
+        spent = {str(c.cap): n - c.cap_offset for c, n in zip(budgets, point, strict=True)}
+        at = {**params, **spent}
+        if low is None or exprs is None:
+            num = _Num(spec, at, as_expressions=True)
+            per_point[point] = {e: _figure(spec, e, num, memo, per_run=False)[0] for e in set(figures.values())}
+        else:
+            per_point[point] = {e: most_over(expr, spec, {**low, **spent}, at) for e, expr in exprs.items()}
     out: dict[str, Value] = {}
     for name, effects in figures.items():
         values = {point: found[effects] for point, found in per_point.items()}
@@ -440,6 +614,9 @@ def runs_of_turns(spec: MachineSpec, params: Mapping[str, Any], names: Iterable[
 
 
 class _Sym:
+    def __init__(self, spec: MachineSpec) -> None:
+        self.spec = spec
+
     def const(self, n: float) -> Expr:
         return const(n)
 
@@ -467,6 +644,9 @@ class _Sym:
             return value if cap.value > 0 else const(-math.inf)
         return Expr("when", args=(cap, value))
 
+    def fires(self, t: TransitionSpec) -> bool:
+        return not self.spec.never_fires(t)
+
 
 @attrs.define
 class _Memo:
@@ -479,8 +659,7 @@ class _Memo:
     never_reset: frozenset[str] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        reset = {r for t in self.spec.transitions for r in self.spec.resets_of(t)}
-        self.never_reset = frozenset(c.name for c in self.spec.counters) - reset
+        self.never_reset = frozenset(c.name for c in self.spec.counters) - effective_resets(self.spec)
 
     def split(self, edges: list[TransitionSpec], nodes: list[str]) -> _Split:
         key = (*nodes, "|", *(t.reason for t in edges))
@@ -495,6 +674,32 @@ class _Memo:
         if found is None:
             found = self.parts[key] = _Part.of(self.spec, inner)
         return found
+
+
+def effective_resets(spec: MachineSpec) -> frozenset[str]:
+    """The counters some edge resets where they may be above 0: a run budget is decided by what a reset does,
+    not by where one is written. A reset on an edge leaving a state no walk reaches from an edge counting the
+    counter without a reset of it in between (the counter is always 0 there) changes no run."""
+    out: set[str] = set()
+    for c in spec.counters:
+        resetting = [t for t in spec.transitions if c.name in spec.resets_of(t)]
+        if resetting and _above_zero_at(spec, c.name) & {t.source for t in resetting}:
+            out.add(c.name)
+    return frozenset(out)
+
+
+def _above_zero_at(spec: MachineSpec, counter: str) -> set[str]:
+    """The states where ``counter`` may be above 0: reached from an edge that counts it, through edges that do
+    not reset it (an edge that counts it leaves it at 1 or more, whatever it resets)."""
+    seen = {t.dest for t in spec.transitions if t.counter == counter}
+    todo = list(seen)
+    while todo:
+        here = todo.pop()
+        for t in spec.transitions:
+            if t.source == here and t.dest not in seen and counter not in spec.resets_of(t):
+                seen.add(t.dest)
+                todo.append(t.dest)
+    return seen
 
 
 @attrs.frozen
@@ -564,8 +769,9 @@ def _figure(
     """The figure of ``effects`` per turn, and per run (``None`` unless ``per_run``)."""
     weight = {s.name: 1 if s.effect in effects else 0 for s in spec.states}
     nodes = list(spec.state_map)
-    # An edge whose counter's cap is 0 is never taken: it joins nothing, not even a cycle.
-    taken = [t for t in spec.transitions if not spec.never_fires(t)]
+    # An edge whose counter's cap is 0 is never taken: it joins nothing, not even a cycle. (A number at given
+    # caps knows which caps are 0 there; an expression knows only the literal ones.)
+    taken = [t for t in spec.transitions if alg.fires(t)]
     turn_edges = [t for t in taken if not t.progress]
     starts = list(dict.fromkeys([spec.initial, *(t.dest for t in taken if t.progress)]))
     pairs = _pairs(spec, turn_edges, nodes, weight, alg, memo)

@@ -20,12 +20,22 @@ import networkx as nx
 from ..model.load import INTERNAL_ERROR
 from ..model.properties import broken_guard_meanings, broken_properties
 from ..model.spec import RUN, SPAN, MachineSpec, TransitionSpec
-from .bounds import Expr, figure_bounds, figure_values, polynomial_text, runs_of_turns
+from .bounds import (
+    Bound,
+    Expr,
+    figure_bounds,
+    figure_values,
+    most_over,
+    polynomial_text,
+    polynomial_value,
+    runs_of_turns,
+)
 
 __all__ = [
     "CheckReport",
     "Composed",
     "Finding",
+    "OverRanges",
     "Progress",
     "check_spec",
     "composed_figures",
@@ -132,6 +142,116 @@ def without_guard(spec: MachineSpec, guard: str) -> MachineSpec:
     )
 
 
+@attrs.frozen(kw_only=True)
+class OverRanges:
+    """The declared figures for every value a run accepts: each int or number param from 0 to its declared
+    ``max`` (``low`` to ``high``; a nullable one also unset, ``None`` in ``high``), every other at ``at``.
+
+    ``per_turn`` (the figures with a ``max``) and ``per_run`` (those with a number as ``max_per_run``) are
+    proven by interval arithmetic over that box (:func:`~fsm.verify.bounds.most_over`), with no monotonicity
+    in the caps assumed. ``composed`` is each ``children:`` entry's turn with the runs it starts, for every
+    value of its ``steps`` param up to its ``max`` (unset, it is unbounded by design): its own figure, plus
+    the most starts times a child run whose run budgets are paid once and whose other caps range over the box.
+    """
+
+    low: Mapping[str, Any]
+    high: Mapping[str, Any]
+    per_turn: Mapping[str, float]
+    per_run: Mapping[str, float]
+    composed: Mapping[str, Composed]
+
+
+def range_box(spec: MachineSpec, at: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every value a run accepts, as a box: each int or number param from 0 to its declared ``max`` (the top
+    of a nullable one is ``None``: unset, no limit), every other param at ``at``."""
+    low, high = dict(at), dict(at)
+    for p in spec.params:
+        if p.type in ("int", "number") or (p.type is None and isinstance(p.default, int)):
+            low[p.name] = 0
+            high[p.name] = None if p.nullable or p.most is None else _whole(p.most)
+    return low, high
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if value == int(value) else value
+
+
+def figures_over_ranges(spec: MachineSpec, at: Mapping[str, Any], bounds: Mapping[str, Bound]) -> OverRanges:
+    """The figures :class:`OverRanges` holds, from the expressions ``bounds`` (per turn, and per run where
+    they are built)."""
+    low, high = range_box(spec, at)
+    wanted = {*spec.figure_max, *spec.figure_max_with_children}
+    per_turn = {name: most_over(bounds[name].per_turn, spec, low, high) for name in spec.figures if name in wanted}
+    per_run = {
+        name: most_over(bounds[name].per_run, spec, low, high)
+        for name, limit in spec.figure_max_per_run.items()
+        if isinstance(limit, int)
+    }
+    return OverRanges(
+        low=low, high=high, per_turn=per_turn, per_run=per_run, composed=_composed_over(spec, low, high, per_turn)
+    )
+
+
+def _composed_over(
+    spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any], own: Mapping[str, float]
+) -> dict[str, Composed]:
+    """Each ``children:`` entry's figures with ``max_with_children`` over the box, at the top of its ``steps``."""
+    names = list(spec.figure_max_with_children)
+    out: dict[str, Composed] = {}
+    for child in spec.children:
+        counter = spec.counter_map[child.starts]
+        starts = spec.cap_of(counter, high) or 0
+        top = spec.param_map[child.steps].most
+        child_run = {name: math.inf for name in names}
+        if top is not None and names:
+            run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
+            bounds = set(run_spec.progress_bounds.values())
+            child_high = {**high, **{b: int(top) for b in bounds}}
+            child_low = {**low, **{b: 0 for b in bounds}}
+            if child.depth == 1 and isinstance(counter.cap, str):
+                child_high[counter.cap] = child_low[counter.cap] = 0
+            child_run = runs_of_turns(run_spec, child_high, names, low=child_low)
+        out[child.name] = Composed(
+            starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
+            turns_param=child.steps,
+            starts=starts,
+            turns=None if top is None else int(top),
+            child_run=child_run,
+            per_turn={name: own[name] + (starts * child_run[name] if starts else 0) for name in names},
+        )
+    return out
+
+
+def _range_findings(spec: MachineSpec, ranges: OverRanges, found: list[Finding]) -> list[Finding]:
+    """A figure above its declared limit for some value a run accepts, where it is not above it at the caps
+    checked already (``found``: that finding says it, with a run that shows it)."""
+    said = {f.message.split("'")[1] for f in found if f.check == "figure" and "'" in f.message}
+    out: list[Finding] = []
+    where = "for a value a run accepts (every param within its declared `max`)"
+    fix = "lower a param's `max`, or raise the figure's"
+    for name, most in spec.figure_max.items():
+        if name not in said and ranges.per_turn[name] > most:
+            message = f"{_show(ranges.per_turn[name])} per {spec.step_scope} {where}, above its declared max {most}"
+            out.append(Finding(check="figure", message=f"figure {name!r} may reach {message} ({fix})"))
+    for name, value in ranges.per_run.items():
+        limit = spec.figure_max_per_run[name]
+        if name not in said and isinstance(limit, int) and value > limit:
+            message = f"{_show(value)} per run {where}, above its declared max_per_run {limit}"
+            out.append(Finding(check="figure", message=f"figure {name!r} may reach {message} ({fix})"))
+    for child in ranges.composed.values():
+        for name, most in spec.figure_max_with_children.items():
+            value = child.per_turn[name]
+            if name not in said and child.turns is not None and value > most:
+                message = (
+                    f"figure {name!r} with its children may reach {_show(value)} per {spec.step_scope} {where}: "
+                    f"{child.turns_param} up to {child.turns}, {child.starts_param} up to {child.starts} "
+                    f"({_show(value - child.starts * child.child_run[name])} + {child.starts} × "
+                    f"{_show(child.child_run[name])}), above its declared max_with_children {most} ({fix})"
+                )
+                out.append(Finding(check="figure", message=message))
+    return out
+
+
 def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str, float]) -> dict[str, Composed]:
     """Every ``children:`` entry's :class:`Composed` figures at ``at`` (``own``: the turn's own per-turn bounds)."""
     out: dict[str, Composed] = {}
@@ -199,6 +319,8 @@ class CheckReport:
     # worst-case seconds per turn (per_turn × that); inf when a term is an unset param
     each_s: Mapping[str, float] = attrs.field(factory=dict)
     wait_s_per_turn: Mapping[str, float] = attrs.field(factory=dict)
+    # the declared figures for every value a run accepts (each param within its declared range)
+    over_ranges: OverRanges | None = None
     reachable: frozenset[tuple[str, tuple[int, ...]]] = attrs.field(factory=frozenset, repr=False, eq=False)
 
     @property
@@ -242,6 +364,8 @@ class CheckReport:
                 }
                 for name, c in self.composed.items()
             }
+        if self.over_ranges is not None:
+            out["over_ranges"] = _ranges_json(self.over_ranges, step)
         if self.explored:
             out["explored"] = {
                 "params": dict(self.params),
@@ -252,6 +376,26 @@ class CheckReport:
                 "symbolic_per_run": {k: num(v) for k, v in self.symbolic_per_run_at_params.items()},
             }
         return out
+
+
+def _ranges_json(ranges: OverRanges, step: str) -> dict[str, Any]:
+    def num(v: float) -> int | None:
+        return None if v == math.inf else int(v)
+
+    return {
+        "params": {k: [ranges.low[k], ranges.high[k]] for k in ranges.high if ranges.low[k] != ranges.high[k]},
+        f"worst_case_per_{step}": {k: num(v) for k, v in ranges.per_turn.items()},
+        "worst_case_per_run": {k: num(v) for k, v in ranges.per_run.items()},
+        f"composed_per_{step}": {
+            name: {
+                f"starts_per_{step}": c.starts,
+                f"child_{step}s": c.turns,
+                "child_run": {k: num(v) for k, v in c.child_run.items()},
+                f"per_{step}": {k: num(v) for k, v in c.per_turn.items()},
+            }
+            for name, c in ranges.composed.items()
+        },
+    }
 
 
 def check_spec(
@@ -311,6 +455,9 @@ def check_spec(
     each_s, wait_s = _waits(spec, at, per_turn)
     composed = composed_figures(spec, at, per_turn)
     findings += _composed_findings(spec, at, composed)
+    ranges = figures_over_ranges(spec, at, bounds) if spec.figure_max or spec.figure_max_per_run else None
+    if ranges is not None:
+        findings += _range_findings(spec, ranges, findings)
     report = CheckReport(
         machine=spec.name,
         path=spec.path,
@@ -319,7 +466,8 @@ def check_spec(
         findings=tuple(findings),
         step=spec.step_scope,
         expressions={
-            name: (_polynomial(b.per_turn, spec, at), _polynomial(b.per_run, spec, at)) for name, b in bounds.items()
+            name: (_polynomial(b.per_turn, spec, at, per_turn[name]), _polynomial(b.per_run, spec, at, per_run[name]))
+            for name, b in bounds.items()
         },
         at=at,
         per_turn=per_turn,
@@ -329,6 +477,7 @@ def check_spec(
         composed=composed,
         each_s=each_s,
         wait_s_per_turn=wait_s,
+        over_ranges=ranges,
     )
     if not explore:
         return report
@@ -402,9 +551,19 @@ def _json_number(v: float) -> float | None:
     return None if v == math.inf else v
 
 
-def _polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, Any]) -> str:
+def _polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, Any], figure: float = math.inf) -> str:
+    """The bound as a polynomial of the caps; where it is above the ``figure`` at ``at`` (a cap of 0 there), why."""
     poly = bound.resolve(spec, at)
-    return "unbounded" if poly is None else polynomial_text(poly)
+    if poly is None:
+        return "unbounded"
+    text = polynomial_text(poly)
+    value = polynomial_value(poly, at)
+    if value > figure:
+        text += (
+            f" ({_show(value)} here, above the bound {_show(figure)}: an edge whose cap is 0 here never fires, and no "
+            "term of a polynomial is there at every cap of 1 or more and gone at 0)"
+        )
+    return text
 
 
 def _few(names: tuple[str, ...], most: int = 8) -> str:

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Mapping
 
-__all__ = ["at_least_one", "budget", "models", "percent", "positive_int", "seconds"]
+__all__ = [
+    "PARAM_FLAGS",
+    "at_least_one",
+    "beyond_declared_range",
+    "budget",
+    "models",
+    "percent",
+    "positive_int",
+    "seconds",
+]
 
 
 def positive_int(text: str) -> int:
@@ -66,3 +76,27 @@ def models(text: str) -> tuple[str, ...]:
     if len(models) > 3:
         raise argparse.ArgumentTypeError(f"at most 3 fallback models, got {len(models)}")
     return models
+
+
+#: The run's flags that set a param of the query loop: the flag's attribute, the param and the least the flag takes.
+PARAM_FLAGS: dict[str, tuple[str, str, int]] = {
+    "--max-turns": ("max_turns", "max_turns", 1),
+    "--max-agent-turns": ("max_agent_turns", "max_agent_turns", 1),
+    "--max-retries": ("max_retries", "max_retries", 0),
+    "--max-retry-after": ("max_retry_after", "max_retry_after_s", 0),
+}
+
+
+def beyond_declared_range(given: Mapping[str, float | None], most: Mapping[str, float | None]) -> str | None:
+    """Why a flag's value (``given``, by attribute) is above the most its param accepts (``most``, the machine's
+    ``max:``), as a usage error words it; ``None`` when every one is within its range.
+
+    The checker proves the figures (requests per turn, a turn with its agents) for every value within the
+    declared ranges, so a run takes no other: Claude Code 2.1.235 takes any ``--max-turns``."""
+    for flag, (attribute, param, least) in PARAM_FLAGS.items():
+        value, top = given.get(attribute), most.get(param)
+        if value is None or top is None or value <= top:
+            continue
+        shown = f"{least} to {top:g} (the machine's range of {param})"
+        return f"argument {flag}: expected a number from {shown}, got {value:g}"
+    return None

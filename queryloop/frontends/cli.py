@@ -19,14 +19,17 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from queryloop.fsm import ProgramWords, UsageError, inert, run_command
-from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError, parse_rule_list
+from queryloop.fsm.cli import ProgramWords, UsageError, run_command
+from queryloop.fsm.errors import FsmError
+from queryloop.fsm.terminal import inert
+from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
+from queryloop.handlers.tools.services.rules import parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .. import __version__
 from ..run.defaults import AUTO_COMPACT_THRESHOLD, CLAUDE_CODE_VERSION, DEFAULT_MODEL
 from ..run.startup import Startup
-from .argtypes import at_least_one, budget, models, percent, positive_int, seconds
+from .argtypes import PARAM_FLAGS, at_least_one, beyond_declared_range, budget, models, percent, positive_int, seconds
 from .commands import add_commands, command_names
 from .formats import OUTPUT_FORMATS
 from .sdk_flags import add_sdk_options, prepare_sdk_flags
@@ -300,7 +303,7 @@ def _add_agent_options(run: argparse.ArgumentParser) -> None:
         help="run this machine file instead of the shipped query loop (a mutated copy, to replay a "
         "`check --counterexamples` scenario); a file that does not load is an error before any request",
     )
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, usage_error=run.error)
 
 
 def _add_io_options(run: argparse.ArgumentParser) -> None:
@@ -586,6 +589,22 @@ def _refuse_unsupported(args: argparse.Namespace) -> None:
         )
 
 
+def _refuse_beyond_range(args: argparse.Namespace) -> None:
+    """A flag above the most its param of the machine accepts (its ``max:``) is a usage error: the figures
+    ``queryloop check`` proves hold for every value within the declared ranges, and for no other."""
+    from ..run.agent import query_loop_program  # loaded once per process: the run takes the same one
+
+    serving = args.input_format == "stream-json" or _opens_session(args)  # a session runs the shipped machine
+    try:
+        spec = (query_loop_program(str(args.machine)) if args.machine and not serving else query_loop_program()).spec
+    except FsmError:
+        return  # the run says why the machine does not load, before any request
+    given = {attribute: getattr(args, attribute, None) for attribute, _, _ in PARAM_FLAGS.values()}
+    problem = beyond_declared_range(given, {p.name: p.most for p in spec.params})
+    if problem is not None:
+        args.usage_error(problem)
+
+
 def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
     """The result line of a run refused before it started (no such session): nothing ran, nothing cost.
 
@@ -650,6 +669,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 1
     startup = Startup()  # the SDK loads in the background while the agent's imports, settings and session go on
     try:
+        _refuse_beyond_range(args)  # as a bad flag: one line, exit 2, nothing sent
         return _prepare_and_run(args, startup)
     finally:
         startup.close()  # the garbage collector runs again, whichever way the run ended

@@ -243,6 +243,15 @@ ROWS: dict[str, Row] = {
         design="a value no one means, such as `--max-turns 0`, is a usage error before anything runs (Claude Code "
         "2.1.235 runs as if it were not given) ([details](cli.md#a-headless-run))",
     ),
+    "--max-turns beyond its declared range": Row(
+        probe=_flag("--max-turns", "100001"),
+        flag="--max-turns",
+        queryloop=REFUSED,
+        reference=RUNS,
+        design="a value above the machine's declared range (`max: 100000`) is a usage error before anything runs, "
+        "so every figure `queryloop check` proves holds for each value a run takes (Claude Code 2.1.235 takes any) "
+        "([details](cli.md#a-headless-run))",
+    ),
     "a second prompt word": Row(
         probe=_flag("second"),
         flag="second",

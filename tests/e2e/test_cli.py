@@ -99,6 +99,27 @@ def test_a_value_that_would_disable_a_limit_or_a_rule_is_a_usage_error(
         assert api.requests == [], "nothing ran"
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (
+            ["--max-turns", "100001"],
+            "--max-turns: expected a number from 1 to 100000 (the machine's range of max_turns)",
+        ),
+        (["--max-agent-turns", "100000"], "--max-agent-turns: expected a number from 1 to 100 "),
+        (["--max-retries", "11"], "--max-retries: expected a number from 0 to 10 "),
+        (["--max-retry-after", "3601"], "--max-retry-after: expected a number from 0 to 3600 "),
+    ],
+)
+def test_a_flag_beyond_its_params_declared_range_is_a_usage_error(tmp_path: Path, flags: list[str], says: str) -> None:
+    """Issue 51: `--max-agent-turns 100000` once ran a turn that could send 136 million requests; the figures
+    `queryloop check` proves hold for every value within the machine's declared ranges, and a run takes no other."""
+    with MockApi(HELLO) as api:
+        run = run_cli(["-p", "hi", *flags], api=api, cwd=tmp_path, fmt="text")
+        assert run.returncode == 2 and says in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1 and api.requests == [], "one line, nothing ran"
+
+
 def test_text_mode_streams_the_answer_to_stdout_and_transitions_to_stderr(tmp_path: Path) -> None:
     with MockApi(HELLO) as api:
         run = run_cli(["-p", "hi", "--model", "mock-primary"], api=api, cwd=tmp_path, fmt="text")

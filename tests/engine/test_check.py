@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import subprocess
@@ -22,7 +23,7 @@ from queryloop.fsm import (
     parse_machine,
 )
 from queryloop.fsm.model.spec import CounterSpec
-from queryloop.fsm.verify.bounds import figure_bounds, figure_values, runs_of_turns
+from queryloop.fsm.verify.bounds import effective_resets, figure_bounds, figure_values, most_over, runs_of_turns
 from queryloop.fsm.verify.check import composed_figures, without_guard
 from queryloop.machines import shipped_machines
 
@@ -141,15 +142,38 @@ def _polynomial_value(text: str, params: dict[str, object]) -> float:
     return total
 
 
-def test_the_symbolic_bounds_evaluate_to_the_figures_at_caps_of_0() -> None:
-    """The expressions the polynomials are read from are the figures' own bounds at every cap value: a
-    maximum with 0 kept its 0 beside a term that is nothing at a cap of 0 (a `when`), not dropped it."""
+def test_the_symbolic_bounds_are_the_figures_at_the_defaults_and_never_below_them_at_caps_of_0() -> None:
+    """The expressions the polynomials are read from are bounds at every cap value: equal to the figures where
+    every cap is at least 1, and never below them where one is 0 (a maximum with 0 kept its 0 beside a term that
+    is nothing at a cap of 0). There the figure leaves out every edge whose cap is 0, which an expression of the
+    caps cannot (the auto-compaction's summary needs max_auto_compact_failures ≥ 1)."""
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     bounds = figure_bounds(spec)
     for caps in (NO_CAPS, {**NO_CAPS, "max_retries": 1}, {}):
         at = {**spec.param_defaults, **caps}
         per_turn, _ = figure_values(spec, at)
-        assert {name: b.per_turn.evaluate(spec, at) for name, b in bounds.items()} == per_turn, caps
+        symbolic = {name: b.per_turn.evaluate(spec, at) for name, b in bounds.items()}
+        assert all(symbolic[name] >= per_turn[name] for name in per_turn), caps
+        if not caps:
+            assert symbolic == per_turn
+    at_0 = {**spec.param_defaults, **NO_CAPS}
+    assert figure_values(spec, at_0)[0]["model_requests"] == 13 < bounds["model_requests"].per_turn.evaluate(spec, at_0)
+
+
+def test_at_every_cap_0_the_figure_is_the_exact_worst_case_and_its_polynomial_says_why_it_is_above() -> None:
+    """Issue 51: at caps of 0 the polynomial says 14 where a turn sends 13 requests at most. The figure is 13 (an
+    edge whose cap is 0 is left out); the polynomial, a bound at every cap value, keeps the auto-compaction's
+    summary request, which every max_auto_compact_failures of 1 or more allows: no polynomial term is 1 there
+    and 0 at 0, so it says so where it is above the figure."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    report = check_spec(spec, {**NO_CAPS, "max_agents_per_turn": 0, "max_running_agents": 0})
+    assert report.worst_case["model_requests"] == report.per_turn["model_requests"] == 13
+    printed = report.expressions["model_requests"][0]
+    assert printed.endswith(
+        "(14 here, above the bound 13: an edge whose cap is 0 here never fires, and no term of "
+        "a polynomial is there at every cap of 1 or more and gone at 0)"
+    ), printed
+    assert "(" not in check_spec(spec, explore=False).expressions["model_requests"][0]
 
 
 @pytest.mark.parametrize(
@@ -528,14 +552,72 @@ def test_a_child_run_pays_its_stop_hook_blocks_and_fallback_hops_once_not_once_p
         assert tight["model_requests"] == (steps + 1) * 170 + 8 * 23 + 3 * 12 < loose["model_requests"]
 
 
-def test_the_composed_figure_has_a_max_checked_where_the_childrens_turns_are_set() -> None:
-    text = _mutated("    max_with_children: 16000\n", "    max_with_children: 15000\n")
+def test_the_composed_figure_has_a_max_checked_for_every_value_of_the_childrens_turns() -> None:
+    """Issue 51: `max_with_children` holds for every value a run accepts, not only at a `--set`: a turn with its
+    agents at max_agent_turns up to its `max` (100), max_agents_per_turn up to its (8), every other cap in range."""
+    text = _mutated("    max_with_children: 143000\n", "    max_with_children: 15000\n")
     spec = parse_machine(text, "mutant.yaml", bind=False).spec
-    assert check_spec(spec, explore=False).ok, "unset agent turns: unbounded by design, nothing to hold to a max"
+    found = [f.message for f in check_spec(spec, explore=False).findings if f.check == "figure"]
+    assert len(found) == 1 and "figure 'model_requests' with its children may reach 142956 per turn" in found[0]
+    assert "max_agent_turns up to 100, max_agents_per_turn up to 8 (396 + 8 × 17820)" in found[0]
     report = check_spec(spec, {"max_agent_turns": 10}, explore=False)
     found = [f.message for f in report.findings if f.check == "figure"]
-    assert len(found) == 1 and "figure 'model_requests' with its children can reach" in found[0]
+    assert len(found) == 1 and "figure 'model_requests' with its children can reach 15750" in found[0], found
     assert "above its declared max_with_children 15000" in found[0]
+
+
+def test_each_figure_holds_for_every_value_a_run_accepts_not_only_at_the_defaults() -> None:
+    """Issue 51: at the defaults a turn admits 9 Agent calls and sends 15 750 requests with its agents at
+    --max-agent-turns 10; a range that lets max_agents_per_turn reach 32 breaks both figures' `max`, and `check`
+    says so at the defaults."""
+    text = _mutated(
+        "    max: 8\n    doc: >\n      sub-agents one tool turn",
+        "    max: 32\n    doc: >\n      sub-agents one tool turn",
+    )
+    report = check_spec(parse_machine(text, "mutant.yaml", bind=False).spec, explore=False)
+    assert report.per_turn["agent_admissions"] == 9  # at the defaults
+    found = [f.message for f in report.findings]
+    assert any(m.startswith("figure 'agent_admissions' may reach 33 per turn for a value a run accepts") for m in found)
+    assert any("figure 'model_requests' with its children may reach" in m for m in found), found
+    shipped = check_spec(load_machine(ROOT / "machines/query_loop.yaml").spec, explore=False)
+    assert shipped.ok and shipped.over_ranges is not None
+    assert shipped.over_ranges.per_turn["model_requests"] == 396 <= 400
+    assert shipped.over_ranges.composed["agents"].per_turn["model_requests"] == 142_956 <= 143_000
+
+
+def test_the_most_over_a_box_of_caps_is_the_bound_at_its_worst_setting() -> None:
+    """The figure for every value a run accepts is proven by intervals, not by assuming the bound grows with each
+    cap: over a small box it is at least the bound at every setting, and (split fine enough) the largest of them."""
+    spec = load_machine(ROOT / "machines/query_loop.yaml").spec
+    bounds = figure_bounds(spec)
+    box = {"max_retries": 3, "max_fallback_hops": 2, "max_stop_hook_blocks": 2, "max_head_truncations": 2}
+    low = {**spec.param_defaults, **dict.fromkeys(box, 0)}
+    high = {**spec.param_defaults, **box}
+    for name in ("model_requests", "waits", "replies_read"):
+        expr = bounds[name].per_turn
+        each = [
+            expr.evaluate(spec, {**low, **dict(zip(box, point, strict=True))})
+            for point in itertools.product(*(range(top + 1) for top in box.values()))
+        ]
+        assert most_over(expr, spec, low, high) == max(each), name
+
+
+def test_a_reset_where_the_counter_is_always_0_leaves_the_run_budget_paid_once() -> None:
+    """Issue 51: a run budget is decided by what a reset does, not by where one is written. Resetting the Stop-hook
+    blocks as the session starts (always 0 there) once made a child run pay them every turn: 28 998, not 15 750."""
+    for resets in ("[stop_hook_blocks]", "[fallback_hops]"):
+        text = _mutated(
+            "    reason: session_started\n    do: .session.start_session\n",
+            f"    reason: session_started\n    resets: {resets}\n    do: .session.start_session\n",
+        )
+        spec = parse_machine(text, "mutant.yaml", bind=False).spec
+        assert "stop_hook_blocks" not in effective_resets(spec) and "fallback_hops" not in effective_resets(spec)
+        report = check_spec(spec, {"max_agent_turns": 10}, explore=False)
+        assert report.ok and report.composed["agents"].per_turn["model_requests"] == 15_750, resets
+    # a reset where the counter may be above 0 is one (a Stop-hook block, then a tool turn): paid every turn
+    text = _mutated("    reason: next_turn\n", "    reason: next_turn\n    resets: [stop_hook_blocks]\n")
+    spec = parse_machine(text, "mutant.yaml", bind=False).spec
+    assert "stop_hook_blocks" in effective_resets(spec)
 
 
 SMALL_RUNS = {

@@ -224,10 +224,11 @@ def _int_cap(data: dict[str, Any]) -> None:
 def _param_cap(data: dict[str, Any]) -> None:
     counter = next(c for c in data["counters"].values() if isinstance(c["cap"], str))
     param = data["params"][counter["cap"]]
+    # one less: a default may be at the top of its range (max_retries: 10 of 10)
     if isinstance(param, dict):
-        param["default"] = (param.get("default") or 0) + 1
+        param["default"] = (param.get("default") or 2) - 1
     else:
-        data["params"][counter["cap"]] = (param or 0) + 1
+        data["params"][counter["cap"]] = (param or 2) - 1
 
 
 def _consecutive(data: dict[str, Any]) -> None:
