@@ -132,6 +132,7 @@ def _polynomial_value(text: str, params: dict[str, object]) -> float:
     """The value of a polynomial as ``check`` prints it (``2·max_retries·max_stop_hook_blocks + 14``)."""
     if text == "unbounded":
         return math.inf
+    text = text.split(" (", 1)[0]  # what follows says why it is above the figure where a cap is 0
     total = 0.0
     for term in text.replace(" − ", " + -").split(" + "):
         sign, term = (-1, term[1:]) if term.startswith("-") else (1, term)
