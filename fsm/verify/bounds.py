@@ -22,7 +22,6 @@ __all__ = [
     "Expr",
     "effective_resets",
     "figure_bounds",
-    "figure_ranges",
     "figure_values",
     "most_over",
     "polynomial_text",
@@ -446,9 +445,6 @@ class _Box:
         spans = list(terms)
         return (self.low.add(a for a, _ in spans), self.high.add(b for _, b in spans))
 
-    def sub(self, a: Span, b: Span) -> Span:
-        return (self.low.sub(a[0], b[1]), self.high.sub(a[1], b[0]))
-
     def mul(self, a: Span, b: Span) -> Span:
         corners = [self.low.mul(x, y) for x in a for y in b]
         return (min(corners), max(corners))
@@ -463,9 +459,6 @@ class _Box:
 
     def when(self, cap: Span, value: Span) -> Span:
         return (value[0] if cap[0] > 0 else -math.inf, value[1] if cap[1] > 0 else -math.inf)
-
-    def fires(self, t: TransitionSpec) -> bool:
-        return self.high.fires(t)
 
 
 MOST_BOXES = 64
@@ -516,25 +509,6 @@ def _caps_in(expr: Expr, spec: MachineSpec) -> list[str]:
 
 def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
     return expr.span(spec, _Box(spec, low, high))[1]
-
-
-def figure_ranges(
-    spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]
-) -> tuple[dict[str, Value], dict[str, Value]]:
-    """Every figure's bound for every setting of the caps from ``low`` to ``high`` (each param in its range):
-    the most of its interval over that box (:class:`_Box`), per turn, then per run."""
-    box = _Box(spec, low, high)
-    memo = _Memo(spec)
-    done: dict[frozenset[str], tuple[Value, Value]] = {}
-    per_turn: dict[str, Value] = {}
-    per_run: dict[str, Value] = {}
-    for name, effects in _figures(spec).items():
-        if effects not in done:
-            turn, run = _figure(spec, effects, box, memo, per_run=True)
-            assert run is not None
-            done[effects] = (turn[1], run[1])
-        per_turn[name], per_run[name] = done[effects]
-    return per_turn, per_run
 
 
 MOST_BUDGET_POINTS = 256
