@@ -242,11 +242,16 @@ def _range_findings(spec: MachineSpec, ranges: OverRanges, found: list[Finding])
         for name, most in spec.figure_max_with_children.items():
             value = child.per_turn[name]
             if name not in said and child.turns is not None and value > most:
+                run = child.child_run[name]
+                terms = (
+                    f"{_show(value - child.starts * run)} + {child.starts} × {_show(run)}"
+                    if run < math.inf
+                    else ("a child's run has no bound there")
+                )
                 message = (
                     f"figure {name!r} with its children may reach {_show(value)} per {spec.step_scope} {where}: "
                     f"{child.turns_param} up to {child.turns}, {child.starts_param} up to {child.starts} "
-                    f"({_show(value - child.starts * child.child_run[name])} + {child.starts} × "
-                    f"{_show(child.child_run[name])}), above its declared max_with_children {most} ({fix})"
+                    f"({terms}), above its declared max_with_children {most} ({fix})"
                 )
                 out.append(Finding(check="figure", message=message))
     return out

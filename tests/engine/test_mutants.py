@@ -261,7 +261,7 @@ INTENT_MUTANTS = (
     Mutant(
         "max_retries-without-a-range",
         "max_retries declares no max: any value a caller gives is accepted",
-        on_data(lambda d: take(d["params"]["max_retries"], "max", 100)),
+        on_data(lambda d: take(d["params"]["max_retries"], "max", 10)),
         "load",
         ("param 'max_retries' caps a counter but declares no `max`",),
     ),
@@ -795,7 +795,7 @@ HARMLESS = (
     ("reconnects-default-within-range", on_data(lambda d: param(d, "max_mcp_reconnects", default=5))),
     ("mcp_reconnects-cap-minus-one", on_data(lambda d: counter(d, "mcp_reconnects", cap_offset=-1))),
     ("figure-max-at-its-bound", on_data(lambda d: figure(d, "waits").update(max=340))),
-    ("a-range-widened", on_data(lambda d: param(d, "max_retries", max=200))),
+    ("a-range-narrowed", on_data(lambda d: param(d, "max_head_truncations", max=6))),
     (
         # at the start of a run every counter is 0: resetting there changes nothing (issue 42's false alarm)
         "run-budgets-reset-where-they-are-always-0",
@@ -888,10 +888,17 @@ MUTANTS = (
     ),
     Mutant(
         "max_retries-default-11-over-figure-max",
-        "raise a default so model_requests exceeds its declared max 400",
-        replace("max_retries: {default: 10,", "max_retries: {default: 11,"),
+        "raise a default (and its range) so model_requests exceeds its declared max 400",
+        replace("max_retries: {default: 10, check: 2, max: 10,", "max_retries: {default: 11, check: 2, max: 11,"),
         "figure",
         ("figure 'model_requests' can reach 423 per turn", "max_retries=11", "above its declared max 400"),
+    ),
+    Mutant(
+        "max_retries-range-widened",
+        "widen max_retries' range to 200: a run would take values the request figures do not hold for (issue 51)",
+        on_data(lambda d: param(d, "max_retries", max=200)),
+        "figure",
+        ("figure 'model_requests' may reach", "for a value a run accepts", "above its declared max 400"),
     ),
     Mutant(
         "api_retries-cap_offset-plus-one",
