@@ -19,11 +19,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from queryloop.fsm.cli import ProgramWords, UsageError, run_command
-from queryloop.fsm.errors import FsmError
-from queryloop.fsm.terminal import inert
-from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError
-from queryloop.handlers.tools.services.rules import parse_rule_list
+from queryloop.fsm import FsmError, ProgramWords, UsageError, inert, run_command
+from queryloop.handlers.tools import PERMISSION_MODES, PermissionRuleError, parse_rule_list
 from queryloop.machines import shipped_machines
 
 from .. import __version__
