@@ -99,7 +99,7 @@ def _seconds(s: float) -> str:
 
 def _wait_line(r: CheckReport, name: str, total: float, where: str) -> str:
     """The worst-case time one step scope (``r.step``) spends in ``name``'s invocations, and what it rests on."""
-    count = r.per_turn[name]
+    count = r.per_step[name]
     n = "∞" if count == math.inf else str(int(count))
     return (
         f"  worst-case wait per {r.step}, {where}: {name} ≤ {_seconds(total)} = {n} × {_seconds(r.each_s[name])} "
@@ -114,16 +114,16 @@ def _range_lines(r: CheckReport) -> list[str]:
         return []
     lines = [
         f"  worst case per {r.step}, for every value a run accepts (each param from 0 to its `max`; proven by "
-        f"intervals over every setting): {_figures(ranges.per_turn)}"
+        f"intervals over every setting): {_figures(ranges.per_step)}"
     ]
     if ranges.per_run:
         lines.append(f"  worst case per run, for every value a run accepts: {_figures(ranges.per_run)}")
     for name, c in ranges.composed.items():
-        if c.turns is None:
+        if c.child_steps is None:
             continue
         lines.append(
-            f"  per {r.step} with its {name}, for every value a run accepts ({c.turns_param} set, up to {c.turns}; "
-            f"{c.starts_param} up to {c.starts}): {_figures(c.per_turn)}"
+            f"  per {r.step} with its {name}, for every value a run accepts ({c.steps_param} set, "
+            f"up to {c.child_steps}; {c.starts_param} up to {c.starts}): {_figures(c.per_step)}"
         )
     return lines
 
@@ -150,9 +150,9 @@ def _format_report(r: CheckReport, examples: Sequence[Counterexample] = ()) -> s
 def _per_step_lines(r: CheckReport, where: str) -> list[str]:
     """The figures' worst case per step scope, their expressions and the worst-case waits."""
     return [
-        f"  worst case per {r.step}, {where} (a bound for every cap value): {_figures(r.per_turn)}",
+        f"  worst case per {r.step}, {where} (a bound for every cap value): {_figures(r.per_step)}",
         *(f"    {name} per {r.step} there = {per_step}" for name, (per_step, _) in r.expressions.items()),
-        *(_wait_line(r, name, total, where) for name, total in r.wait_s_per_turn.items()),
+        *(_wait_line(r, name, total, where) for name, total in r.wait_s_per_step.items()),
     ]
 
 
@@ -174,19 +174,19 @@ def _composed_lines(r: CheckReport, where: str) -> list[str]:
     """Per ``children:`` entry, the figures per step with the children it starts (or why they are unbounded)."""
     lines: list[str] = []
     for name, c in r.composed.items():
-        if c.turns is None:
+        if c.child_steps is None:
             lines.append(
-                f"  per {r.step} with its {name}, {where}: unbounded — {c.turns_param} is unset, so a child's "
+                f"  per {r.step} with its {name}, {where}: unbounded — {c.steps_param} is unset, so a child's "
                 "progress steps have no limit (set it for a bound)"
             )
             continue
-        runs = f"{c.starts} × a run of at most {c.turns} {r.step}s"
+        runs = f"{c.starts} × a run of at most {c.child_steps} {r.step}s"
         head = f"  per {r.step} with its {name}, {where} (its own + {c.starts_param}={c.starts} × a run at"
-        lines.append(f"{head} {c.turns_param}={c.turns}; depth 1): {_figures(c.per_turn)}")
-        mr = next(iter(c.per_turn), None)  # the first figure declared, its terms spelled out
+        lines.append(f"{head} {c.steps_param}={c.child_steps}; depth 1): {_figures(c.per_step)}")
+        mr = next(iter(c.per_step), None)  # the first figure declared, its terms spelled out
         if mr is not None:
-            own = c.per_turn[mr] - c.starts * c.child_run[mr]
-            lines.append(f"    {mr} there = {int(own)} + {runs} ({int(c.child_run[mr])} each) = {int(c.per_turn[mr])}")
+            own = c.per_step[mr] - c.starts * c.child_run[mr]
+            lines.append(f"    {mr} there = {int(own)} + {runs} ({int(c.child_run[mr])} each) = {int(c.per_step[mr])}")
     return lines
 
 

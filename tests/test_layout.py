@@ -138,6 +138,35 @@ def test_the_engine_speaks_no_agent_vocabulary() -> None:
     assert not found, "\n".join(found)
 
 
+def _identifiers(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.keyword) and node.arg:
+        return [node.arg]
+    return []
+
+
+def test_the_engine_names_nothing_after_the_query_loop() -> None:
+    """No name in the engine's code (a variable, attribute, argument, function or class) says request, turn,
+    session, tool, agent or prompt: it says step, run and the scopes a machine declares."""
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("queryloop.fsm"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for word in _identifiers(node):
+                parts = {p.lower() for p in re.split(r"_|(?<=[a-z])(?=[A-Z])", word) if p}
+                if any(AGENT_WORDS.fullmatch(p) for p in parts):
+                    found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}: {word}")
+    assert not found, "\n".join(found)
+
+
 def test_every_module_says_what_it_owns() -> None:
     missing = [str(p.relative_to(ROOT)) for n, p in MODULES.items() if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing, missing

@@ -66,13 +66,13 @@ def per_turn_bound(spec: MachineSpec) -> str:
     """docs/checker.md: the bound on a turn's model requests, its expression and its declared max."""
     report = check_spec(spec, explore=False)
     return (
-        f"At the defaults a turn sends at most **{_n(report.per_turn[FIGURE])} model requests per turn**\n"
+        f"At the defaults a turn sends at most **{_n(report.per_step[FIGURE])} model requests per turn**\n"
         "(`model_requests` = model calls + summary requests, retries of both included). The\n"
         "bound is:\n\n"
         f"`{report.expressions[FIGURE][0]}`\n\n"
         "A run with `--max-turns N` sends at most N times that. For every value a run accepts\n"
         "(each param from 0 to its declared `max:`, which the run refuses to exceed), a turn sends at most\n"
-        f"**{_n(_over_ranges(report).per_turn[FIGURE])} model requests**. `check` fails if a change takes that\n"
+        f"**{_n(_over_ranges(report).per_step[FIGURE])} model requests**. `check` fails if a change takes that\n"
         f"above the figure's declared `max: {spec.figure_max[FIGURE]}`.\n"
     )
 
@@ -87,7 +87,7 @@ def with_sub_agents(spec: MachineSpec) -> str:
     """docs/checker.md: the bound of a turn with the sub-agents it starts, and how a child's run is counted."""
     composed = _composed(spec)
     ranged = _over_ranges(check_spec(spec, explore=False)).composed[spec.children[0].name]
-    turn, run, total = _per_turn(spec), composed.child_run[FIGURE], composed.per_turn[FIGURE]
+    turn, run, total = _per_turn(spec), composed.child_run[FIGURE], composed.per_step[FIGURE]
     blocks, hops = int(spec.param_defaults[BLOCKS]), int(spec.param_defaults[HOPS])
     per_block, per_hop = _step(spec, BLOCKS), _step(spec, HOPS)
     base = turn - blocks * per_block - hops * per_hop
@@ -101,9 +101,9 @@ def with_sub_agents(spec: MachineSpec) -> str:
         f"A [sub-agent](agents.md) is a run of the same machine (`children: {spec.children[0].name}` in the\n"
         "YAML, [machine files](machines.md#children)): one tool turn starts at most\n"
         f"`{composed.starts_param}` ({composed.starts}) of them, a child starts none, and each runs at most\n"
-        f"`{composed.turns_param}` tool turns. That last one is unset by default, as in Claude Code,\n"
+        f"`{composed.steps_param}` tool turns. That last one is unset by default, as in Claude Code,\n"
         f"so `check` says a turn with its agents is unbounded. With `--max-agent-turns {TURNS}`\n"
-        f"(`check --set {composed.turns_param}={TURNS}`), a child's whole run sends at most {_n(run)} model\n"
+        f"(`check --set {composed.steps_param}={TURNS}`), a child's whole run sends at most {_n(run)} model\n"
         "requests, and a turn with the agents it starts at most\n"
         f"**{_n(total)} model requests** ({_n(turn)} + {composed.starts} × {_n(run)}). Each term is a bound "
         "the checker\n"
@@ -116,9 +116,10 @@ def with_sub_agents(spec: MachineSpec) -> str:
         f"{hops} × {_n(per_hop)} ({_n(run)} at T = {TURNS}).\n"
         "The step per block and per hop is the largest anywhere between 0 and the cap (every\n"
         "point evaluated), so the sum holds at every cap value. For every value a run accepts\n"
-        f"({composed.turns_param} set, up to {_n(ranged.turns or 0)}; {ranged.starts_param} up to {ranged.starts};\n"
-        f"every other cap within its range) a turn with its agents sends at most **{_n(ranged.per_turn[FIGURE])}**\n"
-        f"({_n(ranged.per_turn[FIGURE] - ranged.starts * ranged.child_run[FIGURE])} + {ranged.starts} × "
+        f"({composed.steps_param} set, up to {_n(ranged.child_steps or 0)}; "
+        f"{ranged.starts_param} up to {ranged.starts};\n"
+        f"every other cap within its range) a turn with its agents sends at most **{_n(ranged.per_step[FIGURE])}**\n"
+        f"({_n(ranged.per_step[FIGURE] - ranged.starts * ranged.child_run[FIGURE])} + {ranged.starts} × "
         f"{_n(ranged.child_run[FIGURE])}), and `check` fails above the figure's\n"
         f"`max_with_children` ({_n(spec.figure_max_with_children[FIGURE])}).\n"
     )
@@ -130,12 +131,12 @@ def agents_page(spec: MachineSpec) -> str:
     return (
         f"The YAML declares the sub-agents as children of the machine (`children: {spec.children[0].name}`):\n"
         f"runs of the same machine, at most `{composed.starts_param}` per tool turn, one level\n"
-        f"deep, each with at most `{composed.turns_param}` tool turns. The machine counts each start\n"
+        f"deep, each with at most `{composed.steps_param}` tool turns. The machine counts each start\n"
         f"(`{spec.children[0].starts}`); a run as deep as its `depth` is not offered the Agent tool and\n"
         "admits none. `queryloop check` composes\n"
         "the figures: a turn with the agents it starts sends at most its own bound plus\n"
         f"that many whole runs of the machine. With `--max-agent-turns {TURNS}` that is\n"
-        f"{_n(composed.per_turn[FIGURE])} model requests (`check --set {composed.turns_param}={TURNS}`;\n"
+        f"{_n(composed.per_step[FIGURE])} model requests (`check --set {composed.steps_param}={TURNS}`;\n"
         "[the checker](checker.md#with-its-sub-agents)); unset, `check` says it is unbounded\n"
         "and why.\n"
     )

@@ -132,7 +132,7 @@ def main() -> int:
         f"Python {platform.python_version()}, {os.cpu_count()} cores, load average {load_before:.1f} before "
         f"and {os.getloadavg()[0]:.1f} after; caps: the params' check values {dict(report.at)}"
     )
-    print(_table(tally, report.per_turn["model_requests"], head))
+    print(_table(tally, report.per_step["model_requests"], head))
     return 1 if tally.bad else 0
 
 

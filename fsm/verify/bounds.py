@@ -26,7 +26,7 @@ __all__ = [
     "most_over",
     "polynomial_text",
     "polynomial_value",
-    "runs_of_turns",
+    "runs_of_steps",
 ]
 
 Value = float  # a bound's value: an integer, or math.inf
@@ -311,7 +311,7 @@ class Bound:
 
     name: str
     effects: frozenset[str]
-    per_turn: Expr
+    per_step: Expr
     per_run: Expr
 
 
@@ -331,10 +331,10 @@ def figure_bounds(
         if wanted is not None and name not in wanted:
             continue
         if effects not in done:
-            per_turn, per_run = _figure(spec, effects, sym, memo, per_run=name not in skip_run)
-            done[effects] = (per_turn, INF if per_run is None else per_run)
-        per_turn, per_run = done[effects]
-        out[name] = Bound(name=name, effects=effects, per_turn=per_turn, per_run=per_run)
+            per_step, per_run = _figure(spec, effects, sym, memo, per_run=name not in skip_run)
+            done[effects] = (per_step, INF if per_run is None else per_run)
+        per_step, per_run = done[effects]
+        out[name] = Bound(name=name, effects=effects, per_step=per_step, per_run=per_run)
     return out
 
 
@@ -344,15 +344,15 @@ def figure_values(spec: MachineSpec, params: Mapping[str, Any]) -> tuple[dict[st
     num = _Num(spec, params)
     memo = _Memo(spec)
     done: dict[frozenset[str], tuple[Value, Value]] = {}
-    per_turn: dict[str, Value] = {}
+    per_step: dict[str, Value] = {}
     per_run: dict[str, Value] = {}
     for name, effects in _figures(spec).items():
         if effects not in done:
-            turn, run = _figure(spec, effects, num, memo, per_run=True)
+            step, run = _figure(spec, effects, num, memo, per_run=True)
             assert run is not None
-            done[effects] = (turn, run)
-        per_turn[name], per_run[name] = done[effects]
-    return per_turn, per_run
+            done[effects] = (step, run)
+        per_step[name], per_run[name] = done[effects]
+    return per_step, per_run
 
 
 def _figures(spec: MachineSpec) -> dict[str, frozenset[str]]:
@@ -380,7 +380,7 @@ class _Algebra(Protocol[V]):
 class _Num:
     """Bounds as numbers at the caps ``params``. An edge whose cap is 0 there is left out (no run takes it),
     unless ``as_expressions``: then, as in an :class:`Expr`, only one whose cap is the literal 0, so the bound
-    is the expression's value (what :func:`runs_of_turns` needs: its steps from a cap of 0 are the
+    is the expression's value (what :func:`runs_of_steps` needs: its steps from a cap of 0 are the
     expression's, one unit each, not the first one also making an edge possible)."""
 
     def __init__(self, spec: MachineSpec, params: Mapping[str, Any], *, as_expressions: bool = False) -> None:
@@ -512,10 +512,10 @@ def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mappi
 
 
 MOST_BUDGET_POINTS = 256
-"""The most settings of the run budgets :func:`runs_of_turns` evaluates a figure at (else it gives no bound)."""
+"""The most settings of the run budgets :func:`runs_of_steps` evaluates a figure at (else it gives no bound)."""
 
 
-def runs_of_turns(
+def runs_of_steps(
     spec: MachineSpec, params: Mapping[str, Any], names: Iterable[str], *, low: Mapping[str, Any] | None = None
 ) -> dict[str, Value]:
     """Every figure ``names`` per run, each run budget charged once to the whole run, not to every turn.
@@ -542,7 +542,7 @@ def runs_of_turns(
     caps = {c.name: spec.cap_of(c, params) for c in spec.counters}
     if any(caps[c] is None for c in counted if c is not None):
         return unbounded
-    turns = 1 + sum(int(caps[c] or 0) for c in dict.fromkeys(counted) if c is not None)
+    progress_steps = 1 + sum(int(caps[c] or 0) for c in dict.fromkeys(counted) if c is not None)
     readers: dict[str, int] = {}
     for c in spec.counters:
         if isinstance(c.cap, str):
@@ -562,7 +562,7 @@ def runs_of_turns(
         return unbounded
     # the per-turn bound of every figure at every point of the box (each point: the caps the turn spends)
     per_point: dict[tuple[int, ...], dict[frozenset[str], Value]] = {}
-    exprs = None if low is None else {b.effects: b.per_turn for b in figure_bounds(spec, figures).values()}
+    exprs = None if low is None else {b.effects: b.per_step for b in figure_bounds(spec, figures).values()}
     for point in itertools.product(*(range(size + 1) for size in sizes)):
         spent = {str(c.cap): n - c.cap_offset for c, n in zip(budgets, point, strict=True)}
         at = {**params, **spent}
@@ -582,7 +582,7 @@ def runs_of_turns(
             )
             for i in range(len(budgets))
         ]
-        total = turns * zero + sum(max(d, 0) * size for d, size in zip(steps, sizes, strict=True))
+        total = progress_steps * zero + sum(max(d, 0) * size for d, size in zip(steps, sizes, strict=True))
         out[name] = math.inf if math.isnan(total) else total
     return out
 
@@ -746,12 +746,12 @@ def _figure(
     # An edge whose counter's cap is 0 is never taken: it joins nothing, not even a cycle. (A number at given
     # caps knows which caps are 0 there; an expression knows only the literal ones.)
     taken = [t for t in spec.transitions if alg.fires(t)]
-    turn_edges = [t for t in taken if not t.progress]
+    step_edges = [t for t in taken if not t.progress]
     starts = list(dict.fromkeys([spec.initial, *(t.dest for t in taken if t.progress)]))
-    pairs = _pairs(spec, turn_edges, nodes, weight, alg, memo)
-    per_turn = alg.max(value for (v, _), value in pairs.items() if v in starts)
+    pairs = _pairs(spec, step_edges, nodes, weight, alg, memo)
+    per_step = alg.max(value for (v, _), value in pairs.items() if v in starts)
     if not per_run:
-        return per_turn, None
+        return per_step, None
     pairs = _pairs(spec, taken, nodes, weight, alg, memo)
     whole = alg.max(value for (v, _), value in pairs.items() if v == spec.initial)
     # Also: a run is at most 1 + (progress steps) turns, when every progress edge is counted by a
@@ -759,8 +759,8 @@ def _figure(
     counted = [t.counter for t in spec.transitions if t.progress]
     if all(c is not None and c in memo.never_reset for c in counted):
         steps = alg.add(alg.cap(spec.counter_map[c]) for c in dict.fromkeys(counted) if c is not None)
-        return per_turn, alg.min((whole, alg.mul(alg.add((alg.const(1), steps)), per_turn)))
-    return per_turn, whole
+        return per_step, alg.min((whole, alg.mul(alg.add((alg.const(1), steps)), per_step)))
+    return per_step, whole
 
 
 def _pairs(

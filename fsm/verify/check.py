@@ -28,7 +28,7 @@ from .bounds import (
     most_over,
     polynomial_text,
     polynomial_value,
-    runs_of_turns,
+    runs_of_steps,
 )
 
 __all__ = [
@@ -112,22 +112,22 @@ class Finding:
 class Composed:
     """A turn's figures with the runs of this machine it may start (a ``children:`` entry), at given params.
 
-    ``per_turn[f]`` = the turn's own bound of ``f`` + ``starts`` × ``child_run[f]``, where
+    ``per_step[f]`` = the turn's own bound of ``f`` + ``starts`` × ``child_run[f]``, where
     ``child_run`` is the per-run bound of the same machine with its turn bound (every
-    ``unbounded_by_design`` bound) set to ``turns``, its run budgets paid once per run
-    (:func:`~fsm.verify.bounds.runs_of_turns`); infinite when ``turns`` is unset.
+    ``unbounded_by_design`` bound) set to ``child_steps``, its run budgets paid once per run
+    (:func:`~fsm.verify.bounds.runs_of_steps`); infinite when ``child_steps`` is unset.
     Depth 1: a child starts none, so its run adds no children of its own. Each term is a
     proven bound, so the sum is one, provided a child starts only on an edge its ``starts``
     counter counts (the machine's: the engine takes none past the cap in a step) and runs
-    with ``turns`` as its max_turns.
+    with ``child_steps`` as its step bound.
     """
 
     starts_param: str  # the param that caps the starts (the counter's name when its cap is a number)
-    turns_param: str
+    steps_param: str
     starts: int
-    turns: int | None
+    child_steps: int | None
     child_run: Mapping[str, float]
-    per_turn: Mapping[str, float]
+    per_step: Mapping[str, float]
 
 
 def without_guard(spec: MachineSpec, guard: str) -> MachineSpec:
@@ -147,7 +147,7 @@ class OverRanges:
     """The declared figures for every value a run accepts: each int or number param from 0 to its declared
     ``max`` (``low`` to ``high``; a nullable one also unset, ``None`` in ``high``), every other at ``at``.
 
-    ``per_turn`` (the figures with a ``max``) and ``per_run`` (those with a number as ``max_per_run``) are
+    ``per_step`` (the figures with a ``max``) and ``per_run`` (those with a number as ``max_per_run``) are
     proven by interval arithmetic over that box (:func:`~fsm.verify.bounds.most_over`), with no monotonicity
     in the caps assumed. ``composed`` is each ``children:`` entry's turn with the runs it starts, for every
     value of its ``steps`` param up to its ``max`` (unset, it is unbounded by design): its own figure, plus
@@ -156,7 +156,7 @@ class OverRanges:
 
     low: Mapping[str, Any]
     high: Mapping[str, Any]
-    per_turn: Mapping[str, float]
+    per_step: Mapping[str, float]
     per_run: Mapping[str, float]
     composed: Mapping[str, Composed]
 
@@ -181,14 +181,14 @@ def figures_over_ranges(spec: MachineSpec, at: Mapping[str, Any], bounds: Mappin
     they are built)."""
     low, high = range_box(spec, at)
     wanted = {*spec.figure_max, *spec.figure_max_with_children}
-    per_turn = {name: most_over(bounds[name].per_turn, spec, low, high) for name in spec.figures if name in wanted}
+    per_step = {name: most_over(bounds[name].per_step, spec, low, high) for name in spec.figures if name in wanted}
     per_run = {
         name: most_over(bounds[name].per_run, spec, low, high)
         for name, limit in spec.figure_max_per_run.items()
         if isinstance(limit, int)
     }
     return OverRanges(
-        low=low, high=high, per_turn=per_turn, per_run=per_run, composed=_composed_over(spec, low, high, per_turn)
+        low=low, high=high, per_step=per_step, per_run=per_run, composed=_composed_over(spec, low, high, per_step)
     )
 
 
@@ -210,14 +210,14 @@ def _composed_over(
             child_low = {**low, **{b: 0 for b in bounds}}
             if child.depth == 1 and isinstance(counter.cap, str):
                 child_high[counter.cap] = child_low[counter.cap] = 0
-            child_run = runs_of_turns(run_spec, child_high, names, low=child_low)
+            child_run = runs_of_steps(run_spec, child_high, names, low=child_low)
         out[child.name] = Composed(
             starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
-            turns_param=child.steps,
+            steps_param=child.steps,
             starts=starts,
-            turns=None if top is None else int(top),
+            child_steps=None if top is None else int(top),
             child_run=child_run,
-            per_turn={name: own[name] + (starts * child_run[name] if starts else 0) for name in names},
+            per_step={name: own[name] + (starts * child_run[name] if starts else 0) for name in names},
         )
     return out
 
@@ -230,8 +230,8 @@ def _range_findings(spec: MachineSpec, ranges: OverRanges, found: list[Finding])
     where = "for a value a run accepts (every param within its declared `max`)"
     fix = "lower a param's `max`, or raise the figure's"
     for name, most in spec.figure_max.items():
-        if name not in said and ranges.per_turn[name] > most:
-            message = f"{_show(ranges.per_turn[name])} per {spec.step_scope} {where}, above its declared max {most}"
+        if name not in said and ranges.per_step[name] > most:
+            message = f"{_show(ranges.per_step[name])} per {spec.step_scope} {where}, above its declared max {most}"
             out.append(Finding(check="figure", message=f"figure {name!r} may reach {message} ({fix})"))
     for name, value in ranges.per_run.items():
         limit = spec.figure_max_per_run[name]
@@ -240,8 +240,8 @@ def _range_findings(spec: MachineSpec, ranges: OverRanges, found: list[Finding])
             out.append(Finding(check="figure", message=f"figure {name!r} may reach {message} ({fix})"))
     for child in ranges.composed.values():
         for name, most in spec.figure_max_with_children.items():
-            value = child.per_turn[name]
-            if name not in said and child.turns is not None and value > most:
+            value = child.per_step[name]
+            if name not in said and child.child_steps is not None and value > most:
                 run = child.child_run[name]
                 terms = (
                     f"{_show(value - child.starts * run)} + {child.starts} × {_show(run)}"
@@ -250,7 +250,7 @@ def _range_findings(spec: MachineSpec, ranges: OverRanges, found: list[Finding])
                 )
                 message = (
                     f"figure {name!r} with its children may reach {_show(value)} per {spec.step_scope} {where}: "
-                    f"{child.turns_param} up to {child.turns}, {child.starts_param} up to {child.starts} "
+                    f"{child.steps_param} up to {child.child_steps}, {child.starts_param} up to {child.starts} "
                     f"({terms}), above its declared max_with_children {most} ({fix})"
                 )
                 out.append(Finding(check="figure", message=message))
@@ -263,27 +263,27 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
     for child in spec.children:
         counter = spec.counter_map[child.starts]
         starts = spec.cap_of(counter, at) or 0  # the loader holds the cap to a value for every caller
-        turns = at.get(child.steps)
-        if turns is None:
+        steps = at.get(child.steps)
+        if steps is None:
             child_run = {name: math.inf for name in spec.figures}
         else:
             # a child at the last depth starts none: its run is the machine's without the edges `pending` guards,
             # with its `starts` counter's cap at 0 (the runtime has no sub-agents there: nothing is admitted)
             run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
-            child_at = {**at, **{bound: int(turns) for bound in set(run_spec.progress_bounds.values())}}
+            child_at = {**at, **{bound: int(steps) for bound in set(run_spec.progress_bounds.values())}}
             if child.depth == 1 and isinstance(counter.cap, str):
                 child_at[counter.cap] = 0
             _, values = figure_values(run_spec, child_at)
             # each run budget (Stop-hook blocks, fallback hops) paid once per child run, not once per turn
-            budgeted = runs_of_turns(run_spec, child_at, spec.figures)
+            budgeted = runs_of_steps(run_spec, child_at, spec.figures)
             child_run = {name: min(values[name], budgeted[name]) for name in spec.figures}
         out[child.name] = Composed(
             starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
-            turns_param=child.steps,
+            steps_param=child.steps,
             starts=starts,
-            turns=None if turns is None else int(turns),
+            child_steps=None if steps is None else int(steps),
             child_run=child_run,
-            per_turn={name: own[name] + (starts * child_run[name] if starts else 0) for name in spec.figures},
+            per_step={name: own[name] + (starts * child_run[name] if starts else 0) for name in spec.figures},
         )
     return out
 
@@ -292,7 +292,7 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
 class CheckReport:
     """What the checker proved or found for one machine, with its figures.
 
-    ``per_turn`` / ``per_run`` are the symbolic bounds evaluated at ``at`` (the defaults,
+    ``per_step`` / ``per_run`` are the symbolic bounds evaluated at ``at`` (the defaults,
     updated by the caller's params); ``math.inf`` is unbounded. When the configurations
     were explored (at ``params``), ``worst_case`` holds the exact per-turn figures there and
     ``reachable`` every configuration (counters whose cap is unset are always 0 there).
@@ -307,7 +307,7 @@ class CheckReport:
     # per declared figure, per step and per run: the bound's largest branch at `at`, as a polynomial of the caps
     expressions: Mapping[str, tuple[str, str]] = attrs.field(factory=dict, repr=False)
     at: Mapping[str, Any] = attrs.field(factory=dict)
-    per_turn: Mapping[str, float] = attrs.field(factory=dict)
+    per_step: Mapping[str, float] = attrs.field(factory=dict)
     per_run: Mapping[str, float] = attrs.field(factory=dict)
     unbounded_by_design: Mapping[str, str] = attrs.field(factory=dict)
     explored: bool = False
@@ -321,9 +321,9 @@ class CheckReport:
     # per `children:` entry: each declared figure per turn with the children the turn may start (at `at`)
     composed: Mapping[str, Composed] = attrs.field(factory=dict)
     # per figure with `each_s`: the seconds one invocation may take at `at` (the largest of its terms), and the
-    # worst-case seconds per turn (per_turn × that); inf when a term is an unset param
+    # worst-case seconds per turn (per_step × that); inf when a term is an unset param
     each_s: Mapping[str, float] = attrs.field(factory=dict)
-    wait_s_per_turn: Mapping[str, float] = attrs.field(factory=dict)
+    wait_s_per_step: Mapping[str, float] = attrs.field(factory=dict)
     # the declared figures for every value a run accepts (each param within its declared range)
     over_ranges: OverRanges | None = None
     reachable: frozenset[tuple[str, tuple[int, ...]]] = attrs.field(factory=frozenset, repr=False, eq=False)
@@ -345,7 +345,7 @@ class CheckReport:
             "states": self.states,
             "transitions": self.transitions,
             "figures_at": dict(self.at),
-            f"worst_case_per_{step}": {k: num(v) for k, v in self.per_turn.items()},
+            f"worst_case_per_{step}": {k: num(v) for k, v in self.per_step.items()},
             "worst_case_per_run": {k: num(v) for k, v in self.per_run.items()},
             "expressions": {
                 name: {f"per_{step}": one, "per_run": all_} for name, (one, all_) in self.expressions.items()
@@ -354,18 +354,18 @@ class CheckReport:
             "param_defaults": dict(self.defaults),
             "findings": [f.to_json() for f in self.findings],
         }
-        if self.wait_s_per_turn:
+        if self.wait_s_per_step:
             out[f"worst_wait_s_per_{step}"] = {
                 name: {"each_s": _json_number(self.each_s[name]), f"per_{step}_s": _json_number(s)}
-                for name, s in self.wait_s_per_turn.items()
+                for name, s in self.wait_s_per_step.items()
             }
         if self.composed:
             out[f"composed_per_{step}"] = {
                 name: {
                     f"starts_per_{step}": c.starts,
-                    f"child_{step}s": c.turns,
+                    f"child_{step}s": c.child_steps,
                     "child_run": {k: num(v) for k, v in c.child_run.items()},
-                    f"per_{step}": {k: num(v) for k, v in c.per_turn.items()},
+                    f"per_{step}": {k: num(v) for k, v in c.per_step.items()},
                 }
                 for name, c in self.composed.items()
             }
@@ -389,14 +389,14 @@ def _ranges_json(ranges: OverRanges, step: str) -> dict[str, Any]:
 
     return {
         "params": {k: [ranges.low[k], ranges.high[k]] for k in ranges.high if ranges.low[k] != ranges.high[k]},
-        f"worst_case_per_{step}": {k: num(v) for k, v in ranges.per_turn.items()},
+        f"worst_case_per_{step}": {k: num(v) for k, v in ranges.per_step.items()},
         "worst_case_per_run": {k: num(v) for k, v in ranges.per_run.items()},
         f"composed_per_{step}": {
             name: {
                 f"starts_per_{step}": c.starts,
-                f"child_{step}s": c.turns,
+                f"child_{step}s": c.child_steps,
                 "child_run": {k: num(v) for k, v in c.child_run.items()},
-                f"per_{step}": {k: num(v) for k, v in c.per_turn.items()},
+                f"per_{step}": {k: num(v) for k, v in c.per_step.items()},
             }
             for name, c in ranges.composed.items()
         },
@@ -433,17 +433,17 @@ def check_spec(
         Finding(check="guard", message=b.message, reasons=b.reasons, states=(b.source,) if b.source else ())
         for b in broken_guard_meanings(spec)
     ]
-    per_turn, per_run = figure_values(spec, at)
+    per_step, per_run = figure_values(spec, at)
     # a per-run expression is shown (and used) only where the run is bounded at these params
     bounds = figure_bounds(spec, spec.figures, unbounded_runs=[n for n, v in per_run.items() if v == math.inf])
     for name, most in spec.figure_max.items():
-        if per_turn[name] > most:
+        if per_step[name] > most:
             findings.append(
                 Finding(
                     check="figure",
-                    message=f"figure {name!r} can reach {_show(per_turn[name])} per {spec.step_scope} at "
+                    message=f"figure {name!r} can reach {_show(per_step[name])} per {spec.step_scope} at "
                     f"{_settings(spec, at)}, above its declared max {most} "
-                    f"(there the bound is {_polynomial(bounds[name].per_turn, spec, at)})",
+                    f"(there the bound is {_polynomial(bounds[name].per_step, spec, at)})",
                 )
             )
     for name, limit in spec.figure_max_per_run.items():
@@ -457,8 +457,8 @@ def check_spec(
                     f"(there the bound is {_polynomial(bounds[name].per_run, spec, at)})",
                 )
             )
-    each_s, wait_s = _waits(spec, at, per_turn)
-    composed = composed_figures(spec, at, per_turn)
+    each_s, wait_s = _waits(spec, at, per_step)
+    composed = composed_figures(spec, at, per_step)
     findings += _composed_findings(spec, at, composed)
     ranges = figures_over_ranges(spec, at, bounds) if spec.figure_max or spec.figure_max_per_run else None
     if ranges is not None:
@@ -471,17 +471,17 @@ def check_spec(
         findings=tuple(findings),
         step=spec.step_scope,
         expressions={
-            name: (_polynomial(b.per_turn, spec, at, per_turn[name]), _polynomial(b.per_run, spec, at, per_run[name]))
+            name: (_polynomial(b.per_step, spec, at, per_step[name]), _polynomial(b.per_run, spec, at, per_run[name]))
             for name, b in bounds.items()
         },
         at=at,
-        per_turn=per_turn,
+        per_step=per_step,
         per_run=per_run,
         unbounded_by_design=dict(spec.unbounded_by_design),
         defaults=spec.param_defaults,
         composed=composed,
         each_s=each_s,
-        wait_s_per_turn=wait_s,
+        wait_s_per_step=wait_s,
         over_ranges=ranges,
     )
     if not explore:
@@ -520,17 +520,17 @@ def check_spec(
 def _composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mapping[str, Composed]) -> list[Finding]:
     """A figure with ``max_with_children`` above it per turn with the runs the turn starts, where that is bounded
     (the children's turns set): at ``at``, the budgets of each child run charged over the whole range of
-    what one of its turns may spend (:func:`~fsm.verify.bounds.runs_of_turns`)."""
+    what one of its turns may spend (:func:`~fsm.verify.bounds.runs_of_steps`)."""
     out: list[Finding] = []
     for child in composed.values():
         for name, most in spec.figure_max_with_children.items():
-            value = child.per_turn[name]
+            value = child.per_step[name]
             if value != math.inf and value > most:
                 out.append(
                     Finding(
                         check="figure",
                         message=f"figure {name!r} with its children can reach {_show(value)} per {spec.step_scope} at "
-                        f"{child.turns_param}={child.turns}, {child.starts_param}={child.starts} "
+                        f"{child.steps_param}={child.child_steps}, {child.starts_param}={child.starts} "
                         f"({_show(value - child.starts * child.child_run[name])} + {child.starts} × "
                         f"{_show(child.child_run[name])}), above its declared max_with_children {most}",
                     )
@@ -539,7 +539,7 @@ def _composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mappi
 
 
 def _waits(
-    spec: MachineSpec, at: Mapping[str, Any], per_turn: Mapping[str, float]
+    spec: MachineSpec, at: Mapping[str, Any], per_step: Mapping[str, float]
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Each ``each_s`` figure's seconds per invocation at ``at`` (its largest term) and its worst case per turn."""
     each: dict[str, float] = {}
@@ -548,7 +548,7 @@ def _waits(
         known = [float(v) for v in values if v is not None]
         each[name] = math.inf if len(known) < len(values) else max(known)
     # no invocation waits nothing, however long one may be (and an unbounded count of waits of 0 s is 0 s)
-    total = {name: per_turn[name] * s if per_turn[name] and s else 0.0 for name, s in each.items()}
+    total = {name: per_step[name] * s if per_step[name] and s else 0.0 for name, s in each.items()}
     return each, total
 
 
@@ -720,7 +720,7 @@ def _termination_pass(spec: MachineSpec) -> list[Finding]:
 
 def _run_pass(spec: MachineSpec) -> list[Finding]:
     """Per run: progress edges bounded too, unless the machine lists them as unbounded by design."""
-    per_turn = {tuple(sorted(f.states)) for f in _termination_pass(spec)}
+    per_step = {tuple(sorted(f.states)) for f in _termination_pass(spec)}
     fires = [t for t in spec.transitions if not spec.never_fires(t)]
     reach: nx.DiGraph[str] = nx.DiGraph()
     reach.add_node(spec.initial)
@@ -733,7 +733,7 @@ def _run_pass(spec: MachineSpec) -> list[Finding]:
         f"count one of its progress edges with a `{RUN}` counter whose cap is an int or a non-nullable "
         "int param, or list a progress edge a user drives under `unbounded_by_design:` with what is unbounded",
     )
-    return [attrs.evolve(f, check="progress_bound") for f in found if tuple(sorted(f.states)) not in per_turn]
+    return [attrs.evolve(f, check="progress_bound") for f in found if tuple(sorted(f.states)) not in per_step]
 
 
 def _unbounded_cycles(spec: MachineSpec, edges: list[TransitionSpec], what: str, fix: str) -> list[Finding]:

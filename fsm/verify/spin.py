@@ -213,7 +213,7 @@ def spin_check(
     temporary directory is removed afterwards. Raises :class:`SpinNotFound` when ``spin``
     or ``gcc`` is missing and :class:`SpinError` when a tool fails.
     """
-    spin, cc = _tool("spin", "apt-get install spin"), _tool("gcc", "apt-get install gcc")
+    spin, cc = _program("spin", "apt-get install spin"), _program("gcc", "apt-get install gcc")
     values = resolve_params(spec, params)
     # the reset sets named here, so a test can stand in a faulty derivation for the one SPIN checks
     text = to_promela(spec, values)
@@ -257,7 +257,7 @@ def spin_check(
     )
 
 
-def _tool(name: str, install: str) -> str:
+def _program(name: str, install: str) -> str:
     found = shutil.which(name)
     if found is None:
         raise SpinNotFound(f"{name} not found on PATH; install it ({install})")

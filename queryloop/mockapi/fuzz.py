@@ -112,7 +112,7 @@ class FaultRun:
 
 def check_report() -> CheckReport:
     """The checker's report with its figures at the params' check values (the caps every fuzzed run uses):
-    ``report.at`` are those caps and ``report.per_turn`` the proven bounds there."""
+    ``report.at`` are those caps and ``report.per_step`` the proven bounds there."""
     spec = query_loop_program().spec
     return check_spec(spec, spec.param_check_values, explore=False)
 
@@ -281,7 +281,7 @@ def _run_violations(run: FaultRun, report: CheckReport) -> list[str]:
         out.append("no typed result")
     if run.result.get("terminal_reason") == "internal_error":  # a watched property broke, or a handler raised
         out.append(f"the run ended in internal_error: {run.result.get('errors')}")
-    worst = report.per_turn["model_requests"]
+    worst = report.per_step["model_requests"]
     if worst_requests_per_turn(run) > worst:
         out.append(f"{worst_requests_per_turn(run)} model requests in one turn, over the checker's bound {worst}")
     for step in run.steps:

@@ -133,7 +133,7 @@ def test_any_fault_sequence_ends_typed_with_the_ledger_closed(
     assert final.state in SPEC.terminals
     caps = final.caps
     requests_this_turn = 0
-    worst = REPORT.per_turn["model_requests"]
+    worst = REPORT.per_step["model_requests"]
     for step in run.steps:
         assert (step.source, step.reason, step.dest) in DECLARED
         assert all(cap is None or v <= cap for v, cap in zip(step.counters, caps, strict=True))

@@ -829,7 +829,7 @@ def test_a_sub_agents_refused_calls_are_listed_in_the_runs_permission_denials(cw
 
 
 def test_at_the_machines_defaults_a_turn_starts_eight_agents_and_a_ninth_gets_an_error(cwd: Path) -> None:
-    """The per-turn limit the run keeps is the machine's (`children: agents` `per_turn`, max_agents_per_turn: 8)."""
+    """The per-turn limit the run keeps is the machine's (`children: agents` `per_step`, max_agents_per_turn: 8)."""
     calls = [agent_call(f"{CHILD} task {n}", background=False) for n in range(9)]
     text = scenario([tools_reply(*calls), text_reply("PARENT-FINAL")], "", text_reply("done"))
     with MockApi(text) as api:

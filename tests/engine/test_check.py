@@ -23,7 +23,7 @@ from queryloop.fsm import (
     parse_machine,
 )
 from queryloop.fsm.model.spec import CounterSpec
-from queryloop.fsm.verify.bounds import effective_resets, figure_bounds, figure_values, most_over, runs_of_turns
+from queryloop.fsm.verify.bounds import effective_resets, figure_bounds, figure_values, most_over, runs_of_steps
 from queryloop.fsm.verify.check import composed_figures, without_guard
 from queryloop.machines import shipped_machines
 
@@ -37,11 +37,11 @@ BUGS = FIXTURES / "bugs"
 def test_every_shipped_machine_passes_every_check(path) -> None:  # type: ignore[no-untyped-def]
     report = check_spec(load_machine(path).spec, explore=False)
     assert report.ok, [f.message for f in report.findings]
-    assert report.per_turn and all(v < math.inf for v in report.per_turn.values())
+    assert report.per_step and all(v < math.inf for v in report.per_step.values())
     if path.stem == "query_loop":  # the docs quote the figures; they must be the checker's
         page = (ROOT / "docs/checker.md").read_text()
         quoted = re.search(r"at\s+most\s+\*\*(\d+) model requests per turn\*\*", page)
-        assert quoted and int(quoted.group(1)) == report.per_turn["model_requests"]
+        assert quoted and int(quoted.group(1)) == report.per_step["model_requests"]
         formula = report.expressions["model_requests"][0]
         assert f"`{formula}`" in " ".join(page.split()), formula
         shape = re.search(r"\u2014 (\d+) states, (\d+) transitions", (ROOT / "docs/recovery.md").read_text())
@@ -107,10 +107,10 @@ def test_symbolic_and_explored_figures_agree_at_small_caps(caps: dict[str, int])
         child = check_spec(without_guard(spec, str(children.pending)), {**caps, starts_cap: 0})
         explored = {
             k: report.worst_case[k] + composed.starts * child.worst_case_per_run[k]
-            for k in composed.per_turn
+            for k in composed.per_step
             if k in report.worst_case and k in child.worst_case_per_run
         }
-        assert explored and all(explored[k] <= composed.per_turn[k] for k in explored), (explored, composed)
+        assert explored and all(explored[k] <= composed.per_step[k] for k in explored), (explored, composed)
 
 
 # every cap of a per-turn loop at 0, then one or two of them at 1: the caps where the branch of a bound
@@ -152,13 +152,13 @@ def test_the_symbolic_bounds_are_the_figures_at_the_defaults_and_never_below_the
     bounds = figure_bounds(spec)
     for caps in (NO_CAPS, {**NO_CAPS, "max_retries": 1}, {}):
         at = {**spec.param_defaults, **caps}
-        per_turn, _ = figure_values(spec, at)
-        symbolic = {name: b.per_turn.evaluate(spec, at) for name, b in bounds.items()}
-        assert all(symbolic[name] >= per_turn[name] for name in per_turn), caps
+        per_step, _ = figure_values(spec, at)
+        symbolic = {name: b.per_step.evaluate(spec, at) for name, b in bounds.items()}
+        assert all(symbolic[name] >= per_step[name] for name in per_step), caps
         if not caps:
-            assert symbolic == per_turn
+            assert symbolic == per_step
     at_0 = {**spec.param_defaults, **NO_CAPS}
-    assert figure_values(spec, at_0)[0]["model_requests"] == 13 < bounds["model_requests"].per_turn.evaluate(spec, at_0)
+    assert figure_values(spec, at_0)[0]["model_requests"] == 13 < bounds["model_requests"].per_step.evaluate(spec, at_0)
 
 
 def test_at_every_cap_0_the_figure_is_the_exact_worst_case_and_its_polynomial_says_why_it_is_above() -> None:
@@ -168,7 +168,7 @@ def test_at_every_cap_0_the_figure_is_the_exact_worst_case_and_its_polynomial_sa
     and 0 at 0, so it says so where it is above the figure."""
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     report = check_spec(spec, {**NO_CAPS, "max_agents_per_turn": 0, "max_running_agents": 0})
-    assert report.worst_case["model_requests"] == report.per_turn["model_requests"] == 13
+    assert report.worst_case["model_requests"] == report.per_step["model_requests"] == 13
     printed = report.expressions["model_requests"][0]
     assert printed.endswith(
         "(14 here, above the bound 13: an edge whose cap is 0 here never fires, and no term of "
@@ -197,7 +197,7 @@ def test_the_printed_polynomials_are_bounds_at_caps_of_0_and_at_the_defaults(cap
         printed, printed_at_defaults = report.expressions[name][0], defaults.expressions[name][0]
         assert _polynomial_value(printed, dict(report.params)) >= exact, (name, printed, exact, caps)
         assert _polynomial_value(printed_at_defaults, dict(report.params)) >= exact, (name, printed_at_defaults)
-        assert _polynomial_value(printed, at_defaults) >= defaults.per_turn[name], (name, printed, caps)
+        assert _polynomial_value(printed, at_defaults) >= defaults.per_step[name], (name, printed, caps)
 
 
 def test_recovery_loop_without_a_counter_is_reported_as_unbounded() -> None:
@@ -394,7 +394,7 @@ transitions:
 def test_the_check_reports_per_run_figures_when_every_progress_edge_is_bounded() -> None:
     report = check_spec(load_machine(ROOT / "machines/query_loop.yaml").spec, {"max_turns": 3}, explore=False)
     # three tool turns, and as many turns started by background sub-agents' reports (not counted by max_turns)
-    assert report.per_run["model_requests"] == 2 * 3 * report.per_turn["model_requests"]
+    assert report.per_run["model_requests"] == 2 * 3 * report.per_step["model_requests"]
     assert "max_turns" in report.expressions["model_requests"][1]
 
 
@@ -421,10 +421,10 @@ def test_a_turn_with_its_agents_is_its_own_figure_plus_each_agents_whole_run() -
     bound plus max_agents_per_turn runs of the same machine at max_turns = T (the runtime keeps both limits)."""
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     unset = check_spec(spec, explore=False).composed["agents"]
-    assert unset.turns is None and unset.per_turn["model_requests"] == math.inf
+    assert unset.child_steps is None and unset.per_step["model_requests"] == math.inf
     at = {"max_agent_turns": 2, "max_agents_per_turn": 3}
     composed = check_spec(spec, at, explore=False).composed["agents"]
-    own = check_spec(spec, explore=False).per_turn["model_requests"]
+    own = check_spec(spec, explore=False).per_step["model_requests"]
     # a child (depth 1) starts none: its run is the machine's without the edges `pending` (agents_running) guards
     (children,) = spec.children
     assert children.pending == "agents_running"
@@ -433,10 +433,10 @@ def test_a_turn_with_its_agents_is_its_own_figure_plus_each_agents_whole_run() -
     assert not gone & {t.reason for t in child.transitions}
     child_at = {bound: 2 for bound in set(child.progress_bounds.values())}
     loose = check_spec(child, child_at, explore=False).per_run["model_requests"]
-    a_run = runs_of_turns(child, {**child.param_defaults, **at, **child_at}, ["model_requests"])["model_requests"]
+    a_run = runs_of_steps(child, {**child.param_defaults, **at, **child_at}, ["model_requests"])["model_requests"]
     assert composed.child_run["model_requests"] == a_run < loose, "each run budget paid once per child run"
-    assert composed.per_turn["model_requests"] == own + 3 * a_run
-    assert composed.per_turn["tool_turns"] == 1 + 3 * 2
+    assert composed.per_step["model_requests"] == own + 3 * a_run
+    assert composed.per_step["tool_turns"] == 1 + 3 * 2
     cmd = [sys.executable, "-m", "queryloop", "check", "--machine", "machines/query_loop.yaml"]
     shown = subprocess.run([*cmd, "--set", "max_agent_turns=2"], capture_output=True, text=True, cwd=ROOT, check=True)
     assert f"model_requests there = {int(own)} + 8 × a run of at most 2 turns" in shown.stdout
@@ -487,7 +487,7 @@ def test_the_composed_bound_the_docs_quote_is_the_checkers() -> None:
     current); at the defaults it says 15 750 = 390 + 8 × 1 920."""
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     composed = check_spec(spec, {"max_agent_turns": 10}, explore=False).composed["agents"]
-    total, a_run = int(composed.per_turn["model_requests"]), int(composed.child_run["model_requests"])
+    total, a_run = int(composed.per_step["model_requests"]), int(composed.child_run["model_requests"])
     assert (total, a_run, composed.starts) == (15_750, 1_920, 8)
     checker = " ".join((ROOT / "docs/checker.md").read_text().split())
     assert "`--max-agent-turns 10`" in checker and "**15 750 model requests** (390 + 8 × 1 920)" in checker
@@ -530,11 +530,11 @@ def test_no_wait_is_counted_where_no_wait_can_be_long() -> None:
     """An unbounded count of waits that are each 0 s is 0 s, not a NaN."""
     spec = load_machine(ROOT / "machines/query_loop.yaml").spec
     report = check_spec(spec, {"max_backoff_s": 0, "max_retry_after_s": 0, "max_retries": 100}, explore=False)
-    assert report.wait_s_per_turn["waits"] == 0.0
-    unbounded = attrs.evolve(report, per_turn={**report.per_turn, "waits": math.inf})
+    assert report.wait_s_per_step["waits"] == 0.0
+    unbounded = attrs.evolve(report, per_step={**report.per_step, "waits": math.inf})
     from queryloop.fsm.verify.check import _waits
 
-    assert _waits(spec, unbounded.at, unbounded.per_turn)[1]["waits"] == 0.0
+    assert _waits(spec, unbounded.at, unbounded.per_step)[1]["waits"] == 0.0
 
 
 # ---- a run's budgets paid once per run: the tight composed figure (issue 42) ---------------------------------
@@ -547,7 +547,7 @@ def test_a_child_run_pays_its_stop_hook_blocks_and_fallback_hops_once_not_once_p
     for turns in (1, 2, 10):
         at = {**spec.param_defaults, **{bound: turns for bound in set(spec.progress_bounds.values())}}
         _, loose = figure_values(spec, at)
-        tight = runs_of_turns(spec, at, spec.figures)
+        tight = runs_of_steps(spec, at, spec.figures)
         progress = {t.counter for t in spec.transitions if t.progress}
         steps = sum(spec.cap_of(spec.counter_map[c], at) or 0 for c in progress if c)
         assert tight["model_requests"] == (steps + 1) * 170 + 8 * 23 + 3 * 12 < loose["model_requests"]
@@ -576,14 +576,14 @@ def test_each_figure_holds_for_every_value_a_run_accepts_not_only_at_the_default
         "    max: 32\n    doc: >\n      sub-agents one tool turn",
     )
     report = check_spec(parse_machine(text, "mutant.yaml", bind=False).spec, explore=False)
-    assert report.per_turn["agent_admissions"] == 9  # at the defaults
+    assert report.per_step["agent_admissions"] == 9  # at the defaults
     found = [f.message for f in report.findings]
     assert any(m.startswith("figure 'agent_admissions' may reach 33 per turn for a value a run accepts") for m in found)
     assert any("figure 'model_requests' with its children may reach" in m for m in found), found
     shipped = check_spec(load_machine(ROOT / "machines/query_loop.yaml").spec, explore=False)
     assert shipped.ok and shipped.over_ranges is not None
-    assert shipped.over_ranges.per_turn["model_requests"] == 396 <= 400
-    assert shipped.over_ranges.composed["agents"].per_turn["model_requests"] == 142_956 <= 143_000
+    assert shipped.over_ranges.per_step["model_requests"] == 396 <= 400
+    assert shipped.over_ranges.composed["agents"].per_step["model_requests"] == 142_956 <= 143_000
 
 
 def test_the_most_over_a_box_of_caps_is_the_bound_at_its_worst_setting() -> None:
@@ -595,7 +595,7 @@ def test_the_most_over_a_box_of_caps_is_the_bound_at_its_worst_setting() -> None
     low = {**spec.param_defaults, **dict.fromkeys(box, 0)}
     high = {**spec.param_defaults, **box}
     for name in ("model_requests", "waits", "replies_read"):
-        expr = bounds[name].per_turn
+        expr = bounds[name].per_step
         each = [
             expr.evaluate(spec, {**low, **dict(zip(box, point, strict=True))})
             for point in itertools.product(*(range(top + 1) for top in box.values()))
@@ -614,7 +614,7 @@ def test_a_reset_where_the_counter_is_always_0_leaves_the_run_budget_paid_once()
         spec = parse_machine(text, "mutant.yaml", bind=False).spec
         assert "stop_hook_blocks" not in effective_resets(spec) and "fallback_hops" not in effective_resets(spec)
         report = check_spec(spec, {"max_agent_turns": 10}, explore=False)
-        assert report.ok and report.composed["agents"].per_turn["model_requests"] == 15_750, resets
+        assert report.ok and report.composed["agents"].per_step["model_requests"] == 15_750, resets
     # a reset where the counter may be above 0 is one (a Stop-hook block, then a tool turn): paid every turn
     text = _mutated("    reason: next_turn\n", "    reason: next_turn\n    resets: [stop_hook_blocks]\n")
     spec = parse_machine(text, "mutant.yaml", bind=False).spec
@@ -649,6 +649,6 @@ def test_the_run_bound_with_budgets_paid_once_is_never_below_an_explored_run(
     caps.update({bound: turns for bound in set(spec.progress_bounds.values())})
     report = check_spec(spec, caps)
     assert report.worst_case_per_run, [f.message for f in report.findings]
-    tight = runs_of_turns(spec, report.params, spec.figures)
+    tight = runs_of_steps(spec, report.params, spec.figures)
     for name in spec.figures:
         assert report.worst_case_per_run[name] <= tight[name], (name, report.worst_case_per_run[name], tight[name])

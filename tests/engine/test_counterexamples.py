@@ -320,7 +320,7 @@ def test_the_worst_case_wait_per_turn_is_the_waits_times_the_longest_declared_wa
     spec = load_machine(str(SHIPPED)).spec
     report = check_spec(spec, explore=False)
     assert report.each_s["waits"] == 60.0  # max(max_retry_after_s 60, max_backoff_s 40)
-    assert report.wait_s_per_turn["waits"] == report.per_turn["waits"] * 60.0
+    assert report.wait_s_per_step["waits"] == report.per_step["waits"] * 60.0
     shorter = check_spec(spec, {"max_retry_after_s": 10}, explore=False)
     assert shorter.each_s["waits"] == 40.0
     assert report.to_json()["worst_wait_s_per_turn"]["waits"]["each_s"] == 60.0
@@ -331,7 +331,7 @@ def test_an_unbounded_figure_has_an_unbounded_wait(tmp_path: Path) -> None:
         document["params"]["max_retries"].update(default=None, nullable=True, type="int")
 
     report = check_spec(mutated(tmp_path, no_stop_hook_cap), explore=False)
-    assert report.wait_s_per_turn["waits"] == math.inf
+    assert report.wait_s_per_step["waits"] == math.inf
 
 
 DEAD_END = """\

@@ -65,7 +65,7 @@ def test_the_checker_speaks_of_the_machines_scopes() -> None:
     assert "worst_case_per_job" in report.to_json() and "worst_case_per_turn" not in report.to_json()
     # per job: an attempt tries at most 3 times (2 flaky retries), a job makes at most 4 attempts (3 retries,
     # each restarting the flakes), and the job is done once: 4 × 3 + 1
-    assert report.per_turn["tries"] == 13
+    assert report.per_step["tries"] == 13
 
 
 @pytest.mark.parametrize(

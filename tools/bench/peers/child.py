@@ -60,7 +60,7 @@ async def _play(
     except ImportError as exc:
         return {"error": f"cannot import: {exc}"}
     await agent.run(WARM_UP_TURNS, f"{tag}-warm")
-    per_turn: dict[str, float] = {}
+    per_step: dict[str, float] = {}
     seconds: dict[str, float] = {}
     for n in ns:
         if n >= budget[0] and projected_s(seconds, n) > budget[1]:
@@ -69,13 +69,13 @@ async def _play(
         start = now()
         await agent.run(n, f"{tag}-{n}")
         elapsed = now() - start
-        per_turn[str(n)] = elapsed / n * 1e6
+        per_step[str(n)] = elapsed / n * 1e6
         seconds[str(n)] = elapsed
     return {
         "framework": agent.framework,
         "version": agent.version,
         "note": agent.note,
-        "per_turn_us": per_turn,
+        "per_turn_us": per_step,
         "run_s": seconds,
         "peak_rss_mib": peak_rss_mib(),
     }

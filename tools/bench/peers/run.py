@@ -99,11 +99,11 @@ def measure(
                 continue
             for name in ("framework", "version", "note"):
                 entry[name] = result[name]
-            per_turn = result["per_turn_us"]
-            assert isinstance(per_turn, dict)
+            per_step = result["per_turn_us"]
+            assert isinstance(per_step, dict)
             for n in wanted:
-                if str(n) in per_turn:
-                    entry["times"][n].append(per_turn[str(n)])  # type: ignore[index]
+                if str(n) in per_step:
+                    entry["times"][n].append(per_step[str(n)])  # type: ignore[index]
                 else:
                     skip_largest.add(key)  # projected past the budget: not tried again
             entry["rss"].append(result["peak_rss_mib"])  # type: ignore[attr-defined]
@@ -117,9 +117,9 @@ def measure(
 def summary(result: dict[str, object]) -> str:
     if "error" in result:
         return f"error: {result['error']}"
-    per_turn = result["per_turn_us"]
-    assert isinstance(per_turn, dict)
-    return ", ".join(f"N={n}: {us:.0f} µs/turn" for n, us in per_turn.items())
+    per_step = result["per_turn_us"]
+    assert isinstance(per_step, dict)
+    return ", ".join(f"N={n}: {us:.0f} µs/turn" for n, us in per_step.items())
 
 
 def cell(values: list[float], repeat: int) -> str:
