@@ -788,7 +788,8 @@ def _unbounded_cycles(spec: MachineSpec, edges: list[TransitionSpec], what: str,
 # ---- pass 3: exhaustive exploration ---------------------------------------------------------
 
 
-def _exploration_pass(
+# the breadth-first loop stays in one frame: it runs once per configuration, about a million at the check values
+def _exploration_pass(  # noqa: C901
     spec: MachineSpec, params: Mapping[str, Any], max_configs: int, status: _Status | None = None
 ) -> tuple[frozenset[_Config], list[Finding], dict[str, int], dict[str, int]]:
     out: list[Finding] = []
@@ -796,20 +797,7 @@ def _exploration_pass(
     index = {n: i for i, n in enumerate(names)}
     caps = [spec.cap_of(c, params) for c in spec.counters]
     groups = spec.candidates()
-    # per state: [(event, orders), ...]; an order is the candidates whose guards all hold under one
-    # truth assignment of the decision's guard names (one value per name), in YAML order
-    plan: dict[str, list[tuple[str, tuple[tuple[_Cand, ...], ...]]]] = {}
-    for s in spec.states:
-        if s.terminal:
-            continue
-        plan[s.name] = []
-        for event in (*s.emits, spec.abort_event):
-            cands = []
-            for t in groups.get((s.name, event), ()):
-                ci = None if t.counter is None or caps[index[t.counter]] is None else index[t.counter]
-                cap = caps[ci] if ci is not None else 0
-                cands.append((t, ci, cap or 0, tuple(index[c] for c in spec.resets_of(t))))
-            plan[s.name].append((event, _orders(cands, caps, index)))
+    plan = _exploration_plan(spec, caps, index, groups)
 
     zero = (0,) * len(names)
     terminals = frozenset(spec.terminals)
@@ -905,43 +893,88 @@ def _exploration_pass(
                 message=f"exploration stopped at {max_configs} configurations; lower the caps with params to check",
             )
         )
-    visited = {c[0] for c in configs}
-    for t in spec.transitions:
-        if (t.source, t.reason) not in fired and t.source in visited:
-            out.append(
-                Finding(
-                    check="dead_edge",
-                    message=f"transition {t.reason!r} from {t.source!r} on {t.event!r} can never fire "
-                    f"({_why_dead(spec, t, groups, caps, index)})",
-                    states=(t.source,),
-                    reasons=(t.reason,),
-                )
-            )
-    order = _topological_order(succ)
-    worst: dict[str, int] = {}
-    worst_run: dict[str, int] = {}
-    if order is None:
-        cycle = _find_cycle(succ)
-        reasons = tuple(reason for _, reason in cycle)
-        out.append(
-            Finding(
-                check="termination",
-                message="the (state, counters) product has a cycle without a progress edge "
-                f"via reasons {list(reasons)}",
-                states=tuple(dict.fromkeys(configs[n][0] for n, _ in cycle)),
-                reasons=reasons,
-                trace=tuple(f"{configs[n][0]} {_fmt(names, configs[n][1])}" for n, _ in cycle),
-            )
-        )
-    else:
-        worst = _worst_case(spec, configs, succ, order, segment_starts)
-        whole = [a + b for a, b in zip(succ, progress, strict=True)]
-        run_order = _topological_order(whole)
-        if run_order is not None and not truncated:  # every run is bounded at these caps
-            worst_run = _worst_case(spec, configs, whole, run_order, {0})
+    out += _dead_edges(spec, {c[0] for c in configs}, fired, groups, caps, index)
+    product = _Product(configs=configs, names=names, succ=succ, progress=progress, segment_starts=segment_starts)
+    worst, worst_run, cycle_finding = _product_worst_cases(spec, product)
+    out += cycle_finding
     if truncated:
         worst, worst_run = {}, {}  # a cut-off exploration proves no figure
     return frozenset(configs), out, worst, worst_run
+
+
+def _exploration_plan(
+    spec: MachineSpec, caps: list[int | None], index: Mapping[str, int], groups: Mapping[Any, Any]
+) -> dict[str, list[tuple[str, tuple[tuple[_Cand, ...], ...]]]]:
+    """Per state: [(event, orders), ...]; an order is the candidates whose guards all hold under one
+    truth assignment of the decision's guard names (one value per name), in YAML order."""
+    plan: dict[str, list[tuple[str, tuple[tuple[_Cand, ...], ...]]]] = {}
+    for s in spec.states:
+        if s.terminal:
+            continue
+        plan[s.name] = []
+        for event in (*s.emits, spec.abort_event):
+            cands = []
+            for t in groups.get((s.name, event), ()):
+                ci = None if t.counter is None or caps[index[t.counter]] is None else index[t.counter]
+                cap = caps[ci] if ci is not None else 0
+                cands.append((t, ci, cap or 0, tuple(index[c] for c in spec.resets_of(t))))
+            plan[s.name].append((event, _orders(cands, caps, index)))
+    return plan
+
+
+def _dead_edges(
+    spec: MachineSpec,
+    visited: set[str],
+    fired: set[tuple[str, str]],
+    groups: Mapping[Any, Any],
+    caps: list[int | None],
+    index: Mapping[str, int],
+) -> list[Finding]:
+    """Each transition from a state the exploration reached that never fired there."""
+    return [
+        Finding(
+            check="dead_edge",
+            message=f"transition {t.reason!r} from {t.source!r} on {t.event!r} can never fire "
+            f"({_why_dead(spec, t, groups, caps, index)})",
+            states=(t.source,),
+            reasons=(t.reason,),
+        )
+        for t in spec.transitions
+        if (t.source, t.reason) not in fired and t.source in visited
+    ]
+
+
+@attrs.frozen
+class _Product:
+    """The explored (state, counters) product: its configurations and its edges, progress apart."""
+
+    configs: list[_Config]
+    names: list[str]
+    succ: list[list[tuple[int, str]]]
+    progress: list[list[tuple[int, str]]]
+    segment_starts: set[int]
+
+
+def _product_worst_cases(spec: MachineSpec, p: _Product) -> tuple[dict[str, int], dict[str, int], list[Finding]]:
+    """The exact worst cases per step and per run, or the product's cycle without a progress edge."""
+    order = _topological_order(p.succ)
+    if order is None:
+        cycle = _find_cycle(p.succ)
+        reasons = tuple(reason for _, reason in cycle)
+        finding = Finding(
+            check="termination",
+            message=f"the (state, counters) product has a cycle without a progress edge via reasons {list(reasons)}",
+            states=tuple(dict.fromkeys(p.configs[n][0] for n, _ in cycle)),
+            reasons=reasons,
+            trace=tuple(f"{p.configs[n][0]} {_fmt(p.names, p.configs[n][1])}" for n, _ in cycle),
+        )
+        return {}, {}, [finding]
+    worst = _worst_case(spec, p.configs, p.succ, order, p.segment_starts)
+    whole = [a + b for a, b in zip(p.succ, p.progress, strict=True)]
+    run_order = _topological_order(whole)
+    if run_order is None:  # some run is unbounded at these caps
+        return worst, {}, []
+    return worst, _worst_case(spec, p.configs, whole, run_order, {0}), []
 
 
 def _orders(cands: list[_Cand], caps: list[int | None], index: Mapping[str, int]) -> tuple[tuple[_Cand, ...], ...]:
