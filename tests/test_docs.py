@@ -130,3 +130,43 @@ def test_the_differences_script_groups_rows_by_reason_and_finds_rows_without_a_r
     paired = types.ModuleType("conformance.test_pairs", "Pairs beside Claude Code 2.1.235: a probe.")
     vars(paired).update(ROWS={"e": ("what runs it", Row(None, why))})
     assert differences.designed(paired) == {why: ["e"]}, "a row paired with what runs it is found too"
+
+
+def _properties_page() -> Any:
+    spec = importlib.util.spec_from_file_location("properties_page", ROOT / "tools" / "properties_page.py")
+    assert spec is not None and spec.loader is not None
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    return page
+
+
+def test_the_declared_properties_page_is_written_from_the_shipped_machines() -> None:
+    """docs/properties.md is what tools/properties_page.py writes from the machines now."""
+    stale = _properties_page().stale(write=False)
+    assert stale is False, "docs/properties.md is stale: run python tools/properties_page.py"
+
+
+def test_a_weakened_property_changes_the_declared_properties_page(tmp_path: Path) -> None:
+    """A rename out of an ``ends`` rule, a raised budget and a widened frame each show on the page."""
+    import yaml
+
+    page = _properties_page()
+    shipped = ROOT / "machines" / "query_loop.yaml"
+    document = yaml.safe_load(shipped.read_text(encoding="utf-8"))
+    for edge in document["transitions"]:
+        if edge.get("reason") == "agent_wait_aborted":
+            edge["reason"] = "agent_wait_cancelled"  # out of the `aborted` kind: its rule no longer covers it
+        if edge.get("reason") == "stop_hook_continue":
+            edge["may_change"] = [*edge["may_change"], "request.max_tokens"]
+    document["reason_kinds"]["cancelled"] = "the wait was cancelled"
+    document["properties"]["one_reactive_compaction_per_turn"]["at_most"]["max"] = 2
+    mutant = tmp_path / "query_loop.yaml"
+    mutant.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    before, after = page.render([shipped]).splitlines(), page.render([mutant]).splitlines()
+    gone, added = set(before) - set(after), set(after) - set(before)
+    rule = next(line for line in gone if line.startswith("| kind `aborted` |"))
+    assert "`agent_wait_aborted`" in rule
+    assert any(
+        line.startswith("| `one_reactive_compaction_per_turn` | `reactive_compact_retry` | `2` |") for line in added
+    )
+    assert any("`stop_hook_continue`" in line and "`request.max_tokens`" in line for line in added)
