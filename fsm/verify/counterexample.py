@@ -27,7 +27,7 @@ exploration finding, which carries its own trace) get none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,11 +97,15 @@ def _figure_watch(spec: MachineSpec, name: str, most: int, per: str | None = Non
 
 
 def _at_most_watch(spec: MachineSpec, counted: frozenset[str], per: str, limit: int) -> Watch:
+    shows = f"{' / '.join(sorted(counted))} taken {limit + 1} times in one {per}"
+    if limit == 0:  # the first step of one of them shows it, however deep it lies: searched guided
+        return _any_edge_watch(spec, counted, shows)
+
     def step(n: int, s: PlannedStep) -> int:
         n = 0 if spec.ends_scope(s.transition, per) else n
         return min(n + (s.reason in counted), limit + 1)
 
-    return f"{' / '.join(sorted(counted))} taken {limit + 1} times in one {per}", 0, step, lambda n: n > limit
+    return shows, 0, step, lambda n: n > limit
 
 
 def _streak_watch(spec: MachineSpec, prop: PropertySpec, reasons: frozenset[str]) -> Watch:
@@ -146,17 +150,23 @@ def _streak_watch(spec: MachineSpec, prop: PropertySpec, reasons: frozenset[str]
 
 @attrs.frozen
 class _Taken:
-    """The step of an edge watch: whether the edge ``target`` has been taken. A run that shows it is a run
-    that takes one edge, which the guided search (:func:`~fsm.verify.paths.plan_paths`) finds however deep."""
+    """The step of an edge watch: whether one of the edges ``targets`` has been taken. A run that shows it is a
+    run that takes one edge, which the guided search (:func:`~fsm.verify.paths.plan_paths`) finds however deep."""
 
-    target: tuple[str, str]  # (source, reason)
+    targets: frozenset[tuple[str, str]]  # (source, reason)
 
     def __call__(self, seen: bool, s: PlannedStep) -> bool:
-        return seen or (s.source, s.reason) == self.target
+        return seen or (s.source, s.reason) in self.targets
 
 
 def _edge_watch(source: str, reason: str) -> Watch:
-    return f"{reason} taken from {source}", False, _Taken((source, reason)), bool
+    return f"{reason} taken from {source}", False, _Taken(frozenset({(source, reason)})), bool
+
+
+def _any_edge_watch(spec: MachineSpec, reasons: frozenset[str], shows: str) -> Watch:
+    """One of the edges of ``reasons`` taken (from any state): an ``at_most`` of 0 broken by its first step."""
+    targets = frozenset((t.source, t.reason) for t in spec.transitions if t.reason in reasons)
+    return shows, False, _Taken(targets), bool
 
 
 def _kept_watch(reasons: frozenset[str], kept: frozenset[str]) -> Watch:
@@ -223,62 +233,146 @@ def _watch_for(
     finding: Finding,
     at: Mapping[str, Any],
     broken: Mapping[str, Any],
-    props: Mapping[str, Any],
+    props: Mapping[str, PropertySpec],
 ) -> tuple[Watch | None, str]:
+    """What a run showing ``finding`` watches, or None and why no run is searched for."""
     if finding.check == "figure":
-        for name, most in spec.figure_max.items():
-            if finding.message.startswith(f"figure {name!r} can reach") and f"per {spec.step_scope}" in finding.message:
-                return _figure_watch(spec, name, most), ""
-        for name, declared in spec.figure_max_per_run.items():
-            if finding.message.startswith(f"figure {name!r} can reach") and "per run" in finding.message:
-                run_most = spec.limit_of(declared, at)
-                if run_most is None:
-                    return None, f"the limit {declared} is unset at these params"
-                return _figure_watch(spec, name, run_most, per=RUN), ""
-        return None, "the finding names no declared figure"
+        return _figure_finding(spec, finding, at)
     if finding.check == "property" and finding.message in broken:
         prop = props[broken[finding.message].name]
-        if prop.kind == "at_most" and prop.most is not None:
-            limit = spec.limit_of(prop.most, at)
-            if limit is None:
-                return None, f"the limit {prop.most} is unset at these params"
-            return _at_most_watch(spec, frozenset(prop.reasons), prop.per, limit), ""
-        if prop.kind == "order" and len(finding.reasons) >= 2:
-            # the candidate tried before one the property puts first, taken where both are candidates
-            rank = {r: i for i, r in enumerate(prop.reasons)}
-            listed = finding.reasons
-            early = next((r for i, r in enumerate(listed) if any(rank[r] > rank[q] for q in listed[i + 1 :])), None)
-            for (source, _), cands in spec.candidates().items():
-                if early is not None and [t.reason for t in cands if t.reason in rank] == list(listed):
-                    return _edge_watch(source, early), ""
-        if prop.kind == "order":
-            return None, "no decision tries two of its reasons, so no run shows an order"
-        if prop.kind == "resets":  # a counter the edge keeps, above 0 when it is taken
-            kept = {c for t in spec.transitions if t.reason in finding.reasons for c in prop.counters}
-            kept -= {c for t in spec.transitions if t.reason in finding.reasons for c in spec.resets_of(t)}
-            return _kept_watch(frozenset(finding.reasons), frozenset(kept)), ""
-        if prop.kind == "in_a_row" and prop.counter is not None:
-            if not any(t.counter == prop.counter for t in spec.transitions):
-                return None, f"no edge counts {prop.counter!r}, so no run counts it"
-            return _streak_watch(spec, prop, frozenset(finding.reasons)), ""
-        if prop.kind == "guarded":  # the edge taken where its guard does not decide it
-            for t in spec.transitions:
-                if t.reason in finding.reasons and prop.guard not in t.guards:
-                    return _edge_watch(t.source, t.reason), ""
-        if prop.kind == "preceded":  # a step into its states with none into `by` since the scope began
-            return _first_watch(spec, prop), ""
-        if prop.kind == "ends" and finding.states:  # the edge taken: where it goes is the defect
-            return _edge_watch(finding.states[0], finding.reasons[0]), ""
-        return None, f"no run is searched for a broken {prop.kind} property yet"
+        make = _BY_KIND.get(prop.kind)
+        found = make(spec, prop, finding, at) if make is not None else None
+        return found or (None, f"no run is searched for a broken {prop.kind} property yet")
     if finding.check == "guard" and finding.states and finding.reasons:  # the edge taken, its guard not asked
         return _edge_watch(finding.states[0], finding.reasons[0]), ""
-    if finding.check in ("termination", "progress_bound") and finding.states:
-        return _state_watch(frozenset(finding.states)), ""
-    if finding.check == "dead_end" and finding.states:
+    if finding.check in ("termination", "progress_bound", "dead_end") and finding.states:
         return _state_watch(frozenset(finding.states)), ""
     if finding.trace:
         return None, "the exploration's own trace (printed with the finding) is the run"
     return None, "no finite run shows it (nothing a run does reaches it)"
+
+
+def _figure_finding(spec: MachineSpec, finding: Finding, at: Mapping[str, Any]) -> tuple[Watch | None, str]:
+    """A figure above its ``max`` per step scope, or above its ``max_per_run``."""
+    for name, most in spec.figure_max.items():
+        if finding.message.startswith(f"figure {name!r} can reach") and f"per {spec.step_scope}" in finding.message:
+            return _figure_watch(spec, name, most), ""
+    for name, declared in spec.figure_max_per_run.items():
+        if finding.message.startswith(f"figure {name!r} can reach") and "per run" in finding.message:
+            run_most = spec.limit_of(declared, at)
+            if run_most is None:
+                return None, f"the limit {declared} is unset at these params"
+            return _figure_watch(spec, name, run_most, per=RUN), ""
+    return None, "the finding names no declared figure"
+
+
+PropertyFinding = Callable[[MachineSpec, PropertySpec, Finding, Mapping[str, Any]], "tuple[Watch | None, str] | None"]
+
+
+def _at_most_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    if prop.most is None:
+        return None
+    limit = spec.limit_of(prop.most, at)
+    if limit is None:
+        return None, f"the limit {prop.most} is unset at these params"
+    return _at_most_watch(spec, frozenset(prop.reasons), prop.per, limit), ""
+
+
+def _order_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    """The candidate tried before one the property puts first, taken where both are candidates."""
+    listed = finding.reasons
+    if len(listed) >= 2:
+        rank = {r: i for i, r in enumerate(prop.reasons)}
+        early = next((r for i, r in enumerate(listed) if any(rank[r] > rank[q] for q in listed[i + 1 :])), None)
+        for (source, _), cands in spec.candidates().items():
+            if early is not None and [t.reason for t in cands if t.reason in rank] == list(listed):
+                return _edge_watch(source, early), ""
+    return None, "no decision tries two of its reasons, so no run shows an order"
+
+
+def _resets_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    """A counter the edge keeps, above 0 when it is taken."""
+    taken = [t for t in spec.transitions if t.reason in finding.reasons]
+    kept = {c for t in taken for c in prop.counters} - {c for t in taken for c in spec.resets_of(t)}
+    return _kept_watch(frozenset(finding.reasons), frozenset(kept)), ""
+
+
+def _in_a_row_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    if prop.counter is None:
+        return None
+    if not any(t.counter == prop.counter for t in spec.transitions):
+        return None, f"no edge counts {prop.counter!r}, so no run counts it"
+    return _streak_watch(spec, prop, frozenset(finding.reasons)), ""
+
+
+def _guarded_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    """The edge taken where its guard does not decide it."""
+    for t in spec.transitions:
+        if t.reason in finding.reasons and prop.guard not in t.guards:
+            return _edge_watch(t.source, t.reason), ""
+    return None
+
+
+def _preceded_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    """A step into its states with none into ``by`` since the scope began."""
+    return _first_watch(spec, prop), ""
+
+
+def _ends_finding(
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+) -> tuple[Watch | None, str] | None:
+    """The edge taken: where it goes is the defect."""
+    if not finding.states:
+        return None
+    return _edge_watch(finding.states[0], finding.reasons[0]), ""
+
+
+_BY_KIND: Mapping[str, PropertyFinding] = {
+    "at_most": _at_most_finding,
+    "order": _order_finding,
+    "resets": _resets_finding,
+    "in_a_row": _in_a_row_finding,
+    "guarded": _guarded_finding,
+    "preceded": _preceded_finding,
+    "ends": _ends_finding,
+}
+"""Per kind of property, the run a broken one is shown by (None: none is searched for)."""
+
+
+class _Admitted:
+    """The realiser of the abstract search (:class:`~fsm.verify.paths.Realiser`): every step may happen, but a
+    run waits for a child (the ``pending`` guard of a ``children:`` entry True) only after its ``admitted`` edge
+    started one, as a real run does. The YAML does not say which edges report a child, so one admitted stays
+    admitted: a real run's waits are among these runs' (a guard free to the checker is not free here)."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.needs = {c.pending: c.admitted for c in spec.children if c.pending and c.admitted}
+        self.starts = frozenset(self.needs.values())
+
+    def start(self) -> frozenset[str]:
+        return frozenset()
+
+    def refuse(self, step: PlannedStep) -> str | None:
+        return None
+
+    def advance(self, data: frozenset[str], step: PlannedStep) -> Iterable[tuple[frozenset[str], Any]]:
+        if any(step.guards.get(g) and self.needs[g] not in data for g in self.needs):
+            return ()  # a child waited for, none ever started
+        if step.reason in self.starts and step.reason not in data:
+            return ((data | {step.reason}, None),)
+        return ((data, None),)
 
 
 def _search(
@@ -290,29 +384,48 @@ def _search(
     replayer: Replayer | None,
     max_nodes: int,
 ) -> Counterexample:
-    shows, start, step, shown = watch
-    cycle = finding.check in ("termination", "progress_bound")
+    shows = watch[0]
+    cycle = finding if finding.check in ("termination", "progress_bound") else None
     finish = finding.check != "dead_end"  # a run into a state that cannot end stops there
-    found: PlannedPath | str = "no replayer"
+    scripted_why = ""
     if realiser is not None:
-        found = _scripted(spec, at, watch, realiser, max_nodes, finding if cycle else None, finish)
-    if isinstance(found, PlannedPath):
-        return Counterexample(finding=finding, shows=shows, run=found, params=at, replayable=True)
-    scripted_why = found if realiser is not None else ""
+        found = _shortest(spec, at, watch, realiser, max_nodes, cycle, finish)
+        if isinstance(found, PlannedPath):
+            return Counterexample(finding=finding, shows=shows, run=found, params=at, replayable=True)
+        scripted_why = found
     if "search stopped" in scripted_why and finding.check == "figure":  # the run is long: so is the abstract one
         return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(scripted_why, finding))
-    found = _run(spec, at, start, step, shown, None, max_nodes, finding if cycle else None, finish)
-    if realiser is not None and "search stopped" in scripted_why and _long(found, realiser):
+    found = _shortest(spec, at, watch, _Admitted(spec), max_nodes, cycle, finish)
+    if realiser is not None and "search stopped" in scripted_why and _long(found, realiser) and cycle is None:
         # the scripted search gave up where the run is long (a loop of a dozen retries): look further for one
-        scripted = _run(spec, at, start, step, shown, realiser, max_nodes * SCRIPTED_EFFORT, None, finish)
-        if isinstance(scripted, PlannedPath) and not cycle:
+        scripted = _shortest(spec, at, watch, realiser, max_nodes * SCRIPTED_EFFORT, None, finish)
+        if isinstance(scripted, PlannedPath):
             return Counterexample(finding=finding, shows=shows, run=scripted, params=at, replayable=True)
     if isinstance(found, str):
         return Counterexample(finding=finding, shows=shows, params=at, why=_too_long(found, finding))
-    why = ""
-    if replayer is not None:
-        why = replayer.unscriptable(spec, found.steps, at) or scripted_why
+    why = "" if replayer is None else _why_not(spec, found, at, realiser, replayer, scripted_why)
     return Counterexample(finding=finding, shows=shows + (" (a lasso)" if cycle else ""), run=found, params=at, why=why)
+
+
+def _why_not(
+    spec: MachineSpec,
+    found: PlannedPath,
+    at: Mapping[str, Any],
+    realiser: Realiser[Any] | None,
+    replayer: Replayer,
+    scripted_why: str,
+) -> str:
+    """Why the replayer cannot script the abstract run: the step that shows it, if that is what it refuses; else
+    the guided search's proof that no scripted run takes the edge; else the first step it cannot script."""
+    refused = realiser.refuse(found.steps[found.taken_at]) if realiser is not None else None
+    if refused is not None:
+        return f"step {found.taken_at + 1} ({found.reasons[found.taken_at]}): {refused}"
+    if scripted_why.startswith(_PROOFS):
+        return scripted_why
+    return replayer.unscriptable(spec, found.steps, at) or scripted_why
+
+
+_PROOFS = ("no run can take it", "no realisable path takes it")  # what the guided search says when it proves none
 
 
 SCRIPTED_EFFORT = 8
@@ -332,7 +445,7 @@ def _long(found: PlannedPath | str, realiser: Realiser[Any]) -> bool:
     return found.taken_at + 1 >= LONG_RUN and realiser.refuse(found.steps[found.taken_at]) is None
 
 
-def _scripted(
+def _shortest(
     spec: MachineSpec,
     at: Mapping[str, Any],
     watch: Watch,
@@ -341,14 +454,16 @@ def _scripted(
     cycle: Finding | None,
     finish: bool,
 ) -> PlannedPath | str:
-    """The shortest run the replayer can script: an edge taken is searched for guided (A*, however deep it
-    lies), any other watch breadth-first."""
+    """The shortest run ``realiser`` allows that shows ``watch``: an edge taken is searched for guided (A*,
+    however deep it lies), any other watch (or an edge the guided search did not reach) breadth-first."""
     _, start, step, shown = watch
     if isinstance(step, _Taken) and cycle is None:
-        plan = plan_paths(spec, params=at, realiser=realiser, targets=[step.target], max_nodes=max_nodes)
-        path = plan.paths.get(step.target)
-        if path is not None:
-            return path
+        plan = plan_paths(spec, params=at, realiser=realiser, targets=sorted(step.targets), max_nodes=max_nodes)
+        if plan.paths:  # the run that shows it soonest, then the shortest whole run
+            return min(plan.paths.values(), key=lambda p: (p.taken_at, len(p.steps), p.reasons))
+        missing = list(dict.fromkeys(plan.missing.values()))
+        if all(m.startswith(_PROOFS) for m in missing):  # proven: no search finds one
+            return "; ".join(missing)
     return _run(spec, at, start, step, shown, realiser, max_nodes, cycle, finish)
 
 

@@ -71,7 +71,9 @@ class Realiser(Protocol[W]):
     counters the search tracks and must allow what it cannot rule out. ``advance``
     returns every way it can make ``step`` happen from ``data``: the state after it and
     a note (what it chose, e.g. the answer a server must give); none when it cannot,
-    and the search looks for another path.
+    and the search looks for another path. A realiser may also have
+    ``lower_bound(target) -> Callable[[W], int] | None``: at least how many steps its data still needs before
+    ``target`` can be taken (a guide for the search toward it; it must never say more than the truth).
     """
 
     def start(self) -> W: ...
@@ -266,9 +268,12 @@ class _Search(Generic[W]):
     def toward(self, target: Edge, transition: TransitionSpec, max_nodes: int) -> tuple[list[PlannedStep], _Node] | str:
         dist, refusals = self.distances(target, transition)
         deciding = {self.moves.index[n] for n in self._deciding(transition)}
+        bound = getattr(self.realiser, "lower_bound", None)  # optional: the steps its own data still needs
+        need: Callable[[Any], int] | None = bound(target) if bound is not None else None
 
         def h(node: _Node) -> int | None:
-            return dist.get((node[0], tuple(c if i in deciding else 0 for i, c in enumerate(node[1]))))
+            found = dist.get((node[0], tuple(c if i in deciding else 0 for i, c in enumerate(node[1]))))
+            return found if found is None or need is None else max(found, need(node[2]))
 
         h0 = h(self.start)
         if h0 is None:

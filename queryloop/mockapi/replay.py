@@ -1,25 +1,75 @@
 """Counterexamples as scenarios: how each event of the query loop is scripted for the embedded server.
 
-Owns :data:`SCRIPT_BY_EVENT`, :data:`PLAIN_GUARDS` and :class:`ScenarioReplayer`, which keeps ``check``'s search to
-runs a scenario can play. What each run fixes: docs/checker.md.
+Owns :data:`SCRIPT_BY_EVENT`, the declarative table from an event to what the server
+must answer to make it happen (a 529 for ``overloaded``, a prompt-too-long 400 for
+``context_overflowed``, a ``max_tokens`` stop for ``truncated`` …), what the run's tracked
+data decides, or why no scenario can make it happen; :data:`PLAIN_GUARDS`, the value each
+guard takes in a plain offline run (no escalation, no MCP server, no hooks), the others
+being tracked along the run (:data:`TRACKED_GUARDS`); and :class:`ScenarioReplayer`, which
+restricts ``queryloop check``'s counterexample search to runs a scenario can play and
+writes them (``check --counterexamples DIR``). Waits are scaled down: every scripted error
+asks for a retry after 1 ms. A run searched at a ``max_turns`` or ``max_retries`` other
+than the default says it in the scenario's ``cli`` section; every other param replays at
+the machine's default.
+
+The choices a scenario makes beyond its answers, each fixed lazily by the run (the first
+step that needs it), each tracked along it (:class:`_Run`):
+
+* its fallback chain (``fallback_models``, at most 3: :data:`FALLBACK_MODELS`):
+  ``fallback_available`` is True exactly while a declared fallback model remains, an edge
+  running ``switch_to_fallback_model`` moves the run to the next one, and the run stays
+  there (every later request — a retry, a summary, the next turn — goes to that model, as
+  ``handlers/request/recovery.py`` keeps it). Each scripted answer is written under the
+  model its request goes to;
+* its primary model, fixed by the first context check: ``mock-primary`` (a 200 000-token
+  window: every check is ``within_threshold``) or :data:`SMALL_MODEL` with
+  :data:`SYSTEM_PAD` appended to the system prompt (``cli.append_system_prompt``), so that
+  the system prompt and tools alone are over the auto-compact threshold (80 % of an
+  8 000-token window less its 4 096-token output reserve): every check is
+  ``over_threshold`` until the run switches to a fallback model. There each reply kept in
+  the transcript carries :data:`REPLY_PAD`, so that every API-round group is over the tenth
+  of the window an auto-compaction keeps verbatim: it keeps exactly the newest group. The
+  auto-compaction's guards (``can_compact``, ``refill_thrashing``, ``can_drop_oldest_group``)
+  are then decided by the count of groups the run tracks, as the handlers count them; a
+  count past :data:`MAX_GROUPS` is too many to follow, and a decision that needs it is
+  refused. A run on ``mock-primary`` does not count them (nothing it can do reads them, and
+  a count of every round would tell apart runs that differ in nothing else: the searches
+  would not end), so a reactive compaction, whose guards read the rounds and the API's gap,
+  is not scripted;
+* its background sub-agents (one running at a time): a tool turn's reply gets an Agent call
+  (``run_in_background``) when ``agents_running`` must hold after it, and the child's one
+  request is answered by a rule routed on its system prompt (:data:`CHILD_MARK`) and its
+  prompt — a text answer (``agent_completed``) or a 400 (``agent_failed``), held
+  :data:`CHILD_HOLD_MS` so the parent's next steps come first. The report comes where the
+  run takes it: ``awaiting_agents`` waits for it; ``collecting_agent_reports`` finds it only
+  after the parent's request before it was held :data:`REPORT_HOLD_MS` (never in the tool
+  turn that launched it), and finds none only within :data:`QUICK_REQUESTS` parent requests
+  of the launch. A timeout is never scripted (the agents' time limit is 30 minutes).
+
+It does not search (``fsm.verify.counterexample`` does) and does not serve
+(``queryloop.mockapi.server`` does).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 import yaml
 
-from queryloop.fsm import Counterexample, MachineSpec, PlannedStep
-from queryloop.handlers.context import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
+from queryloop.fsm.model.spec import MachineSpec, TransitionSpec
+from queryloop.fsm.verify.counterexample import Counterexample
+from queryloop.fsm.verify.paths import PlannedStep
+from queryloop.handlers.context.measuring import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
 
 from .scenario import parse_scenario
 
 __all__ = [
+    "BIG_CHARS",
+    "BIG_FILES",
     "CHILD_HOLD_MS",
     "CHILD_MARK",
     "FALLBACK_MODELS",
@@ -27,6 +77,7 @@ __all__ = [
     "MODEL",
     "PLAIN_GUARDS",
     "QUICK_REQUESTS",
+    "READ_FILE",
     "REPLY_PAD",
     "REPORT_HOLD_MS",
     "SCRIPT_BY_EVENT",
@@ -50,6 +101,11 @@ SWITCH_MODEL = "switch_to_fallback_model"
 CHAIN_GUARD = "fallback_available"  # decided by the chain a scenario declares, not by a plain run
 CLI_PARAMS = ("max_turns", "max_retries")  # params a scenario's `cli` section sets; the rest replay at their defaults
 READ_FILE = "counterexample.txt"  # the file a scripted tool call reads
+BIG_FILES = ("big-1.txt", "big-2.txt")
+"""The files the two Read calls of a tool turn read when a microcompaction must clear their results later."""
+BIG_CHARS = 30_000
+"""Each big file's characters: its Read result is cut at the tool's 30 000 characters, about 7 500 tokens, so the
+two together are past the 10 000 tokens a microcompaction must free."""
 FAST = {"retry-after-ms": "1"}  # a scripted failure's wait, scaled down from seconds to a millisecond
 SYSTEM_PAD = (
     "This paragraph is padding appended to the system prompt of a replayed counterexample, so that the "
@@ -71,9 +127,13 @@ REPORT_HOLD_MS = CHILD_HOLD_MS + 2500
 QUICK_REQUESTS = 4
 """Parent requests after a launch during which its sub-agent is surely still running (its answer is held)."""
 MAX_GROUPS = 4
+OLD_READS = 5
+"""Tool turns a microcompaction needs: the oldest one's results are cleared after four more (it keeps the newest 4)."""
 """API-round groups the realiser counts exactly; past it, a decision that needs the count is refused."""
+_LAUNCHES = "agent_launches"  # the counter of the Agent calls admitted in this tool turn
 _REFUSED_CALL = "agent_launch_refused"  # the reason of an Agent call of agent_call_waiting that starts no agent
 _REPORTS = ("agent_completed", "agent_failed")
+_CLEARABLE = "old_results_clearable"  # the microcompaction's guard
 
 
 @attrs.frozen(kw_only=True)
@@ -187,13 +247,16 @@ TRACKED_GUARDS: Mapping[str, str] = {
     "refill_thrashing": "the last two compactions each came under 3 tool turns after the one before, and so would this",
     "can_drop_oldest_group": "the part being summarised has at least 2 groups",
     "agents_running": "the run's background sub-agent has not been reported yet",
+    "old_results_clearable": (
+        f"the first context check after a tool turn whose reads came {OLD_READS - 1} tool turns after those of another,"
+        " on a 200 000-token window (the reads of that older turn are made big)"
+    ),
 }
 """The guards the run's tracked data decides, and how (:class:`_Run`)."""
 
 PLAIN_GUARDS: Mapping[str, bool | None] = {
     "escalation_configured": False,  # no escalated max_tokens
     "has_staged_collapses": False,  # the scripted tool results are far from the 4,000 characters a collapse needs
-    "old_results_clearable": False,  # the scripted calls' results are far from 10,000 tokens
     "checkpoint_taken": False,  # the scripted calls are a Read and an Agent call
     "retry_after_over_cap": False,  # every scripted retry-after is 1 ms
     "structured_output_given": False,  # a scenario's run asks for no structured output (no --json-schema)
@@ -214,6 +277,9 @@ def _refusal(step: PlannedStep) -> str | None:
         return f"event {step.event!r} has no script"
     if script.kind == "never":
         return f"event {step.event!r} {script.why}"
+    if script.kind == "call" and step.reason != _REFUSED_CALL and step.counters.get(_LAUNCHES, 0) > 0:
+        # the first admitted call of the turn runs until a later turn: a second would run beside it
+        return "a second Agent call admitted in one tool turn (a scenario times one sub-agent at a time)"
     for guard, value in step.guards.items():
         if guard in TRACKED_GUARDS:
             continue  # the run's data decides it, along the run
@@ -278,6 +344,8 @@ class _Run:
     since: int = 0  # tool turns since the last compaction or the start (capped at 3)
     agent: bool = False  # a background sub-agent was launched and not reported yet
     quick: int = 0  # parent requests since its launch (capped at QUICK_REQUESTS + 1)
+    reads: int = 0  # tool turns in a row whose reads may be made big (on a 200 000-token window), capped at OLD_READS
+    fresh: bool = False  # a tool turn came since the last context check within the threshold
 
     @property
     def model(self) -> str:
@@ -293,7 +361,11 @@ class _Run:
 
 
 def _handler(step: PlannedStep) -> str:
-    return (step.transition.do or "").rpartition(".")[2]
+    return _handler_of(step.transition)
+
+
+def _handler_of(t: TransitionSpec) -> str:
+    return (t.do or "").rpartition(".")[2]
 
 
 def _more(groups: int) -> int:
@@ -312,6 +384,7 @@ _NEW_GROUP = frozenset(
 )
 _TOOL_TURN = frozenset({"record_tool_results", "record_tool_results_at_turn_limit"})
 _PLAN_ENDS = frozenset({"note_compaction_failure", "surface_prompt_too_long"})
+_CLEAR = "clear_old_tool_results"  # the microcompaction's handler
 # the steps that change what the run tracks, or read it (any other step leaves it as it was)
 _TRACKED_HANDLERS = (
     _NEW_GROUP
@@ -323,6 +396,7 @@ _TRACKED_HANDLERS = (
         "apply_compaction",
         "apply_manual_compaction",
         SWITCH_MODEL,
+        _CLEAR,
     }
 )
 _TRACKED_EVENTS = frozenset(
@@ -350,7 +424,7 @@ class _Realiser:
         if isinstance(chain, str):
             return chain
         after = run
-        for stage in (self._context, self._guards, self._agents, self._effect):  # each may refuse the step
+        for stage in (self._context, self._guards, self._reads, self._agents, self._effect):  # each may refuse it
             staged = stage(after, step)
             if isinstance(staged, str):
                 return staged
@@ -394,8 +468,8 @@ class _Realiser:
 
     def _guards(self, run: _Run, step: PlannedStep) -> _Run | str:
         for guard, value in step.guards.items():
-            if guard not in TRACKED_GUARDS or guard in (CHAIN_GUARD, "agents_running"):
-                continue  # a plain run's (_refusal), the chain's and the agents' (_agents)
+            if guard not in TRACKED_GUARDS or guard in (CHAIN_GUARD, "agents_running", _CLEARABLE):
+                continue  # a plain run's (_refusal), the chain's, the agents' (_agents) and the reads' (_reads)
             held = self._guard(run, step, guard)
             if held is None and not run.groups:
                 return f"guard {guard!r} reads the count of rounds, which a run on {MODEL} does not keep"
@@ -417,19 +491,46 @@ class _Realiser:
             return None if run.plan < 0 else run.plan >= 2
         return f"guard {guard!r} is not tracked"
 
+    def _reads(self, run: _Run, step: PlannedStep) -> _Run | str:
+        """The reads a microcompaction clears: a tool turn's reads are made big (two files of :data:`BIG_CHARS`,
+        about 15 000 tokens) when, at the first check within the threshold after four more tool turns, the
+        microcompaction must happen; the reads of those four stay small (else clearing would not pay)."""
+        if step.event == "within_threshold":
+            clears = bool(step.guards.get(_CLEARABLE))
+            if clears and not (run.fresh and run.reads >= OLD_READS):
+                return f"guard {_CLEARABLE!r} must be True, but {TRACKED_GUARDS[_CLEARABLE]} is not this check"
+            return attrs.evolve(run, fresh=False, reads=0 if clears else run.reads)
+        if _handler(step) in _TOOL_TURN:
+            if run.over:  # on the small window a big read would overflow it: this turn's reads stay small
+                return attrs.evolve(run, reads=0, fresh=True)
+            return attrs.evolve(run, reads=min(run.reads + 1, OLD_READS), fresh=True)
+        if _handler(step) in ("apply_compaction", "apply_manual_compaction"):
+            return attrs.evolve(run, reads=0)
+        return run
+
     def _agents(self, run: _Run, step: PlannedStep) -> _Run | str:
         """A launch (an Agent call of this tool turn), a report, or none: one background sub-agent at a time."""
         running = step.guards.get("agents_running")
         if step.event == "agent_call_waiting":
-            return _agent_admitted(run, step)
+            if step.reason == _REFUSED_CALL:
+                return run  # at the cap: the call gets an error, no agent starts
+            if run.agent:
+                return "a second background sub-agent while one runs (a scenario times one at a time)"
+            return attrs.evolve(run, agent=True, quick=0)
         if step.event == "tools_finished" and running is not None:
-            return self._agents_after_tool_turn(run, running)
+            return self._launched(run, running)
         if running is not None and running != run.agent:
             return f"agents_running must be {running}, but the run has it {run.agent}"
-        return _agent_reported(run, step)
+        if step.source == "collecting_agent_reports":
+            return _collected(run, step)
+        if step.source == "awaiting_agents" and step.event in _REPORTS:
+            if not run.agent:
+                return "no background sub-agent to wait for"
+            return attrs.evolve(run, agent=False, quick=0)
+        return run
 
-    def _agents_after_tool_turn(self, run: _Run, running: bool) -> _Run | str:
-        """A tool turn's end: a sub-agent runs after it exactly when the turn launched one or one still runs."""
+    def _launched(self, run: _Run, running: bool) -> _Run | str:
+        """After a tool turn: whether a sub-agent runs (one this turn's reply started, if none is admitted apart)."""
         if running and not run.agent:
             if self.admits:
                 return "agents_running must be True, but this tool turn admitted no Agent call"
@@ -461,46 +562,33 @@ class _Realiser:
         return run
 
 
-def _agent_admitted(run: _Run, step: PlannedStep) -> _Run | str:
-    """An Agent call admitted one by one: it launches the run's one sub-agent, unless the cap refuses it."""
-    if step.reason == _REFUSED_CALL:
-        return run  # at the cap: the call gets an error, no agent starts
-    if run.agent:
-        return "a second background sub-agent while one runs (a scenario times one at a time)"
-    return attrs.evolve(run, agent=True, quick=0)
-
-
-def _agent_reported(run: _Run, step: PlannedStep) -> _Run | str:
-    """Whether the run's sub-agent can be timed to report (or not yet) at ``step``."""
-    if step.source == "collecting_agent_reports":
-        if step.event == "no_agent_report":
-            if not run.agent or run.quick > QUICK_REQUESTS:
-                return (
-                    f"the sub-agent may have ended by now ({QUICK_REQUESTS} parent requests after its launch): "
-                    "its end cannot be timed"
-                )
-            return run
-        if step.event in _REPORTS:
-            if not run.agent or run.quick == 0:
-                return "a sub-agent cannot be timed to end within the tool turn that launched it"
-            return attrs.evolve(run, agent=False, quick=0)
-    if step.source == "awaiting_agents" and step.event in _REPORTS:
-        if not run.agent:
-            return "no background sub-agent to wait for"
-        return attrs.evolve(run, agent=False, quick=0)
-    return run
-
-
 class _ScenarioRun:
     """The realiser of a scenario's run (:class:`~queryloop.fsm.verify.paths.Realiser`): a step happens only if
     the table scripts it, its fixed guards hold in a plain offline run, and the run's tracked data allows it."""
 
     def __init__(self, spec: MachineSpec, params: Mapping[str, Any] | None = None) -> None:
+        self.spec = spec
         self.realiser = _Realiser(spec)
         self.unplayable = _unplayable_params(spec, params or {})
 
     def start(self) -> _Run:
         return _Run()
+
+    def lower_bound(self, target: tuple[str, str]) -> Callable[[_Run], int] | None:
+        """For an edge that clears old results: the steps the tool turns it still needs take at least."""
+        edges = [t for t in self.spec.transitions if (t.source, t.reason) == target and _CLEARABLE in t.guards]
+        turns = [t for t in self.spec.transitions if _handler_of(t) in _TOOL_TURN]
+        if not edges or not turns:
+            return None
+        ahead = _state_distances(self.spec)
+        gap = min(ahead[a.dest].get(b.source, _FAR) + 1 for a in turns for b in turns)
+        back = min(ahead[a.dest].get(target[0], _FAR) for a in turns) + 1  # to the check, and the edge itself
+
+        def need(run: _Run) -> int:
+            turns_left = max(0, OLD_READS - run.reads) if run.reads < OLD_READS or run.fresh else 1
+            return 1 if turns_left == 0 else 1 + (turns_left - 1) * gap + back
+
+        return need
 
     def refuse(self, step: PlannedStep) -> str | None:
         return self.unplayable or _refusal(step)
@@ -508,6 +596,46 @@ class _ScenarioRun:
     def advance(self, data: _Run, step: PlannedStep) -> Iterable[tuple[_Run, Any]]:
         found = self.realiser.options(data, step, refused=False)  # the search asked refuse() first
         return () if isinstance(found, str) else found  # the note: the model that answers the step
+
+
+_FAR = 10**6  # a distance past any path: a state that does not lead there
+
+
+def _state_distances(spec: MachineSpec) -> dict[str, dict[str, int]]:
+    """The fewest edges from each state to each state it leads to (counters, guards and events all free)."""
+    ahead: dict[str, set[str]] = {}
+    for t in spec.transitions:
+        ahead.setdefault(t.source, set()).add(t.dest)
+    out: dict[str, dict[str, int]] = {}
+    for start in spec.state_map:
+        dist = {start: 0}
+        frontier = [start]
+        while frontier:
+            layer = []
+            for here in frontier:
+                for n in sorted(ahead.get(here, ())):
+                    if n not in dist:
+                        dist[n] = dist[here] + 1
+                        layer.append(n)
+            frontier = layer
+        out[start] = dist
+    return out
+
+
+def _collected(run: _Run, step: PlannedStep) -> _Run | str:
+    """The report a tool turn finds, or none: timed by the requests since the launch (the child's answer is held)."""
+    if step.event == "no_agent_report":
+        if not run.agent or run.quick > QUICK_REQUESTS:
+            return (
+                f"the sub-agent may have ended by now ({QUICK_REQUESTS} parent requests after its launch): "
+                "its end cannot be timed"
+            )
+        return run
+    if step.event in _REPORTS:
+        if not run.agent or run.quick == 0:
+            return "a sub-agent cannot be timed to end within the tool turn that launched it"
+        return attrs.evolve(run, agent=False, quick=0)
+    return run
 
 
 def _unplayable_params(spec: MachineSpec, params: Mapping[str, Any]) -> str:
@@ -570,6 +698,18 @@ def _child_rule(n: int) -> dict[str, Any]:
     }
 
 
+def _read_big(content: list[dict[str, Any]]) -> None:
+    """A tool turn's reply ``content`` with its Read call replaced by two reading :data:`BIG_FILES`."""
+    at = next(i for i, b in enumerate(content) if b.get("tool_use", {}).get("name") == "Read")
+    content[at : at + 1] = [{"tool_use": {"name": "Read", "input": {"file_path": name}}} for name in BIG_FILES]
+
+
+def _big_text() -> str:
+    """A file of :data:`BIG_CHARS` characters in lines of 100 (its Read result is cut at the tool's limit)."""
+    line = "This line pads a file a scripted tool turn reads, so that a microcompaction later clears its result."
+    return "".join(f"{line[:99]}\n" for _ in range(BIG_CHARS // 100))
+
+
 def _padded(answer: dict[str, Any]) -> dict[str, Any]:
     """``answer`` (a reply the transcript keeps) with :data:`REPLY_PAD` in its first text or thinking block."""
     content = answer["reply"]["content"]
@@ -591,46 +731,56 @@ class _Written:
     answers: dict[str, list[dict[str, Any]]]
     rules: list[dict[str, Any]]
     agents: int
+    big: bool = False  # a tool turn reads the big files (a microcompaction clears them)
 
 
-@attrs.define
-class _Draft:
-    """A scenario as it is written along a run: each model's answers and the sub-agents' rules so far, and what
-    a later step may still change (a reply waiting for its shape, this tool turn's reply, the last answer, the
-    last sub-agent's rule)."""
+class _Writer:
+    """Writes a scenario's answers and rules step by step, along the run's data before and after each step."""
 
-    primary: str
-    small: bool  # on SMALL_MODEL: every shaped reply is padded, so the transcript grows past its threshold
-    answers: dict[str, list[dict[str, Any]]]
-    rules: list[dict[str, Any]] = attrs.Factory(list)
-    agents: int = 0
-    pending: bool = False  # a reply was started; the next step's event shapes it
-    tool_reply: list[dict[str, Any]] = attrs.Factory(list)  # this tool turn's reply's content (an Agent call may join)
-    last: dict[str, Any] = attrs.Factory(dict)  # the parent's last answer (held when a report must come after it)
-    child: dict[str, Any] = attrs.Factory(dict)
+    def __init__(self, small: bool) -> None:
+        self.small = small
+        self.primary = SMALL_MODEL if small else MODEL
+        self.answers: dict[str, list[dict[str, Any]]] = {self.primary: []}
+        self.rules: list[dict[str, Any]] = []
+        self.pending = False  # a reply was announced; the next event shapes it
+        self.tool_reply: list[dict[str, Any]] = []  # the content of this tool turn's reply (an Agent call may join)
+        self.last: dict[str, Any] = {}  # the last answer of the parent's requests (held when a report comes after)
+        self.child: dict[str, Any] = {}
+        self.agents = 0
+        self.turns: list[list[dict[str, Any]]] = []  # each tool turn's reply content, in order
+        self.big = False
 
-    def answer(self, i: int, step: PlannedStep, before: _Run) -> None:
-        """The answer ``step``'s event asks of the model the run is on (ValueError: a reply shaped out of order)."""
+    def step(self, i: int, step: PlannedStep, before: _Run, after: _Run) -> None:
+        self._answer(i, step, before)
+        self._agents(step, before, after)
+        if _handler(step) in _TOOL_TURN:
+            self.turns.append(self.tool_reply)
+        if step.guards.get(_CLEARABLE):  # the turn OLD_READS back reads big files: now they are cleared
+            _read_big(self.turns[-OLD_READS])
+            self.big = True
+
+    def _answer(self, i: int, step: PlannedStep, before: _Run) -> None:
+        """The server's answer to the step's request, if one answers it."""
         script = SCRIPT_BY_EVENT[step.event]
         if self.pending and script.kind != "shape":
             raise ValueError(f"step {i + 1} ({step.reason}): a reply must be shaped by the event after it")
         if script.kind == "reply":
             self.pending = True
+            return
         if script.kind not in ("shape", "answer"):
             return
         if script.kind == "shape" and not self.pending:
             raise ValueError(f"step {i + 1} ({step.reason}): {step.event!r} follows no reply")
-        self.last = copy.deepcopy(dict(script.step))
-        if script.kind == "shape" and self.small:
-            self.last = _padded(self.last)
+        last = copy.deepcopy(dict(script.step))
+        self.last = _padded(last) if script.kind == "shape" and self.small else last
         model = FALLBACK_MODELS[before.chain.used - 1] if before.chain.used else self.primary
         self.answers.setdefault(model, []).append(self.last)
         self.pending = False
         if step.event == "asked_for_tools":
             self.tool_reply = self.last["reply"]["content"]
 
-    def agent(self, step: PlannedStep, before: _Run, after: _Run) -> None:
-        """An Agent call in this tool turn's reply and its sub-agent's rule; its report timed or failed."""
+    def _agents(self, step: PlannedStep, before: _Run, after: _Run) -> None:
+        """An Agent call joining this tool turn's reply, its child's rule, and its report's timing."""
         launched = after.agent and not before.agent
         if step.event == "agent_call_waiting" or launched:
             self.agents += 1
@@ -651,12 +801,17 @@ def _script(spec: MachineSpec, steps: Sequence[PlannedStep]) -> _Written:
     the first step no scenario plays)."""
     runs = _realise(spec, steps)
     small = next((s.event == "over_threshold" for s in steps if s.source == "checking_context"), False)
-    primary = SMALL_MODEL if small else MODEL
-    draft = _Draft(primary=primary, small=small, answers={primary: []})
+    writer = _Writer(small)
     for i, step in enumerate(steps):
-        draft.answer(i, step, runs[i])
-        draft.agent(step, runs[i], runs[i + 1])
-    return _Written(end=runs[-1], primary=primary, answers=draft.answers, rules=draft.rules, agents=draft.agents)
+        writer.step(i, step, runs[i], runs[i + 1])
+    return _Written(
+        end=runs[-1],
+        primary=writer.primary,
+        answers=writer.answers,
+        rules=writer.rules,
+        agents=writer.agents,
+        big=writer.big,
+    )
 
 
 def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, Any]:
@@ -692,7 +847,10 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
     declared = end.chain.declared
     if declared:
         document["fallback_models"] = list(declared)
-    document.update({"cli": cli, "files": {READ_FILE: "read by the scripted tool call\n"}})
+    files = {READ_FILE: "read by the scripted tool call\n"}
+    if written.big:
+        files.update(dict.fromkeys(BIG_FILES, _big_text()))
+    document.update({"cli": cli, "files": files})
     if written.rules:  # a sub-agent's further request (it diverged) fails it rather than eat the parent's answers
         diverged = {"status": 400, "message": "the counterexample's script is exhausted: the sub-agent diverged"}
         document["rules"] = [*written.rules, {"when": {"system_contains": CHILD_MARK}, "error": diverged}]

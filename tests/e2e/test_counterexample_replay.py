@@ -268,3 +268,11 @@ def test_three_compactions_in_a_row_replay_to_the_refill_breaker(tmp_path: Path)
     run = run_cli(["-p", "replay", "--scenario", str(scenario)], api=None, cwd=tmp_path)
     assert run.all_reasons == list(found.reasons), run.stderr
     assert run.result["terminal_reason"] == "rapid_refill_breaker"
+
+
+def test_a_run_through_a_microcompaction_replays_with_the_big_reads_cleared(tmp_path: Path) -> None:
+    """Two big reads, then four tool turns: the check after the fourth clears the big results, as the checker said."""
+    reasons, shown, run = counterexample(tmp_path, made_up_ban("microcompact"))
+    assert reasons[shown] == "microcompact" and reasons[:shown].count("next_turn") == 5
+    assert run.all_reasons == [*reasons[:shown], "internal_error"], run.stderr
+    assert "property 'made_up_ban' broken at run time" in run.stderr

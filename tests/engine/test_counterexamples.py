@@ -16,9 +16,12 @@ from queryloop.fsm.verify.check import Finding, check_spec
 from queryloop.fsm.verify.counterexample import UNROLL, Counterexample, counterexamples, format_counterexample
 from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
 from queryloop.mockapi.replay import (
+    BIG_CHARS,
+    BIG_FILES,
     CHILD_HOLD_MS,
     CHILD_MARK,
     PLAIN_GUARDS,
+    READ_FILE,
     REPLY_PAD,
     REPORT_HOLD_MS,
     SCRIPT_BY_EVENT,
@@ -520,3 +523,55 @@ def test_the_admitted_call_is_the_tool_turns_agent_call() -> None:
     parse_scenario(yaml.safe_dump(document))
     calls = [b["tool_use"]["name"] for b in document["models"]["mock-primary"][0]["reply"]["content"]]
     assert calls == ["Read", "Agent"] and document["rules"][0]["error"]["status"] == 400
+
+
+def test_a_run_through_a_microcompaction_is_replayable_with_two_big_reads_five_tool_turns_before(
+    tmp_path: Path,
+) -> None:
+    """A microcompaction clears the old results once that frees 10,000 tokens: the run's scenario reads two
+    big files in the tool turn the newest four results came after, and the check after the fourth clears them."""
+    spec = mutated(tmp_path, made_up_ban("microcompact"))
+    example = only(spec, "property")
+    assert example.run is not None and example.replayable and not example.why, example.why
+    shown = example.run.reasons[: example.run.taken_at + 1]
+    assert shown[-1] == "microcompact" and shown.count("next_turn") == 5
+    document = scenario_of(spec, example, name="micro")
+    parse_scenario(yaml.safe_dump(document))
+    reads = [
+        [b["tool_use"]["input"]["file_path"] for b in step["reply"]["content"] if "tool_use" in b]
+        for step in document["models"]["mock-primary"]
+        if any("tool_use" in b for b in step.get("reply", {}).get("content", []))
+    ]
+    assert reads[0] == [BIG_FILES[0], BIG_FILES[1]] and all(r == [READ_FILE] for r in reads[1:]), reads
+    assert all(len(document["files"][name]) >= BIG_CHARS for name in BIG_FILES)
+
+
+def test_a_microcompaction_is_not_scripted_before_four_newer_tool_turns() -> None:
+    spec = load_machine(str(SHIPPED)).spec
+    target = ("checking_context", "microcompact")
+    plan = plan_paths(spec, params=spec.param_defaults, targets=[target], realiser=ScenarioReplayer().realiser(spec))
+    run = plan.paths[target]
+    early = [*run.steps[:3], run.steps[run.taken_at]]  # the first context check, with no tool turn before it
+    why = ScenarioReplayer().unscriptable(spec, early)
+    assert why is not None and "old_results_clearable" in why, why
+
+
+@pytest.mark.parametrize("reason", ["agent_timeout_reported", "agent_timeout_collected", "agent_wait_aborted"])
+def test_an_unreplayable_run_waits_for_a_sub_agent_only_after_admitting_one(tmp_path: Path, reason: str) -> None:
+    """A timeout or an interrupt is never scripted, so the run printed is the abstract one: it must still be one a
+    real run can take, with an Agent call admitted before the run waits for, or collects, a report."""
+    example = only(mutated(tmp_path, made_up_ban(reason)), "property")
+    assert example.run is not None and not example.replayable
+    reasons = example.run.reasons
+    assert reasons[example.run.taken_at] == reason
+    waits = [i for i, s in enumerate(example.run.steps) if s.guards.get("agents_running")]
+    assert waits and "agent_launch_admitted" in reasons[: waits[0]], reasons
+
+
+@pytest.mark.parametrize("reason", ["agent_launch_refused", "auto_compact_breaker"])
+def test_a_ban_of_an_edge_far_past_a_breadth_first_search_still_gets_a_run(tmp_path: Path, reason: str) -> None:
+    """Refusing an Agent call needs max_agents_per_turn admitted first; opening the compaction breaker needs
+    max_auto_compact_failures failures first: past 30 000 nodes breadth-first, found guided by the distance."""
+    example = only(mutated(tmp_path, made_up_ban(reason)), "property")
+    assert example.run is not None, example.why
+    assert example.run.reasons[example.run.taken_at] == reason
