@@ -21,8 +21,9 @@ A :class:`Replayer` (the program's: the engine knows no server) may restrict the
 runs it can script and writes each run as a file to replay; a run it cannot script is
 reported with why, never skipped (when the scripted search stops before finding one, the
 abstract run is searched for too, but for a figure's: a run that long is as long
-abstractly). Findings with no finite path (an unreachable state, a dead edge, an
-exploration finding, which carries its own trace) get none.
+abstractly). The abstract run still waits for a child (a ``children:`` entry's ``pending``
+guard) only after its ``admitted`` edge started one. Findings with no finite path (an
+unreachable state, a dead edge, an exploration finding, which carries its own trace) get none.
 """
 
 from __future__ import annotations

@@ -364,8 +364,12 @@ class QueryLoopRealiser:
 
     def refuse(self, step: PlannedStep) -> str | None:
         """What no data can change: what the realiser does not know, whether a request streams, the CLI's aborts."""
-        if step.event == "aborted":
+        if step.event == "aborted":  # in process, any state's interrupt is made (advance says how)
             return "the CLI is interrupted only by a signal, whose timing a test cannot fix" if self.cli else None
+        return self._setup(step) or self._unknown(step) or _streaming(step)
+
+    def _setup(self, step: PlannedStep) -> str | None:
+        """What the runs of this plan cannot set up: the CLI's resumed sessions and /compact, an MCP server."""
         if self.cli and step.source == "opening_session" and step.event != "session_new":
             return "the CLI's planned runs start new sessions (resumed ones are driven in process)"
         if self.cli and step.event == "compaction_requested":
@@ -375,6 +379,10 @@ class QueryLoopRealiser:
                 return "the CLI's planned runs have no MCP server (runs with one are driven in process)"
             if not self.mcp:
                 return "this plan's runs have no MCP server (the MCP transitions are planned with one)"
+        return None
+
+    def _unknown(self, step: PlannedStep) -> str | None:
+        """An event, guard, cap or edge handler of the step the realiser does not know."""
         if (step.source, step.event) not in self.events:
             return f"the realiser does not know how to make {step.source!r} emit {step.event!r}"
         unknown = [g for g in step.guards if g not in self.guards] + [
@@ -384,16 +392,6 @@ class QueryLoopRealiser:
             return f"the realiser does not know what makes {unknown[0]!r} true or false"
         if _handler(step) not in self.effects:
             return f"the realiser does not know what edge handler {step.transition.do!r} does to the run's data"
-        fallbacks = step.counters.get("stream_fallbacks")  # call_model streams unless a stream fallback is in force
-        if fallbacks is None or step.source != "calling_model":
-            return None
-        if fallbacks > 0 and step.event == "stream_cut_after_tool_use":
-            return (
-                f"calling_model emits {step.event!r} only for a streamed request, and with stream_fallbacks = "
-                f"{fallbacks} call_model sends the request whole (a whole body that breaks off is stream_broken)"
-            )
-        if fallbacks == 0 and step.event == "response_malformed":
-            return "a streamed answer that does not parse is stream_broken; response_malformed is a whole body's"
         return None
 
     def advance(self, data: Facts, step: PlannedStep) -> Iterable[Option]:
@@ -440,6 +438,21 @@ class QueryLoopRealiser:
             if (lo > line + MARGIN) if over else (hi < line - MARGIN):
                 out.append((attrs.evolve(f, regime=regime, measured=measured), ()))
         return out
+
+
+def _streaming(step: PlannedStep) -> str | None:
+    """Whether call_model streams decides two of its events: it streams unless a stream fallback is in force."""
+    fallbacks = step.counters.get("stream_fallbacks")
+    if fallbacks is None or step.source != "calling_model":
+        return None
+    if fallbacks > 0 and step.event == "stream_cut_after_tool_use":
+        return (
+            f"calling_model emits {step.event!r} only for a streamed request, and with stream_fallbacks = "
+            f"{fallbacks} call_model sends the request whole (a whole body that breaks off is stream_broken)"
+        )
+    if fallbacks == 0 and step.event == "response_malformed":
+        return "a streamed answer that does not parse is stream_broken; response_malformed is a whole body's"
+    return None
 
 
 # ---- events ---------------------------------------------------------------------------------
@@ -844,11 +857,8 @@ class _Builder:
         kind = action[0]
         if kind == "hook":
             self.hooks.setdefault(action[1], []).append(action[2])
-        elif kind == "abort":
-            self.abort_after = index
-            self.abort_how = "hooks" if self.path.steps[index].source == "submitting_prompt" else "close"
-        elif kind == "abort_at_start":
-            self.abort_after, self.abort_how = index, "start"
+        elif kind in ("abort", "abort_at_start"):
+            self.abort(index, kind)
         elif kind == "resume":
             self.resume = action[1]
         elif kind == "mcp":
@@ -860,21 +870,33 @@ class _Builder:
         elif kind == "read":
             self.read(action[1])
         elif kind == "gate":
-            decision, self.turn = action[1], action[2]
-            if decision == "replay":  # the very call of that turn again
-                self.decision, self.write = "replay", False
-                if self.tool is not None:
-                    self.tool.clear()
-                    self.tool.update(json.loads(json.dumps(self.calls[self.turn])))
-                return
-            self.decision = "allowed" if decision == "write" else decision
-            self.write = decision == "write"
-            self.denials += self.decision == "denied"
-            self.set_tool("small")
+            self.gate(action[1], action[2])
         elif kind == "result":
             self.set_tool(action[1])
         elif kind == "summary":
             self.summaries.append(_summary_step(action[1]))
+
+    def abort(self, index: int, kind: str) -> None:
+        """Where the run is interrupted: after ``index`` steps, closed, inside the prompt hooks, or at its start."""
+        self.abort_after = index
+        if kind == "abort_at_start":
+            self.abort_how = "start"
+        else:
+            self.abort_how = "hooks" if self.path.steps[index].source == "submitting_prompt" else "close"
+
+    def gate(self, decision: str, turn: int) -> None:
+        """The gate's decision on the turn's call: allowed (a Bash command or a Write), denied, or a replay."""
+        self.turn = turn
+        if decision == "replay":  # the very call of that turn again
+            self.decision, self.write = "replay", False
+            if self.tool is not None:
+                self.tool.clear()
+                self.tool.update(json.loads(json.dumps(self.calls[self.turn])))
+            return
+        self.decision = "allowed" if decision == "write" else decision
+        self.write = decision == "write"
+        self.denials += self.decision == "denied"
+        self.set_tool("small")
 
     def main(self, model: str, kind: str, status: int, message: str) -> None:
         self.finish_reply()
