@@ -144,7 +144,9 @@ class _Moves:
         guards = list(dict.fromkeys(g for t in live for g in t.guards))
         opens = list(dict.fromkeys(str(t.counter) for t in live if self._free(t)))
         out: dict[tuple[str, tuple[tuple[str, bool], ...], tuple[tuple[str, bool], ...]], _Outcome] = {}
-        for values in itertools.product((True, False), repeat=len(guards) + len(opens)):
+        # guards False first: among runs equally short, a search takes the plain edge before one a guard must
+        # allow (a counterexample's abstract run asks no guard to hold that it does not need)
+        for values in itertools.product((False, True), repeat=len(guards) + len(opens)):
             guard_value = dict(zip(guards, values[: len(guards)], strict=True))
             open_value = dict(zip(opens, values[len(guards) :], strict=True))
             chosen = _choose(live, guard_value, open_value)

@@ -568,6 +568,25 @@ def test_an_unreplayable_run_waits_for_a_sub_agent_only_after_admitting_one(tmp_
     assert waits and "agent_launch_admitted" in reasons[: waits[0]], reasons
 
 
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        ("agent_timeout_reported", "event 'agent_timed_out' needs a sub-agent past its time limit"),
+        ("permission_denied", "event 'tools_denied' needs a permission rule that denies"),
+        ("stop_hook_continue", "event 'stop_blocked' needs a Stop hook"),
+    ],
+)
+def test_an_unreplayable_run_asks_no_guard_true_it_does_not_need_and_names_the_step_no_scenario_plays(
+    tmp_path: Path, reason: str, why: str
+) -> None:
+    """Among runs equally short, the abstract search takes the plain edge (context_ok, not a microcompaction at
+    the first check, which no real run can take), and the reason printed is the shown step's own."""
+    example = only(mutated(tmp_path, made_up_ban(reason)), "property")
+    assert example.run is not None and not example.replayable
+    assert "microcompact" not in example.run.reasons, example.run.reasons
+    assert example.why.startswith(f"step {example.run.taken_at + 1} ({reason}): {why}"), example.why
+
+
 @pytest.mark.parametrize("reason", ["agent_launch_refused", "auto_compact_breaker"])
 def test_a_ban_of_an_edge_far_past_a_breadth_first_search_still_gets_a_run(tmp_path: Path, reason: str) -> None:
     """Refusing an Agent call needs max_agents_per_turn admitted first; opening the compaction breaker needs
