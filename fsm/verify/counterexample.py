@@ -417,12 +417,10 @@ def _why_not(
     scripted_why: str,
 ) -> str:
     """Why the replayer cannot script the abstract run: the step that shows it, if that is what it refuses; else
-    the guided search's proof that no scripted run takes the edge; else the first step it cannot script."""
+    the first step it cannot script; else what the scripted search said."""
     refused = realiser.refuse(found.steps[found.taken_at]) if realiser is not None else None
     if refused is not None:
         return f"step {found.taken_at + 1} ({found.reasons[found.taken_at]}): {refused}"
-    if scripted_why.startswith(_PROOFS):
-        return scripted_why
     return replayer.unscriptable(spec, found.steps, at) or scripted_why
 
 
