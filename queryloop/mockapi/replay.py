@@ -1,53 +1,7 @@
 """Counterexamples as scenarios: how each event of the query loop is scripted for the embedded server.
 
-Owns :data:`SCRIPT_BY_EVENT`, the declarative table from an event to what the server
-must answer to make it happen (a 529 for ``overloaded``, a prompt-too-long 400 for
-``context_overflowed``, a ``max_tokens`` stop for ``truncated`` …), what the run's tracked
-data decides, or why no scenario can make it happen; :data:`PLAIN_GUARDS`, the value each
-guard takes in a plain offline run (no escalation, no MCP server, no hooks), the others
-being tracked along the run (:data:`TRACKED_GUARDS`); and :class:`ScenarioReplayer`, which
-restricts ``queryloop check``'s counterexample search to runs a scenario can play and
-writes them (``check --counterexamples DIR``). Waits are scaled down: every scripted error
-asks for a retry after 1 ms. A run searched at a ``max_turns`` or ``max_retries`` other
-than the default says it in the scenario's ``cli`` section; every other param replays at
-the machine's default.
-
-The choices a scenario makes beyond its answers, each fixed lazily by the run (the first
-step that needs it), each tracked along it (:class:`_Run`):
-
-* its fallback chain (``fallback_models``, at most 3: :data:`FALLBACK_MODELS`):
-  ``fallback_available`` is True exactly while a declared fallback model remains, an edge
-  running ``switch_to_fallback_model`` moves the run to the next one, and the run stays
-  there (every later request — a retry, a summary, the next turn — goes to that model, as
-  ``handlers/request/recovery.py`` keeps it). Each scripted answer is written under the
-  model its request goes to;
-* its primary model, fixed by the first context check: ``mock-primary`` (a 200 000-token
-  window: every check is ``within_threshold``) or :data:`SMALL_MODEL` with
-  :data:`SYSTEM_PAD` appended to the system prompt (``cli.append_system_prompt``), so that
-  the system prompt and tools alone are over the auto-compact threshold (80 % of an
-  8 000-token window less its 4 096-token output reserve): every check is
-  ``over_threshold`` until the run switches to a fallback model. There each reply kept in
-  the transcript carries :data:`REPLY_PAD`, so that every API-round group is over the tenth
-  of the window an auto-compaction keeps verbatim: it keeps exactly the newest group. The
-  auto-compaction's guards (``can_compact``, ``refill_thrashing``, ``can_drop_oldest_group``)
-  are then decided by the count of groups the run tracks, as the handlers count them; a
-  count past :data:`MAX_GROUPS` is too many to follow, and a decision that needs it is
-  refused. A run on ``mock-primary`` does not count them (nothing it can do reads them, and
-  a count of every round would tell apart runs that differ in nothing else: the searches
-  would not end), so a reactive compaction, whose guards read the rounds and the API's gap,
-  is not scripted;
-* its background sub-agents (one running at a time): a tool turn's reply gets an Agent call
-  (``run_in_background``) when ``agents_running`` must hold after it, and the child's one
-  request is answered by a rule routed on its system prompt (:data:`CHILD_MARK`) and its
-  prompt — a text answer (``agent_completed``) or a 400 (``agent_failed``), held
-  :data:`CHILD_HOLD_MS` so the parent's next steps come first. The report comes where the
-  run takes it: ``awaiting_agents`` waits for it; ``collecting_agent_reports`` finds it only
-  after the parent's request before it was held :data:`REPORT_HOLD_MS` (never in the tool
-  turn that launched it), and finds none only within :data:`QUICK_REQUESTS` parent requests
-  of the launch. A timeout is never scripted (the agents' time limit is 30 minutes).
-
-It does not search (``fsm.verify.counterexample`` does) and does not serve
-(``queryloop.mockapi.server`` does).
+Owns :data:`SCRIPT_BY_EVENT`, :data:`PLAIN_GUARDS` and :class:`ScenarioReplayer`, which keeps ``check``'s search to
+runs a scenario can play. What each run fixes: docs/checker.md.
 """
 
 from __future__ import annotations
@@ -60,10 +14,8 @@ from typing import Any, Literal
 import attrs
 import yaml
 
-from queryloop.fsm.model.spec import MachineSpec, TransitionSpec
-from queryloop.fsm.verify.counterexample import Counterexample
-from queryloop.fsm.verify.paths import PlannedStep
-from queryloop.handlers.context.measuring import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
+from queryloop.fsm import Counterexample, MachineSpec, PlannedStep, TransitionSpec
+from queryloop.handlers.context import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
 
 from .scenario import parse_scenario
 
