@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -157,15 +157,7 @@ class Expr:
         if self.op == "const":
             return None if abs(self.value) == math.inf else ({(): self.value} if self.value else {})
         if self.op == "cap":
-            c = spec.counter_map[self.counter]
-            if isinstance(c.cap, int):
-                return {(): c.cap} if c.cap else {}
-            value = self.evaluate(spec, params, memo)
-            if value == math.inf:
-                return None
-            if value == 0 and c.cap_offset < 0:
-                return {}  # clamped at 0 here
-            return {(c.cap,): 1, (): c.cap_offset} if c.cap_offset else {(c.cap,): 1}
+            return self._cap_branch(spec, params, memo)
         if self.op in ("max", "min"):
             values = [a.evaluate(spec, params, memo) for a in self.args]
             best = (max if self.op == "max" else min)(values)
@@ -177,18 +169,35 @@ class Expr:
         polys = [a._branch(spec, params, memo) for a in self.args]
         if any(p is None for p in polys):
             return None
-        out: dict[tuple[str, ...], float] = {}
-        if self.op == "sum":
-            for p in polys:
-                assert p is not None
-                for mono, k in p.items():
-                    out[mono] = out.get(mono, 0) + k
-        else:
-            out = {(): 1}
-            for p in polys:
-                assert p is not None
-                out = _times(out, p)
-        return {mono: k for mono, k in out.items() if k}
+        return _combined(self.op, [p for p in polys if p is not None])
+
+    def _cap_branch(
+        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]
+    ) -> dict[tuple[str, ...], float] | None:
+        """A cap as a polynomial: a constant, or its param plus its offset (``None`` when it is unset)."""
+        c = spec.counter_map[self.counter]
+        if isinstance(c.cap, int):
+            return {(): c.cap} if c.cap else {}
+        value = self.evaluate(spec, params, memo)
+        if value == math.inf:
+            return None
+        if value == 0 and c.cap_offset < 0:
+            return {}  # clamped at 0 here
+        return {(c.cap,): 1, (): c.cap_offset} if c.cap_offset else {(c.cap,): 1}
+
+
+def _combined(op: str, polys: list[dict[tuple[str, ...], float]]) -> dict[tuple[str, ...], float]:
+    """The sum (``op`` "sum") or the product of polynomials, without zero terms."""
+    out: dict[tuple[str, ...], float] = {}
+    if op == "sum":
+        for p in polys:
+            for mono, k in p.items():
+                out[mono] = out.get(mono, 0) + k
+    else:
+        out = {(): 1}
+        for p in polys:
+            out = _times(out, p)
+    return {mono: k for mono, k in out.items() if k}
 
 
 def polynomial_value(poly: Mapping[tuple[str, ...], float], params: Mapping[str, Any]) -> float:
@@ -843,18 +852,7 @@ def _component_pairs(
     # pieces target(b_i) → src(b_i+1), a last piece target(bK) → w. A middle piece is charged either
     # to the edge that ends it ("before") or to the one that starts it ("after"); each charging gives
     # a bound (a counter c is crossed at most cap(c) times), and the smaller of the two holds.
-    # A charge is at least 0: a pair no walk joins at some caps (an edge whose cap is 0 there) is -∞ in
-    # ``residual``, and a charge of -∞ subtracted from the first (or last) piece made the bound +∞.
-    zero = alg.const(0)
-    before: dict[str, V] = {}
-    after: dict[str, V] = {}
-    for counter, ts in counted.items():
-        pieces = [residual[(a, t.source)] for t in ts for a in targets if (a, t.source) in residual]
-        if pieces:
-            before[counter] = alg.max((*pieces, zero))
-        pieces = [residual[(t.dest, b.source)] for t in ts for b in bounding if (t.dest, b.source) in residual]
-        if pieces:
-            after[counter] = alg.max((*pieces, zero))
+    before, after = _charges(residual, counted, targets, bounding, alg)
 
     def middle(charge: Mapping[str, V]) -> V:
         return alg.add(alg.mul(alg.cap(spec.counter_map[c]), value) for c, value in charge.items())
@@ -866,10 +864,50 @@ def _component_pairs(
         assert t.counter is not None
         return alg.when(gates[t.counter], value)
 
-    middle_before, middle_after = middle(before), middle(after)
-    # The first piece depends on v alone and the last on w alone: each side's maxima once per state.
-    first: dict[str, tuple[V, V]] = {}  # v -> (charged before, charged after)
-    last: dict[str, tuple[V, V]] = {}  # w -> (charged before, charged after)
+    first, last = _piece_ends(states, bounding, residual, (before, after), alg, possible)
+    return _walks(states, residual, (first, last), (middle(before), middle(after)), looped, alg)
+
+
+def _charges(
+    residual: Mapping[tuple[str, str], V],
+    counted: Mapping[str, list[TransitionSpec]],
+    targets: list[str],
+    bounding: list[TransitionSpec],
+    alg: _Algebra[V],
+) -> tuple[dict[str, V], dict[str, V]]:
+    """Each counter's charge for a middle piece, charged to the edge that ends it (before) or starts it (after).
+
+    A charge is at least 0: a pair no walk joins at some caps (an edge whose cap is 0 there) is -∞ in
+    ``residual``, and a charge of -∞ subtracted from the first (or last) piece made the bound +∞."""
+    zero = alg.const(0)
+    before: dict[str, V] = {}
+    after: dict[str, V] = {}
+    for counter, ts in counted.items():
+        pieces = [residual[(a, t.source)] for t in ts for a in targets if (a, t.source) in residual]
+        if pieces:
+            before[counter] = alg.max((*pieces, zero))
+        pieces = [residual[(t.dest, b.source)] for t in ts for b in bounding if (t.dest, b.source) in residual]
+        if pieces:
+            after[counter] = alg.max((*pieces, zero))
+    return before, after
+
+
+_Ends = dict[str, tuple[V, V]]  # a state -> (charged before, charged after)
+
+
+def _piece_ends(
+    states: list[str],
+    bounding: list[TransitionSpec],
+    residual: Mapping[tuple[str, str], V],
+    charges: tuple[Mapping[str, V], Mapping[str, V]],
+    alg: _Algebra[V],
+    possible: Callable[[TransitionSpec, V], V],
+) -> tuple[_Ends[V], _Ends[V]]:
+    """The first piece depends on v alone and the last on w alone: each side's maxima once per state."""
+    before, after = charges
+    zero = alg.const(0)
+    first: _Ends[V] = {}
+    last: _Ends[V] = {}
     for v in states:
         starts = [(t, residual[(v, t.source)]) for t in bounding if (v, t.source) in residual]
         if starts:
@@ -883,6 +921,19 @@ def _component_pairs(
                 alg.max(possible(t, p) for t, p in ends),
                 alg.max(possible(t, alg.sub(p, after.get(t.counter or "", zero))) for t, p in ends),
             )
+    return first, last
+
+
+def _walks(
+    states: list[str],
+    residual: Mapping[tuple[str, str], V],
+    ends: tuple[_Ends[V], _Ends[V]],
+    middles: tuple[V, V],
+    looped: V,
+    alg: _Algebra[V],
+) -> dict[tuple[str, str], V]:
+    """Each pair's bound: the walk with no bounding edge, or the smaller of the two chargings, plus the loops."""
+    (first, last), (middle_before, middle_after) = ends, middles
     out: dict[tuple[str, str], V] = {}
     for v in states:
         for w in states:
