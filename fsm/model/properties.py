@@ -1,17 +1,8 @@
 """The properties a machine declares: proven from the YAML by ``check``, and watched at every step of a run.
 
-Owns what each kind of property means (``order``, ``at_most``, ``in_a_row``, ``resets``,
-``guarded``, ``preceded``, ``ends`` — see :class:`~fsm.model.spec.PropertySpec`) and what a guard's
-declared meaning (``decides``) requires, the static proof of each from the declaration alone,
-and the run-time :class:`Watch` that counts what a run has done and names the property a step
-would break. A static proof is sufficient, not exhaustive: an ``at_most`` holds when one
-counter counts every edge it names, its cap is at most the property's bound for every allowed
-param value (the params' declared ``max`` is used here) and nothing inside the scope resets
-it where it may be above 0 (:func:`may_be_positive`: a reset where it is always 0 changes
-nothing); anything else is reported as unproven, naming why. The proofs of ``resets`` (the
-edge's reset set), ``guarded`` and ``decides`` (the edges' guards) and ``ends`` (where each
-edge goes) are exact; ``preceded`` is exact for the graph (guards and counters free). Reads
-only :mod:`fsm.model.spec` records; runs no handler.
+Owns what each kind means (docs/machines.md), its static proof, and the run-time
+:class:`Watch` that names the property a step would break. Reads only
+:mod:`fsm.model.spec` records; runs no handler.
 """
 
 from __future__ import annotations

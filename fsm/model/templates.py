@@ -1,13 +1,7 @@
-"""Sub-machines: a ladder of states and transitions declared once (``templates:``) and used
-several times (``instances:``), expanded into the flat declaration every other pass reads.
+"""Sub-machines: expanding ``templates:`` and ``instances:`` into the flat declaration every other pass reads.
 
-Owns the expansion only: it turns the parsed YAML of a machine with templates into the same
-data a hand-written flat file would hold, and the line of every expanded node (a template's
-node keeps its own line, so a problem in an instance points into the template). It does not
-validate the expanded machine: the schema and the semantic rules (:mod:`queryloop.fsm.model.rules`)
-do, on the result. Placement is explicit, so the order edges are tried in stays written down:
-an instance's transitions go where ``transitions:`` has ``- instance: NAME``, its states where
-``states:`` has ``STATE: {instance: NAME}`` (a state not placed there follows the hand-written ones).
+Owns the expansion only, each expanded node keeping its template node's line; the schema
+and :mod:`queryloop.fsm.model.rules` validate the result. The rules: docs/machines.md, "Templates".
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
-"""Counterexamples you can run: for a checker finding with a finite concrete path, the shortest run that shows it.
+"""Counterexamples you can run: a checker finding's shortest whole run, when a finite one shows it.
 
-Owns, per kind of finding, what a run must do to show it and the search for the shortest
-such run (:func:`~fsm.verify.paths.shortest_run` over the same (state, counters) product the
-checker explores, guards free): a figure above its ``max`` (its effects entered more
-than ``max`` times in one turn, at the params the figure was checked at) or above its
-``max_per_run`` (entered more often in the whole run than that limit at those params), an
-``at_most`` property broken (its edges taken more often in one scope than its limit), an
-``in_a_row`` one (a streak broken while its counter kept its count, then counted again: the
-counter above its streak; or, when an edge outside ``broken_by`` resets it, that edge taken
-mid-streak), an order property broken (the candidate tried too early, taken), a ``resets``
-property broken (the edge taken with a counter it keeps above 0), a ``guarded`` one (the edge
-taken without its guard deciding it), a ``preceded`` one (a step into its states before any into
-the states it must follow, in one scope), an ``ends`` one (the edge taken to where it may not go),
-a guard's declared meaning broken (the edge taken without asking it, or asking it for an edge it
-does not decide), a state that cannot end (reached) and an unbounded
-cycle (its shortest lasso, the loop unrolled :data:`UNROLL` times). Each run is completed by
-a shortest way to a terminal state, so it is a whole run.
-
-A :class:`Replayer` (the program's: the engine knows no server) may restrict the search to
-runs it can script and writes each run as a file to replay; a run it cannot script is
-reported with why, never skipped (when the scripted search stops before finding one, the
-abstract run is searched for too, but for a figure's: a run that long is as long
-abstractly). The abstract run still waits for a child (a ``children:`` entry's ``pending``
-guard) only after its ``admitted`` edge started one. Findings with no finite path (an
-unreachable state, a dead edge, an exploration finding, which carries its own trace) get none.
+Owns what a run must do to show each kind of finding (docs/checker.md) and the search for
+it. A :class:`Replayer` (the program's: the engine knows no server) may restrict it to
+scriptable runs.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The machine as one Promela model, for SPIN: the second, independent checker's input.
 
-Owns the export (:func:`to_promela`) and everything in it derived from the declaration:
-the reset sets (:func:`derived_resets`, from docs/machines.md's rules, not
-``MachineSpec.resets_of``), the counters it tracks at a setting of the params, each
-decision's outcomes folded into ``d_step`` options, and the property monitors compiled in
-with ``-DMONITORS`` — the declared properties as assertions and ghost counters (the scopes
-of the budgets, the breaks of the streaks) and the liveness claim ``[] <> step_over`` as an
-LTL formula. Shares no code with ``fsm.verify.check``, ``fsm.model.properties`` or ``fsm.verify.bounds``: the two
-checkers agree only if both follow the machine's semantics.
-
-Does not run SPIN, gcc or pan, read their verdicts, replay trails or choose the settings a
-machine is checked at: that is ``fsm.verify.spin``, which imports the printf markers
-(:data:`REASON_MARK`, :data:`FAILURE_MARK`) its replay reads back from a trail.
+Owns :func:`to_promela` and all it derives from the declaration (reset sets, property
+monitors), sharing no code with the first checker. Running SPIN, choosing its settings
+and reading trails is ``fsm.verify.spin``'s; it imports the printf markers.
 """
 
 from __future__ import annotations
