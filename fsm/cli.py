@@ -1,14 +1,8 @@
 """The engine's commands: ``check``, ``diagram`` and ``docs``, for any machine file.
 
-Owns their flags, their output and :func:`run_command` (exit codes, one-line user
-errors, no tracebacks for user mistakes). Which machines are checked or drawn when
-none is named is the caller's (the ``queryloop`` program passes the shipped ones);
-the program itself, with the agent's commands, is ``queryloop.frontends.cli``.
-
-Building the parser imports nothing heavy: each command imports the parts of the engine
-it runs (the checker and networkx, the renderer and graphviz, …) when it runs, so
-``queryloop --help`` and ``queryloop diagram`` do not pay for the checker, nor ``check``
-for the renderer.
+Owns their flags, output and :func:`run_command` (exit codes, one-line user errors). The
+program and the agent's commands are ``queryloop.frontends.cli``'s. Each command imports
+the engine parts it runs only when it runs, so ``--help`` stays light.
 """
 
 from __future__ import annotations

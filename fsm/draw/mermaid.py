@@ -1,12 +1,7 @@
-"""Drawing a machine as Mermaid flowcharts, for Markdown pages (docs/graph.md): the same views as the Graphviz ones.
+"""Drawing a machine as Mermaid flowcharts for Markdown pages: the same views as the Graphviz ones.
 
-Owns the Mermaid text: layers as subgraphs (overview: layers as boxes, edges
-between them aggregated), each ``(state, event)`` with a choice as a rhombus
-headed by the event whose edges are numbered in the order tried, with guards,
-``counter < cap (default)`` and explicit resets; progress edges thick, abort
-edges dotted, ends coloured; a key node with the legend and the counters (cap,
-scope, what resets them). Deterministic (YAML order). The wording is
-:mod:`fsm.draw.ladder`'s; Graphviz pictures are :mod:`fsm.draw.render`'s.
+Owns the Mermaid text only, in YAML order; the wording is :mod:`fsm.draw.ladder`'s, the
+Graphviz pictures :mod:`fsm.draw.render`'s. What a picture shows: docs/machines.md, "Diagrams".
 """
 
 from __future__ import annotations

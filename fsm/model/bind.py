@@ -1,10 +1,8 @@
-"""Binding a machine: every dotted name its declaration gives resolved to the Python it names, at load time.
+"""Binding a machine: every dotted name in its declaration resolved, at load time, to the Python it names.
 
-Owns :class:`Machine` (a declaration with its callables) and the rules a callable must meet:
-importable, sync or async as its role wants, callable with the role's arguments, and reading
-(:func:`~queryloop.fsm.model.contract.uses`) only counters, states, params and reasons the
-machine declares; and :func:`check_observers`, the same rule for a run's observers. Does not
-read YAML or check the declaration's own rules (``rules``).
+Owns :class:`Machine` (a declaration with its callables), the rules a callable must meet
+(docs/machines.md), and :func:`check_observers` for a run's observers. Reads no YAML;
+the declaration's own rules are ``rules``'s.
 """
 
 from __future__ import annotations

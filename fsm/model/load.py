@@ -1,9 +1,8 @@
 """Reading a machine declaration: YAML → validated :class:`~queryloop.fsm.model.spec.MachineSpec` + bound handlers.
 
-The way in to a machine: the passes in order — the file read with its lines (``source``),
-templates expanded (``templates``), the schema, the records built (``build``), the semantic
-rules (``rules``), the handlers bound (``bind``). Each pass reports every problem it finds
-together in one :class:`SpecError`, each with ``path:line`` and a fix.
+Runs the passes in order: ``source``, ``templates``, the schema, ``build``, ``rules``,
+``bind``. Each pass reports all its problems in one :class:`SpecError`, each with
+``path:line`` and a fix.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The rules about names: each stands for one kind of thing, follows the convention, and names what exists.
 
-The convention (docs/machines.md), held when a machine declares ``reason_kinds``: a
-non-terminal state is an activity (one of its words ends in "ing"); the reason of a counted
-edge, and of every candidate tried after one, ends with ``_<kind>`` for a declared kind.
-One function per rule, each returning its problems; ``rules`` runs them in its order.
+The convention is docs/machines.md's ("Naming"), held when a machine declares
+``reason_kinds``. One function per rule, each returning its problems; ``rules`` runs them in order.
 """
 
 from __future__ import annotations
