@@ -333,9 +333,6 @@ class CheckReport:
         return not self.findings
 
     def to_json(self) -> dict[str, Any]:
-        def num(v: float) -> int | None:
-            return None if v == math.inf else int(v)
-
         step = self.step  # the keys name the machine's step scope
 
         out: dict[str, Any] = {
@@ -345,8 +342,8 @@ class CheckReport:
             "states": self.states,
             "transitions": self.transitions,
             "figures_at": dict(self.at),
-            f"worst_case_per_{step}": {k: num(v) for k, v in self.per_step.items()},
-            "worst_case_per_run": {k: num(v) for k, v in self.per_run.items()},
+            f"worst_case_per_{step}": {k: _json_int(v) for k, v in self.per_step.items()},
+            "worst_case_per_run": {k: _json_int(v) for k, v in self.per_run.items()},
             "expressions": {
                 name: {f"per_{step}": one, "per_run": all_} for name, (one, all_) in self.expressions.items()
             },
@@ -360,15 +357,7 @@ class CheckReport:
                 for name, s in self.wait_s_per_step.items()
             }
         if self.composed:
-            out[f"composed_per_{step}"] = {
-                name: {
-                    f"starts_per_{step}": c.starts,
-                    f"child_{step}s": c.child_steps,
-                    "child_run": {k: num(v) for k, v in c.child_run.items()},
-                    f"per_{step}": {k: num(v) for k, v in c.per_step.items()},
-                }
-                for name, c in self.composed.items()
-            }
+            out[f"composed_per_{step}"] = _composed_json(self.composed, step)
         if self.over_ranges is not None:
             out["over_ranges"] = _ranges_json(self.over_ranges, step)
         if self.explored:
@@ -376,31 +365,38 @@ class CheckReport:
                 "params": dict(self.params),
                 "configurations": self.configurations,
                 f"worst_case_per_{step}": dict(self.worst_case),
-                f"symbolic_per_{step}": {k: num(v) for k, v in self.symbolic_at_params.items()},
+                f"symbolic_per_{step}": {k: _json_int(v) for k, v in self.symbolic_at_params.items()},
                 "worst_case_per_run": dict(self.worst_case_per_run),
-                "symbolic_per_run": {k: num(v) for k, v in self.symbolic_per_run_at_params.items()},
+                "symbolic_per_run": {k: _json_int(v) for k, v in self.symbolic_per_run_at_params.items()},
             }
         return out
 
 
 def _ranges_json(ranges: OverRanges, step: str) -> dict[str, Any]:
-    def num(v: float) -> int | None:
-        return None if v == math.inf else int(v)
-
     return {
         "params": {k: [ranges.low[k], ranges.high[k]] for k in ranges.high if ranges.low[k] != ranges.high[k]},
-        f"worst_case_per_{step}": {k: num(v) for k, v in ranges.per_step.items()},
-        "worst_case_per_run": {k: num(v) for k, v in ranges.per_run.items()},
-        f"composed_per_{step}": {
-            name: {
-                f"starts_per_{step}": c.starts,
-                f"child_{step}s": c.child_steps,
-                "child_run": {k: num(v) for k, v in c.child_run.items()},
-                f"per_{step}": {k: num(v) for k, v in c.per_step.items()},
-            }
-            for name, c in ranges.composed.items()
-        },
+        f"worst_case_per_{step}": {k: _json_int(v) for k, v in ranges.per_step.items()},
+        "worst_case_per_run": {k: _json_int(v) for k, v in ranges.per_run.items()},
+        f"composed_per_{step}": _composed_json(ranges.composed, step),
     }
+
+
+def _composed_json(composed: Mapping[str, Composed], step: str) -> dict[str, Any]:
+    """Each ``children:`` entry's figures, keyed in the machine's step scope."""
+    return {
+        name: {
+            f"starts_per_{step}": c.starts,
+            f"child_{step}s": c.child_steps,
+            "child_run": {k: _json_int(v) for k, v in c.child_run.items()},
+            f"per_{step}": {k: _json_int(v) for k, v in c.per_step.items()},
+        }
+        for name, c in composed.items()
+    }
+
+
+def _json_int(v: float) -> int | None:
+    """A count for JSON: ``None`` for unbounded."""
+    return None if v == math.inf else int(v)
 
 
 def check_spec(
