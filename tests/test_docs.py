@@ -27,6 +27,16 @@ def relative_links(page: Path) -> list[str]:
     return [t.split("#", 1)[0] for t in targets if "://" not in t and not t.startswith(("#", "mailto:"))]
 
 
+def _tool(name: str) -> Any:
+    """A script of tools/, imported by its path."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_readme_is_at_most_ten_kilobytes() -> None:
     size = len((ROOT / "README.md").read_bytes())
     assert size <= README_LIMIT, f"README.md is {size} bytes: move detail into docs/ (the limit is {README_LIMIT})"
@@ -46,11 +56,7 @@ def test_the_link_reader_finds_links_and_skips_code(tmp_path: Path) -> None:
 
 def test_the_cli_reference_renders_every_command_from_the_parsers() -> None:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed")
-    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools" / "mkdocs_hooks.py")
-    assert spec is not None and spec.loader is not None
-    hooks = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("mkdocs_hooks", hooks)
-    spec.loader.exec_module(hooks)
+    hooks = _tool("mkdocs_hooks")
     from queryloop.frontends.cli import build_parser
 
     text = hooks.cli_reference()
@@ -63,10 +69,7 @@ def test_the_cli_reference_renders_every_command_from_the_parsers() -> None:
 
 def test_the_checkers_figures_in_the_docs_are_rendered_from_the_checker() -> None:
     """Every ``<!-- figures: NAME -->`` block is what tools/docs_figures.py renders now (run it to rewrite them)."""
-    spec = importlib.util.spec_from_file_location("docs_figures", ROOT / "tools" / "docs_figures.py")
-    assert spec is not None and spec.loader is not None
-    figures = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(figures)
+    figures = _tool("docs_figures")
     for page in figures.PAGES:
         assert figures.BLOCK.search((ROOT / page).read_text(encoding="utf-8")), f"{page} has no figures block"
     assert figures.stale_pages(write=False) == [], "stale figures: run python tools/docs_figures.py"
@@ -80,11 +83,7 @@ def test_the_configuration_page_lists_the_hook_events_the_runtime_fires() -> Non
 
 
 def _differences() -> Any:
-    spec = importlib.util.spec_from_file_location("differences", ROOT / "tools" / "differences.py")
-    assert spec is not None and spec.loader is not None
-    differences = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(differences)
-    return differences
+    return _tool("differences")
 
 
 def test_the_differences_page_is_written_from_the_conformance_rows() -> None:
@@ -133,11 +132,7 @@ def test_the_differences_script_groups_rows_by_reason_and_finds_rows_without_a_r
 
 
 def _properties_page() -> Any:
-    spec = importlib.util.spec_from_file_location("properties_page", ROOT / "tools" / "properties_page.py")
-    assert spec is not None and spec.loader is not None
-    page = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(page)
-    return page
+    return _tool("properties_page")
 
 
 def test_the_declared_properties_page_is_written_from_the_shipped_machines() -> None:
