@@ -81,6 +81,19 @@ class Row:
         return "same" if self.reference is None else f"by design: {self.design}"
 
 
+def held_to_its_row(row: Row, read: Callable[[Observed, str], object], base: Path) -> None:
+    """Run ``row``'s probe in both programs under ``base`` and hold each to its values, read by key with
+    ``read``: queryloop's, and Claude Code's (the same, or by design)."""
+    for program in ("queryloop", "claude"):
+        (base / program).mkdir()
+    ours = observe("queryloop", row.probe, base / "queryloop")
+    theirs = observe("claude", row.probe, base / "claude")
+    assert {key: read(ours, key) for key in row.queryloop} == row.queryloop, ours.stderr
+    expected = row.expected
+    seen = {key: read(theirs, key) for key in expected}
+    assert seen == expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"
+
+
 @attrs.frozen(kw_only=True)
 class SeenRow:
     """A probe, the one value ``seen`` reads of each run, and what each program is seen to give

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .reference import Observed, Probe, Row, observe
+from .reference import Probe, Row, held_to_its_row, observe
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
@@ -102,18 +102,9 @@ ROWS: dict[str, Row] = {
 }
 
 
-def _seen(observed: Observed, keys: dict[str, object]) -> dict[str, object]:
-    return {key: getattr(observed, key) for key in keys}
-
-
 @pytest.mark.parametrize("name", list(ROWS))
 def test_each_trust_probe_is_the_same_in_both_programs_or_differs_by_design(name: str, tmp_path: Path) -> None:
-    row = ROWS[name]
-    ours = observe("queryloop", row.probe, tmp_path / "queryloop")
-    theirs = observe("claude", row.probe, tmp_path / "claude")
-    assert _seen(ours, row.queryloop) == row.queryloop, ours.stderr
-    expected = row.expected
-    assert _seen(theirs, expected) == expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"
+    held_to_its_row(ROWS[name], getattr, tmp_path)
     if name == "untrusted env":
         texts = [(tmp_path / who / "project" / "env.txt").read_text() for who in ("queryloop", "claude")]
         assert texts == ["\n", "1\n"], "by design: env from an untrusted folder changes what every command runs with"
