@@ -30,6 +30,7 @@ TARGET = ROOT / "diagrams" / "overview.svg"
 REGENERATE = "python3 tools/overview_diagram.py"
 FONT = "Helvetica,Arial,sans-serif"
 END = "__ends__"
+COLUMN_PX = 800  # about the width GitHub gives a README's picture, in CSS pixels
 WORDS = re.compile(r"<(title|text)[^>]*>([^<]*)</\1>")  # what an SVG says, whatever Graphviz's version laid out
 
 
@@ -113,6 +114,17 @@ def svg_words(svg: str) -> list[str]:
     return sorted(html.unescape(text) for _, text in WORDS.findall(svg))
 
 
+def smallest_label_px(svg: str, column_px: float = COLUMN_PX) -> float:
+    """The height in CSS pixels of an SVG's smallest text shown in a column ``column_px`` wide (never enlarged).
+
+    A browser shows an ``<img>`` at its own width (an SVG's pt is 4/3 px) unless the column is narrower.
+    """
+    width_pt = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))  # type: ignore[union-attr]
+    view_width = float(re.search(r'viewBox="[-0-9.]+ [-0-9.]+ ([0-9.]+)', svg).group(1))  # type: ignore[union-attr]
+    smallest = min(float(size) for size in re.findall(r'font-size="([0-9.]+)"', svg))
+    return smallest * min(column_px, width_pt * 4 / 3) / view_width
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed picture is stale")
@@ -125,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {TARGET.relative_to(ROOT)}; regenerate it with: {REGENERATE}", file=sys.stderr)
         return 1 if stale else 0
     TARGET.write_bytes(fresh)
-    print(f"wrote {TARGET.relative_to(ROOT)}", file=sys.stderr)
+    px = smallest_label_px(fresh.decode())
+    print(f"wrote {TARGET.relative_to(ROOT)}: its smallest label {px:.1f} px at {COLUMN_PX} px wide", file=sys.stderr)
     return 0
 
 

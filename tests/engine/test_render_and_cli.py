@@ -201,6 +201,14 @@ def test_the_readmes_overview_says_what_a_fresh_render_says(capsys: pytest.Captu
     assert overview_diagram.main(["--check"]) == 0, capsys.readouterr().err
 
 
+def test_the_readmes_overview_shows_its_smallest_label_at_11_px_or_more_in_an_800_px_column() -> None:
+    """The full diagram, shown there before, had its labels 2-4 px high: the README shows the overview instead."""
+    px = overview_diagram.smallest_label_px
+    assert px((ROOT / "diagrams" / "overview.svg").read_text(), 800) >= 11
+    readme = (ROOT / "README.md").read_text()
+    assert "](diagrams/query_loop.svg)" in readme and not re.search(r"!\[[^]]*\]\(diagrams/query_loop\.svg\)", readme)
+
+
 def test_the_readmes_overview_is_readable_at_readme_width_and_links_every_layers_picture() -> None:
     svg = (ROOT / "diagrams" / "overview.svg").read_text()
     width = float(re.search(r'<svg width="([0-9.]+)pt"', svg).group(1))  # type: ignore[union-attr]
