@@ -73,7 +73,7 @@ def main() -> int:
         if run.returncode != 0:
             sys.exit(f"the fallback_chain run failed: {run.stderr}")
         with UiServer(home, traces) as ui:
-            driver = chromium(profile, width=1300, height=900)
+            driver = chromium(profile, width=1400, height=900)
             try:
                 driver.get(ui.url)
                 _until(driver, "the list", lambda d: d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr"))
@@ -81,6 +81,7 @@ def main() -> int:
                 driver.find_element(By.CSS_SELECTOR, "a.session-link").click()
                 _until(driver, "the end", lambda d: d.find_element(By.ID, "status").text.startswith("ended"))
                 _shot(driver, _state("request", "backing_off"), out / "ui-path.png")
+                _context(driver, out)
                 _shot(driver, "#counters", out / "ui-counters.png")
                 driver.find_element(By.ID, "rewind-button").click()
                 _until(driver, "the dry run", lambda d: d.find_element(By.ID, "rewind-result").text)
@@ -89,6 +90,15 @@ def main() -> int:
             finally:
                 driver.quit()
     return 0
+
+
+def _context(driver: WebDriver, out: Path) -> None:
+    """The context layer, four windows wide at its own size: its box as the page opens it, then the whole layer."""
+    box = "details[data-layer=context]"
+    _shot(driver, f"{box} .picture", out / "ui-context.png")
+    driver.find_element(By.CSS_SELECTOR, f"{box} .fit-toggle").click()
+    _shot(driver, f"{box} .picture", out / "ui-context-whole.png")
+    driver.find_element(By.CSS_SELECTOR, f"{box} .fit-toggle").click()
 
 
 def _live(driver: WebDriver, ui: UiServer, live: Path, env: dict[str, str], out: Path) -> None:

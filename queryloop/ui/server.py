@@ -170,7 +170,9 @@ class _Inspector:
             return self.unknown(request)
         body = read_path(self.spec, self.traces, request.path_params["sid"], found.steps_folder).json
         body["layers"] = list(self.pictures.layers)
-        body["layers_taken"] = sorted({self.spec.state(s["from"]).layer for s in body["steps"]} - {""})
+        for step in body["steps"]:
+            step["layer"] = self.spec.state(step["from"]).layer  # where the page scrolls each picture to
+        body["layers_taken"] = sorted({s["layer"] for s in body["steps"]} - {""})
         return JSONResponse(body)
 
     def layer(self, request: Request) -> Response:

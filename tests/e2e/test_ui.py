@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -255,6 +256,38 @@ def test_every_layers_smallest_label_is_readable_in_a_1400_pixel_window(
     assert "context" in smallest
     small = {layer: px for layer, px in smallest.items() if px < SMALLEST_LABEL_PX}
     assert not small, f"labels smaller than {SMALLEST_LABEL_PX} px: {small}"
+
+
+CONTEXT_NODE = "//details[@data-layer='context']//*[local-name()='g'][*[local-name()='title' and text()='{name}']]"
+SHOWN_IN_ITS_BOX = """
+const [layer, name] = arguments;
+const picture = document.querySelector(`details[data-layer=${layer}] .picture`);
+const node = [...picture.querySelectorAll("g.node")].find((n) => n.querySelector("title").textContent === name);
+const box = picture.getBoundingClientRect(), at = node.getBoundingClientRect();
+return at.left >= box.left && at.right <= box.left + picture.clientWidth
+  && at.top >= box.top && at.bottom <= box.top + picture.clientHeight;
+"""
+
+
+def test_the_context_layer_opens_on_the_runs_path_and_shows_whole_at_a_click_in_a_1400_pixel_window(
+    browser: WebDriver, ui: UiServer, sessions: dict[str, str]
+):
+    """At its own size the context layer is four windows wide: its box opened on the legend, the path out of sight."""
+    assert browser.get_window_size()["width"] == 1400
+    _open(browser, ui, sessions["edits"])
+    box = "details[data-layer=context]"
+    _wait(browser, "the context layer", lambda d: d.find_elements(By.CSS_SELECTOR, f"{box} svg"))
+    shown = lambda d: d.execute_script(SHOWN_IN_ITS_BOX, "context", "checking_context")  # noqa: E731
+    _wait(browser, "the path's state in view", shown)
+    browser.find_element(By.CSS_SELECTOR, f"{box} .fit-toggle").click()
+    fits = "const p = document.querySelector(arguments[0]); return p.scrollWidth <= p.clientWidth"
+    fits += " && p.scrollHeight <= p.clientHeight"
+    _wait(browser, "the whole layer in its box", lambda d: d.execute_script(fits, f"{box} .picture"))
+    node = browser.find_element(By.XPATH, CONTEXT_NODE.format(name="checking_context"))
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", node)
+    ActionChains(browser).move_to_element(node).click().perform()
+    _wait(browser, "back at its own size", lambda d: not d.execute_script(fits, f"{box} .picture"))
+    assert shown(browser), "the state clicked on is in view at its own size"
 
 
 def test_a_session_lists_its_sub_agents_with_how_each_ended_and_its_answer(

@@ -140,6 +140,87 @@ function parseSvg(text) {
   return document.importNode(svg, true);
 }
 
+// Each layer is drawn at Graphviz's size, so its labels stay readable, and scrolls in its box. A box opens on the
+// run's path, not on the picture's top-left corner (the legend); "whole layer" fits the picture to the box, and a
+// click on the fitted picture shows that spot at full size. A live redraw keeps what the reader chose.
+const views = new Map(); // layer → { open, fit, left, top } of the box as it was before a redraw
+
+function pathNames(path, layer) {
+  // the layer's states the run left and the decisions it met there (Graphviz titles a node by its id)
+  const names = new Set();
+  for (const s of path.steps) if (s.layer === layer) names.add(s.from).add(`d.${s.from}.${s.event}`);
+  return names;
+}
+
+function pathBox(picture, names) {
+  // where the run's nodes lie in the picture, in its own pixels (scroll offsets included)
+  const base = picture.getBoundingClientRect();
+  let box = null;
+  for (const node of picture.querySelectorAll("g.node")) {
+    const title = node.querySelector("title");
+    const current = node.classList.contains("current");
+    if (!current && (title === null || !names.has(title.textContent))) continue;
+    const r = node.getBoundingClientRect();
+    const left = r.left - base.left + picture.scrollLeft;
+    const top = r.top - base.top + picture.scrollTop;
+    const here = { left, top, right: left + r.width, bottom: top + r.height };
+    if (current) return here;
+    box = box === null ? here : {
+      left: Math.min(box.left, here.left), top: Math.min(box.top, here.top),
+      right: Math.max(box.right, here.right), bottom: Math.max(box.bottom, here.bottom),
+    };
+  }
+  return box;
+}
+
+function scrollToPath(picture, names) {
+  const box = pathBox(picture, names);
+  if (box === null) return;
+  const margin = 24;
+  const along = (low, high, size) => (high - low <= size ? (low + high - size) / 2 : low - margin);
+  picture.scrollLeft = along(box.left, box.right, picture.clientWidth);
+  picture.scrollTop = along(box.top, box.bottom, picture.clientHeight);
+}
+
+function setFit(box, fit) {
+  box.querySelector(".picture").classList.toggle("fit", fit);
+  box.querySelector(".fit-toggle").textContent = fit ? "actual size" : "whole layer";
+}
+
+function zoomInAt(box, event) {
+  const picture = box.querySelector(".picture");
+  const r = picture.querySelector("svg").getBoundingClientRect();
+  const fx = (event.clientX - r.left) / r.width, fy = (event.clientY - r.top) / r.height;
+  setFit(box, false);
+  picture.scrollLeft = fx * picture.scrollWidth - picture.clientWidth / 2;
+  picture.scrollTop = fy * picture.scrollHeight - picture.clientHeight / 2;
+}
+
+function layerBox(layer, text, path, names) {
+  const toggle = el("button", { type: "button", class: "fit-toggle" }, "whole layer");
+  const picture = el("div", { class: "picture" }, parseSvg(text));
+  const box = el("details", { class: "layer", "data-layer": layer }, el("summary", {}, `layer ${layer}`), toggle, picture);
+  toggle.addEventListener("click", () => setFit(box, !picture.classList.contains("fit")));
+  picture.addEventListener("click", (event) => picture.classList.contains("fit") && zoomInAt(box, event));
+  box.addEventListener("toggle", () => {
+    if (box.open && !box.dataset.placed) {
+      box.dataset.placed = "yes";
+      scrollToPath(picture, names);
+    }
+  });
+  const view = views.get(layer);
+  box.open = view ? view.open : layer === path.layer || path.layers_taken.includes(layer);
+  return box;
+}
+
+function keepViews() {
+  for (const box of document.querySelectorAll("#layers details")) {
+    const picture = box.querySelector(".picture");
+    const fit = picture.classList.contains("fit");
+    views.set(box.dataset.layer, { open: box.open, fit, left: picture.scrollLeft, top: picture.scrollTop });
+  }
+}
+
 async function showLayers(path) {
   const pictures = await Promise.all(
     path.layers.map(async (layer) => {
@@ -147,14 +228,18 @@ async function showLayers(path) {
       return [layer, await response.text()];
     }),
   );
-  const boxes = pictures.map(([layer, text]) => {
-    const box = el("details", { class: "layer", "data-layer": layer }, el("summary", {}, `layer ${layer}`));
-    if (layer === path.layer || path.layers_taken.includes(layer)) box.open = true;
-    box.append(el("div", { class: "picture" }, parseSvg(text)));
-    return box;
-  });
+  keepViews();
+  const boxes = pictures.map(([layer, text]) => layerBox(layer, text, path, pathNames(path, layer)));
   document.getElementById("layers").replaceChildren(...boxes);
   highlight(path);
+  for (const box of boxes) {
+    const view = views.get(box.dataset.layer);
+    if (!view) continue; // a first drawing: its toggle event places it on the path
+    box.dataset.placed = "yes";
+    setFit(box, view.fit);
+    box.querySelector(".picture").scrollLeft = view.left;
+    box.querySelector(".picture").scrollTop = view.top;
+  }
 }
 
 function highlight(path) {
