@@ -56,6 +56,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     from queryloop.handlers.session import queryloop_home
 
+    from .pictures import NO_DOT, can_draw
     from .server import make_app
 
     home = queryloop_home()
@@ -71,6 +72,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     token = secrets.token_urlsafe(32)
     app = make_app(home=home, traces=traces, token=token, fleet=fleet)
     shown = f"[{args.host}]" if ":" in args.host else args.host
+    if not can_draw():
+        print(f"queryloop ui: warning: {NO_DOT}; the rest of the page works", file=sys.stderr)
     if args.host not in ("127.0.0.1", "::1", "localhost"):
         print(f"queryloop ui: warning: listening on {args.host}, not loopback; the token is all that guards it")
     print(

@@ -6,6 +6,7 @@ where it ended.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from html import escape
 
@@ -13,10 +14,20 @@ import graphviz
 
 from queryloop.fsm import MachineSpec, Trace, View, layer_names, to_dot
 
-__all__ = ["LayerPictures"]
+__all__ = ["NO_DOT", "LayerPictures", "can_draw"]
+
+NO_DOT = (
+    "drawing the path needs Graphviz's `dot` program, which is not on PATH: install the graphviz package "
+    "(apt-get install graphviz, brew install graphviz, or https://graphviz.org/download)"
+)
 
 _ENDED_MARK = "★ the run ended here: "  # how fsm.draw.render labels a trace's last state
 _NOW_MARK = "● running, now here: "
+
+
+def can_draw() -> bool:
+    """Whether Graphviz's ``dot``, which draws every picture, is on PATH."""
+    return shutil.which("dot") is not None
 
 
 class LayerPictures:

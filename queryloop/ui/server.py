@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graphviz import ExecutableNotFound
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -23,7 +24,7 @@ from queryloop.handlers.session import is_session_id
 from queryloop.machines import MACHINES_DIR
 
 from .fleet import FleetSession, FleetView
-from .pictures import LayerPictures
+from .pictures import NO_DOT, LayerPictures
 from .reading import SessionFiles, UnknownSession, find_session, list_all_sessions, read_path
 
 __all__ = ["CSP", "TOKEN_HEADER", "make_app"]
@@ -183,7 +184,10 @@ class _Inspector:
         if name not in self.pictures.layers:
             return PlainTextResponse(f"no layer {name!r}\n", status_code=404)
         read = read_path(self.spec, self.traces, sid, found.steps_folder)
-        svg = self.pictures.svg(sid, name, read.trace, running=read.running)
+        try:
+            svg = self.pictures.svg(sid, name, read.trace, running=read.running)
+        except ExecutableNotFound:  # the page shows this line in the layer's box; the rest of it still works
+            return PlainTextResponse(NO_DOT + "\n", status_code=503)
         return Response(svg, media_type="image/svg+xml")
 
     def rewind(self, request: Request) -> Response:

@@ -48,9 +48,9 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> webdriv
 class UiServer:
     """``queryloop ui`` in a subprocess: ``url`` is what it printed (token included), ``base`` the same without it."""
 
-    def __init__(self, home: Path, traces: Path | None, *extra: str) -> None:
+    def __init__(self, home: Path, traces: Path | None, *extra: str, env: dict[str, str] | None = None) -> None:
         cmd = [sys.executable, "-m", "queryloop", "ui", *(["--traces", str(traces)] if traces else []), *extra]
-        env = {**os.environ, "QUERYLOOP_HOME": str(home)}
+        env = {**os.environ, "QUERYLOOP_HOME": str(home), **(env or {})}
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         self.url = ""

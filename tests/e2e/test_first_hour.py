@@ -9,8 +9,11 @@ import argparse
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
+from .browser import UiServer
 from .harness import ROOT, cli_env
 
 HIDES_GRAPHVIZ = "raise ModuleNotFoundError(\"No module named 'graphviz'\", name='graphviz')\n"
@@ -46,6 +49,41 @@ def test_diagram_without_the_graphviz_python_package_says_what_to_install_in_one
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "pip install graphviz" in lines[0], proc.stderr
+
+
+def _layer_without_dot(tmp_path: Path, session_id: str, home: Path) -> tuple[int, str, str]:
+    """``queryloop ui`` with no ``dot`` on PATH asked for a layer's picture, as the page asks: the answer, stderr."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    with UiServer(home, None, env={"PATH": str(empty)}) as ui:
+        url = f"{ui.base}/api/sessions/{session_id}/layers/context.svg"
+        request = urllib.request.Request(url, headers={"X-Queryloop-Token": ui.token})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                status, body = response.status, response.read().decode()
+        except urllib.error.HTTPError as answer:
+            status, body = answer.code, answer.read().decode()
+            answer.close()
+        ui.stderr.seek(0)
+        return status, body, ui.stderr.read()
+
+
+def test_the_inspector_without_graphvizs_dot_says_what_to_install_and_a_picture_is_that_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run = subprocess.run(
+        [sys.executable, "-m", "queryloop", "--scenario", "hello", "-p", "hi"],
+        capture_output=True,
+        text=True,
+        env=cli_env(None, QUERYLOOP_HOME=str(home)),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    session_id = next(home.glob("projects/*/*.jsonl")).stem
+    status, body, stderr = _layer_without_dot(tmp_path, session_id, home)
+    assert status == 503 and len(body.splitlines()) == 1 and "apt-get install graphviz" in body, (status, body)
+    assert "Traceback" not in stderr, stderr
+    assert stderr.splitlines()[0].startswith("queryloop ui: warning: drawing the path needs Graphviz's `dot`"), stderr
 
 
 def _first_bash_block(page: Path) -> list[str]:

@@ -196,9 +196,10 @@ function zoomInAt(box, event) {
   picture.scrollTop = fy * picture.scrollHeight - picture.clientHeight / 2;
 }
 
-function layerBox(layer, text, path, names) {
+function layerBox(layer, text, ok, path, names) {
   const toggle = el("button", { type: "button", class: "fit-toggle" }, "whole layer");
-  const picture = el("div", { class: "picture" }, parseSvg(text));
+  // not drawn (no Graphviz on the server): the line saying why, as text
+  const picture = el("div", { class: "picture" }, ok ? parseSvg(text) : el("p", { class: "error" }, text));
   const box = el("details", { class: "layer", "data-layer": layer }, el("summary", {}, `layer ${layer}`), toggle, picture);
   toggle.addEventListener("click", () => setFit(box, !picture.classList.contains("fit")));
   picture.addEventListener("click", (event) => picture.classList.contains("fit") && zoomInAt(box, event));
@@ -225,11 +226,11 @@ async function showLayers(path) {
   const pictures = await Promise.all(
     path.layers.map(async (layer) => {
       const response = await get(`${api}/layers/${encodeURIComponent(layer)}.svg`);
-      return [layer, await response.text()];
+      return [layer, await response.text(), response.ok];
     }),
   );
   keepViews();
-  const boxes = pictures.map(([layer, text]) => layerBox(layer, text, path, pathNames(path, layer)));
+  const boxes = pictures.map(([layer, text, ok]) => layerBox(layer, text, ok, path, pathNames(path, layer)));
   document.getElementById("layers").replaceChildren(...boxes);
   highlight(path);
   for (const box of boxes) {
