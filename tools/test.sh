@@ -95,6 +95,10 @@ if [ "$full" -eq 1 ]; then
   # The site (mkdocs.yml): a broken link or anchor, a stale generated page or a bad docstring fails here.
   # NO_MKDOCS_2_WARNING: Material prints a banner about its successor on every build.
   NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet -d "$scratch/site"
+  # The site reads the same offline: no page loads a script, a font or a picture from another host.
+  if grep -rlE '(src|href)="https?://[^"]*\.(js|css|woff2?|svg|png)|fonts\.googleapis' "$scratch/site" --include='*.html'; then
+    echo "the site above loads something from another host" >&2; exit 1
+  fi
 fi
 # Every end-to-end run records its path here; with no pytest arguments (the whole suite),
 # every transition of the shipped query loop must have been taken by one of them.
