@@ -9,11 +9,31 @@ from __future__ import annotations
 from typing import Any, Protocol, Self, TypeVar
 
 import attrs
-from attrs import evolve
 
 from .messages import MessageView
 
-__all__ = ["Notice", "Outcome", "SharedData", "evolved", "with_outcome"]
+__all__ = ["Notice", "Outcome", "SharedData", "evolve", "evolved", "with_outcome"]
+
+A = TypeVar("A", bound=attrs.AttrsInstance)
+
+_INIT_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def evolve(record: A, **changes: Any) -> A:
+    """``attrs.evolve(record, **changes)``, the class's init fields looked up once per class.
+
+    The handlers copy a record a few times every tool turn; attrs' own looks the fields up at each
+    copy. A class's fields never change, so its ``(name, alias)`` pairs are kept by class. The copy
+    is built by the class's constructor, so its validators and converters run as with attrs'.
+    """
+    cls = type(record)
+    fields = _INIT_FIELDS.get(cls)
+    if fields is None:
+        fields = _INIT_FIELDS[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
+    for name, alias in fields:
+        if alias not in changes:
+            changes[alias] = getattr(record, name)
+    return cls(**changes)
 
 
 @attrs.frozen(kw_only=True, slots=True)

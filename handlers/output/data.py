@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
-from attrs import evolve
 
+from ..outcome import evolve
 from ..request import ModelReply, RequestRun
 
 __all__ = ["OutputData", "OutputRun", "OutputServices", "with_output"]

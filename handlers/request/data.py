@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
-from attrs import evolve
 
-from ..outcome import SharedData
+from ..outcome import SharedData, evolve
 from .services.backends import ModelBackend
 from .services.client import ModelFailure, RequestLog, UsageTotals
 

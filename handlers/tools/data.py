@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import attrs
-from attrs import evolve
 
 from ..hooks import HookServices
 from ..messages import ToolCall, synthetic_error_results
-from ..outcome import SharedData
+from ..outcome import SharedData, evolve
 from ..request import RequestData
 from ..session import SessionData, SessionServices
 from .services.base import BackgroundTask, ToolContext, ToolSpec

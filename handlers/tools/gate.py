@@ -277,9 +277,10 @@ async def _gate_call(
     if stopped(pre):
         assert pre is not None
         return pre
-    tally.notes.extend(context_notes(pre, f"PreToolUse:{call.name} hook"))
-    if pre is not None and pre.updated_input is not None:
-        call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
+    if pre is not None:  # no hook answered: no notes, no new input
+        tally.notes.extend(context_notes(pre, f"PreToolUse:{call.name} hook"))
+        if pre.updated_input is not None:
+            call = ToolCall(id=call.id, name=call.name, input=dict(pre.updated_input))
     ruling = await _rule_on(call, pre, ctx.services, always, tally)
     if ruling.behavior == "allow":
         await _admit(ctx, ruling.call, tool, hidden, tally)

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any, Generic
 
 import attrs
-from attrs import evolve
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks import HookOutcome, hook, reminder_block, tool_hook_notes
 from ..messages import ToolCall, tool_calls_of, visible_text
-from ..outcome import Notice, evolved, with_outcome
+from ..outcome import Notice, evolve, evolved, with_outcome
 from ..request import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
 from .data import T, ToolResultPublished, ToolServices, close_open_calls, with_tools
@@ -136,8 +135,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     made = {i: responses.pop(i) for i in by_id if i in responses} if responses is not None else {}
     stop, notes = await _post_tool_use(ctx, sink.calls, by_id, made) if services.hooks.configured else (None, {})
     order = tools.order or tuple(sink.calls)
-    results = tuple(by_id[i] for i in order if i in by_id)
-    said = (*tools.hook_notes, *(note for i in order for note in notes.get(i, ())))
+    results = tuple([by_id[i] for i in order if i in by_id])
+    said = (*tools.hook_notes, *(note for i in order for note in notes.get(i, ()))) if notes else tools.hook_notes
     done = ToolsDone(results=results, stop=stop, ledger=tuple(sink.recorded), started=tuple(sink.started), notes=said)
     return Event(name="stopped_by_hook" if stop is not None else "tools_finished", data=done)
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import attrs
-from attrs import evolve
 from cattrs.preconf.json import make_converter
 
 from queryloop.fsm import Program, Runner, RunState, Step, check_observers, load_machine_cached, uses
@@ -28,7 +27,7 @@ from queryloop.handlers.context import ContextData, request_overhead_tokens
 from queryloop.handlers.hooks import HookRunner, HooksData
 from queryloop.handlers.mcp import ElicitAnswer, Elicitation, McpData, McpManager, expand_command
 from queryloop.handlers.messages import Message, MessageView
-from queryloop.handlers.outcome import Outcome
+from queryloop.handlers.outcome import Outcome, evolve
 from queryloop.handlers.output import MALFORMED_TOOL_USE_PROMPT, STRUCTURED_OUTPUT_PROMPT, OutputData
 from queryloop.handlers.request import (
     UNLISTED_MODEL,

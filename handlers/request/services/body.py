@@ -159,17 +159,30 @@ def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, t
     return parts
 
 
+_tails: dict[tuple[str, int | None, bool], bytes] = {}
+
+
 def _tail(named: str, max_tokens: int | None, stream: bool) -> bytes:
+    """The body's end after the messages, remembered by its model, cap and stream flag (its only inputs)."""
+    key = (named, max_tokens, stream)
+    tail = _tails.get(key) if type(named) is str and type(max_tokens) in (int, type(None)) else None
+    if tail is not None:
+        return tail
     model = wire_model(named)[0]  # ``[1m]`` is not part of the id: it travels as a beta header
     if max_tokens is None:  # a count_tokens request: no output cap, no stream flag
-        return b'],"model":' + compact_json(model).encode("utf-8") + b"}"
-    return (
-        b'],"model":'
-        + compact_json(model).encode("utf-8")
-        + b',"max_tokens":'
-        + str(int(max_tokens)).encode()
-        + (b',"stream":true}' if stream else b"}")
-    )
+        tail = b'],"model":' + compact_json(model).encode("utf-8") + b"}"
+    else:
+        tail = (
+            b'],"model":'
+            + compact_json(model).encode("utf-8")
+            + b',"max_tokens":'
+            + str(int(max_tokens)).encode()
+            + (b',"stream":true}' if stream else b"}")
+        )
+    if len(_tails) >= _ONCE_LIMIT:
+        _tails.clear()
+    _tails[key] = tail
+    return tail
 
 
 def _carrier_at(messages: MessageView, lead: Message | None = None, start: int = 0) -> tuple[int, Message, int] | None:

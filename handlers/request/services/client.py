@@ -788,13 +788,12 @@ class ModelUsage:
 _NO_USAGE = ModelUsage()  # a model's totals before its first request (frozen: one is shared)
 
 
-def _counts(usage: Mapping[str, Any]) -> dict[str, int]:
-    """One reply's token counts by :class:`ModelUsage` field: the four totals and the cache-write split."""
-    counts = {k: int(usage.get(k) or 0) for k in _USAGE_KEYS}
+def _split(usage: Mapping[str, Any]) -> tuple[int, int]:
+    """One reply's cache writes reported as 1-hour and as 5-minute ones (0 and 0 without the split)."""
     split = usage.get("cache_creation")
-    for k in _CACHE_SPLIT_KEYS:
-        counts[k] = int(split.get(k) or 0) if isinstance(split, Mapping) else 0
-    return counts
+    if split is None or not isinstance(split, Mapping):  # None first: no ABC check on the usual reply
+        return 0, 0
+    return int(split.get("ephemeral_1h_input_tokens") or 0), int(split.get("ephemeral_5m_input_tokens") or 0)
 
 
 @attrs.frozen(kw_only=True)
@@ -807,11 +806,17 @@ class UsageTotals:
         """These totals plus one request's ``usage`` (API field names) on ``model``."""
         old = self.by_model.get(model, _NO_USAGE)
         cost = cost_usd(model, usage)
-        counts = {k: getattr(old, k) + n for k, n in _counts(usage).items()}
+        get = usage.get
+        hour, five = _split(usage)
         new = ModelUsage(
             requests=old.requests + 1,
+            input_tokens=old.input_tokens + int(get("input_tokens") or 0),
+            output_tokens=old.output_tokens + int(get("output_tokens") or 0),
+            cache_creation_input_tokens=old.cache_creation_input_tokens + int(get("cache_creation_input_tokens") or 0),
+            cache_read_input_tokens=old.cache_read_input_tokens + int(get("cache_read_input_tokens") or 0),
+            ephemeral_1h_input_tokens=old.ephemeral_1h_input_tokens + hour,
+            ephemeral_5m_input_tokens=old.ephemeral_5m_input_tokens + five,
             cost_usd=None if cost is None or old.cost_usd is None else old.cost_usd + cost,
-            **counts,
         )
         return UsageTotals(by_model={**self.by_model, model: new})
 

@@ -162,7 +162,7 @@ def cost_usd(model: str, usage: Mapping[str, Any]) -> float:
     """Cost in USD of ``usage`` (API field names) on ``model``; an unlisted model at :data:`UNLISTED_MODEL`'s prices."""
     info = model_info(model) or UNLISTED_MODEL
     split = usage.get("cache_creation")
-    hour = _tokens(split, "ephemeral_1h_input_tokens") if isinstance(split, Mapping) else 0
+    hour = _tokens(split, "ephemeral_1h_input_tokens") if split is not None and isinstance(split, Mapping) else 0
     return (
         _tokens(usage, "input_tokens") * info.input
         + _tokens(usage, "output_tokens") * info.output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PosixPath
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -194,7 +194,10 @@ def _first_restricting_match(
 
 def _allowing_rule(rules: Sequence[PermissionRule], ctx: _CallContext) -> PermissionRule | None:
     """The first allow rule that lets this call (for Bash: this one command) through."""
-    return next((r for r in rules if _rule_matches_part(r, ctx, require_all=True)), None)
+    for rule in rules:
+        if _rule_matches_part(rule, ctx, require_all=True):
+            return rule
+    return None
 
 
 def _restricts_bash(rules: PermissionRules) -> bool:
@@ -238,9 +241,21 @@ AskPermission = Callable[[ToolCall, str], Awaitable[PermissionAnswer]]
 """A permission callback: given a call that would ask and the reason it asks, the answer."""
 
 
+_last_absolute: tuple[object, Path | None] = (None, None)
+"""The last working directory made absolute and normal, and what it became: a run asks with the same ``Path``
+every call, and a ``Path`` never changes, so the same object gives the same answer (held alive here)."""
+
+
 def _absolute(cwd: Path) -> Path:
     """``cwd`` made absolute and normal; an absolute one (a run asks with the same one every call) once."""
-    return _normal(cwd) if os.path.isabs(cwd) else Path(os.path.abspath(cwd))
+    global _last_absolute
+    last, made = _last_absolute
+    if cwd is last and made is not None:
+        return made
+    made = _normal(cwd) if os.path.isabs(cwd) else Path(os.path.abspath(cwd))
+    if type(cwd) is PosixPath and os.path.isabs(cwd):  # a relative one depends on the process's directory
+        _last_absolute = (cwd, made)
+    return made
 
 
 @functools.lru_cache(maxsize=64)
