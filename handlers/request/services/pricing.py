@@ -135,6 +135,7 @@ def _table() -> Mapping[str, ModelInfo]:
     return table
 
 
+@functools.lru_cache(maxsize=64)  # asked every request (its cost, the context's window); the table never changes
 def model_info(model: str) -> ModelInfo | None:
     """The entry for ``model`` (a name or one of its aliases; with ``[1m]``, its 1M window), or None if unknown."""
     base, betas = wire_model(model)
