@@ -89,7 +89,10 @@ def media_totals(messages: MessageView) -> tuple[int, int]:
     """How many media blocks ``messages`` carry and their base64 characters (counted once per message appended)."""
     if not len(messages):
         return 0, 0
-    totals = _TOTALS.setdefault(messages.lineage, [])
+    lineage = messages.lineage
+    totals = _TOTALS.get(lineage)
+    if totals is None:
+        totals = _TOTALS[lineage] = []
     count, chars = totals[-1] if totals else (0, 0)
     for index in range(len(totals), len(messages)):
         more, size = _media_of(messages.at(index))

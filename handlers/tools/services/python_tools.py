@@ -223,6 +223,8 @@ class _Call:
         if self.dict_arg:
             return _output(await self.fn(dict(tool_input), **extra))
         values = dict(tool_input) if self.adapter is None else self.adapter.validate_python(dict(tool_input))
+        if not self.positional_only:  # the usual function: every parameter by name
+            return _output(await self.fn(**values, **extra))
         positional = [values.pop(name) for name in self.positional_only if name in values]
         return _output(await self.fn(*positional, **values, **extra))
 
