@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import types
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -186,9 +185,10 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
         # a sandboxed command's changes are checkpointed under its call's id; a sub-agent is started by it
         ctx = ctx.for_call(call_id=call.id)
     deadline = tool.deadline_s(call.input, ctx)
-    limit = _Deadline(deadline)
+    limit = asyncio.timeout(deadline)
     try:
-        output = await limit.run(tool.run(call.input, ctx))
+        async with limit:
+            output = await tool.run(call.input, ctx)
     except ToolInputError as exc:  # refused before it changed anything, as Claude Code's input checks refuse
         return tool_result_block(call.id, f"<tool_use_error>{exc}</tool_use_error>", is_error=True)
     except ToolError as exc:
@@ -213,59 +213,6 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
     if isinstance(output.content, str):
         return tool_result_block(call.id, truncate_text(output.content, ctx.max_output_chars), is_error=output.is_error)
     return tool_result_block(call.id, _bounded_blocks(output.content, ctx.max_output_chars), is_error=output.is_error)
-
-
-class _Deadline:
-    """A call's deadline, armed only once the call waits.
-
-    An asyncio timeout can stop a task only where it waits, so a call that finishes without
-    waiting (a Python tool doing its work in memory) cannot overrun it: no timer is set for it.
-    A call that waits carries on under ``asyncio.timeout_at`` from the moment it started.
-    """
-
-    __slots__ = ("limit", "seconds")
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.limit: asyncio.Timeout | None = None
-
-    def expired(self) -> bool:
-        return self.limit is not None and self.limit.expired()
-
-    async def run(self, work: Awaitable[ToolOutput]) -> ToolOutput:
-        when = asyncio.get_running_loop().time() + self.seconds
-        if not isinstance(work, types.CoroutineType):  # another awaitable: under the timer from the start
-            self.limit = asyncio.timeout_at(when)
-            async with self.limit:
-                return await work
-        try:
-            waiting = work.send(None)  # its first part, up to where it first waits
-        except StopIteration as done:
-            return cast(ToolOutput, done.value)
-        self.limit = asyncio.timeout_at(when)
-        async with self.limit:
-            return cast(ToolOutput, await _resumed(work, waiting))
-
-
-@types.coroutine
-def _resumed(work: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
-    """The rest of ``work``, which has yielded ``waiting`` to its task: what ``await work`` would do from there."""
-    while True:
-        try:
-            sent = yield waiting
-        except GeneratorExit:
-            work.close()
-            raise
-        except BaseException as exc:  # thrown in: a cancellation (the deadline's, or the run's)
-            try:
-                waiting = work.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waiting = work.send(sent)
-            except StopIteration as done:
-                return done.value
 
 
 def _bounded_blocks(blocks: Sequence[Mapping[str, Any]], limit: int) -> list[dict[str, Any]]:
