@@ -1,7 +1,7 @@
 """The message graph every layer appends to: the transcript as a persistent view, and its block shapes.
 
 Owns :class:`MessageView` (append-only, O(1) appends), a message's local token estimate, :class:`ToolCall` and the
-``tool_result`` block. Imports no layer.
+``tool_result`` block. Messages and blocks are the anthropic SDK's typed params. Imports no layer.
 """
 
 from __future__ import annotations
@@ -10,33 +10,95 @@ import bisect
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict, TypeGuard, cast
 
 import attrs
 
+if TYPE_CHECKING:  # importing the SDK loads its client: a run with a scripted model never needs it
+    from anthropic.types import ContentBlockParam, ToolResultBlockParam, ToolUseBlockParam
+    from anthropic.types.tool_result_block_param import Content as ToolResultContentParam
+
 __all__ = [
+    "AssistantMessage",
+    "Block",
     "Message",
     "MessageView",
+    "ResultBlock",
+    "ResultContent",
     "ToolCall",
     "ToolResultBlock",
+    "ToolUseBlock",
+    "UserMessage",
+    "assistant_message",
     "compact_json",
     "final_text",
+    "is_tool_result",
+    "is_tool_use",
     "ledger_problem",
     "message_tokens",
     "messages_tokens",
     "synthetic_error_results",
     "tool_calls_of",
     "tool_result_block",
+    "user_message",
     "visible_text",
+    "with_content",
 ]
 
-Message = dict[str, Any]
+Block: TypeAlias = "ContentBlockParam"
+
+
+class UserMessage(TypedDict):
+    """A user message of the transcript (the SDK's ``MessageParam``, its content a list of the SDK's block params)."""
+
+    role: Literal["user"]
+    content: str | list[Block]
+
+
+class AssistantMessage(TypedDict):
+    """An assistant message of the transcript: the model's reply as it goes back to the API."""
+
+    role: Literal["assistant"]
+    content: str | list[Block]
+
+
+Message: TypeAlias = UserMessage | AssistantMessage
+ToolUseBlock: TypeAlias = "ToolUseBlockParam"
+ToolResultBlock: TypeAlias = "ToolResultBlockParam"
+ResultBlock: TypeAlias = "ToolResultContentParam"
+ResultContent: TypeAlias = "str | list[ResultBlock]"
+"""A tool_result's content: text, or blocks (text, images, documents: an MCP server's image, a PDF read)."""
+
+
+def user_message(content: str | list[Block]) -> UserMessage:
+    """A user message holding ``content``."""
+    return {"role": "user", "content": content}
+
+
+def assistant_message(content: str | list[Block]) -> AssistantMessage:
+    """An assistant message holding ``content``."""
+    return {"role": "assistant", "content": content}
+
+
+def is_tool_result(block: object) -> TypeGuard[ToolResultBlock]:
+    """Whether ``block`` is a ``tool_result`` block (a dict of that type)."""
+    return isinstance(block, dict) and block.get("type") == "tool_result"
+
+
+def is_tool_use(block: object) -> TypeGuard[ToolUseBlock]:
+    """Whether ``block`` is a ``tool_use`` block (a dict of that type)."""
+    return isinstance(block, dict) and block.get("type") == "tool_use"
+
+
+def with_content(message: Message, content: str | list[Block]) -> Message:
+    """A copy of ``message`` (its other keys kept) holding ``content``."""
+    return cast(Message, {**message, "content": content})
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: json.dumps builds one a call
 
 
-def compact_json(value: Any) -> str:
+def compact_json(value: object) -> str:
     """``value`` as compact JSON (no spaces, UTF-8 kept): what token estimates measure, and the bytes
     (UTF-8 encoded) a message is stored as in the request body."""
     return _COMPACT.encode(value)
@@ -47,7 +109,7 @@ IMAGE_TOKENS = 1600
 its base64 data, counted as text, would read as a thousand times that."""
 
 
-def _image_data_chars(content: Any) -> tuple[int, int]:
+def _image_data_chars(content: object) -> tuple[int, int]:
     """How many image blocks ``content`` holds (inside tool results too), and their base64 characters."""
     count = chars = 0
     if isinstance(content, list):
@@ -65,7 +127,7 @@ def _image_data_chars(content: Any) -> tuple[int, int]:
     return count, chars
 
 
-def _estimate(message: Mapping[str, Any], text: str) -> int:
+def _estimate(message: Mapping[str, object], text: str) -> int:
     """``ceil(len(text) / 4)`` for ``message``'s compact JSON ``text``, an image counted as :data:`IMAGE_TOKENS`."""
     if '"image"' not in text:  # the usual message: no walk
         return math.ceil(len(text) / 4)
@@ -73,13 +135,13 @@ def _estimate(message: Mapping[str, Any], text: str) -> int:
     return math.ceil((len(text) - chars) / 4) + images * IMAGE_TOKENS
 
 
-def message_tokens(message: Mapping[str, Any]) -> int:
+def message_tokens(message: Mapping[str, object]) -> int:
     """The local token estimate of one message: ``ceil(len(compact JSON) / 4)``, an image counted as
     :data:`IMAGE_TOKENS` instead of its base64 data."""
     return _estimate(message, compact_json(message))
 
 
-def messages_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+def messages_tokens(messages: Sequence[Mapping[str, object]]) -> int:
     """The sum of :func:`message_tokens` over ``messages`` (computed from scratch)."""
     return sum(message_tokens(m) for m in messages)
 
@@ -322,28 +384,17 @@ class ToolCall:
 
     id: str
     name: str
-    input: dict[str, Any]
+    input: dict[str, object]
 
     @classmethod
-    def from_block(cls, block: Mapping[str, Any]) -> ToolCall:
+    def from_block(cls, block: Mapping[str, object]) -> ToolCall:
         """Build a call from an API ``tool_use`` block (``{"type", "id", "name", "input"}``)."""
         if block.get("type") != "tool_use":
             raise ValueError(f"expected a 'tool_use' block, got type {block.get('type')!r}")
-        return cls(id=block["id"], name=block["name"], input=block["input"])
+        return cls(id=str(block["id"]), name=str(block["name"]), input=cast("dict[str, object]", block["input"]))
 
 
-class ToolResultBlock(TypedDict):
-    """An API ``tool_result`` content block; ``is_error`` is always present."""
-
-    type: Literal["tool_result"]
-    tool_use_id: str
-    content: str | list[dict[str, Any]]  # text, or text and image blocks (an MCP server's image)
-    is_error: bool
-
-
-def tool_result_block(
-    tool_use_id: str, content: str | list[dict[str, Any]], *, is_error: bool = False
-) -> ToolResultBlock:
+def tool_result_block(tool_use_id: str, content: ResultContent, *, is_error: bool = False) -> ToolResultBlock:
     """Build a ``tool_result`` block.
 
     ``is_error`` is always included (``False`` on success) so consumers can read
@@ -363,7 +414,7 @@ def synthetic_error_results(calls: Iterable[ToolCall], message: str) -> list[Too
     return [tool_result_block(call.id, message, is_error=True) for call in calls]
 
 
-def ledger_problem(messages: Iterable[Mapping[str, Any]]) -> str | None:
+def ledger_problem(messages: Iterable[Mapping[str, object]]) -> str | None:
     """What breaks the ledger invariant in ``messages``, or None: every tool_use is answered by
     its tool_result, in order, in the next user message, before anything else is sent."""
     open_ids: list[str] = []
@@ -382,17 +433,17 @@ def ledger_problem(messages: Iterable[Mapping[str, Any]]) -> str | None:
     return f"the messages end with unanswered tool_use {open_ids}" if open_ids else None
 
 
-def tool_calls_of(content: Sequence[Mapping[str, Any]]) -> tuple[ToolCall, ...]:
+def tool_calls_of(content: Sequence[Mapping[str, object]]) -> tuple[ToolCall, ...]:
     """The complete tool_use blocks of an assistant message, as tool calls, in order."""
     return tuple([ToolCall.from_block(b) for b in content if b.get("type") == "tool_use"])
 
 
-def visible_text(content: Sequence[Mapping[str, Any]]) -> str:
+def visible_text(content: Sequence[Mapping[str, object]]) -> str:
     """The text a user sees in an assistant message's content (text blocks only)."""
-    return "".join([b.get("text", "") for b in content if b.get("type") == "text"])
+    return "".join([str(b.get("text", "")) for b in content if b.get("type") == "text"])
 
 
-def final_text(content: Sequence[Mapping[str, Any]]) -> str:
+def final_text(content: Sequence[Mapping[str, object]]) -> str:
     """The text of an assistant message's last block when that block is text, else ``""``.
 
     What Claude Code reports as a run's ``result`` and a Stop hook's

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from queryloop.handlers.messages import Block
 from queryloop.handlers.request import ModelCall, ModelFailure, ModelReply, RequestLog, TokenCount
 
 __all__ = ["Script", "ScriptedBackend", "scripted_failure", "scripted_reply"]
@@ -37,7 +38,7 @@ def _log(
 
 
 def scripted_reply(
-    content: Iterable[dict[str, Any]],
+    content: Iterable[Block],
     stop_reason: str = "end_turn",
     *,
     model: str = "scripted",
@@ -61,7 +62,7 @@ def scripted_failure(
     message: str = "scripted failure",
     *,
     model: str = "scripted",
-    partial: Iterable[dict[str, Any]] = (),
+    partial: Iterable[Block] = (),
 ) -> ModelFailure:
     return ModelFailure(
         kind=kind,

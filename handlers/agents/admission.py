@@ -6,13 +6,11 @@ Calls count by their place in the turn, not by id (ids may repeat).
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..messages import ToolCall, tool_result_block
+from ..messages import ToolCall, ToolResultBlock, tool_result_block
 from ..tools import AGENT_TOOL
 from .data import A, AgentsRun, AgentsServices, with_agents
 
@@ -60,12 +58,12 @@ def refuse_agent_calls(run: RunState[A], event: Event[ToolCall]) -> A:
     )
     agent_calls = 0
     pending: list[ToolCall] = []
-    refused: list[dict[str, Any]] = []
+    refused: list[ToolResultBlock] = []
     for call in tools.pending:
         if call.name == AGENT_TOOL:
             agent_calls += 1
             if agent_calls > admitted:
-                refused.append(dict(tool_result_block(call.id, text, is_error=True)))
+                refused.append(tool_result_block(call.id, text, is_error=True))
                 continue
         pending.append(call)
     tools = attrs.evolve(

@@ -11,7 +11,7 @@ import attrs
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks import hook
-from ..messages import Message, MessageView, message_tokens, visible_text
+from ..messages import Message, MessageView, message_tokens, visible_text, with_content
 from ..outcome import evolved, with_outcome
 from ..request import (
     TRANSIENT_FAILURES,
@@ -224,7 +224,7 @@ def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> C:
     """The summary request is itself too long: drop its oldest third of groups (at least one; lossy) and retry."""
     context = run.data.context
     assert context.plan is not None
-    older: list[dict[str, object]] = list(context.plan.older)
+    older: list[Message] = list(context.plan.older)
     groups = len(compaction.api_round_groups(older))
     dropped_messages, dropped_groups = 0, 0
     for _ in range(max(1, groups // 3)):
@@ -274,10 +274,10 @@ def _with_hidden_calls_note(data: C, messages: list[Message]) -> list[Message]:
     again by mistake: the summary message lists each with its recorded result (the ledger).
     """
     note = hidden_calls_note(hidden_calls(data.session, messages)) if data.session.ledger else ""
-    if not note or not messages or not isinstance(messages[0].get("content"), list):
+    content = messages[0].get("content") if note and messages else None
+    if not isinstance(content, list):
         return messages
-    first = messages[0]
-    return [{**first, "content": [*first["content"], {"type": "text", "text": note}]}, *messages[1:]]
+    return [with_content(messages[0], [*content, {"type": "text", "text": note}]), *messages[1:]]
 
 
 def note_summary_failure(run: RunState[C], event: Event[ModelFailure]) -> C:

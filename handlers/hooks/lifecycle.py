@@ -6,13 +6,14 @@ own layer (PreToolUse in the gate, PreCompact before a summary).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..messages import final_text
+from ..messages import final_text, user_message
 from ..outcome import evolved, with_outcome
 from .data import H, HooksRun, with_hooks
 from .services.calling import HookServices, hook, stopped
@@ -48,7 +49,7 @@ async def submit_prompt(
     """
     if ctx.run.data.hooks.agent_id is not None:  # a sub-agent: the session's prompt hooks ran for its parent
         return Event(name="prompt_accepted", data=PromptAccepted())
-    first = ctx.run.data.messages.last() or {}
+    first: Mapping[str, object] = ctx.run.data.messages.last() or {}
     prompt = first.get("content") if isinstance(first.get("content"), str) else ""
     context: list[str] = []
     start = await hook(ctx, "SessionStart", {"source": ctx.run.data.hooks.start_source})
@@ -77,7 +78,7 @@ def record_prompt_context(run: RunState[H], event: Event[PromptAccepted]) -> H:
     block = reminder_block(event.data.context)
     if block is None:
         return run.data
-    return evolved(run.data, messages=run.data.messages.append({"role": "user", "content": [block]}, meta=True))
+    return evolved(run.data, messages=run.data.messages.append(user_message([block]), meta=True))
 
 
 def record_hook_stop(run: RunState[H], event: Event[HookOutcome]) -> H:
@@ -123,7 +124,7 @@ def stop_hook_input(data: HooksRun) -> dict[str, Any]:
     agents, scheduled wake-ups); queryloop has neither, so both are always empty, as Claude
     Code sends them when nothing is pending.
     """
-    last = data.messages.last() or {}
+    last: Mapping[str, object] = data.messages.last() or {}
     content = last.get("content") if last.get("role") == "assistant" else None
     text = final_text(content).strip() if isinstance(content, list) else ""
     active = {"stop_hook_active": data.hooks.stop_hook_active}
@@ -134,7 +135,7 @@ def stop_hook_input(data: HooksRun) -> dict[str, Any]:
 def send_stop_feedback(run: RunState[H], event: Event[HookOutcome]) -> H:
     """The hook's reason goes back to the model as the next user turn."""
     reason = "; ".join(event.data.block_reasons) or "A Stop hook asked you to continue."
-    message = {"role": "user", "content": f"Stop hook feedback:\n{reason}"}
+    message = user_message(f"Stop hook feedback:\n{reason}")
     return with_hooks(evolved(run.data, messages=run.data.messages.append(message)), stop_hook_active=True)
 
 

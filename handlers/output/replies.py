@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
-from ..messages import Message, MessageView, final_text, synthetic_error_results, tool_calls_of, visible_text
+from ..messages import (
+    Message,
+    MessageView,
+    assistant_message,
+    final_text,
+    synthetic_error_results,
+    tool_calls_of,
+    user_message,
+    visible_text,
+)
 from ..outcome import evolved, with_outcome
 from ..request import ModelReply, with_request
 from .data import Out, OutputServices, with_output
@@ -53,7 +62,7 @@ MALFORMED_TOOL_USE_PROMPT = (
 
 
 def _assistant(reply: ModelReply) -> Message:
-    return {"role": "assistant", "content": list(reply.content)}
+    return assistant_message(list(reply.content))
 
 
 def _with_reply(messages: MessageView, reply: ModelReply) -> MessageView:
@@ -117,7 +126,7 @@ def escalation_configured(run: RunState[Out], event: Event[object]) -> bool:
 def nudge_for_structured_output(run: RunState[Out], event: Event[ModelReply]) -> Out:
     """The model answered without its StructuredOutput call: keep the answer, ask for the call (hidden message)."""
     reply = event.data
-    asked = {"role": "user", "content": STRUCTURED_OUTPUT_PROMPT}
+    asked = user_message(STRUCTURED_OUTPUT_PROMPT)
     data = evolved(run.data, messages=_with_reply(run.data.messages, reply).append(asked, meta=True))
     data = with_output(data, structured_output_nudged=True)
     return with_outcome(data, stop_reason=reply.stop_reason, result_text=final_text(reply.content), partial_text="")
@@ -172,7 +181,7 @@ def report_malformed_tool_use(run: RunState[Out], event: Event[ModelReply]) -> O
     request, which would likely get the identical reply.
     """
     reply = event.data
-    told = {"role": "user", "content": MALFORMED_TOOL_USE_PROMPT}
+    told = user_message(MALFORMED_TOOL_USE_PROMPT)
     data = evolved(run.data, messages=_with_reply(run.data.messages, reply).append(told, meta=True))
     partial = run.data.outcome.partial_text + visible_text(reply.content)
     note = "a tool_use reply without a complete tool_use block: its text kept, the model told, asked again"

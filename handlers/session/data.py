@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 from attrs import evolve
 
 from ..hooks import HooksData
-from ..messages import Message
+from ..messages import Message, ToolResultBlock
 from ..outcome import SharedData
 from .services.store import MAX_CHECKPOINTS, CheckpointStore, JsonlLog, SessionPaths
 
@@ -51,7 +51,7 @@ class LedgerEntry:
     name: str
     input_hash: str
     input: dict[str, Any]
-    result: dict[str, Any]  # its tool_result block
+    result: ToolResultBlock
     prompt_id: str  # the user turn it belongs to (from one user prompt to the next)
 
     def to_json(self) -> dict[str, Any]:
@@ -65,7 +65,7 @@ class LedgerEntry:
                 name=str(raw["name"]),
                 input_hash=str(raw["input_hash"]),
                 input=dict(raw.get("input") or {}),
-                result=dict(raw["result"]),
+                result=cast(ToolResultBlock, dict(raw["result"])),  # read back from the session file
                 prompt_id=str(raw["prompt_id"]),
             )
         except (KeyError, TypeError, ValueError):
@@ -155,7 +155,7 @@ class Restored:
     meta: tuple[bool, ...] = ()
     ledger: tuple[LedgerEntry, ...] = ()
     leaf: str | None = None
-    answers: tuple[dict[str, Any], ...] = ()
+    answers: tuple[ToolResultBlock, ...] = ()
     recovered: tuple[str, ...] = ()  # the calls answered with their recorded result (the ledger had them)
     warnings: tuple[str, ...] = ()
 

@@ -9,7 +9,7 @@ import asyncio
 
 from queryloop.fsm import EffectContext, Event, RunState
 
-from ..messages import MessageView
+from ..messages import MessageView, user_message
 from ..outcome import Notice, with_outcome
 from .data import Restored, S, SessionServices, with_session
 from .services.transcript import answer_dangling, load_history, load_ledger
@@ -53,7 +53,7 @@ def _with_prompt(data: S, messages: MessageView) -> S:
     """
     if data.hooks.manual_compact is not None:
         return data.evolve(messages=messages, user_turns=data.user_turns)
-    prompt = {"role": "user", "content": data.session.prompt}
+    prompt = user_message(data.session.prompt)
     return data.evolve(messages=messages.append(prompt), user_turns=data.user_turns)
 
 
@@ -79,7 +79,7 @@ def answer_dangling_calls(run: RunState[S], event: Event[Restored]) -> S:
         restored=len(restored.messages),
         recovered=frozenset(restored.recovered),
     )
-    view = MessageView.of(restored.messages, restored.meta).append({"role": "user", "content": list(restored.answers)})
+    view = MessageView.of(restored.messages, restored.meta).append(user_message(list(restored.answers)))
     missing = len(restored.answers) - len(restored.recovered)
     note = (
         f"resumed: {len(restored.recovered)} dangling call(s) answered with their recorded result, "

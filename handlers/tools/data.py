@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ..hooks import HookServices
-from ..messages import ToolCall, synthetic_error_results
+from ..messages import Block, ToolCall, ToolResultBlock, synthetic_error_results, user_message
 from ..outcome import SharedData, evolve
 from ..request import RequestData
 from ..session import SessionData, SessionServices
@@ -28,13 +28,13 @@ class ToolsData:
     """What the tool layer keeps between steps."""
 
     pending: tuple[ToolCall, ...] = ()  # tool_use blocks of the last assistant message still without results
-    denied: tuple[dict[str, Any], ...] = ()  # error results of this turn's calls that do not run (unknown, refused)
+    denied: tuple[ToolResultBlock, ...] = ()  # error results of this turn's calls that do not run (unknown, refused)
     order: tuple[str, ...] = ()  # tool_use ids of this turn in the model's order (set when the gate refused some)
     permission_denials: tuple[dict[str, Any], ...] = ()  # {tool_name, tool_use_id, tool_input}, for the result
     always_allowed: frozenset[str] = frozenset()  # allow rules the user created by answering "always"
     turn: int = 0  # tool turns completed
     last_denial: str | None = None  # the calls of the last tool turn when the gate denied them all (denial_signature)
-    completed: tuple[dict[str, Any], ...] = ()  # results of calls that finished while the turn runs (seen on abort)
+    completed: tuple[ToolResultBlock, ...] = ()  # results of calls that finished while the turn runs (seen on abort)
     background: tuple[BackgroundTask, ...] = ()  # work calls of the run started and left running (sub-agents)
     # who decided the last gated turn's calls when not the configuration (rules, mode): tool_use id → hook,
     # user_temporary, user_permanent or user_reject (Claude Code's decision sources); absent: config
@@ -72,12 +72,12 @@ def close_open_calls(data: T, message: str) -> T:
     """
     tools = data.tools
     if tools.pending or tools.denied:
-        by_id = {str(r["tool_use_id"]): dict(r) for r in tools.denied}
-        by_id.update((str(r["tool_use_id"]), dict(r)) for r in synthetic_error_results(tools.pending, message))
-        by_id.update((str(r["tool_use_id"]), dict(r)) for r in tools.completed)
+        by_id = {str(r["tool_use_id"]): r.copy() for r in tools.denied}
+        by_id.update((str(r["tool_use_id"]), r.copy()) for r in synthetic_error_results(tools.pending, message))
+        by_id.update((str(r["tool_use_id"]), r.copy()) for r in tools.completed)
         order = tools.order or tuple(by_id)
-        content = [by_id[i] for i in order if i in by_id]
-        data = data.evolve(messages=data.messages.append({"role": "user", "content": content}))
+        content: list[Block] = [by_id[i] for i in order if i in by_id]
+        data = data.evolve(messages=data.messages.append(user_message(content)))
     return with_tools(data, pending=(), denied=(), order=(), completed=())
 
 
@@ -115,5 +115,5 @@ class ToolResultPublished:
     """One tool's result, as soon as it completes."""
 
     call: ToolCall
-    result: dict[str, Any]
+    result: ToolResultBlock
     record: Any = None  # the tool's own record of the call, as Claude Code makes it, where it made one

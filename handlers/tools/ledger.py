@@ -7,16 +7,15 @@ tool_result after it. Reads only the end of the transcript.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ..outcome import SharedData
 
 __all__ = ["every_tool_use_answered"]
 
 
-def _blocks(message: Mapping[str, Any], kind: str, key: str) -> list[str]:
+def _blocks(message: Mapping[str, object], kind: str, key: str) -> list[str]:
     content = message.get("content")
-    blocks: Sequence[Any] = content if isinstance(content, list) else ()
+    blocks: Sequence[object] = content if isinstance(content, list) else ()
     return [str(b.get(key)) for b in blocks if isinstance(b, dict) and b.get("type") == kind]
 
 
@@ -30,7 +29,7 @@ def every_tool_use_answered(data: SharedData) -> str | None:
         calls = _blocks(message, "tool_use", "id")
         if not calls:
             return None
-        answer = messages.at(index + 1) if index + 1 < len(messages) else {}
+        answer: Mapping[str, object] = messages.at(index + 1) if index + 1 < len(messages) else {}
         results = _blocks(answer, "tool_result", "tool_use_id") if answer.get("role") == "user" else []
         # the same ids, each as often (usually in the same order: one comparison); sorted, not counted: cheaper
         if results != calls and sorted(results) != sorted(calls):

@@ -15,7 +15,7 @@ import attrs
 from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..hooks import HookOutcome, hook, reminder_block, tool_hook_notes
-from ..messages import ToolCall, tool_calls_of, visible_text
+from ..messages import Block, ToolCall, ToolResultBlock, assistant_message, tool_calls_of, user_message, visible_text
 from ..outcome import Notice, evolve, evolved, with_outcome
 from ..request import ModelFailure, ModelReply
 from ..session import LedgerEntry, input_hash, with_session
@@ -46,7 +46,7 @@ and programs read: probed in tests/conformance/test_control.py): the second when
 class ToolsDone:
     """Every call of the turn has its result, in the model's order; ``stop``: a PostToolUse hook ended the run."""
 
-    results: tuple[dict[str, Any], ...]
+    results: tuple[ToolResultBlock, ...]
     stop: HookOutcome | None = None
     ledger: tuple[LedgerEntry, ...] = ()  # the completed calls of tools that are not idempotent, as recorded
     started: tuple[BackgroundTask, ...] = ()  # work calls started and left running (background sub-agents)
@@ -62,11 +62,11 @@ class _Completions(Generic[T]):
         self.data = ctx.run.data
         self.registry = registry
         self.calls = {c.id: c for c in self.data.tools.pending}  # the calls that run (not the gate's refusals)
-        self.completed: list[dict[str, Any]] = []
+        self.completed: list[ToolResultBlock] = []
         self.recorded: list[LedgerEntry] = []
         self.started: list[BackgroundTask] = []  # work calls started and left running (background sub-agents)
 
-    def on_result(self, call: ToolCall, result: dict[str, object]) -> None:
+    def on_result(self, call: ToolCall, result: ToolResultBlock) -> None:
         context = self.ctx.services.tool_context
         records = context.responses
         self.ctx.publish(
@@ -80,17 +80,17 @@ class _Completions(Generic[T]):
         tool = self.registry.get(call.name)
         if tool is not None and not tool.idempotent:
             self.recorded.append(self._record(call, tool, result))
-        self.completed.append(dict(result))
+        self.completed.append(result.copy())
         self.ctx.save(self.done_so_far)  # what an abort now reports as done
 
-    def _record(self, call: ToolCall, tool: ToolSpec, result: dict[str, object]) -> LedgerEntry:
+    def _record(self, call: ToolCall, tool: ToolSpec, result: ToolResultBlock) -> LedgerEntry:
         """The call's ledger entry, written to the session's ledger first when the session keeps one."""
         entry = LedgerEntry(
             tool_use_id=call.id,
             name=call.name,
             input_hash=input_hash(call.name, call.input, tool.attempt_fields),
             input=dict(call.input),
-            result=dict(result),
+            result=result.copy(),
             prompt_id=self.data.session.prompt_id,
         )
         store = self.ctx.services.session
@@ -127,10 +127,10 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
         tools.pending,
         registry,
         context,
-        on_result=sink.on_result,  # type: ignore[arg-type]
+        on_result=sink.on_result,
         runner=services.call_runner,
     )
-    by_id: dict[str, dict[str, Any]] = {str(r["tool_use_id"]): dict(r) for r in (*ran, *tools.denied)}
+    by_id: dict[str, ToolResultBlock] = {str(r["tool_use_id"]): r.copy() for r in (*ran, *tools.denied)}
     responses = services.tool_context.responses
     made = {i: responses.pop(i) for i in by_id if i in responses} if responses is not None else {}
     stop, notes = await _post_tool_use(ctx, sink.calls, by_id, made) if services.hooks.configured else (None, {})
@@ -141,7 +141,7 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     return Event(name="stopped_by_hook" if stop is not None else "tools_finished", data=done)
 
 
-def _show_refusals(data: T, on_result: Callable[[ToolCall, dict[str, object]], None]) -> None:
+def _show_refusals(data: T, on_result: Callable[[ToolCall, ToolResultBlock], None]) -> None:
     """The gate's refusals, complete already: shown before anything runs."""
     if not data.tools.denied:
         return
@@ -151,14 +151,14 @@ def _show_refusals(data: T, on_result: Callable[[ToolCall, dict[str, object]], N
     for refusal in data.tools.denied:
         call = asked.get(str(refusal["tool_use_id"]))
         if call is not None:
-            on_result(call, dict(refusal))
+            on_result(call, refusal.copy())
 
 
 async def _post_tool_use(
     ctx: EffectContext[T, ToolServices],
     calls: Mapping[str, ToolCall],
-    by_id: dict[str, dict[str, Any]],
-    made: Mapping[str, Any],
+    by_id: dict[str, ToolResultBlock],
+    made: Mapping[str, object],
 ) -> tuple[HookOutcome | None, dict[str, tuple[str, ...]]]:
     """Each run call's result through the PostToolUse hooks (``by_id`` updated in place): the outcome that
     stops the run, if one does, and each call's notes for the model."""
@@ -184,7 +184,7 @@ async def _post_tool_use(
     return stop, notes
 
 
-def _tool_response(call: ToolCall, result: Mapping[str, Any], made: Any) -> Any:
+def _tool_response(call: ToolCall, result: ToolResultBlock, made: object) -> object:
     """What a PostToolUse hook gets as ``tool_response``, as Claude Code 2.1.235 sends it: the tool's own
     record where it made one (Read, Write, Edit, ReadMcpResourceTool, Bash: its output, stderr merged into
     ``stdout`` as Claude Code's is, empty when there was none), an MCP tool's text as is; any other call's text
@@ -200,16 +200,14 @@ def _tool_response(call: ToolCall, result: Mapping[str, Any], made: Any) -> Any:
     return {"content": content}
 
 
-def _apply_post_hook(result: dict[str, Any], post: HookOutcome) -> dict[str, Any]:
-    content = result.get("content")
-    if post.updated_output is not None:
-        if isinstance(post.updated_output, str):
-            content = post.updated_output
-        else:
-            kind = type(post.updated_output).__name__
-            error = f"updatedOutput must be a string, got {kind}; the original output is kept"
-            content = f"{content}\n[PostToolUse hook error: {error}]"
-    return {**result, "content": content}
+def _apply_post_hook(result: ToolResultBlock, post: HookOutcome) -> ToolResultBlock:
+    if post.updated_output is None:
+        return result.copy()
+    if isinstance(post.updated_output, str):
+        return {**result, "content": post.updated_output}
+    kind = type(post.updated_output).__name__
+    error = f"updatedOutput must be a string, got {kind}; the original output is kept"
+    return {**result, "content": f"{result.get('content')}\n[PostToolUse hook error: {error}]"}
 
 
 def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure]) -> T:
@@ -229,7 +227,7 @@ def record_tool_request(run: RunState[T], event: Event[ModelReply | ModelFailure
         notes = outcome.notices
         stop_reason = source.stop_reason
     data = run.data
-    messages = data.messages.append({"role": "assistant", "content": content})
+    messages = data.messages.append(assistant_message(content))
     tools = evolve(data.tools, pending=tool_calls_of(content))
     text = visible_text(content)
     if stop_reason != outcome.stop_reason or text or notes is not outcome.notices:
@@ -246,9 +244,9 @@ def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
     """
     data = run.data
     block = reminder_block(event.data.notes)
-    content = [*event.data.results, block] if block is not None else list(event.data.results)
+    content: list[Block] = [*event.data.results, block] if block is not None else list(event.data.results)
     changes: dict[str, Any] = {
-        "messages": data.messages.append({"role": "user", "content": content}),
+        "messages": data.messages.append(user_message(content)),
         "tools": evolve(
             data.tools,
             pending=(),

@@ -22,6 +22,7 @@ from rich.text import Text
 from queryloop.fsm import Step, inert, uses
 from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.mcp import McpProgress
+from queryloop.handlers.messages import ToolResultBlock, is_tool_result
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import (
     RECOVERABLE_FAILURES,
@@ -64,14 +65,14 @@ _MODEL_FALLBACKS = {"model_fallback": "overloaded", "unavailable_model_fallback"
 _TOOL_USE_ERROR = re.compile(r"</?tool_use_error>")
 
 
-def _result_text(content: Any) -> str:
+def _result_text(content: object) -> str:
     """A tool_result's text: its string, or its text blocks joined (an image block has none)."""
     if isinstance(content, list):
         return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
     return str(content)
 
 
-def _tool_use_result(result: dict[str, Any]) -> str | list[Any]:
+def _tool_use_result(result: ToolResultBlock) -> object:
     """A ``user`` line's ``tool_use_result``: the tool's text, or its content blocks when it carries an image
     (Claude Code's form); an error reads ``Error: …``."""
     content = result.get("content", "")
@@ -97,7 +98,7 @@ class _AgentWork:
 _ACTIVITY_KEYS = ("file_path", "notebook_path", "path", "pattern", "command", "url", "query", "description")
 
 
-def _activity(name: str, tool_input: Any) -> str:
+def _activity(name: str, tool_input: object) -> str:
     """A ``task_progress`` line's description: the tool and what it works on (``Read hello.txt``)."""
     if isinstance(tool_input, dict):
         subject = next((tool_input[k].strip() for k in _ACTIVITY_KEYS if isinstance(tool_input.get(k), str)), "")
@@ -106,7 +107,7 @@ def _activity(name: str, tool_input: Any) -> str:
     return name
 
 
-def _agent_result(started: SubagentStarted, ended: SubagentEnded | None, result: dict[str, Any]) -> Any:
+def _agent_result(started: SubagentStarted, ended: SubagentEnded | None, result: ToolResultBlock) -> object:
     """An Agent call's ``tool_use_result``, in Claude Code 2.1.235's fields: a background launch's, or a
     waited-for agent's answer with its counts (an error result stays its text)."""
     if result.get("is_error"):
@@ -332,7 +333,7 @@ class Renderer:
     def show_progress(self, progress: McpProgress) -> None:
         """A running MCP call's progress (the interactive status line shows it; Claude Code prints no line for it)."""
 
-    def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+    def show_tool_result(self, name: str, result: ToolResultBlock) -> None:
         """One tool call's result (``name`` is ``(synthetic)`` for one no tool produced)."""
 
     def show_retry(self, item: ApiRetry) -> None:
@@ -348,14 +349,14 @@ class Renderer:
         """The run's result object."""
         self.line(result)
 
-    def _note_calls(self, content: Iterable[Mapping[str, Any]]) -> None:
+    def _note_calls(self, content: Iterable[Mapping[str, object]]) -> None:
         self.called.update(str(b.get("id")) for b in content if b.get("type") == "tool_use")
 
     def _keep_record(self, item: ToolResultPublished) -> None:
         if item.record is not None and not item.result.get("is_error"):
             self.records[item.call.id] = item.record
 
-    def _tool_result(self, name: str, result: dict[str, Any]) -> None:
+    def _tool_result(self, name: str, result: ToolResultBlock) -> None:
         self.emitted_results.add(str(result.get("tool_use_id")))
         self.show_tool_result(name, result)
 
@@ -364,21 +365,18 @@ class Renderer:
         self.waiting(False)
         # this run's tool results that no effect published (synthetic ones after an abort or a budget stop)
         for message, meta in data.messages.entries():
-            if meta or message.get("role") != "user" or not isinstance(message.get("content"), list):
+            content = message.get("content")
+            if meta or message.get("role") != "user" or not isinstance(content, list):
                 continue  # a hidden answer (a budget stop's) was never the user's to see
-            for block in message["content"]:
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "tool_result"
-                    and str(block.get("tool_use_id")) in self.called - self.emitted_results
-                ):
+            for block in content:
+                if is_tool_result(block) and str(block.get("tool_use_id")) in self.called - self.emitted_results:
                     self._tool_result("(synthetic)", block)
         last = data.messages.last()
         if last is not None and last.get("role") == "user" and last.get("content") in _MARKER_CONTENTS:
             self.show_user_message(last)  # an interrupt's marker, as Claude Code writes it
         self.show_result(result)
 
-    def show_user_message(self, message: Mapping[str, Any]) -> None:
+    def show_user_message(self, message: Mapping[str, object]) -> None:
         """A user message the run added that is no tool result (an interrupt's marker)."""
 
 
@@ -465,7 +463,7 @@ class TextRenderer(Renderer):
         if self.verbose:
             self.note((f"  {notice.text}", "dim"))
 
-    def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+    def show_tool_result(self, name: str, result: ToolResultBlock) -> None:
         mark = ("✗", "red") if result.get("is_error") else ("✓", "green")
         first = _result_text(result.get("content", "")).strip().splitlines()[:1]
         self.note("  ", mark, f" {name}: {first[0][:100] if first else ''}")
@@ -751,11 +749,11 @@ class StreamJsonRenderer(Renderer):
                 }
             )
 
-    def show_user_message(self, message: Mapping[str, Any]) -> None:
+    def show_user_message(self, message: Mapping[str, object]) -> None:
         line = {"type": "user", "message": dict(message), "parent_tool_use_id": None}
         self.line({**line, "uuid": str(uuid.uuid4()), "timestamp": now()})
 
-    def show_tool_result(self, name: str, result: dict[str, Any]) -> None:
+    def show_tool_result(self, name: str, result: ToolResultBlock) -> None:
         started = None if self.tags else self.subagents.get(str(result.get("tool_use_id")))
         self.line(
             {

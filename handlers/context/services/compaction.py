@@ -10,12 +10,27 @@ import math
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from ...messages import Message, MessageView, compact_json, message_tokens, messages_tokens
+from ...messages import (
+    Block,
+    Message,
+    MessageView,
+    ResultBlock,
+    compact_json,
+    is_tool_result,
+    is_tool_use,
+    message_tokens,
+    messages_tokens,
+    user_message,
+    with_content,
+)
 from ...tools import CLEARABLE_TOOLS
+
+if TYPE_CHECKING:
+    from anthropic.types import TextBlockParam
 
 __all__ = [
     "CLEARED_RESULT",
@@ -53,12 +68,12 @@ __all__ = [
 # ----------------------------------------------------------------------------- estimates
 
 
-def _sent_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+def _sent_tools(tools: Sequence[Mapping[str, object]]) -> list[Mapping[str, object]] | None:
     # The model client omits an empty tool list, so the server sees ``null`` for it.
     return list(tools) if tools else None
 
 
-def request_overhead_tokens(system: str | None, tools: Sequence[Mapping[str, Any]]) -> int:
+def request_overhead_tokens(system: str | None, tools: Sequence[Mapping[str, object]]) -> int:
     """The estimate of a request's system prompt and tool definitions, without messages.
 
     ``ceil(len(J) / 4)`` of the compact JSON of ``{"system", "messages": [], "tools"}``
@@ -68,7 +83,7 @@ def request_overhead_tokens(system: str | None, tools: Sequence[Mapping[str, Any
 
 
 def request_tokens(
-    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+    system: str | None, tools: Sequence[Mapping[str, object]], messages: Sequence[Mapping[str, object]]
 ) -> int:
     """The whole-request estimate, exactly as the embedded server computes it."""
     body = {"system": system, "messages": list(messages), "tools": _sent_tools(tools)}
@@ -78,20 +93,20 @@ def request_tokens(
 # ------------------------------------------------------------------------------- blocks
 
 
-def _blocks(message: Mapping[str, Any]) -> list[Any]:
+def _blocks(message: Mapping[str, object]) -> list[Block]:
     content = message.get("content")
     return content if isinstance(content, list) else []
 
 
-def _tool_use_ids(message: Mapping[str, Any]) -> list[str]:
-    return [b["id"] for b in _blocks(message) if isinstance(b, dict) and b.get("type") == "tool_use"]
+def _tool_use_ids(message: Mapping[str, object]) -> list[str]:
+    return [b["id"] for b in _blocks(message) if is_tool_use(b)]
 
 
-def _tool_result_ids(message: Mapping[str, Any]) -> list[str]:
-    return [b["tool_use_id"] for b in _blocks(message) if isinstance(b, dict) and b.get("type") == "tool_result"]
+def _tool_result_ids(message: Mapping[str, object]) -> list[str]:
+    return [b["tool_use_id"] for b in _blocks(message) if is_tool_result(b)]
 
 
-def _result_text_chars(content: Any) -> int:
+def _result_text_chars(content: object) -> int:
     """Characters of text in a tool_result's content (a string, or its text blocks)."""
     if isinstance(content, str):
         return len(content)
@@ -100,7 +115,7 @@ def _result_text_chars(content: Any) -> int:
     return 0
 
 
-def _first_text(content: Any) -> str:
+def _first_text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -113,7 +128,7 @@ def _first_text(content: Any) -> str:
 # ------------------------------------------------------------------------------- groups
 
 
-def api_round_groups(messages: Sequence[Mapping[str, Any]]) -> list[range]:
+def api_round_groups(messages: Sequence[Mapping[str, object]]) -> list[range]:
     """Split ``messages`` into API-round groups, in order, partitioning the indices.
 
     A group starts at each assistant message and runs up to the next one, so it holds
@@ -168,7 +183,7 @@ class StagedCollapse:
     to what is really removed; not encoding the content keeps staging cheap."""
 
 
-def _collapsed_content(content: Any, chars: int) -> str | list[Any]:
+def _collapsed_content(content: object, chars: int) -> str | list[ResultBlock]:
     stub = collapse_stub(chars)
     if isinstance(content, list):
         # Images and other non-text blocks are not counted in ``chars`` and are kept.
@@ -178,7 +193,7 @@ def _collapsed_content(content: Any, chars: int) -> str | list[Any]:
 
 
 def stage_collapses(
-    messages: Sequence[Mapping[str, Any]], *, keep_recent_groups: int = 2, min_chars: int = 4000
+    messages: Sequence[Mapping[str, object]], *, keep_recent_groups: int = 2, min_chars: int = 4000
 ) -> tuple[StagedCollapse, ...]:
     """The tool results worth collapsing: at least ``min_chars`` characters of text (and
     longer than their stub), in groups older than the most recent ``keep_recent_groups``,
@@ -197,7 +212,7 @@ def stage_collapses(
         if message.get("role") != "user":
             continue
         for j, block in enumerate(_blocks(message)):
-            if not (isinstance(block, dict) and block.get("type") == "tool_result"):
+            if not is_tool_result(block):
                 continue
             content = block.get("content")
             chars = _result_text_chars(content)
@@ -226,16 +241,14 @@ def commit_collapses(messages: Sequence[Message], staged: Sequence[StagedCollaps
             raise ValueError(f"staged collapse points at message {index}, but there are only {len(messages)} messages")
         blocks = list(_blocks(messages[index]))
         for entry in entries:
-            if entry.block_index >= len(blocks) or not (
-                isinstance(blocks[entry.block_index], dict) and blocks[entry.block_index].get("type") == "tool_result"
-            ):
+            old = blocks[entry.block_index] if entry.block_index < len(blocks) else None
+            if not is_tool_result(old):
                 raise ValueError(
                     f"staged collapse points at block {entry.block_index} of message {index}, which is not a "
                     "tool_result; stage the collapses again on this transcript"
                 )
-            old = blocks[entry.block_index]
             blocks[entry.block_index] = {**old, "content": _collapsed_content(old.get("content"), entry.chars)}
-        result[index] = {**messages[index], "content": blocks}
+        result[index] = with_content(messages[index], blocks)
     return result
 
 
@@ -274,7 +287,7 @@ class Clearing:
         return self.tokens_freed >= max(MICROCOMPACT_MIN_TOKENS, self.tokens_rewritten)
 
 
-def _result_tokens(content: Any) -> int:
+def _result_tokens(content: object) -> int:
     if isinstance(content, str):
         return math.ceil(len(content) / 4)
     if isinstance(content, list):
@@ -295,10 +308,10 @@ def _result_tokens(content: Any) -> int:
 _clearable: weakref.WeakKeyDictionary[object, dict[str, tuple[int, int | None]]] = weakref.WeakKeyDictionary()
 
 
-def _freed_by(message: Mapping[str, Any], call_id: str) -> int | None:
+def _freed_by(message: Mapping[str, object], call_id: str) -> int | None:
     """The tokens clearing ``call_id``'s result in ``message`` frees (None: cleared, or no longer than the marker)."""
     for block in _blocks(message):
-        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
+        if is_tool_result(block) and block.get("tool_use_id") == call_id:
             content = block.get("content")
             if content != CLEARED_RESULT and len(compact_json(content)) > len(_CLEARED_JSON):
                 return _result_tokens(content)
@@ -401,13 +414,12 @@ def clear_results(messages: Sequence[Message], clearing: Clearing) -> list[Messa
         if message.get("role") != "user":
             continue
         blocks = _blocks(message)
-        hit = [isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in ids for b in blocks]
-        if not any(hit):
+        if not any(is_tool_result(b) and b.get("tool_use_id") in ids for b in blocks):
             continue
-        result[index] = {
-            **message,
-            "content": [{**b, "content": CLEARED_RESULT} if h else b for b, h in zip(blocks, hit, strict=True)],
-        }
+        cleared: list[Block] = [
+            {**b, "content": CLEARED_RESULT} if is_tool_result(b) and b.get("tool_use_id") in ids else b for b in blocks
+        ]
+        result[index] = with_content(message, cleared)
     return result
 
 
@@ -502,16 +514,16 @@ def summary_request_messages(older: Sequence[Message], instructions: str | None 
     request = SUMMARY_PROMPT
     if instructions and instructions.strip():
         request += f"\n\nThe user's instructions for this summary:\n{instructions.strip()}"
-    block = {"type": "text", "text": request}
+    block: TextBlockParam = {"type": "text", "text": request}
     messages = list(older)
     if messages and messages[0].get("role") != "user":
-        messages.insert(0, {"role": "user", "content": _DROPPED_HEAD_NOTE})
+        messages.insert(0, user_message(_DROPPED_HEAD_NOTE))
     last = messages[-1] if messages else None
     if last is None or last.get("role") != "user":
-        return [*messages, {"role": "user", "content": [block]}]
+        return [*messages, user_message([block])]
     content = last.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    return [*messages[:-1], {**last, "content": [*blocks, block]}]
+    blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    return [*messages[:-1], with_content(last, [*blocks, block])]
 
 
 def drop_oldest_group(older: Sequence[Message]) -> tuple[list[Message], int] | None:
@@ -527,14 +539,14 @@ def drop_oldest_group(older: Sequence[Message]) -> tuple[list[Message], int] | N
     return list(older[cut:]), cut
 
 
-def _read_paths(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def _read_paths(messages: Sequence[Mapping[str, object]]) -> list[str]:
     """``file_path`` of every ``Read`` call, most recent first."""
     paths: list[str] = []
     for message in reversed(messages):
         if message.get("role") != "assistant":
             continue
         for block in reversed(_blocks(message)):
-            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == "Read":
+            if is_tool_use(block) and block.get("name") == "Read":
                 tool_input = block.get("input")
                 raw = tool_input.get("file_path") if isinstance(tool_input, Mapping) else None
                 if isinstance(raw, str) and raw and "\x00" not in raw:
@@ -543,7 +555,7 @@ def _read_paths(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def regenerate_attachments(
-    removed: Sequence[Mapping[str, Any]], cwd: Path, *, max_files: int = 3, max_chars_per_file: int = 8000
+    removed: Sequence[Mapping[str, object]], cwd: Path, *, max_files: int = 3, max_chars_per_file: int = 8000
 ) -> list[str]:
     """The current text of files the model Read in ``removed``, to re-attach after compaction.
 
@@ -598,7 +610,7 @@ def compacted_messages(summary: str, recent: Sequence[Message], attachments: Seq
     """
     if not summary.strip():
         raise ValueError("the compaction summary is empty; the summary request produced no text")
-    blocks: list[Any] = [{"type": "text", "text": _SUMMARY_INTRO + summary.strip()}]
+    blocks: list[Block] = [{"type": "text", "text": _SUMMARY_INTRO + summary.strip()}]
     blocks.extend({"type": "text", "text": a} for a in attachments if a.strip())
     rest = list(recent)
     if rest and rest[0].get("role") == "user":
@@ -614,7 +626,7 @@ def compacted_messages(summary: str, recent: Sequence[Message], attachments: Seq
                 blocks.append({"type": "text", "text": content})
         else:
             blocks.extend(content or [])
-    return [{"role": "user", "content": blocks}, *rest]
+    return [user_message(blocks), *rest]
 
 
 CompactTrigger = Literal["auto", "manual", "reactive"]
@@ -656,7 +668,7 @@ def dominant_part_from(history_tokens: int, overhead_tokens: int) -> DominantPar
 
 
 def dominant_part(
-    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+    system: str | None, tools: Sequence[Mapping[str, object]], messages: Sequence[Mapping[str, object]]
 ) -> DominantPart:
     """Which part of the request is larger: the conversation history or system + tools."""
     return dominant_part_from(messages_tokens(messages), request_overhead_tokens(system, tools))
@@ -679,7 +691,7 @@ def not_compactable_hint_from(history_tokens: int, overhead_tokens: int) -> str:
 
 
 def not_compactable_hint(
-    system: str | None, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+    system: str | None, tools: Sequence[Mapping[str, object]], messages: Sequence[Mapping[str, object]]
 ) -> str:
     """One line telling the user what fills the request and what to do about it."""
     return not_compactable_hint_from(messages_tokens(messages), request_overhead_tokens(system, tools))

@@ -7,9 +7,12 @@ the ``<system-reminder>`` block that carries them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .runner import HookOutcome
+
+if TYPE_CHECKING:
+    from anthropic.types import TextBlockParam
 
 __all__ = ["context_notes", "reminder_block", "tool_hook_notes"]
 
@@ -33,7 +36,7 @@ def tool_hook_notes(outcome: HookOutcome | None, tool_name: str) -> tuple[str, .
     return reasons + context_notes(outcome, marker)
 
 
-def reminder_block(notes: Iterable[str]) -> dict[str, Any] | None:
+def reminder_block(notes: Iterable[str]) -> TextBlockParam | None:
     """One text block holding the notes inside ``<system-reminder>`` tags; None for no notes."""
     text = "\n\n".join(notes)
     return {"type": "text", "text": f"<system-reminder>\n{text}\n</system-reminder>"} if text else None

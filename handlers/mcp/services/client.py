@@ -19,7 +19,7 @@ import attrs
 from ...tools import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .checked import checked_transport, protocol_problem
 from .config import McpServerConfig, tool_name
-from .content import MalformedContent, prompt_messages, resource_text, tool_result_content
+from .content import Block, MalformedContent, PromptMessage, prompt_messages, resource_text, tool_result_content
 from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
 from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs, resource_schemas
 
@@ -617,7 +617,7 @@ class McpManager:
                 found[tool_name(name, prompt.name)] = (name, prompt)
         return found
 
-    async def get_prompt(self, server: str, prompt: str, arguments: Mapping[str, str]) -> list[dict[str, Any]]:
+    async def get_prompt(self, server: str, prompt: str, arguments: Mapping[str, str]) -> list[PromptMessage]:
         """``prompt`` of ``server`` filled with ``arguments``: its messages (ToolError when the server refuses)."""
         connection = self._connections[server]
         result = await self._guarded(connection, self._live(connection).get_prompt(prompt, dict(arguments)))
@@ -640,7 +640,7 @@ class McpManager:
             connection.resource_list = tuple(listed)
         return connection.resource_list
 
-    async def read_resource(self, server: str, uri: str) -> str | list[dict[str, Any]]:
+    async def read_resource(self, server: str, uri: str) -> str | list[Block]:
         """The contents of ``uri`` on ``server``, as the model gets them."""
         connection = self._connections[server]
         client = self._live(connection)

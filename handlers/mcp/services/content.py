@@ -9,18 +9,20 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias, TypedDict
 
 from ...request import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
 
 if TYPE_CHECKING:
     import mcp.types
+    from anthropic.types import ImageBlockParam, TextBlockParam
 
 __all__ = [
     "API_IMAGE_TYPES",
     "IMAGE_MAX_BASE64_CHARS",
     "Block",
     "MalformedContent",
+    "PromptMessage",
     "blocks_text",
     "content_blocks",
     "prompt_messages",
@@ -28,7 +30,8 @@ __all__ = [
     "tool_result_content",
 ]
 
-Block = dict[str, Any]
+Block: TypeAlias = "TextBlockParam | ImageBlockParam"
+"""What a server's content becomes: text, or an image the model takes."""
 
 API_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """The media types the Messages API takes in an ``image`` block."""
@@ -152,7 +155,7 @@ def blocks_text(blocks: Iterable[Block]) -> str:
     lines = []
     for block in blocks:
         if block["type"] == "image":
-            lines.append(f"[image: {block['source']['media_type']}]")
+            lines.append(f"[image: {block['source'].get('media_type')}]")
         else:
             lines.append(str(block.get("text", "")))
     return "\n".join(lines)
@@ -186,9 +189,16 @@ def resource_text(result: mcp.types.ReadResourceResult, server: str) -> str | li
     return blocks_text(blocks)
 
 
-def prompt_messages(result: mcp.types.GetPromptResult, server: str) -> list[dict[str, Any]]:
+class PromptMessage(TypedDict):
+    """A message of a server's prompt, as the Messages API takes it."""
+
+    role: Literal["user", "assistant"]
+    content: list[Block]
+
+
+def prompt_messages(result: mcp.types.GetPromptResult, server: str) -> list[PromptMessage]:
     """A prompt's messages as Messages API messages: each its role and its content as blocks."""
-    messages: list[dict[str, Any]] = []
+    messages: list[PromptMessage] = []
     for message in result.messages:
         blocks = content_blocks([message.content], server)  # each a message: a request carries them all
         messages.append({"role": message.role, "content": blocks})

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...tools import ToolError
-from .content import blocks_text
+from .content import PromptMessage, blocks_text
 
 if TYPE_CHECKING:
     from .client import McpManager
@@ -37,7 +37,7 @@ def prompt_arguments(names: Sequence[str], text: str) -> dict[str, str]:
     return values
 
 
-def _text(messages: Sequence[dict[str, Any]]) -> str:
+def _text(messages: Sequence[PromptMessage]) -> str:
     parts = []
     for message in messages:
         text = blocks_text(message["content"])

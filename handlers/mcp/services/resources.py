@@ -16,6 +16,8 @@ from ...tools import LIST_RESOURCES, READ_RESOURCE, ToolContext, ToolError, Tool
 if TYPE_CHECKING:
     import mcp.types
 
+    from .content import Block
+
 __all__ = ["RESOURCE_TOOLS", "ResourceSource", "resource_runs", "resource_schemas"]
 
 RESOURCE_TOOLS: Final = (LIST_RESOURCES, READ_RESOURCE)
@@ -51,7 +53,7 @@ class ResourceSource:
 
     servers: Callable[[], Sequence[str]]  # connected servers that declare resources
     listing: Callable[[str], Awaitable[Sequence[mcp.types.Resource]]]
-    read: Callable[[str, str], Awaitable[str | list[dict[str, Any]]]]  # the contents as embedded resources show
+    read: Callable[[str, str], Awaitable[str | list[Block]]]  # the contents as embedded resources show
     contents: Callable[[str, str], Awaitable[mcp.types.ReadResourceResult]]  # the contents as the server answered
 
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
-from ...messages import Message, MessageView, compact_json
+from ...messages import Block, Message, MessageView, compact_json, user_message, with_content
 from .media import within_media_cap
 from .pricing import wire_model
+
+if TYPE_CHECKING:
+    from anthropic.types import TextBlockParam
 
 __all__ = [
     "CACHE_CONTROL",
@@ -54,7 +57,7 @@ class RequestParams(Protocol):
     @property
     def system(self) -> str | None: ...
     @property
-    def tools(self) -> tuple[dict[str, Any], ...]: ...
+    def tools(self) -> tuple[Mapping[str, object], ...]: ...
     @property
     def max_tokens(self) -> int: ...
     @property
@@ -81,7 +84,7 @@ _once: dict[tuple[int, bool, bool, str], tuple[object, bytes]] = {}
 
 
 def _json_once(
-    value: str | Mapping[str, Any], *, breakpoint: bool = False, block: bool = False, ttl: str = "5m"
+    value: str | Mapping[str, object], *, breakpoint: bool = False, block: bool = False, ttl: str = "5m"
 ) -> bytes:
     """The compact JSON of a system prompt, a tool definition or the instructions, remembered by identity.
 
@@ -108,17 +111,17 @@ def _json_once(
     return encoded
 
 
-def _marked(block: Mapping[str, Any], ttl: str = "5m") -> dict[str, Any]:
+def _marked(block: Mapping[str, object], ttl: str = "5m") -> dict[str, object]:
     return {**block, "cache_control": dict(CACHE_CONTROL_1H if ttl == "1h" else CACHE_CONTROL)}
 
 
-def _markable(block: Any) -> bool:
+def _markable(block: object) -> bool:
     if not isinstance(block, Mapping) or block.get("type") in _UNMARKABLE:
         return False
     return not (block.get("type") == "text" and not block.get("text"))  # an empty text block is refused
 
 
-def with_breakpoint(message: Mapping[str, Any], ttl: str = "5m") -> Message | None:
+def with_breakpoint(message: Message, ttl: str = "5m") -> Message | None:
     """A copy of ``message`` with a breakpoint on its last block that can carry one; None if none can.
 
     Thinking blocks and empty text blocks cannot carry a breakpoint; the nearest block
@@ -131,11 +134,11 @@ def with_breakpoint(message: Mapping[str, Any], ttl: str = "5m") -> Message | No
         return None
     assert isinstance(content, list)  # _breakpoint_block found a block in it
     blocks = list(content)
-    blocks[index] = _marked(content[index], ttl)
-    return {**message, "content": blocks}
+    blocks[index] = cast(Block, _marked(content[index], ttl))  # every markable block type takes a cache_control
+    return with_content(message, blocks)
 
 
-def _breakpoint_block(content: Any) -> int | None:
+def _breakpoint_block(content: object) -> int | None:
     """The index of the block of a message's ``content`` that carries its breakpoint: the last that can (None: none)."""
     if not isinstance(content, list):
         return None
@@ -145,7 +148,7 @@ def _breakpoint_block(content: Any) -> int | None:
     return None
 
 
-def _head(system: str | None, tools: Sequence[Mapping[str, Any]], cache: bool, ttl: str = "5m") -> list[bytes]:
+def _head(system: str | None, tools: Sequence[Mapping[str, object]], cache: bool, ttl: str = "5m") -> list[bytes]:
     """The pieces of ``{"system":…,"tools":[…],"messages":[`` with the prefix breakpoint when ``cache``."""
     parts = [b"{"]
     if system is not None:  # an empty one cannot carry a breakpoint (the API refuses an empty text block)
@@ -232,7 +235,7 @@ def _marked_bytes(messages: MessageView, index: int, block: int, ttl: str) -> by
         type(message) is dict
         and type(content) is list
         and block == len(content) - 1  # the last block is the one marked
-        and next(reversed(message)) == "content"
+        and next(reversed(message.keys())) == "content"
         and type(content[block]) is dict
         and content[block]
         and "cache_control" not in content[block]
@@ -259,13 +262,13 @@ def _lead_start(messages: MessageView) -> int:
 def _lead(messages: MessageView, start: int, instructions: str) -> Message:
     """The first message sent, as a value: the first user message with the instructions as its first block
     (a string content becomes a text block after them), or a user message of the instructions alone."""
-    context = {"type": "text", "text": instructions}
+    context: TextBlockParam = {"type": "text", "text": instructions}
     if not start:
-        return {"role": "user", "content": [context]}
+        return user_message([context])
     first = messages.at(0)
     content = first.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    return {**first, "content": [context, *blocks]}
+    blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    return with_content(first, [context, *blocks])
 
 
 def _lead_bytes(messages: MessageView, start: int, instructions: str) -> bytes:
@@ -300,11 +303,12 @@ def _splice(first: Message, stored: bytes, block: bytes) -> bytes | None:
     content = first.get("content")
     if not isinstance(content, (str, list)):
         return None
-    keys = list(first)
+    items = list(first.items())
+    keys = [key for key, _ in items]
     at = keys.index("content")
-    opening = compact_json({k: first[k] for k in keys[:at]}).encode("utf-8")[:-1]
+    opening = compact_json(dict(items[:at])).encode("utf-8")[:-1]
     opening += b',"content":' if at else b'"content":'
-    closing = compact_json({k: first[k] for k in keys[at + 1 :]}).encode("utf-8")
+    closing = compact_json(dict(items[at + 1 :])).encode("utf-8")
     closing = b"," + closing[1:] if at + 1 < len(keys) else b"}"
     if not (stored.startswith(opening) and stored.endswith(closing)):
         return None
@@ -369,14 +373,14 @@ def encode_request(
 def encode_params(
     *,
     model: str,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, object]],
     system: str | None,
-    tools: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, object]],
     max_tokens: int,
     stream: bool,
 ) -> bytes:
     """The body for plain parameters, serialised in one pass and with no breakpoints (direct callers, tests)."""
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}
     if system is not None:
         params["system"] = system
     if tools:

@@ -18,6 +18,7 @@ import attrs
 
 from queryloop.fsm import loads_json, well_formed
 
+from ...messages import Block, Message
 from .body import encode_params
 from .pricing import cost_usd, wire_model
 
@@ -105,7 +106,7 @@ class ModelRequest:
 
     model: str
     max_tokens: int
-    messages: tuple[dict[str, Any], ...] = ()
+    messages: tuple[Message, ...] = ()
     system: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     stream: bool = True
@@ -143,7 +144,7 @@ class RequestLog:
 class ModelReply:
     """A complete answer: API-format content blocks (tool_use ``input`` parsed to a dict)."""
 
-    content: tuple[dict[str, Any], ...]
+    content: tuple[Block, ...]
     stop_reason: str | None
     usage: Mapping[str, Any]
     model: str
@@ -165,7 +166,7 @@ class ModelFailure:
     retry_at: float | None = None
     """When the server asked to be retried (Unix time): ``retry_after_s`` after the answer arrived."""
     should_retry: bool | None = None
-    partial_content: tuple[dict[str, Any], ...] = ()
+    partial_content: tuple[Block, ...] = ()
     """Blocks completed (``content_block_stop`` seen, tool input parsed) before a mid-stream failure."""
     log: RequestLog
 
@@ -299,7 +300,7 @@ class _Attempt:
         status: int | None = None,
         error_type: str | None = None,
         headers: Mapping[str, str] | None = None,
-        partial: tuple[dict[str, Any], ...] = (),
+        partial: tuple[Block, ...] = (),
     ) -> ModelFailure:
         if status is not None:
             self.status = status
@@ -316,9 +317,7 @@ class _Attempt:
             log=self.log(kind, message),
         )
 
-    def from_status_error(
-        self, exc: anthropic.APIStatusError, partial: tuple[dict[str, Any], ...] = ()
-    ) -> ModelFailure:
+    def from_status_error(self, exc: anthropic.APIStatusError, partial: tuple[Block, ...] = ()) -> ModelFailure:
         headers = exc.response.headers
         self.request_id = self.request_id or headers.get("request-id")
         message, etype = _api_message(exc), _error_type(exc)
@@ -533,7 +532,7 @@ class _Assembler:
         self.saw_stop = False
 
     @property
-    def completed(self) -> tuple[dict[str, Any], ...]:
+    def completed(self) -> tuple[Block, ...]:
         return tuple(well_formed(block) for _, block in sorted(self.done, key=lambda item: item[0]))
 
     def start(self, event: Mapping[str, Any]) -> None:

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias, TypeGuard
 
-from ...messages import Message, MessageView
+from ...messages import Block, Message, MessageView, ToolResultBlock, is_tool_result, with_content
+
+if TYPE_CHECKING:
+    from anthropic.types import TextBlockParam
 
 __all__ = [
     "IMAGE_MAX_BASE64_CHARS",
@@ -42,7 +45,10 @@ MEDIA_SLACK_COUNT: Final = 20
 _MEDIA = frozenset({"image", "document"})
 
 
-def sniffed_image_type(raw: bytes) -> str | None:
+ImageType: TypeAlias = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+
+
+def sniffed_image_type(raw: bytes) -> ImageType | None:
     """The API image type ``raw`` is, by its first bytes; None when it is none of them (PNG, JPEG, GIF, WebP)."""
     if raw.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
@@ -56,14 +62,14 @@ def sniffed_image_type(raw: bytes) -> str | None:
 
 
 # per store (a view's lineage): the running (count, base64 characters) after each message counted so far
-_TOTALS: weakref.WeakKeyDictionary[Any, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
+_TOTALS: weakref.WeakKeyDictionary[object, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
 
 
-def _is_media(block: Any) -> bool:
+def _is_media(block: object) -> TypeGuard[dict[str, object]]:
     return isinstance(block, dict) and block.get("type") in _MEDIA
 
 
-def _chars(block: Mapping[str, Any]) -> int:
+def _chars(block: Mapping[str, object]) -> int:
     source = block.get("source")
     data = source.get("data") if isinstance(source, dict) and source.get("type") == "base64" else None
     return len(data) if isinstance(data, str) else 0
@@ -78,7 +84,7 @@ def _media_of(message: Message) -> tuple[int, int]:
     for block in content:
         if _is_media(block):
             count, chars = count + 1, chars + _chars(block)
-        elif isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+        elif is_tool_result(block) and isinstance(block.get("content"), list):
             for inner in block["content"]:
                 if _is_media(inner):
                     count, chars = count + 1, chars + _chars(inner)
@@ -101,7 +107,7 @@ def media_totals(messages: MessageView) -> tuple[int, int]:
     return totals[len(messages) - 1]
 
 
-def _notice(block: Mapping[str, Any]) -> dict[str, Any]:
+def _notice(block: Mapping[str, object]) -> TextBlockParam:
     size = _chars(block) * 3 // 4
     source = block.get("source")
     kind = source.get("media_type") if isinstance(source, dict) else None
@@ -128,7 +134,7 @@ class _Dropping:
     def done(self) -> bool:
         return self.count <= 0 and self.chars <= 0
 
-    def drops(self, block: Mapping[str, Any]) -> bool:
+    def drops(self, block: Mapping[str, object]) -> bool:
         size = _chars(block)
         if self.count > 0 or (self.chars > 0 and size > 0):
             self.count -= 1
@@ -136,12 +142,12 @@ class _Dropping:
             return True
         return False
 
-    def blocks(self, content: list[Any]) -> list[Any]:
+    def blocks(self, content: list[Block]) -> list[Block]:
         """``content`` with the media it drops replaced by a notice each (tool results' media first, as Claude Code)."""
-        inner = [self._in_result(b) if isinstance(b, dict) and b.get("type") == "tool_result" else b for b in content]
+        inner = [self._in_result(b) if is_tool_result(b) else b for b in content]
         return [_notice(b) if not self.done and _is_media(b) and self.drops(b) else b for b in inner]
 
-    def _in_result(self, block: dict[str, Any]) -> dict[str, Any]:
+    def _in_result(self, block: ToolResultBlock) -> ToolResultBlock:
         content = block.get("content")
         if self.done or not isinstance(content, list) or not any(_is_media(b) for b in content):
             return block
@@ -160,6 +166,6 @@ def within_media_cap(messages: MessageView) -> MessageView:
     for message in messages:
         content = message.get("content")
         if not dropping.done and isinstance(content, list) and _media_of(message)[0]:
-            message = {**message, "content": dropping.blocks(content)}
+            message = with_content(message, dropping.blocks(content))
         kept.append(message)
     return MessageView.of(kept, (messages.is_meta(i) for i in range(len(messages))))

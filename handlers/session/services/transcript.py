@@ -18,7 +18,7 @@ import attrs
 
 from queryloop.fsm import uses
 
-from ...messages import Message, MessageView, tool_result_block
+from ...messages import Block, Message, MessageView, ToolResultBlock, assistant_message, tool_result_block
 from ..data import LedgerEntry, SessionData
 from .store import JsonlLog, SessionPaths, read_jsonl
 
@@ -107,7 +107,7 @@ def load_ledger(path: Path) -> tuple[tuple[LedgerEntry, ...], list[str]]:
 
 def answer_dangling(
     messages: Sequence[Mapping[str, Any]], ledger: Sequence[LedgerEntry]
-) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+) -> tuple[list[ToolResultBlock], tuple[str, ...]]:
     """tool_results for the tool_use blocks the history's last message left unanswered, and the ids the ledger had.
 
     A call the ledger shows completed gets its recorded result; any other one an error
@@ -119,7 +119,7 @@ def answer_dangling(
     if not isinstance(content, list):
         return [], ()
     recorded = {e.tool_use_id: e for e in ledger}
-    answers: list[dict[str, Any]] = []
+    answers: list[ToolResultBlock] = []
     found: list[str] = []
     for block in content:
         if not isinstance(block, dict) or block.get("type") != "tool_use":
@@ -129,7 +129,7 @@ def answer_dangling(
             answers.append({**entry.result, "tool_use_id": entry.tool_use_id})
             found.append(entry.tool_use_id)
         else:
-            answers.append(dict(tool_result_block(str(block.get("id")), INTERRUPTED_BEFORE_RECORDED, is_error=True)))
+            answers.append(tool_result_block(str(block.get("id")), INTERRUPTED_BEFORE_RECORDED, is_error=True))
     return answers, tuple(found)
 
 
@@ -211,7 +211,7 @@ class TranscriptWriter:
         self.leaf: str | None = None
         self.boundaries = 0
         self.failed = False  # a write failed: nothing more is written (a gap would break the chain)
-        self.discarded: tuple[dict[str, Any], ...] = ()
+        self.discarded: tuple[Block, ...] = ()
 
     def continue_after(self, written: MessageView) -> None:
         """The run goes on from a run state whose messages (``written``) the transcript holds already."""
@@ -263,8 +263,7 @@ class TranscriptWriter:
     def record(self, step: Step, data: RunData) -> None:
         """Append what ``step`` added to the transcript (and a tombstone for a discarded branch)."""
         if self.discarded and step.source == "calling_model":
-            message = {"role": "assistant", "content": list(self.discarded)}
-            self._append(self._entry("tombstone", reason=step.reason, message=message))
+            self._append(self._entry("tombstone", reason=step.reason, message=assistant_message(list(self.discarded))))
             self.discarded = ()
         messages = data.messages
         if self.view is None:

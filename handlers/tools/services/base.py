@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import attrs
 
+from ...messages import ResultBlock
+
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
@@ -208,7 +210,7 @@ class ToolOutput:
     server's image.
     """
 
-    content: str | Sequence[Mapping[str, Any]]
+    content: str | Sequence[ResultBlock]
     is_error: bool = False
     # The record Claude Code's tool of the same name returns for the call, which PostToolUse hooks get as
     # ``tool_response`` (None: the tool has none). Made only when ``ToolContext.responses`` is kept.

@@ -17,7 +17,7 @@ import attrs
 if TYPE_CHECKING:  # jsonschema words the problems of an input jsonschema-rs refused: imported then (base.py)
     import jsonschema
 
-from ...messages import ToolCall, ToolResultBlock, tool_result_block
+from ...messages import ResultBlock, ToolCall, ToolResultBlock, tool_result_block
 from .base import ToolContext, ToolError, ToolInputError, ToolOutput, ToolSpec, truncate_text
 
 __all__ = [
@@ -215,9 +215,9 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
     return tool_result_block(call.id, _bounded_blocks(output.content, ctx.max_output_chars), is_error=output.is_error)
 
 
-def _bounded_blocks(blocks: Sequence[Mapping[str, Any]], limit: int) -> list[dict[str, Any]]:
+def _bounded_blocks(blocks: Sequence[ResultBlock], limit: int) -> list[ResultBlock]:
     """Content blocks with their text cut to ``limit`` characters in all (images are bounded where they are made)."""
-    out: list[dict[str, Any]] = []
+    out: list[ResultBlock] = []
     left = limit
     for block in blocks:
         if block.get("type") == "text":
@@ -226,7 +226,7 @@ def _bounded_blocks(blocks: Sequence[Mapping[str, Any]], limit: int) -> list[dic
             left = max(left - len(fitted), 0)
             out.append({"type": "text", "text": fitted})
         else:
-            out.append(dict(block))
+            out.append(block.copy())
     return out
 
 

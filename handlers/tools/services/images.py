@@ -11,10 +11,14 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
+from ...messages import ResultBlock
 from ...request import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
 from .base import ToolError, ToolOutput
+
+if TYPE_CHECKING:
+    from anthropic.types import ImageBlockParam
 
 __all__ = ["IMAGE_EXTENSIONS", "IMAGE_MAX_SIDE", "PDF_MAX_BYTES", "read_image", "read_pdf"]
 
@@ -150,7 +154,7 @@ def read_image(path: Path, shown: str, raw: IO[bytes], *, respond: bool) -> Tool
             "smaller copy and Read that"
         )
     encoded = base64.b64encode(data).decode("ascii")
-    block = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": encoded}}
+    block: ImageBlockParam = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": encoded}}
     response = _response(encoded, media_type, len(data), dimensions) if respond else None
     return ToolOutput(content=[block], response=response)
 
@@ -172,7 +176,7 @@ def read_pdf(path: Path, shown: str, raw: IO[bytes], *, respond: bool) -> ToolOu
     if len(data) > PDF_MAX_BYTES:
         raise ToolError(f"{shown} grew while it was read; Read it again")
     encoded = base64.b64encode(data).decode("ascii")
-    blocks: list[dict[str, Any]] = [
+    blocks: list[ResultBlock] = [
         {"type": "text", "text": f"{shown}: a PDF of {len(data)} bytes, in the document that follows"},
         {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": encoded}},
     ]
