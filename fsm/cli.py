@@ -216,7 +216,7 @@ def _finding_lines(r: CheckReport, examples: Sequence[Counterexample]) -> list[s
     return lines
 
 
-def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> None:
+def _checked_params(values: Mapping[str, object], specs: Sequence[MachineSpec]) -> None:
     """``--set`` names a param of a checked machine with a value of its type, or it is a usage error."""
     if not specs:
         return  # nothing loaded: the spec errors are the report

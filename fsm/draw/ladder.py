@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
@@ -185,7 +185,7 @@ def layer_names(spec: MachineSpec) -> tuple[str, ...]:
     return tuple(out)
 
 
-def cap_text(spec: MachineSpec, counter: CounterSpec, params: Mapping[str, Any] | None = None) -> str:
+def cap_text(spec: MachineSpec, counter: CounterSpec, params: Mapping[str, object] | None = None) -> str:
     """``3``, ``max_retries (10)``, ``max_turns − 1 (unset: no limit)``: the cap as declared and its value."""
     if isinstance(counter.cap, int):
         return str(counter.cap)
@@ -198,14 +198,14 @@ def cap_text(spec: MachineSpec, counter: CounterSpec, params: Mapping[str, Any] 
     return f"{counter.cap}{offset} ({'unset: no limit' if value is None else value})"
 
 
-def _condition(spec: MachineSpec, t: TransitionSpec, params: Mapping[str, Any] | None) -> str:
+def _condition(spec: MachineSpec, t: TransitionSpec, params: Mapping[str, object] | None) -> str:
     parts = list(t.guards)
     if t.counter is not None:
         parts.append(f"{t.counter} < {cap_text(spec, spec.counter_map[t.counter], params)}")
     return " and ".join(parts) if parts else "otherwise"
 
 
-def decisions(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> tuple[Decision, ...]:
+def decisions(spec: MachineSpec, params: Mapping[str, object] | None = None) -> tuple[Decision, ...]:
     """Every ``(state, event)`` decision, in the order of its first edge in the YAML."""
     out = []
     for (source, event), edges in spec.candidates().items():
@@ -234,7 +234,7 @@ def _reset_rules(spec: MachineSpec, c: CounterSpec) -> tuple[str, ...]:
     return tuple(rules) or (f"never (scope {c.scope})",)
 
 
-def counter_rows(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> tuple[CounterRow, ...]:
+def counter_rows(spec: MachineSpec, params: Mapping[str, object] | None = None) -> tuple[CounterRow, ...]:
     """Every counter, in YAML order."""
     return tuple(
         CounterRow(

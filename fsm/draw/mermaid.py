@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..model.spec import MachineSpec, StateSpec, TransitionSpec
 from .ladder import (
@@ -64,7 +63,7 @@ def _arrow(spec: MachineSpec, t: TransitionSpec) -> str:
     return _ARROW.get(edge_kind(spec, t), "-->")
 
 
-def _key(spec: MachineSpec, counters: Iterable[str], params: Mapping[str, Any] | None) -> list[str]:
+def _key(spec: MachineSpec, counters: Iterable[str], params: Mapping[str, object] | None) -> list[str]:
     legend = [
         "<b>legend</b>",
         "rhombus = decision on an event: candidates 1..n tried in YAML order;",
@@ -105,7 +104,7 @@ def _edge_text(c_order: int | None, t: TransitionSpec, condition: str) -> str:
     return _text("\n".join(parts))
 
 
-def _layer_lines(spec: MachineSpec, view: View, params: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+def _layer_lines(spec: MachineSpec, view: View, params: Mapping[str, object] | None) -> tuple[list[str], list[str]]:
     home = [s for s in spec.states if view.kind == "full" or s.layer == view.layer]
     home_names = {s.name for s in home}
     ds = [d for d in decisions(spec, params) if d.source in home_names]
@@ -255,7 +254,7 @@ def _overview_lines(spec: MachineSpec) -> tuple[list[str], list[str]]:
     return nodes, edges
 
 
-def to_mermaid(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, view: View | None = None) -> str:
+def to_mermaid(spec: MachineSpec, params: Mapping[str, object] | None = None, *, view: View | None = None) -> str:
     """The Mermaid flowchart of a view of ``spec`` (default: the full machine), as text."""
     view = view or View(kind="full")
     if view.kind == "template":
@@ -278,7 +277,7 @@ def to_mermaid(spec: MachineSpec, params: Mapping[str, Any] | None = None, *, vi
     return "\n".join(lines) + "\n"
 
 
-def _template_mermaid(spec: MachineSpec, template: str, params: Mapping[str, Any] | None) -> str:
+def _template_mermaid(spec: MachineSpec, template: str, params: Mapping[str, object] | None) -> str:
     """A template drawn once (each ``{param}`` as written), its instances listed in the key."""
     drawn = template_spec(spec, template)
     view = View(kind="layer", layer=template)

@@ -9,7 +9,6 @@ import re
 import textwrap
 from collections.abc import Iterable, Mapping
 from html import escape
-from typing import Any
 
 import graphviz
 
@@ -123,7 +122,7 @@ def _legend(overview: bool, marks: _Marks | None, columns: int = 3) -> str:
     return '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">' + "".join(rows) + "</TABLE>"
 
 
-def _counter_table(spec: MachineSpec, names: Iterable[str], params: Mapping[str, Any] | None) -> str:
+def _counter_table(spec: MachineSpec, names: Iterable[str], params: Mapping[str, object] | None) -> str:
     wanted = set(names)
     heads = ("counter", "cap", "scope", "counted by", "reset by")
     rows = ["<TR>" + "".join(f'<TD ALIGN="LEFT" BGCOLOR="#eeeeee"><B>{h}</B></TD>' for h in heads) + "</TR>"]
@@ -149,7 +148,7 @@ def _key(
     title: str,
     doc: str,
     counters: Iterable[str],
-    params: Mapping[str, Any] | None,
+    params: Mapping[str, object] | None,
     *,
     overview: bool = False,
     marks: _Marks | None = None,
@@ -323,7 +322,7 @@ class _Picture:
         self,
         spec: MachineSpec,
         view: View,
-        params: Mapping[str, Any] | None,
+        params: Mapping[str, object] | None,
         trace: Trace | None,
         coverage: Coverage | None = None,
     ):
@@ -536,7 +535,7 @@ class _Picture:
 
 def to_dot(
     spec: MachineSpec,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     *,
     view: View | None = None,
     trace: Trace | None = None,
@@ -564,7 +563,7 @@ def to_dot(
     return _Picture(spec, view, params, trace, coverage).build()
 
 
-def _template_picture(spec: MachineSpec, template: str, params: Mapping[str, Any] | None) -> graphviz.Digraph:
+def _template_picture(spec: MachineSpec, template: str, params: Mapping[str, object] | None) -> graphviz.Digraph:
     """A template drawn once (each ``{param}`` as written), with what each instance gives its params."""
     picture = _Picture(template_spec(spec, template), View(kind="layer", layer=template), params, None)
     picture.heading = f"{spec.name} · template {template}"
@@ -593,7 +592,7 @@ def _group_id(name: str) -> str:
     return "g." + re.sub(r"\W", "_", name)
 
 
-def to_overview(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> graphviz.Digraph:
+def to_overview(spec: MachineSpec, params: Mapping[str, object] | None = None) -> graphviz.Digraph:
     """Layers as boxes listing their states; edges between layers aggregated, labelled with their reasons."""
     g = _new_graph(spec, f"{spec.name}.overview")
     g.attr(rankdir="TB", ranksep="0.9", nodesep="0.8")

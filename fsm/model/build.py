@@ -43,7 +43,7 @@ class _Dotted:
         self.package = package
         self.problems: list[SpecProblem] = []
 
-    def absolute(self, name: str, where: Iterable[Any]) -> str:
+    def absolute(self, name: str, where: Iterable[object]) -> str:
         if not name.startswith("."):
             return name
         if not self.package:
@@ -115,17 +115,17 @@ def _section(data: Mapping[str, Any], key: str) -> Iterable[tuple[str, Any]]:
     return (data.get(key) or {}).items()
 
 
-def _same(value: Any) -> Any:
+def _same(value: object) -> Any:
     return value
 
 
-def _figure_field(figures: Mapping[str, Any], key: str, convert: Callable[[Any], Any]) -> dict[str, Any]:
+def _figure_field(figures: Mapping[str, object], key: str, convert: Callable[[Any], Any]) -> dict[str, Any]:
     """Per figure written long-form with ``key``, its value."""
     return {name: convert(f[key]) for name, f in figures.items() if isinstance(f, dict) and key in f}
 
 
 def _guards(
-    data: Mapping[str, Any], dotted: _Dotted
+    data: Mapping[str, object], dotted: _Dotted
 ) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]]:
     """Per guard: its dotted name, its doc and the reasons it decides (a name, or ``{call, doc, decides}``)."""
     guards: dict[str, str] = {}
@@ -140,7 +140,7 @@ def _guards(
     return guards, docs, decides
 
 
-def _counters(data: Mapping[str, Any], lines: Lines, scopes: tuple[str, ...]) -> tuple[CounterSpec, ...]:
+def _counters(data: Mapping[str, object], lines: Lines, scopes: tuple[str, ...]) -> tuple[CounterSpec, ...]:
     return tuple(
         CounterSpec(
             name=name,
@@ -202,12 +202,12 @@ def _transition(t: Mapping[str, Any], origin: str, i: int, lines: Lines, dotted:
     )
 
 
-def _set_value(value: Any) -> Any:
+def _set_value(value: object) -> Any:
     """A ``sets:`` value as the spec keeps it: a literal, or ``("was", path)`` for ``{was: path}``."""
     return ("was", value["was"]) if isinstance(value, dict) else value
 
 
-def _children(data: Mapping[str, Any], lines: Lines) -> tuple[ChildrenSpec, ...]:
+def _children(data: Mapping[str, object], lines: Lines) -> tuple[ChildrenSpec, ...]:
     return tuple(
         ChildrenSpec(
             name=name,
@@ -224,7 +224,7 @@ def _children(data: Mapping[str, Any], lines: Lines) -> tuple[ChildrenSpec, ...]
     )
 
 
-def _invariants(data: Mapping[str, Any], lines: Lines, dotted: _Dotted) -> tuple[InvariantSpec, ...]:
+def _invariants(data: Mapping[str, object], lines: Lines, dotted: _Dotted) -> tuple[InvariantSpec, ...]:
     return tuple(
         InvariantSpec(
             name=name,

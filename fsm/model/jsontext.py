@@ -90,7 +90,7 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return well_formed(value) if _SURROGATE_IN_TEXT.search(text) else value
 
 
-def well_formed(value: Any) -> Any:
+def well_formed(value: object) -> Any:
     """``value`` (as parsed from JSON) with every string valid Unicode.
 
     JSON may escape a surrogate alone (``"\\ud800"``) and Python's parser keeps it as a code point

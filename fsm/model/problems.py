@@ -17,7 +17,7 @@ Lines = Mapping[tuple[Any, ...], int]
 """The line of every node of a declaration, keyed by its path of keys and indexes."""
 
 
-def line_of(lines: Lines, path: Iterable[Any]) -> int | None:
+def line_of(lines: Lines, path: Iterable[object]) -> int | None:
     """The line of the node at ``path``, else of its nearest enclosing node."""
     p = tuple(path)
     while p not in lines and p:

@@ -8,7 +8,6 @@ Owns what each kind means (docs/machines.md), its static proof, and the run-time
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -422,7 +421,7 @@ class Watcher:
             ended=_ended(spec),
         )
 
-    def watch(self, params: Mapping[str, Any], counters: tuple[int, ...] | None = None) -> Watch:
+    def watch(self, params: Mapping[str, object], counters: tuple[int, ...] | None = None) -> Watch:
         """The watch over one run, with each bound resolved for its params (a null param: no bound).
 
         ``counters`` are those of a run restored part-way (a snapshot, a resumed session): a streak

@@ -42,14 +42,14 @@ class Source:
     lines: Mapping[Where, int]
     kind: Literal["yaml", "json"] = "yaml"  # names its containers: mapping/list, or object/array
 
-    def line_of(self, where: Iterable[Any]) -> int | None:
+    def line_of(self, where: Iterable[object]) -> int | None:
         """The line of the node at ``where``, else of its nearest enclosing node."""
         p = tuple(where)
         while p not in self.lines and p:
             p = p[:-1]
         return self.lines.get(p)
 
-    def problem(self, where: Iterable[Any], message: str, fix: str | None = None) -> SpecProblem:
+    def problem(self, where: Iterable[object], message: str, fix: str | None = None) -> SpecProblem:
         return SpecProblem(self.path, self.line_of(where), message, fix)
 
 
@@ -225,7 +225,7 @@ class _Decoder(json.JSONDecoder):
             raise json.JSONDecodeError(f"Expecting {what}", s, end)
         return end + 1
 
-    def _value(self, s: str, end: int, key: Any) -> tuple[Any, int]:
+    def _value(self, s: str, end: int, key: object) -> tuple[Any, int]:
         self._path.append(key)
         self._lines[tuple(self._path)] = _line_at(s, end)
         try:
@@ -235,7 +235,7 @@ class _Decoder(json.JSONDecoder):
         finally:
             self._path.pop()
 
-    def _parse_object(self, s_and_end: tuple[str, int], *_: Any) -> tuple[dict[str, Any], int]:
+    def _parse_object(self, s_and_end: tuple[str, int], *_: object) -> tuple[dict[str, Any], int]:
         s, end = s_and_end
         out: dict[str, Any] = {}
         seen: dict[str, int] = {}
@@ -317,7 +317,7 @@ _TYPE_NAMES = {
 _CONTAINERS = {"yaml": ("a mapping", "a list"), "json": ("an object", "an array")}
 
 
-def json_path(where: Iterable[Any]) -> str:
+def json_path(where: Iterable[object]) -> str:
     """``where`` as a JSON path: ``$.states.calling.emits[0]``."""
     out = "$"
     for part in where:
@@ -371,7 +371,7 @@ def _message(err: jsonschema.ValidationError, kind: Literal["yaml", "json"]) -> 
 
 
 def schema_problems(
-    schema: Mapping[str, Any], source: Source, *, fixes: Mapping[str, str] | None = None
+    schema: Mapping[str, object], source: Source, *, fixes: Mapping[str, str] | None = None
 ) -> list[SpecProblem]:
     """Every JSON-Schema violation of ``source.data`` as ``file:line: $.json.path: what (fix)``, in file order.
 

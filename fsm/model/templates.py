@@ -104,7 +104,7 @@ class _Expander:
     def problem(self, where: _Path, message: str, fix: str) -> None:
         self.problems.append(self.source.problem(where, message, fix))
 
-    def values(self, template: str, given: Mapping[str, Any], where: _Path, who: str) -> dict[str, Any] | None:
+    def values(self, template: str, given: Mapping[str, object], where: _Path, who: str) -> dict[str, Any] | None:
         """The values of ``template``'s params for one use: given, else the param's default (its
         ``{param}``s filled in from the others)."""
         declared: Mapping[str, Any] = self.templates[template]["params"]
@@ -163,7 +163,7 @@ class _Expander:
                 "give one of them a default naming none of the others, or no default",
             )
 
-    def substitute(self, value: Any, values: Mapping[str, Any], where: _Path, template: str) -> Any:
+    def substitute(self, value: object, values: Mapping[str, object], where: _Path, template: str) -> Any:
         """``value`` with every ``{param}`` replaced; a string that is one ``{param}`` takes the value as is."""
         if isinstance(value, dict):
             return {
@@ -193,7 +193,7 @@ class _Expander:
         return _PARAM.sub(one, value)
 
     def expand(
-        self, template: str, given: Mapping[str, Any], where: _Path, who: str, stack: tuple[str, ...]
+        self, template: str, given: Mapping[str, object], where: _Path, who: str, stack: tuple[str, ...]
     ) -> Instance | None:
         """One use of ``template``: its states and transitions, nested uses expanded in place."""
         if template not in self.templates:
@@ -290,7 +290,7 @@ def _once(problems: list[SpecProblem]) -> list[SpecProblem]:
     return list({str(p): p for p in problems}.values())
 
 
-def _params_in(value: Any) -> list[str]:
+def _params_in(value: object) -> list[str]:
     """The ``{param}``s a value names, each once, in order."""
     if isinstance(value, str):
         return list(dict.fromkeys(_PARAM.findall(value)))
@@ -394,7 +394,7 @@ def _by_node(lines: Mapping[_Path, int]) -> _Lines:
     return out
 
 
-def _is_placeholder(value: Any) -> bool:
+def _is_placeholder(value: object) -> bool:
     return isinstance(value, dict) and set(value) == {"instance"}
 
 
@@ -451,7 +451,7 @@ def _place_transitions(
     out: list[Any] = []
     placed: set[str] = set()
 
-    def add(t: Any, src: _Path) -> None:
+    def add(t: object, src: _Path) -> None:
         _copy_lines(lines, old, src, ("transitions", len(out)))
         out.append(t)
 
@@ -471,7 +471,7 @@ def _place_transitions(
 
 
 def _placeable(
-    ex: _Expander, t: Mapping[str, Any], at: _Path, instances: Mapping[str, Instance], placed: set[str]
+    ex: _Expander, t: Mapping[str, object], at: _Path, instances: Mapping[str, Instance], placed: set[str]
 ) -> bool:
     """Whether ``- instance: NAME`` at ``at`` places a declared instance not placed before (else a problem)."""
     name = t["instance"]

@@ -146,7 +146,7 @@ def _fields(run: RunState[Any]) -> tuple[Any, ...]:
     return (run.state, run.counters, run.steps, run.data, run.params, run.caps, run.limits)
 
 
-def _rewritten(run: RunState[Any], seen: tuple[Any, ...]) -> str | None:
+def _rewritten(run: RunState[Any], seen: tuple[object, ...]) -> str | None:
     """The fields of ``run`` no longer the objects ``seen`` held (a frozen record rewritten in place), else None.
 
     A record is frozen against ``run.x = y``, not against ``object.__setattr__``: an effect that reset
@@ -192,7 +192,7 @@ def _frame_of(paths: tuple[str, ...]) -> Frame:
     return tree
 
 
-def _outside_frame(before: Any, after: Any, frame: Frame, prefix: str = "") -> list[str]:
+def _outside_frame(before: object, after: object, frame: Frame, prefix: str = "") -> list[str]:
     """The fields (dotted) that differ between ``before`` and ``after`` outside ``frame``.
 
     Only attrs records are looked into; a field the frame names but the record lacks is a HandlerError
@@ -354,7 +354,7 @@ class Program:
         self._book.set_state(state, book)
         self._book.models.append(book)
 
-    def initial_state(self, data: Any = None, params: Mapping[str, Any] | None = None) -> RunState[Any]:
+    def initial_state(self, data: object = None, params: Mapping[str, object] | None = None) -> RunState[Any]:
         """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
         values = self.spec.param_defaults
         declared = self.spec.param_map
@@ -479,7 +479,7 @@ class Program:
         return data
 
     @staticmethod
-    def _kept_promise(edge: _Edge, before: Any, after: Any) -> None:
+    def _kept_promise(edge: _Edge, before: object, after: object) -> None:
         """Refuse a handler that left a field its edge's contract (``changes:``) says it changes (a HandlerError)."""
         kept = []
         for path in edge.changes:
@@ -497,7 +497,7 @@ class Program:
             )
 
     @staticmethod
-    def _kept_frame(edge: _Edge, before: Any, after: Any) -> None:
+    def _kept_frame(edge: _Edge, before: object, after: object) -> None:
         """Refuse a handler that changed a field outside its edge's frame, or left one of ``sets`` at another value."""
         assert edge.frame is not None
         try:
@@ -520,7 +520,7 @@ class Program:
                 raise HandlerError(f"{edge.what} left {path} at {now!r:.60}; its edge's contract (`sets:`) says {said}")
 
     @staticmethod
-    def _invariants_hold(edge: _Edge, data: Any) -> None:
+    def _invariants_hold(edge: _Edge, data: object) -> None:
         """Refuse a step into a state after which one of its invariants reports a problem."""
         for name, doc, holds in edge.invariants:
             try:
@@ -533,7 +533,7 @@ class Program:
                 )
 
     @staticmethod
-    def _unchanged(run: RunState[Any], seen: tuple[Any, ...], what: str) -> None:
+    def _unchanged(run: RunState[Any], seen: tuple[object, ...], what: str) -> None:
         """Refuse a handler that rewrote, in place, the run state it was handed (a HandlerError)."""
         changed = _rewritten(run, seen)
         if changed is not None:
@@ -660,7 +660,7 @@ class EffectContext(Generic[D, S_co]):
         """
         return self._program.choose(self.run, Event(name=event)).reason
 
-    def publish(self, item: Any) -> None:
+    def publish(self, item: object) -> None:
         """Hand ``item`` to the caller: live to ``on_publish`` if set, else yielded after the effect."""
         if self._live is not None:
             self._live(item)
@@ -696,7 +696,7 @@ class Runner(Generic[D, S]):
         *,
         data: D | None = None,
         services: S | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
         state: RunState[D] | None = None,
         on_publish: Callable[[Any], None] | None = None,
         on_step: Callable[[Step], None] | None = None,
@@ -795,7 +795,7 @@ class Runner(Generic[D, S]):
     def _save(self, data: D | Callable[[], D]) -> None:
         self._saved = data
 
-    def _restore(self, handed: RunState[D], fields: tuple[Any, ...]) -> str | None:
+    def _restore(self, handed: RunState[D], fields: tuple[object, ...]) -> str | None:
         """What of the run state an effect was handed it rewrote in place (None: nothing); the run then goes
         on from the state as it was handed (the step into internal_error keeps the true counters)."""
         changed = _rewritten(handed, fields)
@@ -803,7 +803,7 @@ class Runner(Generic[D, S]):
             self.final = _as_seen(handed, fields)
         return changed
 
-    def _advance(self, event: Any, state_name: str) -> Step:
+    def _advance(self, event: object, state_name: str) -> Step:
         program = self.program
         if isinstance(event, str):
             event = Event(name=event)

@@ -47,7 +47,7 @@ class Expr:
     counter: str = ""  # cap: the counter whose cap it is
     args: tuple[Expr, ...] = ()
 
-    def evaluate(self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None) -> Value:
+    def evaluate(self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value] | None = None) -> Value:
         """The expression's value with the caps ``params`` give (``math.inf``: unbounded).
 
         ``memo`` keeps each sub-expression's value for one ``params``: bounds share their pieces,
@@ -62,7 +62,7 @@ class Expr:
         memo[self] = value = self._evaluate(spec, params, memo)
         return value
 
-    def _evaluate(self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]) -> Value:
+    def _evaluate(self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value]) -> Value:
         if self.op == "cap":
             cap = spec.cap_of(spec.counter_map[self.counter], params)
             return math.inf if cap is None else cap
@@ -113,7 +113,7 @@ class Expr:
         return out
 
     def resolve(
-        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None
+        self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value] | None = None
     ) -> dict[tuple[str, ...], float] | None:
         """The bound at ``params`` as a polynomial in the cap params (monomial → coefficient), one that holds
         for every cap value; ``None`` when it is unbounded at ``params``.
@@ -150,7 +150,7 @@ class Expr:
         return {mono: k for mono, k in both.items() if k}
 
     def _branch(
-        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]
+        self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value]
     ) -> dict[tuple[str, ...], float] | None:
         """The branch of the bound that is largest at ``params``, as a polynomial in the cap params;
         ``None`` when it is unbounded or no branch is possible there. It equals the bound at ``params``."""
@@ -172,7 +172,7 @@ class Expr:
         return _combined(self.op, [p for p in polys if p is not None])
 
     def _cap_branch(
-        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]
+        self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value]
     ) -> dict[tuple[str, ...], float] | None:
         """A cap as a polynomial: a constant, or its param plus its offset (``None`` when it is unset)."""
         c = spec.counter_map[self.counter]
@@ -347,7 +347,7 @@ def figure_bounds(
     return out
 
 
-def figure_values(spec: MachineSpec, params: Mapping[str, Any]) -> tuple[dict[str, Value], dict[str, Value]]:
+def figure_values(spec: MachineSpec, params: Mapping[str, object]) -> tuple[dict[str, Value], dict[str, Value]]:
     """Every figure's bound evaluated at ``params`` (each cap as ``spec.cap_of`` resolves it), directly:
     per turn, then per run."""
     num = _Num(spec, params)
@@ -392,7 +392,7 @@ class _Num:
     is the expression's value (what :func:`runs_of_steps` needs: its steps from a cap of 0 are the
     expression's, one unit each, not the first one also making an edge possible)."""
 
-    def __init__(self, spec: MachineSpec, params: Mapping[str, Any], *, as_expressions: bool = False) -> None:
+    def __init__(self, spec: MachineSpec, params: Mapping[str, object], *, as_expressions: bool = False) -> None:
         self.spec, self.params = spec, params
         self.as_expressions = as_expressions
         self.caps: dict[str, float] = {}
@@ -441,7 +441,7 @@ class _Box:
     so the most of a figure is a bound for every setting in the box: no monotonicity in the caps is assumed
     (a bound subtracts charges, and a larger cap may take a path a smaller one does not)."""
 
-    def __init__(self, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> None:
+    def __init__(self, spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object]) -> None:
         self.low, self.high = _Num(spec, low), _Num(spec, high)
 
     def const(self, n: float) -> Span:
@@ -474,7 +474,7 @@ MOST_BOXES = 64
 """The most sub-boxes :func:`most_over` splits a box of caps into before it settles for the most of their spans."""
 
 
-def most_over(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
+def most_over(expr: Expr, spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object]) -> Value:
     """A bound of ``expr`` for every setting of the caps from ``low`` to ``high``, proven by interval arithmetic,
     and as tight as :data:`MOST_BOXES` sub-boxes make it: the box whose span reaches highest is split in two at
     the middle of its widest param until no span reaches above a value the expression takes at a corner (then
@@ -516,7 +516,7 @@ def _caps_in(expr: Expr, spec: MachineSpec) -> list[str]:
     return [p.name for p in spec.params if p.name in found]
 
 
-def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
+def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object]) -> Value:
     return expr.span(spec, _Box(spec, low, high))[1]
 
 
@@ -525,7 +525,7 @@ MOST_BUDGET_POINTS = 256
 
 
 def runs_of_steps(
-    spec: MachineSpec, params: Mapping[str, Any], names: Iterable[str], *, low: Mapping[str, Any] | None = None
+    spec: MachineSpec, params: Mapping[str, object], names: Iterable[str], *, low: Mapping[str, object] | None = None
 ) -> dict[str, Value]:
     """Every figure ``names`` per run, each run budget charged once to the whole run, not to every turn.
 

@@ -161,7 +161,7 @@ class OverRanges:
     composed: Mapping[str, Composed]
 
 
-def range_box(spec: MachineSpec, at: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def range_box(spec: MachineSpec, at: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every value a run accepts, as a box: each int or number param from 0 to its declared ``max`` (the top
     of a nullable one is ``None``: unset, no limit), every other param at ``at``."""
     low, high = dict(at), dict(at)
@@ -176,7 +176,7 @@ def _whole(value: float) -> int | float:
     return int(value) if value == int(value) else value
 
 
-def figures_over_ranges(spec: MachineSpec, at: Mapping[str, Any], bounds: Mapping[str, Bound]) -> OverRanges:
+def figures_over_ranges(spec: MachineSpec, at: Mapping[str, object], bounds: Mapping[str, Bound]) -> OverRanges:
     """The figures :class:`OverRanges` holds, from the expressions ``bounds`` (per turn, and per run where
     they are built)."""
     low, high = range_box(spec, at)
@@ -193,7 +193,7 @@ def figures_over_ranges(spec: MachineSpec, at: Mapping[str, Any], bounds: Mappin
 
 
 def _composed_over(
-    spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any], own: Mapping[str, float]
+    spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object], own: Mapping[str, float]
 ) -> dict[str, Composed]:
     """Each ``children:`` entry's figures with ``max_with_children`` over the box, at the top of its ``steps``."""
     names = list(spec.figure_max_with_children)
@@ -401,7 +401,7 @@ def _json_int(v: float) -> int | None:
 
 def check_spec(
     spec: MachineSpec,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     *,
     explore: bool = True,
     max_configs: int = 2_000_000,
@@ -513,7 +513,7 @@ def check_spec(
     )
 
 
-def _composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mapping[str, Composed]) -> list[Finding]:
+def _composed_findings(spec: MachineSpec, at: Mapping[str, object], composed: Mapping[str, Composed]) -> list[Finding]:
     """A figure with ``max_with_children`` above it per turn with the runs the turn starts, where that is bounded
     (the children's turns set): at ``at``, the budgets of each child run charged over the whole range of
     what one of its turns may spend (:func:`~fsm.verify.bounds.runs_of_steps`)."""
@@ -552,7 +552,7 @@ def _json_number(v: float) -> float | None:
     return None if v == math.inf else v
 
 
-def _polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, Any], figure: float = math.inf) -> str:
+def _polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, object], figure: float = math.inf) -> str:
     """The bound as a polynomial of the caps; where it is above the ``figure`` at ``at`` (a cap of 0 there), why."""
     poly = bound.resolve(spec, at)
     if poly is None:
@@ -577,7 +577,7 @@ def _show(value: float) -> str:
     return "∞" if value == math.inf else str(int(value))
 
 
-def _settings(spec: MachineSpec, values: Mapping[str, Any]) -> str:
+def _settings(spec: MachineSpec, values: Mapping[str, object]) -> str:
     caps = {c.cap for c in spec.counters if isinstance(c.cap, str)}
     shown = [f"{k}={values[k]}" for k in values if k in caps]
     return ", ".join(shown) or "the declared caps"
@@ -786,7 +786,7 @@ def _unbounded_cycles(spec: MachineSpec, edges: list[TransitionSpec], what: str,
 
 # the breadth-first loop stays in one frame: it runs once per configuration, about a million at the check values
 def _exploration_pass(  # noqa: C901
-    spec: MachineSpec, params: Mapping[str, Any], max_configs: int, status: _Status | None = None
+    spec: MachineSpec, params: Mapping[str, object], max_configs: int, status: _Status | None = None
 ) -> tuple[frozenset[_Config], list[Finding], dict[str, int], dict[str, int]]:
     out: list[Finding] = []
     names = [c.name for c in spec.counters]

@@ -232,7 +232,7 @@ def _watch_for(
     return None, "no finite run shows it (nothing a run does reaches it)"
 
 
-def _figure_finding(spec: MachineSpec, finding: Finding, at: Mapping[str, Any]) -> tuple[Watch | None, str]:
+def _figure_finding(spec: MachineSpec, finding: Finding, at: Mapping[str, object]) -> tuple[Watch | None, str]:
     """A figure above its ``max`` per step scope, or above its ``max_per_run``."""
     for name, most in spec.figure_max.items():
         if finding.message.startswith(f"figure {name!r} can reach") and f"per {spec.step_scope}" in finding.message:
@@ -250,7 +250,7 @@ PropertyFinding = Callable[[MachineSpec, PropertySpec, Finding, Mapping[str, Any
 
 
 def _at_most_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     if prop.most is None:
         return None
@@ -261,7 +261,7 @@ def _at_most_finding(
 
 
 def _order_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     """The candidate tried before one the property puts first, taken where both are candidates."""
     listed = finding.reasons
@@ -275,7 +275,7 @@ def _order_finding(
 
 
 def _resets_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     """A counter the edge keeps, above 0 when it is taken."""
     taken = [t for t in spec.transitions if t.reason in finding.reasons]
@@ -284,7 +284,7 @@ def _resets_finding(
 
 
 def _in_a_row_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     if prop.counter is None:
         return None
@@ -294,7 +294,7 @@ def _in_a_row_finding(
 
 
 def _guarded_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     """The edge taken where its guard does not decide it."""
     for t in spec.transitions:
@@ -304,14 +304,14 @@ def _guarded_finding(
 
 
 def _preceded_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     """A step into its states with none into ``by`` since the scope began."""
     return _first_watch(spec, prop), ""
 
 
 def _ends_finding(
-    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, Any]
+    spec: MachineSpec, prop: PropertySpec, finding: Finding, at: Mapping[str, object]
 ) -> tuple[Watch | None, str] | None:
     """The edge taken: where it goes is the defect."""
     if not finding.states:
@@ -359,7 +359,7 @@ def _search(
     spec: MachineSpec,
     finding: Finding,
     watch: Watch,
-    at: Mapping[str, Any],
+    at: Mapping[str, object],
     realiser: Realiser[Any] | None,
     replayer: Replayer | None,
     max_nodes: int,
@@ -390,7 +390,7 @@ def _search(
 def _why_not(
     spec: MachineSpec,
     found: PlannedPath,
-    at: Mapping[str, Any],
+    at: Mapping[str, object],
     realiser: Realiser[Any] | None,
     replayer: Replayer,
     scripted_why: str,
@@ -425,7 +425,7 @@ def _long(found: PlannedPath | str, realiser: Realiser[Any]) -> bool:
 
 def _shortest(
     spec: MachineSpec,
-    at: Mapping[str, Any],
+    at: Mapping[str, object],
     watch: Watch,
     realiser: Realiser[Any],
     max_nodes: int,
@@ -453,7 +453,7 @@ def _too_long(why: str, finding: Finding) -> str:
 
 def _run(
     spec: MachineSpec,
-    at: Mapping[str, Any],
+    at: Mapping[str, object],
     start: Hashable,
     step: Callable[[Any, PlannedStep], Any],
     shown: Callable[[Any], bool],
@@ -472,7 +472,7 @@ def _run(
 
 def _lasso(
     spec: MachineSpec,
-    at: Mapping[str, Any],
+    at: Mapping[str, object],
     entry: PlannedPath,
     cycle: Finding,
     realiser: Realiser[Any] | None,

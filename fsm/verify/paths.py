@@ -210,7 +210,7 @@ def _choose(
 
 
 class _Search(Generic[W]):
-    def __init__(self, spec: MachineSpec, params: Mapping[str, Any], realiser: Realiser[W]) -> None:
+    def __init__(self, spec: MachineSpec, params: Mapping[str, object], realiser: Realiser[W]) -> None:
         self.spec = spec
         self.realiser = realiser
         self.caps = tuple(spec.cap_of(c, params) for c in spec.counters)
@@ -366,7 +366,7 @@ def _steps_to(parent: Mapping[_Node, tuple[_Node, _Link] | None], node: _Node) -
 def plan_paths(
     spec: MachineSpec,
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     realiser: Realiser[Any] | None = None,
     targets: Iterable[Edge] | None = None,
     max_nodes: int = 500_000,
@@ -408,7 +408,7 @@ def plan_paths(
 def shortest_run(
     spec: MachineSpec,
     *,
-    params: Mapping[str, Any],
+    params: Mapping[str, object],
     start: A,
     step: Callable[[A, PlannedStep], A],
     shown: Callable[[A], bool],

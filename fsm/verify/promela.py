@@ -137,7 +137,7 @@ class Monitors:
         )
 
 
-def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> Monitors:
+def property_monitors(spec: MachineSpec, values: Mapping[str, object], caps: Mapping[str, int]) -> Monitors:
     """The monitors of ``spec``'s properties at ``values`` (``caps``: the counters tracked, by cap)."""
     collected = _Collected(spec, values, caps)
     for i, prop in enumerate(spec.properties):
@@ -149,7 +149,7 @@ class _Collected:
     """The monitors gathered so far, one property at a time in declaration order (what SPIN cannot check
     is listed in that order too)."""
 
-    def __init__(self, spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> None:
+    def __init__(self, spec: MachineSpec, values: Mapping[str, object], caps: Mapping[str, int]) -> None:
         self.spec, self.values, self.caps = spec, values, caps
         self.budgets: list[_Budget] = []
         self.streaks: list[_Streak] = []
@@ -239,7 +239,7 @@ def _path(spec: MachineSpec, prop: PropertySpec, var: str) -> _Path:
     )
 
 
-def _budget(spec: MachineSpec, prop: PropertySpec, values: Mapping[str, Any], var: str) -> _Budget | None:
+def _budget(spec: MachineSpec, prop: PropertySpec, values: Mapping[str, object], var: str) -> _Budget | None:
     """A scope ends at a ``progress`` edge and at an ``ends:`` edge of it or of a scope around it; a run never."""
     assert prop.most is not None
     limit = spec.limit_of(prop.most, values)
@@ -275,14 +275,14 @@ def _streak(spec: MachineSpec, prop: PropertySpec, cap: int, var: str) -> _Strea
 # ---- export -----------------------------------------------------------------------------------
 
 
-def resolve_params(spec: MachineSpec, params: Mapping[str, Any] | None) -> dict[str, Any]:
+def resolve_params(spec: MachineSpec, params: Mapping[str, object] | None) -> dict[str, Any]:
     """Every param's check value, overridden by those ``params`` gives."""
     values = spec.param_check_values
     values.update(params or {})
     return values
 
 
-def to_promela(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> str:
+def to_promela(spec: MachineSpec, params: Mapping[str, object] | None = None) -> str:
     """The machine as one Promela model; ``params`` resolve as for ``check_spec``, the reset sets
     (per edge, the counters it zeroes) are :func:`derived_resets`'.
 
@@ -514,7 +514,7 @@ def _int_type(cap: int) -> str:
     return "byte" if cap <= 255 else "short" if cap <= 32767 else "int"
 
 
-def tracked_caps(spec: MachineSpec, values: Mapping[str, Any]) -> dict[str, int]:
+def tracked_caps(spec: MachineSpec, values: Mapping[str, object]) -> dict[str, int]:
     """The cap of every counter whose cap is set at ``values`` (the others are untracked: a free guard)."""
     out: dict[str, int] = {}
     for c in spec.counters:

@@ -132,7 +132,7 @@ def format_spin_report(r: SpinReport, ours: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _setting(spec: MachineSpec, values: Mapping[str, Any]) -> str:
+def _setting(spec: MachineSpec, values: Mapping[str, object]) -> str:
     """A setting in a few words: the nullable caps with their values, then the other caps."""
     smallest = _smallest_caps(spec)
     named = [f"{n}={'unset' if values.get(n) is None else values[n]}" for n in smallest if spec.param_map[n].nullable]
@@ -175,7 +175,7 @@ def spin_beside(spec: MachineSpec, ours: CheckReport, json_report: dict[str, Any
     return agrees
 
 
-def spin_settings(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def spin_settings(spec: MachineSpec, params: Mapping[str, object] | None = None) -> list[dict[str, Any]]:
     """The settings SPIN checks ``spec`` at: ``params`` resolved (each param's check value unless
     given); then every cap at its smallest (a counter's cap of 1) with each nullable cap flipped —
     set there if unset in the first, unset if set.
@@ -199,7 +199,7 @@ def spin_settings(spec: MachineSpec, params: Mapping[str, Any] | None = None) ->
 
 def spin_check(
     spec: MachineSpec,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     *,
     workdir: str | Path | None = None,
     timeout: float = 600.0,
@@ -328,7 +328,7 @@ def _search(where: Path, args: Sequence[str], timeout: float) -> str:
     raise SpinError(f"pan: max search depth too small even at -m{_DEPTHS[-1]} in {where}")
 
 
-def _bound(spec: MachineSpec, values: Mapping[str, Any]) -> int:
+def _bound(spec: MachineSpec, values: Mapping[str, object]) -> int:
     """An upper bound on the configurations: states times every tracked counter's range."""
     n = len(spec.states)
     for cap in tracked_caps(spec, values).values():
