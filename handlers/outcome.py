@@ -66,7 +66,7 @@ class SharedData(Protocol):
 T = TypeVar("T", bound=SharedData)
 
 
-def evolved(data: T, **changes: Any) -> T:
+def evolved(data: T, **changes: object) -> T:
     """The run data with the named slices replaced — the body of most edge handlers (which return data)."""
     return data.evolve(**changes)
 

@@ -100,7 +100,7 @@ def with_request(data: R, **changes: Any) -> R:
     return data.evolve(request=evolve(data.request, **changes))
 
 
-def count_attempt(data: R, log: RequestLog, **changes: Any) -> R:
+def count_attempt(data: R, log: RequestLog, **changes: object) -> R:
     """The run data with one more attempt's usage and API time added to its request slice (and ``changes``)."""
     request = data.request
     usage = request.usage.add(log.model, log.usage) if log.usage else request.usage

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def input_hash(name: str, tool_input: Mapping[str, Any], ignore: Collection[str] = ()) -> str:
+def input_hash(name: str, tool_input: Mapping[str, object], ignore: Collection[str] = ()) -> str:
     """What makes two calls the same call: the tool's name and its input but ``ignore``, canonical JSON, sha256.
 
     ``ignore``: the tool's fields that name one attempt (an idempotency key): a call proposed

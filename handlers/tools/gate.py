@@ -373,7 +373,7 @@ def _changed_files(call: ToolCall, tool: ToolSpec, services: ToolServices) -> li
     return list(dict.fromkeys(analyse(command).writes))
 
 
-def _resolved(raw: Any, services: ToolServices) -> Path | None:
+def _resolved(raw: object, services: ToolServices) -> Path | None:
     if not isinstance(raw, str):
         return None
     try:

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -140,7 +140,7 @@ BUILT_IN_AGENTS: Final = (
 edits a status line queryloop does not draw): their names, tools and models; their words are ours."""
 
 
-def _tools(value: Any, where: str) -> tuple[str, ...] | None:
+def _tools(value: object, where: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -152,7 +152,7 @@ def _tools(value: Any, where: str) -> tuple[str, ...] | None:
     return tuple(n for n in names if n)
 
 
-def _definition(name: Any, fields: Mapping[str, Any], prompt: Any, where: str) -> AgentDefinition:
+def _definition(name: object, fields: Mapping[str, object], prompt: object, where: str) -> AgentDefinition:
     if not isinstance(name, str) or not _NAME.match(name):
         raise AgentDefinitionError(
             f"{where}: agent name {name!r} must be letters, digits, '-' or '_' (at most 64 characters)"
@@ -183,7 +183,7 @@ def _definition(name: Any, fields: Mapping[str, Any], prompt: Any, where: str) -
     )
 
 
-def agents_from_json(text: str | Mapping[str, Any], where: str = "--agents") -> tuple[AgentDefinition, ...]:
+def agents_from_json(text: str | Mapping[str, object], where: str = "--agents") -> tuple[AgentDefinition, ...]:
     """The ``--agents`` flag's agents (or the Agent SDK's ``agents``, already parsed): a JSON object of
     name → {description, prompt, tools?, disallowedTools?, model?, maxTurns?}."""
     if isinstance(text, str):

@@ -39,7 +39,7 @@ def agent_tool(agents: Sequence[AgentDefinition], run: ToolRun, *, timeout_s: fl
     """The Agent tool offering ``agents``; ``run`` carries out a call; a waited-for call may take ``timeout_s``."""
     listing = "\n".join(f"- {a.name}: {a.description}" for a in agents)
 
-    def deadline(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
+    def deadline(tool_input: Mapping[str, object], ctx: ToolContext) -> float:
         return timeout_s if tool_input.get("run_in_background") is False else LAUNCH_TIMEOUT_S
 
     return ToolSpec(

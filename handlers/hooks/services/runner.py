@@ -185,7 +185,7 @@ class HookConfig:
 
     matchers: tuple[HookMatcher, ...] = ()
 
-    def commands_for(self, event: str, payload: Mapping[str, Any]) -> tuple[HookCommand | HookFunction, ...]:
+    def commands_for(self, event: str, payload: Mapping[str, object]) -> tuple[HookCommand | HookFunction, ...]:
         """The hooks to run for ``event``: commands and Python callbacks; identical ones run once."""
         field = _MATCH_FIELD.get(event)
         value = payload.get(field) if field is not None else None
@@ -574,7 +574,7 @@ async def _run_one(
     )
 
 
-async def _call_function(hook: HookFunction, input_data: Mapping[str, Any], *, event: str, timeout_s: float) -> _Run:
+async def _call_function(hook: HookFunction, input_data: Mapping[str, object], *, event: str, timeout_s: float) -> _Run:
     """Await one Python hook; what it returns is read as a command's JSON output, what it raises is a hook error."""
     started = time.monotonic()
     label = hook.label
@@ -763,7 +763,7 @@ class _Fold:
         if isinstance(specific.get("updatedInput"), dict):
             self.updated_input = specific["updatedInput"]
 
-    def _post_tool_use(self, specific: Mapping[str, Any]) -> None:
+    def _post_tool_use(self, specific: Mapping[str, object]) -> None:
         for key in ("updatedOutput", "updatedMCPToolOutput"):
             if key in specific:
                 self.updated_output = specific[key]
@@ -804,7 +804,7 @@ def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
 
 async def run_hooks(
     event: str,
-    payload: Mapping[str, Any],
+    payload: Mapping[str, object],
     config: HookConfig,
     *,
     cwd: Path | str,

@@ -313,7 +313,7 @@ class McpManager:
         return None if own is None else (lambda _input, _ctx: own)
 
     def _runner(self, tool: McpTool) -> ToolRun:
-        async def run(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        async def run(arguments: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
             own = self._call_timeout_s(tool.server)
             return await self.call(tool, arguments, timeout_s=ctx.tool_timeout_s if own is None else own)
 
@@ -468,7 +468,7 @@ class McpManager:
 
         config = connection.config
 
-        async def on_message(message: Any) -> None:
+        async def on_message(message: object) -> None:
             problem = protocol_problem(message) if isinstance(message, Exception) else None
             if problem is not None:
                 self._broke_protocol(connection, problem)
@@ -674,7 +674,7 @@ class McpManager:
 
     # ---- calling ------------------------------------------------------------------------------
 
-    async def call(self, tool: McpTool, arguments: Mapping[str, Any], *, timeout_s: float) -> ToolOutput:
+    async def call(self, tool: McpTool, arguments: Mapping[str, object], *, timeout_s: float) -> ToolOutput:
         """Call ``tool``; the server's answer, or an ``is_error`` output with the structured failure."""
         connection = self._connections[tool.server]
         client = connection.client

@@ -148,7 +148,7 @@ def _path(error: jsonschema.ValidationError) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "(top level)"
 
 
-def _shape_problem(entry: Mapping[str, Any]) -> str | None:
+def _shape_problem(entry: Mapping[str, object]) -> str | None:
     """What is wrong with a server entry the schema let through: the transport and its address must agree."""
     kind = entry.get("type", "stdio")
     if kind == "stdio" and "url" in entry:
@@ -202,7 +202,7 @@ _MIN_TIMEOUT_MS = 1000  # Claude Code 2.1.235 waits at least a second for a call
 _MAX_TIMEOUT_MS = 2**31 - 1  # and at most this long (its timers' limit): about 24.8 days
 
 
-def _own_timeout_s(value: Any) -> float | None:
+def _own_timeout_s(value: object) -> float | None:
     """A server's ``timeout`` (ms) in seconds; None when it says nothing usable (under a second: not used)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not _MIN_TIMEOUT_MS <= value:
         return None

@@ -71,7 +71,7 @@ class McpProgress:
 def roots_callback(roots: Callable[[], Sequence[Path]]) -> ListRootsFnT:
     """The SDK's ``roots/list`` answer: each of ``roots()`` as a ``file://`` URI named by its folder."""
 
-    async def list_roots(context: Any) -> mcp.types.ListRootsResult:
+    async def list_roots(context: object) -> mcp.types.ListRootsResult:
         import mcp.types
 
         listed = [
@@ -86,7 +86,7 @@ def roots_callback(roots: Callable[[], Sequence[Path]]) -> ListRootsFnT:
 def elicitation_callback(server: str, elicit: Elicit, answered: Callable[[ElicitAnswer], None]) -> ElicitationFnT:
     """The SDK's ``elicitation/create`` answer for ``server``: ``elicit``'s; ``answered`` is told each answer."""
 
-    async def on_elicit(context: Any, params: mcp.types.ElicitRequestParams) -> mcp.types.ElicitResult:
+    async def on_elicit(context: object, params: mcp.types.ElicitRequestParams) -> mcp.types.ElicitResult:
         import mcp.types
 
         if isinstance(params, mcp.types.ElicitRequestURLParams):

@@ -68,7 +68,7 @@ def _server(source: ResourceSource, name: str) -> str:
 def resource_runs(source: ResourceSource) -> dict[str, ToolRun]:
     """What each resource tool runs, by name."""
 
-    async def list_resources(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def list_resources(tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
         wanted = tool_input.get("server")
         names = [_server(source, wanted)] if isinstance(wanted, str) else list(source.servers())
         entries: list[dict[str, Any]] = []
@@ -80,7 +80,7 @@ def resource_runs(source: ResourceSource) -> dict[str, ToolRun]:
             return ToolOutput(content="No resources found: the MCP servers list none.")
         return ToolOutput(content=_json(entries), response=entries)
 
-    async def read_resource(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def read_resource(tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
         server, uri = _server(source, str(tool_input["server"])), str(tool_input["uri"])
         result = await source.contents(server, uri)
         contents = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.contents]

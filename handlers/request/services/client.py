@@ -492,7 +492,7 @@ async def _send_plain(
     )
 
 
-def _message_problem(data: Any) -> str | None:
+def _message_problem(data: object) -> str | None:
     """Why ``data`` is not a usable Messages API reply, or None."""
     if not isinstance(data, dict) or data.get("type") != "message":
         kind = data.get("type") if isinstance(data, dict) else None
@@ -535,7 +535,7 @@ class _Assembler:
     def completed(self) -> tuple[Block, ...]:
         return tuple(well_formed(block) for _, block in sorted(self.done, key=lambda item: item[0]))
 
-    def start(self, event: Mapping[str, Any]) -> None:
+    def start(self, event: Mapping[str, object]) -> None:
         block = event.get("content_block")
         index = event.get("index")
         if not isinstance(block, dict) or not isinstance(index, int):
@@ -545,7 +545,7 @@ class _Assembler:
             self.json_parts[index] = []
         self.open[index] = block
 
-    def delta(self, event: Mapping[str, Any]) -> bool:
+    def delta(self, event: Mapping[str, object]) -> bool:
         """Apply a delta; True when it carried visible content (for time-to-first-token)."""
         index: Any = event.get("index")
         block = self.open.get(index)
@@ -576,7 +576,7 @@ class _Assembler:
             return True
         return False
 
-    def stop(self, event: Mapping[str, Any]) -> None:
+    def stop(self, event: Mapping[str, object]) -> None:
         index: Any = event.get("index")
         block = self.open.pop(index, None)
         if block is None:
@@ -753,7 +753,7 @@ def _streamed_reply(attempt: _Attempt, asm: _Assembler) -> ModelReply | ModelFai
     )
 
 
-def _usage_dict(usage: Any) -> dict[str, Any]:
+def _usage_dict(usage: object) -> dict[str, Any]:
     """A usage object's fields that are set."""
     return {k: v for k, v in usage.items() if v is not None} if isinstance(usage, dict) else {}
 
@@ -801,7 +801,7 @@ class UsageTotals:
 
     by_model: Mapping[str, ModelUsage] = attrs.field(factory=dict)
 
-    def add(self, model: str, usage: Mapping[str, Any]) -> UsageTotals:
+    def add(self, model: str, usage: Mapping[str, object]) -> UsageTotals:
         """These totals plus one request's ``usage`` (API field names) on ``model``."""
         old = self.by_model.get(model, _NO_USAGE)
         cost = cost_usd(model, usage)

@@ -154,12 +154,12 @@ def context_window(model: str) -> int | None:
     return info.context_window if info else None
 
 
-def _tokens(usage: Mapping[str, Any], key: str) -> int:
+def _tokens(usage: Mapping[str, object], key: str) -> int:
     value = usage.get(key)
     return int(value) if isinstance(value, (int, float)) else 0
 
 
-def cost_usd(model: str, usage: Mapping[str, Any]) -> float:
+def cost_usd(model: str, usage: Mapping[str, object]) -> float:
     """Cost in USD of ``usage`` (API field names) on ``model``; an unlisted model at :data:`UNLISTED_MODEL`'s prices."""
     info = model_info(model) or UNLISTED_MODEL
     split = usage.get("cache_creation")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 import attrs
 
@@ -33,7 +32,7 @@ HIDDEN_CALLS_HEADER = (
 _NOTE_RESULT_CHARS = 200  # of each recorded result, in the note (the model needs its gist: an id, a status)
 
 
-def visible_result_ids(messages: Iterable[Mapping[str, Any]]) -> set[str]:
+def visible_result_ids(messages: Iterable[Mapping[str, object]]) -> set[str]:
     """The tool_use ids whose tool_result some message still holds."""
     ids: set[str] = set()
     for message in messages:
@@ -66,7 +65,7 @@ def _mine(session: SessionData, entries: Iterable[LedgerEntry]) -> list[LedgerEn
     return [e for e in entries if e.prompt_id == session.prompt_id or e.tool_use_id in recovered]
 
 
-def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, Any]]) -> list[LedgerEntry]:
+def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, object]]) -> list[LedgerEntry]:
     """Completed calls the model lost sight of, in the order they ran.
 
     Those of this user turn whose result the messages no longer show, and those a resume
@@ -106,7 +105,7 @@ def matching_entry(call: ToolCall, hidden: Sequence[LedgerEntry], ignore: Collec
     return next((e for e in hidden if e.name == call.name and e.input_hash == digest), None)
 
 
-def _content_text(result: Mapping[str, Any]) -> str:
+def _content_text(result: Mapping[str, object]) -> str:
     content = result.get("content", "")
     if isinstance(content, list):
         return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
@@ -136,6 +135,6 @@ def hidden_calls_note(entries: Sequence[LedgerEntry]) -> str:
     return "\n".join(lines)
 
 
-def _compact(value: Mapping[str, Any]) -> str:
+def _compact(value: Mapping[str, object]) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= 200 else text[:200] + " …"

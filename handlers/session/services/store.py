@@ -148,7 +148,7 @@ class JsonlLog:
         self.durable = durable
         self._fd: int | None = None
 
-    def append(self, entry: Mapping[str, Any]) -> None:
+    def append(self, entry: Mapping[str, object]) -> None:
         line = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -106,7 +106,7 @@ def load_ledger(path: Path) -> tuple[tuple[LedgerEntry, ...], list[str]]:
 
 
 def answer_dangling(
-    messages: Sequence[Mapping[str, Any]], ledger: Sequence[LedgerEntry]
+    messages: Sequence[Mapping[str, object]], ledger: Sequence[LedgerEntry]
 ) -> tuple[list[ToolResultBlock], tuple[str, ...]]:
     """tool_results for the tool_use blocks the history's last message left unanswered, and the ids the ledger had.
 
@@ -225,7 +225,7 @@ class TranscriptWriter:
             None,
         )
 
-    def _append(self, entry: dict[str, Any]) -> None:
+    def _append(self, entry: Mapping[str, object]) -> None:
         """Write one entry; a disk that refuses it is said once on stderr and never ends the run."""
         if self.failed:
             return
@@ -239,7 +239,7 @@ class TranscriptWriter:
                 file=sys.stderr,
             )
 
-    def _entry(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def _entry(self, kind: str, **fields: object) -> dict[str, Any]:
         agent = {} if self.paths.agent_id is None else {"agentId": self.paths.agent_id}
         return {
             "parentUuid": self.leaf,
@@ -255,7 +255,7 @@ class TranscriptWriter:
             **fields,
         }
 
-    def observe(self, item: Any) -> None:
+    def observe(self, item: object) -> None:
         """A published item: an attempt that failed after streaming output may be a discarded branch."""
         if isinstance(item, self._request_failed) and item.failure.partial_content:
             self.discarded = tuple(item.failure.partial_content)
@@ -314,7 +314,7 @@ class TranscriptWriter:
         self._append(entry)
         self.leaf = entry["uuid"]
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: Mapping[str, object]) -> None:
         """The run's end: what ``queryloop sessions`` lists (not part of the message chain)."""
         fields = {k: result.get(k) for k in ("is_error", "num_turns", "terminal_reason", "total_cost_usd")}
         self._append(self._entry("system", subtype="result", result_subtype=result.get("subtype"), **fields))

@@ -231,7 +231,9 @@ def _check_name(_instance: object, _attribute: attrs.Attribute[str], value: str)
         raise ValueError(f"tool name {value!r} must match {_TOOL_NAME_RE.pattern} (Anthropic API rule)")
 
 
-def _check_schema(_instance: object, _attribute: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, Any]) -> None:
+def _check_schema(
+    _instance: object, _attribute: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, object]
+) -> None:
     if value.get("type") != "object":
         raise ValueError(f"a tool input_schema must have type 'object', got {value.get('type')!r}")
     import jsonschema_rs
@@ -315,7 +317,7 @@ class ToolSpec:
         """The ``{"name", "description", "input_schema"}`` dict sent to the API."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
-    def deadline_s(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
+    def deadline_s(self, tool_input: Mapping[str, object], ctx: ToolContext) -> float:
         """How long the dispatcher lets a call with ``tool_input`` run before stopping it."""
         if self.own_timeout_s is None:
             return ctx.tool_timeout_s
@@ -468,7 +470,7 @@ def threaded(fn: Callable[[Mapping[str, Any], ToolContext], ToolOutput]) -> Tool
     This is what lets concurrency-safe file tools actually overlap.
     """
 
-    async def run(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def run(tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
         return await in_thread(lambda: fn(tool_input, ctx))
 
     run.__name__ = run.__qualname__ = fn.__name__

@@ -163,7 +163,7 @@ async def _spawn(
         raise
 
 
-def _sandboxed(command: str, tool_input: Mapping[str, Any], ctx: ToolContext) -> SandboxedCommand | None:
+def _sandboxed(command: str, tool_input: Mapping[str, object], ctx: ToolContext) -> SandboxedCommand | None:
     """The sandbox's command line for this call; None when it runs unsandboxed (no sandbox, or the policy says so)."""
     sandbox = ctx.sandbox
     if sandbox is None or not sandbox.policy.sandboxes(tool_input):  # the same answer the gate decided on

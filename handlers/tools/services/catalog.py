@@ -7,7 +7,6 @@ changed only at a request boundary.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ..data import ToolServices
 from .base import ToolSpec
@@ -16,7 +15,7 @@ from .dispatch import ToolRegistry
 __all__ = ["find_tool", "turn_registry"]
 
 
-def find_tool(services: ToolServices, catalog: Sequence[Mapping[str, Any]], name: str) -> ToolSpec | None:
+def find_tool(services: ToolServices, catalog: Sequence[Mapping[str, object]], name: str) -> ToolSpec | None:
     """The tool a call named ``name`` runs: a registered one, else one the ``catalog`` offered that can run now."""
     tool = services.tools.get(name)
     if tool is not None or not catalog:
@@ -26,7 +25,7 @@ def find_tool(services: ToolServices, catalog: Sequence[Mapping[str, Any]], name
     return None
 
 
-def turn_registry(services: ToolServices, catalog: Sequence[Mapping[str, Any]]) -> ToolRegistry:
+def turn_registry(services: ToolServices, catalog: Sequence[Mapping[str, object]]) -> ToolRegistry:
     """The registry with the offered catalog's tools added (as they can run now); the registry itself without one."""
     if not catalog:
         return services.tools

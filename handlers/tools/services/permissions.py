@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 
-def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> tuple[str, ...]:
+def suggest_rules(tool_name: str, tool_input: Mapping[str, object], *, cwd: Path) -> tuple[str, ...]:
     """The allow rules an "always" answer to this call creates: as narrow as the call, never the whole tool.
 
     Bash: one prefix rule per command the line runs (the program and its first word
@@ -100,7 +100,7 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -
 # needs what a Write of that file needs.
 
 
-def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path) -> dict[str, Any]:
+def observable_input(tool_name: str, tool_input: Mapping[str, object], *, cwd: Path) -> dict[str, Any]:
     """The call's input as a permission callback is shown it: a file tool's path absolute and normalised.
 
     A host checking paths then sees the file the call would touch, whatever the model
@@ -114,7 +114,7 @@ def observable_input(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path
     return shown
 
 
-def _tool_path(tool_name: str, tool_input: Mapping[str, Any], *, cwd: Path, home: Path) -> Path | None:
+def _tool_path(tool_name: str, tool_input: Mapping[str, object], *, cwd: Path, home: Path) -> Path | None:
     key = PATH_FIELDS.get(tool_name)
     value = tool_input.get(key) if key is not None else None
     if isinstance(value, str) and value:
@@ -265,7 +265,7 @@ def _normal(cwd: Path) -> Path:
 
 def decide(
     tool_name: str,
-    tool_input: Mapping[str, Any],
+    tool_input: Mapping[str, object],
     *,
     mode: PermissionMode,
     rules: PermissionRules,

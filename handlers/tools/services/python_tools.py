@@ -38,7 +38,7 @@ class ToolDefinitionError(TypeError):
     """A Python function cannot become a tool as written; the message names the function and the fix."""
 
 
-def _strip_titles(schema: Any) -> Any:
+def _strip_titles(schema: object) -> Any:
     """``schema`` without the ``title`` pydantic gives every model and field (noise in each request)."""
     if isinstance(schema, list):
         return [_strip_titles(item) for item in schema]
@@ -55,7 +55,7 @@ def _strip_titles(schema: Any) -> Any:
     return out
 
 
-def _described(annotation: Any) -> Any:
+def _described(annotation: object) -> Any:
     """``Annotated[T, "text"]`` (the SDK's way to describe a field) as ``Annotated[T, Field(description="text")]``."""
     if typing.get_origin(annotation) is not Annotated:
         return annotation
@@ -69,7 +69,7 @@ def _is_typed_dict(value: object) -> bool:
 
 
 def _typed_dict(
-    name: str, fields: Mapping[str, Any], required: frozenset[str], *, extra: Literal["allow", "forbid"]
+    name: str, fields: Mapping[str, object], required: frozenset[str], *, extra: Literal["allow", "forbid"]
 ) -> type:
     """A typing_extensions TypedDict (what pydantic reads on Python 3.11) with these fields."""
     declared = {key: (value if key in required else NotRequired[value]) for key, value in fields.items()}
@@ -218,7 +218,7 @@ class _Call:
                 "Take one dict argument (the Claude Agent SDK's shape) or one parameter per field"
             )
 
-    async def __call__(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def __call__(self, tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
         extra = {self.context: ctx} if self.context is not None else {}
         if self.dict_arg:
             return _output(await self.fn(dict(tool_input), **extra))

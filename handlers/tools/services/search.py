@@ -256,7 +256,7 @@ def _grep_candidates(tool_input: Mapping[str, Any], ctx: ToolContext) -> tuple[P
     return root, files
 
 
-async def _match_in_worker(request: Mapping[str, Any], timeout_s: float, ctx: ToolContext) -> dict[str, Any]:
+async def _match_in_worker(request: Mapping[str, object], timeout_s: float, ctx: ToolContext) -> dict[str, Any]:
     """Run ``grep_worker`` on ``request``; kill it past ``timeout_s`` or when cancelled."""
     if timeout_s <= 0:
         raise ToolError(_too_slow(ctx))

@@ -282,7 +282,7 @@ class _Reader:
         return True
 
 
-def _children(node: Any) -> Iterator[Any]:
+def _children(node: object) -> Iterator[Any]:
     """Every node under ``node``, whatever attribute holds it (``parts``, ``list``, ``redirects``, ``body``, …).
 
     Generic on purpose: a construct whose children this module did not know of is

@@ -52,7 +52,7 @@ def _references(node: object) -> Iterator[str]:
             stack.extend(item)
 
 
-def _reference_problem(schema: dict[str, Any]) -> str | None:
+def _reference_problem(schema: Mapping[str, object]) -> str | None:
     """A ``$ref`` that does not resolve within the schema itself: nothing is ever fetched to resolve one."""
     import referencing
     import referencing.exceptions
@@ -80,16 +80,16 @@ def read_schema(text: str) -> dict[str, Any]:
     return dict(schema)
 
 
-def output_json(value: Any) -> str:
+def output_json(value: object) -> str:
     """The result's text of a structured output: its JSON, compact, as Claude Code 2.1.235 writes it."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-async def _accept(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+async def _accept(tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content=_ACCEPTED)  # validated before it runs; the run's edge takes the input
 
 
-def structured_output_tool(schema: Mapping[str, Any]) -> ToolSpec:
+def structured_output_tool(schema: Mapping[str, object]) -> ToolSpec:
     """The ``StructuredOutput`` tool for ``schema`` (an object schema :func:`schema_problem` accepts)."""
     input_schema = dict(schema) if "type" in schema else {**schema, "type": "object"}
     return ToolSpec(

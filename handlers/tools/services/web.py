@@ -232,7 +232,7 @@ def _question(target: WebTarget, text: str, prompt: str) -> str:
     )
 
 
-async def _run_fetch(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+async def _run_fetch(tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
     started = time.monotonic()
     try:
         target = parse_web_url(str(tool_input["url"]))

@@ -100,7 +100,7 @@ class SandboxPolicy:
 
         return unavailable_reason()
 
-    def leaves_on_request(self, tool_input: Mapping[str, Any]) -> bool:
+    def leaves_on_request(self, tool_input: Mapping[str, object]) -> bool:
         """The call asks to run outside (``dangerouslyDisableSandbox``) and the settings let it ask."""
         return self.enabled and self.allow_unsandboxed and tool_input.get("dangerouslyDisableSandbox") is True
 
@@ -111,7 +111,7 @@ class SandboxPolicy:
                 return pattern
         return None
 
-    def sandboxes(self, tool_input: Mapping[str, Any]) -> bool:
+    def sandboxes(self, tool_input: Mapping[str, object]) -> bool:
         """Does a Bash call with this input run inside the sandbox? (Its commands as ``shell`` reads them.)"""
         if not self.enabled or self.leaves_on_request(tool_input):
             return False
