@@ -235,7 +235,7 @@ class FleetDatabase:
         with self.engine.begin() as conn:
             yield conn
 
-    def _insert_new(self, conn: sa.Connection, table: sa.Table, row: Mapping[str, Any]) -> bool:
+    def _insert_new(self, conn: sa.Connection, table: sa.Table, row: Mapping[str, object]) -> bool:
         """Insert ``row`` unless its key is there already (another writer's, or a replay's); True when inserted."""
         insert = sqlite_insert(table) if self.is_sqlite else postgresql_insert(table)
         key = next(iter(table.primary_key.columns))
@@ -245,7 +245,7 @@ class FleetDatabase:
     # ---- transcripts ------------------------------------------------------------------------
 
     @_rides_out_outages
-    def append_transcript(self, session_id: str, seq: int, entry: Mapping[str, Any]) -> None:
+    def append_transcript(self, session_id: str, seq: int, entry: Mapping[str, object]) -> None:
         """Entry ``seq`` of a session's transcript; one already there (a replay writing it again) is kept."""
         if self.closing.is_set():
             return
@@ -298,7 +298,7 @@ class FleetDatabase:
         return EffectRecord(found.state, result, found.executor_id)
 
     @_rides_out_outages
-    def complete_call(self, key: str, result: Mapping[str, Any], *, state: str = "completed") -> None:
+    def complete_call(self, key: str, result: Mapping[str, object], *, state: str = "completed") -> None:
         """The call ``key`` ended with the tool_result block ``result``: ``completed``, or ``interrupted``
         (its worker died while it ran; the result says so, and it is never run again)."""
         with self._begin() as conn:
@@ -322,7 +322,7 @@ class FleetDatabase:
     # ---- the side-effect ledger -------------------------------------------------------------
 
     @_rides_out_outages
-    def record_ledger(self, session_id: str, tool_use_id: str, entry: Mapping[str, Any]) -> None:
+    def record_ledger(self, session_id: str, tool_use_id: str, entry: Mapping[str, object]) -> None:
         row = {
             "session_id": session_id,
             "tool_use_id": tool_use_id,

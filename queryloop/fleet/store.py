@@ -110,7 +110,7 @@ class _DatabaseLog:
         self.session_id = session_id
         self.seq = 0
 
-    def append(self, entry: Mapping[str, Any]) -> None:
+    def append(self, entry: Mapping[str, object]) -> None:
         self.seq += 1
         self.db.append_transcript(self.session_id, self.seq, entry)
 
@@ -126,7 +126,7 @@ class FleetTranscript(TranscriptWriter):
         self.rows = _DatabaseLog(db, paths.session_id)
         self.log = self.rows  # type: ignore[assignment]  # the same two methods as JsonlLog
 
-    def _entry(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def _entry(self, kind: str, **fields: object) -> dict[str, Any]:
         entry = super()._entry(kind, **fields)
         entry["uuid"] = entry_uuid(self.paths.session_id, self.rows.seq + 1)  # the position it is written at
         return entry

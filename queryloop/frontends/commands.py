@@ -34,7 +34,7 @@ class Registration:
     adds: str
     arguments: str | None = None
 
-    def add_to(self, sub: Any) -> None:
+    def add_to(self, sub: object) -> None:
         """Add this registration's commands to ``sub`` (their module is imported here)."""
         keywords: dict[str, Any] = _load(self.arguments)() if self.arguments is not None else {}
         _load(self.adds)(sub, **keywords)
@@ -61,7 +61,7 @@ def command_names() -> tuple[str, ...]:
     return tuple(name for registration in COMMANDS for name in registration.names)
 
 
-def add_commands(sub: Any, names: Collection[str] | None = None) -> None:
+def add_commands(sub: object, names: Collection[str] | None = None) -> None:
     """Add to ``sub`` the commands of every registration naming one of ``names`` (None: every command)."""
     for registration in COMMANDS:
         if names is None or any(name in names for name in registration.names):

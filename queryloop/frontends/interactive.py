@@ -228,7 +228,7 @@ class _TerminalConversation(_Conversation):
     def _run_options(self, prompt: str) -> AgentOptions:
         return attrs.evolve(super()._run_options(prompt), compact=self.compact)
 
-    def _renderer(self, options: AgentOptions, sink: Any) -> Renderer:
+    def _renderer(self, options: AgentOptions, sink: object) -> Renderer:
         renderer = _TerminalRenderer(self.owner, options)
         self.owner.renderer = renderer
         return renderer
@@ -476,7 +476,7 @@ class _Interactive:
                 values[name] = value
         return ElicitAnswer(action="accept", content=values)
 
-    async def _field(self, name: str, field: Mapping[str, Any], required: bool) -> Any:
+    async def _field(self, name: str, field: Mapping[str, object], required: bool) -> Any:
         """One form field, asked until its answer has the field's type; None: left out (not required, no answer)."""
         kind = field.get("type", "string")
         choices = field.get("enum")

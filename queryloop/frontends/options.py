@@ -239,7 +239,7 @@ ClaudeAgentOptions = QueryOptions
 # ---- what they become ------------------------------------------------------------------------------
 
 
-def _system_prompt(value: str | Mapping[str, Any] | None) -> tuple[str, str | None]:
+def _system_prompt(value: str | Mapping[str, object] | None) -> tuple[str, str | None]:
     """The system prompt and what is appended to it."""
     if value is None:
         return DEFAULT_SYSTEM_PROMPT, None

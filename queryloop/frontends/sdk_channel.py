@@ -53,11 +53,11 @@ class Channel:
         self.ids = itertools.count(1)
         self.closed = False  # stdin ended: nothing we ask can be answered any more
 
-    def send(self, obj: Mapping[str, Any]) -> None:
+    def send(self, obj: Mapping[str, object]) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
-    def succeed(self, request_id: str, response: Mapping[str, Any] | None) -> None:
+    def succeed(self, request_id: str, response: Mapping[str, object] | None) -> None:
         """A success; ``None``: one without a ``response`` (Claude Code 2.1.235 answers set_model so)."""
         answer: dict[str, Any] = {"subtype": "success", "request_id": request_id}
         if response is not None:
@@ -68,7 +68,7 @@ class Channel:
         answer = {"subtype": "error", "request_id": request_id, "error": error, "error_code": code}
         self.send({"type": "control_response", "response": answer})
 
-    async def ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    async def ask(self, request: Mapping[str, object]) -> dict[str, Any]:
         """Send ``request`` to the SDK and wait for its answer; cancelled, the SDK is told to drop it."""
         if self.closed:
             raise SdkAnswerError(f"stdin is closed: the program can no longer answer {request.get('subtype')}")
@@ -85,7 +85,7 @@ class Channel:
         finally:
             self.pending.pop(request_id, None)
 
-    def resolve(self, message: Mapping[str, Any]) -> None:
+    def resolve(self, message: Mapping[str, object]) -> None:
         """The SDK's answer to one of our requests (an answer to nothing we asked is reported and dropped)."""
         response = message.get("response")
         request_id = response.get("request_id") if isinstance(response, Mapping) else None
@@ -117,7 +117,7 @@ class _SdkHook:
         self.__qualname__ = callback_id
 
     async def __call__(
-        self, input_data: dict[str, Any], tool_use_id: str | None, context: dict[str, Any]
+        self, input_data: Mapping[str, object], tool_use_id: str | None, context: Mapping[str, object]
     ) -> Mapping[str, Any]:
         request = {"subtype": "hook_callback", "callback_id": self.callback_id, "input": input_data}
         return await self.channel.ask({**request, "tool_use_id": tool_use_id})
@@ -163,7 +163,7 @@ class SdkServer:
         self.error: str | None = None
         self.tools: tuple[ToolSpec, ...] = ()
 
-    async def rpc(self, method: str, params: Mapping[str, Any] | None = None, *, notify: bool = False) -> Any:
+    async def rpc(self, method: str, params: Mapping[str, object] | None = None, *, notify: bool = False) -> Any:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
         if not notify:
             message["id"] = next(self.ids)
@@ -225,7 +225,7 @@ class SdkServer:
         )
 
     def _runner(self, listed_name: str) -> Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]:
-        async def run(arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        async def run(arguments: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
             try:
                 result = await self.rpc("tools/call", {"name": listed_name, "arguments": dict(arguments)})
             except SdkAnswerError as exc:

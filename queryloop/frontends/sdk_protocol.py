@@ -260,7 +260,7 @@ class _SdkSession:
         elif kind != "keep_alive":
             warn(f"error: stdin line {line_number}: expected a user message or a control_request, got {kind!r}")
 
-    def _start_answer(self, message: Mapping[str, Any], line_number: int) -> None:
+    def _start_answer(self, message: Mapping[str, object], line_number: int) -> None:
         request_id = message.get("request_id")
         if not isinstance(request_id, str) or not request_id:
             warn(f"error: stdin line {line_number}: a control_request without a request_id cannot be answered")
@@ -288,7 +288,7 @@ class _SdkSession:
         else:
             self._succeed(request_id, response)
 
-    def _succeed(self, request_id: str, response: Mapping[str, Any] | _Then | None) -> None:
+    def _succeed(self, request_id: str, response: Mapping[str, object] | _Then | None) -> None:
         """The success answer, then the lines a handler said follow it (Claude Code 2.1.235's order)."""
         if not isinstance(response, _Then):
             self.channel.succeed(request_id, response)
@@ -329,7 +329,7 @@ class _SdkSession:
             "session_state": "idle",
         }
 
-    async def _on_interrupt(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _on_interrupt(self, request: Mapping[str, object]) -> Mapping[str, Any]:
         self._interrupt()
         # Claude Code 2.1.235 answers this, empty even with a prompt queued behind the one interrupted (probed)
         return {"still_queued": []}
@@ -340,7 +340,7 @@ class _SdkSession:
             self.interrupt_next = True
 
     async def _ask_permission(
-        self, tool: str, tool_input: dict[str, Any], context: ToolPermissionContext
+        self, tool: str, tool_input: Mapping[str, object], context: ToolPermissionContext
     ) -> PermissionResult:
         request = {"subtype": "can_use_tool", "tool_name": tool, "display_name": tool, "input": tool_input}
         why: dict[str, Any] = {
@@ -357,7 +357,7 @@ class _SdkSession:
             return PermissionResultDeny(message=message, interrupt=answer.get("interrupt") is True)
         raise SdkAnswerError(f"can_use_tool answered {json.dumps(answer)[:200]}: expected behavior allow or deny")
 
-    async def _set_permission_mode(self, request: Mapping[str, Any]) -> _Then:
+    async def _set_permission_mode(self, request: Mapping[str, object]) -> _Then:
         mode = request.get("mode")
         if mode not in PERMISSION_MODES:
             raise ControlError(
@@ -368,11 +368,11 @@ class _SdkSession:
         status = {"type": "system", "subtype": "status", "status": None, "permissionMode": mode}
         return _Then(response={"mode": mode}, lines=(status,))  # the status line after the answer, as Claude Code
 
-    def _announce(self, line: Mapping[str, Any]) -> None:
+    def _announce(self, line: Mapping[str, object]) -> None:
         """A line Claude Code 2.1.235 prints when a control request changed the session (its ids added)."""
         self.channel.send({**line, "uuid": str(uuid.uuid4()), "session_id": self.conversation.session.session_id})
 
-    async def _set_model(self, request: Mapping[str, Any]) -> None:
+    async def _set_model(self, request: Mapping[str, object]) -> None:
         model = request.get("model")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ControlError(f"set_model: model must be a model name or null (the default), got {model!r}")
@@ -388,7 +388,7 @@ class _SdkSession:
         self._announce({"type": "user", "message": said, "parent_tool_use_id": None, "isReplay": True})
         return None  # a success without a response, as Claude Code 2.1.235's
 
-    async def _mcp_status(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _mcp_status(self, request: Mapping[str, object]) -> Mapping[str, Any]:
         if self.mcp_ready is not None:
             await asyncio.gather(self.mcp_ready, return_exceptions=True)
         configs = {config.name: config for config in self.conversation.template.tools.mcp_servers}
@@ -398,7 +398,7 @@ class _SdkSession:
     def sdk_statuses(self) -> list[dict[str, Any]]:
         return [server.status_entry() for server in self.servers.values()]
 
-    async def _mcp_reconnect(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _mcp_reconnect(self, request: Mapping[str, object]) -> Mapping[str, Any]:
         name = request.get("serverName")
         if name in self.servers:
             server = self.servers[str(name)]
@@ -417,7 +417,7 @@ class _SdkSession:
             raise ControlError(f"Failed to reconnect {name}: {why}", "reconnect_failed")
         return {}
 
-    async def _mcp_toggle(self, request: Mapping[str, Any]) -> None:
+    async def _mcp_toggle(self, request: Mapping[str, object]) -> None:
         """Turn a configured server off (its connection closed, its tools gone from the next request) or on
         again (connected anew), as Claude Code 2.1.235 does: a success without a response."""
         name = request.get("serverName")
@@ -436,7 +436,7 @@ class _SdkSession:
             failure = self.mcp.failure(str(name))
             raise ControlError(f"Failed to enable {name}: {failure.text() if failure else 'down'}", "reconnect_failed")
 
-    async def _rewind_files(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _rewind_files(self, request: Mapping[str, object]) -> Mapping[str, Any]:
         target = request.get("user_message_id")
         if not isinstance(target, str) or not target:
             raise ControlError("rewind_files needs user_message_id: the uuid of a user message of this session")
@@ -454,7 +454,7 @@ class _SdkSession:
             return summary
         return {**summary, "done": apply_rewind(plan)}
 
-    async def _context_usage(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _context_usage(self, request: Mapping[str, object]) -> Mapping[str, Any]:
         return _context_usage(self.conversation.template, self.last_data)
 
 

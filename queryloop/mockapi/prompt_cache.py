@@ -75,7 +75,7 @@ def min_cacheable_tokens(model: str) -> int:
     return next((n for family, n in _MIN_TOKENS_BY_FAMILY if model.startswith(family)), DEFAULT_MIN_TOKENS)
 
 
-def _compact(value: Any) -> str:
+def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -84,20 +84,20 @@ def has_breakpoints(raw_body: bytes) -> bool:
     return b'"cache_control"' in raw_body
 
 
-def _bare(block: Any) -> Any:
+def _bare(block: object) -> Any:
     if isinstance(block, dict) and "cache_control" in block:
         return {k: v for k, v in block.items() if k != "cache_control"}
     return block
 
 
-def _blocks(value: Any) -> list[Any]:
+def _blocks(value: object) -> list[Any]:
     """Content or a system prompt as a list of blocks (a string is one text block)."""
     if isinstance(value, str):
         return [{"type": "text", "text": value}] if value else []
     return list(value) if isinstance(value, list) else []
 
 
-def without_breakpoints(system: Any, messages: Any, tools: Any) -> tuple[Any, Any, Any]:
+def without_breakpoints(system: object, messages: object, tools: object) -> tuple[Any, Any, Any]:
     """``system``, ``messages`` and ``tools`` with every block's ``cache_control`` removed (the estimate's input)."""
     if isinstance(system, list):
         system = [_bare(b) for b in system]
@@ -113,7 +113,7 @@ def without_breakpoints(system: Any, messages: Any, tools: Any) -> tuple[Any, An
     return system, messages, tools
 
 
-def _segments(system: Any, messages: Any, tools: Any) -> Iterator[tuple[str, Any, Any]]:
+def _segments(system: object, messages: object, tools: object) -> Iterator[tuple[str, Any, Any]]:
     """``(role, block as identified, value as sent)`` in cache order: tools, system, messages."""
     for tool in tools if isinstance(tools, list) else ():
         yield "tool", tool, tool
@@ -131,11 +131,11 @@ def _segments(system: Any, messages: Any, tools: Any) -> Iterator[tuple[str, Any
             yield from ((role, block, block) for block in _blocks(content))
 
 
-def _is_breakpoint(block: Any) -> bool:
+def _is_breakpoint(block: object) -> bool:
     return isinstance(block, dict) and isinstance(block.get("cache_control"), dict)
 
 
-def breakpoint_paths(system: Any, messages: Any, tools: Any) -> tuple[str, ...]:
+def breakpoint_paths(system: object, messages: object, tools: object) -> tuple[str, ...]:
     """Where the ``cache_control`` markers are: ``tools[i]``, ``system[i]``, ``messages[i][j]``, in cache order."""
     paths = [f"tools[{i}]" for i, t in enumerate(tools if isinstance(tools, list) else ()) if _is_breakpoint(t)]
     if isinstance(system, list):
@@ -147,7 +147,7 @@ def breakpoint_paths(system: Any, messages: Any, tools: Any) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def count_breakpoints(system: Any, messages: Any, tools: Any) -> int:
+def count_breakpoints(system: object, messages: object, tools: object) -> int:
     """How many tool definitions, system blocks and message blocks carry ``cache_control``."""
     return sum(1 for _, block, _ in _segments(system, messages, tools) if _is_breakpoint(block))
 
@@ -160,7 +160,7 @@ def _ttl(block: Any) -> str | None:
     return ttl if ttl in TTL_SECONDS else None
 
 
-def breakpoint_problem(system: Any, messages: Any, tools: Any) -> str | None:
+def breakpoint_problem(system: object, messages: object, tools: object) -> str | None:
     """The real API's 400 message for a request's breakpoints (too many, an unknown ttl, a longer ttl
     after a shorter), else None."""
     marks = [block for _, block, _ in _segments(system, messages, tools) if _is_breakpoint(block)]
@@ -193,7 +193,7 @@ class _Entry:
     expires: float
 
 
-def _prefixes(system: Any, messages: Any, tools: Any) -> list[_Prefix]:
+def _prefixes(system: object, messages: object, tools: object) -> list[_Prefix]:
     running = hashlib.sha256()
     chars = 0
     out: list[_Prefix] = []
@@ -222,7 +222,7 @@ class PromptCache:
         """The shortest prefix written for ``model``."""
         return min_cacheable_tokens(model) if self.min_tokens is None else self.min_tokens
 
-    def account(self, model: str, system: Any, messages: Any, tools: Any) -> CacheUsage:
+    def account(self, model: str, system: object, messages: object, tools: object) -> CacheUsage:
         """Read the longest live prefix in reach of a breakpoint, then store every long-enough breakpoint's."""
         prefixes = _prefixes(system, messages, tools)
         marks = [i for i, p in enumerate(prefixes) if p.ttl is not None]

@@ -109,7 +109,7 @@ def _never(why: str) -> Script:
     return Script(kind="never", why=why)
 
 
-def _reply(content: list[dict[str, Any]], stop_reason: str | None = None) -> Script:
+def _reply(content: Sequence[Mapping[str, object]], stop_reason: str | None = None) -> Script:
     reply: dict[str, Any] = {"content": content}
     if stop_reason is not None:
         reply["stop_reason"] = stop_reason
@@ -518,7 +518,7 @@ class _ScenarioRun:
     """The realiser of a scenario's run (:class:`~queryloop.fsm.verify.paths.Realiser`): a step happens only if
     the table scripts it, its fixed guards hold in a plain offline run, and the run's tracked data allows it."""
 
-    def __init__(self, spec: MachineSpec, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, spec: MachineSpec, params: Mapping[str, object] | None = None) -> None:
         self.spec = spec
         self.realiser = _Realiser(spec)
         self.unplayable = _unplayable_params(spec, params or {})
@@ -590,7 +590,7 @@ def _collected(run: _Run, step: PlannedStep) -> _Run | str:
     return run
 
 
-def _unplayable_params(spec: MachineSpec, params: Mapping[str, Any]) -> str:
+def _unplayable_params(spec: MachineSpec, params: Mapping[str, object]) -> str:
     """Why no scenario replays a run at ``params`` ("" when one may): a scenario's ``cli`` section sets only
     :data:`CLI_PARAMS`; every other param replays at the machine's default."""
     defaults = spec.param_defaults
@@ -821,11 +821,11 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
 class ScenarioReplayer:
     """The program's :class:`~queryloop.fsm.verify.counterexample.Replayer`: scenarios for the embedded server."""
 
-    def realiser(self, spec: MachineSpec, params: Mapping[str, Any] | None = None) -> _ScenarioRun:
+    def realiser(self, spec: MachineSpec, params: Mapping[str, object] | None = None) -> _ScenarioRun:
         return _ScenarioRun(spec, params)
 
     def unscriptable(
-        self, spec: MachineSpec, steps: Sequence[PlannedStep], params: Mapping[str, Any] | None = None
+        self, spec: MachineSpec, steps: Sequence[PlannedStep], params: Mapping[str, object] | None = None
     ) -> str | None:
         unplayable = _unplayable_params(spec, params or {})
         if unplayable:

@@ -425,7 +425,7 @@ class _Builder:
             **common,
         )
 
-    def block_index(self, k: int, content: tuple[Mapping[str, Any], ...], path: _Path) -> int:
+    def block_index(self, k: int, content: tuple[Mapping[str, object], ...], path: _Path) -> int:
         if k > len(content):
             raise self.fail(
                 path,

@@ -94,20 +94,20 @@ class RecordedRequest:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _compact(value: Any) -> str:
+def _compact(value: object) -> str:
     """Compact JSON; a lone surrogate in a string (a scenario may script one) goes as its ``\\uXXXX`` escape,
     as the API writes it: the raw code point cannot be encoded as UTF-8."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
-def _prompt(body: Mapping[str, Any], marked: bool) -> tuple[Any, Any, Any]:
+def _prompt(body: Mapping[str, object], marked: bool) -> tuple[Any, Any, Any]:
     """``(system, messages, tools)`` of a request body, without cache markers (what the estimate counts)."""
     system, messages, tools = body.get("system"), body.get("messages"), body.get("tools")
     return without_breakpoints(system, messages, tools) if marked else (system, messages, tools)
 
 
-def _as_read(system: Any) -> Any:
+def _as_read(system: object) -> Any:
     """A system prompt as the model reads it: one plain text block is the string it holds."""
     if isinstance(system, list) and len(system) == 1 and isinstance(system[0], dict):
         block = system[0]
@@ -116,7 +116,7 @@ def _as_read(system: Any) -> Any:
     return system
 
 
-def estimate_input_tokens(system: Any, messages: Any, tools: Any) -> int:
+def estimate_input_tokens(system: object, messages: object, tools: object) -> int:
     """The server's input-token estimate: ``ceil(len(compact JSON of system+messages+tools) / 4)``."""
     return math.ceil(len(_compact({"system": system, "messages": messages, "tools": tools})) / 4)
 
@@ -143,7 +143,7 @@ def _pieces(text: str, target: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     """The plain text of a message ``content`` or ``system`` value (strings, text blocks, tool results)."""
     if isinstance(content, str):
         return content
@@ -158,7 +158,7 @@ def _text_of(content: Any) -> str:
     return "\n".join(out)
 
 
-def _last_user_text(messages: Any) -> str:
+def _last_user_text(messages: object) -> str:
     if isinstance(messages, list):
         for message in reversed(messages):
             if isinstance(message, dict) and message.get("role") == "user":
@@ -166,7 +166,7 @@ def _last_user_text(messages: Any) -> str:
     return ""
 
 
-def _first_user_text(messages: Any) -> str:
+def _first_user_text(messages: object) -> str:
     if isinstance(messages, list):
         for message in messages:
             if isinstance(message, dict) and message.get("role") == "user":
@@ -258,7 +258,7 @@ class MockServer:
         self._counter += 1
         return f"req_mock_{self._counter:04d}{uuid.uuid4().hex[:20]}"
 
-    def _rule_matches(self, rule: Rule, model: str, system: Any, messages: Any, n_tokens: int) -> bool:
+    def _rule_matches(self, rule: Rule, model: str, system: object, messages: object, n_tokens: int) -> bool:
         if rule.model is not None and rule.model != model:
             return False
         if rule.input_tokens_over is not None and not n_tokens > rule.input_tokens_over:
@@ -269,7 +269,7 @@ class MockServer:
             return False
         return rule.last_user_contains is None or rule.last_user_contains in _last_user_text(messages)
 
-    def _choose(self, model: str, system: Any, messages: Any, n_tokens: int) -> tuple[Step | None, str, int]:
+    def _choose(self, model: str, system: object, messages: object, n_tokens: int) -> tuple[Step | None, str, int]:
         """The step answering this request, its label, and the rule limit for ``{limit}``."""
         for i, rule in enumerate(self.scenario.rules):
             if rule.times is not None and self._rule_hits.get(i, 0) >= rule.times:
@@ -458,7 +458,7 @@ class MockServer:
         return self._json_reply(step, rid, model, input_usage)
 
     async def _cut_json_reply(
-        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]
+        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, object]
     ) -> web.StreamResponse:
         """A 200 whose JSON body stops half-way and the connection closes (``cut_body: true``)."""
         blocks, _, msg_id = self._materialise(step, rid, model, input_usage)
@@ -475,7 +475,7 @@ class MockServer:
         return self._error_response(spec.status, spec.type, message, rid, spec.headers)
 
     def _materialise(
-        self, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]
+        self, step: Step, rid: str, model: str, input_usage: Mapping[str, object]
     ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
         """Reply blocks with ids and signatures filled in, the final usage, and a message id.
 
@@ -504,7 +504,7 @@ class MockServer:
         usage.update(step.usage)
         return blocks, usage, f"msg_mock_{base}"
 
-    def _json_reply(self, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]) -> web.Response:
+    def _json_reply(self, step: Step, rid: str, model: str, input_usage: Mapping[str, object]) -> web.Response:
         blocks, usage, msg_id = self._materialise(step, rid, model, input_usage)
         headers = {"request-id": rid}
         if step.malformed == "json":
@@ -523,7 +523,7 @@ class MockServer:
         return web.json_response(message, headers=headers)
 
     async def _stream_reply(
-        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, Any]
+        self, request: web.Request, step: Step, rid: str, model: str, input_usage: Mapping[str, object]
     ) -> web.StreamResponse:
         blocks, usage, msg_id = self._materialise(step, rid, model, input_usage)
         response = web.StreamResponse(
@@ -536,7 +536,7 @@ class MockServer:
         )
         await response.prepare(request)
 
-        async def send(event: str, data: Mapping[str, Any] | str) -> None:
+        async def send(event: str, data: Mapping[str, object] | str) -> None:
             payload = data if isinstance(data, str) else _compact(data)
             try:
                 await response.write(f"event: {event}\ndata: {payload}\n\n".encode())

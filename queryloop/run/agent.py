@@ -138,7 +138,7 @@ class AgentData:
         return evolve(self, **changes)
 
 
-def _after(result: dict[str, Any], key: str, new: str, value: Any) -> dict[str, Any]:
+def _after(result: Mapping[str, object], key: str, new: str, value: object) -> dict[str, Any]:
     """``result`` with ``new`` placed right after ``key``, where Claude Code 2.1.235 writes it."""
     out: dict[str, Any] = {}
     for k, v in result.items():
@@ -928,6 +928,6 @@ def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, Any]:
     return {**program.snapshot(run), "data": _codec.unstructure(run.data)}
 
 
-def restore_run(program: Program, snapshot: Mapping[str, Any]) -> RunState[AgentData]:
+def restore_run(program: Program, snapshot: Mapping[str, object]) -> RunState[AgentData]:
     """The run state :func:`snapshot_run` wrote (after a JSON round trip), ready to continue."""
     return program.restore(snapshot, _codec.structure(snapshot["data"], AgentData))

@@ -308,11 +308,11 @@ class Resolved:
     ignored: tuple[str, ...] = ()  # of the warnings, what an untrusted folder's settings would have widened
 
 
-def _said(value: Any, hint: Any) -> Any:
+def _said(value: object, hint: object) -> Any:
     return value if value is not None else hint
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -486,7 +486,7 @@ def resolve_config(
 
 
 def _settings_and_rules(
-    cwd: Path, settings_cwd: Path, src: ConfigSources, asked: AskedTools, hints: Mapping[str, Any]
+    cwd: Path, settings_cwd: Path, src: ConfigSources, asked: AskedTools, hints: Mapping[str, object]
 ) -> tuple[Settings, PermissionRules]:
     """The settings files (and ``--settings``) read, and the permission rules they and the flags make."""
     allowed = _said(asked.allowed_tools, hints.get("allowed_tools"))
@@ -514,7 +514,7 @@ def _with_added_dirs(rules: PermissionRules, cwd: Path, added: Sequence[str], wa
     return attrs.evolve(rules, additional_directories=kept)
 
 
-def _allowed_mode(mode: PermissionMode, permissions: Any, warnings: list[str]) -> PermissionMode:
+def _allowed_mode(mode: PermissionMode, permissions: object, warnings: list[str]) -> PermissionMode:
     """``mode``, but ``default`` for ``bypassPermissions`` when the settings'
     ``permissions.disableBypassPermissionsMode`` is ``"disable"`` (as Claude Code 2.1.235 does,
     which says nothing; here a warning says why)."""
@@ -582,7 +582,7 @@ def _request(
     )
 
 
-def _limits(asked: AskedLimits, hints: Mapping[str, Any], env: dict[str, str]) -> Limits:
+def _limits(asked: AskedLimits, hints: Mapping[str, object], env: dict[str, str]) -> Limits:
     caps = dict(asked.params or {})
     if asked.max_retry_after_s is not None:
         caps["max_retry_after_s"] = asked.max_retry_after_s

@@ -161,7 +161,7 @@ _OTLP_EXPORTERS = {
 }
 
 
-def _otlp(signal: str, settings: TelemetrySettings, **extra: Any) -> Any:
+def _otlp(signal: str, settings: TelemetrySettings, **extra: object) -> Any:
     """The signal's OTLP exporter over its protocol, to its endpoint with its headers and the timeout (imported
     here: a process loads only the exporter it uses)."""
     import importlib
@@ -699,12 +699,12 @@ class RunTelemetry:
 
     # ---- events and metrics ------------------------------------------------------------------
 
-    def _count(self, name: str, amount: float, attributes: Mapping[str, Any]) -> None:
+    def _count(self, name: str, amount: float, attributes: Mapping[str, object]) -> None:
         counter = self.providers.counters.get(name)
         if counter is not None:
             counter.add(amount, {**self.common, **attributes})
 
-    def _event(self, name: str, attributes: Mapping[str, Any]) -> None:
+    def _event(self, name: str, attributes: Mapping[str, object]) -> None:
         logger = self.providers.logger
         if logger is None:
             return

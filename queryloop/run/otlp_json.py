@@ -37,7 +37,7 @@ def otlp_json(message: Message) -> bytes:
     return json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), separators=(",", ":")).encode()
 
 
-def _hex_ids(value: Any) -> Any:
+def _hex_ids(value: object) -> Any:
     if isinstance(value, dict):
         return {
             k: base64.b64decode(v).hex() if k in _IDS and isinstance(v, str) else _hex_ids(v) for k, v in value.items()
@@ -106,14 +106,14 @@ class JsonMetricExporter(MetricExporter):
         super().__init__(preferred_temporality=preferred_temporality)
         self._poster = _Poster(endpoint, headers, timeout)
 
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> MetricExportResult:
         ok = self._poster.post(otlp_json(encode_metrics(metrics_data)))
         return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return True
 
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
         pass
 
 

@@ -395,7 +395,7 @@ def print_rewind(plan: RewindPlan, *, dry_run: bool) -> None:
             print(inert(f"  - {entry['name']} {_short(entry['input'])} ({entry['tool_use_id']})"))
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 120 else text[:120] + " …"
 

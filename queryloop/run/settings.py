@@ -299,7 +299,7 @@ def _read_file(path: Path, label: str) -> dict[str, Any]:
 _warned: set[tuple[str, tuple[str, ...]]] = set()  # (file, its unknown keys) already warned about in this process
 
 
-def _warn_unknown_keys(document: Mapping[str, Any], label: str, where: str) -> None:
+def _warn_unknown_keys(document: Mapping[str, object], label: str, where: str) -> None:
     """One line on stderr per file (once per process) naming its top-level keys that neither
     queryloop nor Claude Code knows, each with the nearest known key; the run goes on."""
     known = CLAUDE_CODE_SETTINGS_KEYS | SETTINGS_SCHEMA["properties"].keys()
@@ -315,11 +315,11 @@ def _warn_unknown_keys(document: Mapping[str, Any], label: str, where: str) -> N
     print(f"queryloop: {label}: unknown settings key{plural} {', '.join(named)}; ignored", file=sys.stderr)
 
 
-def _freeze_key(value: Any) -> str:
+def _freeze_key(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def merge_settings(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str, Any]:
+def merge_settings(lower: Mapping[str, object], higher: Mapping[str, object]) -> dict[str, Any]:
     """Merge two settings documents: objects recursively, lists concatenated without
     duplicates (lower first), any other value from ``higher``."""
     merged = copy.deepcopy(dict(lower))

@@ -118,7 +118,7 @@ class Subagents:
         self.tool: ToolSpec = agent_tool(definitions, self.call, timeout_s=timeout_s)
 
     # ---- the Agent tool ---------------------------------------------------------------------
-    async def call(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def call(self, tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
         """One Agent call: start the child; acknowledge it (background) or return its answer."""
         kind = str(tool_input.get("subagent_type") or DEFAULT_AGENT)
         definition = self.definitions.get(kind)

@@ -206,7 +206,7 @@ def _restrict_sandbox(sandbox: dict[str, Any], ignored: list[Widening], *, trust
             ignored.append(Widening(key="sandbox.autoAllowBashIfSandboxed", value=None, taken=False))
 
 
-def restrict(document: Mapping[str, Any], *, trusted: Mapping[str, Any]) -> tuple[dict[str, Any], list[Widening]]:
+def restrict(document: Mapping[str, object], *, trusted: Mapping[str, object]) -> tuple[dict[str, Any], list[Widening]]:
     """An untrusted folder's settings ``document`` without what would widen what runs, and what was left out.
 
     ``trusted``: the user's own settings merged (the user files and ``--settings``), which

@@ -74,7 +74,7 @@ class WebRequests:
         self._count(model, reply.usage, reply.content)
         return reply.content
 
-    def _count(self, model: str, usage: Mapping[str, Any], content: Sequence[Mapping[str, Any]]) -> None:
+    def _count(self, model: str, usage: Mapping[str, object], content: Sequence[Mapping[str, object]]) -> None:
         """Add one reply's usage, and its searches at their price, to the totals."""
         server = usage.get("server_tool_use")
         ran = server.get("web_search_requests") if isinstance(server, Mapping) else None

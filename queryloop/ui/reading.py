@@ -82,7 +82,7 @@ def find_session(home: Path, session_id: str) -> SessionFiles:
     raise UnknownSession(session_id)
 
 
-def transcript_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def transcript_rows(entries: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
     """Every entry in order, as the page shows it: user and assistant messages, boundaries, tombstones, each
     run's end."""
     out = []
@@ -112,7 +112,7 @@ def transcript_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def prompt_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
+def prompt_rows(entries: Iterable[Mapping[str, object]]) -> list[dict[str, str]]:
     """The user prompts a rewind can go back before: uuid and the prompt's first words."""
     out = []
     for e in entries:
@@ -123,7 +123,7 @@ def prompt_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def ledger_row(entry: Mapping[str, Any]) -> dict[str, Any]:
+def ledger_row(entry: Mapping[str, object]) -> dict[str, Any]:
     """One completed side effect as the page shows it."""
     return {
         "tool_use_id": str(entry.get("tool_use_id", "")),
@@ -138,7 +138,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= _TEXT_LIMIT else text[:_TEXT_LIMIT] + f" … ({len(text) - _TEXT_LIMIT} more characters)"
 
 
-def _blocks(content: Any) -> list[dict[str, str]]:
+def _blocks(content: object) -> list[dict[str, str]]:
     """A message's content as (kind, text) blocks: text, thinking, a tool call, a tool result."""
     if isinstance(content, str):
         return [{"kind": "text", "text": _cut(content)}]
