@@ -59,7 +59,7 @@ MakeReplayer = Callable[[], "Replayer"]
 def _param_overrides(values: Sequence[str]) -> dict[str, Any]:
     import yaml
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for item in values:
         name, sep, raw = item.partition("=")
         if not sep or not name:
@@ -244,7 +244,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--counterexamples: this program has no scenario writer")
     machines = _load_all(paths)
     _checked_params(params, [m.spec for m in machines if not isinstance(m, SpecError)])
-    reports: list[dict[str, Any]] = []  # with --format json, printed together at the end
+    reports: list[dict[str, object]] = []  # with --format json, printed together at the end
     failed = False
     for machine in machines:
         failed |= _check_one(machine, params, args, reports)

@@ -19,7 +19,7 @@ __all__ = ["Script", "broken_handler", "flag_a", "flag_b", "flag_c", "journal", 
 class Script:
     """Services for :func:`scripted`: a fixed sequence of events, then ``fallback`` forever."""
 
-    def __init__(self, events: Iterable[Event[Any] | str], fallback: Event[Any] | str | None = None) -> None:
+    def __init__(self, events: Iterable[Event[object] | str], fallback: Event[object] | str | None = None) -> None:
         self.events: deque[Event[Any] | str] = deque(events)
         self.fallback = fallback
 
@@ -33,41 +33,41 @@ class Script:
 
 async def scripted(ctx: EffectContext[Any, Script]) -> Event[Any] | str:
     """An effect that returns whatever the run's services script says."""
-    event: Event[Any] | str = ctx.services.next_event(ctx.run)
+    event: Event[object] | str = ctx.services.next_event(ctx.run)
     return event
 
 
-def _flag(event: Event[Any], name: str) -> bool:
-    data: Any = event.data
+def _flag(event: Event[object], name: str) -> bool:
+    data: object = event.data
     return bool(data.get(name)) if isinstance(data, dict) else False
 
 
-def flag_a(run: RunState[Any], event: Event[Any]) -> bool:
+def flag_a(run: RunState[Any], event: Event[object]) -> bool:
     """True when the event's data has a truthy ``a`` (scripted guard)."""
     return _flag(event, "a")
 
 
-def flag_b(run: RunState[Any], event: Event[Any]) -> bool:
+def flag_b(run: RunState[Any], event: Event[object]) -> bool:
     """True when the event's data has a truthy ``b`` (scripted guard)."""
     return _flag(event, "b")
 
 
-def flag_c(run: RunState[Any], event: Event[Any]) -> bool:
+def flag_c(run: RunState[Any], event: Event[object]) -> bool:
     """True when the event's data has a truthy ``c`` (scripted guard)."""
     return _flag(event, "c")
 
 
-def journal(run: RunState[tuple[str, ...]], event: Event[Any]) -> tuple[str, ...]:
+def journal(run: RunState[tuple[str, ...]], event: Event[object]) -> tuple[str, ...]:
     """An exit or edge handler that appends ``state:event`` to the run's data (a tuple of strings)."""
     return (*run.data, f"{run.state}:{event.name}")
 
 
-def broken_handler(run: RunState[Any], event: Event[Any]) -> Any:
+def broken_handler(run: RunState[Any], event: Event[object]) -> Any:
     """An exit or edge handler that always raises: the run ends in ``internal_error`` (tests of that path)."""
     raise RuntimeError(f"broken_handler raised on purpose in {run.state!r} on {event.name!r}")
 
 
 @uses(counters=("retries",))
-def reads_retries(run: RunState[Any], event: Event[Any]) -> bool:
+def reads_retries(run: RunState[Any], event: Event[object]) -> bool:
     """A guard that reads the counter ``retries`` and says so (a machine without it fails to load)."""
     return run.count("retries") < 1

@@ -49,7 +49,7 @@ def bind_machine(spec: MachineSpec, lines: Lines) -> Machine:
         for name, dotted in spec.guards.items()
         if (fn := b.resolve(dotted, line_of(lines, ("guards", name)), f"guard {name!r}")) is not None
     }
-    handlers: dict[str, Callable[..., Any]] = {}
+    handlers: dict[str, Callable[..., object]] = {}
     for t in spec.transitions:  # an edge of a reason whose handler did not resolve tries it again (and says so)
         fn = b.resolve(t.do, t.line, f"transition {t.reason!r} `do`") if t.do and t.reason not in handlers else None
         if fn is not None:
@@ -67,8 +67,8 @@ def bind_machine(spec: MachineSpec, lines: Lines) -> Machine:
 
 def _bind_states(b: _Binder) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]]:
     """Each state's effect (async, called as ``(ctx)``) and exit handler (sync, ``(run, event)``)."""
-    effects: dict[str, Callable[..., Any]] = {}
-    exits: dict[str, Callable[..., Any]] = {}
+    effects: dict[str, Callable[..., object]] = {}
+    exits: dict[str, Callable[..., object]] = {}
     for s in b.spec.states:
         effect = b.resolve(s.effect, s.line, f"state {s.name!r} effect", arity=1, sync=False) if s.effect else None
         if effect is not None:

@@ -116,7 +116,7 @@ def _walk(node: yaml.Node, where: Where, source: str, lines: dict[Where, int], p
     """Record the line of every node (a mapping entry: its key's line) and flag what the rules refuse."""
     lines.setdefault(where, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
-        first: dict[Any, int] = {}
+        first: dict[object, int] = {}
         for key, value in node.value:
             line = key.start_mark.line + 1
             if key.tag == "tag:yaml.org,2002:bool":
@@ -237,7 +237,7 @@ class _Decoder(json.JSONDecoder):
 
     def _parse_object(self, s_and_end: tuple[str, int], *_: object) -> tuple[dict[str, Any], int]:
         s, end = s_and_end
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         seen: dict[str, int] = {}
         end = self._skip(s, end)
         if end < len(s) and s[end] == "}":
@@ -259,7 +259,7 @@ class _Decoder(json.JSONDecoder):
 
     def _parse_array(self, s_and_end: tuple[str, int], _scan: Callable[..., Any]) -> tuple[list[Any], int]:
         s, end = s_and_end
-        out: list[Any] = []
+        out: list[object] = []
         end = self._skip(s, end)
         if end < len(s) and s[end] == "]":
             return out, end + 1

@@ -107,7 +107,7 @@ class _Expander:
     def values(self, template: str, given: Mapping[str, object], where: _Path, who: str) -> dict[str, Any] | None:
         """The values of ``template``'s params for one use: given, else the param's default (its
         ``{param}``s filled in from the others)."""
-        declared: Mapping[str, Any] = self.templates[template]["params"]
+        declared: Mapping[str, object] = self.templates[template]["params"]
         ok = True
         for name in given:
             if name not in declared:
@@ -118,7 +118,7 @@ class _Expander:
                     f"its params are: {known}",
                 )
                 ok = False
-        out: dict[str, Any] = {name: given[name] for name in declared if name in given}
+        out: dict[str, object] = {name: given[name] for name in declared if name in given}
         for name, spec in declared.items():
             if name not in given and not isinstance(spec, dict):
                 self.problem(
@@ -144,7 +144,7 @@ class _Expander:
 
     def check_defaults(self, template: str) -> None:
         """Refuse a default naming a ``{param}`` the template does not declare, or defaults naming each other."""
-        declared: Mapping[str, Any] = self.templates[template]["params"]
+        declared: Mapping[str, object] = self.templates[template]["params"]
         uses = {name: _params_in(spec["default"]) for name, spec in declared.items() if isinstance(spec, dict)}
         for name, used in uses.items():
             for other in used:
@@ -216,7 +216,7 @@ class _Expander:
             return None
         body = self.templates[template]
         here: _Path = ("templates", template)
-        states: list[tuple[str, Any, _Path]] = []
+        states: list[tuple[str, object, _Path]] = []
         for key, state in (body.get("states") or {}).items():
             at = (*here, "states", key)
             name = self.substitute(key, values, at, template)
@@ -224,7 +224,7 @@ class _Expander:
                 self.problem(at, f"{who} names a state of template {template!r} {name!r}", "give a state name")
                 continue
             states.append((name, self.substitute(state, values, at, template), at))
-        transitions: list[tuple[Any, _Path]] = []
+        transitions: list[tuple[object, _Path]] = []
         for i, t in enumerate(body.get("transitions") or ()):
             at = (*here, "transitions", i)
             if "use" in t:
@@ -448,7 +448,7 @@ def _place_transitions(
 ) -> list[Any]:
     """The transitions in order: each ``- instance: NAME`` replaced by that instance's, unplaced ones last."""
     old = ex.old_lines
-    out: list[Any] = []
+    out: list[object] = []
     placed: set[str] = set()
 
     def add(t: object, src: _Path) -> None:

@@ -276,7 +276,7 @@ class Program:
         # the declared at_most / in_a_row properties, watched at every step (None: the machine declares none)
         self.watcher = Watcher.of(spec, self.counter_names) if spec.properties else None
         self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
-        invariants: dict[str, list[tuple[str, str, Callable[[Any], Any]]]] = {}
+        invariants: dict[str, list[tuple[str, str, Callable[[object], object]]]] = {}
         for inv in spec.invariants:
             for state in inv.at:
                 invariants.setdefault(state, []).append((inv.name, inv.doc, machine.invariants[inv.name]))
@@ -414,7 +414,7 @@ class Program:
             steps=int(snapshot.get("steps", 0)),
         )
 
-    def choose(self, run: RunState[Any], event: Event[Any]) -> _Edge:
+    def choose(self, run: RunState[Any], event: Event[object]) -> _Edge:
         """The first candidate for ``(run.state, event)`` whose counter is under cap and guards hold.
 
         Each guard named in the decision is called at most once, however many candidates name
@@ -446,7 +446,7 @@ class Program:
         )
 
     @staticmethod
-    def _ask(name: str, guard: Callable[..., Any], edge: _Edge, run: RunState[Any], event: Event[Any]) -> bool:
+    def _ask(name: str, guard: Callable[..., Any], edge: _Edge, run: RunState[Any], event: Event[object]) -> bool:
         """One guard's answer, which must be a ``bool``."""
         try:
             ok = guard(run, event)
@@ -462,7 +462,7 @@ class Program:
         return ok
 
     @staticmethod
-    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[Any]) -> Any:
+    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[object]) -> Any:
         """``fn(run, event)``: the new run data, checked to be data (not a run state, not None for data)."""
         try:
             data = fn(run, event)
@@ -542,7 +542,7 @@ class Program:
                 "engine, never changed in place (handlers return the new run data, the machine owns the counters)"
             )
 
-    def step(self, run: RunState[Any], event: Event[Any], book: _Book | None = None) -> tuple[RunState[Any], Step]:
+    def step(self, run: RunState[Any], event: Event[object], book: _Book | None = None) -> tuple[RunState[Any], Step]:
         """Take one transition: choose the edge, run the state's exit and the edge's handler, update counters.
 
         The exit and the handler each return the new run data; the next run state is built
@@ -581,7 +581,7 @@ class Program:
         if book is not None:
             self._bookkeep(book, run.state, edge)
         # by position, in field order (machine, state, counter_names, caps, limits, counters, params, data, steps)
-        nxt: RunState[Any] = RunState(
+        nxt: RunState[object] = RunState(
             run.machine, edge.dest, run.counter_names, run.caps, run.limits, counters, run.params, data, run.steps + 1
         )
         # (index, source, event, reason, dest, progress, counter_names, counters, terminal)
@@ -742,7 +742,7 @@ class Runner(Generic[D, S]):
         program = self.program
         if self._book not in program._book.models:
             program._enrol(self._book, self.final.state)
-        buffer: list[Any] = []
+        buffer: list[object] = []
         try:
             step = await self._one_step(buffer)
         except BaseException:
@@ -858,7 +858,7 @@ class Runner(Generic[D, S]):
         program = self.program
         terminals = program.terminals
         program._enrol(self._book, self.final.state)
-        buffer: list[Any] = []
+        buffer: list[object] = []
         clock = time.monotonic
         yielded = clock()
         try:

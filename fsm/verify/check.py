@@ -335,7 +335,7 @@ class CheckReport:
     def to_json(self) -> dict[str, Any]:
         step = self.step  # the keys name the machine's step scope
 
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "machine": self.machine,
             "path": self.path,
             "ok": self.ok,

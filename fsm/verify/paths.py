@@ -271,7 +271,7 @@ class _Search(Generic[W]):
         dist, refusals = self.distances(target, transition)
         deciding = {self.moves.index[n] for n in self._deciding(transition)}
         bound = getattr(self.realiser, "lower_bound", None)  # optional: the steps its own data still needs
-        need: Callable[[Any], int] | None = bound(target) if bound is not None else None
+        need: Callable[[object], int] | None = bound(target) if bound is not None else None
 
         def h(node: _Node) -> int | None:
             found = dist.get((node[0], tuple(c if i in deciding else 0 for i, c in enumerate(node[1]))))
