@@ -128,7 +128,7 @@ def stop_hook_input(data: HooksRun) -> dict[str, Any]:
     content = last.get("content") if last.get("role") == "assistant" else None
     text = final_text(content).strip() if isinstance(content, list) else ""
     active = {"stop_hook_active": data.hooks.stop_hook_active}
-    pending: dict[str, Any] = {"background_tasks": [], "session_crons": []}
+    pending: dict[str, object] = {"background_tasks": [], "session_crons": []}
     return {**active, "last_assistant_message": text, **pending} if text else {**active, **pending}
 
 

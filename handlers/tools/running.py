@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Generic
+from typing import Generic
 
 import attrs
 
@@ -245,7 +245,7 @@ def record_tool_results(run: RunState[T], event: Event[ToolsDone]) -> T:
     data = run.data
     block = reminder_block(event.data.notes)
     content: list[Block] = [*event.data.results, block] if block is not None else list(event.data.results)
-    changes: dict[str, Any] = {
+    changes: dict[str, object] = {
         "messages": data.messages.append(user_message(content)),
         "tools": evolve(
             data.tools,

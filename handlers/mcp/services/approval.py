@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from ...messages import ToolCall
 from ...tools import AskPermission, PermissionAnswer, ToolContext, ToolOutput
@@ -76,7 +76,7 @@ def mcp_permission_asker(manager: McpManager, tool_name: str, *, cwd: Path) -> A
         spec = manager.tool_spec(tool_name)
         if spec is None:
             return PermissionAnswer(allow=False, message=f"the permission prompt tool {tool_name} is not available")
-        request: dict[str, Any] = {"tool_name": call.name, "input": dict(call.input), "tool_use_id": call.id}
+        request: dict[str, object] = {"tool_name": call.name, "input": dict(call.input), "tool_use_id": call.id}
         return read_answer(tool_name, await spec.run(request, ToolContext(cwd=cwd)))
 
     return ask

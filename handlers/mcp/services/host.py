@@ -31,7 +31,7 @@ class Elicitation:
 
     def hook_payload(self) -> dict[str, Any]:
         """The ``Elicitation`` hook's stdin fields (Claude Code's names)."""
-        payload: dict[str, Any] = {"mcp_server_name": self.server, "message": self.message, "mode": self.mode}
+        payload: dict[str, object] = {"mcp_server_name": self.server, "message": self.message, "mode": self.mode}
         if self.mode == "form":
             payload["requested_schema"] = dict(self.schema)
         if self.url is not None:

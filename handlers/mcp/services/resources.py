@@ -71,7 +71,7 @@ def resource_runs(source: ResourceSource) -> dict[str, ToolRun]:
     async def list_resources(tool_input: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
         wanted = tool_input.get("server")
         names = [_server(source, wanted)] if isinstance(wanted, str) else list(source.servers())
-        entries: list[dict[str, Any]] = []
+        entries: list[dict[str, object]] = []
         for name in names:
             for resource in await source.listing(name):
                 entry = resource.model_dump(mode="json", by_alias=True, exclude_none=True)

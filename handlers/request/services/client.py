@@ -359,7 +359,7 @@ def api_headers(client: anthropic.AsyncAnthropic) -> dict[str, Any]:
     """
     import anthropic
 
-    headers: dict[str, Any] = {"anthropic-version": API_VERSION}
+    headers: dict[str, object] = {"anthropic-version": API_VERSION}
     if client.api_key and not client.auth_token:
         headers["X-Api-Key"] = client.api_key
         headers["Authorization"] = anthropic.Omit()

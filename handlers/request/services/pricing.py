@@ -94,7 +94,7 @@ def _document() -> Mapping[str, Any]:
     )
     import yaml  # here: read once, when a price or a window is first asked for
 
-    document: Mapping[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    document: Mapping[str, object] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return document
 
 

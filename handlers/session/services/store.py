@@ -113,7 +113,7 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         return [], []
     except UnreadableFileError as exc:
         return [], [f"skipped {exc}"]
-    entries: list[dict[str, Any]] = []
+    entries: list[dict[str, object]] = []
     warnings: list[str] = []
     lines = raw.split(b"\n")
     torn = lines[-1] != b""  # a complete file ends with a newline: what follows the last one was cut off

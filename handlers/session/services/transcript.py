@@ -60,7 +60,7 @@ def load_history(path: Path) -> History:
     entries, warnings = read_jsonl(path)
     by_uuid = {str(e["uuid"]): e for e in entries if isinstance(e.get("uuid"), str)}
     leaf = next((e for e in reversed(entries) if e.get("type") in MAIN_TYPES and "uuid" in e), None)
-    chain: list[dict[str, Any]] = []
+    chain: list[dict[str, object]] = []
     seen: set[str] = set()
     node = leaf
     while node is not None and str(node.get("uuid")) not in seen:
@@ -284,7 +284,7 @@ class TranscriptWriter:
 
     def _message(self, message: Message, meta: bool, reason: str, entry_id: str | None) -> None:
         role = str(message.get("role"))
-        fields: dict[str, Any] = {"message": {"role": role, "content": message.get("content")}, "reason": reason}
+        fields: dict[str, object] = {"message": {"role": role, "content": message.get("content")}, "reason": reason}
         if meta:
             fields["isMeta"] = True
         entry = self._entry("assistant" if role == "assistant" else "user", **fields)

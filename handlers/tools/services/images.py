@@ -114,7 +114,7 @@ _SIZES: Final[dict[str, Callable[[bytes], tuple[int, int] | None]]] = {
 
 def _response(data: str, media_type: str, size: int, dimensions: tuple[int, int] | None) -> dict[str, Any]:
     """Claude Code 2.1.235's record of an image Read, as a PostToolUse hook gets it (shown as it is sent)."""
-    file: dict[str, Any] = {"base64": data, "type": media_type, "originalSize": size}
+    file: dict[str, object] = {"base64": data, "type": media_type, "originalSize": size}
     if dimensions is not None:
         width, height = dimensions
         file["dimensions"] = {

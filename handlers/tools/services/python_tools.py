@@ -44,7 +44,7 @@ def _strip_titles(schema: object) -> Any:
         return [_strip_titles(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
@@ -87,7 +87,7 @@ def _from_typed_dict(cls: type) -> type:
             f"the TypedDict {cls.__qualname__} names a type that cannot be found: {exc}"
         ) from None
     required = set(getattr(cls, "__required_keys__", hints))
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     for key, hint in hints.items():
         origin = typing.get_origin(hint)
         # Under `from __future__ import annotations` Python 3.11 cannot see NotRequired when it builds the
@@ -116,7 +116,7 @@ def _json_schema(name: str, adapter: pydantic.TypeAdapter[Any]) -> dict[str, Any
         schema = adapter.json_schema()
     except (pydantic.PydanticInvalidForJsonSchema, pydantic_core.PydanticSerializationError, TypeError) as exc:
         raise ToolDefinitionError(f"tool {name!r}: its input has no JSON Schema ({exc}); pass input_schema=") from None
-    stripped: dict[str, Any] = _strip_titles(schema)
+    stripped: dict[str, object] = _strip_titles(schema)
     return stripped
 
 
@@ -184,7 +184,7 @@ class _Call:
             self.schema = _json_schema(name, self.adapter)
 
     def _signature_shape(self) -> type:
-        fields: dict[str, Any] = {}
+        fields: dict[str, object] = {}
         required: set[str] = set()
         for param in self.params:
             if param.kind is param.VAR_KEYWORD:

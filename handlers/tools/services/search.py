@@ -280,7 +280,7 @@ async def _match_in_worker(request: Mapping[str, object], timeout_s: float, ctx:
     if proc.returncode != 0:
         detail = err.decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no error message"]
         raise ToolError(f"the search process failed (exit code {proc.returncode}): {detail[0]}")
-    answer: dict[str, Any] = json.loads(out)
+    answer: dict[str, object] = json.loads(out)
     return answer
 
 

@@ -306,7 +306,7 @@ WEB_FETCH: Final = ToolSpec(
 
 def _results(answer: SearchAnswer) -> list[Any]:
     """The answer as Claude Code's ``results``: each search's hits (title and url), and the model's text."""
-    results: list[Any] = []
+    results: list[object] = []
     for block in answer.content:
         if block.get("type") == "web_search_tool_result":
             hits = block.get("content")
@@ -394,7 +394,7 @@ WEB_SEARCH: Final = ToolSpec(
 
 def search_tool_definition(allowed: Sequence[str], blocked: Sequence[str]) -> dict[str, Any]:
     """The server tool a WebSearch request carries, with the call's domain list."""
-    definition: dict[str, Any] = {"type": WEB_SEARCH_TOOL, "name": "web_search"}
+    definition: dict[str, object] = {"type": WEB_SEARCH_TOOL, "name": "web_search"}
     if allowed:
         definition["allowed_domains"] = list(allowed)
     if blocked:
