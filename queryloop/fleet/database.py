@@ -206,7 +206,7 @@ class FleetDatabase:
         self.url = url
         engine_url = _engine_url(url)
         self.is_sqlite = engine_url.get_backend_name() == "sqlite"
-        kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        kwargs: dict[str, object] = {"pool_pre_ping": True}
         if self.is_sqlite:  # the workers and DBOS write the same file: wait for its lock instead of failing
             kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
         self.engine = sa.create_engine(engine_url, **kwargs)

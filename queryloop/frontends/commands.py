@@ -36,7 +36,7 @@ class Registration:
 
     def add_to(self, sub: object) -> None:
         """Add this registration's commands to ``sub`` (their module is imported here)."""
-        keywords: dict[str, Any] = _load(self.arguments)() if self.arguments is not None else {}
+        keywords: dict[str, object] = _load(self.arguments)() if self.arguments is not None else {}
         _load(self.adds)(sub, **keywords)
 
 

@@ -574,7 +574,7 @@ class StreamJsonRenderer(Renderer):
                 "uuid": str(uuid.uuid4()),
             }
         )
-        line: dict[str, Any] = {
+        line: dict[str, object] = {
             "type": "system",
             "subtype": "task_notification",
             "task_id": r.agent_id,

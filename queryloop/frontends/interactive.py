@@ -467,7 +467,7 @@ class _Interactive:
             return ElicitAnswer(action="decline")
         if request.mode == "url":
             return ElicitAnswer(action="accept")
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         required = set(request.schema.get("required") or ())
         properties = request.schema.get("properties") or {}
         for name, field in properties.items() if isinstance(properties, dict) else ():
@@ -490,7 +490,7 @@ class _Interactive:
                     continue
                 return None
             try:
-                value: Any = _typed(text, kind)
+                value: object = _typed(text, kind)
             except ValueError as exc:
                 self._say(f"  {exc}", "red")
                 continue

@@ -59,7 +59,7 @@ class Channel:
 
     def succeed(self, request_id: str, response: Mapping[str, object] | None) -> None:
         """A success; ``None``: one without a ``response`` (Claude Code 2.1.235 answers set_model so)."""
-        answer: dict[str, Any] = {"subtype": "success", "request_id": request_id}
+        answer: dict[str, object] = {"subtype": "success", "request_id": request_id}
         if response is not None:
             answer["response"] = dict(response)
         self.send({"type": "control_response", "response": answer})
@@ -73,7 +73,7 @@ class Channel:
         if self.closed:
             raise SdkAnswerError(f"stdin is closed: the program can no longer answer {request.get('subtype')}")
         request_id = f"queryloop_{next(self.ids)}_{uuid.uuid4().hex[:8]}"
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future
         self.send({"type": "control_request", "request_id": request_id, "request": dict(request)})
         try:
@@ -164,7 +164,7 @@ class SdkServer:
         self.tools: tuple[ToolSpec, ...] = ()
 
     async def rpc(self, method: str, params: Mapping[str, object] | None = None, *, notify: bool = False) -> Any:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
+        message: dict[str, object] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
         if not notify:
             message["id"] = next(self.ids)
         answer = await self.channel.ask({"subtype": "mcp_message", "server_name": self.name, "message": message})
@@ -236,7 +236,11 @@ class SdkServer:
         return run
 
     def status_entry(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"name": self.name, "status": self.status, "config": {"type": "sdk", "name": self.name}}
+        entry: dict[str, object] = {
+            "name": self.name,
+            "status": self.status,
+            "config": {"type": "sdk", "name": self.name},
+        }
         if self.error:
             entry["error"] = self.error
         if self.status == "connected":

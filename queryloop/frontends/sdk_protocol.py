@@ -343,7 +343,7 @@ class _SdkSession:
         self, tool: str, tool_input: Mapping[str, object], context: ToolPermissionContext
     ) -> PermissionResult:
         request = {"subtype": "can_use_tool", "tool_name": tool, "display_name": tool, "input": tool_input}
-        why: dict[str, Any] = {
+        why: dict[str, object] = {
             "permission_suggestions": [],
             "blocked_path": None,
             "decision_reason": context.decision_reason,
@@ -447,7 +447,7 @@ class _SdkSession:
         except SessionChoiceError as exc:
             raise ControlError(str(exc), "not_found") from None
         changed = [item for item in plan.files if item.before != item.now]
-        summary: dict[str, Any] = {"canRewind": True, "filesChanged": [str(item.path) for item in changed]}
+        summary: dict[str, object] = {"canRewind": True, "filesChanged": [str(item.path) for item in changed]}
         if plan.irreversible:  # what no checkpoint covers (Bash, MCP calls): told, never undone
             summary["notUndone"] = [{"name": e["name"], "tool_use_id": e["tool_use_id"]} for e in plan.irreversible]
         if request.get("dry_run"):
@@ -468,7 +468,7 @@ def _config_entry(config: McpServerConfig | None) -> dict[str, Any]:
     if config is None:
         return {}
     where = config.type if config.type != "stdio" else None
-    shown: dict[str, Any] = {"type": config.type}
+    shown: dict[str, object] = {"type": config.type}
     shown.update({"url": config.url} if where else {"command": config.command, "args": list(config.args)})
     scope = {".mcp.json": "project", "settings": "user"}.get(config.source, "dynamic")
     return {"config": shown, "scope": scope}

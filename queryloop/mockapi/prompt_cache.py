@@ -267,7 +267,7 @@ def usage_fields(total: int, usage: CacheUsage) -> Mapping[str, Any]:
     """
     read = min(usage.read, total)
     write = min(usage.write, total - read)
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {
         "input_tokens": total - read - write,
         "cache_read_input_tokens": read,
         "cache_creation_input_tokens": write,

@@ -110,14 +110,14 @@ def _never(why: str) -> Script:
 
 
 def _reply(content: Sequence[Mapping[str, object]], stop_reason: str | None = None) -> Script:
-    reply: dict[str, Any] = {"content": content}
+    reply: dict[str, object] = {"content": content}
     if stop_reason is not None:
         reply["stop_reason"] = stop_reason
     return Script(kind="shape", step={"reply": reply})
 
 
 def _error(status: int, message: str | None = None) -> Script:
-    error: dict[str, Any] = {"status": status, "headers": dict(FAST)}
+    error: dict[str, object] = {"status": status, "headers": dict(FAST)}
     if message is not None:
         error["message"] = message
     return Script(kind="answer", step={"error": error})
@@ -781,7 +781,7 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
     end, primary = written.end, written.primary
     reasons = " ".join(example.run.reasons)
     tools = ["Read", "Agent"] if written.agents else ["Read"]
-    cli: dict[str, Any] = {"prompt": "Replay the counterexample.", "allowed_tools": tools}
+    cli: dict[str, object] = {"prompt": "Replay the counterexample.", "allowed_tools": tools}
     if primary == SMALL_MODEL:
         cli["append_system_prompt"] = SYSTEM_PAD
     defaults = spec.param_defaults
@@ -789,7 +789,7 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
         value = example.params.get(param)
         if param in defaults and value is not None and value != defaults[param]:
             cli[param] = value
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "schema_version": 1,
         "scenario": name,
         "doc": f"counterexample of `queryloop check` on {spec.path}: {example.shows}. "

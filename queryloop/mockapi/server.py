@@ -482,7 +482,7 @@ class MockServer:
         ``input_usage`` is the input side of the usage (uncached, read and written tokens).
         """
         base = rid.removeprefix("req_mock_")
-        blocks: list[dict[str, Any]] = []
+        blocks: list[dict[str, object]] = []
         for i, template in enumerate(step.content):
             block = dict(template)
             if block["type"] == "tool_use" and "id" not in block:
@@ -493,7 +493,7 @@ class MockServer:
             if key is not None:
                 self._issued.setdefault(key, set()).add(_compact(block))
             blocks.append(block)
-        usage: dict[str, Any] = {
+        usage: dict[str, object] = {
             "input_tokens": input_usage["input_tokens"],
             "cache_creation_input_tokens": input_usage["cache_creation_input_tokens"],
             "cache_read_input_tokens": input_usage["cache_read_input_tokens"],

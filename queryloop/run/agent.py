@@ -140,7 +140,7 @@ class AgentData:
 
 def _after(result: Mapping[str, object], key: str, new: str, value: object) -> dict[str, Any]:
     """``result`` with ``new`` placed right after ``key``, where Claude Code 2.1.235 writes it."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for k, v in result.items():
         out[k] = v
         if k == key:
@@ -808,7 +808,7 @@ class AgentRun:
         error = runner.error.message if runner.error is not None else outcome.error
         end = self.finished if self.finished is not None else time.monotonic()
         usage = self.usage()
-        result: dict[str, Any] = {
+        result: dict[str, object] = {
             "type": "result",
             "subtype": subtype,
             "is_error": is_error,

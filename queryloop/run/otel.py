@@ -587,7 +587,7 @@ class RunTelemetry:
         content = item.result.get("content")
         size = len(content.encode()) if isinstance(content, str) else len(_json(content).encode())
         duration = round((time.monotonic() - opened[1]) * 1000) if opened else 0
-        event: dict[str, Any] = {
+        event: dict[str, object] = {
             "tool_name": self._tool_name(call.name),
             "tool_use_id": self._tool_id(call.id),
             "success": "false" if failed else "true",
@@ -642,7 +642,7 @@ class RunTelemetry:
 
     def _end_compaction(self, step: Step) -> None:
         done = self.compaction_done
-        event: dict[str, Any] = {
+        event: dict[str, object] = {
             "trigger": self.compaction_trigger,
             "success": str(done is not None).lower(),
             "duration_ms": str(round((time.monotonic() - self.compaction_started) * 1000)),
@@ -766,7 +766,7 @@ class RunTelemetry:
         """The error a run ended with (and, after retries, that they were spent), as Claude Code tells them."""
         failure = failed.failure
         log = failure.log
-        event: dict[str, Any] = {
+        event: dict[str, object] = {
             "model": log.model,
             "error": failure.message[:500],
             "duration_ms": str(round(log.duration_ms)),

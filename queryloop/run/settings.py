@@ -398,7 +398,7 @@ def load_settings(
     """
     home_dir = home if home is not None else Path.home()
     files = settings_files(cwd=cwd, home=home_dir, claude_dir=_claude_dir(home, claude_dir))
-    read: list[tuple[Path | str, dict[str, Any], bool]] = []  # (where, document, the user's own)
+    read: list[tuple[Path | str, dict[str, object], bool]] = []  # (where, document, the user's own)
     for source, paths in files.items():
         for path in paths if source in sources else ():
             if path.is_file():
@@ -410,7 +410,7 @@ def load_settings(
     folders = any(not own for _, _, own in read)  # the trust record (large, for Claude Code's users) only if it counts
     if folders and not (trusted if trusted is not None else is_trusted(cwd, home=home)):
         read, ignored = _restricted(read, cwd=cwd, home=home_dir)
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for _, document, _ in read:
         merged = merge_settings(merged, document)
     return _build(merged, sources=tuple(where for where, _, _ in read), ignored=tuple(ignored))

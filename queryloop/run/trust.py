@@ -217,7 +217,7 @@ def restrict(document: Mapping[str, object], *, trusted: Mapping[str, object]) -
     for key in _DROPPED:
         if key in kept:
             ignored.append(Widening(key=key, value=kept.pop(key)))
-    steps: tuple[tuple[str, Callable[[dict[str, Any]], None]], ...] = (
+    steps: tuple[tuple[str, Callable[[dict[str, object]], None]], ...] = (
         ("permissions", lambda block: _restrict_permissions(block, ignored)),
         ("sandbox", lambda block: _restrict_sandbox(block, ignored, trusted=trusted)),
     )

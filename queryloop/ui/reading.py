@@ -47,7 +47,7 @@ class UnknownSession(LookupError):
 def list_all_sessions(home: Path) -> list[dict[str, Any]]:
     """Every project's sessions under ``home``, newest first, as the rows of the list page."""
     projects = home / "projects"
-    rows: list[tuple[float, dict[str, Any]]] = []
+    rows: list[tuple[float, dict[str, object]]] = []
     for folder in sorted(projects.iterdir()) if projects.is_dir() else ():
         for s in list_project_sessions(folder) if folder.is_dir() else ():
             rows.append((s.modified, session_row(s, folder.name)))
@@ -88,7 +88,7 @@ def transcript_rows(entries: Iterable[Mapping[str, object]]) -> list[dict[str, A
     out = []
     for e in entries:
         raw = e.get("message")
-        message: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        message: dict[str, object] = raw if isinstance(raw, dict) else {}
         kind = str(e.get("type", "?"))
         if kind == "system" and e.get("subtype") == "result":
             text = f"run ended: {e.get('terminal_reason')} after {e.get('num_turns')} turn(s)"
@@ -195,7 +195,7 @@ class SessionFiles:
         """The session's sub-agents (their ``.meta.json`` beside each sidechain transcript), in id order: type,
         task, the call that started it, how its run ended (as its sidechain says) and its last answer."""
         folder = self.paths.folder / "subagents"
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         warnings: list[str] = []
         for meta_path in sorted(folder.glob("agent-*.meta.json")) if folder.is_dir() else ():
             agent_id = meta_path.name.removeprefix("agent-").removesuffix(".meta.json")
