@@ -56,7 +56,7 @@ DefaultMachines = Callable[[], Sequence[Path]]
 MakeReplayer = Callable[[], "Replayer"]
 
 
-def _param_overrides(values: Sequence[str]) -> dict[str, Any]:
+def _param_overrides(values: Sequence[str]) -> dict[str, object]:
     import yaml
 
     out: dict[str, object] = {}
@@ -337,7 +337,7 @@ def _counterexamples(spec: MachineSpec, report: CheckReport, args: argparse.Name
     return found
 
 
-def _example_json(example: Counterexample) -> dict[str, Any]:
+def _example_json(example: Counterexample) -> dict[str, object]:
     return {
         "finding": example.finding.message,
         "shows": example.shows,

@@ -8,14 +8,13 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 __all__ = ["lazy_exports"]
 
 
 def lazy_exports(
     package: str, homes: Mapping[str, Iterable[str]]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``, given each home module (relative or absolute) and its names.
 
     Use it in the ``else`` branch of the package's ``if TYPE_CHECKING:`` imports, so mypy
@@ -24,7 +23,7 @@ def lazy_exports(
     home_of = {name: module for module, names in homes.items() for name in names}
     namespace = sys.modules[package].__dict__
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         module = home_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ class Script:
         self.events: deque[Event[Any] | str] = deque(events)
         self.fallback = fallback
 
-    def next_event(self, run: RunState[Any]) -> Event[Any] | str:
+    def next_event(self, run: RunState[Any]) -> Event[object] | str:
         if self.events:
             return self.events.popleft()
         if self.fallback is None:
@@ -31,7 +31,7 @@ class Script:
         return self.fallback
 
 
-async def scripted(ctx: EffectContext[Any, Script]) -> Event[Any] | str:
+async def scripted(ctx: EffectContext[Any, Script]) -> Event[object] | str:
     """An effect that returns whatever the run's services script says."""
     event: Event[object] | str = ctx.services.next_event(ctx.run)
     return event
@@ -62,7 +62,7 @@ def journal(run: RunState[tuple[str, ...]], event: Event[object]) -> tuple[str, 
     return (*run.data, f"{run.state}:{event.name}")
 
 
-def broken_handler(run: RunState[Any], event: Event[object]) -> Any:
+def broken_handler(run: RunState[Any], event: Event[object]) -> object:
     """An exit or edge handler that always raises: the run ends in ``internal_error`` (tests of that path)."""
     raise RuntimeError(f"broken_handler raised on purpose in {run.state!r} on {event.name!r}")
 

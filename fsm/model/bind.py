@@ -65,7 +65,7 @@ def bind_machine(spec: MachineSpec, lines: Lines) -> Machine:
     return Machine(spec=spec, effects=effects, guards=guards, handlers=handlers, exits=exits, invariants=invariants)
 
 
-def _bind_states(b: _Binder) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]]:
+def _bind_states(b: _Binder) -> tuple[dict[str, Callable[..., object]], dict[str, Callable[..., object]]]:
     """Each state's effect (async, called as ``(ctx)``) and exit handler (sync, ``(run, event)``)."""
     effects: dict[str, Callable[..., object]] = {}
     exits: dict[str, Callable[..., object]] = {}
@@ -120,7 +120,7 @@ def _role_problem(fn: Callable[..., Any], dotted: str, what: str, *, arity: int,
     return None
 
 
-def _resolve(dotted: str) -> tuple[Callable[..., Any] | None, str]:
+def _resolve(dotted: str) -> tuple[Callable[..., object] | None, str]:
     """Import ``pkg.module.attr``; return the object or ``None`` with a reason and a hint."""
     module_name, _, attr = dotted.rpartition(".")
     try:

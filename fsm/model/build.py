@@ -115,7 +115,7 @@ def _section(data: Mapping[str, Any], key: str) -> Iterable[tuple[str, Any]]:
     return (data.get(key) or {}).items()
 
 
-def _same(value: object) -> Any:
+def _same(value: object) -> object:
     return value
 
 
@@ -202,7 +202,7 @@ def _transition(t: Mapping[str, Any], origin: str, i: int, lines: Lines, dotted:
     )
 
 
-def _set_value(value: object) -> Any:
+def _set_value(value: object) -> object:
     """A ``sets:`` value as the spec keeps it: a literal, or ``("was", path)`` for ``{was: path}``."""
     return ("was", value["was"]) if isinstance(value, dict) else value
 

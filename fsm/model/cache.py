@@ -89,7 +89,7 @@ def _key(path: str, raw: bytes) -> str:
 # ---- the format ---------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any) -> object:
     """``value`` as JSON data whose records, tuples and dicts are tagged, so it reads back as it was."""
     kind = type(value)
     if kind in (str, int, float, bool) or value is None:
@@ -106,7 +106,7 @@ def _plain(value: Any) -> Any:
     raise _Unfit(f"cannot keep a {kind.__name__}")
 
 
-def _tagged(obj: dict[str, Any]) -> Any:
+def _tagged(obj: dict[str, Any]) -> object:
     """The ``object_hook`` that turns a tagged object back into its tuple, dict or record."""
     if obj.keys() == {"__t"}:
         return tuple(obj["__t"])

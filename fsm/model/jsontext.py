@@ -35,7 +35,7 @@ class JsonLimitError(json.JSONDecodeError):
         super().__init__(msg, doc, pos)
         self.fix = fix
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return type(self), (self.msg, self.doc, self.pos, self.fix)
 
 

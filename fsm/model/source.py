@@ -225,7 +225,7 @@ class _Decoder(json.JSONDecoder):
             raise json.JSONDecodeError(f"Expecting {what}", s, end)
         return end + 1
 
-    def _value(self, s: str, end: int, key: object) -> tuple[Any, int]:
+    def _value(self, s: str, end: int, key: object) -> tuple[object, int]:
         self._path.append(key)
         self._lines[tuple(self._path)] = _line_at(s, end)
         try:
@@ -235,7 +235,7 @@ class _Decoder(json.JSONDecoder):
         finally:
             self._path.pop()
 
-    def _parse_object(self, s_and_end: tuple[str, int], *_: object) -> tuple[dict[str, Any], int]:
+    def _parse_object(self, s_and_end: tuple[str, int], *_: object) -> tuple[dict[str, object], int]:
         s, end = s_and_end
         out: dict[str, object] = {}
         seen: dict[str, int] = {}
@@ -257,7 +257,7 @@ class _Decoder(json.JSONDecoder):
                 return out, end + 1
             end = self._skip(s, self._expect(s, end, ",", "',' delimiter"))
 
-    def _parse_array(self, s_and_end: tuple[str, int], _scan: Callable[..., Any]) -> tuple[list[Any], int]:
+    def _parse_array(self, s_and_end: tuple[str, int], _scan: Callable[..., Any]) -> tuple[list[object], int]:
         s, end = s_and_end
         out: list[object] = []
         end = self._skip(s, end)

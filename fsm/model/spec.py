@@ -323,7 +323,7 @@ class MachineSpec:
         return {p.name: p.default for p in self.params}
 
     @property
-    def param_check_values(self) -> dict[str, Any]:
+    def param_check_values(self) -> dict[str, object]:
         """The params the checker explores with: each param's ``check`` value, else its default."""
         return {p.name: p.default if p.check is None else p.check for p in self.params}
 

@@ -400,7 +400,7 @@ def _is_placeholder(value: object) -> bool:
 
 def _place_states(
     ex: _Expander, written: Mapping[str, Any], instances: Mapping[str, Instance], lines: dict[_Path, int]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The states in order: hand-written ones and placed instance states where written, the rest after."""
     old = ex.old_lines
     owner: dict[str, tuple[str, Any, _Path]] = {}
@@ -445,7 +445,7 @@ def _place_states(
 
 def _place_transitions(
     ex: _Expander, written: list[Any], instances: Mapping[str, Instance], lines: dict[_Path, int]
-) -> list[Any]:
+) -> list[object]:
     """The transitions in order: each ``- instance: NAME`` replaced by that instance's, unplaced ones last."""
     old = ex.old_lines
     out: list[object] = []

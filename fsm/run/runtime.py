@@ -141,7 +141,7 @@ _WATCHED_FIELDS = ("state", "counters", "steps", "data", "params", "caps", "limi
 """The run state's fields an effect, exit or edge handler is handed and may not rewrite in place."""
 
 
-def _fields(run: RunState[Any]) -> tuple[Any, ...]:
+def _fields(run: RunState[Any]) -> tuple[object, ...]:
     """``run``'s fields as handed to an effect or handler, to see afterwards that none was rewritten in place."""
     return (run.state, run.counters, run.steps, run.data, run.params, run.caps, run.limits)
 
@@ -165,7 +165,7 @@ def _as_seen(run: RunState[D], seen: tuple[Any, ...]) -> RunState[D]:
     )
 
 
-def _field(data: Any, path: str) -> Any:
+def _field(data: Any, path: str) -> object:
     """The field of the run data at the dotted ``path`` (``mcp.down``; a number indexes a sequence)."""
     for name in path.split("."):
         data = data[int(name)] if name.isdigit() else getattr(data, name)
@@ -379,7 +379,7 @@ class Program:
             data=data,
         )
 
-    def snapshot(self, run: RunState[Any]) -> dict[str, Any]:
+    def snapshot(self, run: RunState[Any]) -> dict[str, object]:
         """Everything of ``run`` but its data, as plain JSON values (the caller serialises the data)."""
         return {
             "machine": run.machine,
@@ -462,7 +462,7 @@ class Program:
         return ok
 
     @staticmethod
-    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[object]) -> Any:
+    def _apply(fn: Callable[..., Any], what: str, run: RunState[Any], event: Event[object]) -> object:
         """``fn(run, event)``: the new run data, checked to be data (not a run state, not None for data)."""
         try:
             data = fn(run, event)
@@ -726,11 +726,11 @@ class Runner(Generic[D, S]):
         return self.final.state in self.program.terminals
 
     @property
-    def result(self) -> Mapping[str, Any]:
+    def result(self) -> Mapping[str, object]:
         """The terminal state's declared ``result`` mapping (empty until the run ends)."""
         return self.program.results.get(self.final.state, {})
 
-    async def step_once(self) -> list[Any]:
+    async def step_once(self) -> list[object]:
         """Run the current state's effect and take its one step: the items it published, then the :class:`Step`.
 
         For callers that drive a run step by step (a snapshot after every step, a debugger).

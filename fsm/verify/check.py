@@ -161,7 +161,7 @@ class OverRanges:
     composed: Mapping[str, Composed]
 
 
-def range_box(spec: MachineSpec, at: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, Any]]:
+def range_box(spec: MachineSpec, at: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     """Every value a run accepts, as a box: each int or number param from 0 to its declared ``max`` (the top
     of a nullable one is ``None``: unset, no limit), every other param at ``at``."""
     low, high = dict(at), dict(at)
@@ -372,7 +372,7 @@ class CheckReport:
         return out
 
 
-def _ranges_json(ranges: OverRanges, step: str) -> dict[str, Any]:
+def _ranges_json(ranges: OverRanges, step: str) -> dict[str, object]:
     return {
         "params": {k: [ranges.low[k], ranges.high[k]] for k in ranges.high if ranges.low[k] != ranges.high[k]},
         f"worst_case_per_{step}": {k: _json_int(v) for k, v in ranges.per_step.items()},
@@ -381,7 +381,7 @@ def _ranges_json(ranges: OverRanges, step: str) -> dict[str, Any]:
     }
 
 
-def _composed_json(composed: Mapping[str, Composed], step: str) -> dict[str, Any]:
+def _composed_json(composed: Mapping[str, Composed], step: str) -> dict[str, object]:
     """Each ``children:`` entry's figures, keyed in the machine's step scope."""
     return {
         name: {

@@ -347,7 +347,7 @@ class _Admitted:
     def refuse(self, step: PlannedStep) -> str | None:
         return None
 
-    def advance(self, data: frozenset[str], step: PlannedStep) -> Iterable[tuple[frozenset[str], Any]]:
+    def advance(self, data: frozenset[str], step: PlannedStep) -> Iterable[tuple[frozenset[str], object]]:
         if any(step.guards.get(g) and self.needs[g] not in data for g in self.needs):
             return ()  # a child waited for, none ever started
         if step.reason in self.starts and step.reason not in data:

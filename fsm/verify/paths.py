@@ -92,7 +92,7 @@ class _Anything:
     def refuse(self, step: PlannedStep) -> str | None:
         return None
 
-    def advance(self, data: None, step: PlannedStep) -> Iterable[tuple[None, Any]]:
+    def advance(self, data: None, step: PlannedStep) -> Iterable[tuple[None, object]]:
         return ((None, None),)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import attrs
 
@@ -275,7 +274,7 @@ def _streak(spec: MachineSpec, prop: PropertySpec, cap: int, var: str) -> _Strea
 # ---- export -----------------------------------------------------------------------------------
 
 
-def resolve_params(spec: MachineSpec, params: Mapping[str, object] | None) -> dict[str, Any]:
+def resolve_params(spec: MachineSpec, params: Mapping[str, object] | None) -> dict[str, object]:
     """Every param's check value, overridden by those ``params`` gives."""
     values = spec.param_check_values
     values.update(params or {})

@@ -175,7 +175,7 @@ def spin_beside(spec: MachineSpec, ours: CheckReport, json_report: dict[str, Any
     return agrees
 
 
-def spin_settings(spec: MachineSpec, params: Mapping[str, object] | None = None) -> list[dict[str, Any]]:
+def spin_settings(spec: MachineSpec, params: Mapping[str, object] | None = None) -> list[dict[str, object]]:
     """The settings SPIN checks ``spec`` at: ``params`` resolved (each param's check value unless
     given); then every cap at its smallest (a counter's cap of 1) with each nullable cap flipped —
     set there if unset in the first, unset if set.
