@@ -7,7 +7,6 @@ own layer (PreToolUse in the gate, PreCompact before a summary).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -114,7 +113,7 @@ async def run_stop_hooks(ctx: EffectContext[H, HookServices]) -> Event[HookOutco
     return Event(name="stop_accepted", data=outcome)
 
 
-def stop_hook_input(data: HooksRun) -> dict[str, Any]:
+def stop_hook_input(data: HooksRun) -> dict[str, object]:
     """What a Stop hook reads besides the common fields: ``stop_hook_active``, ``last_assistant_message``,
     ``background_tasks`` and ``session_crons``.
 

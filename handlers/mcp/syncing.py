@@ -66,7 +66,7 @@ def _changes(old: Iterable[dict[str, Any]], new: Iterable[dict[str, Any]], serve
     return tuple(lines)
 
 
-async def sync_tools(ctx: EffectContext[M, McpServices]) -> Event[Any]:
+async def sync_tools(ctx: EffectContext[M, McpServices]) -> Event[object]:
     """At a request boundary: relist the servers that announced a change; report the down ones or a new catalog."""
     manager = ctx.services.mcp
     data = ctx.run.data
@@ -101,7 +101,7 @@ def _catalog_update(manager: McpManager, data: McpRun) -> CatalogUpdate:
 
 
 @uses(counters=("mcp_reconnects",), waits=("max_backoff_s",))
-async def reconnect_servers(ctx: EffectContext[M, SyncServices]) -> Event[Any]:
+async def reconnect_servers(ctx: EffectContext[M, SyncServices]) -> Event[object]:
     """Reconnect every server that is down (at once); each retry after a backoff. Reconnected: the new catalog."""
     services = ctx.services
     manager = services.mcp

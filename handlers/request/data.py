@@ -67,7 +67,7 @@ def real_input_tokens(usage: Mapping[str, Any]) -> int:
     )
 
 
-def cache_lifetime(request: RequestData, usage: Mapping[str, Any]) -> dict[str, Any]:
+def cache_lifetime(request: RequestData, usage: Mapping[str, Any]) -> dict[str, object]:
     """What an answer's usage says about the prompt cache: what its breakpoints now hold, and their ttl.
 
     When an answer read less than the previous answered request had cached, yet its prompt

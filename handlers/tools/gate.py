@@ -361,7 +361,7 @@ async def _checkpoint(ctx: EffectContext[T, ToolServices], call: ToolCall, tool:
     return len(saved)
 
 
-def _changed_files(call: ToolCall, tool: ToolSpec, services: ToolServices) -> list[Any]:
+def _changed_files(call: ToolCall, tool: ToolSpec, services: ToolServices) -> list[object]:
     if tool.changes_file:
         return [call.input.get(tool.changes_file)]
     command = call.input.get("command")

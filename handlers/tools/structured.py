@@ -7,7 +7,6 @@ failed call is an ordinary tool turn: its error result goes back to the model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from queryloop.fsm import Event, RunState, uses
 
@@ -24,7 +23,7 @@ __all__ = [
 ]
 
 
-def _given(run: RunState[T], event: Event[ToolsDone]) -> Mapping[str, Any] | None:
+def _given(run: RunState[T], event: Event[ToolsDone]) -> Mapping[str, object] | None:
     """The input of this turn's first StructuredOutput call whose result is no error (None: none)."""
     calls = [c for c in run.data.tools.pending if c.name == STRUCTURED_OUTPUT]
     if not calls:

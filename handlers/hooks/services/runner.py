@@ -607,7 +607,7 @@ async def _call_function(hook: HookFunction, input_data: Mapping[str, object], *
     return _Run(result=ended(ok=True), output=output)
 
 
-def _python_output(answer: object, event: str) -> tuple[Mapping[str, Any], str | None]:
+def _python_output(answer: object, event: str) -> tuple[Mapping[str, object], str | None]:
     """A Python hook's answer as a command's JSON output (the SDK's ``continue_`` read as ``continue``), or why not."""
     if answer is None:
         return {}, None

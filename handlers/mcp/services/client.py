@@ -70,7 +70,7 @@ class McpTool:
     idempotent: bool = False  # idempotentHint (MCP default: false)
     destructive: bool = True  # destructiveHint (MCP default: true)
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> dict[str, object]:
         """What the API's ``tools`` parameter gets for it."""
         return {"name": self.name, "description": self.description, "input_schema": dict(self.input_schema)}
 
@@ -306,7 +306,7 @@ class McpManager:
         connection = self._connections.get(server)  # a resource tool is no one server's
         return None if connection is None else connection.config.tool_timeout_s
 
-    def _call_deadline(self, server: str) -> Callable[[Mapping[str, Any], ToolContext], float] | None:
+    def _call_deadline(self, server: str) -> Callable[[Mapping[str, object], ToolContext], float] | None:
         """The dispatcher's deadline for a call of ``server``'s tools when its configuration sets one (the
         dispatcher adds its grace: the client's own timeout ends the call first, with its structured error)."""
         own = self._call_timeout_s(server)

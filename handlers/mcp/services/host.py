@@ -29,7 +29,7 @@ class Elicitation:
     schema: Mapping[str, Any] = attrs.field(factory=dict)  # the form's JSON schema (flat: one property per field)
     url: str | None = None
 
-    def hook_payload(self) -> dict[str, Any]:
+    def hook_payload(self) -> dict[str, object]:
         """The ``Elicitation`` hook's stdin fields (Claude Code's names)."""
         payload: dict[str, object] = {"mcp_server_name": self.server, "message": self.message, "mode": self.mode}
         if self.mode == "form":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
@@ -25,7 +25,7 @@ RESOURCE_TOOLS: Final = (LIST_RESOURCES, READ_RESOURCE)
 _SERVER = {"type": "string", "description": "The name of an MCP server, as configured"}
 
 
-def resource_schemas() -> dict[str, tuple[str, dict[str, Any]]]:
+def resource_schemas() -> dict[str, tuple[str, dict[str, object]]]:
     """Each resource tool's description and input schema, by name."""
     return {
         LIST_RESOURCES: (

@@ -350,7 +350,7 @@ def _body(req: ModelRequest) -> bytes:
     )
 
 
-def api_headers(client: anthropic.AsyncAnthropic) -> dict[str, Any]:
+def api_headers(client: anthropic.AsyncAnthropic) -> dict[str, object]:
     """The headers in which a request must differ from the SDK's defaults to be Claude Code's.
 
     ``anthropic-version`` is :data:`API_VERSION`; an API key goes in ``X-Api-Key`` (the
@@ -366,7 +366,7 @@ def api_headers(client: anthropic.AsyncAnthropic) -> dict[str, Any]:
     return headers
 
 
-def _timeout(client: anthropic.AsyncAnthropic, seconds: float | None) -> Any:
+def _timeout(client: anthropic.AsyncAnthropic, seconds: float | None) -> object:
     """The request's timeout, always given: the SDK reports it in ``x-stainless-timeout``, and reads
     ``NOT_GIVEN`` there when a request leaves the client's default in place (Claude Code: ``600``)."""
     if seconds is None:
@@ -598,7 +598,7 @@ class _Assembler:
         self.done.append((index, block))
 
 
-def _as_arrived(event: dict[str, Any]) -> dict[str, Any]:
+def _as_arrived(event: dict[str, Any]) -> dict[str, object]:
     """``event`` as it came: a block's start is copied, since the assembler fills that block in as deltas arrive."""
     block = event.get("content_block")
     return {**event, "content_block": dict(block)} if isinstance(block, dict) else event
@@ -753,7 +753,7 @@ def _streamed_reply(attempt: _Attempt, asm: _Assembler) -> ModelReply | ModelFai
     )
 
 
-def _usage_dict(usage: object) -> dict[str, Any]:
+def _usage_dict(usage: object) -> dict[str, object]:
     """A usage object's fields that are set."""
     return {k: v for k, v in usage.items() if v is not None} if isinstance(usage, dict) else {}
 
@@ -857,7 +857,7 @@ class UsageTotals:
 
         return {**{k: total(k) for k in _USAGE_KEYS}, "cache_creation": {k: total(k) for k in _CACHE_SPLIT_KEYS}}
 
-    def model_usage(self) -> dict[str, dict[str, Any]]:
+    def model_usage(self) -> dict[str, dict[str, object]]:
         """Per-model usage in the result object's ``model_usage`` shape (camelCase keys)."""
         return {
             model: {

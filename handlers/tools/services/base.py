@@ -313,7 +313,7 @@ class ToolSpec:
         except referencing.exceptions.Unresolvable:
             return False
 
-    def api_definition(self) -> dict[str, Any]:
+    def api_definition(self) -> dict[str, object]:
         """The ``{"name", "description", "input_schema"}`` dict sent to the API."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 

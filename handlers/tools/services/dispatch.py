@@ -69,7 +69,7 @@ class ToolRegistry:
         return _index_tools(self.tools)
 
     @_definitions.default
-    def _build_definitions(self) -> tuple[dict[str, Any], ...]:
+    def _build_definitions(self) -> tuple[dict[str, object], ...]:
         return tuple(tool.api_definition() for tool in self.tools)
 
     @property
@@ -93,7 +93,7 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self.tools)
 
-    def api_definitions(self) -> list[dict[str, Any]]:
+    def api_definitions(self) -> list[dict[str, object]]:
         """``[{"name", "description", "input_schema"}, ...]`` for the API's ``tools`` parameter.
 
         The list is new on each call; the dicts in it are shared: do not mutate them.

@@ -202,14 +202,14 @@ def _page_text(page: _Page, shown: str, offset: int) -> str:
     return "\n".join([*page.numbered, page.stop_note] if page.stop_note else page.numbered)
 
 
-def _read_response(path: str, lines: list[str], offset: int, total: int) -> dict[str, Any]:
+def _read_response(path: str, lines: list[str], offset: int, total: int) -> dict[str, object]:
     """Read's record for PostToolUse hooks and stream-json, as Claude Code 2.1.235 makes it: the lines shown,
     unnumbered, and the path as the model wrote it."""
     file = {"filePath": path, "content": "\n".join(lines), "numLines": len(lines), "startLine": offset}
     return {"type": "text", "file": {**file, "totalLines": total}}
 
 
-def structured_patch(old: str, new: str) -> list[dict[str, Any]]:
+def structured_patch(old: str, new: str) -> list[dict[str, object]]:
     """The hunks turning ``old`` into ``new``, as Claude Code's Write and Edit report them (jsdiff's
     ``structuredPatch``): 3 lines of context, lines prefixed ``' '``, ``'-'`` or ``'+'``, and
     ``\\ No newline at end of file`` after a last line without one."""

@@ -39,7 +39,7 @@ def _read_text(path: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def search(request: Mapping[str, Any]) -> dict[str, Any]:
+def search(request: Mapping[str, Any]) -> dict[str, object]:
     """Match ``request["pattern"]`` against ``request["files"]`` (``[path, shown]`` pairs) in ``mode``.
 
     ``files_with_matches`` answers ``matched`` (indices into ``files``), ``count``

@@ -11,7 +11,7 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Final
 
 from ...messages import ResultBlock
 from ...request import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
@@ -112,7 +112,7 @@ _SIZES: Final[dict[str, Callable[[bytes], tuple[int, int] | None]]] = {
 }
 
 
-def _response(data: str, media_type: str, size: int, dimensions: tuple[int, int] | None) -> dict[str, Any]:
+def _response(data: str, media_type: str, size: int, dimensions: tuple[int, int] | None) -> dict[str, object]:
     """Claude Code 2.1.235's record of an image Read, as a PostToolUse hook gets it (shown as it is sent)."""
     file: dict[str, object] = {"base64": data, "type": media_type, "originalSize": size}
     if dimensions is not None:

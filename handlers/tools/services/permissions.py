@@ -100,7 +100,7 @@ def suggest_rules(tool_name: str, tool_input: Mapping[str, object], *, cwd: Path
 # needs what a Write of that file needs.
 
 
-def observable_input(tool_name: str, tool_input: Mapping[str, object], *, cwd: Path) -> dict[str, Any]:
+def observable_input(tool_name: str, tool_input: Mapping[str, object], *, cwd: Path) -> dict[str, object]:
     """The call's input as a permission callback is shown it: a file tool's path absolute and normalised.
 
     A host checking paths then sees the file the call would touch, whatever the model

@@ -55,7 +55,7 @@ def _strip_titles(schema: object) -> Any:
     return out
 
 
-def _described(annotation: object) -> Any:
+def _described(annotation: object) -> object:
     """``Annotated[T, "text"]`` (the SDK's way to describe a field) as ``Annotated[T, Field(description="text")]``."""
     if typing.get_origin(annotation) is not Annotated:
         return annotation

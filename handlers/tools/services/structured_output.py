@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Final
 
 from .base import ToolContext, ToolOutput, ToolSpec
 from .names import STRUCTURED_OUTPUT
@@ -68,7 +68,7 @@ def _reference_problem(schema: Mapping[str, object]) -> str | None:
     return None
 
 
-def read_schema(text: str) -> dict[str, Any]:
+def read_schema(text: str) -> dict[str, object]:
     """The ``--json-schema`` argument as a schema; ValueError with a one-line reason when it is not one."""
     try:
         schema = json.loads(text)

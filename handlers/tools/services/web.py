@@ -304,7 +304,7 @@ WEB_FETCH: Final = ToolSpec(
 # ---------------------------------------------------------------------------------- WebSearch
 
 
-def _results(answer: SearchAnswer) -> list[Any]:
+def _results(answer: SearchAnswer) -> list[object]:
     """The answer as Claude Code's ``results``: each search's hits (title and url), and the model's text."""
     results: list[object] = []
     for block in answer.content:
@@ -392,7 +392,7 @@ WEB_SEARCH: Final = ToolSpec(
 )
 
 
-def search_tool_definition(allowed: Sequence[str], blocked: Sequence[str]) -> dict[str, Any]:
+def search_tool_definition(allowed: Sequence[str], blocked: Sequence[str]) -> dict[str, object]:
     """The server tool a WebSearch request carries, with the call's domain list."""
     definition: dict[str, object] = {"type": WEB_SEARCH_TOOL, "name": "web_search"}
     if allowed:
