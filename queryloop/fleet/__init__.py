@@ -7,7 +7,7 @@ it loads neither DBOS nor SQLAlchemy.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .commands import add_fleet_commands
@@ -43,7 +43,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'queryloop.fleet' has no attribute {name!r}")

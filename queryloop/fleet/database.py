@@ -309,7 +309,7 @@ class FleetDatabase:
             )
 
     @_rides_out_outages
-    def calls(self, session_id: str) -> list[dict[str, Any]]:
+    def calls(self, session_id: str) -> list[dict[str, object]]:
         """A session's recorded tool calls (key, tool, state, executor), in the order they started."""
         with self._begin() as conn:
             rows = conn.execute(
@@ -333,7 +333,7 @@ class FleetDatabase:
             self._insert_new(conn, _ledger, row)
 
     @_rides_out_outages
-    def ledger(self, session_id: str) -> list[dict[str, Any]]:
+    def ledger(self, session_id: str) -> list[dict[str, object]]:
         with self._begin() as conn:
             rows = conn.execute(
                 sa.select(_ledger.c.entry).where(_ledger.c.session_id == session_id).order_by(_ledger.c.recorded_at)

@@ -101,7 +101,7 @@ def session_options(spec: SessionSpec) -> AgentOptions:
     )
 
 
-async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) -> dict[str, Any]:
+async def run_session(db: FleetDatabase, executor_id: str, raw: dict[str, Any]) -> dict[str, object]:
     """Run one session to its end on this worker (the workflow's body); its result object."""
     import anthropic
 

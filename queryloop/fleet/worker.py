@@ -44,7 +44,7 @@ class WorkerConfig:
 _worker: tuple[FleetDatabase, str] | None = None  # this process's database and executor id, for the workflow
 
 
-async def _session_workflow(spec: dict[str, Any]) -> dict[str, Any]:
+async def _session_workflow(spec: dict[str, Any]) -> dict[str, object]:
     if _worker is None:
         raise RuntimeError("the session workflow runs only in a `queryloop worker` process")
     db, executor_id = _worker

@@ -128,7 +128,7 @@ def _scenario_replayer() -> ScenarioReplayer:
     return ScenarioReplayer()
 
 
-def engine_arguments() -> dict[str, Any]:
+def engine_arguments() -> dict[str, object]:
     """What the engine's commands (``queryloop.fsm.cli``) are given: the shipped machines, used when none is
     named, what writes ``check --counterexamples``' runs as scenarios, and this program's words for replaying
     one and for its log (the engine knows none of its flags)."""
@@ -602,7 +602,7 @@ def _refuse_beyond_range(args: argparse.Namespace) -> None:
         args.usage_error(problem)
 
 
-def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
+def _refused_result(message: str, session_id: str | None) -> dict[str, object]:
     """The result line of a run refused before it started (no such session): nothing ran, nothing cost.
 
     Claude Code 2.1.235's keys for it: a run's ``stop_reason``, ``usage``, ``modelUsage`` and
@@ -628,7 +628,7 @@ def _refused_result(message: str, session_id: str | None) -> dict[str, Any]:
     }
 
 
-def _local_result(text: str, session_id: str) -> dict[str, Any]:
+def _local_result(text: str, session_id: str) -> dict[str, object]:
     """The result line of a slash command answered without a request: a success with no turn (Claude Code's shape)."""
     result = {**_refused_result("", session_id), "subtype": "success", "is_error": False, "result": text}
     del result["errors"]
@@ -817,7 +817,7 @@ def _trusted_now(folder: Path, ignored: Sequence[str]) -> bool:
     return True
 
 
-def _scenario_hints(scenario: Scenario | None) -> dict[str, Any] | None:
+def _scenario_hints(scenario: Scenario | None) -> dict[str, object] | None:
     """What a scenario says of the run (its ``cli`` section, model and fallbacks): used where the flags are silent."""
     if scenario is None:
         return None

@@ -139,7 +139,7 @@ def _agent_result(started: SubagentStarted, ended: SubagentEnded | None, result:
     }
 
 
-def _log_fields(log: RequestLog) -> dict[str, Any]:
+def _log_fields(log: RequestLog) -> dict[str, object]:
     withheld = log.error_kind in RECOVERABLE_FAILURES  # shown only when recovery is spent (in the result)
     return {
         "client_request_id": log.client_request_id,

@@ -184,7 +184,7 @@ class _TerminalRenderer(TextRenderer):
         self.session.finished(result, data)
 
 
-def _typed(text: str, kind: object) -> Any:
+def _typed(text: str, kind: object) -> object:
     """A form field's answer as its schema type; ValueError naming the type when it is not one."""
     if kind == "boolean":
         if text.lower() in ("y", "yes", "true"):
@@ -476,7 +476,7 @@ class _Interactive:
                 values[name] = value
         return ElicitAnswer(action="accept", content=values)
 
-    async def _field(self, name: str, field: Mapping[str, object], required: bool) -> Any:
+    async def _field(self, name: str, field: Mapping[str, object], required: bool) -> object:
         """One form field, asked until its answer has the field's type; None: left out (not required, no answer)."""
         kind = field.get("type", "string")
         choices = field.get("enum")

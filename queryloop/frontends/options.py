@@ -130,7 +130,9 @@ class SdkMcpServer:
     tools: tuple[ToolSpec, ...] = ()
 
 
-def create_sdk_mcp_server(name: str, version: str = "1.0.0", tools: Iterable[ToolSpec] | None = None) -> dict[str, Any]:
+def create_sdk_mcp_server(
+    name: str, version: str = "1.0.0", tools: Iterable[ToolSpec] | None = None
+) -> dict[str, object]:
     """The SDK's in-process server of ``@tool`` functions, for ``QueryOptions(mcp_servers={name: ...})``.
 
     Its tools are offered as ``mcp__<name>__<tool>`` (permission rules name them so, or

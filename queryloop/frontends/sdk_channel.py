@@ -68,7 +68,7 @@ class Channel:
         answer = {"subtype": "error", "request_id": request_id, "error": error, "error_code": code}
         self.send({"type": "control_response", "response": answer})
 
-    async def ask(self, request: Mapping[str, object]) -> dict[str, Any]:
+    async def ask(self, request: Mapping[str, object]) -> dict[str, object]:
         """Send ``request`` to the SDK and wait for its answer; cancelled, the SDK is told to drop it."""
         if self.closed:
             raise SdkAnswerError(f"stdin is closed: the program can no longer answer {request.get('subtype')}")
@@ -118,7 +118,7 @@ class _SdkHook:
 
     async def __call__(
         self, input_data: Mapping[str, object], tool_use_id: str | None, context: Mapping[str, object]
-    ) -> Mapping[str, Any]:
+    ) -> Mapping[str, object]:
         request = {"subtype": "hook_callback", "callback_id": self.callback_id, "input": input_data}
         return await self.channel.ask({**request, "tool_use_id": tool_use_id})
 
@@ -163,7 +163,7 @@ class SdkServer:
         self.error: str | None = None
         self.tools: tuple[ToolSpec, ...] = ()
 
-    async def rpc(self, method: str, params: Mapping[str, object] | None = None, *, notify: bool = False) -> Any:
+    async def rpc(self, method: str, params: Mapping[str, object] | None = None, *, notify: bool = False) -> object:
         message: dict[str, object] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
         if not notify:
             message["id"] = next(self.ids)
@@ -224,7 +224,7 @@ class SdkServer:
             run=self._runner(listed_name),
         )
 
-    def _runner(self, listed_name: str) -> Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolOutput]]:
+    def _runner(self, listed_name: str) -> Callable[[Mapping[str, object], ToolContext], Awaitable[ToolOutput]]:
         async def run(arguments: Mapping[str, object], ctx: ToolContext) -> ToolOutput:
             try:
                 result = await self.rpc("tools/call", {"name": listed_name, "arguments": dict(arguments)})
@@ -235,7 +235,7 @@ class SdkServer:
 
         return run
 
-    def status_entry(self) -> dict[str, Any]:
+    def status_entry(self) -> dict[str, object]:
         entry: dict[str, object] = {
             "name": self.name,
             "status": self.status,

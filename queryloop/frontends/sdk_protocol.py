@@ -298,7 +298,7 @@ class _SdkSession:
             self._announce(line)
 
     # ---- what the SDK asks ---------------------------------------------------------------------
-    async def _initialize(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _initialize(self, request: Mapping[str, Any]) -> Mapping[str, object]:
         if self.initializing is not None:
             raise ControlError("already initialized: initialize is the session's first request, once")
         hooks = hook_config(self.channel, request.get("hooks"))
@@ -329,7 +329,7 @@ class _SdkSession:
             "session_state": "idle",
         }
 
-    async def _on_interrupt(self, request: Mapping[str, object]) -> Mapping[str, Any]:
+    async def _on_interrupt(self, request: Mapping[str, object]) -> Mapping[str, object]:
         self._interrupt()
         # Claude Code 2.1.235 answers this, empty even with a prompt queued behind the one interrupted (probed)
         return {"still_queued": []}
@@ -388,17 +388,17 @@ class _SdkSession:
         self._announce({"type": "user", "message": said, "parent_tool_use_id": None, "isReplay": True})
         return None  # a success without a response, as Claude Code 2.1.235's
 
-    async def _mcp_status(self, request: Mapping[str, object]) -> Mapping[str, Any]:
+    async def _mcp_status(self, request: Mapping[str, object]) -> Mapping[str, object]:
         if self.mcp_ready is not None:
             await asyncio.gather(self.mcp_ready, return_exceptions=True)
         configs = {config.name: config for config in self.conversation.template.tools.mcp_servers}
         entries = [{**entry, **_config_entry(configs.get(entry["name"]))} for entry in self.mcp.statuses()]
         return {"mcpServers": [*entries, *self.sdk_statuses()]}
 
-    def sdk_statuses(self) -> list[dict[str, Any]]:
+    def sdk_statuses(self) -> list[dict[str, object]]:
         return [server.status_entry() for server in self.servers.values()]
 
-    async def _mcp_reconnect(self, request: Mapping[str, object]) -> Mapping[str, Any]:
+    async def _mcp_reconnect(self, request: Mapping[str, object]) -> Mapping[str, object]:
         name = request.get("serverName")
         if name in self.servers:
             server = self.servers[str(name)]
@@ -436,7 +436,7 @@ class _SdkSession:
             failure = self.mcp.failure(str(name))
             raise ControlError(f"Failed to enable {name}: {failure.text() if failure else 'down'}", "reconnect_failed")
 
-    async def _rewind_files(self, request: Mapping[str, object]) -> Mapping[str, Any]:
+    async def _rewind_files(self, request: Mapping[str, object]) -> Mapping[str, object]:
         target = request.get("user_message_id")
         if not isinstance(target, str) or not target:
             raise ControlError("rewind_files needs user_message_id: the uuid of a user message of this session")
@@ -454,11 +454,11 @@ class _SdkSession:
             return summary
         return {**summary, "done": apply_rewind(plan)}
 
-    async def _context_usage(self, request: Mapping[str, object]) -> Mapping[str, Any]:
+    async def _context_usage(self, request: Mapping[str, object]) -> Mapping[str, object]:
         return _context_usage(self.conversation.template, self.last_data)
 
 
-def _config_entry(config: McpServerConfig | None) -> dict[str, Any]:
+def _config_entry(config: McpServerConfig | None) -> dict[str, object]:
     """What ``mcp_status`` says of a server's configuration, as Claude Code 2.1.235 does: ``config`` and ``scope``.
 
     ``env`` and ``headers`` are left out: they may hold credentials. The scope is where it was
@@ -474,7 +474,7 @@ def _config_entry(config: McpServerConfig | None) -> dict[str, Any]:
     return {"config": shown, "scope": scope}
 
 
-def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, Any]:
+def _context_usage(template: AgentOptions, data: AgentData | None) -> dict[str, object]:
     """What the last prompt's requests held, by part, against the model's window (estimates, as compaction's)."""
     model = data.request.model if data is not None else template.request.model
     info = model_info(model)

@@ -84,7 +84,7 @@ def has_breakpoints(raw_body: bytes) -> bool:
     return b'"cache_control"' in raw_body
 
 
-def _bare(block: object) -> Any:
+def _bare(block: object) -> object:
     if isinstance(block, dict) and "cache_control" in block:
         return {k: v for k, v in block.items() if k != "cache_control"}
     return block
@@ -97,7 +97,7 @@ def _blocks(value: object) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-def without_breakpoints(system: object, messages: object, tools: object) -> tuple[Any, Any, Any]:
+def without_breakpoints(system: object, messages: object, tools: object) -> tuple[object, object, object]:
     """``system``, ``messages`` and ``tools`` with every block's ``cache_control`` removed (the estimate's input)."""
     if isinstance(system, list):
         system = [_bare(b) for b in system]
@@ -113,7 +113,7 @@ def without_breakpoints(system: object, messages: object, tools: object) -> tupl
     return system, messages, tools
 
 
-def _segments(system: object, messages: object, tools: object) -> Iterator[tuple[str, Any, Any]]:
+def _segments(system: object, messages: object, tools: object) -> Iterator[tuple[str, object, object]]:
     """``(role, block as identified, value as sent)`` in cache order: tools, system, messages."""
     for tool in tools if isinstance(tools, list) else ():
         yield "tool", tool, tool

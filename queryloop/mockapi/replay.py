@@ -545,7 +545,7 @@ class _ScenarioRun:
     def refuse(self, step: PlannedStep) -> str | None:
         return self.unplayable or _refusal(step)
 
-    def advance(self, data: _Run, step: PlannedStep) -> Iterable[tuple[_Run, Any]]:
+    def advance(self, data: _Run, step: PlannedStep) -> Iterable[tuple[_Run, object]]:
         found = self.realiser.options(data, step, refused=False)  # the search asked refuse() first
         return () if isinstance(found, str) else found  # the note: the model that answers the step
 
@@ -628,7 +628,7 @@ def _realise(spec: MachineSpec, steps: Sequence[PlannedStep]) -> list[_Run]:
     return runs
 
 
-def _agent_call(n: int) -> dict[str, Any]:
+def _agent_call(n: int) -> dict[str, object]:
     prompt = f"[sub-agent {n}] Answer in one line."
     description = f"counterexample sub-agent {n}"
     return {
@@ -639,7 +639,7 @@ def _agent_call(n: int) -> dict[str, Any]:
     }
 
 
-def _child_rule(n: int) -> dict[str, Any]:
+def _child_rule(n: int) -> dict[str, object]:
     """The rule answering sub-agent ``n``'s one request: an answer (its report: completed), held."""
     when = {"system_contains": CHILD_MARK, "first_user_contains": f"[sub-agent {n}]"}
     return {
@@ -766,7 +766,7 @@ def _script(spec: MachineSpec, steps: Sequence[PlannedStep]) -> _Written:
     )
 
 
-def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, Any]:
+def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dict[str, object]:
     """``example``'s run as a scenario document (raises ValueError naming the first step no scenario plays).
 
     The primary model answers until the run switches; each fallback model it declares then

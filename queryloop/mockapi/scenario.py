@@ -434,7 +434,7 @@ class _Builder:
             )
         return k
 
-    def block(self, raw: Mapping[str, Any], path: _Path) -> Mapping[str, Any]:
+    def block(self, raw: Mapping[str, Any], path: _Path) -> Mapping[str, object]:
         kinds = [k for k in ("text", "thinking", "tool_use", "raw") if k in raw]
         if len(kinds) != 1 or ("signature" in raw and kinds != ["thinking"]):
             raise self.fail(

@@ -107,7 +107,7 @@ def _prompt(body: Mapping[str, object], marked: bool) -> tuple[Any, Any, Any]:
     return without_breakpoints(system, messages, tools) if marked else (system, messages, tools)
 
 
-def _as_read(system: object) -> Any:
+def _as_read(system: object) -> object:
     """A system prompt as the model reads it: one plain text block is the string it holds."""
     if isinstance(system, list) and len(system) == 1 and isinstance(system[0], dict):
         block = system[0]
@@ -326,7 +326,7 @@ class MockServer:
             )
         )
 
-    async def _read_body(self, request: web.Request) -> tuple[dict[str, Any] | None, str, bool]:
+    async def _read_body(self, request: web.Request) -> tuple[dict[str, object] | None, str, bool]:
         """The JSON body (or the problem with it), and whether its bytes mention ``cache_control``."""
         raw = await request.read()
         try:
@@ -476,7 +476,7 @@ class MockServer:
 
     def _materialise(
         self, step: Step, rid: str, model: str, input_usage: Mapping[str, object]
-    ) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    ) -> tuple[list[dict[str, object]], dict[str, object], str]:
         """Reply blocks with ids and signatures filled in, the final usage, and a message id.
 
         ``input_usage`` is the input side of the usage (uncached, read and written tokens).
@@ -640,7 +640,7 @@ def _issued_key(block: Any) -> tuple[str, str] | None:
     return (block["type"], value) if isinstance(value, str) else None
 
 
-def _block_events(block: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _block_events(block: Mapping[str, Any]) -> tuple[dict[str, object], list[dict[str, object]]]:
     """A block's ``content_block_start`` object and its deltas, as the API streams it.
 
     The start object has the block's keys in its order, the fields the deltas fill empty:

@@ -138,7 +138,7 @@ class AgentData:
         return evolve(self, **changes)
 
 
-def _after(result: Mapping[str, object], key: str, new: str, value: object) -> dict[str, Any]:
+def _after(result: Mapping[str, object], key: str, new: str, value: object) -> dict[str, object]:
     """``result`` with ``new`` placed right after ``key``, where Claude Code 2.1.235 writes it."""
     out: dict[str, object] = {}
     for k, v in result.items():
@@ -441,7 +441,7 @@ def _check_fallback_models(options: AgentOptions) -> None:
         raise ValueError(f"at most 3 fallback models, got {len(options.request.fallback_models)}")
 
 
-def _run_params(program: Program, options: AgentOptions, state: RunState[AgentData] | None) -> Mapping[str, Any]:
+def _run_params(program: Program, options: AgentOptions, state: RunState[AgentData] | None) -> Mapping[str, object]:
     """The params the run's runner will hold: a continued run's own, else the options' over the YAML's defaults
     (checked here as the runner checks them)."""
     return state.params if state is not None else program.initial_state(None, run_params(options)).params
@@ -789,7 +789,7 @@ class AgentRun:
     def steps(self) -> tuple[Step, ...]:
         return self.runner.trace
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> dict[str, object]:
         """The result object, as Claude Code's headless mode prints it (plus ``terminal_reason``).
 
         Claude Code's shapes: a run that ended with ``subtype: success`` has ``result`` (the
@@ -839,7 +839,7 @@ class AgentRun:
             result.update(self._timings())
         return result
 
-    def _permission_denials(self) -> list[dict[str, Any]]:
+    def _permission_denials(self) -> list[dict[str, object]]:
         """The calls refused in this run, then in its sub-agents' (launch order), as Claude Code's result lists
         a sub-agent's refusals with its parent's."""
         own = [dict(d) for d in self.data.tools.permission_denials]
@@ -895,7 +895,7 @@ class AgentRun:
         own = web.totals if isinstance(web, WebRequests) else UsageTotals()
         return own if self.subagents is None or not self.subagents.children else own + self.subagents.side_usage()
 
-    def _model_usage(self) -> dict[str, dict[str, Any]]:
+    def _model_usage(self) -> dict[str, dict[str, object]]:
         """Per-model usage as Claude Code's ``modelUsage``: tokens and cost, the model's window and output cap."""
         by_model = (self.usage() + self.side_usage()).model_usage()
         web = self.services.tool_context.web
@@ -923,7 +923,7 @@ def _keeps_records(options: AgentOptions) -> bool:
     return options.tools.records or any(m.event == "PostToolUse" for m in options.hooks.matchers)
 
 
-def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, Any]:
+def snapshot_run(program: Program, run: RunState[AgentData]) -> dict[str, object]:
     """The run state as plain JSON values: state, counters, params, steps and every slice of the data."""
     return {**program.snapshot(run), "data": _codec.unstructure(run.data)}
 

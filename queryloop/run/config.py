@@ -254,7 +254,7 @@ def _telemetry(env: Mapping[str, str], warnings: list[str]) -> TelemetrySettings
     return settings
 
 
-def run_params(options: AgentOptions) -> dict[str, Any]:
+def run_params(options: AgentOptions) -> dict[str, object]:
     """The machine params a run of ``options`` is given: only what was set (the YAML's defaults fill the rest)."""
     limits = options.limits
     params = {**limits.params, "max_turns": limits.max_turns}

@@ -25,7 +25,7 @@ def _document(text: str, label: str) -> Any:
         raise McpConfigError(str(exc.first)) from None
 
 
-def _read(value: str, *, cwd: Path, flag: str) -> tuple[Any, str]:
+def _read(value: str, *, cwd: Path, flag: str) -> tuple[object, str]:
     """An inline JSON object, or the JSON file ``value`` names (relative to ``cwd``)."""
     if value.lstrip().startswith("{"):
         return _document(value, flag), flag

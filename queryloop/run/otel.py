@@ -380,7 +380,7 @@ class RunTelemetry:
             f"invoke_agent {agent or 'queryloop'}", context=context, attributes=attributes, kind=SpanKind.INTERNAL
         )
 
-    def span_context(self, tool_use_id: str) -> Any:
+    def span_context(self, tool_use_id: str) -> object:
         """The context a sub-agent started by the Agent call ``tool_use_id`` nests its spans in: that call's
         span (else the turn's); None when no span is open."""
         opened = self.tools.get(tool_use_id)

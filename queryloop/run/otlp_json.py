@@ -37,7 +37,7 @@ def otlp_json(message: Message) -> bytes:
     return json.dumps(_hex_ids(MessageToDict(message, use_integers_for_enums=True)), separators=(",", ":")).encode()
 
 
-def _hex_ids(value: object) -> Any:
+def _hex_ids(value: object) -> object:
     if isinstance(value, dict):
         return {
             k: base64.b64decode(v).hex() if k in _IDS and isinstance(v, str) else _hex_ids(v) for k, v in value.items()

@@ -250,7 +250,7 @@ def _fail(source: Source, where: list[str | int], message: str) -> SettingsError
     return SettingsError(str(source.problem(where, f"{json_path(where)}: {message}")))
 
 
-def _validate(source: Source) -> dict[str, Any]:
+def _validate(source: Source) -> dict[str, object]:
     from queryloop.fsm import schema_problems
 
     document = source.data
@@ -272,7 +272,7 @@ def _validate(source: Source) -> dict[str, Any]:
     return cast(dict[str, Any], document)
 
 
-def _parse_json(text: str, label: str) -> dict[str, Any]:
+def _parse_json(text: str, label: str) -> dict[str, object]:
     # Here, not at the top: the JSON reader's module brings PyYAML and jsonschema, which a run without a
     # settings file never needs.
     from queryloop.fsm import read_json
@@ -284,7 +284,7 @@ def _parse_json(text: str, label: str) -> dict[str, Any]:
     return _validate(source)
 
 
-def _read_file(path: Path, label: str) -> dict[str, Any]:
+def _read_file(path: Path, label: str) -> dict[str, object]:
     try:
         text = read_text_file(path)
     except UnreadableFileError as exc:
@@ -319,7 +319,7 @@ def _freeze_key(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def merge_settings(lower: Mapping[str, object], higher: Mapping[str, object]) -> dict[str, Any]:
+def merge_settings(lower: Mapping[str, object], higher: Mapping[str, object]) -> dict[str, object]:
     """Merge two settings documents: objects recursively, lists concatenated without
     duplicates (lower first), any other value from ``higher``."""
     merged = copy.deepcopy(dict(lower))
@@ -416,7 +416,7 @@ def load_settings(
     return _build(merged, sources=tuple(where for where, _, _ in read), ignored=tuple(ignored))
 
 
-def _settings_arg(value: str, *, cwd: Path, home: Path) -> tuple[Path | str, dict[str, Any], bool]:
+def _settings_arg(value: str, *, cwd: Path, home: Path) -> tuple[Path | str, dict[str, object], bool]:
     """``--settings``: inline JSON, or a file that must exist; the user's own either way."""
     if value.lstrip().startswith("{"):
         inline = _parse_json(value, "--settings")
@@ -432,7 +432,7 @@ def _settings_arg(value: str, *, cwd: Path, home: Path) -> tuple[Path | str, dic
 
 def _restricted(
     read: list[tuple[Path | str, dict[str, Any], bool]], *, cwd: Path, home: Path
-) -> tuple[list[tuple[Path | str, dict[str, Any], bool]], list[str]]:
+) -> tuple[list[tuple[Path | str, dict[str, object], bool]], list[str]]:
     """An untrusted folder's files without what would widen what runs, and a line for each key left out."""
     users: dict[str, Any] = {}
     for _, document, own in read:

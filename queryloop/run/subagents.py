@@ -423,7 +423,7 @@ class Subagents:
                 total = total + child.run.side_usage()
         return total
 
-    def permission_denials(self) -> list[dict[str, Any]]:
+    def permission_denials(self) -> list[dict[str, object]]:
         """The calls the children's gates refused, child by child in launch order (each child's in its order)."""
         return [
             dict(d) for c in self.children.values() if c.run is not None for d in c.run.data.tools.permission_denials

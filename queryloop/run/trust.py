@@ -79,7 +79,7 @@ def trust_folders(cwd: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys((*found, *resolved)))
 
 
-def _read(record: Path) -> dict[str, Any]:
+def _read(record: Path) -> dict[str, object]:
     """The record as a JSON object; an absent one is empty. Raises :class:`TrustError` for anything else."""
     try:
         with record.open("rb") as file:
@@ -206,7 +206,9 @@ def _restrict_sandbox(sandbox: dict[str, Any], ignored: list[Widening], *, trust
             ignored.append(Widening(key="sandbox.autoAllowBashIfSandboxed", value=None, taken=False))
 
 
-def restrict(document: Mapping[str, object], *, trusted: Mapping[str, object]) -> tuple[dict[str, Any], list[Widening]]:
+def restrict(
+    document: Mapping[str, object], *, trusted: Mapping[str, object]
+) -> tuple[dict[str, object], list[Widening]]:
     """An untrusted folder's settings ``document`` without what would widen what runs, and what was left out.
 
     ``trusted``: the user's own settings merged (the user files and ``--settings``), which

@@ -55,7 +55,7 @@ class WebRequests:
 
     async def _send(
         self, model: str, system: str, text: str, tools: tuple[dict[str, Any], ...]
-    ) -> tuple[Mapping[str, Any], ...]:
+    ) -> tuple[Mapping[str, object], ...]:
         call = ModelCall(
             model=model,
             messages=MessageView.of([{"role": "user", "content": [{"type": "text", "text": text}]}]),

@@ -35,7 +35,7 @@ class FleetView:
     def close(self) -> None:
         self.db.close()
 
-    def sessions(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def sessions(self) -> tuple[list[dict[str, object]], list[str]]:
         """Rows of the list page, newest first, and what could not be read."""
         import sqlalchemy as sa
 
@@ -134,7 +134,7 @@ class FleetSession:
             "warnings": [],
         }
 
-    def rewind_dry_run(self, to: str | None) -> dict[str, Any]:
+    def rewind_dry_run(self, to: str | None) -> dict[str, object]:
         return {
             "error": "no rewind here: a fleet session's files are in its working directory on the workers, "
             "and its checkpoints in the database; this page shows them but restores nothing"

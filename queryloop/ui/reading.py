@@ -44,7 +44,7 @@ class UnknownSession(LookupError):
     """No stored session has this id (or the id is not a session id at all)."""
 
 
-def list_all_sessions(home: Path) -> list[dict[str, Any]]:
+def list_all_sessions(home: Path) -> list[dict[str, object]]:
     """Every project's sessions under ``home``, newest first, as the rows of the list page."""
     projects = home / "projects"
     rows: list[tuple[float, dict[str, object]]] = []
@@ -54,7 +54,7 @@ def list_all_sessions(home: Path) -> list[dict[str, Any]]:
     return [row for _, row in sorted(rows, key=lambda r: r[0], reverse=True)]
 
 
-def session_row(s: SessionSummary, project: str) -> dict[str, Any]:
+def session_row(s: SessionSummary, project: str) -> dict[str, object]:
     """One row of the list page."""
     return {
         "session_id": s.session_id,
@@ -82,7 +82,7 @@ def find_session(home: Path, session_id: str) -> SessionFiles:
     raise UnknownSession(session_id)
 
 
-def transcript_rows(entries: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
+def transcript_rows(entries: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
     """Every entry in order, as the page shows it: user and assistant messages, boundaries, tombstones, each
     run's end."""
     out = []
@@ -123,7 +123,7 @@ def prompt_rows(entries: Iterable[Mapping[str, object]]) -> list[dict[str, str]]
     return out
 
 
-def ledger_row(entry: Mapping[str, object]) -> dict[str, Any]:
+def ledger_row(entry: Mapping[str, object]) -> dict[str, object]:
     """One completed side effect as the page shows it."""
     return {
         "tool_use_id": str(entry.get("tool_use_id", "")),
@@ -179,7 +179,7 @@ class SessionFiles:
     def transcript(self) -> list[dict[str, Any]]:
         return transcript_rows(self.entries)
 
-    def ledger(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def ledger(self) -> tuple[list[dict[str, object]], list[str]]:
         entries, warnings = load_ledger(self.paths.ledger)
         return [ledger_row(e.to_json()) for e in entries], warnings
 
@@ -245,7 +245,7 @@ class SessionFiles:
             "warnings": [*self.warnings, *ledger_warnings, *checkpoint_warnings, *agent_warnings],
         }
 
-    def rewind_dry_run(self, to: str | None) -> dict[str, Any]:
+    def rewind_dry_run(self, to: str | None) -> dict[str, object]:
         """What ``queryloop rewind --dry-run`` says: each file's diff, the side effects no rewind undoes."""
         try:
             plan = plan_rewind(self.paths, to or None)
