@@ -801,7 +801,7 @@ class UsageTotals:
 
     by_model: Mapping[str, ModelUsage] = attrs.field(factory=dict)
 
-    def add(self, model: str, usage: Mapping[str, object]) -> UsageTotals:
+    def add(self, model: str, usage: Mapping[str, Any]) -> UsageTotals:
         """These totals plus one request's ``usage`` (API field names) on ``model``."""
         old = self.by_model.get(model, _NO_USAGE)
         cost = cost_usd(model, usage)
