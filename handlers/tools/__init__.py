@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
-    from .data import ToolResultPublished, ToolsData, ToolServices, ToolsRun
+    from .data import PermissionDenied, ToolResultPublished, ToolsData, ToolServices, ToolsRun
     from .gate import (
         GateOutcome,
         checkpoint_taken,
@@ -72,6 +72,7 @@ else:
         __name__,
         {
             ".data": (
+                "PermissionDenied",
                 "ToolResultPublished",
                 "ToolServices",
                 "ToolsData",
@@ -180,6 +181,7 @@ __all__ = [
     "OnResult",
     "PERMISSION_MODES",
     "PermissionAnswer",
+    "PermissionDenied",
     "PermissionMode",
     "PermissionRule",
     "PermissionRuleError",

@@ -1,7 +1,7 @@
 """The tool layer's slice of the run data, what its handlers need, and the item it publishes.
 
 Owns :class:`ToolsData` (pending calls, refusals, permission denials, "always" rules, tool turns, the last denial's
-signature), the layer's protocols and :class:`ToolResultPublished`.
+signature), the layer's protocols and the items it publishes: :class:`ToolResultPublished`, :class:`PermissionDenied`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,18 @@ from ..request import RequestData
 from ..session import SessionData, SessionServices
 from .services.base import BackgroundTask, ToolContext, ToolSpec
 from .services.dispatch import CallRunner, ToolRegistry
-from .services.permissions import AskPermission
+from .services.permissions import AskPermission, DecisionKind
 from .services.rules import PermissionMode, PermissionRules
 
-__all__ = ["ToolResultPublished", "ToolServices", "ToolsData", "ToolsRun", "close_open_calls", "with_tools"]
+__all__ = [
+    "PermissionDenied",
+    "ToolResultPublished",
+    "ToolServices",
+    "ToolsData",
+    "ToolsRun",
+    "close_open_calls",
+    "with_tools",
+]
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -117,3 +125,18 @@ class ToolResultPublished:
     call: ToolCall
     result: ToolResultBlock
     record: Any = None  # the tool's own record of the call, as Claude Code makes it, where it made one
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class PermissionDenied:
+    """A call the gate refused before anybody could be asked: by a rule, the mode, the working directories, or a
+    PreToolUse hook's ask that this run cannot put to anyone (Claude Code 2.1.235's ``system/permission_denied``).
+
+    A hook's deny, a path deny rule's refusal (an input error) and an answer somebody gave publish none, as in
+    Claude Code.
+    """
+
+    call: ToolCall
+    message: str  # the error result the model gets
+    kind: DecisionKind | None  # what decided it (``decision_reason_type``)
+    reason: str | None = None  # why, where Claude Code says (a hook's reason, a path outside the working directories)

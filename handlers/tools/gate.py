@@ -23,11 +23,18 @@ from ..hooks import HookOutcome, context_notes, hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from ..session import LedgerEntry, hidden_calls, matching_entry, replayed_result
-from .data import T, ToolServices, close_open_calls, with_tools
+from .data import PermissionDenied, T, ToolServices, close_open_calls, with_tools
 from .services.base import ToolError, ToolSpec, resolve_inside_cwd
 from .services.catalog import find_tool
 from .services.dispatch import unknown_tool_result
-from .services.permissions import AskPermission, PermissionDecision, decide, finalize_ask, suggest_rules
+from .services.permissions import (
+    AskPermission,
+    PermissionDecision,
+    decide,
+    finalize_ask,
+    observable_input,
+    suggest_rules,
+)
 from .services.rules import parse_rule
 from .services.shell import analyse
 
@@ -128,11 +135,12 @@ def _with_hook_verdict(
     choice = pre.permission_decision if pre is not None else None
     if pre is not None and (choice == "deny" or (pre.blocked and choice is None)):
         why = pre.permission_decision_reason or "; ".join(pre.block_reasons)
-        verdict, decided = attrs.evolve(verdict, behavior="deny", reason=why, listed=True), "deny"
+        verdict, decided = attrs.evolve(verdict, behavior="deny", reason=why, listed=True, kind="hook"), "deny"
     elif choice == "ask" and verdict.behavior != "deny":
         nobody = not _can_ask(services) or services.permission_mode == "dontAsk"
         why = (pre.permission_decision_reason if pre is not None else None) or ("" if nobody else _HOOK_ASKS)
-        verdict, decided = attrs.evolve(verdict, behavior="deny" if nobody else "ask", reason=why, firm=True), "ask"
+        behavior: Literal["deny", "ask"] = "deny" if nobody else "ask"
+        verdict, decided = attrs.evolve(verdict, behavior=behavior, reason=why, firm=True, kind="hook"), "ask"
     elif choice == "allow" and verdict.behavior == "ask" and not verdict.firm:
         why = (pre.permission_decision_reason if pre is not None else None) or "a PreToolUse hook allowed the call"
         verdict, decided = attrs.evolve(verdict, behavior="allow", reason=why), "allow"
@@ -233,6 +241,7 @@ class _Ruling:
     reason: str
     verdict: PermissionDecision
     refused_by_hook: HookVerdict | None  # the hook's deny, or its ask that nobody can answer
+    asked: bool = False  # somebody (the permission callback, the user) was asked and answered
 
 
 async def gate_tool_calls(ctx: EffectContext[T, ToolServices]) -> Event[GateOutcome] | Event[HookOutcome]:
@@ -284,11 +293,33 @@ async def _gate_call(
     ruling = await _rule_on(call, pre, ctx.services, always, tally)
     if ruling.behavior == "allow":
         await _admit(ctx, ruling.call, tool, hidden, tally)
-    else:
-        tally.denied.append(dict(tool_result_block(ruling.call.id, _refusal(ruling, ctx.services), is_error=True)))
-        if ruling.verdict.listed:
-            call = ruling.call
-            tally.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input})
+        return None
+    refusal = _refusal(ruling, ctx.services)
+    tally.denied.append(dict(tool_result_block(ruling.call.id, refusal, is_error=True)))
+    if ruling.verdict.listed:
+        call, cwd = ruling.call, ctx.services.tool_context.cwd
+        tally.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": _listed_input(call, cwd)})
+    if ruling.verdict.listed and not ruling.asked and ruling.refused_by_hook != "deny":
+        why = _denial_reason(ruling, pre)
+        ctx.publish(PermissionDenied(call=ruling.call, message=refusal, kind=ruling.verdict.kind, reason=why))
+    return None
+
+
+def _listed_input(call: ToolCall, cwd: Path) -> dict[str, Any]:
+    """A refused call's input as ``permission_denials`` lists it, as Claude Code 2.1.235 does: a file tool's
+    path absolute and normalised (:func:`observable_input`), an Edit's ``replace_all`` as its schema defaults it."""
+    listed = observable_input(call.name, call.input, cwd=cwd)
+    if call.name == "Edit":
+        listed.setdefault("replace_all", False)
+    return listed
+
+
+def _denial_reason(ruling: _Ruling, pre: HookOutcome | None) -> str | None:
+    """The ``decision_reason`` of a ``system/permission_denied`` line, where Claude Code gives one."""
+    if ruling.verdict.kind == "hook":
+        return (pre.permission_decision_reason if pre is not None else None) or None
+    if ruling.verdict.kind == "workingDir":
+        return "the path is outside the working directories"
     return None
 
 
@@ -300,6 +331,7 @@ async def _rule_on(
     behavior: str = verdict.behavior
     reason = verdict.reason
     refused_by_hook = by_hook if behavior == "deny" else None
+    asked = behavior == "ask"  # what stands is then whoever was asked's answer
     if by_hook is not None:
         tally.sources.append((call.id, "hook"))  # the hook's verdict, not the rules', decided
     if behavior == "ask":
@@ -308,7 +340,9 @@ async def _rule_on(
         if services.can_use_tool is not None or services.interactive:  # somebody was asked
             source = "user_permanent" if len(always) > known else "user_temporary"
             tally.sources.append((call.id, source if behavior == "allow" else "user_reject"))
-    return _Ruling(call=call, behavior=behavior, reason=reason, verdict=verdict, refused_by_hook=refused_by_hook)
+    return _Ruling(
+        call=call, behavior=behavior, reason=reason, verdict=verdict, refused_by_hook=refused_by_hook, asked=asked
+    )
 
 
 async def _admit(

@@ -35,7 +35,7 @@ from queryloop.handlers.request import (
     TextDelta,
 )
 from queryloop.handlers.session import now
-from queryloop.handlers.tools import INTERRUPT_MARKERS, ToolResultPublished
+from queryloop.handlers.tools import INTERRUPT_MARKERS, PermissionDenied, ToolResultPublished
 
 from ..run.agent import AgentData
 from ..run.defaults import CLAUDE_CODE_VERSION
@@ -291,6 +291,8 @@ class Renderer:
         elif isinstance(item, ToolResultPublished):
             self._keep_record(item)
             self._tool_result(item.call.name, item.result)
+        elif isinstance(item, PermissionDenied):
+            self.show_permission_denied(item)
         elif isinstance(item, ApiRetry):
             self.show_retry(item)
         elif isinstance(item, CompactionDone):
@@ -335,6 +337,9 @@ class Renderer:
 
     def show_tool_result(self, name: str, result: ToolResultBlock) -> None:
         """One tool call's result (``name`` is ``(synthetic)`` for one no tool produced)."""
+
+    def show_permission_denied(self, item: PermissionDenied) -> None:
+        """A call the gate refused before anybody was asked (its error result follows as a tool result)."""
 
     def show_retry(self, item: ApiRetry) -> None:
         """A request about to be retried."""
@@ -708,6 +713,20 @@ class StreamJsonRenderer(Renderer):
                 "uuid": str(uuid.uuid4()),
             }
         )
+
+    def show_permission_denied(self, item: PermissionDenied) -> None:
+        """Claude Code 2.1.235's ``system/permission_denied`` line, before the refused call's tool result."""
+        line: dict[str, Any] = {
+            "type": "system",
+            "subtype": "permission_denied",
+            "tool_name": item.call.name,
+            "tool_use_id": item.call.id,
+        }
+        if item.kind is not None:
+            line["decision_reason_type"] = item.kind
+        if item.reason is not None:
+            line["decision_reason"] = item.reason
+        self.line({**line, "message": item.message, "uuid": str(uuid.uuid4())})
 
     def show_retry(self, item: ApiRetry) -> None:
         self.line(

@@ -16,7 +16,7 @@ from queryloop.handlers.context import CompactionDone
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLogged, StreamEvent, TextDelta
-from queryloop.handlers.tools import ToolResultPublished
+from queryloop.handlers.tools import PermissionDenied, ToolResultPublished
 
 __all__ = ["OBSERVATION_TYPES", "Observation", "Observer", "SubagentEnded", "SubagentItem", "SubagentStarted"]
 
@@ -60,6 +60,7 @@ Observation = (
     | RequestFailed
     | ApiRetry
     | ToolResultPublished
+    | PermissionDenied
     | CompactionDone
     | Notice
     | McpProgress

@@ -41,6 +41,10 @@ OBSERVERS = {
 NOT_A_STEP = {
     ("queryloop/frontends/console.py", "prompt_too_long"): "an error kind a request log carries",
     ("queryloop/frontends/console.py", "api_retry"): "the subtype of Claude Code's system/api_retry line",
+    (
+        "queryloop/frontends/console.py",
+        "permission_denied",
+    ): "the subtype of Claude Code's system/permission_denied line",
     ("queryloop/frontends/sdk_protocol.py", "internal_error"): "a control response's error code",
 }
 

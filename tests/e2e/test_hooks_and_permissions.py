@@ -155,7 +155,7 @@ def test_headless_default_mode_denies_write_and_records_it(tmp_path: Path) -> No
     assert not (tmp_path / "x.txt").exists()
     denials = run.result["permission_denials"]
     assert [d["tool_name"] for d in denials] == ["Write"] and denials[0]["tool_input"] == {
-        "file_path": "x.txt",
+        "file_path": str(tmp_path / "x.txt"),  # listed absolute, as Claude Code 2.1.235 lists it
         "content": "hi",
     }
     results = api.requests[1].messages[-1]["content"]
@@ -163,6 +163,48 @@ def test_headless_default_mode_denies_write_and_records_it(tmp_path: Path) -> No
         "the read-only Read still ran, results in the model's order"
     )
     assert "cannot ask" in results[0]["content"]
+    [line] = run.of("system", "permission_denied")
+    assert (line["tool_name"], line["tool_use_id"], line["message"]) == (
+        "Write",
+        denials[0]["tool_use_id"],
+        results[0]["content"],
+    )
+    assert "decision_reason_type" not in line, "a mode's plain ask names no decider, as in Claude Code"
+
+
+def test_a_refusal_prints_its_permission_denied_line_before_its_tool_result(tmp_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "rm -f x"}}}]}
+    - reply: {content: [{text: "ok"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--permission-mode", "default", "--disallowed-tools", "Bash(rm:*)"],
+            api=api,
+            cwd=tmp_path,
+        )
+    kinds = [(line["type"], line.get("subtype")) for line in run.lines if line.get("subtype") != "transition"]
+    start = kinds.index(("assistant", None))
+    assert kinds[start : start + 3] == [("assistant", None), ("system", "permission_denied"), ("user", None)]
+    [line] = run.of("system", "permission_denied")
+    assert line["decision_reason_type"] == "subcommandResults"
+
+
+def test_a_hooks_deny_prints_no_permission_denied_line(tmp_path: Path) -> None:
+    said = '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}}'
+    settings = {
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"echo '{said}'"}]}]}
+    }
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Bash, input: {command: "echo hi"}}}]}
+    - reply: {content: [{text: "ok"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--settings", json.dumps(settings)], api=api, cwd=tmp_path
+        )
+    assert [d["tool_name"] for d in run.result["permission_denials"]] == ["Bash"]
+    assert run.of("system", "permission_denied") == [], "as in Claude Code: a hook's deny is the hook's to report"
 
 
 def test_a_bare_deny_rule_hides_the_tool_from_the_model(tmp_path: Path) -> None:

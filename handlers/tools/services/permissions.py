@@ -11,7 +11,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path, PosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -48,6 +48,7 @@ WEB_FETCH_TOOL = "WebFetch"
 
 __all__ = [
     "AskPermission",
+    "DecisionKind",
     "PermissionAnswer",
     "PermissionDecision",
     "decide",
@@ -213,6 +214,10 @@ def _allows_all_bash(rules: PermissionRules) -> PermissionRule | None:
 # ---------------------------------------------------------------------- decision
 
 
+DecisionKind = Literal["rule", "mode", "hook", "workingDir", "subcommandResults"]
+"""What decided a verdict, as Claude Code 2.1.235 names it on its ``system/permission_denied`` line."""
+
+
 @attrs.frozen(kw_only=True)
 class PermissionDecision:
     """The verdict for one tool call: which behaviour, which rule (if any) and why."""
@@ -226,6 +231,9 @@ class PermissionDecision:
     # An ask that a PreToolUse hook's allow does not lift (an ask rule, a file that runs later, a
     # command leaving the sandbox or one the rules cannot be applied to): only somebody asked may allow it.
     firm: bool = False
+    # What decided it, in Claude Code 2.1.235's terms (its ``decision_reason_type``, a value programs read):
+    # "rule", "mode", "hook", "workingDir", "subcommandResults" (a Bash rule); None where it names none.
+    kind: DecisionKind | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -304,6 +312,7 @@ def decide(
             rule=rule.text,
             reason=f"{tool_name} is denied by the rule {rule.text!r}",
             listed=shell is not None or rule.specifier is None or tool_name not in PATH_FIELDS,
+            kind="rule" if shell is None else "subcommandResults",  # Claude Code matches Bash rules per command
         )
     if tool_name in EDIT_TOOLS:  # as Claude Code: a file the Read rules deny is not edited either
         reading = attrs.evolve(ctx, tool_name="Read")
@@ -316,7 +325,10 @@ def decide(
         return _finish(bash.decide(), mode=mode, interactive=interactive, open_ask=open_ask)
     if mode == "plan" and tool_name not in read_only_tools:
         return PermissionDecision(
-            behavior="deny", rule=None, reason=f"{tool_name} is not read-only and plan mode allows only read-only tools"
+            behavior="deny",
+            rule=None,
+            reason=f"{tool_name} is not read-only and plan mode allows only read-only tools",
+            kind="mode",
         )
     planted = _planted_by_tool(ctx, rules) if tool_name in EDIT_TOOLS else None
     if planted is not None:
@@ -333,6 +345,7 @@ def decide(
                 rule=rule.text,
                 reason=f"{tool_name} needs approval by the rule {rule.text!r}",
                 firm=True,
+                kind="rule",
             ),
             mode=mode,
             interactive=interactive,
@@ -405,13 +418,16 @@ class _BashCall:
         read_only = bool(readings) and not self.shell.writes and all(r is not None for r in readings)
         if self.mode == "plan" and not read_only:
             return PermissionDecision(
-                behavior="deny", rule=None, reason="Bash is not read-only and plan mode allows only read-only tools"
+                behavior="deny",
+                rule=None,
+                reason="Bash is not read-only and plan mode allows only read-only tools",
+                kind="mode",
             )
         if self.mode == "bypassPermissions":
             return _allow("bypassPermissions mode allows every tool not denied by a rule")
         rule = _first_restricting_match(self.rules.ask, self.ctx, self.shell)
         if rule is not None:
-            return _ask(f"Bash needs approval by the rule {rule.text!r}", rule.text)
+            return attrs.evolve(_ask(f"Bash needs approval by the rule {rule.text!r}", rule.text), kind="rule")
         if self._leaves_sandbox():  # Claude Code's sandbox override: the user decides, whatever the rules allow
             return _ask(
                 "Run outside of the sandbox: the command asks to leave it (dangerouslyDisableSandbox)", firm=True
@@ -613,7 +629,10 @@ def _mode_default(
         if target is None or inside:
             return PermissionDecision(behavior="allow", rule=None, reason=f"{ctx.tool_name} is read-only")
         return PermissionDecision(
-            behavior="ask", rule=None, reason=f"{ctx.tool_name} reads {str(target)!r}, outside the working directories"
+            behavior="ask",
+            rule=None,
+            reason=f"{ctx.tool_name} reads {str(target)!r}, outside the working directories",
+            kind="workingDir",
         )
     if mode == "acceptEdits" and ctx.tool_name in EDIT_TOOLS and inside:
         return PermissionDecision(
@@ -621,7 +640,13 @@ def _mode_default(
             rule=None,
             reason=f"acceptEdits mode allows {ctx.tool_name} inside the working directories",
         )
-    return PermissionDecision(behavior="ask", rule=None, reason=f"{ctx.tool_name} needs approval in {mode} mode")
+    outside = target is not None and ctx.tool_name in EDIT_TOOLS and not inside
+    return PermissionDecision(
+        behavior="ask",
+        rule=None,
+        reason=f"{ctx.tool_name} needs approval in {mode} mode",
+        kind="workingDir" if outside else None,
+    )
 
 
 def _finish(
@@ -636,7 +661,7 @@ def finalize_ask(decision: PermissionDecision, *, mode: PermissionMode, interact
         return decision
     if mode == "dontAsk":
         return attrs.evolve(
-            decision, behavior="deny", reason=f"{decision.reason}; dontAsk mode denies instead of asking"
+            decision, behavior="deny", reason=f"{decision.reason}; dontAsk mode denies instead of asking", kind="mode"
         )
     if not interactive:
         return attrs.evolve(
