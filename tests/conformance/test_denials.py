@@ -4,7 +4,7 @@ Each row runs one probe in both programs and reads one value: the ``permission_d
 (their keys, ``decision_reason_type``, a hook's reason, and whether ``message`` is the error
 result the model got), where they sit among the lines, or the result's ``permission_denials``
 with the probe's folder written ``BASE``. The sentences are each program's own; the values a
-program reads are compared (docs/cli.md#stream-json-lines).
+program reads are compared (docs/cli.md#output-formats).
 """
 
 from __future__ import annotations
