@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
-    from .data import PermissionDenied, ToolResultPublished, ToolsData, ToolServices, ToolsRun
+    from .data import NotRun, PermissionDenied, ToolResultPublished, ToolsData, ToolServices, ToolsRun
     from .gate import (
         GateOutcome,
         checkpoint_taken,
@@ -72,6 +72,7 @@ else:
         __name__,
         {
             ".data": (
+                "NotRun",
                 "PermissionDenied",
                 "ToolResultPublished",
                 "ToolServices",
@@ -178,6 +179,7 @@ __all__ = [
     "GateOutcome",
     "INTERRUPT_MARKERS",
     "LIST_RESOURCES",
+    "NotRun",
     "OnResult",
     "PERMISSION_MODES",
     "PermissionAnswer",

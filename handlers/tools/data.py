@@ -6,7 +6,7 @@ signature), the layer's protocols and the items it publishes: :class:`ToolResult
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -21,6 +21,7 @@ from .services.permissions import AskPermission, DecisionKind
 from .services.rules import PermissionMode, PermissionRules
 
 __all__ = [
+    "NotRun",
     "PermissionDenied",
     "ToolResultPublished",
     "ToolServices",
@@ -127,16 +128,23 @@ class ToolResultPublished:
     record: Any = None  # the tool's own record of the call, as Claude Code makes it, where it made one
 
 
+NotRun = Literal["permission-rule", "user-rejected"]
+"""Why a refused call did not run, as Claude Code 2.1.235 stamps its result (``non_execution_kind``)."""
+
+
 @attrs.frozen(kw_only=True, slots=True)
 class PermissionDenied:
-    """A call the gate refused before anybody could be asked: by a rule, the mode, the working directories, or a
-    PreToolUse hook's ask that this run cannot put to anyone (Claude Code 2.1.235's ``system/permission_denied``).
+    """A call the gate refused (listed in ``permission_denials``), published before its error result.
 
-    A hook's deny, a path deny rule's refusal (an input error) and an answer somebody gave publish none, as in
-    Claude Code.
+    ``shown``: refused before anybody could be asked — by a rule, the mode, the working directories, or a
+    PreToolUse hook's ask this run cannot put to anyone — and so printed as Claude Code 2.1.235's
+    ``system/permission_denied`` line; a hook's deny and an answer somebody gave print none, as in Claude Code.
     """
 
     call: ToolCall
     message: str  # the error result the model gets
     kind: DecisionKind | None  # what decided it (``decision_reason_type``)
     reason: str | None = None  # why, where Claude Code says (a hook's reason, a path outside the working directories)
+    shown: bool = True  # a ``system/permission_denied`` line is printed for it (refused before anybody was asked)
+    # the result's ``tool_result_meta`` kind: a rule's or a hook's or a callback's deny, or an ask nobody answered
+    not_run: NotRun = "permission-rule"

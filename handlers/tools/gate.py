@@ -23,7 +23,7 @@ from ..hooks import HookOutcome, context_notes, hook, stopped
 from ..messages import ToolCall, synthetic_error_results, tool_result_block
 from ..outcome import evolved, with_outcome
 from ..session import LedgerEntry, hidden_calls, matching_entry, replayed_result
-from .data import PermissionDenied, T, ToolServices, close_open_calls, with_tools
+from .data import NotRun, PermissionDenied, T, ToolServices, close_open_calls, with_tools
 from .services.base import ToolError, ToolSpec, resolve_inside_cwd
 from .services.catalog import find_tool
 from .services.dispatch import unknown_tool_result
@@ -296,13 +296,31 @@ async def _gate_call(
         return None
     refusal = _refusal(ruling, ctx.services)
     tally.denied.append(dict(tool_result_block(ruling.call.id, refusal, is_error=True)))
-    if ruling.verdict.listed:
-        call, cwd = ruling.call, ctx.services.tool_context.cwd
-        tally.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": _listed_input(call, cwd)})
-    if ruling.verdict.listed and not ruling.asked and ruling.refused_by_hook != "deny":
-        why = _denial_reason(ruling, pre)
-        ctx.publish(PermissionDenied(call=ruling.call, message=refusal, kind=ruling.verdict.kind, reason=why))
+    if not ruling.verdict.listed:
+        return None  # a path deny rule's refusal: an input error, as in Claude Code
+    call, cwd = ruling.call, ctx.services.tool_context.cwd
+    tally.denials.append({"tool_name": call.name, "tool_use_id": call.id, "tool_input": _listed_input(call, cwd)})
+    ctx.publish(
+        PermissionDenied(
+            call=call,
+            message=refusal,
+            kind=ruling.verdict.kind,
+            reason=_denial_reason(ruling, pre),
+            shown=not ruling.asked and ruling.refused_by_hook != "deny",
+            not_run=_not_run(ruling, ctx.services),
+        )
+    )
     return None
+
+
+def _not_run(ruling: _Ruling, services: ToolServices) -> NotRun:
+    """How Claude Code 2.1.235 stamps the refused call's result: an ask nobody answered (a run that cannot ask,
+    plan mode, a hook's ask) or the user's no is "user-rejected"; a rule's, a hook's, a callback's deny is not."""
+    if ruling.asked:
+        return "permission-rule" if services.can_use_tool is not None else "user-rejected"
+    if ruling.refused_by_hook == "ask" or ruling.verdict.unanswered:
+        return "user-rejected"
+    return "permission-rule"
 
 
 def _listed_input(call: ToolCall, cwd: Path) -> dict[str, Any]:

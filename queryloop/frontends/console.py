@@ -194,6 +194,7 @@ class Renderer:
         self.agent_ends: dict[str, SubagentEnded] = {}  # how each ended, by the same call
         self.agent_work: dict[str, _AgentWork] = {}  # what each has done so far (task_progress), by the same call
         self.tags: dict[str, Any] = {}  # what every line says while a sub-agent's item is shown (its Agent call)
+        self.not_run: dict[str, str] = {}  # why each refused call did not run, by tool_use id (tool_result_meta)
 
     # ---- plumbing -------------------------------------------------------------------------
     def line(self, obj: dict[str, Any]) -> None:
@@ -715,7 +716,11 @@ class StreamJsonRenderer(Renderer):
         )
 
     def show_permission_denied(self, item: PermissionDenied) -> None:
-        """Claude Code 2.1.235's ``system/permission_denied`` line, before the refused call's tool result."""
+        """Claude Code 2.1.235's ``system/permission_denied`` line, before the refused call's tool result (and
+        why it did not run, for that result's ``tool_result_meta``)."""
+        self.not_run[item.call.id] = item.not_run
+        if not item.shown:
+            return
         line: dict[str, Any] = {
             "type": "system",
             "subtype": "permission_denied",
@@ -773,19 +778,22 @@ class StreamJsonRenderer(Renderer):
         self.line({**line, "uuid": str(uuid.uuid4()), "timestamp": now()})
 
     def show_tool_result(self, name: str, result: ToolResultBlock) -> None:
-        started = None if self.tags else self.subagents.get(str(result.get("tool_use_id")))
-        self.line(
-            {
-                "type": "user",
-                "message": {"role": "user", "content": [result]},
-                "parent_tool_use_id": None,
-                "uuid": str(uuid.uuid4()),
-                "timestamp": now(),
-                "tool_use_result": self.records.pop(str(result.get("tool_use_id")), None) or _tool_use_result(result)
-                if started is None
-                else _agent_result(started, self.agent_ends.get(started.tool_use_id), result),
-            }
-        )
+        call_id = str(result.get("tool_use_id"))
+        started = None if self.tags else self.subagents.get(call_id)
+        line: dict[str, object] = {
+            "type": "user",
+            "message": {"role": "user", "content": [result]},
+            "parent_tool_use_id": None,
+            "uuid": str(uuid.uuid4()),
+            "timestamp": now(),
+            "tool_use_result": self.records.pop(call_id, None) or _tool_use_result(result)
+            if started is None
+            else _agent_result(started, self.agent_ends.get(started.tool_use_id), result),
+        }
+        not_run = None if self.tags else self.not_run.pop(call_id, None)
+        if not_run is not None:  # a refused call: why it did not run, as Claude Code 2.1.235 stamps it
+            line["tool_result_meta"] = [{"id": call_id, "non_execution_kind": not_run}]
+        self.line(line)
 
 
 RENDERERS: dict[str, type[Renderer]] = {fmt: globals()[name] for fmt, name in OUTPUT_FORMATS.items()}

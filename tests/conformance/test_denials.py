@@ -2,9 +2,10 @@
 
 Each row runs one probe in both programs and reads one value: the ``permission_denied`` lines
 (their keys, ``decision_reason_type``, a hook's reason, and whether ``message`` is the error
-result the model got), where they sit among the lines, or the result's ``permission_denials``
-with the probe's folder written ``BASE``. The sentences are each program's own; the values a
-program reads are compared (docs/cli.md#output-formats).
+result the model got), where they sit among the lines, the ``tool_result_meta`` of each
+``user`` line, or the result's ``permission_denials`` with the probe's folder written ``BASE``.
+The sentences are each program's own; the values a program reads are compared
+(docs/cli.md#output-formats).
 """
 
 from __future__ import annotations
@@ -62,6 +63,24 @@ def denied_lines(observed: Observed) -> list[dict[str, object]]:
         for line in observed.lines
         if line.get("subtype") == "permission_denied"
     ]
+
+
+def stamped(observed: Observed) -> list[object]:
+    """Each ``user`` line's ``tool_result_meta``: why the call did not run, and whether it names that call."""
+    return [
+        [
+            {"kind": meta["non_execution_kind"], "its call": meta["id"] == line["message"]["content"][0]["tool_use_id"]}
+            for meta in line["tool_result_meta"]
+        ]
+        if "tool_result_meta" in line
+        else None
+        for line in observed.lines
+        if line["type"] == "user"
+    ]
+
+
+def _stamp(kind: str) -> list[object]:
+    return [[{"kind": kind, "its call": True}]]
 
 
 def order(observed: Observed) -> list[str]:
@@ -147,6 +166,49 @@ ROWS: dict[str, SeenRow] = {
             trusted=TRUSTED,
         ),
         [],
+    ),
+    # ---- the refused call's tool result: why it did not run ----
+    "a deny rule's result, stamped": SeenRow(
+        probe=Probe(
+            calls=(("Bash", {"command": "rm -f x"}),), files=_settings({"deny": ["Bash(rm:*)"]}), trusted=TRUSTED
+        ),
+        seen=stamped,
+        queryloop=_stamp("permission-rule"),
+    ),
+    "dontAsk mode's result, stamped": SeenRow(
+        probe=Probe(calls=(WRITE,), args=("--permission-mode", "dontAsk")),
+        seen=stamped,
+        queryloop=_stamp("permission-rule"),
+    ),
+    "a hook's deny, stamped": SeenRow(
+        probe=Probe(calls=(ECHO,), files=_hook("Bash", "deny"), trusted=TRUSTED),
+        seen=stamped,
+        queryloop=_stamp("permission-rule"),
+    ),
+    "an ask in -p, stamped": SeenRow(probe=Probe(calls=(WRITE,)), seen=stamped, queryloop=_stamp("user-rejected")),
+    "plan mode's result, stamped": SeenRow(
+        probe=Probe(calls=(WRITE,), args=("--permission-mode", "plan")),
+        seen=stamped,
+        queryloop=_stamp("user-rejected"),
+    ),
+    "a hook's ask in -p, stamped": SeenRow(
+        probe=Probe(calls=(ECHO,), files=_hook("Bash", "ask"), trusted=TRUSTED),
+        seen=stamped,
+        queryloop=_stamp("user-rejected"),
+    ),
+    "a path deny rule's result, not stamped": SeenRow(
+        probe=Probe(
+            calls=(("Read", {"file_path": "secret.txt"}),),
+            files={"secret.txt": "s", **_settings({"deny": ["Read(./secret.txt)"]})},
+            trusted=TRUSTED,
+        ),
+        seen=stamped,
+        queryloop=[None],
+    ),
+    "a result that ran, not stamped": SeenRow(
+        probe=Probe(calls=(("Bash", {"command": "echo hi"}),), args=("--allowedTools", "Bash")),
+        seen=stamped,
+        queryloop=[None],
     ),
     # ---- where the line sits ----
     "the line's place": SeenRow(

@@ -188,6 +188,20 @@ def test_a_refusal_prints_its_permission_denied_line_before_its_tool_result(tmp_
     assert kinds[start : start + 3] == [("assistant", None), ("system", "permission_denied"), ("user", None)]
     [line] = run.of("system", "permission_denied")
     assert line["decision_reason_type"] == "subcommandResults"
+    [result] = [user for user in run.of("user") if "tool_result_meta" in user]
+    assert result["tool_result_meta"] == [{"id": line["tool_use_id"], "non_execution_kind": "permission-rule"}]
+
+
+def test_an_ask_a_headless_run_cannot_put_is_stamped_user_rejected(tmp_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Write, input: {file_path: x.txt, content: "hi"}}}]}
+    - reply: {content: [{text: "ok"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "default"], api=api, cwd=tmp_path)
+    [user] = run.of("user")
+    call_id = run.result["permission_denials"][0]["tool_use_id"]
+    assert user["tool_result_meta"] == [{"id": call_id, "non_execution_kind": "user-rejected"}], "as Claude Code"
 
 
 def test_a_hooks_deny_prints_no_permission_denied_line(tmp_path: Path) -> None:

@@ -234,6 +234,9 @@ class PermissionDecision:
     # What decided it, in Claude Code 2.1.235's terms (its ``decision_reason_type``, a value programs read):
     # "rule", "mode", "hook", "workingDir", "subcommandResults" (a Bash rule); None where it names none.
     kind: DecisionKind | None = None
+    # A denial standing for an ask nobody could answer (a run that cannot ask; plan mode, where Claude Code asks):
+    # Claude Code marks its result "user-rejected" rather than "permission-rule".
+    unanswered: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -329,6 +332,7 @@ def decide(
             rule=None,
             reason=f"{tool_name} is not read-only and plan mode allows only read-only tools",
             kind="mode",
+            unanswered=True,
         )
     planted = _planted_by_tool(ctx, rules) if tool_name in EDIT_TOOLS else None
     if planted is not None:
@@ -422,6 +426,7 @@ class _BashCall:
                 rule=None,
                 reason="Bash is not read-only and plan mode allows only read-only tools",
                 kind="mode",
+                unanswered=True,
             )
         if self.mode == "bypassPermissions":
             return _allow("bypassPermissions mode allows every tool not denied by a rule")
@@ -668,5 +673,6 @@ def finalize_ask(decision: PermissionDecision, *, mode: PermissionMode, interact
             decision,
             behavior="deny",
             reason=f"{decision.reason}; denied because this run is non-interactive and cannot ask",
+            unanswered=True,
         )
     return decision
