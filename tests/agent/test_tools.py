@@ -390,7 +390,8 @@ def test_bash_output_loses_its_leading_blank_lines_and_trailing_whitespace_as_in
 
 
 def test_bash_nonzero_exit_is_an_error_with_the_exit_code(ctx: ToolContext) -> None:
-    assert err(call(ctx, "Bash", {"command": "echo partial; exit 7"})) == "Command failed with exit code 7\npartial"
+    assert err(call(ctx, "Bash", {"command": "echo partial; exit 7"})) == "Exit code 7\npartial"
+    assert err(call(ctx, "Bash", {"command": "exit 3"})) == "Exit code 3"  # as Claude Code 2.1.235: no output, no line
 
 
 def test_bash_command_killed_by_a_signal_is_an_error_naming_it(ctx: ToolContext) -> None:
@@ -412,7 +413,7 @@ def test_bash_long_output_keeps_start_and_end_with_a_marker_counting_dropped_cha
 def test_bash_failure_with_long_output_keeps_the_status_line_and_the_end(ctx: ToolContext) -> None:
     content = err(call(ctx, "Bash", {"command": "head -c 100000 /dev/zero | tr '\\0' x; echo LAST; exit 3"}))
     assert len(content) <= ctx.max_output_chars
-    assert content.startswith("Command failed with exit code 3\nxxx")
+    assert content.startswith("Exit code 3\nxxx")
     assert content.endswith("xxxLAST")
 
 

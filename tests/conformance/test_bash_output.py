@@ -42,6 +42,25 @@ ROWS: dict[str, SeenRow] = {
         queryloop=[["a\n\nb\nc"], ["a\n\nb\nc"]],
     ),
     "no newline at all": SeenRow(probe=_bash("printf z"), seen=told, queryloop=[["z"], ["z"]]),
+    "a failed command": SeenRow(
+        probe=_bash("echo partial; exit 7"),
+        seen=told,
+        queryloop=[["Exit code 7\npartial"], ["Error: Exit code 7\npartial"]],
+    ),
+    "a failed command without output": SeenRow(
+        probe=_bash("exit 3"), seen=told, queryloop=[["Exit code 3"], ["Error: Exit code 3"]]
+    ),
+    "a command killed by a signal": SeenRow(
+        probe=_bash("kill -TERM $$"),
+        seen=told,
+        queryloop=[
+            ["Command was killed by signal SIGTERM\n(no output)"],
+            ["Error: Command was killed by signal SIGTERM\n(no output)"],
+        ],
+        reference=[["Exit code 144"], ["Error: Exit code 144"]],
+        design="A command a signal ended names the signal; Claude Code gives its shell's exit code "
+        "([Bash](configuration.md#bash-commands))",
+    ),
 }
 
 

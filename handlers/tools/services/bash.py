@@ -35,7 +35,7 @@ __all__ = ["BASH"]
 _DRAIN_GRACE_S: Final = 1.0
 
 # Room kept below max_output_chars for the status line put before the output
-# ("Command failed with exit code N", "Command timed out after N s ...").
+# ("Exit code N", "Command timed out after N s ...").
 _STATUS_RESERVE: Final = 120
 
 _LEADING_BLANK_LINES: Final = re.compile(r"\A(?:[ \t]*\r?\n)+")
@@ -257,7 +257,8 @@ async def _run_bash(tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolOutp
     if code < 0:
         return ToolOutput(content=f"Command was killed by {_signal_name(-code)}\n{output}", is_error=True)
     if code > 0:
-        return ToolOutput(content=f"Command failed with exit code {code}\n{output}", is_error=True)
+        said = f"{_trimmed(text)}\n{note}".strip("\n") if note else _trimmed(text)  # nothing said: the code alone
+        return ToolOutput(content=f"Exit code {code}\n{said}" if said else f"Exit code {code}", is_error=True)
     response = None
     if ctx.responses is not None:  # Claude Code 2.1.235's record, as its PostToolUse hooks get it: the output itself
         stdout = f"{_trimmed(text)}\n{note}" if note else _trimmed(text)  # trimmed as the model's (probed)
