@@ -85,14 +85,16 @@ def retry_error(failure: ModelFailure | None) -> str:
     """What failed, in the words of Claude Code 2.1.235's ``api_retry`` line's ``error`` (probed per status).
 
     Programs branch on it, so it is a closed set: ``overloaded`` (529 or an ``overloaded_error``),
-    ``rate_limit`` (429), ``authentication_failed`` (401), ``unknown`` (no answer: the connection
-    failed or the stream broke) and ``server_error`` (any other status retried: 5xx, 408, 409).
+    ``rate_limit`` (429), ``authentication_failed`` (401, 403), ``server_error`` (any other status
+    from 408 up: 5xx, 408, 409) and ``unknown`` (no answer: the connection failed or the stream
+    broke; or a status below 408 the server asked to be retried, ``x-should-retry: true``).
     """
     if failure is None or failure.status is None:
         return "unknown"
     if failure.status == 529 or failure.error_type == "overloaded_error":
         return "overloaded"
-    return {429: "rate_limit", 401: "authentication_failed"}.get(failure.status, "server_error")
+    named = {429: "rate_limit", 401: "authentication_failed", 403: "authentication_failed"}.get(failure.status)
+    return named or ("server_error" if failure.status >= 408 else "unknown")
 
 
 def backoff_delay_s(retries: int, base_s: float, max_s: float, draw: float) -> float:

@@ -445,6 +445,9 @@ def test_a_lone_surrogate_in_a_reply_is_the_replacement_character_and_a_pair_is_
         (401, "authentication_error", "authentication_failed"),
         (500, "api_error", "server_error"),
         (408, "timeout_error", "server_error"),
+        (409, "api_error", "server_error"),
+        (403, "permission_error", "authentication_failed"),
+        (400, "invalid_request_error", "unknown"),
         (None, None, "unknown"),
     ],
 )
