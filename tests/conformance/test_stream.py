@@ -17,13 +17,15 @@ from typing import Any
 import pytest
 
 from .reference import Observed, Probe, SeenRow, observe
-from .test_media import PNG
+from .test_media import PDF, PNG, png
 
 pytestmark = pytest.mark.slow  # two programs per probe
 
 OURS = ("transition", "api_request")  # queryloop's own system lines
 KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 BASH = ("--allowedTools", "Bash")
+RETRY = {"x-should-retry": "true"}  # a status not retried by default, retried as the server asks
+NOBODY = "http://127.0.0.1:9"  # a port nothing listens on: the connection is refused
 DETAILS = "agent-sdk.md#what-the-stream-carries"
 
 
@@ -105,8 +107,14 @@ def _priced(model: str) -> Row:
     return Row(probe=Probe(calls=(), scenario=scenario, model=model), seen=_cost, queryloop=(cost, {model: cost}))
 
 
-def _retried(status: int, error: str, **fault: Any) -> Row:
-    step = {"error": {"status": status}} if not fault else {"reply": {"content": [{"text": "x"}]}, **fault}
+def _waits(observed: Observed) -> object:
+    """The api_retry lines' waits (``retry_delay_ms``), in order."""
+    return [line["retry_delay_ms"] for line in observed.lines if line.get("subtype") == "api_retry"]
+
+
+def _retried(status: int, error: str, headers: Mapping[str, str] | None = None, **fault: Any) -> Row:
+    answer = {"status": status, **({"headers": dict(headers)} if headers else {})}
+    step = {"error": answer} if not fault else {"reply": {"content": [{"text": "x"}]}, **fault}
     seen = {"type": "system", "subtype": "api_retry", "attempt": 1, "max_retries": 1, "error": error}
     return Row(
         probe=Probe(calls=(), scenario=_scenario(step), env={"CLAUDE_CODE_MAX_RETRIES": "1"}),
@@ -115,9 +123,14 @@ def _retried(status: int, error: str, **fault: Any) -> Row:
     )
 
 
-def _one_m(model: str, sent: str) -> Row:
+def _waited(status: int, header: str, value: str, wait_ms: int) -> Row:
+    """A retried answer asking for a wait (``header: value``): the api_retry line's ``retry_delay_ms``."""
+    return Row(probe=_retried(status, "", {header: value}).probe, seen=_waits, queryloop=[wait_ms])
+
+
+def _one_m(model: str | None, sent: str, **probe: Any) -> Row:
     return Row(
-        probe=Probe(calls=(), model=model),
+        probe=Probe(calls=(), model=model, **probe),
         seen=_window,
         queryloop=(sent, True, f"{sent}[1m]", {f"{sent}[1m]": 1_000_000}),
     )
@@ -129,6 +142,7 @@ PRICES = {  # USD per million input, output, cache-write and cache-read tokens, 
     "claude-fable-5": (10.0, 50.0, 12.5, 1.0),
     "claude-haiku-4-5-20251001": (1.0, 5.0, 1.25, 0.1),
 }
+WIDE = png(2400, 300)  # wider than the 2000 pixels Claude Code scales an image down to
 TOOL = Probe(calls=(("Bash", {"command": "echo hi"}),), args=BASH)
 TWO_TURNS = (("Bash", {"command": "echo hi"}), ("Bash", {"command": "echo hi"}))
 RESULT_KEYS = ["duration_api_ms", "duration_ms", "errors", "fast_mode_disabled_reason", "fast_mode_state", "is_error"]
@@ -220,6 +234,24 @@ ROWS: dict[str, Row] = {
             }
         ],
     ),
+    "read a pdf: tool_use_result": Row(
+        probe=Probe(calls=(("Read", {"file_path": "f.pdf"}),), files={"f.pdf": PDF}),
+        seen=lambda o: [r for r in _tool_use_results(o) if r is not None],  # Claude Code's document line has none
+        queryloop=[
+            {
+                "type": "pdf",
+                "file": {"filePath": "BASE/f.pdf", "base64": base64.b64encode(PDF).decode(), "originalSize": len(PDF)},
+            }
+        ],
+    ),
+    "read a wide image: the record's dimensions": Row(
+        probe=Probe(calls=(("Read", {"file_path": "w.png"}),), files={"w.png": WIDE}),
+        seen=lambda o: _tool_use_results(o)[0]["file"]["dimensions"],
+        queryloop={"originalWidth": 2400, "originalHeight": 300, "displayWidth": 2400, "displayHeight": 300},
+        reference={"originalWidth": 2400, "originalHeight": 300, "displayWidth": 2000, "displayHeight": 250},
+        design="queryloop has no image library: an image is sent as it is, never scaled down "
+        "([security](security.md#what-leaves-the-run-telemetry-mcp-content-the-inspector))",
+    ),
     "read a text file: tool_use_result": Row(
         probe=Probe(calls=(("Read", {"file_path": "a.txt"}),), files={"a.txt": "one\ntwo\n"}),
         seen=_tool_use_results,
@@ -280,6 +312,34 @@ ROWS: dict[str, Row] = {
     "api_retry after a 500": _retried(500, "server_error"),
     "api_retry after a 503": _retried(503, "server_error"),
     "api_retry after a 408": _retried(408, "server_error"),
+    "api_retry after a 409": _retried(409, "server_error"),
+    "api_retry after a 403 the server asks to retry": _retried(403, "authentication_failed", RETRY),
+    "api_retry after a 400 the server asks to retry": _retried(400, "unknown", RETRY),
+    "api_retry after a refused connection": Row(
+        probe=Probe(calls=(), env={"CLAUDE_CODE_MAX_RETRIES": "1", "ANTHROPIC_BASE_URL": NOBODY}),
+        seen=_retry,
+        queryloop=[
+            {
+                "type": "system",
+                "subtype": "api_retry",
+                "attempt": 1,
+                "max_retries": 1,
+                "error_status": None,
+                "error": "unknown",
+            }
+        ],
+    ),
+    "api_retry's wait after a 429 with retry-after": _waited(429, "retry-after", "2", 2000),
+    "api_retry's wait after a 529 with retry-after": _waited(529, "retry-after", "2", 2000),
+    "api_retry's wait after a 500 with retry-after": _waited(500, "retry-after", "2", 2000),
+    "api_retry's wait after a 529 with retry-after-ms": Row(
+        probe=_waited(529, "retry-after-ms", "1500", 1500).probe,
+        seen=lambda o: [wait >= 1500 for wait in _waits(o)],  # Claude Code's own backoff: 500 ms and a draw
+        queryloop=[True],
+        reference=[False],
+        design="the API's retry-after-ms is waited for, as the SDK waits: a retry sooner than the server asks "
+        f"is refused again ([details]({DETAILS}))",
+    ),
     "api_retry after a cut stream": Row(
         probe=_retried(200, "unknown", cut_after_block=0).probe,
         seen=_retry,
@@ -294,6 +354,15 @@ ROWS: dict[str, Row] = {
     "--model sonnet[1m]": _one_m("sonnet[1m]", "claude-sonnet-5"),
     "--model opus[1m]": _one_m("opus[1m]", "claude-opus-5"),
     "--model claude-haiku-4-5-20251001[1M]": _one_m("claude-haiku-4-5-20251001[1M]", "claude-haiku-4-5-20251001"),
+    "ANTHROPIC_MODEL=sonnet[1m]": _one_m(None, "claude-sonnet-5", env={"ANTHROPIC_MODEL": "sonnet[1m]"}),
+    "settings model opus[1m]": _one_m(
+        None, "claude-opus-5", files={".claude/settings.json": {"model": "opus[1m]"}}, trusted=("project",)
+    ),
+    "--model haiku[1m]: max_tokens": Row(
+        probe=Probe(calls=(), model="haiku[1m]"),
+        seen=lambda o: o.requests[0].max_tokens,
+        queryloop=32_000,  # the model's own: the suffix widens the window, not the answer
+    ),
     "the beta header of a plain model": Row(
         probe=Probe(calls=(), model="sonnet"),
         seen=_betas,
