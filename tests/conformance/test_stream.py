@@ -348,6 +348,32 @@ ROWS: dict[str, Row] = {
         design="a broken stream is asked again without streaming (stream fallback), which is not an api_retry "
         "([details](agent-sdk.md#what-the-stream-carries))",
     ),
+    "model_fallback after 529s": Row(
+        probe=Probe(
+            calls=(),
+            scenario=_scenario({"error": {"status": 529}, "repeat": 3}),
+            args=("--fallback-model", "mock-secondary"),
+            env={"CLAUDE_CODE_MAX_RETRIES": "5"},
+        ),
+        seen=lambda o: [  # its words (``content``) are each program's own
+            {k: v for k, v in line.items() if k not in ("uuid", "session_id", "content")} | {"keys": sorted(line)}
+            for line in o.lines
+            if line.get("subtype") == "model_fallback"
+        ],
+        queryloop=[
+            {
+                "type": "system",
+                "subtype": "model_fallback",
+                "trigger": "overloaded",
+                "original_model": "mock-primary",
+                "fallback_model": "mock-secondary",
+                "keys": [
+                    *("content", "fallback_model", "original_model", "session_id", "subtype", "trigger", "type"),
+                    "uuid",
+                ],
+            }
+        ],
+    ),
     # ---- prices: the result's cost of 1M input, 100k output, 10k cache-write and 1k cache-read tokens ----
     **{f"price of {model}": _priced(model) for model in PRICES},
     # ---- [1m]: the id sent, the long-context beta, the model named and its window ----
