@@ -91,7 +91,6 @@ NOT_PROBED: dict[str, str] = {
     "task_updated": f"{_NOT_YET}: a background agent's lines",
     "task_summary": f"{_NOT_YET}: a background agent's lines",
     "local_command_output": f"{_NOT_YET}: a slash command's output in -p (/cost and the like, unknown here)",
-    "permission_denied": f"{_DIFFERS}: Claude Code writes it before a refused call's user line",
     "files_persisted": "Claude Code's file checkpoints in headless mode, off unless asked for",
     "file_snapshot": "Claude Code's file checkpoints in headless mode, off unless asked for",
     **dict.fromkeys(

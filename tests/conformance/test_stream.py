@@ -73,6 +73,20 @@ def _retry(observed: Observed) -> object:
     return [{k: v for k, v in line.items() if k not in ("uuid", "session_id", "retry_delay_ms")} for line in lines]
 
 
+def _denied_lines(observed: Observed) -> object:
+    """The first turn's lines: the reply, each permission_denied line (its words and ids left out), the results."""
+    seen: list[object] = []
+    for line in observed.lines[1:]:
+        if line.get("subtype") == "permission_denied":
+            said = {k: v for k, v in line.items() if k not in ("uuid", "session_id", "message", "tool_use_id")}
+            seen.append({**said, "keys": sorted(line)})
+        elif line["type"] in ("assistant", "user"):
+            seen.append((line["type"], None))
+        if line["type"] == "user":
+            return seen
+    return seen
+
+
 def _cost(observed: Observed) -> object:
     result = observed.result
     return round(result["total_cost_usd"], 6), {m: round(u["costUSD"], 6) for m, u in result["modelUsage"].items()}
@@ -143,6 +157,17 @@ PRICES = {  # USD per million input, output, cache-write and cache-read tokens, 
     "claude-haiku-4-5-20251001": (1.0, 5.0, 1.25, 0.1),
 }
 WIDE = png(2400, 300)  # wider than the 2000 pixels Claude Code scales an image down to
+DENIED_KEYS = ["message", "session_id", "subtype", "tool_name", "tool_use_id", "type", "uuid"]
+DENY = {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}
+HOOK_DENIES = {
+    ".claude/settings.json": {
+        "hooks": {
+            "PreToolUse": [
+                {"hooks": [{"type": "command", "command": f"echo '{json.dumps({'hookSpecificOutput': DENY})}'"}]}
+            ]
+        }
+    }
+}
 TOOL = Probe(calls=(("Bash", {"command": "echo hi"}),), args=BASH)
 TWO_TURNS = (("Bash", {"command": "echo hi"}), ("Bash", {"command": "echo hi"}))
 RESULT_KEYS = ["duration_api_ms", "duration_ms", "errors", "fast_mode_disabled_reason", "fast_mode_state", "is_error"]
@@ -373,6 +398,22 @@ ROWS: dict[str, Row] = {
                 ],
             }
         ],
+    ),
+    "a call the run cannot ask for: the permission_denied line": Row(
+        probe=Probe(calls=(("Write", {"file_path": "x.txt", "content": "x"}),)),
+        seen=_denied_lines,
+        queryloop=[
+            ("assistant", None),
+            {"type": "system", "subtype": "permission_denied", "tool_name": "Write", "keys": DENIED_KEYS},
+            ("user", None),
+        ],
+    ),
+    "a call a PreToolUse hook denies: no permission_denied line": Row(
+        probe=Probe(
+            calls=(("Write", {"file_path": "x.txt", "content": "x"}),), files=HOOK_DENIES, trusted=("project",)
+        ),
+        seen=_denied_lines,
+        queryloop=[("assistant", None), ("user", None)],
     ),
     # ---- prices: the result's cost of 1M input, 100k output, 10k cache-write and 1k cache-read tokens ----
     **{f"price of {model}": _priced(model) for model in PRICES},

@@ -221,6 +221,22 @@ def test_a_hooks_deny_prints_no_permission_denied_line(tmp_path: Path) -> None:
     assert run.of("system", "permission_denied") == [], "as in Claude Code: a hook's deny is the hook's to report"
 
 
+def test_a_call_refused_by_the_mode_gets_a_permission_denied_line_before_its_result(tmp_path: Path) -> None:
+    text = scenario("""  mock-primary:
+    - reply: {content: [{tool_use: {name: Write, input: {file_path: x.txt, content: "hi"}}}]}
+    - reply: {content: [{text: "ok"}]}
+""")
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--permission-mode", "default"], api=api, cwd=tmp_path)
+    kinds = [(line["type"], line.get("subtype")) for line in run.lines if line.get("subtype") != "transition"]
+    kinds = [kind for kind in kinds if kind[1] != "api_request"]
+    assert kinds[1:4] == [("assistant", None), ("system", "permission_denied"), ("user", None)]
+    (denied,) = run.of("system", "permission_denied")
+    call = run.of("assistant")[0]["message"]["content"][0]
+    assert (denied["tool_name"], denied["tool_use_id"]) == ("Write", call["id"])
+    assert "cannot ask" in denied["message"]
+
+
 def test_a_bare_deny_rule_hides_the_tool_from_the_model(tmp_path: Path) -> None:
     with MockApi(scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')) as api:
         run_cli(["-p", "go", "--model", "mock-primary", "--disallowed-tools", "Bash"], api=api, cwd=tmp_path)
