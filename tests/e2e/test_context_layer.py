@@ -265,3 +265,18 @@ def test_no_microcompact_keeps_every_tool_result(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "microcompact" not in run.reasons
     assert CLEARED_RESULT not in results(api.requests[-1])
+
+
+@pytest.mark.parametrize(("model", "compacts"), [("claude-haiku-4-5-20251001", True), ("haiku[1m]", False)])
+def test_a_model_named_with_1m_compacts_against_a_1m_token_window(tmp_path: Path, model: str, compacts: bool) -> None:
+    # ~25k tokens of output: over 10 % of haiku's 200k window, under 10 % of the 1M one [1m] asks for
+    steps = turns(20000, 20000, 20000, 20000, 20000)
+    text = f"schema_version: 1\nscenario: ctx\nmodel: mock-primary\nrules:\n{SUMMARY_RULE}default:\n{steps}"
+    args = ["--model", model, "--max-output-tokens", "1000", "--tools", "Bash"]
+    with MockApi(text) as api:
+        run = run_cli([*args, "-p", "print things", "--auto-compact-threshold", "10"], api=api, cwd=tmp_path)
+    assert run.returncode == 0, run.reasons
+    assert ("auto_compact_succeeded" in run.reasons) is compacts
+    assert {r.headers.get("anthropic-beta") for r in main_requests(api.requests)} == {
+        None if compacts else "context-1m-2025-08-07"
+    }
