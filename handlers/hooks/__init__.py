@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         send_stop_feedback,
         submit_prompt,
     )
-    from .services.calling import HookRunner, HookServices, hook, stopped
+    from .services.calling import HookReported, HookRunner, HookServices, hook, stopped
     from .services.context import context_notes, reminder_block, tool_hook_notes
     from .services.runner import (
         HOOK_EVENTS,
@@ -54,6 +54,7 @@ else:
                 "submit_prompt",
             ),
             ".services.calling": (
+                "HookReported",
                 "HookRunner",
                 "HookServices",
                 "hook",
@@ -90,6 +91,7 @@ __all__ = [
     "HookFunction",
     "HookMatcher",
     "HookOutcome",
+    "HookReported",
     "HookRunner",
     "HookServices",
     "HooksData",

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from queryloop.fsm import Step, inert, uses
 from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.hooks import HookReported
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.messages import ToolResultBlock, is_tool_result
 from queryloop.handlers.outcome import Notice
@@ -296,6 +297,8 @@ class Renderer:
             self.show_permission_denied(item)
         elif isinstance(item, ApiRetry):
             self.show_retry(item)
+        elif isinstance(item, HookReported):
+            self.show_hook(item)
         elif isinstance(item, CompactionDone):
             self.show_compaction(item)
         elif isinstance(item, Notice):
@@ -344,6 +347,9 @@ class Renderer:
 
     def show_retry(self, item: ApiRetry) -> None:
         """A request about to be retried."""
+
+    def show_hook(self, item: HookReported) -> None:
+        """A SessionStart hook started or finished."""
 
     def show_compaction(self, item: CompactionDone) -> None:
         """A compaction that rewrote the transcript."""
@@ -732,6 +738,22 @@ class StreamJsonRenderer(Renderer):
         if item.reason is not None:
             line["decision_reason"] = item.reason
         self.line({**line, "message": item.message, "uuid": str(uuid.uuid4())})
+
+    def show_hook(self, item: HookReported) -> None:
+        """Claude Code's ``system/hook_started`` and ``system/hook_response`` lines of a SessionStart hook."""
+        line: dict[str, Any] = {
+            "type": "system",
+            "subtype": f"hook_{item.phase}",
+            "hook_id": item.hook_id,
+            "hook_name": item.hook_name,
+            "hook_event": item.event,
+        }
+        if item.result is not None:
+            result = item.result
+            line["output"] = result.stderr + result.stdout  # Claude Code: both as they came; stderr's first here
+            line |= {"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code}
+            line["outcome"] = "success" if result.exit_code == 0 else "error"
+        self.line({**line, "uuid": str(uuid.uuid4())})
 
     def show_retry(self, item: ApiRetry) -> None:
         self.line(

@@ -13,6 +13,7 @@ import attrs
 from queryloop.fsm import Step
 from queryloop.handlers.agents import AgentReport
 from queryloop.handlers.context import CompactionDone
+from queryloop.handlers.hooks import HookReported
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry, AssistantMessage, RequestFailed, RequestLogged, StreamEvent, TextDelta
@@ -61,6 +62,7 @@ Observation = (
     | ApiRetry
     | ToolResultPublished
     | PermissionDenied
+    | HookReported
     | CompactionDone
     | Notice
     | McpProgress

@@ -62,8 +62,6 @@ _HOOK_EVENTS = "written with --include-hook-events, which queryloop accepts and 
 _REMOTE = "a request of Claude Code's own hosts (IDE, web, remote sessions), which the Agent SDK does not send"
 _SETTINGS = "a request for a feature queryloop does not have (plugins, skills reload, colours, feedback, ratings)"
 _NOT_YET = "not probed yet"
-_DIFFERS = "probed by hand, not written by queryloop yet (a row comes with the fix)"
-_HOOK_FLAG = "--include-hook-events"
 
 #: Names no row probes, each with the reason.
 NOT_PROBED: dict[str, str] = {
@@ -79,9 +77,7 @@ NOT_PROBED: dict[str, str] = {
     # ---- system subtypes ----
     "api_error": "Claude Code's inner message: it prints it as the api_retry line (test_stream.py)",
     "compact_boundary": f"{_NOT_YET}: compaction needs a history the server's count agrees is long",
-    "hook_started": f"{_DIFFERS}: Claude Code writes it for every SessionStart hook, even without {_HOOK_FLAG}",
     "hook_progress": _HOOK_EVENTS,
-    "hook_response": f"{_DIFFERS}: Claude Code writes it for every SessionStart hook, even without {_HOOK_FLAG}",
     "model_refusal_fallback": f"{_NOT_YET}: a refusal answered by another model",
     "model_refusal_no_fallback": f"{_NOT_YET}: a refusal with no other model",
     "model_consent_fallback": _INTERACTIVE,

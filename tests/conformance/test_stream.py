@@ -87,6 +87,27 @@ def _denied_lines(observed: Observed) -> object:
     return seen
 
 
+def _hook_lines(observed: Observed) -> object:
+    """The hook_started and hook_response lines (ids left out, in the order of their words), each
+    response's id paired with a start's, and the lines' keys."""
+    lines = [line for line in observed.lines if line.get("subtype") in ("hook_started", "hook_response")]
+    started = [line["hook_id"] for line in lines if line["subtype"] == "hook_started"]
+    answered = [line["hook_id"] for line in lines if line["subtype"] == "hook_response"]
+    said = [{k: v for k, v in line.items() if k not in ("uuid", "session_id", "hook_id")} for line in lines]
+    keys = sorted({key for line in lines for key in line})
+    return sorted(said, key=json.dumps), sorted(started) == sorted(answered), keys
+
+
+def _hooks_before_init(observed: Observed) -> object:
+    kinds = [line.get("subtype") for line in observed.lines if line["type"] == "system"]
+    return kinds.index("hook_started") < kinds.index("init")
+
+
+def _session_start(*commands: str) -> dict[str, object]:
+    hooks = [{"type": "command", "command": command} for command in commands]
+    return {".claude/settings.json": {"hooks": {"SessionStart": [{"hooks": hooks}]}}}
+
+
 def _cost(observed: Observed) -> object:
     result = observed.result
     return round(result["total_cost_usd"], 6), {m: round(u["costUSD"], 6) for m, u in result["modelUsage"].items()}
@@ -168,6 +189,8 @@ HOOK_DENIES = {
         }
     }
 }
+START = {"hook_name": "SessionStart:startup", "hook_event": "SessionStart"}
+OUT = ("stdout", "subtype", "type", "uuid")
 TOOL = Probe(calls=(("Bash", {"command": "echo hi"}),), args=BASH)
 TWO_TURNS = (("Bash", {"command": "echo hi"}), ("Bash", {"command": "echo hi"}))
 RESULT_KEYS = ["duration_api_ms", "duration_ms", "errors", "fast_mode_disabled_reason", "fast_mode_state", "is_error"]
@@ -414,6 +437,33 @@ ROWS: dict[str, Row] = {
         ),
         seen=_denied_lines,
         queryloop=[("assistant", None), ("user", None)],
+    ),
+    # ---- SessionStart hooks: reported as lines, without --include-hook-events ----
+    "a SessionStart hook's lines": Row(
+        probe=Probe(calls=(), files=_session_start("echo a", "echo err >&2; exit 1"), trusted=("project",)),
+        seen=_hook_lines,
+        queryloop=(
+            sorted(
+                [
+                    *([{"type": "system", "subtype": "hook_started", **START}] * 2),
+                    {**START, "type": "system", "subtype": "hook_response", "exit_code": 0, "outcome": "success"}
+                    | {"output": "a\n", "stdout": "a\n", "stderr": ""},
+                    {**START, "type": "system", "subtype": "hook_response", "exit_code": 1, "outcome": "error"}
+                    | {"output": "err\n", "stdout": "", "stderr": "err\n"},  # output: both, as they came,
+                ],
+                key=json.dumps,
+            ),
+            True,
+            [*("exit_code", "hook_event", "hook_id", "hook_name", "outcome", "output", "session_id", "stderr"), *OUT],
+        ),
+    ),
+    "a SessionStart hook's lines: where they go": Row(
+        probe=Probe(calls=(), files=_session_start("echo a"), trusted=("project",)),
+        seen=_hooks_before_init,
+        queryloop=False,
+        reference=True,
+        design="SessionStart hooks run in the machine's first state, once the run has begun: the init line "
+        f"comes first ([details]({DETAILS}))",
     ),
     # ---- prices: the result's cost of 1M input, 100k output, 10k cache-write and 1k cache-read tokens ----
     **{f"price of {model}": _priced(model) for model in PRICES},

@@ -686,3 +686,27 @@ def test_a_pre_tool_use_ask_reaches_the_permission_callback_with_the_hooks_reaso
     with MockApi(text) as api:
         asyncio.run(play(api))
     assert reasons == ["a human must look at this"], "the hook's ask asks even for a read-only Read, with its reason"
+
+
+def test_each_session_start_hook_is_reported_as_a_started_and_a_response_line(tmp_path: Path) -> None:
+    text = scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')
+    hooks = [{"type": "command", "command": "echo hello"}, {"type": "command", "command": "echo no >&2; exit 1"}]
+    with MockApi(text) as api:
+        run = run_cli(
+            ["-p", "go", "--model", "mock-primary", "--settings", settings(SessionStart=[{"hooks": hooks}])],
+            api=api,
+            cwd=tmp_path,
+        )
+    started, answered = run.of("system", "hook_started"), run.of("system", "hook_response")
+    assert [line["hook_name"] for line in started] == ["SessionStart:startup"] * 2
+    assert {line["hook_id"] for line in started} == {line["hook_id"] for line in answered}
+    said = sorted((line["stdout"], line["stderr"], line["exit_code"], line["outcome"]) for line in answered)
+    assert said == [("", "no\n", 1, "error"), ("hello\n", "", 0, "success")]
+
+
+def test_a_user_prompt_submit_hook_is_not_reported_as_lines(tmp_path: Path) -> None:
+    text = scenario('  mock-primary:\n    - reply: {content: [{text: "ok"}]}\n')
+    hooks = settings(UserPromptSubmit=[{"hooks": [{"type": "command", "command": "echo hello"}]}])
+    with MockApi(text) as api:
+        run = run_cli(["-p", "go", "--model", "mock-primary", "--settings", hooks], api=api, cwd=tmp_path)
+    assert run.returncode == 0 and run.of("system", "hook_started") == []

@@ -5,17 +5,33 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
 from queryloop.fsm import EffectContext
 
 from ...outcome import Notice
-from .runner import HookConfig, HookEvent, HookOutcome, run_hooks
+from .runner import HookConfig, HookEvent, HookOutcome, HookResult, run_hooks
 
-__all__ = ["HookRunner", "HookServices", "hook", "stopped"]
+__all__ = ["HookReported", "HookRunner", "HookServices", "hook", "stopped"]
+
+REPORTED_EVENTS = frozenset({"SessionStart"})
+"""The events whose every hook Claude Code 2.1.235 reports as stream-json lines (hook_started, hook_response)
+without --include-hook-events; probed: tests/conformance/test_stream.py."""
+
+
+@attrs.frozen(kw_only=True)
+class HookReported:
+    """One hook of a reported event started (``result`` None) or finished (its result)."""
+
+    phase: Literal["started", "response"]
+    hook_id: str  # the same for a hook's two reports
+    hook_name: str  # ``SessionStart:startup``: the event and what it matched
+    event: str
+    result: HookResult | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -67,14 +83,35 @@ class HookServices(Protocol):
 
 async def hook(ctx: EffectContext[Any, HookServices], event: HookEvent, payload: dict[str, Any]) -> HookOutcome | None:
     """Run the hooks configured for ``event`` (None when there are none); publish their errors."""
+    reported = _report_starts(ctx, event, payload)
     outcome = await ctx.services.hooks.run(event, payload)
     if outcome is None:
         return None
+    for hook_id, result in zip(reported, outcome.results, strict=False):
+        name = _reported_name(event, payload)
+        ctx.publish(HookReported(phase="response", hook_id=hook_id, hook_name=name, event=event, result=result))
     for error in outcome.errors:
         ctx.publish(Notice(f"{event} hook error ({error.command}): {error.message}"))
     for message in outcome.system_messages:
         ctx.publish(Notice(f"{event} hook: {message}"))
     return outcome
+
+
+def _report_starts(ctx: EffectContext[Any, HookServices], event: str, payload: dict[str, Any]) -> list[str]:
+    """Publish a start for each hook of a reported event that will run, in their order; their ids."""
+    if event not in REPORTED_EVENTS:
+        return []
+    ids = [str(uuid.uuid4()) for _ in ctx.services.hooks.config.commands_for(event, payload)]
+    for hook_id in ids:
+        ctx.publish(
+            HookReported(phase="started", hook_id=hook_id, hook_name=_reported_name(event, payload), event=event)
+        )
+    return ids
+
+
+def _reported_name(event: str, payload: dict[str, Any]) -> str:
+    """``SessionStart:startup``: the event and the source it matched."""
+    return f"{event}:{payload.get('source', '')}"
 
 
 def stopped(outcome: HookOutcome | None) -> bool:
