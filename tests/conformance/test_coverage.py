@@ -57,11 +57,18 @@ READ_BY = {
     "control_response": ("test_control", "initialize: the answer's keys"),
 }
 
-_INTERACTIVE = "a line of Claude Code's interactive, remote or background-session features, none of which -p runs"
+_INTERACTIVE = (
+    "not written in any -p probe (tools, hooks, Stop, retries, fallback, denials); by its name and schema a line "
+    "of Claude Code's interactive, remote or background-session features"
+)
 _HOOK_EVENTS = "written with --include-hook-events, which queryloop accepts and ignores (test_flags.py)"
-_REMOTE = "a request of Claude Code's own hosts (IDE, web, remote sessions), which the Agent SDK does not send"
+_REMOTE = "a request of Claude Code's own hosts (IDE, web, remote sessions), which the Python Agent SDK does not send"
 _SETTINGS = "a request for a feature queryloop does not have (plugins, skills reload, colours, feedback, ratings)"
 _NOT_YET = "not probed yet"
+_UNSERVED = (
+    "probed by hand: Claude Code answers it, queryloop answers an unsupported_request error; the Python "
+    "Agent SDK does not send it"
+)
 
 #: Names no row probes, each with the reason.
 NOT_PROBED: dict[str, str] = {
@@ -114,16 +121,14 @@ NOT_PROBED: dict[str, str] = {
         ("message_rated", "reload_plugins", "reload_skills", "rename_session", "set_color", "submit_feedback"),
         _SETTINGS,
     ),
-    "elicitation": f"{_NOT_YET}: an MCP server's elicitation, passed to the SDK",
-    "get_binary_version": f"{_NOT_YET}",
-    "get_session_cost": f"{_NOT_YET}",
-    "get_settings": f"{_NOT_YET}",
-    "get_usage": f"{_NOT_YET}",
-    "list_models": f"{_NOT_YET}",
-    "mcp_call": f"{_NOT_YET}: an SDK MCP server's tool called by the host",
-    "mcp_message": f"{_NOT_YET}: SDK MCP servers (test_control rows are planned)",
-    "mcp_set_servers": f"{_NOT_YET}",
-    "set_max_thinking_tokens": "queryloop asks for no thinking (agent-sdk.md#what-differs)",
+    "elicitation": f"{_NOT_YET}: the program asks it of the SDK for an MCP server's elicitation",
+    "mcp_call": f"{_NOT_YET}: the host calls an SDK MCP server's tool",
+    "mcp_message": f"{_NOT_YET}: the program asks it of the SDK for an in-process (SDK) MCP server",
+    **dict.fromkeys(
+        ("get_binary_version", "get_session_cost", "get_settings", "get_usage", "list_models", "mcp_set_servers"),
+        _UNSERVED,
+    ),
+    "set_max_thinking_tokens": f"queryloop asks for no thinking; {_UNSERVED}",
 }
 
 
