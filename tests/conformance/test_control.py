@@ -149,6 +149,13 @@ def _asks(*requests: tuple[str, dict[str, Any]]) -> tuple[Step, ...]:
     return tuple(script)
 
 
+def _in_the_turn(line: Mapping[str, Any]) -> bool:
+    """A line of the turn: no control line, no init, no queryloop's own line."""
+    return line["type"] in ("assistant", "user", "result") or (
+        line["type"] == "system" and line.get("subtype") not in NOT_THE_TURN
+    )
+
+
 def _control(request_id: str, body: dict[str, Any], queryloop: object, **row: Any) -> Row:
     return Row(
         probe=Probe(calls=()), script=_asks((request_id, body)), seen=_answer(request_id), queryloop=queryloop, **row
@@ -170,6 +177,7 @@ INTERRUPT = request("x", subtype="interrupt")
 RESULT = Await("the result", is_result)
 AGAIN = (RESULT, prompt("again"), Await("the second request", requests=2))
 HOOKS = {"PreToolUse": [{"matcher": "Bash", "hookCallbackIds": ["h1"]}]}
+NOT_THE_TURN = ("init", "transition", "api_request", None)  # a control line, or the run's own bookkeeping
 TOUCH = Probe(calls=(("Bash", {"command": "touch x"}),), args=("--permission-prompt-tool", "stdio"))
 ALLOW = {"behavior": "allow", "updatedInput": {"command": "touch x"}}
 FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
@@ -485,6 +493,13 @@ ROWS: dict[str, Row] = {
             ]
         ),
         design=f"requests ask for no effort level, so a hook is told none ([details]({DETAILS}))",
+    ),
+    "can_use_tool denied: the lines of the turn": Row(
+        probe=TOUCH,
+        script=(*INIT, prompt("go"), Answer("can_use_tool", {"behavior": "deny", "message": "not today"}), RESULT),
+        seen=lambda o: [(line["type"], line.get("subtype")) for line in o.lines if _in_the_turn(line)],
+        queryloop=[("assistant", None), ("user", None), ("assistant", None), ("result", "success")],  # no
+        # permission_denied line: the SDK answered (the rules' refusals have one: test_stream.py)
     ),
     "can_use_tool: the request's keys": Row(
         probe=TOUCH,
