@@ -206,12 +206,13 @@ class _Store:
     from it without serialising the history again.
     """
 
-    __slots__ = ("__weakref__", "blocks", "encoded", "entries")
+    __slots__ = ("blocks", "encoded", "entries", "memos")
 
     def __init__(self, entries: list[tuple[Message, bool, int, int]], encoded: bytearray) -> None:
         self.entries = entries
         self.encoded = encoded
         self.blocks = _BlockIndex()  # where each tool_use and tool_result sits (built as it is asked)
+        self.memos: dict[object, Any] = {}  # the layers' facts about this history (MessageView.memos)
 
     def prefix(self, length: int) -> _Store:
         """A new store holding the first ``length`` entries (a branch starts from it)."""
@@ -290,13 +291,14 @@ class MessageView:
         return [entry[0] for entry in self._store.entries[: self._length]]
 
     @property
-    def lineage(self) -> object:
-        """An opaque token the views of one store share: such a view at least as long as another extends it.
+    def memos(self) -> dict[object, Any]:
+        """Facts a layer keeps about this history, under a key of its own: one dict per store.
 
-        For caches of facts about a history that only grow as it does (weakly referenced: it lives as
-        long as a view of the store).
+        The views of one store share it, and a view at least as long as another extends it, so a
+        fact that only grows with the history is worked out once. It lives as long as a view of
+        the store (the run's history), never in the process: a branch starts with an empty one.
         """
-        return self._store
+        return self._store.memos
 
     def holds_result(self, tool_use_id: str) -> bool:
         """Whether a message of this view holds the tool_result of ``tool_use_id`` (O(1) amortised)."""

@@ -578,7 +578,7 @@ class _CountingFacts(dict[str, Any]):
 def test_each_turns_clearing_plan_looks_only_at_the_calls_that_aged_out_since(monkeypatch: pytest.MonkeyPatch) -> None:
     """Planning the clearing on every turn went over every old result again: a turn's work grew with the transcript."""
     view = MessageView.of([user("go")])
-    monkeypatch.setitem(context_module._clearable, view.lineage, _CountingFacts())
+    view.memos[context_module._CLEARABLE] = _CountingFacts()
     looked: list[int] = []
     for n in range(40):
         for message in tool_round(f"t{n}", "w" * 400 if n % 3 else "", name="Read", file_path=f"f{n}.py"):

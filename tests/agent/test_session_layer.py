@@ -12,12 +12,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import weakref
 from pathlib import Path
 
 import attrs
 import pytest
 
+from queryloop.handlers.context.services import compaction
+from queryloop.handlers.context.services.compaction import plan_clearing
 from queryloop.handlers.messages import MessageView, ToolCall
+from queryloop.handlers.request.services import media
+from queryloop.handlers.request.services.media import media_totals
 from queryloop.handlers.session import (
     CheckpointStore,
     LedgerEntry,
@@ -29,6 +34,7 @@ from queryloop.handlers.session import (
     matching_entry,
     replayed_result,
 )
+from queryloop.handlers.session.services import ledger as ledger_module
 from queryloop.handlers.session.services.store import JsonlLog, read_jsonl
 from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, answer_dangling, load_history
 from queryloop.run.sessions import SessionChoiceError, apply_rewind, choose_session, plan_rewind
@@ -158,6 +164,29 @@ def test_a_call_a_resume_recovered_from_the_ledger_is_hidden_in_the_resumed_turn
 
 def _result(tool_use_id: str) -> dict[str, object]:
     return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": "ok"}]}
+
+
+def test_what_the_layers_work_out_about_a_history_is_kept_with_it_and_no_module_keeps_a_table_of_histories() -> None:
+    """The ledger's hidden calls, the media totals and the clearing plan remember what they found for a
+    history: in that history's own memos (gone with the run's views), never in a table the process keeps."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    view = MessageView.of([{"role": "user", "content": [{"type": "text", "text": "go"}, image]}])
+    view = view.append({"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {}}]})
+    view = view.append(_result("a"))
+    assert hidden_calls(SessionData(prompt_id="p1", ledger=(_entry("a", "deploy"),)), view) == []
+    assert media_totals(view) == (1, 4)
+    assert not plan_clearing(view).tool_use_ids
+    assert len(view.memos) == 4, "the ledger's check, the media totals, the clearable results and their fold"
+    longer = view.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    assert longer.memos is view.memos, "a longer view of the same history extends what was found"
+    assert MessageView.of(view.to_list()).memos == {}, "another history starts with none"
+    tables = [
+        f"{module.__name__}.{name}"
+        for module in (compaction, ledger_module, media)
+        for name, value in vars(module).items()
+        if isinstance(value, weakref.WeakKeyDictionary)
+    ]
+    assert tables == []
 
 
 def test_the_history_checked_turn_by_turn_gives_what_a_check_from_scratch_gives() -> None:

@@ -7,7 +7,6 @@ compacted transcript. Messages are never mutated; nothing is sent.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -303,9 +302,9 @@ def _result_tokens(content: object) -> int:
     return 0
 
 
-# Per store of messages (a view's lineage: its messages never change), what clearing each result would free:
-# its message's index and tokens (None: nothing to clear). Read again on every turn, worked out once.
-_clearable: weakref.WeakKeyDictionary[object, dict[str, tuple[int, int | None]]] = weakref.WeakKeyDictionary()
+# The key, in a history's memos (MessageView.memos: its messages never change), of what clearing each result
+# would free: its message's index and tokens (None: nothing to clear). Read again on every turn, worked out once.
+_CLEARABLE = f"{__name__}.clearable"
 
 
 def _freed_by(message: Mapping[str, object], call_id: str) -> int | None:
@@ -337,8 +336,8 @@ class _Fold:
     reach: int = 0
 
 
-# Per store, per (keep_recent, tools): the fold of its old results, so a turn adds only its new calls.
-_folds: weakref.WeakKeyDictionary[object, dict[tuple[int, frozenset[str]], _Fold]] = weakref.WeakKeyDictionary()
+# The key, in a history's memos, of its folds per (keep_recent, tools), so a turn adds only its new calls.
+_FOLDS = f"{__name__}.folds"
 
 
 def _fact(
@@ -358,7 +357,7 @@ def _fold_for(messages: MessageView, keep_recent: int, tools: frozenset[str]) ->
     """The store's fold, its newly appended calls scanned; a fresh one for a view it does not fit (a
     shorter view of the same store, whose calls or results it has not all reached)."""
     calls = messages.tool_calls()
-    folds = _folds.setdefault(messages.lineage, {})
+    folds: dict[tuple[int, frozenset[str]], _Fold] = messages.memos.setdefault(_FOLDS, {})
     fold = folds.get((keep_recent, tools))
     if fold is None or fold.scanned > len(calls) or fold.reach > len(messages):
         fold = folds[(keep_recent, tools)] = _Fold()
@@ -381,7 +380,7 @@ def plan_clearing(
     store and extended by the calls that aged out since (a result the view does not hold yet is
     looked at again each time, as before)."""
     fold = _fold_for(messages, keep_recent, tools)
-    known = _clearable.setdefault(messages.lineage, {})
+    known: dict[str, tuple[int, int | None]] = messages.memos.setdefault(_CLEARABLE, {})
     old = fold.clearable[: max(0, len(fold.clearable) - max(1, keep_recent))]
     while fold.folded < len(old):  # fold the calls that aged out, until one whose result is not in view
         fact = _fact(messages, known, old[fold.folded])

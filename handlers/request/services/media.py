@@ -5,7 +5,6 @@ A text stands in for each block dropped; the stored transcript never changes. Th
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias, TypeGuard
 
@@ -61,8 +60,9 @@ def sniffed_image_type(raw: bytes) -> ImageType | None:
     return None
 
 
-# per store (a view's lineage): the running (count, base64 characters) after each message counted so far
-_TOTALS: weakref.WeakKeyDictionary[object, list[tuple[int, int]]] = weakref.WeakKeyDictionary()
+# the key, in a history's memos (MessageView.memos), of the running (count, base64 characters) after each
+# message counted so far
+_TOTALS = f"{__name__}.totals"
 
 
 def _is_media(block: object) -> TypeGuard[dict[str, object]]:
@@ -95,10 +95,7 @@ def media_totals(messages: MessageView) -> tuple[int, int]:
     """How many media blocks ``messages`` carry and their base64 characters (counted once per message appended)."""
     if not len(messages):
         return 0, 0
-    lineage = messages.lineage
-    totals = _TOTALS.get(lineage)
-    if totals is None:
-        totals = _TOTALS[lineage] = []
+    totals: list[tuple[int, int]] = messages.memos.setdefault(_TOTALS, [])
     count, chars = totals[-1] if totals else (0, 0)
     for index in range(len(totals), len(messages)):
         more, size = _media_of(messages.at(index))

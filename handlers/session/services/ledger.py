@@ -6,7 +6,6 @@ Such a call proposed again in the same user turn is answered with its recorded r
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import attrs
@@ -46,7 +45,7 @@ def visible_result_ids(messages: Iterable[Mapping[str, object]]) -> set[str]:
 
 @attrs.frozen
 class _Checked:
-    """What :func:`hidden_calls` found for a history of one lineage: its answer, and what it looked at."""
+    """What :func:`hidden_calls` found for a history: its answer, and what it looked at."""
 
     length: int  # of the history
     ledger: tuple[LedgerEntry, ...]  # the ledger it looked at
@@ -55,9 +54,10 @@ class _Checked:
     hidden: tuple[LedgerEntry, ...]
 
 
-# per lineage of histories (MessageView.lineage): a longer view of it extends the one checked, so only
-# ledger entries recorded since, and the calls hidden then, need looking at (a tool turn costs O(1), not O(N))
-_CHECKED: weakref.WeakKeyDictionary[object, _Checked] = weakref.WeakKeyDictionary()
+# the key of the last check in a history's memos (MessageView.memos): a longer view of it extends the one
+# checked, so only ledger entries recorded since, and the calls hidden then, need looking at (a tool turn costs
+# O(1), not O(N))
+_CHECKED = f"{__name__}.hidden_calls"
 
 
 def _mine(session: SessionData, entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
@@ -79,7 +79,8 @@ def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, object]])
         visible = visible_result_ids(messages)
         return [e for e in mine if e.tool_use_id not in visible or e.tool_use_id in recovered]
     ledger = session.ledger
-    checked = _CHECKED.get(messages.lineage)
+    memos = messages.memos
+    checked: _Checked | None = memos.get(_CHECKED)
     if (
         checked is not None
         and checked.length <= len(messages)
@@ -93,7 +94,7 @@ def hidden_calls(session: SessionData, messages: Iterable[Mapping[str, object]])
         candidates = _mine(session, ledger)
     holds = messages.holds_result
     hidden = tuple(e for e in candidates if not holds(e.tool_use_id) or e.tool_use_id in recovered)
-    _CHECKED[messages.lineage] = _Checked(
+    memos[_CHECKED] = _Checked(
         length=len(messages), ledger=ledger, prompt_id=session.prompt_id, recovered=recovered, hidden=hidden
     )
     return list(hidden)
