@@ -56,7 +56,8 @@ _last_within: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 """The last ``(counters, limits)`` pair found within caps: both tuples of ints, immutable and kept
 alive here, so the same two objects are within caps for as long as they are held. Most steps
 carry the counters over unchanged (the same tuple object, under the same limits): the answer is
-then known without a pass."""
+then known without a pass. Process-wide, rightly: the answer depends only on the two immutable
+tuples it holds, so no run can see another's (a validator sees no run-scoped object to hold it)."""
 
 
 def _counters_within_caps(instance: RunState[Any], attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
