@@ -189,9 +189,7 @@ def test_stream_json_reports_hook_errors_as_system_lines() -> None:
 
 def test_read_of_a_fifo_is_a_tool_error_and_does_not_block(ctx: ToolContext) -> None:
     with fifo(ctx.cwd / "pipe"):
-        started = time.monotonic()
-        message = err(call(ctx, "Read", {"file_path": "pipe"}))
-        assert time.monotonic() - started < 3
+        message = err(call(ctx, "Read", {"file_path": "pipe"}))  # a Read that opened it would block, not say this
     assert "pipe" in message and "FIFO" in message and "regular file" in message
 
 
@@ -199,11 +197,9 @@ def test_grep_and_glob_skip_fifos_sockets_and_other_non_regular_files(ctx: ToolC
     (ctx.cwd / "notes.txt").write_text("needle here\n")
     (ctx.cwd / "sub").mkdir()
     with fifo(ctx.cwd / "sub" / "pipe.txt"):
-        started = time.monotonic()
         assert "notes.txt" in ok(call(ctx, "Grep", {"pattern": "needle"}))
         assert ok(call(ctx, "Glob", {"pattern": "**/*.txt"})).splitlines() == ["notes.txt"]
         assert "FIFO" in err(call(ctx, "Grep", {"pattern": "needle", "path": "sub/pipe.txt"}))
-        assert time.monotonic() - started < 10
 
 
 def test_write_and_edit_refuse_a_fifo(ctx: ToolContext) -> None:
@@ -228,9 +224,7 @@ def test_a_tool_that_overruns_the_deadline_becomes_an_error_result(tmp_path: Pat
         run=sleepy,
     )
     ctx = ToolContext(cwd=tmp_path, tool_timeout_s=0.2)
-    started = time.monotonic()
-    message = err(call(ctx, "Sleepy", {}, ToolRegistry(tools=[spec])))
-    assert time.monotonic() - started < 3
+    message = err(call(ctx, "Sleepy", {}, ToolRegistry(tools=[spec])))  # run to its end, it would say "never"
     assert message == "Sleepy did not finish within 0.2 s and was stopped"
 
 
@@ -445,14 +439,12 @@ def test_a_tool_aimed_at_a_symlink_loop_reports_the_loop_as_a_tool_error(
 # ------------------------------------------------------------------ 11. request deadlines
 
 
-def _send(scenario_yaml: str, req: ModelRequest) -> tuple[ModelReply | ModelFailure, float]:
-    async def main() -> tuple[ModelReply | ModelFailure, float]:
+def _send(scenario_yaml: str, req: ModelRequest) -> ModelReply | ModelFailure:
+    async def main() -> ModelReply | ModelFailure:
         async with MockServer(parse_scenario(scenario_yaml)) as server:
             client = anthropic.AsyncAnthropic(api_key="x", base_url=server.url, max_retries=0)
             try:
-                started = time.monotonic()
-                outcome = await send_request(client, req)
-                return outcome, time.monotonic() - started
+                return await send_request(client, req)
             finally:
                 await client.close()
 
@@ -476,32 +468,31 @@ def _request(**overrides: Any) -> ModelRequest:
 
 
 def test_a_non_streaming_request_honours_the_idle_timeout() -> None:
-    outcome, elapsed = _send(
+    outcome = _send(
         _one_step('reply: {content: [{text: "late"}]}\n      delay_ms: 20000'),
         _request(stream=False, idle_timeout_s=0.3),
     )
     assert isinstance(outcome, ModelFailure) and outcome.kind == "retryable", outcome
-    assert outcome.error_type == "timeout_error" and elapsed < 5
+    assert outcome.error_type == "timeout_error"  # the reply, 20 s late, would have been a success
 
 
 def test_a_streamed_request_past_its_deadline_is_a_retryable_timeout() -> None:
-    outcome, elapsed = _send(
+    outcome = _send(
         _one_step('reply: {content: [{text: "a"}, {text: "b"}]}\n      stall: {after_block: 1, seconds: 20}'),
         _request(idle_timeout_s=10, deadline_s=0.5),
     )
     assert isinstance(outcome, ModelFailure) and outcome.kind == "retryable", outcome
     assert outcome.error_type == "timeout_error" and "deadline of 0.5 s" in outcome.message
     assert outcome.log.status == 200 and outcome.log.request_id is not None
-    assert elapsed < 5
 
 
 def test_a_non_streaming_request_past_its_deadline_is_a_retryable_timeout() -> None:
-    outcome, elapsed = _send(
+    outcome = _send(
         _one_step('reply: {content: [{text: "late"}]}\n      delay_ms: 20000'),
         _request(stream=False, idle_timeout_s=10, deadline_s=0.4),
     )
     assert isinstance(outcome, ModelFailure) and outcome.kind == "retryable", outcome
-    assert "deadline of 0.4 s" in outcome.message and elapsed < 5
+    assert "deadline of 0.4 s" in outcome.message  # not the idle timeout's, nor the late reply
 
 
 def test_the_run_option_gives_every_model_call_the_request_deadline() -> None:

@@ -8,6 +8,7 @@ error bodies) is the point.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import pathlib
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from queryloop.mockapi.server import MockServer, estimate_input_tokens
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "machines" / "scenarios").glob("*.yaml"))
 USER = [{"role": "user", "content": "hi"}]
+HANG_GUARD_S = 300  # bounds a wait for an event that never comes (a hang), never a slow pass
 
 T = TypeVar("T")
 
@@ -344,24 +346,32 @@ model: m
 models:
   m:
     - reply: {content: [{text: slow}]}
-      stall: {after_block: 0, seconds: 30}
+      stall: {after_block: 0, seconds: 3600}
 """
+    payload = json.dumps({"model": "m", "max_tokens": 5, "messages": USER, "stream": True})
+    headers = {"x-api-key": "x", "anthropic-version": "2023-06-01", "content-type": "application/json"}
 
-    async def main() -> float:
-        loop = asyncio.get_running_loop()
+    async def main() -> bool:
         server = MockServer(parse_scenario(scenario))
         await server.start()
-        task = asyncio.create_task(post_raw(server, {"model": "m", "max_tokens": 5, "messages": USER, "stream": True}))
-        await asyncio.sleep(0.2)
-        started = loop.time()
-        await server.stop()
-        try:
-            await task
-        except aiohttp.ClientError:
-            pass
-        return loop.time() - started
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(server.url + "/v1/messages", data=payload, headers=headers) as resp,
+        ):
+            seen = b""
+            while b"event: ping" not in seen:  # the ping before the first block is out: the hour's stall comes next
+                chunk = await resp.content.readany()
+                assert chunk, f"the stream ended before its stall: {seen!r}"
+                seen += chunk
+            try:  # only a stop that cuts the stall returns: the guard ends a wait for the hour, and fails
+                await asyncio.wait_for(server.stop(), HANG_GUARD_S)
+            except TimeoutError:
+                return False
+            with contextlib.suppress(aiohttp.ClientError):
+                await resp.read()
+        return True
 
-    assert asyncio.run(main()) < 5
+    assert asyncio.run(main()), "the server's stop waited for the stalled stream"
 
 
 # ---- scenario files --------------------------------------------------------------------
