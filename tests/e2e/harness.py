@@ -100,6 +100,10 @@ def cli_command(cwd: Path | str, fmt: str = "stream-json") -> list[str]:
     return [sys.executable, "-m", "queryloop", "run", "--output-format", fmt, *loud, "--cwd", str(cwd)]
 
 
+HANG_GUARD_S = 300
+"""How long a wait for an event (a file, an exit) goes on before the test calls it a hang; never what decides a pass."""
+
+
 def run_cli(
     args: list[str],
     *,
@@ -107,7 +111,7 @@ def run_cli(
     cwd: Path,
     fmt: str = "stream-json",
     stdin: str | None = None,
-    timeout: float = 60,
+    timeout: float = HANG_GUARD_S,
     verbose: bool | None = None,
     **env: str,
 ) -> CliRun:
@@ -138,10 +142,6 @@ def assert_ledger_closed(requests: list[RecordedRequest]) -> None:
     for request in requests:
         problem = ledger_problem(request.messages)
         assert problem is None, problem
-
-
-HANG_GUARD_S = 300
-"""How long a wait for an event (a file, an exit) goes on before the test calls it a hang; never what decides a pass."""
 
 
 def live_members(pgid: int) -> list[int]:

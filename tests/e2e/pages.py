@@ -20,6 +20,8 @@ from types import TracebackType
 
 import pytest
 
+from .harness import HANG_GUARD_S
+
 Page = tuple[int, Mapping[str, str], bytes]
 
 # The run's model answering WebSearch's own request: the server tool's call, one hit, its text, the count.
@@ -75,7 +77,7 @@ def make_certificate(folder: Path) -> tuple[Path, Path]:
         [openssl, *args, "-keyout", str(key), "-out", str(cert), "-addext", names],
         check=True,
         capture_output=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     return cert, key
 

@@ -449,7 +449,7 @@ def _stream_json_session(cli_path: Path, tmp_path: Path, lines: list[str]) -> su
         input="".join(line + "\n" for line in lines),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
         cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "test-key", "QUERYLOOP_HOME": str(tmp_path / "home")},
     )
@@ -503,7 +503,7 @@ def test_a_flag_whose_promise_queryloop_cannot_keep_is_refused_before_anything_r
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_GUARD_S,
         stdin=subprocess.DEVNULL,
     )
     assert run.returncode == 2
@@ -528,7 +528,7 @@ def test_an_sdk_output_format_gets_the_structured_output_in_its_result_message(t
 
 
 def test_version_names_the_claude_code_release_it_behaves_as_and_queryloops_own(cli_path: Path) -> None:
-    run = subprocess.run([str(cli_path), "-v"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([str(cli_path), "-v"], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert (run.returncode, run.stdout) == (0, f"2.1.235 (queryloop {__version__}; behaves as Claude Code)\n")
     version = re.match(r"(\d{1,9})\.(\d{1,9})\.(\d{1,9})", run.stdout)  # the Agent SDK's pattern
     assert version is not None and version.group(0) == "2.1.235"

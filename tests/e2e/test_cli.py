@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, MockApi, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, cli_env, run_cli
 from .test_request_layer import scenario
 
 HELLO = scenario("""  mock-primary:
@@ -230,7 +230,7 @@ def test_a_malformed_scenario_is_one_clear_error(tmp_path: Path) -> None:
         text=True,
         env=cli_env(None),
         cwd=ROOT,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"queryloop: {bad}:6")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .harness import ROOT, MockApi, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, cli_env, run_cli
 from .test_hooks_and_permissions import script, settings
 from .test_request_layer import scenario
 
@@ -56,7 +56,7 @@ def _offline(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         text=True,
         env=cli_env(None, TMPDIR=str(temp)),
         cwd=ROOT,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
 
 
@@ -95,7 +95,6 @@ def test_stream_json_reports_a_failing_hook_as_a_system_hook_error_line(tmp_path
 # however busy the machine. The guard only stops a run whose deadline never fires (a hang, not a slow pass).
 # The deadline is 3 s, not less: the retried request, answered at once, must still finish within it on a
 # machine at load 20.
-HANG_GUARD_S = 300
 
 
 def test_the_request_timeout_flag_retries_a_request_past_its_deadline(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 from queryloop import __version__
 from queryloop.frontends.commands import COMMANDS, command_names
 
-from .harness import ROOT, CliRun, MockApi, cli_env
+from .harness import HANG_GUARD_S, ROOT, CliRun, MockApi, cli_env
 from .test_request_layer import scenario
 
 pytestmark = pytest.mark.slow  # ~105 s in all: tools/test.sh --fast leaves the module out
@@ -52,7 +52,7 @@ def queryloop(
     cmd = [sys.executable, "-m", "queryloop", "--output-format", fmt, "--cwd", str(cwd), "--model", "mock-primary"]
     cmd += ["--verbose"] if fmt == "stream-json" and "--verbose" not in args else []  # stream-json needs it
     proc = subprocess.run(
-        [*cmd, *args], capture_output=True, text=True, env=environment, input=stdin, timeout=60, cwd=ROOT
+        [*cmd, *args], capture_output=True, text=True, env=environment, input=stdin, timeout=HANG_GUARD_S, cwd=ROOT
     )
     return CliRun(proc, fmt)
 
@@ -110,7 +110,7 @@ def test_a_stdin_nobody_writes_to_is_waited_for_three_seconds_then_the_argument_
             cwd=ROOT,
         )
         try:
-            assert proc.wait(timeout=30) == 0
+            assert proc.wait(timeout=HANG_GUARD_S) == 0
             elapsed = time.monotonic() - started
             assert proc.stdout is not None and proc.stderr is not None
             result, stderr = json.loads(proc.stdout.read()), proc.stderr.read()
@@ -154,7 +154,7 @@ def test_run_is_kept_as_an_alias_of_the_bare_program(tmp_path: Path) -> None:
                 text=True,
                 env=cli_env(api),
                 input="",
-                timeout=60,
+                timeout=HANG_GUARD_S,
                 cwd=ROOT,
             )
             assert proc.returncode == 0, proc.stderr
@@ -168,7 +168,7 @@ def test_a_first_word_that_names_a_command_runs_that_command(command: str) -> No
         capture_output=True,
         text=True,
         env=cli_env(None),
-        timeout=60,
+        timeout=HANG_GUARD_S,
         cwd=ROOT,
     )
     assert proc.returncode == 0 and proc.stdout.startswith(f"usage: queryloop {command}"), proc.stdout
@@ -183,7 +183,7 @@ def test_a_command_name_anywhere_but_first_is_a_prompt(tmp_path: Path) -> None:
 
 def test_the_program_help_shows_the_prompt_and_names_the_commands() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "queryloop", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "queryloop", "--help"], capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=ROOT
     )
     assert proc.returncode == 0
     assert proc.stdout.startswith("usage: queryloop [options] [prompt]")
@@ -423,7 +423,7 @@ def test_a_one_word_prompt_far_from_every_command_still_runs_and_print_sends_a_n
 
 def test_the_help_names_the_interactive_session_print_leaves() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "queryloop", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "queryloop", "--help"], capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=ROOT
     )
     text = " ".join(proc.stdout.split())
     assert "no other mode" not in text

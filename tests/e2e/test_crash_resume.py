@@ -43,7 +43,7 @@ from queryloop.handlers.session.services.store import SessionPaths, read_jsonl
 from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, History, load_history
 from queryloop.mockapi.scenario import parse_scenario
 
-from .harness import ROOT, CliRun, MockApi, cli_command, cli_env, live_members, run_cli
+from .harness import HANG_GUARD_S, ROOT, CliRun, MockApi, cli_command, cli_env, live_members, run_cli
 
 # ~90 s in all: tools/test.sh --fast leaves the module out. One xdist worker runs the whole module (its group), so
 # the module's crashes (every point's run, killed and resumed) are made once per run, not once per worker.
@@ -205,7 +205,12 @@ def _result_ids(history: History) -> frozenset[str]:
 
 
 def crash_and_resume(
-    base: Path, name: str, ready: Callable[[Observed, float], bool], *, timeout: float = 40, resume_script: str = PLAIN
+    base: Path,
+    name: str,
+    ready: Callable[[Observed, float], bool],
+    *,
+    timeout: float = HANG_GUARD_S,
+    resume_script: str = PLAIN,
 ) -> Crash:
     """Start the scripted run in ``base/work``, SIGKILL it once ``ready(observed, elapsed_s)``, resume it
     against ``resume_script`` (default: a server that answers plainly)."""
@@ -556,7 +561,7 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, c
 def test_a_kill_at_this_point_leaves_a_session_that_resumes_with_every_call_paired_and_no_effect_repeated(
     crashes: Mapping[str, concurrent.futures.Future[Crash]], point: Point
 ) -> None:
-    crash = crashes[point.name].result(timeout=300)
+    crash = crashes[point.name].result()
     seen = crash.at_kill
     # the point is deterministic: the run is found exactly where the kill was aimed
     assert (seen.lines, seen.ledger, tuple(crash.effects), seen.markers) == (
@@ -575,7 +580,7 @@ def test_a_call_recorded_as_completed_whose_result_the_transcript_lacks_gets_its
     crashes: Mapping[str, concurrent.futures.Future[Crash]],
 ) -> None:
     """Between the quick call's completion and the turn's result write: its real output, the slow one interrupted."""
-    crash = crashes["quick_done_slow_waiting"].result(timeout=300)
+    crash = crashes["quick_done_slow_waiting"].result()
     assert crash.history is not None and dangling_ids(crash.history) == [QUICK, SLOW]
     assert crash.first_request, "the resume sent a request"
     answers = crash.first_request[len(crash.history.messages)]
@@ -589,7 +594,7 @@ def test_a_call_recorded_as_completed_whose_result_the_transcript_lacks_gets_its
 def test_a_completed_run_resumed_sends_its_whole_history(
     crashes: Mapping[str, concurrent.futures.Future[Crash]],
 ) -> None:
-    crash = crashes["after_line_11_run_ended"].result(timeout=300)
+    crash = crashes["after_line_11_run_ended"].result()
     assert crash.history is not None
     assert [m["role"] for m in crash.first_request] == [*("user", "assistant") * 5, "user"]
     assert crash.first_request[0]["content"] == "go" and crash.first_request[-1]["content"] == RESUME_PROMPT

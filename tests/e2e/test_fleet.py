@@ -37,7 +37,7 @@ from queryloop.handlers.session.services.transcript import load_history
 
 from .browser import UiServer
 from .fleet_workers import Workers, worker_env
-from .harness import ROOT, MockApi
+from .harness import HANG_GUARD_S, ROOT, MockApi
 
 TIMEOUT_S = 90.0  # generous: every wait polls and returns as soon as its condition holds
 
@@ -157,7 +157,7 @@ def postgres() -> Iterator[str]:
         subprocess.run(
             _as_cluster_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
             capture_output=True,
-            timeout=60,
+            timeout=HANG_GUARD_S,
             cwd=root,
         )
         shutil.rmtree(root, ignore_errors=True)
@@ -246,7 +246,7 @@ def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
             victim = running[-1]["executor_id"]
             survivor = "worker-b" if victim == "worker-a" else "worker-a"
             workers.procs[victim].send_signal(stop_signal)
-            workers.procs[victim].wait(30)
+            workers.procs[victim].wait(HANG_GUARD_S)
 
             done = _queryloop("submit", "--database-url", postgres, "--result", session_id, "--timeout", "80")
             assert done.returncode == 0, done.stderr + workers.log(survivor)
@@ -430,7 +430,7 @@ def _check_the_inspector_reads_it(url: str, session_id: str, tmp_path: Path) -> 
 
         def get(path: str) -> Any:
             request = urllib.request.Request(ui.base + path, headers={"X-Queryloop-Token": ui.token})
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=HANG_GUARD_S) as response:
                 return json.loads(response.read())
 
         listed = get("/api/sessions")
@@ -470,6 +470,8 @@ def test_without_the_fleet_extra_the_commands_name_the_install_in_one_line(tmp_p
     (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'dbos'\", name='dbos')\n")
     env = {**_env(), "PYTHONPATH": os.pathsep.join([str(shim.parent), str(ROOT)])}
     argv = [sys.executable, "-m", "queryloop", *command, "--database-url", f"sqlite:///{tmp_path / 'db.sqlite'}"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG_GUARD_S, check=False
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "queryloop: the fleet needs the 'fleet' extra: pip install 'queryloop[fleet]'\n"

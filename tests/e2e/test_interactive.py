@@ -20,6 +20,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from .harness import HANG_GUARD_S
+
 pytestmark = pytest.mark.slow  # ~40 s in all: tools/test.sh --fast leaves the module out
 
 READY = "\x1b[?2004h"  # prompt_toolkit is reading a line
@@ -62,7 +64,7 @@ class Session:
             ["-m", "queryloop", "--scenario", str(scenario), "--cwd", str(cwd), *args],
             env={**environment, **(env or {})},
             encoding="utf-8",
-            timeout=20,
+            timeout=HANG_GUARD_S,
             dimensions=(50, 160),
         )
         self.seen = ""

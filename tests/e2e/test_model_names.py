@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .harness import MockApi, cli_env, run_cli
+from .harness import HANG_GUARD_S, MockApi, cli_env, run_cli
 
 ANSWER = """
 schema_version: 1
@@ -96,7 +96,7 @@ def test_the_sdks_set_model_takes_an_alias_and_its_max_tokens(tmp_path: Path) ->
             input="".join(json.dumps(line) + "\n" for line in lines),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_GUARD_S,
             cwd=tmp_path,
             env=cli_env(api, QUERYLOOP_HOME=str(tmp_path / "home")),
         )

@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from queryloop.handlers.output import CONTINUE_PROMPT, NUDGE_PROMPT
 
-from .harness import ROOT, MockApi, assert_ledger_closed, cli_command, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, assert_ledger_closed, cli_command, cli_env, run_cli
 from .test_request_layer import scenario
 
 pytestmark = pytest.mark.slow  # ~25 s in all: tools/test.sh --fast leaves the module out
@@ -218,13 +219,31 @@ def test_the_seed_chain_falls_back_edits_runs_bash_and_finishes(tmp_path: Path) 
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["terminal_reason"] == "completed" and result["num_turns"] == 3
     assert "step=1" in (tmp_path / "checkpoint.txt").read_text()
     assert len((tmp_path / "side_effect.log").read_text().splitlines()) == 1, "the side effect ran exactly once"
+
+
+def _interrupted_once(cmd: list[str], api: MockApi, ready: Callable[[], bool]) -> tuple[int, str, str]:
+    """Run the CLI ``cmd`` against ``api`` and send it SIGINT once ``ready()`` holds: its exit code, stdout and
+    stderr. It is reaped and its pipes closed on every path, a failed wait's included."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S  # bounds a hang only: ready() is the event
+        while not ready():
+            assert time.monotonic() < deadline and proc.poll() is None, "the point to interrupt at never came"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    return proc.returncode, out, err
 
 
 def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_answered(tmp_path: Path) -> None:
@@ -239,18 +258,10 @@ def test_sigint_during_a_slow_tool_ends_in_aborted_tools_with_every_tool_use_ans
     with MockApi(text) as api:
         cmd = [*cli_command(tmp_path), "-p", "hi", "--model", "mock-primary"]
         cmd += ["--permission-mode", "bypassPermissions"]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
-        )
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "started").exists():
-            assert time.monotonic() < deadline and proc.poll() is None, "the slow tool never started"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        code, out, err = _interrupted_once(cmd, api, (tmp_path / "started").exists)  # the slow tool started
     lines = [json.loads(line) for line in out.splitlines()]
     result = lines[-1]
-    assert proc.returncode == 130, err  # 128 + SIGINT, like a shell
+    assert code == 130, err  # 128 + SIGINT, like a shell
     assert result["terminal_reason"] == "aborted_tools" and result["is_error"] is True
     transitions = [line["reason"] for line in lines if line.get("subtype") == "transition"]
     assert transitions == [
@@ -306,17 +317,9 @@ def test_sigint_while_waiting_on_the_model_ends_in_aborted_streaming(tmp_path: P
             "--permission-mode",
             "bypassPermissions",
         ]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(api), cwd=ROOT
-        )
-        deadline = time.monotonic() + 30
-        while not api.requests:
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        code, out, err = _interrupted_once(cmd, api, lambda: bool(api.requests))  # the request is out
     result = json.loads(out)
-    assert result["terminal_reason"] == "aborted_streaming" and proc.returncode == 130, err
+    assert result["terminal_reason"] == "aborted_streaming" and code == 130, err
 
 
 def test_a_user_lines_tool_use_result_is_the_tools_own_record(tmp_path: Path) -> None:

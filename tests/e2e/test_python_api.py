@@ -36,7 +36,7 @@ from queryloop.handlers.request import AnthropicBackend
 from queryloop.handlers.session import SessionPaths
 from queryloop.handlers.session.services.transcript import load_ledger
 
-from .harness import ROOT, MockApi, assert_ledger_closed, cli_env
+from .harness import HANG_GUARD_S, ROOT, MockApi, assert_ledger_closed, cli_env
 from .test_request_layer import scenario
 
 ADD_2_AND_3 = "{tool_use: {name: add, input: {a: 2, b: 3}}}"
@@ -475,7 +475,7 @@ default:
     with MockApi(text) as api:
         env = cli_env(api, QUERYLOOP_HOME=str(tmp_path / "home"))
         proc = subprocess.run(
-            [sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+            [sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG_GUARD_S
         )
     assert proc.returncode == 0, proc.stderr
     assert _tool_result(api, 1)["content"] == "5.0"

@@ -19,7 +19,7 @@ import pytest
 
 from queryloop.handlers.tools.services.sandbox import unavailable_reason
 
-from .harness import ROOT, MockApi, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, cli_env, run_cli
 from .test_request_layer import scenario
 
 pytestmark = pytest.mark.slow  # ~45 s in all: tools/test.sh --fast leaves the module out
@@ -204,7 +204,7 @@ def test_a_sandboxed_change_is_checkpointed_and_rewound(tmp_path: Path) -> None:
         text=True,
         cwd=tmp_path,
         env=cli_env(None),
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     assert rewind.returncode == 0, rewind.stderr
     assert (tmp_path / "config.txt").read_text() == "original\n"
@@ -311,7 +311,12 @@ asyncio.run(main())
     outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
     with MockApi(_script(f"echo in > in.txt; echo out > {outside}")) as api:
         done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(api), cwd=ROOT, timeout=60
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=cli_env(api),
+            cwd=ROOT,
+            timeout=HANG_GUARD_S,
         )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "in.txt").exists() and not outside.exists()

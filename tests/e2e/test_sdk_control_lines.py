@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .harness import ROOT, cli_env
+from .harness import HANG_GUARD_S, ROOT, cli_env
 
 FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
 
@@ -37,7 +37,7 @@ def _session(tmp_path: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:
                     if lines[-1].get("response", {}).get("request_id") == f"r{i}":
                         break
             proc.stdin.close()
-            proc.wait(timeout=60)
+            proc.wait(timeout=HANG_GUARD_S)
             rest, errors = proc.stdout.read(), proc.stderr.read()
         finally:
             proc.kill()

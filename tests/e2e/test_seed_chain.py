@@ -27,7 +27,7 @@ from queryloop.handlers.session import SessionPaths
 from queryloop.handlers.session.services.transcript import INTERRUPTED_BEFORE_RECORDED, load_history
 from queryloop.machines import MACHINES_DIR
 
-from .harness import ROOT, MockApi, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, cli_env, run_cli
 
 SCENARIO = (MACHINES_DIR / "scenarios" / "seed_chain.yaml").read_text()
 DEPLOY = "echo dep-42 | tee -a deployments.log"
@@ -54,7 +54,7 @@ def _rewind(session_id: str, cwd: Path, *more: str) -> subprocess.CompletedProce
         text=True,
         env=cli_env(None),
         cwd=ROOT,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
 
 
@@ -147,7 +147,7 @@ def test_killed_right_after_the_deploy_the_resumed_session_has_its_real_result_a
             cwd=ROOT,
         )
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + HANG_GUARD_S  # bounds a hang only: the files are the events
             while not (ledger.is_file() and "Deploy" in ledger.read_text() and (cwd / "deployments.log").exists()):
                 assert time.monotonic() < deadline and proc.poll() is None, "the deploy never completed"
                 time.sleep(0.005)
@@ -155,7 +155,7 @@ def test_killed_right_after_the_deploy_the_resumed_session_has_its_real_result_a
                 assert time.monotonic() < deadline and proc.poll() is None, "the second call never started"
                 time.sleep(0.005)
             proc.send_signal(signal.SIGKILL)  # the deploy completed, the second call runs: no result written yet
-            proc.communicate(timeout=30)
+            proc.communicate(timeout=HANG_GUARD_S)
         finally:
             if proc.poll() is None:
                 proc.kill()

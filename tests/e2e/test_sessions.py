@@ -25,7 +25,7 @@ from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.session.services.store import SessionPaths, read_jsonl
 from queryloop.handlers.session.services.transcript import load_history
 
-from .harness import MockApi, assert_ledger_closed, cli_env, run_cli
+from .harness import HANG_GUARD_S, MockApi, assert_ledger_closed, cli_env, run_cli
 from .test_request_layer import scenario
 
 pytestmark = pytest.mark.slow  # ~85 s in all: tools/test.sh --fast leaves the module out
@@ -71,7 +71,7 @@ def queryloop(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedPro
         cwd=cwd,
         env=cli_env(None, **env),
         stdin=subprocess.DEVNULL,
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
 
 

@@ -632,18 +632,18 @@ def test_a_kill_mid_agent_then_resume_continues_the_agent_from_its_sidechain_and
     once = json.dumps({"tool_use": {"name": "Bash", "input": {"command": "echo ran >> side_effect.log"}}})
     first = scenario(
         [tools_reply(agent_call()), text_reply("Waiting.")],
-        child_rules(tools_reply(once), text_reply("never", delay_ms=60_000)),
+        child_rules(tools_reply(once), text_reply("never", delay_ms=3_600_000)),
     )
     with MockApi(first) as api:
         proc = start_run(cwd, api, *BYPASS)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + HANG_GUARD_S  # bounds a hang only: the requests are the events
             while len(split(api.requests)[1]) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)  # until the agent asked for its second reply: its Bash call is done
             assert len(split(api.requests)[1]) == 2, "the agent never got to its second request"
             proc.kill()
         finally:
-            stdout, _ = proc.communicate(timeout=30)
+            stdout, _ = proc.communicate(timeout=HANG_GUARD_S)
     session_id = json.loads(stdout.splitlines()[0])["session_id"]
     assert (cwd / "side_effect.log").read_text() == "ran\n"
     second = scenario(
@@ -679,17 +679,17 @@ def test_a_kill_mid_agent_then_resume_continues_the_agent_from_its_sidechain_and
 def test_an_agent_that_ended_before_the_kill_but_was_never_reported_is_reported_from_its_sidechain(
     cwd: Path,
 ) -> None:
-    """The agent answers after 0.5 s while the parent waits for a reply held a minute; the parent is killed
+    """The agent answers after 0.5 s while the parent waits for a reply held an hour; the parent is killed
     once the agent's end is in its sidechain. The resumed run reports the answer the sidechain holds, once,
     without running the agent again."""
     first = scenario(
-        [tools_reply(agent_call()), text_reply("never", delay_ms=60_000)],
+        [tools_reply(agent_call()), text_reply("never", delay_ms=3_600_000)],
         child_rules(text_reply("CHILD-ANSWERED-BEFORE-THE-KILL", delay_ms=500)),
     )
     with MockApi(first) as api:
         proc = start_run(cwd, api, *BYPASS)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + HANG_GUARD_S  # bounds a hang only: the requests are the events
             while len(split(api.requests)[0]) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             (ack,) = results_of(split(api.requests)[0][1])
@@ -698,7 +698,7 @@ def test_an_agent_that_ended_before_the_kill_but_was_never_reported_is_reported_
                 time.sleep(0.05)  # until the agent's end is written
             proc.kill()
         finally:
-            stdout, _ = proc.communicate(timeout=30)
+            stdout, _ = proc.communicate(timeout=HANG_GUARD_S)
     session_id = json.loads(stdout.splitlines()[0])["session_id"]
     second = scenario([text_reply("Still here."), text_reply("PARENT-FINAL")], "", text_reply("must not run"))
     with MockApi(second) as api:

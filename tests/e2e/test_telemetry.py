@@ -33,7 +33,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from queryloop.handlers.context.services.compaction import SUMMARY_MARKER
 
-from .harness import ROOT, MockApi, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, MockApi, cli_env, run_cli
 
 # a CLI run whose exporters flush as it exits. One xdist worker runs the whole module (its group), so the run that
 # `exported` makes is made once per run, not once per worker.
@@ -579,7 +579,7 @@ def test_prometheus_serves_the_sessions_metrics_while_it_runs(tmp_path: Path) ->
             for line in proc.stdout:  # the first prompt's result: its metrics are recorded
                 if json.loads(line).get("type") == "result":
                     break
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + HANG_GUARD_S  # bounds a hang only: the port answering is the event
             while True:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -589,7 +589,7 @@ def test_prometheus_serves_the_sessions_metrics_while_it_runs(tmp_path: Path) ->
                     assert time.monotonic() < deadline, "nothing listened on the Prometheus port"
                     time.sleep(0.2)
             proc.stdin.close()
-            assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+            assert proc.wait(timeout=HANG_GUARD_S) == 0, proc.stderr.read() if proc.stderr else ""
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -19,7 +19,7 @@ from typing import Any
 
 from queryloop.run.trust import set_trust
 
-from .harness import ROOT, CliRun, MockApi, cli_command, cli_env
+from .harness import HANG_GUARD_S, ROOT, CliRun, MockApi, cli_command, cli_env
 
 TOUCH = """schema_version: 1
 scenario: t
@@ -51,7 +51,7 @@ def _cli(args: list[str], *, api: MockApi | None, cwd: Path, home: Path, **env: 
         text=True,
         env=cli_env(api, HOME=str(home), **env),
         stdin=subprocess.DEVNULL,
-        timeout=60,
+        timeout=HANG_GUARD_S,
         cwd=ROOT,
     )
     return CliRun(proc, fmt)
