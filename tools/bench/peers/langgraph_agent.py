@@ -26,6 +26,9 @@ def load(url: str) -> PeerAgent:
         warnings.simplefilter("ignore")
         from langgraph.prebuilt import create_react_agent
 
+    # _llm_type, _generate and _agenerate are the methods LangChain's custom chat model guide says a subclass
+    # implements (its public seam, underscore and all), not internals overridden; _agenerate answers on the loop,
+    # where the default would hop to a thread for each reply.
     class ScriptedChatModel(BaseChatModel):
         """``script[1]`` tool-call replies, then the final text; ``script[0]`` counts the calls."""
 
