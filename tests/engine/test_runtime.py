@@ -246,6 +246,7 @@ def test_an_effect_that_swallows_its_cancellation_still_takes_the_abort_edge() -
     returned: list[str] = []
 
     async def stubborn(ctx):  # type: ignore[no-untyped-def]
+        ctx.services.waiting.set()  # in its effect: the cancel comes now (_BackoffWatched)
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -444,20 +445,36 @@ def test_cancelling_the_task_takes_the_abort_edge_re_raises_and_yields_nothing_m
     assert runner.final.state == "aborted" and runner.aborted
 
 
+class _BackoffWatched(Feed):
+    """A feed that says when the backoff effect reads its wait: the effect then sleeps, with no step between."""
+
+    def __init__(self, outcomes: list[str], backoff_s: float) -> None:
+        self.waiting = asyncio.Event()
+        super().__init__(outcomes, backoff_s=backoff_s)
+
+    @property  # type: ignore[override]  # Feed's plain attribute, read here as the effect starts its wait
+    def backoff_s(self) -> float:
+        self.waiting.set()
+        return self._backoff_s
+
+    @backoff_s.setter
+    def backoff_s(self, value: float) -> None:
+        self._backoff_s = value
+
+
 def _cancelled_while_backing_off(machine: Any) -> Runner:
     """A run of ``machine`` on one transient failure, cancelled once it backs off (the first step taken)."""
 
     async def main() -> Runner:
-        runner = Runner(machine, data=ItemsData(), services=Feed(["transient"], backoff_s=30))
+        feed = _BackoffWatched(["transient"], backoff_s=30)
+        runner = Runner(machine, data=ItemsData(), services=feed)
 
         async def consume() -> None:
             async for _ in runner.run():
                 pass
 
         task = asyncio.create_task(consume())
-        while not runner.trace:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.01)  # into the effect of the state it stepped to
+        await feed.waiting.wait()  # the run is in the effect of the state it stepped to
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -496,6 +513,7 @@ def test_an_effect_cancelled_part_way_hands_the_abort_edge_the_data_it_saved() -
 
     async def wait_having_done_part(ctx):  # type: ignore[no-untyped-def]
         ctx.save(attrs.evolve(ctx.run.data, done=("half-way",)))
+        ctx.services.waiting.set()  # part done: the cancel comes now (_BackoffWatched)
         await asyncio.sleep(30)
 
     machine = attrs.evolve(RETRY_FETCH, effects={**RETRY_FETCH.effects, "backing_off": wait_having_done_part})
@@ -637,13 +655,12 @@ def test_an_interrupt_in_the_abort_handler_after_a_cancellation_still_ends_the_r
         raise KeyboardInterrupt
 
     machine = attrs.evolve(RETRY_FETCH, handlers={**RETRY_FETCH.handlers, "fetch_aborted": interrupted})
-    runner = Runner(machine, data=ItemsData(), services=Feed(["transient"], backoff_s=30))
+    feed = _BackoffWatched(["transient"], backoff_s=30)
+    runner = Runner(machine, data=ItemsData(), services=feed)
 
     async def main() -> None:
         task = asyncio.create_task(_consume(runner))
-        while not runner.trace:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.01)  # into the backoff
+        await feed.waiting.wait()  # into the backoff
         task.cancel()
         await task
 
