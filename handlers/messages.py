@@ -10,7 +10,7 @@ import bisect
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeGuard, cast
 
 import attrs
 
