@@ -15,8 +15,8 @@ import attrs
 
 from ..model.properties import broken_properties
 from ..model.spec import RUN, MachineSpec, PropertySpec
-from .check import CheckReport, Finding
 from .paths import PlannedPath, PlannedStep, Realiser, plan_paths, shortest_run
+from .report import CheckReport, Finding
 
 __all__ = ["UNROLL", "MAX_NODES", "Counterexample", "Replayer", "counterexamples", "format_counterexample"]
 

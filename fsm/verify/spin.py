@@ -20,7 +20,6 @@ from typing import Any
 import attrs
 
 from ..model.spec import MachineSpec
-from .check import CheckReport
 from .promela import (
     FAILURE_MARK,
     LIVENESS,
@@ -34,6 +33,7 @@ from .promela import (
     tracked_caps,
     wrapped,
 )
+from .report import CheckReport
 
 __all__ = [
     "SpinError",

@@ -401,9 +401,9 @@ def test_the_check_reports_per_run_figures_when_every_progress_edge_is_bounded()
 def test_a_long_exploration_tells_its_progress_which_the_command_prints_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from queryloop.fsm.verify import check
+    from queryloop.fsm.verify import check, progress
 
-    monkeypatch.setattr(check, "PROGRESS_EVERY_S", 0.005)  # "long" for this test: a few milliseconds
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.005)  # "long" for this test: a few milliseconds
     told: list[tuple[str, str, int, float]] = []
     spec = load_machine(ROOT / "machines/examples/retry_fetch.yaml", bind=False).spec
     report = check_spec(spec, {"max_retries": 30, "items": 30}, progress=lambda *said: told.append(said))
@@ -532,9 +532,9 @@ def test_no_wait_is_counted_where_no_wait_can_be_long() -> None:
     report = check_spec(spec, {"max_backoff_s": 0, "max_retry_after_s": 0, "max_retries": 100}, explore=False)
     assert report.wait_s_per_step["waits"] == 0.0
     unbounded = attrs.evolve(report, per_step={**report.per_step, "waits": math.inf})
-    from queryloop.fsm.verify.check import _waits
+    from queryloop.fsm.verify.figures import waits
 
-    assert _waits(spec, unbounded.at, unbounded.per_step)[1]["waits"] == 0.0
+    assert waits(spec, unbounded.at, unbounded.per_step)[1]["waits"] == 0.0
 
 
 # ---- a run's budgets paid once per run: the tight composed figure (issue 42) ---------------------------------
