@@ -38,7 +38,7 @@ def _param_overrides(values: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _checked_params(values: Mapping[str, Any], specs: Sequence[MachineSpec]) -> None:
+def _checked_params(values: Mapping[str, object], specs: Sequence[MachineSpec]) -> None:
     """``--set`` names a param of a checked machine with a value of its type, or it is a usage error."""
     if not specs:
         return  # nothing loaded: the spec errors are the report
@@ -89,7 +89,7 @@ def _load_all(paths: Sequence[Path]) -> list[Machine | SpecError]:
 
 
 def _check_one(
-    machine: Machine | SpecError, params: Mapping[str, Any], args: argparse.Namespace, reports: list[dict[str, Any]]
+    machine: Machine | SpecError, params: Mapping[str, Any], args: argparse.Namespace, reports: list[dict[str, object]]
 ) -> bool:
     """Check one machine and print (or, with --format json, add to ``reports``) what was found; True if it failed."""
     from .verify.check import check_spec, print_progress

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..model.spec import MachineSpec
 from .ladder import EDGE_MEANING, counter_rows
@@ -66,7 +66,7 @@ def _legend(overview: bool, marks: Marks | None, columns: int = 3) -> str:
     return '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">' + "".join(rows) + "</TABLE>"
 
 
-def _counter_table(spec: MachineSpec, names: Iterable[str], params: Mapping[str, Any] | None) -> str:
+def _counter_table(spec: MachineSpec, names: Iterable[str], params: Mapping[str, object] | None) -> str:
     wanted = set(names)
     heads = ("counter", "cap", "scope", "counted by", "reset by")
     rows = ["<TR>" + "".join(f'<TD ALIGN="LEFT" BGCOLOR="#eeeeee"><B>{h}</B></TD>' for h in heads) + "</TR>"]
@@ -92,7 +92,7 @@ def picture_key(
     title: str,
     doc: str,
     counters: Iterable[str],
-    params: Mapping[str, Any] | None,
+    params: Mapping[str, object] | None,
     *,
     overview: bool = False,
     marks: Marks | None = None,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from html import escape
-from typing import Any
 
 import graphviz
 
@@ -49,7 +48,7 @@ class _Picture:
         self,
         spec: MachineSpec,
         view: View,
-        params: Mapping[str, Any] | None,
+        params: Mapping[str, object] | None,
         trace: Trace | None,
         coverage: Coverage | None = None,
     ):
@@ -262,7 +261,7 @@ class _Picture:
 
 def to_dot(
     spec: MachineSpec,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     *,
     view: View | None = None,
     trace: Trace | None = None,
@@ -290,7 +289,7 @@ def to_dot(
     return _Picture(spec, view, params, trace, coverage).build()
 
 
-def _template_picture(spec: MachineSpec, template: str, params: Mapping[str, Any] | None) -> graphviz.Digraph:
+def _template_picture(spec: MachineSpec, template: str, params: Mapping[str, object] | None) -> graphviz.Digraph:
     """A template drawn once (each ``{param}`` as written), with what each instance gives its params."""
     picture = _Picture(template_spec(spec, template), View(kind="layer", layer=template), params, None)
     picture.heading = f"{spec.name} · template {template}"
@@ -319,7 +318,7 @@ def _group_id(name: str) -> str:
     return "g." + re.sub(r"\W", "_", name)
 
 
-def to_overview(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> graphviz.Digraph:
+def to_overview(spec: MachineSpec, params: Mapping[str, object] | None = None) -> graphviz.Digraph:
     """Layers as boxes listing their states; edges between layers aggregated, labelled with their reasons."""
     g = new_graph(spec, f"{spec.name}.overview")
     g.attr(rankdir="TB", ranksep="0.9", nodesep="0.8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ..model.spec import CounterSpec, MachineSpec, TransitionSpec
 
@@ -36,7 +36,7 @@ class Numbers:
     is the expression's value (what :func:`runs_of_steps` needs: its steps from a cap of 0 are the
     expression's, one unit each, not the first one also making an edge possible)."""
 
-    def __init__(self, spec: MachineSpec, params: Mapping[str, Any], *, as_expressions: bool = False) -> None:
+    def __init__(self, spec: MachineSpec, params: Mapping[str, object], *, as_expressions: bool = False) -> None:
         self.spec, self.params = spec, params
         self.as_expressions = as_expressions
         self.caps: dict[str, float] = {}
@@ -85,7 +85,7 @@ class Box:
     so the most of a figure is a bound for every setting in the box: no monotonicity in the caps is assumed
     (a bound subtracts charges, and a larger cap may take a path a smaller one does not)."""
 
-    def __init__(self, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> None:
+    def __init__(self, spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object]) -> None:
         self.low, self.high = Numbers(spec, low), Numbers(spec, high)
 
     def const(self, n: float) -> Span:

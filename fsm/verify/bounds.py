@@ -65,7 +65,7 @@ def figure_bounds(
     return out
 
 
-def figure_values(spec: MachineSpec, params: Mapping[str, Any]) -> tuple[dict[str, Value], dict[str, Value]]:
+def figure_values(spec: MachineSpec, params: Mapping[str, object]) -> tuple[dict[str, Value], dict[str, Value]]:
     """Every figure's bound evaluated at ``params`` (each cap as ``spec.cap_of`` resolves it), directly:
     per turn, then per run."""
     num = Numbers(spec, params)
@@ -86,7 +86,7 @@ MOST_BOXES = 64
 """The most sub-boxes :func:`most_over` splits a box of caps into before it settles for the most of their spans."""
 
 
-def most_over(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
+def most_over(expr: Expr, spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object]) -> Value:
     """A bound of ``expr`` for every setting of the caps from ``low`` to ``high``, proven by interval arithmetic,
     and as tight as :data:`MOST_BOXES` sub-boxes make it: the box whose span reaches highest is split in two at
     the middle of its widest param until no span reaches above a value the expression takes at a corner (then
@@ -128,7 +128,7 @@ def _caps_in(expr: Expr, spec: MachineSpec) -> list[str]:
     return [p.name for p in spec.params if p.name in found]
 
 
-def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any]) -> Value:
+def _span_top(expr: Expr, spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object]) -> Value:
     return expr.span(spec, Box(spec, low, high))[1]
 
 
@@ -137,7 +137,7 @@ MOST_BUDGET_POINTS = 256
 
 
 def runs_of_steps(
-    spec: MachineSpec, params: Mapping[str, Any], names: Iterable[str], *, low: Mapping[str, Any] | None = None
+    spec: MachineSpec, params: Mapping[str, object], names: Iterable[str], *, low: Mapping[str, object] | None = None
 ) -> dict[str, Value]:
     """Every figure ``names`` per run, each run budget charged once to the whole run, not to every turn.
 

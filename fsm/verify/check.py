@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -47,7 +46,7 @@ __all__ = [
 
 def check_spec(
     spec: MachineSpec,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
     *,
     explore: bool = True,
     max_configs: int = 2_000_000,

@@ -24,7 +24,7 @@ _Cand = tuple[TransitionSpec, int | None, int, tuple[int, ...]]  # edge, counter
 
 # the breadth-first loop stays in one frame: it runs once per configuration, about a million at the check values
 def exploration_pass(  # noqa: C901
-    spec: MachineSpec, params: Mapping[str, Any], max_configs: int, status: Status | None = None
+    spec: MachineSpec, params: Mapping[str, object], max_configs: int, status: Status | None = None
 ) -> tuple[frozenset[_Config], list[Finding], dict[str, int], dict[str, int]]:
     out: list[Finding] = []
     names = [c.name for c in spec.counters]

@@ -40,7 +40,7 @@ class Expr:
     counter: str = ""  # cap: the counter whose cap it is
     args: tuple[Expr, ...] = ()
 
-    def evaluate(self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None) -> Value:
+    def evaluate(self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value] | None = None) -> Value:
         """The expression's value with the caps ``params`` give (``math.inf``: unbounded).
 
         ``memo`` keeps each sub-expression's value for one ``params``: bounds share their pieces,
@@ -55,7 +55,7 @@ class Expr:
         memo[self] = value = self._evaluate(spec, params, memo)
         return value
 
-    def _evaluate(self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]) -> Value:
+    def _evaluate(self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value]) -> Value:
         if self.op == "cap":
             cap = spec.cap_of(spec.counter_map[self.counter], params)
             return math.inf if cap is None else cap
@@ -106,7 +106,7 @@ class Expr:
         return out
 
     def resolve(
-        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value] | None = None
+        self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value] | None = None
     ) -> dict[tuple[str, ...], float] | None:
         """The bound at ``params`` as a polynomial in the cap params (monomial → coefficient), one that holds
         for every cap value; ``None`` when it is unbounded at ``params``.
@@ -143,7 +143,7 @@ class Expr:
         return {mono: k for mono, k in both.items() if k}
 
     def _branch(
-        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]
+        self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value]
     ) -> dict[tuple[str, ...], float] | None:
         """The branch of the bound that is largest at ``params``, as a polynomial in the cap params;
         ``None`` when it is unbounded or no branch is possible there. It equals the bound at ``params``."""
@@ -165,7 +165,7 @@ class Expr:
         return _combined(self.op, [p for p in polys if p is not None])
 
     def _cap_branch(
-        self, spec: MachineSpec, params: Mapping[str, Any], memo: dict[Expr, Value]
+        self, spec: MachineSpec, params: Mapping[str, object], memo: dict[Expr, Value]
     ) -> dict[tuple[str, ...], float] | None:
         """A cap as a polynomial: a constant, or its param plus its offset (``None`` when it is unset)."""
         c = spec.counter_map[self.counter]

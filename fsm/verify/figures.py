@@ -41,7 +41,7 @@ def without_guard(spec: MachineSpec, guard: str) -> MachineSpec:
     )
 
 
-def range_box(spec: MachineSpec, at: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def range_box(spec: MachineSpec, at: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     """Every value a run accepts, as a box: each int or number param from 0 to its declared ``max`` (the top
     of a nullable one is ``None``: unset, no limit), every other param at ``at``."""
     low, high = dict(at), dict(at)
@@ -56,7 +56,7 @@ def _whole(value: float) -> int | float:
     return int(value) if value == int(value) else value
 
 
-def figures_over_ranges(spec: MachineSpec, at: Mapping[str, Any], bounds: Mapping[str, Bound]) -> OverRanges:
+def figures_over_ranges(spec: MachineSpec, at: Mapping[str, object], bounds: Mapping[str, Bound]) -> OverRanges:
     """The figures :class:`OverRanges` holds, from the expressions ``bounds`` (per turn, and per run where
     they are built)."""
     low, high = range_box(spec, at)
@@ -73,7 +73,7 @@ def figures_over_ranges(spec: MachineSpec, at: Mapping[str, Any], bounds: Mappin
 
 
 def _composed_over(
-    spec: MachineSpec, low: Mapping[str, Any], high: Mapping[str, Any], own: Mapping[str, float]
+    spec: MachineSpec, low: Mapping[str, object], high: Mapping[str, object], own: Mapping[str, float]
 ) -> dict[str, Composed]:
     """Each ``children:`` entry's figures with ``max_with_children`` over the box, at the top of its ``steps``."""
     names = list(spec.figure_max_with_children)
@@ -168,7 +168,7 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
     return out
 
 
-def composed_findings(spec: MachineSpec, at: Mapping[str, Any], composed: Mapping[str, Composed]) -> list[Finding]:
+def composed_findings(spec: MachineSpec, at: Mapping[str, object], composed: Mapping[str, Composed]) -> list[Finding]:
     """A figure with ``max_with_children`` above it per turn with the runs the turn starts, where that is bounded
     (the children's turns set): at ``at``, the budgets of each child run charged over the whole range of
     what one of its turns may spend (:func:`~fsm.verify.bounds.runs_of_steps`)."""
@@ -203,7 +203,7 @@ def waits(
     return each, total
 
 
-def polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, Any], figure: float = math.inf) -> str:
+def polynomial(bound: Expr, spec: MachineSpec, at: Mapping[str, object], figure: float = math.inf) -> str:
     """The bound as a polynomial of the caps; where it is above the ``figure`` at ``at`` (a cap of 0 there), why."""
     poly = bound.resolve(spec, at)
     if poly is None:
@@ -222,7 +222,7 @@ def show(value: float) -> str:
     return "∞" if value == math.inf else str(int(value))
 
 
-def settings(spec: MachineSpec, values: Mapping[str, Any]) -> str:
+def settings(spec: MachineSpec, values: Mapping[str, object]) -> str:
     caps = {c.cap for c in spec.counters if isinstance(c.cap, str)}
     shown = [f"{k}={values[k]}" for k in values if k in caps]
     return ", ".join(shown) or "the declared caps"

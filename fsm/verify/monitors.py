@@ -7,7 +7,6 @@ Written independently of ``MachineSpec.resets_of`` and the checker's passes; the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -107,7 +106,7 @@ class Monitors:
         )
 
 
-def property_monitors(spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> Monitors:
+def property_monitors(spec: MachineSpec, values: Mapping[str, object], caps: Mapping[str, int]) -> Monitors:
     """The monitors of ``spec``'s properties at ``values`` (``caps``: the counters tracked, by cap)."""
     collected = _Collected(spec, values, caps)
     for i, prop in enumerate(spec.properties):
@@ -119,7 +118,7 @@ class _Collected:
     """The monitors gathered so far, one property at a time in declaration order (what SPIN cannot check
     is listed in that order too)."""
 
-    def __init__(self, spec: MachineSpec, values: Mapping[str, Any], caps: Mapping[str, int]) -> None:
+    def __init__(self, spec: MachineSpec, values: Mapping[str, object], caps: Mapping[str, int]) -> None:
         self.spec, self.values, self.caps = spec, values, caps
         self.budgets: list[_Budget] = []
         self.streaks: list[_Streak] = []
@@ -209,7 +208,7 @@ def _path(spec: MachineSpec, prop: PropertySpec, var: str) -> _Path:
     )
 
 
-def _budget(spec: MachineSpec, prop: PropertySpec, values: Mapping[str, Any], var: str) -> _Budget | None:
+def _budget(spec: MachineSpec, prop: PropertySpec, values: Mapping[str, object], var: str) -> _Budget | None:
     """A scope ends at a ``progress`` edge and at an ``ends:`` edge of it or of a scope around it; a run never."""
     assert prop.most is not None
     limit = spec.limit_of(prop.most, values)

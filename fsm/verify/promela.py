@@ -43,14 +43,14 @@ class SpinError(FsmError):
     """SPIN, the C compiler or pan failed on a model (a tool failure, not a finding about the machine)."""
 
 
-def resolve_params(spec: MachineSpec, params: Mapping[str, Any] | None) -> dict[str, Any]:
+def resolve_params(spec: MachineSpec, params: Mapping[str, object] | None) -> dict[str, Any]:
     """Every param's check value, overridden by those ``params`` gives."""
     values = spec.param_check_values
     values.update(params or {})
     return values
 
 
-def to_promela(spec: MachineSpec, params: Mapping[str, Any] | None = None) -> str:
+def to_promela(spec: MachineSpec, params: Mapping[str, object] | None = None) -> str:
     """The machine as one Promela model; ``params`` resolve as for ``check_spec``, the reset sets
     (per edge, the counters it zeroes) are :func:`derived_resets`'.
 
@@ -282,7 +282,7 @@ def _int_type(cap: int) -> str:
     return "byte" if cap <= 255 else "short" if cap <= 32767 else "int"
 
 
-def tracked_caps(spec: MachineSpec, values: Mapping[str, Any]) -> dict[str, int]:
+def tracked_caps(spec: MachineSpec, values: Mapping[str, object]) -> dict[str, int]:
     """The cap of every counter whose cap is set at ``values`` (the others are untracked: a free guard)."""
     out: dict[str, int] = {}
     for c in spec.counters:

@@ -76,7 +76,7 @@ class SpinReport:
 
     machine: str
     path: str
-    params: Mapping[str, Any]
+    params: Mapping[str, object]
     setting: str
     configurations: int
     errors: int
