@@ -79,9 +79,9 @@ REPORT_HOLD_MS = CHILD_HOLD_MS + 2500
 QUICK_REQUESTS = 4
 """Parent requests after a launch during which its sub-agent is surely still running (its answer is held)."""
 MAX_GROUPS = 4
+"""API-round groups the realiser counts exactly; past it, a decision that needs the count is refused."""
 OLD_READS = 5
 """Tool turns a microcompaction needs: the oldest one's results are cleared after four more (it keeps the newest 4)."""
-"""API-round groups the realiser counts exactly; past it, a decision that needs the count is refused."""
 _LAUNCHES = "agent_launches"  # the counter of the Agent calls admitted in this tool turn
 _REFUSED_CALL = "agent_launch_refused"  # the reason of an Agent call of agent_call_waiting that starts no agent
 _REPORTS = ("agent_completed", "agent_failed")
