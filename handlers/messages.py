@@ -14,10 +14,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeGuard,
 
 import attrs
 
-if TYPE_CHECKING:  # importing the SDK loads its client: a run with a scripted model never needs it
-    from anthropic.types import ContentBlockParam, ToolResultBlockParam, ToolUseBlockParam
-    from anthropic.types.tool_result_block_param import Content as ToolResultContentParam
-
 __all__ = [
     "AssistantMessage",
     "Block",
@@ -45,7 +41,16 @@ __all__ = [
     "with_content",
 ]
 
-Block: TypeAlias = "ContentBlockParam"
+if TYPE_CHECKING:  # importing the SDK loads its client: a run with a scripted model never needs it
+    from anthropic.types import ContentBlockParam, ToolResultBlockParam, ToolUseBlockParam
+    from anthropic.types.tool_result_block_param import Content as ToolResultContentParam
+
+    Block: TypeAlias = ContentBlockParam
+    ToolUseBlock: TypeAlias = ToolUseBlockParam
+    ToolResultBlock: TypeAlias = ToolResultBlockParam
+    ResultBlock: TypeAlias = ToolResultContentParam
+else:  # at run time each is the plain dict it is, which a snapshot's converter reads (it resolves every field's type)
+    Block = ToolUseBlock = ToolResultBlock = ResultBlock = dict[str, Any]
 
 
 class UserMessage(TypedDict):
@@ -62,11 +67,11 @@ class AssistantMessage(TypedDict):
     content: str | list[Block]
 
 
-Message: TypeAlias = UserMessage | AssistantMessage
-ToolUseBlock: TypeAlias = "ToolUseBlockParam"
-ToolResultBlock: TypeAlias = "ToolResultBlockParam"
-ResultBlock: TypeAlias = "ToolResultContentParam"
-ResultContent: TypeAlias = "str | list[ResultBlock]"
+if TYPE_CHECKING:
+    Message: TypeAlias = UserMessage | AssistantMessage
+else:  # a plain dict at run time, as the blocks above
+    Message = dict[str, Any]
+ResultContent: TypeAlias = str | list[ResultBlock]
 """A tool_result's content: text, or blocks (text, images, documents: an MCP server's image, a PDF read)."""
 
 

@@ -916,6 +916,8 @@ _codec.register_unstructure_hook(MessageView, lambda view: [[m, meta] for m, met
 _codec.register_structure_hook(
     MessageView, lambda raw, _: MessageView.of((m for m, _ in raw), (bool(meta) for _, meta in raw))
 )
+# a field typed ``object`` (a JSON value read, not built) takes back what the snapshot holds, as one typed Any does
+_codec.register_structure_hook_func(lambda type_: type_ is object, lambda value, _: value)
 
 
 def _keeps_records(options: AgentOptions) -> bool:
