@@ -80,6 +80,9 @@ READERS: dict[str, Callable[[Observed], object]] = {
     "offered": lambda seen: bool(seen.requests) and "mcp__flaky__echo" in seen.requests[0].tools,
     "no_such_tool": lambda seen: any("No such tool available" in _text(r) for r in _tool_results(seen)),
     "init": _status,
+    # Claude Code prints its init line without waiting for a start: "pending", or "failed" once MCP_TIMEOUT
+    # passed before it got there (its own start is slow on a loaded machine); never "connected" here
+    "init_connected": lambda seen: tuple((name, status == "connected") for name, status in _status(seen)),
 }
 
 # The hung call ends as an error result saying so; the server stays connected (started once) and answers the next.
@@ -112,7 +115,7 @@ ROWS: dict[str, Row] = {
     "a start that never finishes: the init line and the restarts": Row(
         probe=_probe(ECHO, env={"MCP_TIMEOUT": "5000"}, **NEVER_STARTS),
         queryloop={"init": (("flaky", "failed"),), "started_again": True},
-        reference={"init": (("flaky", "pending"),), "started_again": False},
+        reference={"init_connected": (("flaky", False),), "started_again": False},
         design="the first request waits for each server's start (up to MCP_TIMEOUT), so the init line says "
         "connected or failed, and a server that failed is started again at the request boundary, "
         f"max_mcp_reconnects more times, before its tools are dropped {TIMEOUTS}",
