@@ -115,6 +115,17 @@ class SeenRow:
         return "same" if self.reference is None else f"by design: {self.design}"
 
 
+def seen_alike(row: SeenRow, base: Path) -> None:
+    """Run ``row``'s probe in both programs under ``base`` and hold what ``row.seen`` reads of each to the
+    row: queryloop's value, and Claude Code's (the same, or by design)."""
+    for program in ("queryloop", "claude"):
+        (base / program).mkdir()
+    ours = observe("queryloop", row.probe, base / "queryloop")
+    theirs = observe("claude", row.probe, base / "claude")
+    assert row.seen(ours) == row.queryloop, ours.stderr
+    assert row.seen(theirs) == row.expected, f"Claude Code 2.1.235 ({row.verdict}): {theirs.stderr}"
+
+
 def reference() -> Path:
     """Claude Code's program, or skip the test saying how to get it."""
     if not os.access(CLAUDE, os.X_OK):
