@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from ..model.spec import MachineSpec
+from ..model.spec import ChildrenSpec, CounterSpec, MachineSpec
 from .bounds import Bound, Expr, figure_values, most_over, polynomial_text, polynomial_value, runs_of_steps
 from .report import Composed, Finding, OverRanges
 
@@ -84,22 +84,40 @@ def _composed_over(
         top = spec.param_map[child.steps].most
         child_run = {name: math.inf for name in names}
         if top is not None and names:
-            run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
+            run_spec = _child_machine(spec, child)
             bounds = set(run_spec.progress_bounds.values())
             child_high = {**high, **{b: int(top) for b in bounds}}
             child_low = {**low, **{b: 0 for b in bounds}}
             if child.depth == 1 and isinstance(counter.cap, str):
                 child_high[counter.cap] = child_low[counter.cap] = 0
             child_run = runs_of_steps(run_spec, child_high, names, low=child_low)
-        out[child.name] = Composed(
-            starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
-            steps_param=child.steps,
-            starts=starts,
-            child_steps=None if top is None else int(top),
-            child_run=child_run,
-            per_step={name: own[name] + (starts * child_run[name] if starts else 0) for name in names},
-        )
+        out[child.name] = _composed(child, counter, starts, top, child_run, own)
     return out
+
+
+def _child_machine(spec: MachineSpec, child: ChildrenSpec) -> MachineSpec:
+    """The machine a child runs: at the last depth it starts none, so the edges its ``pending`` guards go."""
+    return spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
+
+
+def _composed(
+    child: ChildrenSpec,
+    counter: CounterSpec,
+    starts: int,
+    steps: float | None,
+    child_run: dict[str, float],
+    own: Mapping[str, float],
+) -> Composed:
+    """A ``children:`` entry's figures: each its turn's own plus ``starts`` child runs (``child_run`` holds the
+    figures composed; ``steps``, the child's turns, None: unbounded)."""
+    return Composed(
+        starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
+        steps_param=child.steps,
+        starts=starts,
+        child_steps=None if steps is None else int(steps),
+        child_run=child_run,
+        per_step={name: own[name] + (starts * child_run[name] if starts else 0) for name in child_run},
+    )
 
 
 def range_findings(spec: MachineSpec, ranges: OverRanges, found: list[Finding]) -> list[Finding]:
@@ -147,9 +165,8 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
         if steps is None:
             child_run = {name: math.inf for name in spec.figures}
         else:
-            # a child at the last depth starts none: its run is the machine's without the edges `pending` guards,
-            # with its `starts` counter's cap at 0 (the runtime has no sub-agents there: nothing is admitted)
-            run_spec = spec if child.pending is None or child.depth > 1 else without_guard(spec, child.pending)
+            # with its `starts` counter's cap at 0 at the last depth (the runtime has no sub-agents there)
+            run_spec = _child_machine(spec, child)
             child_at = {**at, **{bound: int(steps) for bound in set(run_spec.progress_bounds.values())}}
             if child.depth == 1 and isinstance(counter.cap, str):
                 child_at[counter.cap] = 0
@@ -157,14 +174,7 @@ def composed_figures(spec: MachineSpec, at: Mapping[str, Any], own: Mapping[str,
             # each run budget (Stop-hook blocks, fallback hops) paid once per child run, not once per turn
             budgeted = runs_of_steps(run_spec, child_at, spec.figures)
             child_run = {name: min(values[name], budgeted[name]) for name in spec.figures}
-        out[child.name] = Composed(
-            starts_param=counter.cap if isinstance(counter.cap, str) else child.starts,
-            steps_param=child.steps,
-            starts=starts,
-            child_steps=None if steps is None else int(steps),
-            child_run=child_run,
-            per_step={name: own[name] + (starts * child_run[name] if starts else 0) for name in spec.figures},
-        )
+        out[child.name] = _composed(child, counter, starts, steps, child_run, own)
     return out
 
 
