@@ -36,8 +36,10 @@ if TYPE_CHECKING:
         ToolPermissionContext,
         create_sdk_mcp_server,
     )
-    from .run.agent import AgentData, AgentRun, AgentServices, restore_run, snapshot_run
+    from .run.agent import AgentRun
     from .run.config import AgentOptions
+    from .run.data import AgentData, restore_run, snapshot_run
+    from .run.services import AgentServices
     from .run.settings import Settings, SettingsError, load_settings
 else:
     __getattr__, __dir__ = lazy_exports(
@@ -45,8 +47,10 @@ else:
         {
             "queryloop.handlers.tools.services.base": ("ToolContext", "ToolOutput", "ToolSpec"),
             "queryloop.handlers.tools.services.python_tools": ("ToolDefinitionError", "tool"),
-            ".run.agent": ("AgentData", "AgentRun", "AgentServices", "restore_run", "snapshot_run"),
+            ".run.agent": ("AgentRun",),
             ".run.config": ("AgentOptions",),
+            ".run.data": ("AgentData", "restore_run", "snapshot_run"),
+            ".run.services": ("AgentServices",),
             ".frontends.api": ("ClaudeSDKClient", "QueryClient", "query"),
             ".frontends.messages": (
                 "AssistantMessage",

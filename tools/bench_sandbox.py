@@ -167,7 +167,7 @@ class Series:
             return ToolContext(cwd=project)
         rules = PermissionRules(deny=[DENY_RULE] if self.case.deny else [])
         start = time.perf_counter()
-        sandbox = Sandbox.for_rules(  # as a run makes it (queryloop.run.agent.open_sandbox)
+        sandbox = Sandbox.for_rules(  # as a run makes it (queryloop.run.services.open_sandbox)
             SandboxPolicy(enabled=True, allowed_domains=self.case.domains),
             cwd=project,
             rules=rules,

@@ -23,8 +23,8 @@ from queryloop.handlers.tools import (
 )
 from queryloop.handlers.tools.services.dispatch import ToolRegistry, validation_problems
 from queryloop.handlers.tools.services.rules import parse_rule
-from queryloop.run.agent import _registry
 from queryloop.run.config import AgentOptions, PermissionSettings, RequestSettings, ToolSettings
+from queryloop.run.services import tool_registry as _registry
 
 
 def _run(spec: ToolSpec, tool_input: dict[str, Any], tmp_path: Path) -> ToolOutput:

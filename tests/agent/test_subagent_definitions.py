@@ -16,8 +16,9 @@ import pytest
 from queryloop.fsm import Program, SpecError, parse_machine
 from queryloop.handlers.agents.services.definitions import BUILT_IN_AGENTS
 from queryloop.machines import MACHINES_DIR
-from queryloop.run.agent import _offers_agents, query_loop_program
+from queryloop.run.agent import query_loop_program
 from queryloop.run.config import AgentOptions, AgentSettings, RequestSettings
+from queryloop.run.services import offers_agents as _offers_agents
 from queryloop.run.subagents import child_system_prompt
 
 
