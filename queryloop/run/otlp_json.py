@@ -1,7 +1,7 @@
 """OTLP over HTTP with JSON bodies (``OTEL_EXPORTER_OTLP_PROTOCOL=http/json``), which the Python SDK does not ship.
 
 Owns one exporter per signal: the SDK's own OTLP messages written in OTLP's JSON mapping and POSTed, retried as the
-specification asks (docs/telemetry.md). Imported only by ``queryloop.run.otel``.
+specification asks (docs/telemetry.md). Imported only by ``queryloop.run.otel_providers``.
 """
 
 from __future__ import annotations
