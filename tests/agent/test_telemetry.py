@@ -191,6 +191,23 @@ def test_only_one_method_gives_a_span_an_error_status_and_none_records_an_except
     assert callers == {"_fail"}
 
 
+def test_the_process_providers_leave_every_span_status_to_the_run_and_record_no_exception() -> None:
+    """The providers open each session's span, in their own module: a status set there would escape ``_fail``."""
+    import ast
+
+    import queryloop.run.otel_providers as providers
+
+    tree = ast.parse(Path(providers.__file__).read_text(encoding="utf-8"))
+    calls = [
+        call.func.attr
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("set_status", "record_exception")
+    ]
+    assert calls == []
+
+
 def test_the_process_providers_are_built_once_and_built_again_after_a_reset() -> None:
     from queryloop.run.otel import ProcessProviders
 
