@@ -1,7 +1,8 @@
 """The OS sandbox for the model's Bash commands (bubblewrap on Linux): the wall the permission gate is not.
 
 ``policy`` (which calls run inside), ``probe``, ``launch`` (the ``bwrap`` line), ``overlay`` (changes brought back,
-checkpointed), ``proxy`` and ``bridge`` (the allowed hosts).
+checkpointed; ``overlayfs`` mounts it, ``upper`` reads it, ``nofollow`` writes), ``proxy`` and ``bridge`` (the
+allowed hosts).
 """
 
 from __future__ import annotations

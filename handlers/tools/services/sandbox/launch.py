@@ -22,19 +22,14 @@ from ..rules import PermissionRules, read_denied, read_denied_paths
 from ..runs_later import RunsLater, find_runs_later
 from . import bridge
 from .bridge import bridge_argv
-from .overlay import (
-    OverlayChanges,
-    PathNote,
-    apply_upper,
-    overlay_available,
-    overlay_mount_options,
-    remove_inside,
-    remove_tree,
-)
+from .nofollow import remove_inside, remove_tree
+from .overlay import OverlayChanges, apply_upper
+from .overlayfs import overlay_available, overlay_mount_options
 from .policy import FilesystemPlaces, SandboxPolicy
 from .protect import SandboxRefusal, WalkLimitError, existing_protected, is_protected, shallow_protected
 from .proxy import DomainProxy
 from .seccomp import unix_socket_filter
+from .upper import PathNote
 
 __all__ = ["DEFAULT_CAPTURE_BYTES", "PROXY_PORT", "Sandbox", "SandboxedCommand"]
 
