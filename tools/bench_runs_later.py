@@ -11,7 +11,7 @@ shallow listing of what exists). Timed on real temporary projects:
 - **deep**: the working directory 12 folders down in such a repository;
 
 each case with the whole decision for a Write of an ordinary file in ``acceptEdits`` (what a
-call pays in all) and the check alone (``_planted_why``, what the decision pays for it), and
+call pays in all) and the check alone (``planted_why``, what the decision pays for it), and
 ``find_runs_later`` + ``shallow_protected`` (what a sandboxed command pays besides its
 ``bwrap`` start, 5 ms in ``bench_sandbox.py``). Median and p95 of ``--n`` calls, interleaved.
 Prints only. Usage: ``python tools/bench_runs_later.py [--n 2000]``
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.machine import describe_machine
 
-from queryloop.handlers.tools.services import permissions
+from queryloop.handlers.tools.services import permissions, planted
 from queryloop.handlers.tools.services.rules import PermissionRules
 from queryloop.handlers.tools.services.runs_later import find_runs_later
 from queryloop.handlers.tools.services.sandbox.protect import shallow_protected
@@ -67,7 +67,7 @@ def _cells(cwd: Path) -> dict[str, Callable[[], object]]:
         )
 
     def check() -> object:
-        return permissions._planted_why(cwd / "src" / "app.py", roots=(cwd,), home=home)
+        return planted.planted_why(cwd / "src" / "app.py", roots=(cwd,), home=home)
 
     def sandbox() -> object:
         later = find_runs_later(cwd, home=home, path_env="/usr/local/bin:/usr/bin:/bin")

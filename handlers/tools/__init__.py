@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         run_tools,
     )
     from .services.base import BackgroundTask, SearchAnswer, ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
+    from .services.decision import AskPermission, PermissionAnswer
     from .services.dispatch import CallRunner, OnResult, ToolRegistry, run_tool_calls
     from .services.names import (
         AGENT_TOOL,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
         LIST_RESOURCES,
         READ_RESOURCE,
     )
-    from .services.permissions import AskPermission, PermissionAnswer, decide, observable_input, suggest_rules
+    from .services.permissions import decide, observable_input, suggest_rules
     from .services.python_tools import ToolDefinitionError, tool
     from .services.registry import default_registry, default_tools
     from .services.rules import (
@@ -107,6 +108,10 @@ else:
                 "ToolRun",
                 "ToolSpec",
             ),
+            ".services.decision": (
+                "AskPermission",
+                "PermissionAnswer",
+            ),
             ".services.dispatch": (
                 "CallRunner",
                 "OnResult",
@@ -122,8 +127,6 @@ else:
                 "READ_RESOURCE",
             ),
             ".services.permissions": (
-                "AskPermission",
-                "PermissionAnswer",
                 "decide",
                 "observable_input",
                 "suggest_rules",

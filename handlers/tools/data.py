@@ -16,8 +16,8 @@ from ..outcome import SharedData, evolve
 from ..request import RequestData
 from ..session import SessionData, SessionServices
 from .services.base import BackgroundTask, ToolContext, ToolSpec
+from .services.decision import AskPermission, DecisionKind
 from .services.dispatch import CallRunner, ToolRegistry
-from .services.permissions import AskPermission, DecisionKind
 from .services.rules import PermissionMode, PermissionRules
 
 __all__ = [

@@ -26,15 +26,9 @@ from ..session import LedgerEntry, hidden_calls, matching_entry, replayed_result
 from .data import NotRun, PermissionDenied, T, ToolServices, close_open_calls, with_tools
 from .services.base import ToolError, ToolSpec, resolve_inside_cwd
 from .services.catalog import find_tool
+from .services.decision import AskPermission, PermissionDecision, finalize_ask
 from .services.dispatch import unknown_tool_result
-from .services.permissions import (
-    AskPermission,
-    PermissionDecision,
-    decide,
-    finalize_ask,
-    observable_input,
-    suggest_rules,
-)
+from .services.permissions import decide, observable_input, suggest_rules
 from .services.rules import parse_rule
 from .services.shell import analyse
 
