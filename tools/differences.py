@@ -15,7 +15,6 @@ pins yet), nor the rows (each module of the suite owns its own).
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import re
 import sys
@@ -29,6 +28,10 @@ SUITE = ROOT / "tests" / "conformance"
 BLOCK = re.compile(r"(<!-- rows: begin -->\n)(?P<body>.*?)(<!-- rows: end -->)", re.S)
 COMMAND = "python tools/differences.py"
 NAMES = frozenset({"queryloop", "env"})  # first words that are names, not the start of a sentence
+
+if str(ROOT / "tools") not in sys.path:  # generated_page, also when a test loads this script by its path
+    sys.path.append(str(ROOT / "tools"))
+from generated_page import page_main  # noqa: E402
 
 
 def modules() -> Iterator[ModuleType]:
@@ -115,15 +118,7 @@ def stale(*, write: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if the page is stale")
-    args = parser.parse_args(argv)
-    if stale(write=not args.check):
-        if args.check:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run {COMMAND}", file=sys.stderr)
-            return 1
-        print(f"rewrote {PAGE.relative_to(ROOT)}")
-    return 0
+    return page_main(argv, doc=__doc__, page=PAGE, command=COMMAND, stale=stale)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Does not own the machines, nor the checker that proves what the page lists.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -28,6 +27,10 @@ from queryloop.machines import shipped_machines
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "properties.md"
 COMMAND = "python tools/properties_page.py"
+
+if str(ROOT / "tools") not in sys.path:  # generated_page, also when a test loads this script by its path
+    sys.path.append(str(ROOT / "tools"))
+from generated_page import page_main  # noqa: E402
 
 INTRO = """\
 # Declared properties
@@ -339,15 +342,7 @@ def stale(*, write: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if the page is stale")
-    args = parser.parse_args(argv)
-    if stale(write=not args.check):
-        if args.check:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run {COMMAND}", file=sys.stderr)
-            return 1
-        print(f"rewrote {PAGE.relative_to(ROOT)}")
-    return 0
+    return page_main(argv, doc=__doc__, page=PAGE, command=COMMAND, stale=stale)
 
 
 if __name__ == "__main__":
