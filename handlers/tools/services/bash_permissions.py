@@ -18,7 +18,8 @@ from .matching import CallContext, allowing_rule, allows_all_bash, first_restric
 from .planted import planted_in_home_or_git, planted_why, write_roots
 from .rules import PermissionMode, PermissionRules, is_inside, read_denied
 from .runs import unreadable
-from .shell import ReadOnlyReading, ShellCommand, SimpleCommand, read_only_operands
+from .read_only import ReadOnlyReading, read_only_operands
+from .shell import ShellCommand, SimpleCommand
 
 if TYPE_CHECKING:
     from .sandbox.policy import SandboxPolicy
