@@ -1,7 +1,8 @@
 """The context layer: token accounting, auto-compaction and its breaker, collapses, reactive compaction.
 
 Its states are ``checking_context``, ``auto_compacting``, ``reactive_compacting`` and ``manual_compacting``, with
-their backoffs. Here: ``data``, ``measuring``, ``compacting`` and ``services`` (``compaction``, ``reactive``).
+their backoffs. Here: ``data``, ``measuring``, ``compacting`` and ``services`` (``compaction``, ``reactive``,
+``estimates``, ``rounds``, ``collapse``, ``clearing``).
 """
 
 from __future__ import annotations
@@ -47,13 +48,9 @@ if TYPE_CHECKING:
         skip_compaction_breaker_open,
         surface_thrashing,
     )
-    from .services.compaction import (
-        SUMMARY_MARKER,
-        CompactBoundary,
-        CompactionPlan,
-        StagedCollapse,
-        request_overhead_tokens,
-    )
+    from .services.collapse import StagedCollapse
+    from .services.compaction import SUMMARY_MARKER, CompactBoundary, CompactionPlan
+    from .services.estimates import request_overhead_tokens
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -102,13 +99,13 @@ else:
                 "skip_compaction_breaker_open",
                 "surface_thrashing",
             ),
+            ".services.collapse": ("StagedCollapse",),
             ".services.compaction": (
                 "CompactBoundary",
                 "CompactionPlan",
                 "SUMMARY_MARKER",
-                "StagedCollapse",
-                "request_overhead_tokens",
             ),
+            ".services.estimates": ("request_overhead_tokens",),
         },
     )
 

@@ -28,7 +28,7 @@ from ..request import (
 from ..session import hidden_calls, hidden_calls_note
 from .data import C, Compacted, CompactionDone, CompactionFailed, ContextServices, Measured, with_context
 from .measuring import effective_window
-from .services import compaction, reactive
+from .services import collapse, compaction, estimates, reactive, rounds
 
 __all__ = [
     "KEEP_RECENT_FRACTION",
@@ -225,7 +225,7 @@ def drop_oldest_group(run: RunState[C], event: Event[CompactionFailed]) -> C:
     context = run.data.context
     assert context.plan is not None
     older: list[Message] = list(context.plan.older)
-    groups = len(compaction.api_round_groups(older))
+    groups = len(rounds.api_round_groups(older))
     dropped_messages, dropped_groups = 0, 0
     for _ in range(max(1, groups // 3)):
         step = compaction.drop_oldest_group(older)
@@ -296,7 +296,7 @@ def note_compaction_failure(run: RunState[C], event: Event[CompactionFailed | No
 def commit_staged_collapses(run: RunState[C], event: Event[ModelFailure | ModelReply]) -> C:
     """Zero-API-cost recovery: the staged large old tool results become stubs."""
     staged = run.data.context.staged
-    messages = compaction.commit_collapses(run.data.messages.to_list(), staged)
+    messages = collapse.commit_collapses(run.data.messages.to_list(), staged)
     freed = sum(s.tokens_freed for s in staged)
     data = evolved(run.data, messages=MessageView.of(messages))
     data = with_request(with_context(data, staged=()), failure=_failure(event))
@@ -347,9 +347,9 @@ def surface_prompt_too_long(run: RunState[C], event: Event[ModelFailure | Compac
     elif run.state == "reactive_compacting":  # the summary request stayed too long however much was kept
         why.append("the summary request was itself too long with every round but the first kept")
     elif not data.context.auto_compact:
-        why.append("automatic compaction is disabled; " + compaction.not_compactable_hint_from(history, overhead))
+        why.append("automatic compaction is disabled; " + estimates.not_compactable_hint_from(history, overhead))
     else:
-        why.append("nothing could be compacted; " + compaction.not_compactable_hint_from(history, overhead))
+        why.append("nothing could be compacted; " + estimates.not_compactable_hint_from(history, overhead))
     data = with_context(with_request(data, failure=failure), plan=None)
     return with_outcome(data, note="; ".join(why), error=result, api_error_status=413 if too_large else 400)
 

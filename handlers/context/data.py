@@ -16,7 +16,9 @@ from ..messages import Message
 from ..request import ModelFailure, RequestLog, RequestRun, RequestServices
 from ..session import SessionData
 from ..tools import ToolContext, ToolsData
-from .services.compaction import Clearing, CompactBoundary, CompactionPlan, StagedCollapse
+from .services.clearing import Clearing
+from .services.collapse import StagedCollapse
+from .services.compaction import CompactBoundary, CompactionPlan
 
 __all__ = [
     "Compacted",

@@ -15,7 +15,8 @@ from ..outcome import evolved, with_outcome
 from ..request import ModelCall, model_info
 from ..tools import CLEARABLE_TOOLS
 from .data import C, ContextData, ContextServices, Measured, with_context
-from .services import compaction
+from .services import collapse, rounds
+from .services.clearing import MICROCOMPACT_MIN_TOKENS, Clearing, clear_results, plan_clearing
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -69,7 +70,7 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
     window = effective_window(run)
     staged = context.staged
     if estimate > window * STAGING_FRACTION:
-        staged = tuple(compaction.stage_collapses(data.messages.to_list()))
+        staged = tuple(collapse.stage_collapses(data.messages.to_list()))
     threshold = window * services.auto_compact_threshold
     offered = context.count_tokens_offered
     if estimate > threshold and offered:
@@ -104,18 +105,18 @@ async def measure_context(ctx: EffectContext[C, ContextServices]) -> Event[Measu
     )
 
 
-def _old_results(run: RunState[C]) -> tuple[compaction.Clearing | None, int | None]:
+def _old_results(run: RunState[C]) -> tuple[Clearing | None, int | None]:
     """The old tool results worth clearing, and how many calls of the clearable tools the
     history holds if they were looked for: only when the history could free enough, and
     again only once that number changed (a clearing pays more only as calls age out)."""
     context = run.data.context
     messages = run.data.messages
-    if not context.microcompact or messages.tokens < compaction.MICROCOMPACT_MIN_TOKENS:
+    if not context.microcompact or messages.tokens < MICROCOMPACT_MIN_TOKENS:
         return None, None
     calls = messages.count_calls(CLEARABLE_TOOLS)
     if calls == context.clearable_calls_seen:
         return None, None
-    clearing = compaction.plan_clearing(messages)
+    clearing = plan_clearing(messages)
     return (clearing if clearing.pays else None), calls
 
 
@@ -132,7 +133,7 @@ def record_count_tokens_offer(run: RunState[C], event: Event[Measured | None]) -
 
 def can_compact(run: RunState[C], event: Event[object]) -> bool:
     """Compaction is enabled and there are at least 2 API-round groups to split."""
-    return run.data.context.auto_compact and len(compaction.api_round_groups(run.data.messages.to_list())) >= 2
+    return run.data.context.auto_compact and len(rounds.api_round_groups(run.data.messages.to_list())) >= 2
 
 
 def refill_thrashing(run: RunState[C], event: Event[object]) -> bool:
@@ -171,7 +172,7 @@ def clear_old_tool_results(run: RunState[C], event: Event[Measured]) -> C:
     assert clearing is not None  # the edge's guard
     data = record_measurement(run, event)
     messages = data.messages.to_list()
-    cleared = compaction.clear_results(messages, clearing)
+    cleared = clear_results(messages, clearing)
     meta = [data.messages.is_meta(i) for i in range(len(messages))]
     kept = tuple(s for s in data.context.staged if cleared[s.message_index] is messages[s.message_index])
     data = with_context(evolved(data, messages=MessageView.of(cleared, meta)), staged=kept)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queryloop.handlers.context.services import clearing as clearing_module
 from queryloop.handlers.context.services import compaction as context_module
 from queryloop.handlers.context.services.compaction import (
     CLEARED_RESULT,
@@ -34,8 +35,6 @@ from queryloop.handlers.context.services.compaction import (
     dominant_part,
     dominant_part_from,
     drop_oldest_group,
-    message_tokens,
-    messages_tokens,
     not_compactable_hint,
     not_compactable_hint_from,
     plan_clearing,
@@ -46,7 +45,7 @@ from queryloop.handlers.context.services.compaction import (
     stage_collapses,
     summary_request_messages,
 )
-from queryloop.handlers.messages import MessageView
+from queryloop.handlers.messages import MessageView, message_tokens, messages_tokens
 from queryloop.mockapi.server import estimate_input_tokens
 
 Message = dict[str, Any]
@@ -555,8 +554,8 @@ def test_a_branch_of_a_history_sees_only_its_own_calls() -> None:
 
 def test_each_result_is_measured_once_however_many_turns_plan_a_clearing(monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[str] = []
-    real = context_module._freed_by
-    monkeypatch.setattr(context_module, "_freed_by", lambda m, call_id: measured.append(call_id) or real(m, call_id))
+    real = clearing_module._freed_by
+    monkeypatch.setattr(clearing_module, "_freed_by", lambda m, call_id: measured.append(call_id) or real(m, call_id))
     view = MessageView.of([user("go")])
     for n in range(40):  # one turn each: the history grows and the clearing is planned again, as each turn does
         for message in tool_round(f"t{n}", "w" * 400, name="Read", file_path=f"f{n}.py"):
@@ -578,7 +577,7 @@ class _CountingFacts(dict[str, Any]):
 def test_each_turns_clearing_plan_looks_only_at_the_calls_that_aged_out_since(monkeypatch: pytest.MonkeyPatch) -> None:
     """Planning the clearing on every turn went over every old result again: a turn's work grew with the transcript."""
     view = MessageView.of([user("go")])
-    view.memos[context_module._CLEARABLE] = _CountingFacts()
+    view.memos[clearing_module._CLEARABLE] = _CountingFacts()
     looked: list[int] = []
     for n in range(40):
         for message in tool_round(f"t{n}", "w" * 400 if n % 3 else "", name="Read", file_path=f"f{n}.py"):

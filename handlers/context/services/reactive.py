@@ -10,7 +10,8 @@ import re
 from collections.abc import Sequence
 
 from ...messages import Message, message_tokens
-from .compaction import CompactionPlan, api_round_groups
+from .compaction import CompactionPlan
+from .rounds import api_round_groups
 
 __all__ = ["reactive_plan", "shrunk_plan", "token_gap"]
 
