@@ -1,7 +1,7 @@
 """The MCP layer: tools from Model Context Protocol servers, and their recovery.
 
 Its states are ``syncing_tools`` and ``reconnecting_mcp_servers``. Here: ``data``, ``syncing`` and ``services``
-(config, client, content). Its tools go through the tool layer's gate like any other.
+(config, client, connection, listing, failures, content). Its tools go through the tool layer's gate like any other.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from queryloop.fsm import lazy_exports
 if TYPE_CHECKING:
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
     from .services.approval import mcp_permission_asker
-    from .services.client import McpFailure, McpFailureKind, McpManager, McpTool, ServerStatus
+    from .services.client import McpManager
     from .services.config import (
         McpConfigError,
         McpServerConfig,
@@ -22,7 +22,10 @@ if TYPE_CHECKING:
         tool_name,
         with_timeouts,
     )
+    from .services.connection import ServerStatus
+    from .services.failures import McpFailure, McpFailureKind
     from .services.host import Elicit, ElicitAnswer, Elicitation, McpProgress
+    from .services.listing import McpTool
     from .services.prompts import PromptCommandError, expand_command
     from .syncing import apply_catalog, apply_reconnected, drop_servers, reconnect_servers, start_reconnect, sync_tools
 else:
@@ -38,13 +41,7 @@ else:
                 "with_mcp",
             ),
             ".services.approval": ("mcp_permission_asker",),
-            ".services.client": (
-                "McpFailure",
-                "McpFailureKind",
-                "McpManager",
-                "McpTool",
-                "ServerStatus",
-            ),
+            ".services.client": ("McpManager",),
             ".services.config": (
                 "McpConfigError",
                 "McpServerConfig",
@@ -53,12 +50,18 @@ else:
                 "tool_name",
                 "with_timeouts",
             ),
+            ".services.connection": ("ServerStatus",),
+            ".services.failures": (
+                "McpFailure",
+                "McpFailureKind",
+            ),
             ".services.host": (
                 "Elicit",
                 "ElicitAnswer",
                 "Elicitation",
                 "McpProgress",
             ),
+            ".services.listing": ("McpTool",),
             ".services.prompts": (
                 "PromptCommandError",
                 "expand_command",

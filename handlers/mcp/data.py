@@ -13,7 +13,8 @@ from attrs import evolve
 
 from ..outcome import SharedData
 from ..request import RequestData
-from .services.client import McpFailure, McpManager
+from .services.client import McpManager
+from .services.failures import McpFailure
 
 __all__ = ["CatalogUpdate", "McpData", "McpRun", "McpServices", "ServersDown", "with_mcp"]
 

@@ -1,159 +1,39 @@
 """MCP layer, the connections: one official ``mcp`` client per configured server, its tools, its calls, its failures.
 
 Owns :class:`McpManager`. Each connection lives in its own task; a call that finds it gone is an ``is_error``
-result, never an exception. Reconnecting is the machine's choice.
+result, never an exception. Reconnecting is the machine's choice. What a server lists, a connection's own state
+and a failure's record are ``listing``'s, ``connection``'s and ``failures``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import attrs
 
 from ...tools import ToolContext, ToolError, ToolOutput, ToolRun, ToolSpec
 from .checked import checked_transport, protocol_problem
 from .config import McpServerConfig, tool_name
+from .connection import Connection
 from .content import Block, MalformedContent, PromptMessage, prompt_messages, resource_text, tool_result_content
+from .failures import McpFailure, describe_failure, gave_up, malformed
 from .host import Elicit, ElicitAnswer, McpProgress, elicitation_callback, roots_callback
-from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs, resource_schemas
+from .listing import McpTool, all_pages, list_prompts, list_tools, resource_tools, tool_description
+from .resources import RESOURCE_TOOLS, ResourceSource, resource_runs
 
 if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server is connected: a run without one,
     # and `queryloop check`, never pay for it
     import mcp.types
     from mcp import Client
 
-__all__ = ["McpFailure", "McpFailureKind", "McpManager", "McpTool", "ServerStatus"]
+__all__ = ["McpManager"]
 
-McpFailureKind = Literal["transport", "auth", "server", "timeout"]
-ServerStatus = Literal["pending", "connected", "failed", "needs-auth", "disabled"]
-
-# Input fields that name one attempt rather than the action: a re-proposed call with a fresh
-# value is still the same call to the side-effect ledger (compared lower-case, without _ and -).
 T = TypeVar("T")
-
-_ATTEMPT_FIELDS = frozenset({"idempotencykey", "idempotencytoken", "requestid", "clientrequestid", "dedupkey", "nonce"})
-
-
-MAX_PAGES = 100
-"""The most pages of one listing (tools, prompts, resources) read from a server: one that pages forever is cut off."""
-
-
-async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], items: Callable[[Any], Sequence[T]]) -> list[T]:
-    """Every item of a paged MCP listing: ``fetch(cursor)`` reads one page, ``items(page)`` its entries."""
-    out: list[T] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page = await fetch(cursor)
-        out.extend(items(page))
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return out
-
-
-@attrs.frozen(kw_only=True)
-class McpTool:
-    """A tool a server listed: the name the model sees, the server's own name, its schema and annotations."""
-
-    server: str
-    name: str  # mcp__<server>__<tool>
-    remote: str  # the server's name for it
-    description: str
-    input_schema: Mapping[str, Any]
-    read_only: bool = False  # readOnlyHint (MCP default: false)
-    idempotent: bool = False  # idempotentHint (MCP default: false)
-    destructive: bool = True  # destructiveHint (MCP default: true)
-
-    def definition(self) -> dict[str, object]:
-        """What the API's ``tools`` parameter gets for it."""
-        return {"name": self.name, "description": self.description, "input_schema": dict(self.input_schema)}
-
-    def attempt_fields(self) -> tuple[str, ...]:
-        """Its input fields that name an attempt (an idempotency key, a request id): not part of the call's identity."""
-        properties = self.input_schema.get("properties")
-        if not isinstance(properties, Mapping):
-            return ()
-        return tuple(p for p in properties if p.lower().replace("_", "").replace("-", "") in _ATTEMPT_FIELDS)
-
-
-@attrs.frozen(kw_only=True)
-class McpFailure:
-    """Why an MCP call, connection or listing failed, in a shape a program and a model can both read."""
-
-    server: str
-    kind: McpFailureKind
-    message: str
-    tool: str | None = None
-
-    def text(self) -> str:
-        """The ``is_error`` tool_result's content: one line for the model, then the structured error as JSON."""
-        subject = f"MCP tool {self.tool!r} of server {self.server!r}" if self.tool else f"MCP server {self.server!r}"
-        detail = {"server": self.server, "tool": self.tool, "kind": self.kind, "message": self.message}
-        return f"{subject} failed ({self.kind}): {self.message}\n{json.dumps({'mcp_error': detail})}"
-
-
-def _describe(exc: BaseException) -> tuple[McpFailureKind, str]:
-    """The kind and a one-line message of a failure to connect, list or call."""
-    import httpx2
-    import mcp.types
-    import pydantic
-    from mcp import MCPError
-
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _describe(exc.exceptions[0])
-    if isinstance(exc, TimeoutError):
-        return "timeout", "no answer in time"
-    if isinstance(exc, MCPError):
-        if exc.code == mcp.types.REQUEST_TIMEOUT:
-            return "timeout", exc.message
-        if exc.code == mcp.types.CONNECTION_CLOSED:
-            return "transport", "the connection closed (the server exited or went away)"
-        return "server", f"{exc.message} (JSON-RPC error {exc.code})"
-    if isinstance(exc, pydantic.ValidationError):  # the SDK's check of a result's shape
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
-        where = ".".join(map(str, first["loc"])) or "the result"
-        return "server", f"answered with a result of the wrong shape ({where}: {first['msg']})"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        status = exc.response.status_code
-        return ("auth" if status in (401, 403) else "server"), f"HTTP {status}"
-    if isinstance(exc, httpx2.TransportError | OSError | EOFError):
-        return "transport", str(exc) or type(exc).__name__
-    return "server", f"{type(exc).__name__}: {exc}"
-
-
-_DESCRIPTION_CHARS = 2048  # a longer description is cut (as Claude Code cuts it)
-
-
-def _description(raw: mcp.types.Tool) -> str:
-    text = raw.description or raw.title or raw.name
-    return text if len(text) <= _DESCRIPTION_CHARS else text[:_DESCRIPTION_CHARS] + "… [truncated]"
-
-
-@attrs.define(kw_only=True, eq=False)
-class _Connection:
-    config: McpServerConfig
-    status: ServerStatus = "pending"
-    error: McpFailure | None = None
-    client: Client | None = None
-    task: asyncio.Task[None] | None = None
-    stop: asyncio.Event = attrs.field(factory=asyncio.Event)
-    tools: tuple[McpTool, ...] = ()
-    specs: dict[str, ToolSpec] = attrs.field(factory=dict)  # each tool as the tool layer runs it, by name
-    generation: int = 0  # bumped whenever a listing differs from the one before
-    list_changed: bool = False  # the server said its list changed; listed again at the next sync
-    warnings: list[str] = attrs.field(factory=list)
-    starts: int = 0
-    prompts: tuple[mcp.types.Prompt, ...] = ()  # its prompts (offered as /mcp__<server>__<prompt>)
-    prompts_changed: bool = False  # it said its prompt list changed: listed again when next asked
-    resources: bool = False  # the server declares the resources capability
-    resource_list: tuple[mcp.types.Resource, ...] | None = None  # its listing, until it says the list changed
-    abort: Callable[[], None] | None = None  # ends the open connection at once (it sent what JSON-RPC does not allow)
 
 
 class McpManager:
@@ -186,7 +66,7 @@ class McpManager:
         elicit: Elicit | None = None,
         progress: Callable[[McpProgress], None] | None = None,
     ) -> None:
-        self._connections = {c.name: _Connection(config=c) for c in configs}
+        self._connections = {c.name: Connection(config=c) for c in configs}
         self.roots: tuple[Path, ...] = tuple(roots) if roots else ((cwd,) if cwd is not None else ())
         self.elicit = elicit
         self.progress = progress
@@ -204,7 +84,7 @@ class McpManager:
             contents=self.resource_contents,
         )
         runs = resource_runs(source)
-        self._resource_specs = {t.name: attrs.evolve(self._spec(t), run=runs[t.name]) for t in self._resource_tools()}
+        self._resource_specs = {t.name: attrs.evolve(self._spec(t), run=runs[t.name]) for t in resource_tools()}
 
     # ---- what the loop asks -----------------------------------------------------------------
 
@@ -246,29 +126,14 @@ class McpManager:
             for t in c.tools
             if not self.hidden(t.name)
         )
-        resource_tools = self._resource_tools() if self.resource_servers(exclude=skip) else ()
-        return (*(t for t in resource_tools if not self.hidden(t.name)), *sorted(tools, key=lambda t: t.name))
+        resources = resource_tools() if self.resource_servers(exclude=skip) else ()
+        return (*(t for t in resources if not self.hidden(t.name)), *sorted(tools, key=lambda t: t.name))
 
     def resource_servers(self, exclude: Iterable[str] = ()) -> tuple[str, ...]:
         """Connected servers that declare the ``resources`` capability (the resource tools are offered for them)."""
         skip = set(exclude)
         return tuple(
             n for n, c in self._connections.items() if c.status == "connected" and c.resources and n not in skip
-        )
-
-    def _resource_tools(self) -> tuple[McpTool, ...]:
-        return tuple(
-            McpTool(
-                server="",
-                name=name,
-                remote=name,
-                description=description,
-                input_schema=schema,
-                read_only=True,
-                idempotent=True,
-                destructive=False,
-            )
-            for name, (description, schema) in resource_schemas().items()
         )
 
     def take_warnings(self) -> list[str]:
@@ -385,11 +250,11 @@ class McpManager:
                 log.close()
             self._logs.clear()
 
-    async def _reconnect_one(self, connection: _Connection) -> None:
+    async def _reconnect_one(self, connection: Connection) -> None:
         await self._disconnect(connection)
         await self._connect(connection)
 
-    async def _disconnect(self, connection: _Connection, *, grace_s: float = 5.0) -> None:
+    async def _disconnect(self, connection: Connection, *, grace_s: float = 5.0) -> None:
         """Stop ``connection``: its task is told to close, and cancelled if it has not within ``grace_s``."""
         task = connection.task
         connection.stop.set()
@@ -404,7 +269,7 @@ class McpManager:
         connection.task = None
         connection.client = None
 
-    async def _connect(self, connection: _Connection) -> None:
+    async def _connect(self, connection: Connection) -> None:
         connection.stop = asyncio.Event()
         connection.starts += 1
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -413,10 +278,10 @@ class McpManager:
             await asyncio.wait_for(asyncio.shield(ready), timeout=self._startup_s(connection))
         except TimeoutError:
             waited = f"did not finish starting within {self._startup_s(connection):g} s (MCP_TIMEOUT, in ms, sets it)"
-            self._fail(connection, McpFailure(server=connection.config.name, kind="timeout", message=waited))
+            connection.fail(McpFailure(server=connection.config.name, kind="timeout", message=waited))
             await self._disconnect(connection, grace_s=0.0)  # a start still under way has nothing to close cleanly
 
-    async def _hold(self, connection: _Connection, ready: asyncio.Future[None]) -> None:
+    async def _hold(self, connection: Connection, ready: asyncio.Future[None]) -> None:
         """The connection's task: open it, list the tools, then keep it open until told to stop."""
         import anyio
 
@@ -430,35 +295,28 @@ class McpManager:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a transport's task group raises groups; everything is a failure here
-            kind, message = _describe(exc)
-            self._fail(connection, McpFailure(server=name, kind=kind, message=message))
+            kind, message = describe_failure(exc)
+            connection.fail(McpFailure(server=name, kind=kind, message=message))
         finally:
             connection.abort = None
             connection.client = None
             if not ready.done():
                 ready.set_result(None)
 
-    async def _open(self, connection: _Connection, client: Client, ready: asyncio.Future[None]) -> None:
+    async def _open(self, connection: Connection, client: Client, ready: asyncio.Future[None]) -> None:
         """List what a server just connected offers, then mark it connected."""
-        self._absorb(connection, await self._list(client, self._startup_s(connection)))
+        self._absorb(connection, await list_tools(client, self._startup_s(connection)))
         connection.resources = client.server_capabilities.resources is not None
         connection.resource_list = None
         prompts = client.server_capabilities.prompts
-        connection.prompts = await self._list_prompts(client, self._startup_s(connection)) if prompts else ()
+        connection.prompts = await list_prompts(client, self._startup_s(connection)) if prompts else ()
         connection.client = client
         connection.status = "connected"
         connection.error = None
         if not ready.done():
             ready.set_result(None)
 
-    def _broke_protocol(self, connection: _Connection, problem: str) -> None:
-        """A server sent what JSON-RPC does not allow: it fails now, its waiting requests with it (the SDK
-        would leave them to their timeouts), and the machine reconnects it as after any broken connection."""
-        self._fail(connection, McpFailure(server=connection.config.name, kind="server", message=problem))
-        if connection.abort is not None:
-            connection.abort()
-
-    def _client(self, connection: _Connection) -> Client:
+    def _client(self, connection: Connection) -> Client:
         import httpx2
         import mcp.types
         from mcp import Client, StdioServerParameters
@@ -471,7 +329,7 @@ class McpManager:
         async def on_message(message: object) -> None:
             problem = protocol_problem(message) if isinstance(message, Exception) else None
             if problem is not None:
-                self._broke_protocol(connection, problem)
+                connection.broke_protocol(problem)
                 return
             notification = getattr(message, "root", message)
             if isinstance(notification, mcp.types.ToolListChangedNotification):
@@ -516,39 +374,26 @@ class McpManager:
         self._logs.append(log)
         return log
 
-    def _fail(self, connection: _Connection, failure: McpFailure) -> None:
-        was = connection.status
-        connection.status = "needs-auth" if failure.kind == "auth" else "failed"
-        connection.error = failure
-        if was != connection.status:
-            connection.warnings.append(f"MCP server {failure.server!r} {failure.kind} failure: {failure.message}")
-
-    def _startup_s(self, connection: _Connection) -> float:
+    def _startup_s(self, connection: Connection) -> float:
         """How long ``connection``'s server may take to start, to answer a listing or a read (``MCP_TIMEOUT``)."""
         own = connection.config.startup_timeout_s
         return self.connect_timeout_s if own is None else own
 
-    async def _list(self, client: Client, timeout_s: float) -> list[mcp.types.Tool]:
-        return await _all_pages(
-            lambda cursor: asyncio.wait_for(client.list_tools(cursor=cursor), timeout=timeout_s),
-            lambda page: page.tools,
-        )
-
-    async def _relist_one(self, connection: _Connection) -> None:
+    async def _relist_one(self, connection: Connection) -> None:
         client = connection.client
         if client is None:
             return
         connection.list_changed = False
         try:
-            listed = await self._list(client, self._startup_s(connection))
+            listed = await list_tools(client, self._startup_s(connection))
         except Exception as exc:
-            kind, message = _describe(exc)
-            self._fail(connection, McpFailure(server=connection.config.name, kind=kind, message=message))
+            kind, message = describe_failure(exc)
+            connection.fail(McpFailure(server=connection.config.name, kind=kind, message=message))
             connection.stop.set()
             return
         self._absorb(connection, listed)
 
-    def _absorb(self, connection: _Connection, listed: Sequence[mcp.types.Tool]) -> None:
+    def _absorb(self, connection: Connection, listed: Sequence[mcp.types.Tool]) -> None:
         """Take a listing: the tools that can be offered, warnings for the others, a new generation if it differs."""
         server = connection.config.name
         tools: list[McpTool] = []
@@ -560,7 +405,7 @@ class McpManager:
                 server=server,
                 name=name,
                 remote=raw.name,
-                description=_description(raw),
+                description=tool_description(raw),
                 input_schema=dict(raw.input_schema),
                 read_only=bool(annotations and annotations.read_only_hint),
                 idempotent=bool(annotations and annotations.idempotent_hint),
@@ -596,13 +441,6 @@ class McpManager:
 
     # ---- prompts ------------------------------------------------------------------------------
 
-    async def _list_prompts(self, client: Client, timeout_s: float) -> tuple[mcp.types.Prompt, ...]:
-        listed = await _all_pages(
-            lambda cursor: asyncio.wait_for(client.list_prompts(cursor=cursor), timeout=timeout_s),
-            lambda page: page.prompts,
-        )
-        return tuple(listed)
-
     async def prompts(self) -> dict[str, tuple[str, mcp.types.Prompt]]:
         """Every connected server's prompts by their command name (``mcp__<server>__<prompt>``): server, prompt."""
         found: dict[str, tuple[str, mcp.types.Prompt]] = {}
@@ -612,7 +450,7 @@ class McpManager:
             if connection.prompts_changed:
                 connection.prompts_changed = False
                 with contextlib.suppress(Exception):  # keeps the last listing; a broken server is repaired later
-                    connection.prompts = await self._list_prompts(connection.client, self._startup_s(connection))
+                    connection.prompts = await list_prompts(connection.client, self._startup_s(connection))
             for prompt in connection.prompts:
                 found[tool_name(name, prompt.name)] = (name, prompt)
         return found
@@ -620,11 +458,11 @@ class McpManager:
     async def get_prompt(self, server: str, prompt: str, arguments: Mapping[str, str]) -> list[PromptMessage]:
         """``prompt`` of ``server`` filled with ``arguments``: its messages (ToolError when the server refuses)."""
         connection = self._connections[server]
-        result = await self._guarded(connection, self._live(connection).get_prompt(prompt, dict(arguments)))
+        result = await self._guarded(connection, connection.live().get_prompt(prompt, dict(arguments)))
         try:
             return prompt_messages(result, server)
         except MalformedContent as exc:
-            raise ToolError(_malformed(server, exc)) from None
+            raise ToolError(malformed(server, exc)) from None
 
     # ---- resources ----------------------------------------------------------------------------
 
@@ -632,8 +470,8 @@ class McpManager:
         """``server``'s resources: its listing, listed again once it said the list changed."""
         connection = self._connections[server]
         if connection.resource_list is None:
-            client = self._live(connection)
-            listed = await _all_pages(
+            client = connection.live()
+            listed = await all_pages(
                 lambda cursor: self._guarded(connection, client.list_resources(cursor=cursor)),
                 lambda page: page.resources,
             )
@@ -643,33 +481,26 @@ class McpManager:
     async def read_resource(self, server: str, uri: str) -> str | list[Block]:
         """The contents of ``uri`` on ``server``, as the model gets them."""
         connection = self._connections[server]
-        client = self._live(connection)
+        client = connection.live()
         result = await self._guarded(connection, client.read_resource(uri))
         try:
             return resource_text(result, server)
         except MalformedContent as exc:
-            raise ToolError(_malformed(server, exc)) from None
+            raise ToolError(malformed(server, exc)) from None
 
     async def resource_contents(self, server: str, uri: str) -> mcp.types.ReadResourceResult:
         """The contents of ``uri`` on ``server`` as the server answered (``ReadMcpResourceTool`` shows text ones)."""
         connection = self._connections[server]
-        return await self._guarded(connection, self._live(connection).read_resource(uri))
+        return await self._guarded(connection, connection.live().read_resource(uri))
 
-    def _live(self, connection: _Connection) -> Client:
-        if connection.client is None or connection.status != "connected":
-            raise ToolError(
-                f"MCP server {connection.config.name!r} is not connected; it is reconnected before the next request"
-            )
-        return connection.client
-
-    async def _guarded(self, connection: _Connection, request: Awaitable[T]) -> T:
+    async def _guarded(self, connection: Connection, request: Awaitable[T]) -> T:
         """``request``'s answer; a failure is a ``ToolError`` naming it (a broken connection marks the server down)."""
         try:
             return await asyncio.wait_for(request, timeout=self._startup_s(connection))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            failure = self._failure(connection, exc)
+            failure = connection.request_failure(exc)
             raise ToolError(f"MCP server {failure.server!r} failed ({failure.kind}): {failure.message}") from exc
 
     # ---- calling ------------------------------------------------------------------------------
@@ -689,35 +520,12 @@ class McpManager:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            failure = self._failure(connection, exc, tool=tool.remote)
+            failure = connection.request_failure(exc, tool=tool.remote)
             if failure.kind == "timeout":  # the server is still connected; the call was cancelled
-                failure = attrs.evolve(failure, message=_gave_up(timeout_s))
+                failure = attrs.evolve(failure, message=gave_up(timeout_s))
             return ToolOutput(content=failure.text(), is_error=True)
         try:
             content = tool_result_content(result, tool.name, tool.server)
         except MalformedContent as exc:  # as Claude Code 2.1.235: a result the protocol refuses is an error, whole
-            return ToolOutput(content=_malformed(tool.server, exc), is_error=True)
+            return ToolOutput(content=malformed(tool.server, exc), is_error=True)
         return ToolOutput(content=content, is_error=bool(result.is_error))
-
-    def _failure(self, connection: _Connection, exc: Exception, *, tool: str | None = None) -> McpFailure:
-        """Why a request failed: the server's own failure when it broke while the request waited (it sent what
-        JSON-RPC does not allow: the request then ends as the connection closes), else ``exc``'s."""
-        if connection.status != "connected" and connection.error is not None:
-            return attrs.evolve(connection.error, tool=tool)
-        kind, message = _describe(exc)
-        failure = McpFailure(server=connection.config.name, kind=kind, message=message)
-        if kind in ("transport", "auth"):  # the connection is gone: reconnected at the next boundary
-            self._fail(connection, failure)
-            connection.stop.set()
-        return attrs.evolve(failure, tool=tool)
-
-
-def _gave_up(timeout_s: float) -> str:
-    return (
-        f"no answer within {timeout_s:g} s, so the call was given up (the server was told to stop it); "
-        "MCP_TOOL_TIMEOUT (ms) or the server's timeout sets how long a call may take"
-    )
-
-
-def _malformed(server: str, problem: MalformedContent) -> str:
-    return f"MCP server {server!r} returned a malformed result: {problem}; none of it was passed on to the model"
