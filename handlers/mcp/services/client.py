@@ -1,8 +1,8 @@
 """MCP layer, the connections: one official ``mcp`` client per configured server, its tools, its calls, its failures.
 
 Owns :class:`McpManager`. Each connection lives in its own task; a call that finds it gone is an ``is_error``
-result, never an exception. Reconnecting is the machine's choice. What a server lists, a connection's own state
-and a failure's record are ``listing``'s, ``connection``'s and ``failures``'s.
+result, never an exception. Reconnecting is the machine's choice. Its records: ``listing``, ``connection``,
+``failures``.
 """
 
 from __future__ import annotations
