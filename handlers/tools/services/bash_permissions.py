@@ -16,9 +16,9 @@ import attrs
 from .decision import PermissionDecision, allow, ask
 from .matching import CallContext, allowing_rule, allows_all_bash, first_restricting_match, restricts_bash
 from .planted import planted_in_home_or_git, planted_why, write_roots
+from .read_only import ReadOnlyReading, read_only_operands
 from .rules import PermissionMode, PermissionRules, is_inside, read_denied
 from .runs import unreadable
-from .read_only import ReadOnlyReading, read_only_operands
 from .shell import ShellCommand, SimpleCommand
 
 if TYPE_CHECKING:
