@@ -1,7 +1,8 @@
 """Context layer, compaction: summarising older messages, shrinking a summary request, collapses, surfacing.
 
 Owns the ``compact_transcript`` effect, the compacting states' exit and the edge handlers and guards of compaction.
-The pure parts are ``compaction`` and ``reactive``; the YAML chooses the path.
+The pure parts are in ``services`` (``compaction``, ``clearing``, ``collapse``, ``reactive``); the YAML
+chooses the path.
 """
 
 from __future__ import annotations

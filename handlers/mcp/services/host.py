@@ -1,7 +1,7 @@
 """MCP layer, what servers ask of the host: its roots, the user's input (elicitation), and what they report (progress).
 
 Owns :class:`Elicitation`, :class:`ElicitAnswer`, :class:`McpProgress` and the ``mcp`` SDK callbacks made from them.
-Who answers an elicitation is decided in ``queryloop.run.agent``.
+Who answers an elicitation is decided in ``queryloop.run.services``.
 """
 
 from __future__ import annotations
