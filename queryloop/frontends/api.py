@@ -24,9 +24,10 @@ from ..run.config import AgentOptions, with_session
 from ..run.observe import Observation
 from ..run.sessions import SessionChoice, SessionChoiceError, choose_session
 from ..run.telemetry import end_session_trace
-from .console import Renderer, StreamJsonRenderer
 from .messages import Message, ResultMessage, parse_message
 from .options import OptionsError, QueryOptions, agent_options, permission_asker
+from .renderer import Renderer
+from .stream_json import StreamJsonRenderer
 
 __all__ = ["ClaudeSDKClient", "QueryClient", "query"]
 

@@ -32,10 +32,11 @@ from ..run.agent import AgentData, answer_elicitation
 from ..run.config import AgentOptions, session_of
 from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
 from .api import _Conversation, _prompt_text
-from .console import Renderer, StreamJsonRenderer
 from .options import PermissionResult, PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
 from .options import permission_asker as options_permission_asker
+from .renderer import Renderer
 from .sdk_channel import Channel, ControlError, SdkAnswerError, SdkServer, hook_config, warn
+from .stream_json import StreamJsonRenderer
 
 __all__ = ["serve_sdk_session"]
 

@@ -32,6 +32,8 @@ REASONS = {t.reason for t in SPEC.transitions}
 
 OBSERVERS = {
     "queryloop/frontends/console.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
+    "queryloop/frontends/renderer.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
+    "queryloop/frontends/stream_json.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
     "queryloop/frontends/interactive.py": (interactive._TerminalRenderer,),
     "queryloop/frontends/sdk_protocol.py": (sdk_protocol._SessionRenderer,),
     "handlers/session/services/transcript.py": (TranscriptWriter,),
@@ -43,6 +45,11 @@ NOT_A_STEP = {
     ("queryloop/frontends/console.py", "api_retry"): "the subtype of Claude Code's system/api_retry line",
     (
         "queryloop/frontends/console.py",
+        "permission_denied",
+    ): "the subtype of Claude Code's system/permission_denied line",
+    ("queryloop/frontends/stream_json.py", "api_retry"): "the subtype of Claude Code's system/api_retry line",
+    (
+        "queryloop/frontends/stream_json.py",
         "permission_denied",
     ): "the subtype of Claude Code's system/permission_denied line",
     ("queryloop/frontends/sdk_protocol.py", "internal_error"): "a control response's error code",
