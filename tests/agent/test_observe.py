@@ -35,6 +35,7 @@ OBSERVERS = {
     "queryloop/frontends/renderer.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
     "queryloop/frontends/stream_json.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
     "queryloop/frontends/interactive.py": (interactive._TerminalRenderer,),
+    "queryloop/frontends/status_line.py": (interactive._TerminalRenderer,),
     "queryloop/frontends/sdk_protocol.py": (sdk_protocol._SessionRenderer,),
     "handlers/session/services/transcript.py": (TranscriptWriter,),
     "queryloop/run/agent.py": (AgentRun,),
