@@ -37,8 +37,10 @@ from queryloop.handlers.tools import (
     suggest_rules,
 )
 
-from ..run.agent import AgentData, answer_elicitation, query_loop_program
+from ..run.agent import query_loop_program
 from ..run.config import AgentOptions, session_of
+from ..run.data import AgentData
+from ..run.services import answer_elicitation
 from ..run.sessions import (
     PROMPT_REASONS,
     SessionChoice,

@@ -33,7 +33,7 @@ from queryloop.handlers.request import (
 )
 from queryloop.handlers.tools import INTERRUPT_MARKERS, PermissionDenied, ToolResultPublished
 
-from ..run.agent import AgentData
+from ..run.data import AgentData
 from ..run.observe import Observation, SubagentEnded, SubagentItem, SubagentStarted
 
 __all__ = ["Renderer", "result_text"]

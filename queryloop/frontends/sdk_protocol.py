@@ -28,8 +28,9 @@ from queryloop.handlers.request import ModelBackend, model_info
 from queryloop.handlers.tools import PERMISSION_MODES
 
 from .. import __version__
-from ..run.agent import AgentData, answer_elicitation
 from ..run.config import AgentOptions, session_of
+from ..run.data import AgentData
+from ..run.services import answer_elicitation
 from ..run.sessions import SessionChoice, SessionChoiceError, apply_rewind, plan_rewind
 from .api import _Conversation, _prompt_text
 from .options import PermissionResult, PermissionResultAllow, PermissionResultDeny, ToolPermissionContext

@@ -15,8 +15,9 @@ from queryloop.fsm import Step, inert, uses
 from queryloop.handlers.mcp import McpProgress
 from queryloop.handlers.request import AssistantMessage
 
-from ..run.agent import AgentData, query_loop_program
+from ..run.agent import query_loop_program
 from ..run.config import AgentOptions, run_params
+from ..run.data import AgentData
 from ..run.observe import Observation, SubagentEnded, SubagentStarted
 from .console import TextRenderer
 

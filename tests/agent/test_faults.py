@@ -46,8 +46,9 @@ from queryloop.handlers.tools import (
 )
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer
-from queryloop.run.agent import AgentData, AgentRun
+from queryloop.run.agent import AgentRun
 from queryloop.run.config import AgentOptions, RequestSettings
+from queryloop.run.data import AgentData
 from queryloop.testing import ScriptedBackend, scripted_reply
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -157,7 +157,7 @@ def test_an_abort_after_the_gate_keeps_refusals_and_interrupts_the_rest_in_order
     from queryloop.handlers.messages import MessageView, ToolCall, tool_result_block
     from queryloop.handlers.request import RequestData
     from queryloop.handlers.tools import ToolsData, close_dangling_tool_uses
-    from queryloop.run.agent import AgentData
+    from queryloop.run.data import AgentData
 
     calls = [ToolCall(id=f"t{i}", name="Bash", input={"command": "true"}) for i in range(3)]
     assistant = {

@@ -90,7 +90,8 @@ def test_an_always_approval_is_kept_in_the_run_state() -> None:
     from queryloop.handlers.messages import MessageView
     from queryloop.handlers.request import RequestData
     from queryloop.handlers.tools import ToolsData
-    from queryloop.run.agent import AgentData, query_loop_program
+    from queryloop.run.agent import query_loop_program
+    from queryloop.run.data import AgentData
 
     call = ToolCall(id="t1", name="Bash", input={"command": "ls"})
     data = AgentData(
