@@ -380,6 +380,8 @@ class _Exchange:
     pipe transports, a protocol, and on Python 3.11 a thread per child waiting for it to
     exit); a hook on every tool call paid that on every call. Reading and writing the
     raw pipe fds from reader and writer callbacks does the same exchange without them.
+    On Linux the shell's exit is watched the same way, through a pidfd, so one wake-up
+    can see the pipes end and the shell exit, and one future says both are done.
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], stdin: bytes, limit: int) -> None:
@@ -390,7 +392,8 @@ class _Exchange:
         self.stdout = _Sink(proc.stdout.fileno(), limit)
         self.stderr = _Sink(proc.stderr.fileno(), limit)
         self._watched: list[int] = []  # fds with a reader or writer registered
-        self._open = 2  # output pipes not yet at end of file
+        self._open = 2  # output pipes not yet at end of file, and the pidfd not yet readable
+        self._pidfd: int | None = None
         self.finished: asyncio.Future[None] = self._loop.create_future()
 
     def start(self) -> None:
@@ -399,6 +402,10 @@ class _Exchange:
             os.set_blocking(sink.fd, False)
             self._loop.add_reader(sink.fd, self._read, sink)
             self._watched.append(sink.fd)
+        if hasattr(os, "pidfd_open"):  # readable once the shell has exited; elsewhere `_exited` polls
+            self._pidfd = os.pidfd_open(self._proc.pid)
+            self._loop.add_reader(self._pidfd, self._exit_seen)
+            self._open += 1
         assert self._proc.stdin is not None
         os.set_blocking(self._proc.stdin.fileno(), False)
         self._write()
@@ -409,6 +416,10 @@ class _Exchange:
             self._loop.remove_reader(fd)
             self._loop.remove_writer(fd)
         self._watched.clear()
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
         for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 stream.close()
@@ -444,6 +455,14 @@ class _Exchange:
             return
         self._loop.remove_reader(sink.fd)
         self._watched.remove(sink.fd)
+        self._one_done()
+
+    def _exit_seen(self) -> None:
+        assert self._pidfd is not None
+        self._loop.remove_reader(self._pidfd)  # level-triggered: it would fire on every wake-up
+        self._one_done()
+
+    def _one_done(self) -> None:
         self._open -= 1
         if self._open == 0 and not self.finished.done():
             self.finished.set_result(None)
@@ -479,7 +498,7 @@ async def _exited(proc: subprocess.Popen[bytes]) -> int:
 async def _communicate(exchange: _Exchange, proc: subprocess.Popen[bytes]) -> None:
     """Like ``Popen.communicate`` without blocking the loop; each output stream keeps at most its cap in memory."""
     exchange.start()
-    await exchange.finished
+    await exchange.finished  # on Linux the shell has exited too: `_exited` reaps it at once
     await _exited(proc)
 
 
@@ -842,33 +861,38 @@ async def run_hooks(
     }
     stdin = json.dumps(stdin_doc, default=str).encode("utf-8")
     hook_env = {**(os.environ if env is None else env), "CLAUDE_PROJECT_DIR": str(cwd_path)}
-    tasks = [
-        asyncio.ensure_future(
-            _call_function(
-                hook,
-                stdin_doc,
-                event=event,
-                timeout_s=hook.timeout_s if hook.timeout_s is not None else HOOK_CALLBACK_TIMEOUT_S,
-            )
-            if isinstance(hook, HookFunction)
-            else _run_one(
-                hook,
-                stdin,
-                event=event,
-                cwd=cwd_path,
-                env=hook_env,
-                timeout_s=hook.timeout_s if hook.timeout_s is not None else timeout_default_s,
-                output_limit_bytes=output_limit_bytes,
-            )
+    runs = [
+        _call_function(
+            hook,
+            stdin_doc,
+            event=event,
+            timeout_s=hook.timeout_s if hook.timeout_s is not None else HOOK_CALLBACK_TIMEOUT_S,
+        )
+        if isinstance(hook, HookFunction)
+        else _run_one(
+            hook,
+            stdin,
+            event=event,
+            cwd=cwd_path,
+            env=hook_env,
+            timeout_s=hook.timeout_s if hook.timeout_s is not None else timeout_default_s,
+            output_limit_bytes=output_limit_bytes,
         )
         for hook in hooks
     ]
+    if len(runs) == 1:  # no task of its own: cancelled, the hook still kills and reaps before this re-raises
+        return _fold(event, [await runs[0]])
+    return _fold(event, await _gather(runs))
+
+
+async def _gather(runs: Sequence[Awaitable[_Run]]) -> list[_Run]:
+    """Every hook's run, in parallel; cancelled, each kills and reaps its hook before this re-raises."""
+    tasks = [asyncio.ensure_future(run) for run in runs]
     try:
-        runs = await asyncio.gather(*tasks)
+        return await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
         # Let every task run its kill-and-reap cleanup before propagating.
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    return _fold(event, runs)
