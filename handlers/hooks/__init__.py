@@ -1,7 +1,7 @@
 """The hook layer: Claude Code's hooks as real subprocesses or Python callbacks, and the prompt and Stop hook states.
 
 Its states are ``submitting_prompt`` and ``running_stop_hooks``. Here: ``data``, ``lifecycle`` and ``services``
-(``runner``, ``calling``).
+(``config``, ``runner``, ``process``, ``results``, ``calling``).
 """
 
 from __future__ import annotations
@@ -22,20 +22,19 @@ if TYPE_CHECKING:
         submit_prompt,
     )
     from .services.calling import HookReported, HookRunner, HookServices, hook, stopped
-    from .services.context import context_notes, reminder_block, tool_hook_notes
-    from .services.runner import (
+    from .services.config import (
         HOOK_EVENTS,
         HookCallback,
         HookCommand,
         HookConfig,
         HookConfigError,
-        HookError,
         HookFunction,
         HookMatcher,
-        HookOutcome,
         parse_hook_config,
-        run_hooks,
     )
+    from .services.context import context_notes, reminder_block, tool_hook_notes
+    from .services.results import HookError, HookOutcome
+    from .services.runner import run_hooks
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -65,19 +64,21 @@ else:
                 "reminder_block",
                 "tool_hook_notes",
             ),
-            ".services.runner": (
+            ".services.config": (
                 "HOOK_EVENTS",
                 "HookCallback",
                 "HookCommand",
                 "HookConfig",
                 "HookConfigError",
-                "HookError",
                 "HookFunction",
                 "HookMatcher",
-                "HookOutcome",
                 "parse_hook_config",
-                "run_hooks",
             ),
+            ".services.results": (
+                "HookError",
+                "HookOutcome",
+            ),
+            ".services.runner": ("run_hooks",),
         },
     )
 

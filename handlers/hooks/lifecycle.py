@@ -17,7 +17,7 @@ from ..outcome import evolved, with_outcome
 from .data import H, HooksRun, with_hooks
 from .services.calling import HookServices, hook, stopped
 from .services.context import context_notes, reminder_block
-from .services.runner import HookOutcome
+from .services.results import HookOutcome
 
 __all__ = [
     "PromptAccepted",

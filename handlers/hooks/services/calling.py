@@ -14,7 +14,9 @@ import attrs
 from queryloop.fsm import EffectContext
 
 from ...outcome import Notice
-from .runner import HookConfig, HookEvent, HookOutcome, HookResult, run_hooks
+from .config import HookConfig, HookEvent
+from .results import HookOutcome, HookResult
+from .runner import run_hooks
 
 __all__ = ["HookReported", "HookRunner", "HookServices", "hook", "stopped"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .runner import HookOutcome
+from .results import HookOutcome
 
 if TYPE_CHECKING:
     from anthropic.types import TextBlockParam
