@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from .model.source import Source, json_path, read_json, read_yaml, schema_problems
     from .model.spec import ChildrenSpec, CounterSpec, MachineSpec, ParamSpec, StateSpec, TransitionSpec
     from .model.textfile import UnreadableFileError, read_file_bytes, read_text_file
-    from .run.runtime import EffectContext, Event, Program, RunFailure, Runner, RunState, Step
+    from .run.program import Program
+    from .run.records import Event, RunFailure, RunState, Step
+    from .run.runtime import EffectContext, Runner
     from .terminal import inert
     from .verify.check import CheckReport, Finding, check_spec
     from .verify.counterexample import Counterexample
@@ -100,14 +102,16 @@ else:
                 "read_file_bytes",
                 "read_text_file",
             ),
-            ".run.runtime": (
-                "EffectContext",
+            ".run.program": ("Program",),
+            ".run.records": (
                 "Event",
-                "Program",
                 "RunFailure",
                 "RunState",
-                "Runner",
                 "Step",
+            ),
+            ".run.runtime": (
+                "EffectContext",
+                "Runner",
             ),
             ".terminal": ("inert",),
             ".verify.check": (

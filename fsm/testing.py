@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .model.contract import uses
-from .run.runtime import EffectContext, Event, RunState
+from .run.records import Event, RunState
+from .run.runtime import EffectContext
 
 __all__ = ["Script", "broken_handler", "flag_a", "flag_b", "flag_c", "journal", "reads_retries", "scripted"]
 

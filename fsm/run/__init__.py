@@ -1,5 +1,5 @@
 """The engine's run room: a loaded machine executed, step by step.
 
-Owns the frozen run state, the pure step and the async driver (``runtime``). Imports
+Owns the frozen run state (``records``), the pure step (``program``) and the async driver (``runtime``). Imports
 only the model room.
 """
