@@ -1,7 +1,7 @@
 """The request layer: calling the model over the official ``anthropic`` SDK, retries, model and stream fallback.
 
 Its states are ``calling_model`` and ``backing_off``. Here: ``data``, ``attempts``, ``recovery`` and ``services``
-(``client``, ``body``, ``backends``, ``pricing``).
+(``client``, ``attempt``, ``streaming``, ``usage``, ``body``, ``backends``, ``pricing``).
 """
 
 from __future__ import annotations
@@ -41,19 +41,19 @@ if TYPE_CHECKING:
         switch_to_fallback_model,
         wait_before_retry,
     )
-    from .services.backends import AnthropicBackend, ModelBackend, ModelCall, TokenCount, with_request_deadline
-    from .services.body import encode_request
-    from .services.client import (
+    from .services.attempt import (
         RECOVERABLE_FAILURES,
         TRANSIENT_FAILURES,
         ModelFailure,
         ModelReply,
         RequestLog,
-        UsageTotals,
     )
+    from .services.backends import AnthropicBackend, ModelBackend, ModelCall, TokenCount, with_request_deadline
+    from .services.body import encode_request
     from .services.media import IMAGE_MAX_BASE64_CHARS, MEDIA_MAX_BASE64_CHARS, sniffed_image_type
     from .services.model_names import AGENT_CALL_MODELS, max_output_tokens, resolve_model, subagent_model
     from .services.pricing import UNLISTED_MODEL, cost_usd, model_info, output_limits
+    from .services.usage import UsageTotals
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -100,13 +100,12 @@ else:
                 "with_request_deadline",
             ),
             ".services.body": ("encode_request",),
-            ".services.client": (
+            ".services.attempt": (
                 "ModelFailure",
                 "ModelReply",
                 "RECOVERABLE_FAILURES",
                 "RequestLog",
                 "TRANSIENT_FAILURES",
-                "UsageTotals",
             ),
             ".services.media": (
                 "IMAGE_MAX_BASE64_CHARS",
@@ -125,6 +124,7 @@ else:
                 "model_info",
                 "output_limits",
             ),
+            ".services.usage": ("UsageTotals",),
         },
     )
 

@@ -22,8 +22,8 @@ from .data import (
     count_attempt,
     real_input_tokens,
 )
+from .services.attempt import FailureKind, ModelFailure, ModelReply
 from .services.backends import ModelCall
-from .services.client import FailureKind, ModelFailure, ModelReply
 
 __all__ = ["call_model", "classify_failure", "record_attempt"]
 

@@ -13,8 +13,9 @@ from typing import Any, Literal, Protocol, TypeVar
 import attrs
 
 from ..outcome import SharedData, evolve
+from .services.attempt import ModelFailure, RequestLog
 from .services.backends import ModelBackend
-from .services.client import ModelFailure, RequestLog, UsageTotals
+from .services.usage import UsageTotals
 
 __all__ = [
     "BackoffServices",

@@ -14,7 +14,7 @@ from queryloop.fsm import EffectContext, Event, RunState, uses
 
 from ..outcome import with_outcome
 from .data import ApiRetry, R, RequestServices, with_request
-from .services.client import ModelFailure
+from .services.attempt import ModelFailure
 
 __all__ = [
     "RETRY_JITTER",

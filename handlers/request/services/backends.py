@@ -18,14 +18,8 @@ from .pricing import wire_model
 
 if TYPE_CHECKING:
     import anthropic
-from .client import (
-    ModelFailure,
-    ModelReply,
-    ModelRequest,
-    StreamListener,
-    api_headers,
-    send_request,
-)
+from .attempt import ModelFailure, ModelReply, ModelRequest, StreamListener, api_headers
+from .client import send_request
 
 __all__ = [
     "AnthropicBackend",
