@@ -1,9 +1,8 @@
-"""One HTTP attempt at the Messages API, turned into a typed outcome.
+"""One HTTP attempt at the Messages API, turned into a typed outcome (records: ``attempt``; streams: ``streaming``).
 
-Sends through the official SDK with ``max_retries=0`` and classifies every failure (:data:`FailureKind`); none
-escapes. The idle timeout and an optional deadline bound an attempt: either running out is a retryable
-``timeout_error``, but a stream gone idle after its headers is ``stream_broken``. The records are ``attempt``'s,
-reading a stream is ``streaming``'s, the usage totals are ``usage``'s.
+Sends through the official SDK with ``max_retries=0``; every failure is classified (:data:`FailureKind`), none
+escapes. The idle timeout and an optional deadline bound an attempt: running out is a retryable ``timeout_error``,
+but a stream gone idle after its headers is ``stream_broken``.
 """
 
 from __future__ import annotations
