@@ -19,7 +19,8 @@ if TYPE_CHECKING:
         resolve_scenario,
         scenario_names,
     )
-    from .server import MockServer, RecordedRequest, estimate_input_tokens, serve_forever
+    from .server import MockServer, RecordedRequest, serve_forever
+    from .wire import estimate_input_tokens
 else:
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -33,7 +34,8 @@ else:
                 "resolve_scenario",
                 "scenario_names",
             ),
-            ".server": ("MockServer", "RecordedRequest", "estimate_input_tokens", "serve_forever"),
+            ".server": ("MockServer", "RecordedRequest", "serve_forever"),
+            ".wire": ("estimate_input_tokens",),
         },
     )
 
