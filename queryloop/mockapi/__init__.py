@@ -11,7 +11,6 @@ from queryloop.fsm import lazy_exports
 
 if TYPE_CHECKING:
     from .scenario import (
-        SCENARIO_SCHEMA_VERSION,
         Scenario,
         ScenarioError,
         load_scenario,
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
         resolve_scenario,
         scenario_names,
     )
+    from .scenario_schema import SCENARIO_SCHEMA_VERSION
     from .server import MockServer, RecordedRequest, serve_forever
     from .wire import estimate_input_tokens
 else:
@@ -26,7 +26,6 @@ else:
         __name__,
         {
             ".scenario": (
-                "SCENARIO_SCHEMA_VERSION",
                 "Scenario",
                 "ScenarioError",
                 "load_scenario",
@@ -34,6 +33,7 @@ else:
                 "resolve_scenario",
                 "scenario_names",
             ),
+            ".scenario_schema": ("SCENARIO_SCHEMA_VERSION",),
             ".server": ("MockServer", "RecordedRequest", "serve_forever"),
             ".wire": ("estimate_input_tokens",),
         },
