@@ -17,6 +17,7 @@ import attrs
 from queryloop.fsm import Source, SpecError, read_yaml, schema_problems
 from queryloop.machines import shipped_scenarios
 
+from .holds import Hold, hold_of, hold_problem
 from .scenario_schema import SCENARIO_SCHEMA_VERSION, SCHEMA
 
 __all__ = [
@@ -79,6 +80,8 @@ class Step:
     stop_reason: str = "end_turn"
     usage: Mapping[str, Any] = attrs.field(factory=dict)  # token counts; ``server_tool_use``: a mapping of counts
     error: ErrorSpec | None = None
+    name: str | None = None  # what a hold elsewhere calls it
+    hold: Hold | None = None  # the event its answer waits for
     repeat: int = 1
     delay_ms: int = 0
     pause_s: float = 0.0
@@ -178,6 +181,8 @@ class _Builder:
         common: dict[str, Any] = {
             "where": _dotted(path),
             "line": self.source.line_of(path),
+            "name": raw.get("name"),
+            "hold": self.hold(raw["hold"], (*path, "hold")) if "hold" in raw else None,
             "repeat": raw.get("repeat", 1),
             "delay_ms": raw.get("delay_ms", 0),
             "pause_s": float(raw.get("pause_s", 0)),
@@ -240,6 +245,12 @@ class _Builder:
             **fields,
             **common,
         )
+
+    def hold(self, raw: Mapping[str, Any], path: _Path) -> Hold:
+        found = hold_of(raw)
+        if isinstance(found, str):
+            raise self.fail(path, found, "write e.g. hold: {step: child-asked} or hold: {file: /tmp/go}")
+        return found
 
     def block_index(self, k: int, content: tuple[Mapping[str, object], ...], path: _Path) -> int:
         if k > len(content):
@@ -308,6 +319,14 @@ def _default_message(status: int, etype: str) -> str:
     }.get(etype, f"scripted error {status}")
 
 
+def _check_holds(path: str, steps: Iterable[Step | None]) -> None:
+    """Each step name used once, and each hold naming a step there is (a hold that can never end fails here)."""
+    found = hold_problem([s for s in steps if s is not None])
+    if found is not None:
+        step, message, fix = found
+        raise ScenarioError(f"{path}:{step.line}: {step.where}: {message} ({fix})")
+
+
 def parse_scenario(text: str, path: str = "<string>") -> Scenario:
     """Parse and validate scenario YAML ``text``; ``path`` names it in error messages."""
     fix = f"start the file with `schema_version: {SCENARIO_SCHEMA_VERSION}`, `scenario:` and `model:`"
@@ -333,6 +352,8 @@ def parse_scenario(text: str, path: str = "<string>") -> Scenario:
     default = build.script(data["default"], ("default",)) if "default" in data else None
     otherwise = build.step(data["otherwise"], ("otherwise",)) if "otherwise" in data else None
 
+    scripts = [*models.values(), *([default] if default else [])]
+    _check_holds(path, [*(r.step for r in rules), *(s for m in scripts for s in (*m.steps, m.otherwise)), otherwise])
     seen_ids: dict[str, _Path] = {}
     all_steps: list[Step] = [r.step for r in rules] + [s for m in models.values() for s in m.steps]
     all_steps += list(default.steps) if default else []

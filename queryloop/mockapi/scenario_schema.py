@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .holds import HOLD_SCHEMA
+
 __all__ = ["CLI_HINTS", "SCENARIO_SCHEMA_VERSION", "SCHEMA", "STOP_REASONS"]
 
 SCENARIO_SCHEMA_VERSION = 1
@@ -107,6 +109,8 @@ _STEP_PROPERTIES: dict[str, Any] = {
         "required": ["status"],
         "additionalProperties": False,
     },
+    "name": {"type": "string", "minLength": 1},
+    "hold": HOLD_SCHEMA,
     "repeat": {"type": "integer", "minimum": 1},
     "delay_ms": {"type": "integer", "minimum": 0},
     "pause_s": {"type": "number", "minimum": 0},

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
+from .holds import Holds
 from .prompt_cache import (
     CacheUsage,
     PromptCache,
@@ -121,6 +122,7 @@ class MockServer:
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
         self._closing = asyncio.Event()
+        self.holds = Holds(self._closing)
         self._issued: dict[tuple[str, str], set[str]] = {}  # (type, key) → the compact JSON of each such block sent
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -348,6 +350,7 @@ class MockServer:
         status = 500 if step is None else (step.error.status if step.error is not None else 200)
         if step is not None:
             self.model_time_skipped += step.pause_s  # the user was away before this request: no real wait
+            self.holds.reach(step.name)
         cache = CacheUsage()
         if status == 200 and marked:  # an answered prompt is cached; a refused one is not
             cache = self.prompt_cache.account(model, system, messages, body.get("tools"))
@@ -372,6 +375,8 @@ class MockServer:
             )
             message = f"scenario exhausted for model {model} after {consumed} requests{hint}"
             return self._error_response(500, "api_error", message, rid)
+        if step.hold is not None and not await self.holds.wait(step.hold):
+            return self._hold_expired(step, rid)
         await self._pause(step.delay_ms / 1000)
         if step.error is not None:
             return self._scripted_error(step.error, rid, model, n_in, limit)
@@ -395,6 +400,13 @@ class MockServer:
         await response.write(text[: len(text) // 2].encode())
         self._cut(request)
         return response
+
+    def _hold_expired(self, step: Step, rid: str) -> web.Response:
+        """A hold nothing released within its ``max_s``: a 400 (not retried) naming it, and a line on stderr."""
+        assert step.hold is not None
+        message = f"scenario hold not released: {step.where} waited {step.hold.max_s:g} s for {step.hold.describe()}"
+        print(f"mock-api: {message}", file=sys.stderr, flush=True)
+        return self._error_response(400, "invalid_request_error", message, rid)
 
     def _scripted_error(self, spec: ErrorSpec, rid: str, model: str, n_in: int, limit: int) -> web.Response:
         message = spec.message.replace("{n}", str(n_in)).replace("{limit}", str(limit)).replace("{model}", model)
