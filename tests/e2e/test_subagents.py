@@ -7,10 +7,12 @@ Code 2.1.235 against a fake API: a background agent's call is acknowledged at on
 id and output file; its answer comes back as a ``<task-notification>`` user message that
 starts a new turn once the parent answered (``-p`` waits for running agents); a foreground
 call's result is the answer then an ``agentId``/usage block; child stream-json lines carry
-``parent_tool_use_id``; an unknown type is an error result naming the types. Timing enters
-only as wide margins: a child's reply is held long enough for the parent to be somewhere
-definite when it ends. Together with ``test_every_transition`` these runs take every
-transition of the agents layer.
+``parent_tool_use_id``; an unknown type is an error result naming the types. Order is set by
+events, not by time: a child's reply is held (the scenario's ``hold:``) until a parent request
+named ``parent-…`` came in, or until a file the test creates when the run's output shows the
+parent somewhere definite. Time enters only where the agents' time limit is what is tested
+(``AGENT_LIMIT_S``). Together with ``test_every_transition`` these runs take every transition
+of the agents layer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +37,14 @@ from queryloop.handlers.request import AnthropicBackend
 from queryloop.run.agent import AgentRun, query_loop_program, restore_run, snapshot_run
 from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings
 
-from .harness import HANG_GUARD_S, ROOT, MockApi, cli_command, cli_env, run_cli
+from .harness import HANG_GUARD_S, ROOT, CliRun, MockApi, cli_command, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # a dozen CLI runs, some holding a reply a few seconds
 
 CHILD = "CHILD-TASK"
+AGENT_LIMIT_S = "10"
+"""The agents' time limit where a test waits for it: far past the parent's few quick steps before it (a busy
+machine has taken over a second for them)."""
 
 
 def agent_call(prompt: str = f"{CHILD} read hello.txt", *, background: bool | None = None, **extra: str) -> str:
@@ -63,14 +70,29 @@ def scenario(parent: list[str], rules: str, otherwise_child: str | None = None) 
     return text
 
 
-def text_reply(text: str, delay_ms: int = 0) -> str:
-    delay = f", delay_ms: {delay_ms}" if delay_ms else ""
-    return f"{{reply: {{content: [{{text: {json.dumps(text)}}}]}}{delay}}}"
+def modifiers(delay_ms: int = 0, name: str = "", hold: str = "") -> str:
+    """A step's ``delay_ms``, ``name`` and ``hold`` (a YAML flow mapping), as the step's extra keys."""
+    out = f", delay_ms: {delay_ms}" if delay_ms else ""
+    out += f", name: {name}" if name else ""
+    return out + (f", hold: {hold}" if hold else "")
 
 
-def tools_reply(*calls: str, delay_ms: int = 0) -> str:
-    delay = f", delay_ms: {delay_ms}" if delay_ms else ""
-    return f"{{reply: {{content: [{', '.join(calls)}]}}{delay}}}"
+def text_reply(text: str, delay_ms: int = 0, *, name: str = "", hold: str = "") -> str:
+    return f"{{reply: {{content: [{{text: {json.dumps(text)}}}]}}{modifiers(delay_ms, name, hold)}}}"
+
+
+def tools_reply(*calls: str, delay_ms: int = 0, name: str = "", hold: str = "") -> str:
+    return f"{{reply: {{content: [{', '.join(calls)}]}}{modifiers(delay_ms, name, hold)}}}"
+
+
+def until_step(name: str) -> str:
+    """A hold until a request the step called ``name`` answers has come in."""
+    return f"{{step: {name}}}"
+
+
+def until_file(path: Path) -> str:
+    """A hold until ``path`` exists (a test creates it)."""
+    return f"{{file: {json.dumps(str(path))}}}"
 
 
 READ = json.dumps({"tool_use": {"name": "Read", "input": {"file_path": "hello.txt"}}})
@@ -102,6 +124,51 @@ def user_texts(request: Any) -> list[str]:
     return [m["content"] for m in request.messages if m["role"] == "user" and isinstance(m["content"], str)]
 
 
+def run_releasing(
+    args: list[str], api: MockApi, cwd: Path, release: Path, when: Callable[[dict[str, Any]], bool], **env: str
+) -> CliRun:
+    """``queryloop run ARGS`` in stream-json, like ``run_cli``; ``release`` is created as soon as a line of its
+    output satisfies ``when`` (a step of the scenario holds until it exists)."""
+    cmd = [*cli_command(cwd), "--permission-mode", "bypassPermissions", *args]
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=cli_env(api, **env),
+            cwd=ROOT,
+        )
+        assert proc.stdout is not None
+        read: list[str] = []
+        try:
+            for line in proc.stdout:
+                read.append(line)
+                if not release.exists() and when(json.loads(line)):
+                    release.touch()
+            proc.wait(HANG_GUARD_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        err.seek(0)
+        done = subprocess.CompletedProcess(cmd, proc.returncode, "".join(read), err.read())
+    return CliRun(done, "stream-json")
+
+
+def agent_ended(line: dict[str, Any]) -> bool:
+    """The run's output says a sub-agent ended (its report is ready: the line is written after)."""
+    return line.get("subtype") == "task_notification"
+
+
+def parent_waits(line: dict[str, Any]) -> bool:
+    """The run's output says the parent (not a sub-agent) waits for its agents."""
+    return (
+        line.get("subtype") == "transition" and line["to"] == "awaiting_agents" and not line.get("parent_tool_use_id")
+    )
+
+
 def start_run(cwd: Path, api: MockApi, *args: str) -> subprocess.Popen[str]:
     """``queryloop run -p go`` in stream-json, left running (a test interrupts or kills it)."""
     cmd = cli_command(cwd)
@@ -119,8 +186,12 @@ def cwd(tmp_path: Path) -> Path:
 
 def test_a_background_agent_is_acknowledged_then_its_report_starts_a_turn(cwd: Path) -> None:
     text = scenario(
-        [tools_reply(agent_call()), text_reply("Waiting for the agent."), text_reply("PARENT-FINAL it said hello")],
-        child_rules(tools_reply(READ), text_reply("the file says hello")),
+        [
+            tools_reply(agent_call()),
+            text_reply("Waiting for the agent.", name="parent-waiting"),
+            text_reply("PARENT-FINAL it said hello"),
+        ],
+        child_rules(tools_reply(READ), text_reply("the file says hello", hold=until_step("parent-waiting"))),
     )
     with MockApi(text) as api:
         run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
@@ -240,10 +311,17 @@ def test_a_foreground_agent_answers_as_the_calls_result(cwd: Path) -> None:
 
 def test_two_background_agents_report_in_the_order_they_end_each_in_its_own_turn(cwd: Path) -> None:
     slow, fast = agent_call(f"{CHILD} slow one"), agent_call(f"{CHILD} fast one")
+    # the fast one ends once the parent waits (its second request came in), the slow one once the parent
+    # answers the fast one's report (its third request came in)
     text = scenario(
-        [tools_reply(slow, fast), text_reply("Waiting."), text_reply("one reported"), text_reply("PARENT-FINAL both")],
-        child_rules(text_reply("SLOW-ANSWER", delay_ms=1500), marker="slow one")
-        + child_rules(text_reply("FAST-ANSWER"), marker="fast one"),
+        [
+            tools_reply(slow, fast),
+            text_reply("Waiting.", name="parent-waiting"),
+            text_reply("one reported", name="parent-one-reported"),
+            text_reply("PARENT-FINAL both"),
+        ],
+        child_rules(text_reply("SLOW-ANSWER", hold=until_step("parent-one-reported")), marker="slow one")
+        + child_rules(text_reply("FAST-ANSWER", hold=until_step("parent-waiting")), marker="fast one"),
     )
     with MockApi(text) as api:
         run = run_cli(["-p", "go", "--model", "mock-primary"], api=api, cwd=cwd)
@@ -255,30 +333,46 @@ def test_two_background_agents_report_in_the_order_they_end_each_in_its_own_turn
     assert len(results_of(parent[1])) == 2  # both acknowledgements in one user message, in the calls' order
 
 
+_THIRD = until_step("parent-third")
+
+
 @pytest.mark.parametrize(
     ("child", "event", "status"),
     [
-        (text_reply("CHILD-ANSWER", delay_ms=1500), "agent_completion_collected", "completed"),
-        ("{error: {status: 400, message: 'bad child request'}, delay_ms: 1500}", "agent_failure_collected", "failed"),
-        (text_reply("never seen", delay_ms=20_000), "agent_timeout_collected", "failed"),
+        (text_reply("CHILD-ANSWER", hold=_THIRD), "agent_completion_collected", "completed"),
+        (
+            f"{{error: {{status: 400, message: 'bad child request'}}, hold: {_THIRD}}}",
+            "agent_failure_collected",
+            "failed",
+        ),
+        (text_reply("never seen", delay_ms=3_600_000), "agent_timeout_collected", "failed"),
     ],
     ids=["completed", "failed", "timed-out"],
 )
 def test_an_agent_that_ends_during_a_tool_turn_is_reported_after_its_results(
-    cwd: Path, child: str, event: str, status: str
+    cwd: Path, tmp_path: Path, child: str, event: str, status: str
 ) -> None:
-    # the parent reads (the agent still runs: nothing to report), then holds its next reply 4 s: by then the
-    # agent has ended — answered or failed at 1.5 s, or stopped at its 1 s time limit
+    # the parent reads twice while the agent runs (nothing to report): its answer is held until the parent's third
+    # request came in, or it runs into its time limit. That third reply, one more read, is held until the run's
+    # output says the agent ended: the tool turn after it finds the report.
+    ended = tmp_path / "agent-ended"
     text = scenario(
-        [tools_reply(agent_call()), tools_reply(READ), tools_reply(READ, delay_ms=4000), text_reply("PARENT-FINAL")],
+        [
+            tools_reply(agent_call()),
+            tools_reply(READ),
+            tools_reply(READ, name="parent-third", hold=until_file(ended)),
+            text_reply("PARENT-FINAL"),
+        ],
         child_rules(child),
     )
     with MockApi(text) as api:
-        run = run_cli(
+        run = run_releasing(
             ["-p", "go", "--model", "mock-primary", "--max-retries", "0"],
-            api=api,
-            cwd=cwd,
-            QUERYLOOP_AGENT_TIMEOUT_S="1" if "timeout" in event else "60",
+            api,
+            cwd,
+            ended,
+            agent_ended,
+            QUERYLOOP_AGENT_TIMEOUT_S=AGENT_LIMIT_S if "timeout" in event else "60",
         )
         parent, _ = split(api.requests)
     assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL", run.stderr
@@ -292,21 +386,27 @@ def test_an_agent_that_ends_during_a_tool_turn_is_reported_after_its_results(
 @pytest.mark.parametrize(
     ("child", "reason", "words"),
     [
-        ("{error: {status: 500, message: 'child down'}}", "agent_failure_reported", "child down"),
-        (text_reply("never seen", delay_ms=20_000), "agent_timeout_reported", "time limit"),
+        (
+            f"{{error: {{status: 500, message: 'child down'}}, hold: {until_step('parent-waiting')}}}",
+            "agent_failure_reported",
+            "child down",
+        ),
+        (text_reply("never seen", delay_ms=3_600_000), "agent_timeout_reported", "time limit"),
     ],
     ids=["failed", "timed-out"],
 )
 def test_an_agent_that_fails_or_runs_too_long_reports_it_and_the_parent_goes_on(
     cwd: Path, child: str, reason: str, words: str
 ) -> None:
-    text = scenario([tools_reply(agent_call()), text_reply("Waiting."), text_reply("PARENT-FINAL sorry")], "", child)
+    # the agent fails once the parent waits (its second request came in), or runs into its time limit
+    parent_steps = [tools_reply(agent_call()), text_reply("Waiting.", name="parent-waiting")]
+    text = scenario([*parent_steps, text_reply("PARENT-FINAL sorry")], "", child)
     with MockApi(text) as api:
         run = run_cli(
             ["-p", "go", "--model", "mock-primary", "--max-retries", "1"],
             api=api,
             cwd=cwd,
-            QUERYLOOP_AGENT_TIMEOUT_S="1",
+            QUERYLOOP_AGENT_TIMEOUT_S=AGENT_LIMIT_S,
         )
         parent, children = split(api.requests)
     assert run.returncode == 0 and run.result["result"] == "PARENT-FINAL sorry", run.stderr
@@ -746,8 +846,12 @@ def test_a_report_turn_does_not_count_against_max_turns(cwd: Path) -> None:
     report still starts a turn of its own (Claude Code does not count it): the model's answer to the report is
     the result, the agent was not cancelled."""
     text = scenario(
-        [tools_reply(agent_call()), text_reply("Waiting."), text_reply("PARENT-FINAL it said hello")],
-        child_rules(tools_reply(READ), text_reply("the file says hello", delay_ms=500)),
+        [
+            tools_reply(agent_call()),
+            text_reply("Waiting.", name="parent-waiting"),
+            text_reply("PARENT-FINAL it said hello"),
+        ],
+        child_rules(tools_reply(READ), text_reply("the file says hello", hold=until_step("parent-waiting"))),
     )
     with MockApi(text) as api:
         run = run_cli(["-p", "go", "--model", "mock-primary", "--max-turns", "2"], api=api, cwd=cwd)
@@ -759,17 +863,20 @@ def test_a_report_turn_does_not_count_against_max_turns(cwd: Path) -> None:
     assert ended["status"] == "completed"
 
 
-def test_at_max_turns_a_running_background_agent_finishes_and_its_report_starts_a_turn(cwd: Path) -> None:
+def test_at_max_turns_a_running_background_agent_finishes_and_its_report_starts_a_turn(
+    cwd: Path, tmp_path: Path
+) -> None:
     """Observed: with --max-turns 1 the Agent call's tool turn is the last the run may take, yet the agent runs
     to its end (not cancelled) and its report starts a turn the model answers. Claude Code prints an
     error_max_turns result for the first turn, then a success one for the report's turn; queryloop prints one
     result, the run's last."""
+    waits = tmp_path / "parent-waits"  # the agent answers once the run's output says the parent waits for it
     text = scenario(
         [tools_reply(agent_call()), text_reply("PARENT-FINAL after the report")],
-        child_rules(tools_reply(READ), text_reply("the file says hello", delay_ms=500)),
+        child_rules(tools_reply(READ), text_reply("the file says hello", hold=until_file(waits))),
     )
     with MockApi(text) as api:
-        run = run_cli(["-p", "go", "--model", "mock-primary", "--max-turns", "1"], api=api, cwd=cwd)
+        run = run_releasing(["-p", "go", "--model", "mock-primary", "--max-turns", "1"], api, cwd, waits, parent_waits)
         parent, children = split(api.requests)
     assert run.returncode == 0, run.stderr
     assert run.result["result"] == "PARENT-FINAL after the report" and run.result["subtype"] == "success"
