@@ -3,12 +3,14 @@
 The run (``tests/fixtures/sessions/crash_run.yaml``) Edits a file, runs a Bash side
 effect, runs two Bash calls in one turn (a quick side effect, then a slow one), Writes a
 new file and answers. Every place a kill lands is one where the process is provably
-waiting, with no hook in production code: each model step waits (``delay_ms``), each
-Bash call sleeps between touching marker files, and PreToolUse / PostToolUse / Stop
-hooks given with ``--settings`` sleep. The test polls the transcript's line count, the
-ledger and the marker files every few milliseconds and sends SIGKILL the moment the
-point's state is seen; the state found after the kill must then be exactly the
-expected one (so the point really is deterministic).
+waiting, with no hook in production code, and the run moves on only when the test lets
+it (lockstep): each model step is held (``hold:``) until the test creates its file, and
+each Bash call between its marker files and the PreToolUse / PostToolUse / Stop hooks
+given with ``--settings`` wait in ``hold.sh`` until the test removes ``gate/held``. At
+each such place the test reads the transcript's line count, the ledger and the marker
+files, and sends SIGKILL if the point's state is there, else lets the run on; the state
+found after the kill must then be exactly the expected one (so the point really is
+deterministic, however busy the machine).
 
 After each kill: the transcript loads; ``--resume ID -p continue`` against a server
 that answers plainly exits 0; its first request holds the stored history, every
@@ -26,6 +28,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from queryloop.handlers.messages import ledger_problem
 from queryloop.handlers.session.services.store import SessionPaths, read_jsonl
@@ -67,7 +71,7 @@ ORIGINAL_TARGET = b"alpha\nbeta\n"
 EDITED_TARGET = b"alpha\nBETA\n"
 FULL_RUN_LINES = 11  # prompt, 4 × (tool_use, results), the answer, the run's system/result entry
 
-_WAIT = "cat > /dev/null; sleep 0.12"  # a hook that holds the run at a known place for 120 ms
+_WAIT = "cat > /dev/null; sh hold.sh 0.12"  # a hook that holds the run at a known place (hold.sh: the fixture's)
 HOOKS = json.dumps(
     {
         "hooks": {
@@ -204,16 +208,80 @@ def _result_ids(history: History) -> frozenset[str]:
     return frozenset(ids)
 
 
+def lockstep_script(gate: Path) -> str:
+    """The scripted run with each model step held until the test creates ``gate/reply-K`` (K from 0), not delayed."""
+    document = yaml.safe_load(SCRIPT)
+    for k, step in enumerate(document["models"]["mock-primary"]):
+        del step["delay_ms"]
+        step["hold"] = {"file": str(gate / f"reply-{k}"), "max_s": HANG_GUARD_S}
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+
+
+class Lockstep:
+    """The run held at each place it waits (its model steps, its hooks, its Bash calls between their markers) until
+    the test lets it on: what the test observes there stays as it is until then."""
+
+    def __init__(self, work: Path, api: MockApi) -> None:
+        self.gate, self.api = work / "gate", api
+        self.replies = 0  # the model steps let on so far
+        self.gate.mkdir()
+
+    def held(self) -> bool:
+        """Whether the run waits at one of its places now (a hook or a Bash call, or a model step)."""
+        return (self.gate / "held").exists() or len(self.api.requests) > self.replies
+
+    def let_on(self) -> None:
+        """Let the run on from the place it waits at."""
+        if (self.gate / "held").exists():
+            (self.gate / "held").unlink()  # hold.sh returns: the hook or the Bash call goes on
+        else:
+            (self.gate / f"reply-{self.replies}").touch()  # the server answers the held request
+            self.replies += 1
+
+
+def _kill_when_ready(
+    proc: subprocess.Popen[bytes],
+    name: str,
+    observed: Callable[[], Observed],
+    ready: Callable[[Observed, float], bool],
+    lockstep: Lockstep | None,
+) -> None:
+    """Return once ``ready`` holds (the caller kills the run): at each place the run waits at in lockstep, else
+    polling every few milliseconds. An error when the run ended first or nothing came for ``HANG_GUARD_S``."""
+    start = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - start
+        if lockstep is not None and not (lockstep.held() or proc.poll() is not None):
+            if elapsed > HANG_GUARD_S:
+                raise AssertionError(f"{name}: the run was not held anywhere for {HANG_GUARD_S} s; at {observed()}")
+            time.sleep(0.005)  # until the run waits somewhere, or ended
+            continue
+        seen = observed()
+        if ready(seen, elapsed):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"{name}: the run ended (exit {proc.returncode}) before the point, at {seen}")
+        if elapsed > HANG_GUARD_S:
+            raise AssertionError(f"{name}: the point never came; last seen {seen}")
+        if lockstep is not None:
+            lockstep.let_on()
+            start = time.monotonic()  # a bound on each wait: the run's own pace is not what is tested
+        else:
+            time.sleep(0.005)
+
+
 def crash_and_resume(
     base: Path,
     name: str,
     ready: Callable[[Observed, float], bool],
     *,
-    timeout: float = HANG_GUARD_S,
+    lockstep: bool = False,
     resume_script: str = PLAIN,
 ) -> Crash:
     """Start the scripted run in ``base/work``, SIGKILL it once ``ready(observed, elapsed_s)``, resume it
-    against ``resume_script`` (default: a server that answers plainly)."""
+    against ``resume_script`` (default: a server that answers plainly). ``lockstep``: ``ready`` is asked at each
+    place the run waits at, which it leaves only when ``ready`` says no (else it is asked every few milliseconds
+    of a free run, as tools/soak_sessions.py does)."""
     work, home = base / "work", base / "home"
     work.mkdir(parents=True)
     home.mkdir()
@@ -223,7 +291,9 @@ def crash_and_resume(
     cmd = cli_command(work)
     cmd += ["--permission-mode", "bypassPermissions", "--model", "mock-primary", "--session-id", SESSION_ID]
     cmd += ["--settings", HOOKS, "-p", "go"]
-    with MockApi(SCRIPT) as api, (base / "killed.out").open("w") as out, (base / "killed.err").open("w") as err:
+    script = lockstep_script(work / "gate") if lockstep else SCRIPT
+    with MockApi(script) as api, (base / "killed.out").open("w") as out, (base / "killed.err").open("w") as err:
+        steps = Lockstep(work, api) if lockstep else None
         proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -235,16 +305,7 @@ def crash_and_resume(
         )
         start = time.monotonic()
         try:
-            while True:
-                elapsed = time.monotonic() - start
-                seen = observe(work, paths)
-                if ready(seen, elapsed):
-                    break
-                if proc.poll() is not None:
-                    raise AssertionError(f"{name}: the run ended (exit {proc.returncode}) before the point, at {seen}")
-                if elapsed > timeout:
-                    raise AssertionError(f"{name}: the point never came; last seen {seen}")
-                time.sleep(0.005)
+            _kill_when_ready(proc, name, lambda: observe(work, paths), ready, steps)
         finally:
             try:
                 os.kill(proc.pid, signal.SIGKILL)
@@ -253,6 +314,7 @@ def crash_and_resume(
             proc.wait()
             killed_at = time.monotonic() - start
             end_orphans(work)
+            shutil.rmtree(work / "gate", ignore_errors=True)  # after the orphans ended: none goes on from its hold
     at_kill = observe(work, paths)
     ledger = {str(e["tool_use_id"]): dict(e["result"]) for e in read_jsonl(paths.ledger)[0]}
     crash = Crash(
@@ -551,7 +613,9 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mapping[str, c
     """Every point's crash and resume, run two at a time as soon as the first test asks."""
     base = tmp_path_factory.mktemp("crashes")
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {p.name: pool.submit(crash_and_resume, base / p.name, p.name, _at_point(p)) for p in POINTS}
+        futures = {
+            p.name: pool.submit(crash_and_resume, base / p.name, p.name, _at_point(p), lockstep=True) for p in POINTS
+        }
         yield futures
         for future in futures.values():
             future.cancel()
@@ -623,7 +687,7 @@ def test_a_side_effect_the_kill_left_without_its_result_is_not_run_again_when_th
     """The seed's chain with a kill -9 right after the side-effecting call and a resume: the model re-proposes
     the identical call; the ledger has it completed, so it is answered from the ledger (a ledger hit), not run."""
     point = next(p for p in POINTS if p.name == "bash_done_result_unwritten")
-    crash = crash_and_resume(tmp_path / "x", "repropose", _at_point(point), resume_script=REPROPOSE)
+    crash = crash_and_resume(tmp_path / "x", "repropose", _at_point(point), lockstep=True, resume_script=REPROPOSE)
     assert crash.effects == ["b1"] and B1 in crash.ledger
     assert crash.resumed is not None and crash.resumed.returncode == 0, crash.resumed.stderr if crash.resumed else ""
     assert crash.effects_after == ["b1"], "the completed side effect ran a second time"
