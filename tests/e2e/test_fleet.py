@@ -5,7 +5,8 @@ dir, as the `postgres` user when the test runs as root: PostgreSQL refuses root)
 real worker processes run against it; the model is the embedded fault-injecting server
 over loopback HTTP, reached through the real `anthropic` SDK; the tools work on a real
 temp directory. The worker running the session is killed with SIGKILL while a Bash call
-sleeps (in a second run, stopped with SIGTERM), and the other worker finishes the
+waits for a file the test creates only at the end (in a second run, stopped with
+SIGTERM), and the other worker finishes the
 session: no completed step ran again (every side effect is in the file once, the server
 answered each request once), and the transcript in the database is whole. PostgreSQL
 that cannot be started fails the test with the reason; nothing is skipped. A SQLite run
@@ -39,7 +40,11 @@ from .browser import UiServer
 from .fleet_workers import Workers, worker_env
 from .harness import HANG_GUARD_S, ROOT, MockApi
 
-TIMEOUT_S = 90.0  # generous: every wait polls and returns as soon as its condition holds
+WAIT_S = float(HANG_GUARD_S)  # bounds a wait for an event (a hang); every wait returns as soon as it holds
+RESULT_WAIT = str(HANG_GUARD_S)  # `submit --timeout`: bounds the wait for a session's result the same way
+HOLD_SH = "i=0; while [ ! -e $1 ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done\n"
+"""``sh hold.sh FILE`` (a test writes it in the working directory): a Bash call's wait until the test creates
+FILE; its cap, about 300 s, ends one the test never lets on."""
 
 FLEET_SCENARIO = """
 schema_version: 1
@@ -56,7 +61,7 @@ models:
           - tool_use: {name: Bash, input: {command: "echo effect-1 >> effects.log", description: one}}
     - reply:
         content:
-          - tool_use: {name: Bash, input: {command: "echo effect-2 >> effects.log && sleep 20", description: two}}
+          - tool_use: {name: Bash, input: {command: "echo effect-2 >> effects.log && HOLD", description: two}}
     - reply:
         content:
           - tool_use: {name: Bash, input: {command: "echo effect-3 >> effects.log", description: three}}
@@ -66,7 +71,7 @@ models:
     - reply:
         content:
           - text: "All three effects are in place."
-"""
+""".replace("HOLD", "sh hold.sh released")  # the test creates `released` once the call's worker is gone
 
 SQLITE_SCENARIO = """
 schema_version: 1
@@ -87,7 +92,7 @@ models:
 """
 
 
-def _wait_for(what: str, check: Callable[[], Any], timeout_s: float = TIMEOUT_S) -> Any:
+def _wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
         value = check()
@@ -138,14 +143,14 @@ def postgres() -> Iterator[str]:
     port = _free_port()
 
     def run(argv: list[str]) -> None:
-        done = subprocess.run(_as_cluster_owner(argv), capture_output=True, text=True, timeout=120, cwd=root)
+        done = subprocess.run(_as_cluster_owner(argv), capture_output=True, text=True, timeout=2 * WAIT_S, cwd=root)
         if done.returncode != 0:
             server_log = log.read_text(errors="replace") if log.exists() else ""
             pytest.fail(f"PostgreSQL could not be started: {' '.join(argv)}\n{done.stdout}{done.stderr}{server_log}")
 
     run([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    start = [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]
+    start = [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", RESULT_WAIT, "start"]
     run(start)
     _restarts[port] = (
         lambda: run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
@@ -167,7 +172,7 @@ def _env(**extra: str) -> dict[str, str]:
     return worker_env("fleet-test-key", **extra)
 
 
-def _queryloop(*args: str, timeout_s: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def _queryloop(*args: str, timeout_s: float = 2 * WAIT_S) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "queryloop", *args]
     return subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=timeout_s, check=False)
 
@@ -227,6 +232,7 @@ def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
     cwd = tmp_path / "work"
     cwd.mkdir()
     (cwd / "checkpoint.txt").write_text("ORIGINAL\n")
+    (cwd / "hold.sh").write_text(HOLD_SH)
     workers = Workers(postgres, tmp_path)
     db = FleetDatabase(postgres)
     try:
@@ -241,14 +247,14 @@ def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
             assert submitted.returncode == 0, submitted.stderr
             session_id = submitted.stdout.strip()
 
-            _wait_for("the second effect (its Bash call then sleeps)", lambda: "effect-2" in _effects(cwd))
+            _wait_for("the second effect (its Bash call then waits)", lambda: "effect-2" in _effects(cwd))
             running = _wait_for("the call's record", lambda: _started(db, session_id, count=3))
             victim = running[-1]["executor_id"]
             survivor = "worker-b" if victim == "worker-a" else "worker-a"
             workers.procs[victim].send_signal(stop_signal)
             workers.procs[victim].wait(HANG_GUARD_S)
 
-            done = _queryloop("submit", "--database-url", postgres, "--result", session_id, "--timeout", "80")
+            done = _queryloop("submit", "--database-url", postgres, "--result", session_id, "--timeout", RESULT_WAIT)
             assert done.returncode == 0, done.stderr + workers.log(survivor)
             result = json.loads(done.stdout)
             assert result["subtype"] == "success" and result["terminal_reason"] == "completed", result
@@ -286,6 +292,7 @@ def test_a_session_outlives_its_worker_and_no_completed_step_runs_again(
             ledger = db.ledger(session_id)
             assert [e["name"] for e in ledger] == ["Edit", "Bash", "Bash", "Bash"]  # once each: replays add nothing
     finally:
+        (cwd / "released").touch()  # a held call its killed worker left running ends (it was never let on before)
         workers.stop()
         db.close()
 
@@ -300,11 +307,11 @@ models:
         content:
           - tool_use:
               name: Bash
-              input: {command: "echo held >> effects.log; while [ ! -e go ]; do sleep 0.05; done", description: held}
+              input: {command: "echo held >> effects.log; HOLD", description: held}
     - reply:
         content:
           - text: "Done through the outage."
-"""
+""".replace("HOLD", "sh hold.sh go")
 
 
 @pytest.mark.slow  # real workers on PostgreSQL / SQLite: left out by tools/test.sh --fast
@@ -313,6 +320,7 @@ def test_a_database_restart_neither_stops_a_worker_nor_fails_the_session_it_runs
     session whose call ended while the database was down ended in internal_error."""
     cwd = tmp_path / "work"
     cwd.mkdir()
+    (cwd / "hold.sh").write_text(HOLD_SH)
     workers = Workers(postgres, tmp_path)
     db = FleetDatabase(postgres)
     crash_stop, start = _restarts[int(postgres.rsplit(":", 1)[1].split("/")[0])]
@@ -398,7 +406,7 @@ def test_a_session_submitted_on_sqlite_runs_on_a_worker_and_prints_the_result(tm
                 "the worker's heartbeat",
                 lambda: workers.running() and _tables_ready(db) and db.live_workers(dead_after_s=5),
             )
-            done = _submit(url, api, cwd, "--wait", "--timeout", "80")
+            done = _submit(url, api, cwd, "--wait", "--timeout", RESULT_WAIT)
             assert done.returncode == 0, done.stderr + workers.log("solo")
             result = json.loads(done.stdout)
             assert result["subtype"] == "success" and result["result"] == "Done on one machine.", result
