@@ -76,7 +76,7 @@ def test_the_checkers_figures_in_the_docs_are_rendered_from_the_checker() -> Non
 
 
 def test_the_configuration_page_lists_the_hook_events_the_runtime_fires() -> None:
-    from queryloop.handlers.hooks.services.runner import HOOK_EVENTS
+    from queryloop.handlers.hooks.services.config import HOOK_EVENTS
 
     page = " ".join((ROOT / "docs" / "configuration.md").read_text(encoding="utf-8").split())
     assert f"Hooks ({', '.join(HOOK_EVENTS)}) are real subprocesses" in page

@@ -37,8 +37,8 @@ from queryloop.fsm import EffectContext
 from queryloop.handlers.messages import MessageView
 from queryloop.handlers.request import attempts
 from queryloop.handlers.request.services import backends
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply, ModelRequest, RequestLog
 from queryloop.handlers.request.services.backends import AnthropicBackend
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply, ModelRequest, RequestLog
 from queryloop.run.agent import AgentRun
 from queryloop.run.config import AgentOptions, ContextSettings, RequestSettings, SessionSettings
 from queryloop.run.memory import InstructionFile

@@ -65,8 +65,8 @@ from bench.machine import describe_machine
 from bench.script import PROMPT
 from bench.server import MockApiProcess, tool_turn_scenario
 
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply
 from queryloop.handlers.request.services.backends import AnthropicBackend, ModelCall, TokenCount
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.run.agent import AgentRun, query_loop_program
 
 TAG = re.compile(r"sess-[a-z]+-\d+-\d+")

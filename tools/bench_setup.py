@@ -72,8 +72,8 @@ from bench.machine import Spread, describe_machine
 from bench.script import PROMPT
 
 from queryloop import QueryOptions, ResultMessage, query
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply
 from queryloop.handlers.request.services.backends import ModelCall
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.run.agent import query_loop_program
 from queryloop.testing import scripted_reply
 

@@ -29,12 +29,14 @@ import anthropic
 import pytest
 
 from queryloop.frontends.console import renderer_for
-from queryloop.handlers.hooks.services.runner import parse_hook_config, run_hooks
+from queryloop.handlers.hooks.services.config import parse_hook_config
+from queryloop.handlers.hooks.services.runner import run_hooks
 from queryloop.handlers.messages import ToolCall, ToolResultBlock
 from queryloop.handlers.outcome import Notice
 from queryloop.handlers.request import ApiRetry
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply, ModelRequest
 from queryloop.handlers.request.services.backends import AnthropicBackend, ModelCall
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply, ModelRequest, send_request
+from queryloop.handlers.request.services.client import send_request
 from queryloop.handlers.tools import (
     ToolContext,
     ToolOutput,

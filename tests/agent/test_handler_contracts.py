@@ -20,11 +20,11 @@ import attrs
 
 from queryloop.fsm import Program, load_machine
 from queryloop.handlers.agents import refuse_agent_calls
-from queryloop.handlers.hooks.services.runner import parse_hook_config
+from queryloop.handlers.hooks.services.config import parse_hook_config
 from queryloop.handlers.output import continue_after_truncation
 from queryloop.handlers.request import switch_to_fallback_model
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply
 from queryloop.handlers.request.services.backends import ModelCall
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.machines import MACHINES_DIR
 from queryloop.run.agent import AgentRun
 from queryloop.run.config import AgentOptions, Limits, PermissionSettings, RequestSettings

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from queryloop.handlers.hooks.services.runner import (
+from queryloop.handlers.hooks.services.config import (
     HookConfig,
     HookConfigError,
     HookFunction,
     HookMatcher,
-    HookOutcome,
     parse_hook_config,
-    run_hooks,
 )
+from queryloop.handlers.hooks.services.results import HookOutcome
+from queryloop.handlers.hooks.services.runner import run_hooks
 
 HANG_GUARD_S = 300
 """Bounds a wait for an event that never comes (a hang), never a slow pass: the event decides."""

@@ -12,7 +12,8 @@ from typing import Any
 import mcp.types as types
 import pytest
 
-from queryloop.handlers.hooks.services.runner import parse_hook_config, run_hooks
+from queryloop.handlers.hooks.services.config import parse_hook_config
+from queryloop.handlers.hooks.services.runner import run_hooks
 from queryloop.handlers.mcp.services.content import (
     IMAGE_MAX_BASE64_CHARS,
     MalformedContent,

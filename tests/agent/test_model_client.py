@@ -8,17 +8,17 @@ from typing import Any
 import anthropic
 import pytest
 
-from queryloop.handlers.request.services.client import (
+from queryloop.handlers.request.services.attempt import (
     FAILURE_KINDS,
     ModelFailure,
     ModelReply,
     ModelRequest,
     RequestLog,
-    UsageTotals,
     classify_error,
-    send_request,
 )
+from queryloop.handlers.request.services.client import send_request
 from queryloop.handlers.request.services.pricing import cost_usd
+from queryloop.handlers.request.services.usage import UsageTotals
 from queryloop.mockapi.scenario import parse_scenario
 from queryloop.mockapi.server import MockServer, estimate_input_tokens
 

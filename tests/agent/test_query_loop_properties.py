@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from queryloop.fsm import check_spec
 from queryloop.handlers.messages import ledger_problem
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply
 from queryloop.handlers.request.services.backends import ModelCall
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.run.agent import AgentRun, query_loop_program
 from queryloop.run.config import AgentOptions, Limits, RequestSettings
 from queryloop.testing import ScriptedBackend, scripted_failure, scripted_reply

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from queryloop.handlers.messages import MessageView, compact_json
 from queryloop.handlers.request.data import RequestData, cache_lifetime
+from queryloop.handlers.request.services.attempt import ModelReply, ModelRequest, api_headers
 from queryloop.handlers.request.services.backends import AnthropicBackend, ModelCall
 from queryloop.handlers.request.services.body import (
     CACHE_CONTROL,
@@ -27,7 +28,7 @@ from queryloop.handlers.request.services.body import (
     prompt_caching_disabled,
     with_breakpoint,
 )
-from queryloop.handlers.request.services.client import ModelReply, ModelRequest, api_headers, send_request
+from queryloop.handlers.request.services.client import send_request
 from queryloop.handlers.request.services.pricing import cost_usd, known_models, model_info
 from queryloop.mockapi.prompt_cache import breakpoint_problem
 

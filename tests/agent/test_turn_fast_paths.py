@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from queryloop.handlers.messages import MessageView, ToolCall, ToolResultBlock
-from queryloop.handlers.request.services.client import UsageTotals
+from queryloop.handlers.request.services.usage import UsageTotals
 from queryloop.handlers.tools.ledger import every_tool_use_answered
 from queryloop.handlers.tools.services.base import ToolContext, ToolError, ToolOutput, ToolSpec
 from queryloop.handlers.tools.services.dispatch import ToolRegistry, run_tool_calls

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from queryloop.handlers.request.services.attempt import ModelFailure, ModelReply
 from queryloop.handlers.request.services.backends import ModelCall, TokenCount
 from queryloop.handlers.request.services.body import encode_request
-from queryloop.handlers.request.services.client import ModelFailure, ModelReply
 from queryloop.handlers.tools import PermissionRules, ToolRegistry, tool
 from queryloop.handlers.tools.services.rules import parse_rule_list
 from queryloop.run.agent import AgentRun

@@ -22,6 +22,7 @@ __all__ = [
     "HookEvent",
     "HookFunction",
     "HookMatcher",
+    "json_kind",
     "parse_hook_config",
 ]
 
@@ -170,7 +171,8 @@ class HookConfig:
         return HookConfig(matchers=(*self.matchers, *other.matchers))
 
 
-def _kind(value: object) -> str:
+def json_kind(value: object) -> str:
+    """How an error message names a JSON value it found: ``an object``, ``an array``, or the value itself."""
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, list | tuple):
@@ -185,26 +187,28 @@ def parse_hook_config(hooks: object, *, path: str = "$.hooks") -> HookConfig:
     event names are kept (Claude Code has events this runtime never fires).
     """
     if not isinstance(hooks, Mapping):
-        raise HookConfigError(path, f"expected an object mapping event names to matcher lists, found {_kind(hooks)}")
+        raise HookConfigError(
+            path, f"expected an object mapping event names to matcher lists, found {json_kind(hooks)}"
+        )
     matchers: list[HookMatcher] = []
     for event, groups in hooks.items():
         event_path = f"{path}.{event}"
         if not isinstance(groups, list):
-            raise HookConfigError(event_path, f"expected an array of matcher groups, found {_kind(groups)}")
+            raise HookConfigError(event_path, f"expected an array of matcher groups, found {json_kind(groups)}")
         for i, group in enumerate(groups):
             group_path = f"{event_path}[{i}]"
             if not isinstance(group, Mapping):
-                raise HookConfigError(group_path, f"expected an object, found {_kind(group)}")
+                raise HookConfigError(group_path, f"expected an object, found {json_kind(group)}")
             matcher = group.get("matcher", "")
             if matcher is None:
                 matcher = ""
             if not isinstance(matcher, str):
-                raise HookConfigError(f"{group_path}.matcher", f"expected a string, found {_kind(matcher)}")
+                raise HookConfigError(f"{group_path}.matcher", f"expected a string, found {json_kind(matcher)}")
             commands = group.get("hooks")
             if not isinstance(commands, list):
                 raise HookConfigError(
                     f"{group_path}.hooks",
-                    f"expected an array of hooks, found {_kind(commands) if 'hooks' in group else 'nothing'}",
+                    f"expected an array of hooks, found {json_kind(commands) if 'hooks' in group else 'nothing'}",
                 )
             parsed = tuple(_parse_hook_command(h, f"{group_path}.hooks[{j}]") for j, h in enumerate(commands))
             try:
@@ -219,17 +223,17 @@ def parse_hook_config(hooks: object, *, path: str = "$.hooks") -> HookConfig:
 
 def _parse_hook_command(hook: object, path: str) -> HookCommand:
     if not isinstance(hook, Mapping):
-        raise HookConfigError(path, f"expected an object, found {_kind(hook)}")
+        raise HookConfigError(path, f"expected an object, found {json_kind(hook)}")
     kind = hook.get("type", "command")
     if not isinstance(kind, str):
-        raise HookConfigError(f"{path}.type", f"expected a string, found {_kind(kind)}")
+        raise HookConfigError(f"{path}.type", f"expected a string, found {json_kind(kind)}")
     command = hook.get("command", "")
     if kind == "command" and (not isinstance(command, str) or not command.strip()):
-        found = "nothing" if "command" not in hook else _kind(command)
+        found = "nothing" if "command" not in hook else json_kind(command)
         raise HookConfigError(f"{path}.command", f"expected a non-empty string, found {found}")
     timeout = hook.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-        raise HookConfigError(f"{path}.timeout", f"expected a positive number of seconds, found {_kind(timeout)}")
+        raise HookConfigError(f"{path}.timeout", f"expected a positive number of seconds, found {json_kind(timeout)}")
     return HookCommand(
         type=kind,
         command=command if isinstance(command, str) else "",

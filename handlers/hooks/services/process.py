@@ -18,9 +18,9 @@ from typing import Final
 import attrs
 
 from .config import HookCommand
-from .results import HookError, HookResult, _interpret, _Run, _truncate
+from .results import HookContribution, HookError, HookResult, interpret_command, truncate_output
 
-__all__ = ["CAPTURE_LIMIT_BYTES"]
+__all__ = ["CAPTURE_LIMIT_BYTES", "run_command"]
 
 CAPTURE_LIMIT_BYTES: Final = 1 << 20
 """The bytes of a hook's stdout (and of its stderr) that are kept; the rest is discarded unread into memory."""
@@ -194,7 +194,7 @@ def _cut_note(out: _Captured, err: _Captured, limit: int) -> str | None:
     return "; ".join(notes) or None
 
 
-def _with_note(run: _Run, note: str | None) -> _Run:
+def _with_note(run: HookContribution, note: str | None) -> HookContribution:
     """``run`` whose outcome also says ``note`` (appended to its error, or as an error of its own)."""
     if note is None:
         return run
@@ -214,7 +214,7 @@ async def _kill(exchange: _Exchange, proc: subprocess.Popen[bytes]) -> None:
     await asyncio.shield(_exited(proc))  # cancelled, the reaping still finishes
 
 
-async def _run_one(
+async def run_command(
     hook: HookCommand,
     stdin: bytes,
     *,
@@ -223,7 +223,7 @@ async def _run_one(
     env: Mapping[str, str],
     timeout_s: float,
     output_limit_bytes: int = CAPTURE_LIMIT_BYTES,
-) -> _Run:
+) -> HookContribution:
     started = time.monotonic()
 
     def elapsed_ms() -> int:
@@ -246,7 +246,9 @@ async def _run_one(
         )
     except OSError as exc:
         result = HookResult(command=command, exit_code=None, duration_ms=elapsed_ms(), stdout="", stderr="")
-        return _Run(result=result, errors=(HookError(command=command, message=f"could not start the hook: {exc}"),))
+        return HookContribution(
+            result=result, errors=(HookError(command=command, message=f"could not start the hook: {exc}"),)
+        )
     exchange = _Exchange(proc, stdin, output_limit_bytes)
     try:
         async with asyncio.timeout(timeout_s):
@@ -257,7 +259,7 @@ async def _run_one(
             command=command, exit_code=None, duration_ms=elapsed_ms(), stdout="", stderr="", timed_out=True
         )
         message = f"timed out after {timeout_s:g} s; its process group was killed"
-        return _Run(result=result, errors=(HookError(command=command, message=message),))
+        return HookContribution(result=result, errors=(HookError(command=command, message=message),))
     except BaseException:
         # Cancellation (or anything else) must not leave hook processes behind.
         with contextlib.suppress(BaseException):
@@ -269,8 +271,12 @@ async def _run_one(
     stderr = err.kept.decode("utf-8", errors="replace")
     code = proc.returncode
     result = HookResult(
-        command=command, exit_code=code, duration_ms=elapsed_ms(), stdout=_truncate(stdout), stderr=_truncate(stderr)
+        command=command,
+        exit_code=code,
+        duration_ms=elapsed_ms(),
+        stdout=truncate_output(stdout),
+        stderr=truncate_output(stderr),
     )
     return _with_note(
-        _interpret(result, stdout=stdout, stderr=stderr, event=event), _cut_note(out, err, output_limit_bytes)
+        interpret_command(result, stdout=stdout, stderr=stderr, event=event), _cut_note(out, err, output_limit_bytes)
     )

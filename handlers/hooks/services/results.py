@@ -14,9 +14,18 @@ import attrs
 
 from queryloop.fsm import loads_json
 
-from .config import HookEvent, _kind
+from .config import HookEvent, json_kind
 
-__all__ = ["HookError", "HookOutcome", "HookResult"]
+__all__ = [
+    "HookContribution",
+    "HookError",
+    "HookOutcome",
+    "HookResult",
+    "fold_outcome",
+    "interpret_command",
+    "output_problem",
+    "truncate_output",
+]
 
 # Events where exit code 2 (or `decision: "block"`) blocks something; elsewhere
 # exit 2 is reported as a non-blocking error with its stderr.
@@ -81,14 +90,15 @@ class HookOutcome:
     elicitation: tuple[Literal["accept", "decline", "cancel"], Mapping[str, Any]] | None = None
 
 
-def _truncate(text: str) -> str:
+def truncate_output(text: str) -> str:
+    """``text`` cut to the characters of a hook's output that are kept, saying how many more there were."""
     if len(text) <= _OUTPUT_LIMIT:
         return text
     return text[:_OUTPUT_LIMIT] + f"\n… [{len(text) - _OUTPUT_LIMIT} more characters]"
 
 
 @attrs.frozen(kw_only=True)
-class _Run:
+class HookContribution:
     """One hook's raw result plus its parsed contribution to the outcome."""
 
     result: HookResult
@@ -98,7 +108,8 @@ class _Run:
     plain_stdout: str | None = None
 
 
-def _interpret(result: HookResult, *, stdout: str, stderr: str, event: str) -> _Run:
+def interpret_command(result: HookResult, *, stdout: str, stderr: str, event: str) -> HookContribution:
+    """What a command hook contributes, read from its exit code, stdout and stderr."""
     command, code = result.command, result.exit_code
     if code == 0:
         text = stdout.strip()
@@ -107,16 +118,18 @@ def _interpret(result: HookResult, *, stdout: str, stderr: str, event: str) -> _
                 output = loads_json(text)
             except json.JSONDecodeError as exc:  # not JSON, or past what can be read safely
                 error = HookError(command=command, message=f"exited 0 but its stdout is not valid JSON ({exc})")
-                return _Run(result=result, errors=(error,))
-            problem = _output_problem(output, event)
+                return HookContribution(result=result, errors=(error,))
+            problem = output_problem(output, event)
             if problem is not None:
                 error = HookError(command=command, message=f"exited 0 but its JSON output was ignored: {problem}")
-                return _Run(result=result, errors=(error,))
-            return _Run(result=result, output=output)
-        return _Run(result=result, plain_stdout=text or None)
+                return HookContribution(result=result, errors=(error,))
+            return HookContribution(result=result, output=output)
+        return HookContribution(result=result, plain_stdout=text or None)
     reason = stderr.strip()
     if code == 2 and event in _BLOCKING_EVENTS:
-        return _Run(result=result, block_reason=reason or f"blocked by hook {command!r} (exit code 2, no stderr)")
+        return HookContribution(
+            result=result, block_reason=reason or f"blocked by hook {command!r} (exit code 2, no stderr)"
+        )
     if code is not None and code < 0:
         why = (
             f"was killed by signal {signal.Signals(-code).name}"
@@ -126,7 +139,7 @@ def _interpret(result: HookResult, *, stdout: str, stderr: str, event: str) -> _
     else:
         why = f"exited with code {code}"
     detail = f": {reason}" if reason else ""
-    return _Run(result=result, errors=(HookError(command=command, message=f"{why}{detail}"),))
+    return HookContribution(result=result, errors=(HookError(command=command, message=f"{why}{detail}"),))
 
 
 _OUTPUT_FIELD_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
@@ -147,26 +160,26 @@ _SPECIFIC_FIELD_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
 }
 
 
-def _output_problem(output: object, event: str) -> str | None:
+def output_problem(output: object, event: str) -> str | None:
     """Why a hook's JSON output must be ignored, or ``None`` if it is usable."""
     if not isinstance(output, dict):
-        return f"expected an object, found {_kind(output)}"
+        return f"expected an object, found {json_kind(output)}"
     for key, types in _OUTPUT_FIELD_TYPES.items():
         if key in output and output[key] is not None and not isinstance(output[key], types):
-            return f"{key!r} has the wrong type ({_kind(output[key])})"
+            return f"{key!r} has the wrong type ({json_kind(output[key])})"
     if output.get("decision") not in (None, "block", "approve"):
-        return f'\'decision\' must be "block" or "approve", found {_kind(output["decision"])}'
+        return f'\'decision\' must be "block" or "approve", found {json_kind(output["decision"])}'
     specific = output.get("hookSpecificOutput")
     if isinstance(specific, dict):
         for key, types in _SPECIFIC_FIELD_TYPES.items():
             if key in specific and specific[key] is not None and not isinstance(specific[key], types):
-                return f"'hookSpecificOutput.{key}' has the wrong type ({_kind(specific[key])})"
+                return f"'hookSpecificOutput.{key}' has the wrong type ({json_kind(specific[key])})"
         name = specific.get("hookEventName")
         if name is not None and name != event:
             return f"'hookSpecificOutput.hookEventName' is {name!r} but the event is {event!r}"
         decision = specific.get("permissionDecision")
         if decision is not None and decision not in _PERMISSION_RANK:
-            return f"'hookSpecificOutput.permissionDecision' must be allow, deny or ask, found {_kind(decision)}"
+            return f"'hookSpecificOutput.permissionDecision' must be allow, deny or ask, found {json_kind(decision)}"
     return None
 
 
@@ -196,7 +209,7 @@ class _Fold:
         if self.permission is None or _PERMISSION_RANK[value] > _PERMISSION_RANK[self.permission]:
             self.permission, self.permission_reason = value, reason
 
-    def add(self, run: _Run) -> None:
+    def add(self, run: HookContribution) -> None:
         self.errors.extend(run.errors)
         if run.block_reason is not None:
             self.block_reasons.append(run.block_reason)
@@ -207,7 +220,7 @@ class _Fold:
         if run.output is not None:
             self._output(run, run.output)
 
-    def _output(self, run: _Run, out: Mapping[str, Any]) -> None:
+    def _output(self, run: HookContribution, out: Mapping[str, Any]) -> None:
         if out.get("continue") is False:
             self.continue_ = False
             if self.stop_reason is None and isinstance(out.get("stopReason"), str):
@@ -252,7 +265,7 @@ class _Fold:
             values = specific.get("content")
             self.elicitation = (specific["action"], values if isinstance(values, dict) else {})
 
-    def outcome(self, runs: Sequence[_Run]) -> HookOutcome:
+    def outcome(self, runs: Sequence[HookContribution]) -> HookOutcome:
         return HookOutcome(
             event=self.event,
             blocked=bool(self.block_reasons),
@@ -274,7 +287,8 @@ class _Fold:
         )
 
 
-def _fold(event: str, runs: Sequence[_Run]) -> HookOutcome:
+def fold_outcome(event: str, runs: Sequence[HookContribution]) -> HookOutcome:
+    """Every hook's contribution to ``event``, in order, folded into one outcome."""
     fold = _Fold(event)
     for run in runs:
         fold.add(run)

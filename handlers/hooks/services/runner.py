@@ -14,41 +14,16 @@ import time
 from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 
-from .config import (
-    HOOK_CALLBACK_TIMEOUT_S,
-    HOOK_EVENTS,
-    HookCallback,
-    HookCommand,
-    HookConfig,
-    HookConfigError,
-    HookEvent,
-    HookFunction,
-    HookMatcher,
-    parse_hook_config,
-)
-from .process import CAPTURE_LIMIT_BYTES, _run_one
-from .results import HookError, HookOutcome, HookResult, _fold, _output_problem, _Run
+from .config import HOOK_CALLBACK_TIMEOUT_S, HookConfig, HookFunction
+from .process import CAPTURE_LIMIT_BYTES, run_command
+from .results import HookContribution, HookError, HookOutcome, HookResult, fold_outcome, output_problem
 
-__all__ = [
-    "CAPTURE_LIMIT_BYTES",
-    "HOOK_CALLBACK_TIMEOUT_S",
-    "HOOK_EVENTS",
-    "HookCallback",
-    "HookCommand",
-    "HookConfig",
-    "HookConfigError",
-    "HookError",
-    "HookEvent",
-    "HookFunction",
-    "HookMatcher",
-    "HookOutcome",
-    "HookResult",
-    "parse_hook_config",
-    "run_hooks",
-]
+__all__ = ["run_hooks"]
 
 
-async def _call_function(hook: HookFunction, input_data: Mapping[str, object], *, event: str, timeout_s: float) -> _Run:
+async def _call_function(
+    hook: HookFunction, input_data: Mapping[str, object], *, event: str, timeout_s: float
+) -> HookContribution:
     """Await one Python hook; what it returns is read as a command's JSON output, what it raises is a hook error."""
     started = time.monotonic()
     label = hook.label
@@ -70,15 +45,15 @@ async def _call_function(hook: HookFunction, input_data: Mapping[str, object], *
                 answer = await answer
     except TimeoutError:
         error = HookError(command=label, message=f"timed out after {timeout_s:g} s; it was cancelled")
-        return _Run(result=ended(ok=False, timed_out=True), errors=(error,))
+        return HookContribution(result=ended(ok=False, timed_out=True), errors=(error,))
     except Exception as exc:
         error = HookError(command=label, message=f"raised {type(exc).__name__}: {exc}")
-        return _Run(result=ended(ok=False), errors=(error,))
+        return HookContribution(result=ended(ok=False), errors=(error,))
     output, problem = _python_output(answer, event)
     if problem is not None:
         error = HookError(command=label, message=f"returned output that was ignored: {problem}")
-        return _Run(result=ended(ok=False), errors=(error,))
-    return _Run(result=ended(ok=True), output=output)
+        return HookContribution(result=ended(ok=False), errors=(error,))
+    return HookContribution(result=ended(ok=True), output=output)
 
 
 def _python_output(answer: object, event: str) -> tuple[Mapping[str, object], str | None]:
@@ -90,7 +65,7 @@ def _python_output(answer: object, event: str) -> tuple[Mapping[str, object], st
     if "async_" in answer or "async" in answer:
         return {}, "asynchronous hook output (async_) is not supported; return the answer itself"
     output = {("continue" if key == "continue_" else key): value for key, value in answer.items()}
-    return output, _output_problem(output, event)
+    return output, output_problem(output, event)
 
 
 async def run_hooks(
@@ -141,7 +116,7 @@ async def run_hooks(
             timeout_s=hook.timeout_s if hook.timeout_s is not None else HOOK_CALLBACK_TIMEOUT_S,
         )
         if isinstance(hook, HookFunction)
-        else _run_one(
+        else run_command(
             hook,
             stdin,
             event=event,
@@ -153,11 +128,11 @@ async def run_hooks(
         for hook in hooks
     ]
     if len(runs) == 1:  # no task of its own: cancelled, the hook still kills and reaps before this re-raises
-        return _fold(event, [await runs[0]])
-    return _fold(event, await _gather(runs))
+        return fold_outcome(event, [await runs[0]])
+    return fold_outcome(event, await _gather(runs))
 
 
-async def _gather(runs: Sequence[Awaitable[_Run]]) -> list[_Run]:
+async def _gather(runs: Sequence[Awaitable[HookContribution]]) -> list[HookContribution]:
     """Every hook's run, in parallel; cancelled, each kills and reaps its hook before this re-raises."""
     tasks = [asyncio.ensure_future(run) for run in runs]
     try:

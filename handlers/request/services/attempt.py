@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it c
 
 __all__ = [
     "API_VERSION",
+    "AttemptBookkeeping",
     "FAILURE_KINDS",
     "FailureKind",
     "ModelFailure",
@@ -35,6 +36,8 @@ __all__ = [
     "TRANSIENT_FAILURES",
     "api_headers",
     "classify_error",
+    "request_body",
+    "request_options",
 ]
 
 StreamListener = Callable[[Mapping[str, Any], int | None], None]
@@ -253,7 +256,7 @@ class _Partial(Protocol):
     def completed(self) -> tuple[Block, ...]: ...
 
 
-class _Attempt:
+class AttemptBookkeeping:
     """Mutable bookkeeping of one attempt, frozen into a RequestLog at the end."""
 
     def __init__(self, req: ModelRequest) -> None:
@@ -334,7 +337,8 @@ class _Attempt:
         return self.fail("retryable", message, error_type="timeout_error" if timed_out else "connection_error")
 
 
-def _body(req: ModelRequest) -> bytes:
+def request_body(req: ModelRequest) -> bytes:
+    """The JSON body sent for ``req``: its prepared ``body``, or one encoded from its fields."""
     if req.body is not None:
         return req.body
     return encode_params(
@@ -371,8 +375,8 @@ def _timeout(client: anthropic.AsyncAnthropic, seconds: float | None) -> object:
     return int(seconds) if float(seconds).is_integer() else seconds  # 90, not 90.0, as a JS client writes it
 
 
-def _options(
-    attempt: _Attempt, client: anthropic.AsyncAnthropic, *, raw: bool = False, timeout: float | None = None
+def request_options(
+    attempt: AttemptBookkeeping, client: anthropic.AsyncAnthropic, *, raw: bool = False, timeout: float | None = None
 ) -> Any:
     """The request options ``messages.create`` would pass, for a body we prepared ourselves.
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import attrs
 
 from ...messages import MessageView
+from .attempt import ModelFailure, ModelReply, ModelRequest, StreamListener, api_headers
 from .body import encode_request, prompt_caching_disabled
+from .client import send_request
 from .pricing import wire_model
 
 if TYPE_CHECKING:
     import anthropic
-from .attempt import ModelFailure, ModelReply, ModelRequest, StreamListener, api_headers
-from .client import send_request
 
 __all__ = [
     "AnthropicBackend",

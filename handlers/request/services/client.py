@@ -15,45 +15,21 @@ from queryloop.fsm import loads_json, well_formed
 
 from ...messages import Message
 from .attempt import (
-    API_VERSION,
-    FAILURE_KINDS,
-    RECOVERABLE_FAILURES,
-    TRANSIENT_FAILURES,
-    FailureKind,
+    AttemptBookkeeping,
     ModelFailure,
     ModelReply,
     ModelRequest,
-    RequestLog,
     StreamListener,
-    _Attempt,
-    _body,
-    _options,
-    api_headers,
     classify_error,
+    request_body,
+    request_options,
 )
-from .streaming import _send_streaming
-from .usage import ModelUsage, UsageTotals
+from .streaming import send_streaming
 
 if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
     import anthropic
 
-__all__ = [
-    "API_VERSION",
-    "FAILURE_KINDS",
-    "FailureKind",
-    "ModelFailure",
-    "ModelReply",
-    "ModelRequest",
-    "ModelUsage",
-    "RECOVERABLE_FAILURES",
-    "RequestLog",
-    "StreamListener",
-    "TRANSIENT_FAILURES",
-    "UsageTotals",
-    "api_headers",
-    "classify_error",
-    "send_request",
-]
+__all__ = ["send_request"]
 
 
 async def send_request(
@@ -69,9 +45,9 @@ async def send_request(
     bounds the wait for the response headers and for every following SSE event (or
     read of a non-streamed body); ``req.deadline_s`` bounds the whole attempt.
     """
-    attempt = _Attempt(req)
+    attempt = AttemptBookkeeping(req)
     if req.stream:
-        sending = _send_streaming(client, req, attempt, on_text, on_event)
+        sending = send_streaming(client, req, attempt, on_text, on_event)
     else:
         sending = _send_plain(client, req, attempt)
     if req.deadline_s is None:
@@ -90,7 +66,7 @@ async def send_request(
 
 
 async def _send_plain(
-    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
+    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: AttemptBookkeeping
 ) -> ModelReply | ModelFailure:
     import anthropic
     from anthropic.types import Message
@@ -102,8 +78,8 @@ async def _send_plain(
         answer = await client.post(
             "/v1/messages",
             cast_to=Message,
-            content=_body(req),
-            options=_options(attempt, client, raw=True, timeout=req.idle_timeout_s),
+            content=request_body(req),
+            options=request_options(attempt, client, raw=True, timeout=req.idle_timeout_s),
         )
         raw = cast("anthropic.AsyncAPIResponse[Message]", answer)  # the raw-response header: the response, unparsed
         attempt.status = raw.status_code

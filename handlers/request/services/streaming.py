@@ -12,12 +12,20 @@ from typing import TYPE_CHECKING, Any, Final
 from queryloop.fsm import loads_json, well_formed
 
 from ...messages import Block
-from .attempt import ModelFailure, ModelReply, ModelRequest, StreamListener, _Attempt, _body, _options
+from .attempt import (
+    AttemptBookkeeping,
+    ModelFailure,
+    ModelReply,
+    ModelRequest,
+    StreamListener,
+    request_body,
+    request_options,
+)
 
 if TYPE_CHECKING:  # the SDK is imported where a request is sent: importing it costs over a second
     import anthropic
 
-__all__: list[str] = []
+__all__ = ["send_streaming"]
 
 
 class _Assembler:
@@ -112,13 +120,14 @@ def _as_arrived(event: dict[str, Any]) -> dict[str, object]:
     return {**event, "content_block": dict(block)} if isinstance(block, dict) else event
 
 
-async def _send_streaming(
+async def send_streaming(
     client: anthropic.AsyncAnthropic,
     req: ModelRequest,
-    attempt: _Attempt,
+    attempt: AttemptBookkeeping,
     on_text: Callable[[str], None] | None,
     on_event: StreamListener | None,
 ) -> ModelReply | ModelFailure:
+    """Send ``req`` streamed and read its events into a reply or a failure, kept in ``attempt``'s books."""
     opened = await _open_stream(client, req, attempt)
     if isinstance(opened, ModelFailure):
         return opened
@@ -134,7 +143,7 @@ async def _send_streaming(
 
 
 async def _open_stream(
-    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: _Attempt
+    client: anthropic.AsyncAnthropic, req: ModelRequest, attempt: AttemptBookkeeping
 ) -> anthropic.AsyncStream[object] | ModelFailure:
     """The response's stream once its headers came, or the failure that came instead (within the idle timeout)."""
     import anthropic
@@ -146,8 +155,8 @@ async def _open_stream(
             return await client.post(
                 "/v1/messages",
                 cast_to=Message,
-                content=_body(req),
-                options=_options(attempt, client),
+                content=request_body(req),
+                options=request_options(attempt, client),
                 stream=True,
                 # each event as its JSON parsed, not a model: a block goes back in its keys' order (_Assembler)
                 stream_cls=anthropic.AsyncStream[object],
@@ -168,7 +177,7 @@ _STREAM_ENDED: Final = object()  # the stream's last event came (an event of the
 async def _read_stream(
     stream: anthropic.AsyncStream[object],
     req: ModelRequest,
-    attempt: _Attempt,
+    attempt: AttemptBookkeeping,
     asm: _Assembler,
     on_event: StreamListener | None,
 ) -> ModelFailure | None:
@@ -188,7 +197,7 @@ async def _read_stream(
 
 
 async def _next_event(
-    iterator: AsyncIterator[object], idle: float, attempt: _Attempt, asm: _Assembler
+    iterator: AsyncIterator[object], idle: float, attempt: AttemptBookkeeping, asm: _Assembler
 ) -> object | ModelFailure:
     """The stream's next event, :data:`_STREAM_ENDED` after its last, or the failure when none comes in ``idle`` s."""
     import anthropic
@@ -217,7 +226,7 @@ async def _next_event(
         )
 
 
-def _take_event(event: dict[str, Any], req: ModelRequest, attempt: _Attempt, asm: _Assembler) -> None:
+def _take_event(event: dict[str, Any], req: ModelRequest, attempt: AttemptBookkeeping, asm: _Assembler) -> None:
     """One event of the stream: the message's model, id and usage into ``attempt``, its blocks into ``asm``."""
     kind = event.get("type")
     if kind == "message_start":
@@ -239,7 +248,7 @@ def _take_event(event: dict[str, Any], req: ModelRequest, attempt: _Attempt, asm
         asm.saw_stop = True
 
 
-def _streamed_reply(attempt: _Attempt, asm: _Assembler) -> ModelReply | ModelFailure:
+def _streamed_reply(attempt: AttemptBookkeeping, asm: _Assembler) -> ModelReply | ModelFailure:
     """The reply a stream that ran to its end assembled; a failure when it never said ``message_stop``."""
     if not asm.saw_stop:
         return attempt.fail(
