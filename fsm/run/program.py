@@ -22,7 +22,7 @@ from ..model.load import INTERNAL_ERROR, Machine
 from ..model.properties import Watcher
 from .records import Event, RunState, Step
 
-__all__ = ["Program"]
+__all__ = ["Program", "StateBook", "handed_fields", "rewritten_fields", "run_as_seen"]
 
 logging.getLogger("transitions").setLevel(logging.WARNING)
 
@@ -33,23 +33,23 @@ _WATCHED_FIELDS = ("state", "counters", "steps", "data", "params", "caps", "limi
 """The run state's fields an effect, exit or edge handler is handed and may not rewrite in place."""
 
 
-def _fields(run: RunState[Any]) -> tuple[object, ...]:
+def handed_fields(run: RunState[Any]) -> tuple[object, ...]:
     """``run``'s fields as handed to an effect or handler, to see afterwards that none was rewritten in place."""
     return (run.state, run.counters, run.steps, run.data, run.params, run.caps, run.limits)
 
 
-def _rewritten(run: RunState[Any], seen: tuple[object, ...]) -> str | None:
+def rewritten_fields(run: RunState[Any], seen: tuple[object, ...]) -> str | None:
     """The fields of ``run`` no longer the objects ``seen`` held (a frozen record rewritten in place), else None.
 
     A record is frozen against ``run.x = y``, not against ``object.__setattr__``: an effect that reset
     the counters that way would give a request its whole budget again, unnoticed by the caps."""
-    now = _fields(run)
+    now = handed_fields(run)
     if all(map(operator.is_, now, seen)):
         return None  # the common case, one C-level pass
     return ", ".join(name for name, a, b in zip(_WATCHED_FIELDS, now, seen, strict=True) if a is not b)
 
 
-def _as_seen(run: RunState[D], seen: tuple[Any, ...]) -> RunState[D]:
+def run_as_seen(run: RunState[D], seen: tuple[Any, ...]) -> RunState[D]:
     """The run state as it was before it was rewritten in place (``seen``: its fields then)."""
     state, counters, steps, data, params, caps, limits = seen
     return attrs.evolve(
@@ -140,7 +140,7 @@ def _paths(frame: Frame, prefix: str = "") -> list[str]:
     return out
 
 
-class _Book:
+class StateBook:
     """The model object ``transitions`` keeps the current state on (bookkeeping only)."""
 
     state: str
@@ -217,7 +217,7 @@ class Program:
                     )
             self.edges[key] = tuple(attrs.evolve(e, target=self._book.get_state(e.dest)) for e in edges)
 
-    def _bookkeep(self, book: _Book, source: str, edge: _Edge) -> None:
+    def _bookkeep(self, book: StateBook, source: str, edge: _Edge) -> None:
         """Take the same step on the ``transitions`` machine; a step it does not declare is an engine bug.
 
         The step is checked against the ``Transition`` objects the machine registered for
@@ -235,7 +235,7 @@ class Program:
         if book.state != edge.dest:
             raise InternalError(f"bookkeeping is in {book.state!r} after {edge.reason!r}, expected {edge.dest!r}")
 
-    def _enrol(self, book: _Book, state: str) -> None:
+    def _enrol(self, book: StateBook, state: str) -> None:
         """Register ``book`` with the bookkeeping machine, in ``state`` (set through the machine, which
         refuses a state it does not have).
 
@@ -427,14 +427,16 @@ class Program:
     @staticmethod
     def _unchanged(run: RunState[Any], seen: tuple[object, ...], what: str) -> None:
         """Refuse a handler that rewrote, in place, the run state it was handed (a HandlerError)."""
-        changed = _rewritten(run, seen)
+        changed = rewritten_fields(run, seen)
         if changed is not None:
             raise HandlerError(
                 f"{what} rewrote the run state it was given ({changed}); a run state is replaced whole by the "
                 "engine, never changed in place (handlers return the new run data, the machine owns the counters)"
             )
 
-    def step(self, run: RunState[Any], event: Event[object], book: _Book | None = None) -> tuple[RunState[Any], Step]:
+    def step(
+        self, run: RunState[Any], event: Event[object], book: StateBook | None = None
+    ) -> tuple[RunState[Any], Step]:
         """Take one transition: choose the edge, run the state's exit and the edge's handler, update counters.
 
         The exit and the handler each return the new run data; the next run state is built
@@ -443,13 +445,13 @@ class Program:
         edge = self.choose(run, event)
         data = run.data
         exit_handler = self.exits.get(run.state)
-        fields = _fields(run) if exit_handler is not None or edge.handler is not None else ()
+        fields = handed_fields(run) if exit_handler is not None or edge.handler is not None else ()
         if exit_handler is not None:
             data = self._apply(exit_handler, self._exit_what[run.state], run, event)
             self._unchanged(run, fields, self._exit_what[run.state])
         if edge.handler is not None:
             seen = run if data is run.data else attrs.evolve(run, data=data)  # the exit changed the data
-            handed = fields if seen is run else _fields(seen)
+            handed = fields if seen is run else handed_fields(seen)
             data = self._apply(edge.handler, edge.what, seen, event)
             self._unchanged(seen, handed, edge.what)
             if seen is not run:  # else the check just made
@@ -490,7 +492,7 @@ class Program:
         )
         return nxt, step
 
-    def fail(self, run: RunState[Any], book: _Book | None = None) -> tuple[RunState[Any], Step]:
+    def fail(self, run: RunState[Any], book: StateBook | None = None) -> tuple[RunState[Any], Step]:
         """The engine's own step into ``internal_error`` (not a YAML transition): data and counters unchanged."""
         if run.state in self.terminals:
             raise InternalError(f"a run that ended in {run.state!r} cannot fail afterwards")

@@ -17,7 +17,7 @@ import attrs
 from ..errors import HandlerError, InternalError, TransitionError
 from ..model.load import Machine
 from ..model.properties import Watch
-from .program import Program, _as_seen, _Book, _fields, _rewritten
+from .program import Program, StateBook, handed_fields, rewritten_fields, run_as_seen
 from .records import Event, RunFailure, RunState, Step
 
 __all__ = ["EffectContext", "Runner"]
@@ -122,7 +122,7 @@ class Runner(Generic[D, S]):
             None if watcher is None else watcher.watch(self.final.params, None if state is None else state.counters)
         )
         self._trace: list[Step] = []
-        self._book = _Book()
+        self._book = StateBook()
         self.aborted = False
         self.error: RunFailure | None = None  # set when the run ended in internal_error
         # what the running effect saved (EffectContext.save), for the abort edge: the data, or how to build it
@@ -168,7 +168,7 @@ class Runner(Generic[D, S]):
         state_name = self.final.state
         self._saved = None
         handed = self.final
-        fields = _fields(handed)
+        fields = handed_fields(handed)
         try:
             ctx = EffectContext(self.program, handed, self.services, buffer, self.on_publish, self._save)
             try:  # the effect, awaited here rather than in a coroutine of its own (one fewer per step)
@@ -209,9 +209,9 @@ class Runner(Generic[D, S]):
     def _restore(self, handed: RunState[D], fields: tuple[object, ...]) -> str | None:
         """What of the run state an effect was handed it rewrote in place (None: nothing); the run then goes
         on from the state as it was handed (the step into internal_error keeps the true counters)."""
-        changed = _rewritten(handed, fields)
+        changed = rewritten_fields(handed, fields)
         if changed is not None and self.final is handed:
-            self.final = _as_seen(handed, fields)
+            self.final = run_as_seen(handed, fields)
         return changed
 
     def _advance(self, event: object, state_name: str) -> Step:
