@@ -55,7 +55,7 @@ from ..run.telemetry import end_session_trace
 from .api import _Conversation
 from .options import OptionsError
 from .renderer import Renderer
-from .status_line import _TerminalRenderer, brief, status_line
+from .status_line import TerminalRenderer, brief, status_line
 
 __all__ = ["serve_interactive", "status_line"]
 
@@ -114,7 +114,7 @@ class _TerminalConversation(_Conversation):
         return attrs.evolve(super()._run_options(prompt), compact=self.compact)
 
     def _renderer(self, options: AgentOptions, sink: object) -> Renderer:
-        renderer = _TerminalRenderer(self.owner, options)
+        renderer = TerminalRenderer(self.owner, options)
         self.owner.renderer = renderer
         return renderer
 
@@ -146,7 +146,7 @@ class _Interactive:
             else None
         )
         self.conversation.mcp = self.mcp
-        self.renderer: _TerminalRenderer | None = None
+        self.renderer: TerminalRenderer | None = None
         self.steps: list[Step] = []  # the steps of the prompt being played (or the last one)
         self.results: list[dict[str, Any]] = []
         self.last_state = "idle"

@@ -21,7 +21,7 @@ from ..run.data import AgentData
 from ..run.observe import Observation, SubagentEnded, SubagentStarted
 from .console import TextRenderer
 
-__all__ = ["brief", "status_line"]
+__all__ = ["TerminalRenderer", "brief", "status_line"]
 
 
 class _Session(Protocol):
@@ -48,7 +48,7 @@ def _caps(options: AgentOptions) -> dict[str, int | None]:
 
 
 @uses(states=("opening_session", "reading_reply"))
-class _TerminalRenderer(TextRenderer):
+class TerminalRenderer(TextRenderer):
     """Text output for the terminal: no line per transition, the status line instead; tool calls as one line."""
 
     def __init__(self, session: _Session, options: AgentOptions) -> None:

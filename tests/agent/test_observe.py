@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from queryloop.frontends import console, interactive, sdk_protocol
+from queryloop.frontends import console, sdk_protocol, status_line
 from queryloop.fsm import Program, SpecError, Step, check_observers, load_machine, uses
 from queryloop.fsm.model.contract import reads_of
 from queryloop.handlers.session.services.transcript import TranscriptWriter
@@ -34,8 +34,8 @@ OBSERVERS = {
     "queryloop/frontends/console.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
     "queryloop/frontends/renderer.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
     "queryloop/frontends/stream_json.py": (console.TextRenderer, console.JsonRenderer, console.StreamJsonRenderer),
-    "queryloop/frontends/interactive.py": (interactive._TerminalRenderer,),
-    "queryloop/frontends/status_line.py": (interactive._TerminalRenderer,),
+    "queryloop/frontends/interactive.py": (status_line.TerminalRenderer,),
+    "queryloop/frontends/status_line.py": (status_line.TerminalRenderer,),
     "queryloop/frontends/sdk_protocol.py": (sdk_protocol._SessionRenderer,),
     "handlers/session/services/transcript.py": (TranscriptWriter,),
     "queryloop/run/agent.py": (AgentRun,),
@@ -170,7 +170,7 @@ def test_observers_are_told_every_step_in_order_and_the_items_between(tmp_path: 
 def test_one_renderer_class_per_format_with_no_private_overrides() -> None:
     assert set(console.RENDERERS) == {"text", "json", "stream-json"}
     assert len(set(console.RENDERERS.values())) == 3
-    subclasses = (interactive._TerminalRenderer, sdk_protocol._SessionRenderer, *console.RENDERERS.values())
+    subclasses = (status_line.TerminalRenderer, sdk_protocol._SessionRenderer, *console.RENDERERS.values())
     for cls in subclasses:
         for name in vars(cls):
             if name.startswith("_") and not name.startswith("__"):
