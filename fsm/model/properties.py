@@ -406,6 +406,11 @@ class Watcher:
     ``by``, enters one of its states)."""
     ended: Mapping[str, str] = attrs.field(factory=dict)
     """``ends`` properties: per reason whose edges end where a rule does not allow, what it breaks."""
+    by_reason: Mapping[str, _Touched] = attrs.field(
+        default=attrs.Factory(lambda self: _by_reason(self), takes_self=True), init=False
+    )
+    """The four tables above joined per reason, so a step looks its reason up once (a reason no property
+    names: one dictionary miss)."""
 
     @classmethod
     def of(cls, spec: MachineSpec, counter_names: tuple[str, ...]) -> Watcher:
@@ -442,39 +447,46 @@ class Watcher:
 class Watch:
     """What one run has done against each watched property; :meth:`broken_by` names what a step would break."""
 
-    __slots__ = ("_actions", "_counts", "_ended", "_limits", "_path_actions", "_paths", "_seen", "_windows", "_zeroed")
+    __slots__ = ("_by_reason", "_counts", "_limits", "_paths", "_seen", "_windows")
 
     def __init__(self, watcher: Watcher, limits: tuple[int | None, ...]) -> None:
-        self._actions = watcher.actions
-        self._zeroed = watcher.zeroed
+        self._by_reason = watcher.by_reason
         self._windows = watcher.windows
         self._limits = limits
         self._counts = [0] * len(limits)
         self._paths = watcher.paths
-        self._path_actions = watcher.path_actions
         self._seen = [watcher.spec.initial in p.by for p in watcher.spec.properties if p.kind == "preceded"]
-        self._ended = watcher.ended
 
     def broken_by(self, reason: str, counters: tuple[int, ...]) -> str | None:
         """Count a step taken for ``reason`` (``counters``: after it); the first property it breaks, else ``None``."""
-        return (
-            self._not_zeroed(reason, counters)
-            or self._ended.get(reason)
-            or self._path_broken(reason)
-            or self._window_broken(reason, counters)
-        )
+        touched = self._by_reason.get(reason)
+        if touched is None:
+            return None  # no property names the reason
+        zeroed, ended, paths, windows = touched
+        if zeroed:
+            broken = self._not_zeroed(reason, counters, zeroed)
+            if broken is not None:
+                return broken
+        if ended is not None:
+            return ended
+        if paths:
+            broken = self._path_broken(reason, paths)
+            if broken is not None:
+                return broken
+        return self._window_broken(reason, counters, windows) if windows else None
 
-    def _not_zeroed(self, reason: str, counters: tuple[int, ...]) -> str | None:
+    @staticmethod
+    def _not_zeroed(reason: str, counters: tuple[int, ...], zeroed: tuple[tuple[int, str, str], ...]) -> str | None:
         """A ``resets`` property: a counter it wants at 0 after ``reason`` is not."""
-        for index, name, said in self._zeroed.get(reason, ()):
+        for index, name, said in zeroed:
             if counters[index]:
                 return f"{said}: {name} is {counters[index]} after {reason!r}, not 0"
         return None
 
-    def _path_broken(self, reason: str) -> str | None:
+    def _path_broken(self, reason: str, actions: tuple[tuple[int, bool, bool, bool], ...]) -> str | None:
         """A ``preceded`` property: ``reason`` enters one of its states with no step into its ``by`` first."""
         seen = self._seen
-        for i, restarts, marks, checks in self._path_actions.get(reason, ()):
+        for i, restarts, marks, checks in actions:
             if restarts:
                 seen[i] = False
             if marks:
@@ -483,10 +495,12 @@ class Watch:
                 return f"{self._paths[i]}, and {reason!r} enters one of its states"
         return None
 
-    def _window_broken(self, reason: str, counters: tuple[int, ...]) -> str | None:
+    def _window_broken(
+        self, reason: str, counters: tuple[int, ...], actions: tuple[tuple[int, bool], ...]
+    ) -> str | None:
         """An ``at_most`` or ``in_a_row`` property: the step counted in (or restarting) each window it touches."""
         counts = self._counts
-        for i, counting in self._actions.get(reason, ()):
+        for i, counting in actions:
             if not counting:
                 counts[i] = 0
                 continue
@@ -582,6 +596,26 @@ def _paths(spec: MachineSpec) -> tuple[tuple[str, ...], dict[str, tuple[tuple[in
             f"{', '.join(prop.by)} since the {prop.per} began"
         )
     return tuple(paths), {r: tuple(a) for r, a in path_actions.items()}
+
+
+_Touched = tuple[
+    tuple[tuple[int, str, str], ...], str | None, tuple[tuple[int, bool, bool, bool], ...], tuple[tuple[int, bool], ...]
+]
+"""What a step for one reason does to the watch: (``zeroed``, ``ended``, ``path_actions``, ``actions``) entries."""
+
+
+def _by_reason(watcher: Watcher) -> dict[str, _Touched]:
+    """The watcher's four per-reason tables joined, for the reasons any of them names."""
+    reasons = {*watcher.zeroed, *watcher.ended, *watcher.path_actions, *watcher.actions}
+    return {
+        r: (
+            watcher.zeroed.get(r, ()),
+            watcher.ended.get(r),
+            watcher.path_actions.get(r, ()),
+            watcher.actions.get(r, ()),
+        )
+        for r in reasons
+    }
 
 
 def _ended(spec: MachineSpec) -> dict[str, str]:

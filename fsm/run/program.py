@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import operator
 import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -43,9 +42,18 @@ def rewritten_fields(run: RunState[Any], seen: tuple[object, ...]) -> str | None
 
     A record is frozen against ``run.x = y``, not against ``object.__setattr__``: an effect that reset
     the counters that way would give a request its whole budget again, unnoticed by the caps."""
+    state, counters, steps, data, params, caps, limits = seen
+    if (
+        run.data is data
+        and run.counters is counters
+        and run.state is state
+        and run.steps is steps
+        and run.params is params
+        and run.caps is caps
+        and run.limits is limits
+    ):
+        return None  # the common case: compared in place, no tuple of the fields built
     now = handed_fields(run)
-    if all(map(operator.is_, now, seen)):
-        return None  # the common case, one C-level pass
     return ", ".join(name for name, a, b in zip(_WATCHED_FIELDS, now, seen, strict=True) if a is not b)
 
 
@@ -138,6 +146,17 @@ def _paths(frame: Frame, prefix: str = "") -> list[str]:
             [prefix + name] if sub is True else _paths(sub, f"{prefix}{name}.") if isinstance(sub, Mapping) else []
         )
     return out
+
+
+def _counted(edge: _Edge, counters: tuple[int, ...]) -> tuple[int, ...]:
+    """``counters`` after ``edge`` resets and counts; the same tuple when nothing changes (resets of zeros)."""
+    values = list(counters)
+    for i in edge.resets:
+        values[i] = 0
+    if edge.counter is not None:
+        values[edge.counter] += 1
+    fresh = tuple(values)
+    return counters if fresh == counters else fresh
 
 
 class StateBook:
@@ -435,17 +454,23 @@ class Program:
             )
 
     def step(
-        self, run: RunState[Any], event: Event[object], book: StateBook | None = None
+        self,
+        run: RunState[Any],
+        event: Event[object],
+        book: StateBook | None = None,
+        fields: tuple[object, ...] | None = None,
     ) -> tuple[RunState[Any], Step]:
         """Take one transition: choose the edge, run the state's exit and the edge's handler, update counters.
 
         The exit and the handler each return the new run data; the next run state is built
-        here. Pure but for ``book``.
+        here. Pure but for ``book``. ``fields``: ``handed_fields(run)`` when the caller has just
+        taken them (the runner, before the effect), so the step need not take them again.
         """
         edge = self.choose(run, event)
         data = run.data
         exit_handler = self.exits.get(run.state)
-        fields = handed_fields(run) if exit_handler is not None or edge.handler is not None else ()
+        if fields is None:
+            fields = handed_fields(run) if exit_handler is not None or edge.handler is not None else ()
         if exit_handler is not None:
             data = self._apply(exit_handler, self._exit_what[run.state], run, event)
             self._unchanged(run, fields, self._exit_what[run.state])
@@ -464,14 +489,7 @@ class Program:
             self._invariants_hold(edge, data)
         counters = run.counters
         if edge.resets or edge.counter is not None:
-            values = list(counters)
-            for i in edge.resets:
-                values[i] = 0
-            if edge.counter is not None:
-                values[edge.counter] += 1
-            fresh = tuple(values)
-            if fresh != counters:  # resets of counters already at 0 change nothing: the same tuple goes on
-                counters = fresh
+            counters = _counted(edge, counters)
         if book is not None:
             self._bookkeep(book, run.state, edge)
         # by position, in field order (machine, state, counter_names, caps, limits, counters, params, data, steps)

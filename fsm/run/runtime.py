@@ -194,7 +194,7 @@ class Runner(Generic[D, S]):
                 # outcome it returned is not taken; the caller's abort edge is (from the data it saved)
                 raise asyncio.CancelledError(f"the effect of state {state_name!r} swallowed a cancellation")
             self._saved = None
-            return self._advance(event, state_name)
+            return self._advance(event, state_name, fields)  # the fields just found unchanged
         except Exception as exc:
             self._saved = None
             return self._fail(exc)
@@ -214,7 +214,7 @@ class Runner(Generic[D, S]):
             self.final = run_as_seen(handed, fields)
         return changed
 
-    def _advance(self, event: object, state_name: str) -> Step:
+    def _advance(self, event: object, state_name: str, fields: tuple[object, ...]) -> Step:
         program = self.program
         if isinstance(event, str):
             event = Event(name=event)
@@ -231,7 +231,7 @@ class Runner(Generic[D, S]):
                 f"effect of state {state_name!r} returned event {name!r}, which the state does not "
                 f"declare in `emits` ({', '.join(sorted(program.emits[state_name]))})"
             )
-        nxt, step = program.step(self.final, event, self._book)
+        nxt, step = program.step(self.final, event, self._book, fields)
         if self._watch is not None:
             broken = self._watch.broken_by(step.reason, step.counters)
             if broken is not None:  # the step is not taken: the run ends in internal_error, naming the property
