@@ -6,6 +6,7 @@ state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, Self, TypeVar
 
 import attrs
@@ -16,24 +17,33 @@ __all__ = ["Notice", "Outcome", "SharedData", "evolve", "evolved", "with_outcome
 
 A = TypeVar("A", bound=attrs.AttrsInstance)
 
-_INIT_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
 
 
 def evolve(record: A, **changes: Any) -> A:
-    """``attrs.evolve(record, **changes)``, the class's init fields looked up once per class.
+    """``attrs.evolve(record, **changes)``, by a copying function written once per class.
 
-    The handlers copy a record a few times every tool turn; attrs' own looks the fields up at each
-    copy. A class's fields never change, so its ``(name, alias)`` pairs are kept by class. The copy
-    is built by the class's constructor, so its validators and converters run as with attrs'.
+    The handlers copy a record a few times every tool turn; attrs' own looks the fields up at
+    each copy, and a loop over them costs as much. A class's fields never change, so its copy
+    reads them by name in one call. The copy is built by the class's constructor, so its
+    validators and converters run as with attrs', and an unknown name is refused as there.
     """
     cls = type(record)
-    fields = _INIT_FIELDS.get(cls)
-    if fields is None:
-        fields = _INIT_FIELDS[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
-    for name, alias in fields:
-        if alias not in changes:
-            changes[alias] = getattr(record, name)
-    return cls(**changes)
+    copy = _COPIERS.get(cls)
+    if copy is None:
+        copy = _COPIERS[cls] = _copier(cls)
+    return copy(record, changes)  # type: ignore[no-any-return]
+
+
+def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    """``copy(record, changes)``: a new ``cls`` from ``record``'s init fields, ``changes`` put over them.
+
+    Its source names only ``cls``'s own attrs fields (identifiers, never data of a run)."""
+    pairs = ", ".join(f"{a.alias!r}: record.{a.name}" for a in attrs.fields(cls) if a.init)
+    namespace: dict[str, Any] = {"cls": cls}
+    exec(f"def copy(record, changes):\n    return cls(**{{{pairs}, **changes}})\n", namespace)
+    copier: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
+    return copier
 
 
 @attrs.frozen(kw_only=True, slots=True)

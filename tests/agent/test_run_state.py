@@ -10,11 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anthropic
+import attrs
 import pytest
 from aiohttp import web
 
 from queryloop.fsm import Event
 from queryloop.handlers.messages import ToolCall
+from queryloop.handlers.outcome import evolve
 from queryloop.handlers.request import AnthropicBackend, ModelCall, ModelFailure, ModelReply, TokenCount
 from queryloop.handlers.tools import GateOutcome, record_gate
 from queryloop.run.agent import AgentRun
@@ -137,3 +139,30 @@ def test_the_http_backend_tells_a_lasting_count_tokens_refusal_from_a_transient_
             await runner.cleanup()
 
     assert asyncio.run(main()) == TokenCount(tokens=None, offered=offered)
+
+
+@attrs.frozen(kw_only=True)
+class _Slice:
+    """A record with a private field (given by its alias) and a validator, as the run data's slices have."""
+
+    count: int = attrs.field(validator=attrs.validators.ge(0))
+    _note: str = "kept"
+    names: tuple[str, ...] = ()
+
+
+def test_a_record_copy_keeps_the_fields_it_is_not_given_and_its_private_ones() -> None:
+    record = _Slice(count=1, note="mine", names=("a",))
+
+    copy = evolve(record, count=2)
+
+    assert copy == _Slice(count=2, note="mine", names=("a",))
+    assert evolve(copy, note="other") == _Slice(count=2, note="other", names=("a",))
+
+
+def test_a_record_copy_runs_the_validators_and_refuses_a_field_the_record_lacks() -> None:
+    record = _Slice(count=1)
+
+    with pytest.raises(ValueError, match="count"):
+        evolve(record, count=-1)
+    with pytest.raises(TypeError, match="countt"):
+        evolve(record, countt=2)
