@@ -18,7 +18,7 @@ import transitions
 
 from ..errors import HandlerError, InternalError, TransitionError
 from ..model.load import INTERNAL_ERROR, Machine
-from ..model.properties import Watcher
+from ..model.watch import Watcher
 from .records import Event, RunState, Step
 
 __all__ = ["Program", "StateBook", "handed_fields", "rewritten_fields", "run_as_seen"]

@@ -16,7 +16,7 @@ import attrs
 
 from ..errors import HandlerError, InternalError, TransitionError
 from ..model.load import Machine
-from ..model.properties import Watch
+from ..model.watch import Watch
 from .program import Program, StateBook, handed_fields, rewritten_fields, run_as_seen
 from .records import Event, RunFailure, RunState, Step
 
