@@ -17,53 +17,26 @@ import yaml
 from queryloop.fsm import Counterexample, MachineSpec, PlannedStep
 
 from .replay_events import (
-    _CLEARABLE,
     BIG_CHARS,
     BIG_FILES,
     CHILD_HOLD_MS,
     CHILD_MARK,
+    CLEARABLE_GUARD,
     CLI_PARAMS,
     FALLBACK_MODELS,
-    MAX_GROUPS,
     MODEL,
     OLD_READS,
-    PLAIN_GUARDS,
-    QUICK_REQUESTS,
     READ_FILE,
     REPLY_PAD,
     REPORT_HOLD_MS,
     SCRIPT_BY_EVENT,
     SMALL_MODEL,
-    SWITCH_MODEL,
     SYSTEM_PAD,
-    TRACKED_GUARDS,
-    Script,
 )
-from .replay_realise import _TOOL_TURN, _handler, _realise, _Run, _ScenarioRun, _unplayable_params
+from .replay_realise import TOOL_TURN_HANDLERS, ScenarioRun, TrackedRun, realise, step_handler, unplayable_params
 from .scenario import parse_scenario
 
-__all__ = [
-    "BIG_CHARS",
-    "BIG_FILES",
-    "CHILD_HOLD_MS",
-    "CHILD_MARK",
-    "FALLBACK_MODELS",
-    "MAX_GROUPS",
-    "MODEL",
-    "PLAIN_GUARDS",
-    "QUICK_REQUESTS",
-    "READ_FILE",
-    "REPLY_PAD",
-    "REPORT_HOLD_MS",
-    "SCRIPT_BY_EVENT",
-    "SMALL_MODEL",
-    "SWITCH_MODEL",
-    "SYSTEM_PAD",
-    "TRACKED_GUARDS",
-    "Script",
-    "ScenarioReplayer",
-    "scenario_of",
-]
+__all__ = ["ScenarioReplayer", "scenario_of"]
 
 
 def _agent_call(n: int) -> dict[str, object]:
@@ -116,7 +89,7 @@ def _padded(answer: dict[str, Any]) -> dict[str, Any]:
 class _Written:
     """What a run's scenario holds: each model's answers, the sub-agents' rules, and the run's end."""
 
-    end: _Run
+    end: TrackedRun
     primary: str
     answers: dict[str, list[dict[str, Any]]]
     rules: list[dict[str, Any]]
@@ -140,16 +113,16 @@ class _Writer:
         self.turns: list[list[dict[str, Any]]] = []  # each tool turn's reply content, in order
         self.big = False
 
-    def step(self, i: int, step: PlannedStep, before: _Run, after: _Run) -> None:
+    def step(self, i: int, step: PlannedStep, before: TrackedRun, after: TrackedRun) -> None:
         self._answer(i, step, before)
         self._agents(step, before, after)
-        if _handler(step) in _TOOL_TURN:
+        if step_handler(step) in TOOL_TURN_HANDLERS:
             self.turns.append(self.tool_reply)
-        if step.guards.get(_CLEARABLE):  # the turn OLD_READS back reads big files: now they are cleared
+        if step.guards.get(CLEARABLE_GUARD):  # the turn OLD_READS back reads big files: now they are cleared
             _read_big(self.turns[-OLD_READS])
             self.big = True
 
-    def _answer(self, i: int, step: PlannedStep, before: _Run) -> None:
+    def _answer(self, i: int, step: PlannedStep, before: TrackedRun) -> None:
         """The server's answer to the step's request, if one answers it."""
         script = SCRIPT_BY_EVENT[step.event]
         if self.pending and script.kind != "shape":
@@ -169,7 +142,7 @@ class _Writer:
         if step.event == "asked_for_tools":
             self.tool_reply = self.last["reply"]["content"]
 
-    def _agents(self, step: PlannedStep, before: _Run, after: _Run) -> None:
+    def _agents(self, step: PlannedStep, before: TrackedRun, after: TrackedRun) -> None:
         """An Agent call joining this tool turn's reply, its child's rule, and its report's timing."""
         launched = after.agent and not before.agent
         if step.event == "agent_call_waiting" or launched:
@@ -189,7 +162,7 @@ class _Writer:
 def _script(spec: MachineSpec, steps: Sequence[PlannedStep]) -> _Written:
     """Each model's scripted answers along ``steps``, the sub-agents' rules, and the run at the end (ValueError:
     the first step no scenario plays)."""
-    runs = _realise(spec, steps)
+    runs = realise(spec, steps)
     small = next((s.event == "over_threshold" for s in steps if s.source == "checking_context"), False)
     writer = _Writer(small)
     for i, step in enumerate(steps):
@@ -212,7 +185,7 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
     """
     if example.run is None:
         raise ValueError(f"no run to write: {example.why}")
-    unplayable = _unplayable_params(spec, example.params)
+    unplayable = unplayable_params(spec, example.params)
     if unplayable:
         raise ValueError(unplayable)
     written = _script(spec, example.run.steps)
@@ -259,13 +232,13 @@ def scenario_of(spec: MachineSpec, example: Counterexample, *, name: str) -> dic
 class ScenarioReplayer:
     """The program's :class:`~queryloop.fsm.verify.counterexample.Replayer`: scenarios for the embedded server."""
 
-    def realiser(self, spec: MachineSpec, params: Mapping[str, object] | None = None) -> _ScenarioRun:
-        return _ScenarioRun(spec, params)
+    def realiser(self, spec: MachineSpec, params: Mapping[str, object] | None = None) -> ScenarioRun:
+        return ScenarioRun(spec, params)
 
     def unscriptable(
         self, spec: MachineSpec, steps: Sequence[PlannedStep], params: Mapping[str, object] | None = None
     ) -> str | None:
-        unplayable = _unplayable_params(spec, params or {})
+        unplayable = unplayable_params(spec, params or {})
         if unplayable:
             return unplayable
         try:

@@ -16,22 +16,29 @@ from queryloop.fsm import PlannedStep
 __all__ = [
     "BIG_CHARS",
     "BIG_FILES",
+    "CHAIN_GUARD",
     "CHILD_HOLD_MS",
     "CHILD_MARK",
+    "CLEARABLE_GUARD",
+    "CLI_PARAMS",
     "FALLBACK_MODELS",
     "MAX_GROUPS",
     "MODEL",
+    "OLD_READS",
     "PLAIN_GUARDS",
     "QUICK_REQUESTS",
     "READ_FILE",
+    "REFUSED_CALL",
     "REPLY_PAD",
+    "REPORTS",
     "REPORT_HOLD_MS",
     "SCRIPT_BY_EVENT",
     "SMALL_MODEL",
     "SWITCH_MODEL",
     "SYSTEM_PAD",
-    "TRACKED_GUARDS",
     "Script",
+    "TRACKED_GUARDS",
+    "refusal_of",
 ]
 
 MODEL = "mock-primary"
@@ -75,9 +82,9 @@ MAX_GROUPS = 4
 OLD_READS = 5
 """Tool turns a microcompaction needs: the oldest one's results are cleared after four more (it keeps the newest 4)."""
 _LAUNCHES = "agent_launches"  # the counter of the Agent calls admitted in this tool turn
-_REFUSED_CALL = "agent_launch_refused"  # the reason of an Agent call of agent_call_waiting that starts no agent
-_REPORTS = ("agent_completed", "agent_failed")
-_CLEARABLE = "old_results_clearable"  # the microcompaction's guard
+REFUSED_CALL = "agent_launch_refused"  # the reason of an Agent call of agent_call_waiting that starts no agent
+REPORTS = ("agent_completed", "agent_failed")
+CLEARABLE_GUARD = "old_results_clearable"  # the microcompaction's guard
 
 
 @attrs.frozen(kw_only=True)
@@ -196,7 +203,7 @@ TRACKED_GUARDS: Mapping[str, str] = {
         " on a 200 000-token window (the reads of that older turn are made big)"
     ),
 }
-"""The guards the run's tracked data decides, and how (:class:`_Run`)."""
+"""The guards the run's tracked data decides, and how (:class:`TrackedRun`)."""
 
 PLAIN_GUARDS: Mapping[str, bool | None] = {
     "escalation_configured": False,  # no escalated max_tokens
@@ -214,14 +221,14 @@ PLAIN_GUARDS: Mapping[str, bool | None] = {
 or, for the others, no scenario fixes it."""
 
 
-def _refusal(step: PlannedStep) -> str | None:
+def refusal_of(step: PlannedStep) -> str | None:
     """Why no scenario makes ``step`` happen, whatever the run did before it (None: some run may)."""
     script = SCRIPT_BY_EVENT.get(step.event)
     if script is None:
         return f"event {step.event!r} has no script"
     if script.kind == "never":
         return f"event {step.event!r} {script.why}"
-    if script.kind == "call" and step.reason != _REFUSED_CALL and step.counters.get(_LAUNCHES, 0) > 0:
+    if script.kind == "call" and step.reason != REFUSED_CALL and step.counters.get(_LAUNCHES, 0) > 0:
         # the first admitted call of the turn runs until a later turn: a second would run beside it
         return "a second Agent call admitted in one tool turn (a scenario times one sub-agent at a time)"
     for guard, value in step.guards.items():

@@ -1,6 +1,6 @@
 """What a scenario's run tracks along a path of the machine, and whether a scenario can make each step happen.
 
-Owns the realiser ``check``'s search asks (:class:`_ScenarioRun`) and :func:`_realise`, which the writer follows;
+Owns the realiser ``check``'s search asks (:class:`ScenarioRun`) and :func:`realise`, which the writer follows;
 not the table of scripts (replay_events) nor the scenario written (replay).
 """
 
@@ -15,22 +15,24 @@ from queryloop.fsm import MachineSpec, PlannedStep, TransitionSpec
 from queryloop.handlers.context import RAPID_TURNS  # a compaction fewer tool turns after the last is rapid
 
 from .replay_events import (
-    _CLEARABLE,
-    _REFUSED_CALL,
-    _REPORTS,
     CHAIN_GUARD,
+    CLEARABLE_GUARD,
     CLI_PARAMS,
     FALLBACK_MODELS,
     MAX_GROUPS,
     MODEL,
     OLD_READS,
     QUICK_REQUESTS,
+    REFUSED_CALL,
+    REPORTS,
     SCRIPT_BY_EVENT,
     SMALL_MODEL,
     SWITCH_MODEL,
     TRACKED_GUARDS,
-    _refusal,
+    refusal_of,
 )
+
+__all__ = ["ScenarioRun", "TOOL_TURN_HANDLERS", "TrackedRun", "realise", "step_handler", "unplayable_params"]
 
 
 @attrs.frozen
@@ -60,7 +62,7 @@ class _Chain:
             if least > used:
                 return f"guard {CHAIN_GUARD!r} must be False, but an earlier step needed a fallback model left"
             fixed = True
-        if _handler(step) == SWITCH_MODEL:
+        if step_handler(step) == SWITCH_MODEL:
             if fixed or used >= len(FALLBACK_MODELS):
                 return f"{step.reason!r} switches to the next fallback model, and none is left"
             used += 1
@@ -71,7 +73,7 @@ class _Chain:
 
 
 @attrs.frozen
-class _Run:
+class TrackedRun:
     """What later steps of a scenario's run depend on: the chain, the primary model, the transcript's API-round
     groups, the compaction in progress and the ones before, and the background sub-agent."""
 
@@ -99,7 +101,7 @@ class _Run:
         return bool(self.small) and not self.chain.used
 
 
-def _handler(step: PlannedStep) -> str:
+def step_handler(step: PlannedStep) -> str:
     return _handler_of(step.transition)
 
 
@@ -121,13 +123,13 @@ _NEW_GROUP = frozenset(
         "continue_paused_turn",
     }
 )
-_TOOL_TURN = frozenset({"record_tool_results", "record_tool_results_at_turn_limit"})
+TOOL_TURN_HANDLERS = frozenset({"record_tool_results", "record_tool_results_at_turn_limit"})
 _PLAN_ENDS = frozenset({"note_compaction_failure", "surface_prompt_too_long"})
 _CLEAR = "clear_old_tool_results"  # the microcompaction's handler
 # the steps that change what the run tracks, or read it (any other step leaves it as it was)
 _TRACKED_HANDLERS = (
     _NEW_GROUP
-    | _TOOL_TURN
+    | TOOL_TURN_HANDLERS
     | _PLAN_ENDS
     | {
         "plan_compaction",
@@ -139,21 +141,23 @@ _TRACKED_HANDLERS = (
     }
 )
 _TRACKED_EVENTS = frozenset(
-    {"within_threshold", "over_threshold", "agent_call_waiting", "tools_finished", "no_agent_report", *_REPORTS}
+    {"within_threshold", "over_threshold", "agent_call_waiting", "tools_finished", "no_agent_report", *REPORTS}
 )
 
 
 class _Realiser:
-    """What makes each step of a scenario's run happen, from what the run did before it (:class:`_Run`)."""
+    """What makes each step of a scenario's run happen, from what the run did before it (:class:`TrackedRun`)."""
 
     def __init__(self, spec: MachineSpec) -> None:
         self.admits = "agent_call_waiting" in spec.events  # Agent calls are admitted one by one (admitting_agents)
         self._kinds: dict[tuple[str, str, tuple[str, ...]], tuple[bool, bool]] = {}
 
-    def options(self, run: _Run, step: PlannedStep, *, refused: bool = True) -> list[tuple[_Run, Any]] | str:
+    def options(
+        self, run: TrackedRun, step: PlannedStep, *, refused: bool = True
+    ) -> list[tuple[TrackedRun, Any]] | str:
         """Every run after ``step`` (with the model that answers it, if a request does), or why none (``refused``:
-        whether to ask :func:`_refusal` first; the search has)."""
-        why = _refusal(step) if refused else None
+        whether to ask :func:`refusal_of` first; the search has)."""
+        why = refusal_of(step) if refused else None
         if why is not None:
             return why
         answered, plain = self._kind(step)
@@ -187,12 +191,12 @@ class _Realiser:
         if found is None:
             answered = SCRIPT_BY_EVENT[step.event].kind in ("answer", "shape")
             tracked = set(step.guards) & set(TRACKED_GUARDS)
-            handler = _handler(step)
+            handler = step_handler(step)
             plain = not tracked and step.event not in _TRACKED_EVENTS and handler not in _TRACKED_HANDLERS
             found = self._kinds[key] = (answered, plain)
         return found
 
-    def _context(self, run: _Run, step: PlannedStep) -> _Run | str:
+    def _context(self, run: TrackedRun, step: PlannedStep) -> TrackedRun | str:
         """The threshold's decision: fixed by the primary model (at the first check), then by the current one."""
         if step.event not in ("within_threshold", "over_threshold"):
             return run
@@ -205,10 +209,10 @@ class _Realiser:
             return f"{run.model}'s window is 200 000 tokens: no scripted transcript reaches its auto-compact threshold"
         return f"on {SMALL_MODEL} every request is over the auto-compact threshold (the system prompt is padded)"
 
-    def _guards(self, run: _Run, step: PlannedStep) -> _Run | str:
+    def _guards(self, run: TrackedRun, step: PlannedStep) -> TrackedRun | str:
         for guard, value in step.guards.items():
-            if guard not in TRACKED_GUARDS or guard in (CHAIN_GUARD, "agents_running", _CLEARABLE):
-                continue  # a plain run's (_refusal), the chain's, the agents' (_agents) and the reads' (_reads)
+            if guard not in TRACKED_GUARDS or guard in (CHAIN_GUARD, "agents_running", CLEARABLE_GUARD):
+                continue  # a plain run's (refusal_of), the chain's, the agents' (_agents) and the reads' (_reads)
             held = self._guard(run, step, guard)
             if held is None and not run.groups:
                 return f"guard {guard!r} reads the count of rounds, which a run on {MODEL} does not keep"
@@ -220,7 +224,7 @@ class _Realiser:
                 return f"guard {guard!r} must be {value}, but the run has it {held} ({TRACKED_GUARDS[guard]})"
         return run
 
-    def _guard(self, run: _Run, step: PlannedStep, guard: str) -> bool | str | None:
+    def _guard(self, run: TrackedRun, step: PlannedStep, guard: str) -> bool | str | None:
         """The value the run gives ``guard`` (None: it reads a count too large to follow; a string: untracked)."""
         if guard == "can_compact":
             return run.groups >= 2 if run.groups else None
@@ -230,28 +234,30 @@ class _Realiser:
             return None if run.plan < 0 else run.plan >= 2
         return f"guard {guard!r} is not tracked"
 
-    def _reads(self, run: _Run, step: PlannedStep) -> _Run | str:
+    def _reads(self, run: TrackedRun, step: PlannedStep) -> TrackedRun | str:
         """The reads a microcompaction clears: a tool turn's reads are made big (two files of :data:`BIG_CHARS`,
         about 15 000 tokens) when, at the first check within the threshold after four more tool turns, the
         microcompaction must happen; the reads of those four stay small (else clearing would not pay)."""
         if step.event == "within_threshold":
-            clears = bool(step.guards.get(_CLEARABLE))
+            clears = bool(step.guards.get(CLEARABLE_GUARD))
             if clears and not (run.fresh and run.reads >= OLD_READS):
-                return f"guard {_CLEARABLE!r} must be True, but {TRACKED_GUARDS[_CLEARABLE]} is not this check"
+                return (
+                    f"guard {CLEARABLE_GUARD!r} must be True, but {TRACKED_GUARDS[CLEARABLE_GUARD]} is not this check"
+                )
             return attrs.evolve(run, fresh=False, reads=0 if clears else run.reads)
-        if _handler(step) in _TOOL_TURN:
+        if step_handler(step) in TOOL_TURN_HANDLERS:
             if run.over:  # on the small window a big read would overflow it: this turn's reads stay small
                 return attrs.evolve(run, reads=0, fresh=True)
             return attrs.evolve(run, reads=min(run.reads + 1, OLD_READS), fresh=True)
-        if _handler(step) in ("apply_compaction", "apply_manual_compaction"):
+        if step_handler(step) in ("apply_compaction", "apply_manual_compaction"):
             return attrs.evolve(run, reads=0)
         return run
 
-    def _agents(self, run: _Run, step: PlannedStep) -> _Run | str:
+    def _agents(self, run: TrackedRun, step: PlannedStep) -> TrackedRun | str:
         """A launch (an Agent call of this tool turn), a report, or none: one background sub-agent at a time."""
         running = step.guards.get("agents_running")
         if step.event == "agent_call_waiting":
-            if step.reason == _REFUSED_CALL:
+            if step.reason == REFUSED_CALL:
                 return run  # at the cap: the call gets an error, no agent starts
             if run.agent:
                 return "a second background sub-agent while one runs (a scenario times one at a time)"
@@ -262,13 +268,13 @@ class _Realiser:
             return f"agents_running must be {running}, but the run has it {run.agent}"
         if step.source == "collecting_agent_reports":
             return _collected(run, step)
-        if step.source == "awaiting_agents" and step.event in _REPORTS:
+        if step.source == "awaiting_agents" and step.event in REPORTS:
             if not run.agent:
                 return "no background sub-agent to wait for"
             return attrs.evolve(run, agent=False, quick=0)
         return run
 
-    def _launched(self, run: _Run, running: bool) -> _Run | str:
+    def _launched(self, run: TrackedRun, running: bool) -> TrackedRun | str:
         """After a tool turn: whether a sub-agent runs (one this turn's reply started, if none is admitted apart)."""
         if running and not run.agent:
             if self.admits:
@@ -278,12 +284,12 @@ class _Realiser:
             return "agents_running must be False, but the run's background sub-agent has not reported"
         return run
 
-    def _effect(self, run: _Run, step: PlannedStep) -> _Run | str:
+    def _effect(self, run: TrackedRun, step: PlannedStep) -> TrackedRun | str:
         """What the step's edge handler does to the groups and the compaction in progress."""
-        handler = _handler(step)
+        handler = step_handler(step)
         if handler in _NEW_GROUP:
             return attrs.evolve(run, groups=_more(run.groups))
-        if handler in _TOOL_TURN:
+        if handler in TOOL_TURN_HANDLERS:
             return attrs.evolve(run, since=min(run.since + 1, RAPID_TURNS))
         if handler == "plan_compaction":
             return attrs.evolve(run, plan=run.groups - 1 if 0 < run.groups <= MAX_GROUPS else -1)
@@ -301,38 +307,38 @@ class _Realiser:
         return run
 
 
-class _ScenarioRun:
+class ScenarioRun:
     """The realiser of a scenario's run (:class:`~queryloop.fsm.verify.paths.Realiser`): a step happens only if
     the table scripts it, its fixed guards hold in a plain offline run, and the run's tracked data allows it."""
 
     def __init__(self, spec: MachineSpec, params: Mapping[str, object] | None = None) -> None:
         self.spec = spec
         self.realiser = _Realiser(spec)
-        self.unplayable = _unplayable_params(spec, params or {})
+        self.unplayable = unplayable_params(spec, params or {})
 
-    def start(self) -> _Run:
-        return _Run()
+    def start(self) -> TrackedRun:
+        return TrackedRun()
 
-    def lower_bound(self, target: tuple[str, str]) -> Callable[[_Run], int] | None:
+    def lower_bound(self, target: tuple[str, str]) -> Callable[[TrackedRun], int] | None:
         """For an edge that clears old results: the steps the tool turns it still needs take at least."""
-        edges = [t for t in self.spec.transitions if (t.source, t.reason) == target and _CLEARABLE in t.guards]
-        turns = [t for t in self.spec.transitions if _handler_of(t) in _TOOL_TURN]
+        edges = [t for t in self.spec.transitions if (t.source, t.reason) == target and CLEARABLE_GUARD in t.guards]
+        turns = [t for t in self.spec.transitions if _handler_of(t) in TOOL_TURN_HANDLERS]
         if not edges or not turns:
             return None
         ahead = _state_distances(self.spec)
         gap = min(ahead[a.dest].get(b.source, _FAR) + 1 for a in turns for b in turns)
         back = min(ahead[a.dest].get(target[0], _FAR) for a in turns) + 1  # to the check, and the edge itself
 
-        def need(run: _Run) -> int:
+        def need(run: TrackedRun) -> int:
             turns_left = max(0, OLD_READS - run.reads) if run.reads < OLD_READS or run.fresh else 1
             return 1 if turns_left == 0 else 1 + (turns_left - 1) * gap + back
 
         return need
 
     def refuse(self, step: PlannedStep) -> str | None:
-        return self.unplayable or _refusal(step)
+        return self.unplayable or refusal_of(step)
 
-    def advance(self, data: _Run, step: PlannedStep) -> Iterable[tuple[_Run, object]]:
+    def advance(self, data: TrackedRun, step: PlannedStep) -> Iterable[tuple[TrackedRun, object]]:
         found = self.realiser.options(data, step, refused=False)  # the search asked refuse() first
         return () if isinstance(found, str) else found  # the note: the model that answers the step
 
@@ -361,7 +367,7 @@ def _state_distances(spec: MachineSpec) -> dict[str, dict[str, int]]:
     return out
 
 
-def _collected(run: _Run, step: PlannedStep) -> _Run | str:
+def _collected(run: TrackedRun, step: PlannedStep) -> TrackedRun | str:
     """The report a tool turn finds, or none: timed by the requests since the launch (the child's answer is held)."""
     if step.event == "no_agent_report":
         if not run.agent or run.quick > QUICK_REQUESTS:
@@ -370,14 +376,14 @@ def _collected(run: _Run, step: PlannedStep) -> _Run | str:
                 "its end cannot be timed"
             )
         return run
-    if step.event in _REPORTS:
+    if step.event in REPORTS:
         if not run.agent or run.quick == 0:
             return "a sub-agent cannot be timed to end within the tool turn that launched it"
         return attrs.evolve(run, agent=False, quick=0)
     return run
 
 
-def _unplayable_params(spec: MachineSpec, params: Mapping[str, object]) -> str:
+def unplayable_params(spec: MachineSpec, params: Mapping[str, object]) -> str:
     """Why no scenario replays a run at ``params`` ("" when one may): a scenario's ``cli`` section sets only
     :data:`CLI_PARAMS`; every other param replays at the machine's default."""
     defaults = spec.param_defaults
@@ -388,12 +394,12 @@ def _unplayable_params(spec: MachineSpec, params: Mapping[str, object]) -> str:
     return f"a scenario replays at the machine's defaults but for {', '.join(CLI_PARAMS)}; the run is at {shown}"
 
 
-def _realise(spec: MachineSpec, steps: Sequence[PlannedStep]) -> list[_Run]:
+def realise(spec: MachineSpec, steps: Sequence[PlannedStep]) -> list[TrackedRun]:
     """The run's data before each step and after the last (ValueError: the first step no scenario plays)."""
     realiser = _Realiser(spec)
-    layers: list[dict[_Run, _Run | None]] = [{_Run(): None}]
+    layers: list[dict[TrackedRun, TrackedRun | None]] = [{TrackedRun(): None}]
     for i, step in enumerate(steps, 1):
-        layer: dict[_Run, _Run | None] = {}
+        layer: dict[TrackedRun, TrackedRun | None] = {}
         why = ""
         for run in layers[-1]:
             found = realiser.options(run, step)
@@ -405,8 +411,8 @@ def _realise(spec: MachineSpec, steps: Sequence[PlannedStep]) -> list[_Run]:
         if not layer:
             raise ValueError(f"step {i} ({step.reason}): {why}")
         layers.append(layer)
-    back: _Run | None = next(iter(layers[-1]))
-    runs: list[_Run] = []
+    back: TrackedRun | None = next(iter(layers[-1]))
+    runs: list[TrackedRun] = []
     for layer in reversed(layers):
         assert back is not None
         runs.append(back)

@@ -31,7 +31,8 @@ from queryloop.fsm.verify.check import Finding
 from queryloop.fsm.verify.counterexample import Counterexample
 from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
 from queryloop.handlers.request import AnthropicBackend
-from queryloop.mockapi.replay import REPORT_HOLD_MS, SMALL_MODEL, ScenarioReplayer
+from queryloop.mockapi.replay import ScenarioReplayer
+from queryloop.mockapi.replay_events import REPORT_HOLD_MS, SMALL_MODEL
 
 from .harness import ROOT, CliRun, MockApi, cli_env, run_cli
 

@@ -15,7 +15,8 @@ from queryloop.fsm.model.spec import MachineSpec
 from queryloop.fsm.verify.check import Finding, check_spec
 from queryloop.fsm.verify.counterexample import UNROLL, Counterexample, counterexamples, format_counterexample
 from queryloop.fsm.verify.paths import PlannedPath, PlannedStep, plan_paths, shortest_run
-from queryloop.mockapi.replay import (
+from queryloop.mockapi.replay import ScenarioReplayer, scenario_of
+from queryloop.mockapi.replay_events import (
     BIG_CHARS,
     BIG_FILES,
     CHILD_HOLD_MS,
@@ -27,8 +28,6 @@ from queryloop.mockapi.replay import (
     SCRIPT_BY_EVENT,
     SMALL_MODEL,
     SYSTEM_PAD,
-    ScenarioReplayer,
-    scenario_of,
 )
 from queryloop.mockapi.scenario import load_scenario, parse_scenario
 
