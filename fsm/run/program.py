@@ -265,8 +265,8 @@ class Program:
         self._book.set_state(state, book)
         self._book.models.append(book)
 
-    def initial_state(self, data: object = None, params: Mapping[str, object] | None = None) -> RunState[Any]:
-        """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
+    def run_params(self, params: Mapping[str, object] | None = None) -> Mapping[str, object]:
+        """``params`` over the YAML's defaults, each checked against its declaration, read-only."""
         values = self.spec.param_defaults
         declared = self.spec.param_map
         for key, value in (params or {}).items():
@@ -278,6 +278,11 @@ class Program:
             if problem is not None:
                 raise TransitionError(f"{self.spec.path}: param {key!r} {problem}, not {value!r}")
             values[key] = value
+        return MappingProxyType(values)  # read-only: no effect, guard or handler may change a cap mid-run
+
+    def initial_state(self, data: object = None, params: Mapping[str, object] | None = None) -> RunState[Any]:
+        """A fresh run state at ``initial`` with zeroed counters and resolved caps."""
+        values = self.run_params(params)
         caps = tuple(self.spec.cap_of(c, values) for c in self.spec.counters)
         return RunState(
             machine=self.spec.name,
@@ -286,7 +291,7 @@ class Program:
             caps=caps,
             limits=tuple(sys.maxsize if c is None else c for c in caps),
             counters=(0,) * len(caps),
-            params=MappingProxyType(values),  # read-only: no effect, guard or handler may change a cap mid-run
+            params=values,
             data=data,
         )
 

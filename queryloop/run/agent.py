@@ -144,7 +144,7 @@ def _check_fallback_models(options: AgentOptions) -> None:
 def _run_params(program: Program, options: AgentOptions, state: RunState[AgentData] | None) -> Mapping[str, object]:
     """The params the run's runner will hold: a continued run's own, else the options' over the YAML's defaults
     (checked here as the runner checks them)."""
-    return state.params if state is not None else program.initial_state(None, run_params(options)).params
+    return state.params if state is not None else program.run_params(run_params(options))
 
 
 def _transcript(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections import ChainMap
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -215,7 +216,7 @@ def _web_requests(options: AgentOptions, backend: ModelBackend) -> WebRequests:
     return WebRequests(
         backend=backend,
         model=options.request.model,
-        env={**os.environ, **options.tools.env},
+        env=ChainMap(dict(options.tools.env), os.environ),  # read when a web tool asks, not copied per run
         named_hosts=named_hosts(specifiers),
         idle_timeout_s=options.request.idle_timeout_s,
         deadline_s=options.request.request_timeout_s,
@@ -228,8 +229,11 @@ def hook_runner(options: AgentOptions) -> HookRunner:
         config=options.hooks,
         cwd=options.cwd,
         session_id=options.session.session_id,
-        # as Claude Code, kept or not; a sub-agent's hooks are told the session's (SubagentStop: its own besides)
-        transcript_path=str(attrs.evolve(options.session_paths(), agent_id=None).transcript),
+        # as Claude Code, kept or not; a sub-agent's hooks are told the session's (SubagentStop: its own besides).
+        # Without hooks nothing reads it, and finding it resolves the working directory on the filesystem.
+        transcript_path=str(attrs.evolve(options.session_paths(), agent_id=None).transcript)
+        if options.hooks.matchers
+        else "",
         permission_mode=options.permissions.mode,
         prompt_id=options.prompt_id,
         agent_id=options.agents.agent_id,  # a sub-agent's hooks are told which agent runs them

@@ -96,6 +96,17 @@ def test_a_cap_param_refuses_a_value_outside_its_type(value: object, problem: st
         Runner(RETRY_FETCH, params={"max_retries": value})
 
 
+def test_a_runs_params_are_checked_and_read_only_without_building_its_state() -> None:
+    """What an agent reads before its runner exists (a sub-agent pool's caps): the runner's params, checked alike."""
+    program = Program(RETRY_FETCH)
+    params = program.run_params({"max_retries": 1})
+    assert params == program.initial_state(params={"max_retries": 1}).params
+    with pytest.raises(TypeError):
+        params["max_retries"] = 9  # type: ignore[index]
+    with pytest.raises(TransitionError, match="unknown param 'max_retry'"):
+        program.run_params({"max_retry": 1})
+
+
 def test_a_nullable_cap_param_takes_null_as_no_limit() -> None:
     program = Program(load_machine(ROOT / "machines/query_loop.yaml"))
     assert program.initial_state(params={"max_turns": None}).cap("turns") is None
