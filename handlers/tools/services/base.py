@@ -14,6 +14,7 @@ import copy
 import errno
 import functools
 import os
+import queue
 import re
 import stat
 import threading
@@ -422,13 +423,51 @@ def raise_if_cancelled() -> None:
         raise ToolError("stopped: the call was cancelled or ran past its deadline")
 
 
+class _Workers:
+    """Daemon threads that run :func:`in_thread`'s work, kept for the next call instead of one thread per call.
+
+    A job goes to an idle worker, and a new worker starts when none is idle: a worker stuck in a
+    system call never holds up a later call. Workers are daemons, so a stuck one cannot keep the
+    process from exiting. At most ``max_idle`` wait for work; one more, finished, ends.
+    """
+
+    def __init__(self, *, max_idle: int) -> None:
+        self._max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle = 0  # workers committed to take the next job from the queue
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job()`` in a worker thread, one started for it when none is idle."""
+        with self._lock:
+            idle = self._idle > 0
+            if idle:
+                self._idle -= 1
+        self._jobs.put(job)
+        if not idle:
+            threading.Thread(target=self._serve, name="queryloop-tool", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()  # a job never raises: ``in_thread``'s catches everything
+            with self._lock:
+                if self._idle >= self._max_idle:
+                    return
+                self._idle += 1
+
+
+# Enough for the file tools a turn runs in parallel; a busier moment starts more, which end once idle.
+_WORKERS = _Workers(max_idle=8)
+
+
 async def in_thread(fn: Callable[[], R]) -> R:
-    """Run blocking ``fn()`` in a new daemon thread and await its result.
+    """Run blocking ``fn()`` in a daemon worker thread and await its result.
 
     Cancelled, the caller stops waiting at once and ``fn`` sees :func:`raise_if_cancelled`
-    raise at its next check. The thread is a daemon so that one stuck in a system call
+    raise at its next check. The workers are daemons so that one stuck in a system call
     cannot keep the process from exiting (``asyncio.to_thread``'s pool threads would:
-    the loop joins them at shutdown).
+    the loop joins them at shutdown), and a stuck one never delays another call (see
+    :class:`_Workers`). ``fn`` runs in a fresh ``contextvars`` context, as in a new thread.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[R] = loop.create_future()
@@ -457,7 +496,7 @@ async def in_thread(fn: Callable[[], R]) -> R:
         else:
             deliver(functools.partial(finish, result, None))
 
-    threading.Thread(target=work, name=f"queryloop-tool-{getattr(fn, '__name__', 'work')}", daemon=True).start()
+    _WORKERS.submit(functools.partial(contextvars.Context().run, work))
     try:
         return await done
     finally:
