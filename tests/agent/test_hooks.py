@@ -157,6 +157,48 @@ def test_stdin_json_and_environment_seen_by_the_hook(tmp_path: Path) -> None:
     }
 
 
+def test_a_hook_gets_this_process_environment_as_it_is_at_the_call_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dump = tmp_path / "env.bin"
+    config = _config("Stop", (None, [f"cat >/dev/null; env -0 > {dump}"]))
+    monkeypatch.setenv("QUERYLOOP_TEST_LATE", "set just before the call")
+    monkeypatch.setitem(os.environb, b"QUERYLOOP_TEST_RAW", b"caf\xe9 \xff")  # not UTF-8: passed on as it is
+    monkeypatch.delenv("QUERYLOOP_TEST_GONE", raising=False)
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", "/somewhere/else")  # the hook's own value wins
+    _run("Stop", {}, config, tmp_path)
+    seen = dict(entry.split(b"=", 1) for entry in dump.read_bytes().split(b"\0") if entry)
+    expected = {**os.environb, b"CLAUDE_PROJECT_DIR": os.fsencode(tmp_path)}
+    assert {k: v for k, v in seen.items() if k not in (b"PWD", b"SHLVL", b"_")} == {
+        k: v for k, v in expected.items() if k not in (b"PWD", b"SHLVL", b"_")
+    }
+    assert seen[b"QUERYLOOP_TEST_RAW"] == b"caf\xe9 \xff"
+    assert seen[b"QUERYLOOP_TEST_LATE"] == b"set just before the call"
+
+
+def test_a_hook_given_an_environment_gets_it_and_not_this_process_one(tmp_path: Path) -> None:
+    dump = tmp_path / "env.bin"
+    config = _config("Stop", (None, [f"cat >/dev/null; env -0 > {dump}"]))
+    asyncio.run(
+        run_hooks(
+            "Stop",
+            {},
+            config,
+            cwd=tmp_path,
+            session_id="s",
+            transcript_path="t",
+            permission_mode="default",
+            env={"PATH": os.environ["PATH"], "ONLY_THIS": "1"},
+        )
+    )
+    seen = dict(entry.split(b"=", 1) for entry in dump.read_bytes().split(b"\0") if entry)
+    assert {k: v for k, v in seen.items() if k not in (b"PWD", b"SHLVL", b"_")} == {
+        b"PATH": os.environb[b"PATH"],
+        b"ONLY_THIS": b"1",
+        b"CLAUDE_PROJECT_DIR": os.fsencode(tmp_path),
+    }
+
+
 def test_a_hook_command_runs_in_bin_sh_as_claude_code_runs_it(tmp_path: Path) -> None:
     """Claude Code 2.1.235 starts a hook as ``/bin/sh -c COMMAND`` whatever ``$SHELL`` says (seen with a
     hook reading its own command line); ``$0`` is what it was started as."""

@@ -220,7 +220,7 @@ async def run_command(
     *,
     event: str,
     cwd: Path,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | Mapping[bytes, bytes],
     timeout_s: float,
     output_limit_bytes: int = CAPTURE_LIMIT_BYTES,
 ) -> HookContribution:
@@ -241,7 +241,7 @@ async def run_command(
             stderr=subprocess.PIPE,
             bufsize=0,
             cwd=cwd,
-            env=dict(env),
+            env=env,
             start_new_session=True,
         )
     except OSError as exc:

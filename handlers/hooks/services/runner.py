@@ -107,7 +107,7 @@ async def run_hooks(
         **payload,
     }
     stdin = json.dumps(stdin_doc, default=str).encode("utf-8")
-    hook_env = {**(os.environ if env is None else env), "CLAUDE_PROJECT_DIR": str(cwd_path)}
+    hook_env = _hook_environment(env, cwd_path)
     runs = [
         _call_function(
             hook,
@@ -130,6 +130,20 @@ async def run_hooks(
     if len(runs) == 1:  # no task of its own: cancelled, the hook still kills and reaps before this re-raises
         return fold_outcome(event, [await runs[0]])
     return fold_outcome(event, await _gather(runs))
+
+
+def _hook_environment(env: Mapping[str, str] | None, cwd: Path) -> Mapping[str, str] | Mapping[bytes, bytes]:
+    """``env`` (default: this process's environment, as it is now) with ``CLAUDE_PROJECT_DIR`` set to ``cwd``.
+
+    The default comes as the bytes ``os.environ`` keeps (``os.environb``'s), copied at C speed: no entry is
+    decoded here and encoded again by ``Popen``, which a hook on every tool call paid for every variable.
+    """
+    if env is not None:
+        return {**env, "CLAUDE_PROJECT_DIR": str(cwd)}
+    kept = getattr(os.environ, "_data", None)  # CPython's store behind os.environ and os.environb
+    if not (os.supports_bytes_environ and isinstance(kept, dict)):  # elsewhere: the text form, encoded by Popen
+        return {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}
+    return {**kept, b"CLAUDE_PROJECT_DIR": os.fsencode(cwd)}
 
 
 async def _gather(runs: Sequence[Awaitable[HookContribution]]) -> list[HookContribution]:
