@@ -502,11 +502,40 @@ def _anthropic_client(startup: Startup, scenario_url: str | None) -> anthropic.A
     http_client = startup.http_client()  # here the run waits for the SDK, if it is still loading
     import anthropic  # loaded by now; not at the top: `queryloop check` and the engine commands never need it
 
+    spans = _unseen_sdk_spans_off()
     if scenario_url is not None:
         return anthropic.AsyncAnthropic(
-            api_key="offline-scenario", base_url=scenario_url, max_retries=0, http_client=http_client
+            api_key="offline-scenario", base_url=scenario_url, max_retries=0, http_client=http_client, **spans
         )
-    return anthropic.AsyncAnthropic(max_retries=0, http_client=http_client)
+    return anthropic.AsyncAnthropic(max_retries=0, http_client=http_client, **spans)
+
+
+_OTEL_NAMES = ("OTEL_", "ANTHROPIC_OPEN_TELEMETRY", "CLAUDE_CODE_ENABLE_TELEMETRY")
+
+
+def _unseen_sdk_spans_off() -> dict[str, Any]:
+    """``open_telemetry=False`` for the CLI's client when the SDK's span per request could reach no one; else {}.
+
+    The SDK (2.x) starts a span for every request and asks the propagators for trace headers. With no
+    tracer provider set, no propagator chosen and no setting of its own, that span records nothing and
+    no header comes of it: work for nothing on every turn. Whatever could make it count keeps the SDK's
+    default: an ``OTEL_*``, ``ANTHROPIC_OPEN_TELEMETRY*`` or telemetry variable, a provider or propagator
+    set before the run (``opentelemetry-instrument``), an SDK without the option. The CLI runs no
+    user Python that could set one later, and queryloop's own telemetry uses a provider of its own.
+    """
+    if any(name.startswith(_OTEL_NAMES) for name in os.environ) or "opentelemetry.propagate" in sys.modules:
+        return {}
+    import inspect
+
+    import anthropic
+
+    if "open_telemetry" not in inspect.signature(anthropic.AsyncAnthropic).parameters:
+        return {}
+    from opentelemetry import trace
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return {}
+    return {"open_telemetry": False}
 
 
 async def _serve(
