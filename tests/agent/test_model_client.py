@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import anthropic
@@ -463,3 +464,74 @@ def test_the_current_models_cost_what_claude_code_counts() -> None:
     assert cost_usd("claude-sonnet-5", usage) == pytest.approx(3.0 + 1.5 + 0.0003)
     assert cost_usd("claude-fable-5", usage) == pytest.approx(10.0 + 5.0 + 0.001)
     assert cost_usd("claude-opus-5[1m]", usage) == pytest.approx(5.0 + 2.5 + 0.0005)
+
+
+# ---- the idle timeout between stream events ---------------------------------------------
+
+
+class _ScriptedStream:
+    """A stream of events, each after its pause (seconds); ``None`` for an event: the stream raises TimeoutError."""
+
+    def __init__(self, timed: list[tuple[float, dict[str, Any] | None]]) -> None:
+        self.timed = copy.deepcopy(timed)  # the assembler changes the blocks it is given
+
+    async def _events(self) -> Any:
+        for pause, event in self.timed:
+            await asyncio.sleep(pause)
+            if event is None:
+                raise TimeoutError("the transport's own")
+            yield event
+
+    def __aiter__(self) -> Any:
+        return self._events()
+
+
+_TEXT_EVENTS: list[dict[str, Any]] = [
+    {"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {"input_tokens": 3}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    *({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "word "}},) * 4,
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+    {"type": "message_stop"},
+]
+
+
+def _read(timed: list[tuple[float, dict[str, Any] | None]], idle_timeout_s: float) -> tuple[Any, list[str]]:
+    from queryloop.handlers.request.services.attempt import AttemptBookkeeping
+    from queryloop.handlers.request.services.streaming import _Assembler, _read_stream
+
+    req = request(idle_timeout_s=idle_timeout_s)
+    seen: list[str] = []
+    asm = _Assembler(None)
+    outcome = asyncio.run(
+        _read_stream(_ScriptedStream(timed), req, AttemptBookkeeping(req), asm, lambda e, _ms: seen.append(e["type"]))
+    )
+    return outcome, seen
+
+
+def test_a_stream_whose_events_keep_coming_within_the_idle_timeout_outlasts_it() -> None:
+    # 9 events a quarter of the timeout apart: the whole stream takes over twice the timeout.
+    outcome, seen = _read([(0.25, event) for event in _TEXT_EVENTS], idle_timeout_s=1.0)
+    assert outcome is None
+    assert seen == [event["type"] for event in _TEXT_EVENTS]
+
+
+def test_a_pause_past_the_idle_timeout_after_some_events_breaks_the_stream_with_what_completed() -> None:
+    timed: list[tuple[float, dict[str, Any] | None]] = [(0.05, event) for event in _TEXT_EVENTS[:7]]
+    timed.append((HANG_GUARD_S, _TEXT_EVENTS[7]))
+    outcome, seen = _read(timed, idle_timeout_s=0.5)
+    f = failure(outcome)
+    assert f.kind == "stream_broken"
+    assert f.message == "stream idle timeout: no event for 0.5 s after 1 complete blocks"
+    assert f.partial_content == ({"type": "text", "text": "word word word word "},)
+    assert len(seen) == 7
+
+
+def test_a_timeout_error_the_stream_raises_itself_reads_as_the_idle_timeout() -> None:
+    outcome, seen = _read([(0.0, _TEXT_EVENTS[0]), (0.0, None)], idle_timeout_s=90.0)
+    assert failure(outcome).message == "stream idle timeout: no event for 90 s after 0 complete blocks"
+    assert seen == ["message_start"]
+
+
+HANG_GUARD_S = 300.0
+"""A pause no test waits out: the idle timeout ends the stream long before (a hang if it did not)."""

@@ -174,6 +174,38 @@ async def _open_stream(
 _STREAM_ENDED: Final = object()  # the stream's last event came (an event of the API itself is never this object)
 
 
+class _IdleTimer:
+    """The idle timeout of a stream's reading: ``idle`` s without an event expires ``timeout``.
+
+    One timer for the whole stream, not an ``asyncio.timeout`` entered per event (about 3 µs each,
+    several events a turn): a wait for an event only moves the deadline, and the timer, when it
+    goes off before the deadline (an event came meanwhile), is set again for it. At the deadline
+    it expires the enclosing ``timeout``, which cancels the reading task and raises TimeoutError.
+    """
+
+    def __init__(self, timeout: asyncio.Timeout, idle: float) -> None:
+        self._timeout = timeout
+        self._idle = idle
+        self._loop = asyncio.get_running_loop()
+        self._deadline = self._loop.time() + idle
+        self._armed_for = self._deadline
+        self._handle = self._loop.call_at(self._deadline, self._went_off)
+
+    def wait_starts(self) -> None:
+        """A wait for the next event starts now: it may last ``idle`` s."""
+        self._deadline = self._loop.time() + self._idle
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+    def _went_off(self) -> None:
+        if self._deadline > self._armed_for:  # an event came since: the wait going on now has till its deadline
+            self._armed_for = self._deadline
+            self._handle = self._loop.call_at(self._deadline, self._went_off)
+        else:
+            self._timeout.reschedule(self._loop.time())  # expires at once: the task is cancelled
+
+
 async def _read_stream(
     stream: anthropic.AsyncStream[object],
     req: ModelRequest,
@@ -183,7 +215,28 @@ async def _read_stream(
 ) -> ModelFailure | None:
     """Every event of ``stream`` into ``attempt`` and ``asm``, to its end; the failure when it breaks first."""
     iterator = stream.__aiter__()
+    try:
+        async with asyncio.timeout(None) as timeout:
+            timer = _IdleTimer(timeout, req.idle_timeout_s)
+            try:
+                return await _read_events(iterator, timer, req, attempt, asm, on_event)
+            finally:
+                timer.stop()
+    except TimeoutError:
+        return _idle_failure(req.idle_timeout_s, attempt, asm)
+
+
+async def _read_events(
+    iterator: AsyncIterator[object],
+    timer: _IdleTimer,
+    req: ModelRequest,
+    attempt: AttemptBookkeeping,
+    asm: _Assembler,
+    on_event: StreamListener | None,
+) -> ModelFailure | None:
+    """The events of ``iterator``, each waited for under ``timer``, to the end; the failure that ends it first."""
     while True:
+        timer.wait_starts()
         event = await _next_event(iterator, req.idle_timeout_s, attempt, asm)
         if event is _STREAM_ENDED:
             return None
@@ -199,22 +252,18 @@ async def _read_stream(
 async def _next_event(
     iterator: AsyncIterator[object], idle: float, attempt: AttemptBookkeeping, asm: _Assembler
 ) -> object | ModelFailure:
-    """The stream's next event, :data:`_STREAM_ENDED` after its last, or the failure when none comes in ``idle`` s."""
+    """The stream's next event, :data:`_STREAM_ENDED` after its last, or the failure that came instead.
+
+    The idle timeout is the caller's (:class:`_IdleTimer`): it cancels this wait, and the caller's
+    ``asyncio.timeout`` turns that into TimeoutError. It keeps the SDK's generator in this task."""
     import anthropic
 
     try:
-        # asyncio.timeout (not wait_for) keeps the SDK's generator in this task.
-        async with asyncio.timeout(idle):
-            return await iterator.__anext__()
+        return await iterator.__anext__()
     except StopAsyncIteration:
         return _STREAM_ENDED
-    except TimeoutError:
-        return attempt.fail(
-            "stream_broken",
-            f"stream idle timeout: no event for {idle:g} s after {len(asm.done)} complete blocks",
-            error_type="stream_idle_timeout",
-            partial=asm.completed,
-        )
+    except TimeoutError:  # one the stream itself raised: read as the idle timeout, as it always was
+        return _idle_failure(idle, attempt, asm)
     except anthropic.APIStatusError as exc:  # `event: error` after the 200
         return attempt.from_status_error(exc, partial=asm.completed)
     except Exception as exc:  # cut connection, malformed SSE/JSON: the SDK does not wrap these
@@ -224,6 +273,16 @@ async def _next_event(
             error_type="stream_error",
             partial=asm.completed,
         )
+
+
+def _idle_failure(idle: float, attempt: AttemptBookkeeping, asm: _Assembler) -> ModelFailure:
+    """No event came for ``idle`` s: the stream is broken, with the blocks it completed."""
+    return attempt.fail(
+        "stream_broken",
+        f"stream idle timeout: no event for {idle:g} s after {len(asm.done)} complete blocks",
+        error_type="stream_idle_timeout",
+        partial=asm.completed,
+    )
 
 
 def _take_event(event: dict[str, Any], req: ModelRequest, attempt: AttemptBookkeeping, asm: _Assembler) -> None:
