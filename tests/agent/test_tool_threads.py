@@ -124,3 +124,23 @@ def test_the_process_exits_with_a_worker_stuck_in_a_system_call_and_one_idle(tmp
     script.write_text(_EXIT_SCRIPT)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=_HANG_GUARD_S)
     assert (done.returncode, done.stdout, done.stderr) == (0, "main done\n", "")
+
+
+_FORK_SCRIPT = """
+import asyncio, os, signal
+from queryloop.handlers.tools.services.base import in_thread
+
+asyncio.run(in_thread(lambda: None))  # the parent has an idle worker now
+child = os.fork()
+if child == 0:
+    signal.alarm(30)  # a child that hangs (the failure) does not outlive the test
+    os._exit(0 if asyncio.run(in_thread(lambda: "ran in the child")) == "ran in the child" else 1)
+print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), flush=True)
+"""
+
+
+def test_a_forked_child_runs_its_calls_on_workers_of_its_own(tmp_path: Path) -> None:
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=_HANG_GUARD_S)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "0\n", "")

@@ -433,6 +433,10 @@ class _Workers:
 
     def __init__(self, *, max_idle: int) -> None:
         self._max_idle = max_idle
+        self.forget()
+
+    def forget(self) -> None:
+        """Start again with no worker: a forked child has none of its parent's threads."""
         self._lock = threading.Lock()
         self._idle = 0  # workers committed to take the next job from the queue
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
@@ -458,6 +462,8 @@ class _Workers:
 
 # Enough for the file tools a turn runs in parallel; a busier moment starts more, which end once idle.
 _WORKERS = _Workers(max_idle=8)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WORKERS.forget)
 
 
 async def in_thread(fn: Callable[[], R]) -> R:
