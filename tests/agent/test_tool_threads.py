@@ -10,7 +10,9 @@ import threading
 import time
 from pathlib import Path
 
-from queryloop.handlers.tools.services.base import ToolError, in_thread, raise_if_cancelled
+import pytest
+
+from queryloop.handlers.tools.services.base import ToolError, _Workers, in_thread, raise_if_cancelled
 
 # Guards against a hang (a test that would otherwise never end), never a measure of speed.
 _HANG_GUARD_S = 60.0
@@ -144,3 +146,21 @@ def test_a_forked_child_runs_its_calls_on_workers_of_its_own(tmp_path: Path) -> 
     script.write_text(_FORK_SCRIPT)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=_HANG_GUARD_S)
     assert (done.returncode, done.stdout, done.stderr) == (0, "0\n", "")
+
+
+def test_a_worker_that_cannot_start_leaves_no_job_behind_to_run_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The call whose worker could not start fails at once; its work never runs later on another worker."""
+    workers = _Workers(max_idle=1)
+    ran: list[str] = []
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            workers.submit(lambda: ran.append("the refused call's work"))
+    done = threading.Event()
+    workers.submit(done.set)  # a worker starts now and takes the queue in order
+    assert done.wait(_HANG_GUARD_S)
+    assert ran == []

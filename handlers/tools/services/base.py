@@ -447,9 +447,9 @@ class _Workers:
             idle = self._idle > 0
             if idle:
                 self._idle -= 1
-        self._jobs.put(job)
-        if not idle:
+        if not idle:  # started before the job is queued: a worker that cannot start leaves no job to run later
             threading.Thread(target=self._serve, name="queryloop-tool", daemon=True).start()
+        self._jobs.put(job)
 
     def _serve(self) -> None:
         while True:
