@@ -5,12 +5,14 @@ Self-hosted DBOS recovers only its own executor's workflows, hence the heartbeat
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -39,6 +41,7 @@ class WorkerConfig:
     concurrency: int = 8  # sessions this worker runs at once
     heartbeat_s: float = 2.0
     dead_after_s: float = 15.0  # a peer silent this long is dead: its sessions are recovered
+    start_wait_s: float = 60.0  # an unreachable database at the start is tried again this long before giving up
 
 
 _worker: tuple[FleetDatabase, str] | None = None  # this process's database and executor id, for the workflow
@@ -94,6 +97,43 @@ def _heartbeat(config: WorkerConfig, db: FleetDatabase, *, pid: int, host: str, 
     return True
 
 
+def _start(config: WorkerConfig, db: FleetDatabase, *, pid: int, host: str, stop: threading.Event) -> bool:
+    """Create the tables, beat, launch DBOS; True once it runs, False if stopped while waiting for the database.
+
+    A database restarting as the worker starts (a replacement worker, a fleet brought up at once) is waited
+    for, as a running worker waits out an outage: tried again every heartbeat for ``start_wait_s``, then the
+    last error is raised."""
+    deadline = time.monotonic() + config.start_wait_s
+    said = False
+    while True:
+        try:
+            db.create_tables()
+            db.beat(config.executor_id, pid=pid, host=host)  # alive before DBOS takes anything from the queue
+            _launch(config, db)
+            return True
+        except sa.exc.OperationalError as exc:
+            _undo_launch()
+            if time.monotonic() + config.heartbeat_s > deadline:
+                raise
+            if not said:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                _say(
+                    f"the database is unreachable ({first}); retrying every {config.heartbeat_s:g} s "
+                    f"for up to {config.start_wait_s:g} s"
+                )
+                said = True
+            if stop.wait(config.heartbeat_s):
+                return False
+
+
+def _undo_launch() -> None:
+    """Drop what a launch that met an unreachable database set up, so the next try starts afresh."""
+    from dbos import DBOS
+
+    with contextlib.suppress(Exception):  # a launch cut short may leave little to take down
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
 def _say(text: str) -> None:
     print(f"queryloop worker: {text}", file=sys.stderr, flush=True)
 
@@ -103,7 +143,6 @@ def serve(config: WorkerConfig, *, stop: threading.Event | None = None) -> int:
     global _worker
     stop = stop or threading.Event()
     db = FleetDatabase(config.database_url)
-    db.create_tables()
     _worker = (db, config.executor_id)
     logging.getLogger("dbos").setLevel(os.environ.get("QUERYLOOP_DBOS_LOG_LEVEL", "WARNING"))
 
@@ -114,8 +153,9 @@ def serve(config: WorkerConfig, *, stop: threading.Event | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stopping)
     host, pid = socket.gethostname(), os.getpid()
-    db.beat(config.executor_id, pid=pid, host=host)  # alive before DBOS takes anything from the queue
-    _launch(config, db)
+    if not _start(config, db, pid=pid, host=host, stop=stop):
+        db.close()
+        return 0  # stopped while it waited for the database
     _say(f"{config.executor_id} (pid {pid}) runs sessions from {safe_url(config.database_url)}")
     from dbos import DBOS
 

@@ -353,6 +353,33 @@ def test_a_database_restart_neither_stops_a_worker_nor_fails_the_session_it_runs
 
 
 @pytest.mark.slow  # real workers on PostgreSQL: left out by tools/test.sh --fast
+def test_a_worker_started_while_the_database_is_down_waits_for_it_then_runs_sessions(
+    postgres: str, tmp_path: Path
+) -> None:
+    """Found by tools/soak_fleet.py: a replacement worker that started during the database's restart exited
+    (its DBOS launch met the restart), and the fleet lost a worker."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "hold.sh").write_text(HOLD_SH)
+    workers = Workers(postgres, tmp_path)
+    crash_stop, start = _restarts[int(postgres.rsplit(":", 1)[1].split("/")[0])]
+    try:
+        crash_stop()
+        workers.start("late")
+        _wait_for("the worker to wait", lambda: workers.running() and "retrying every" in workers.log("late"))
+        start()
+        _wait_for("the worker's start", lambda: workers.running() and "runs sessions from" in workers.log("late"))
+        with MockApi(HELD_SCENARIO) as api:
+            (cwd / "go").touch()
+            done = _submit(postgres, api, cwd, "--wait", "--timeout", RESULT_WAIT)
+        assert done.returncode == 0, done.stderr + workers.log("late")
+        assert json.loads(done.stdout)["result"] == "Done through the outage."
+        assert workers.running()
+    finally:
+        workers.stop()
+
+
+@pytest.mark.slow  # real workers on PostgreSQL: left out by tools/test.sh --fast
 def test_the_short_fleet_soak_loses_no_session_and_repeats_no_side_effect() -> None:
     """tools/soak_fleet.py at a small count: 9 sessions on three workers running one each, two of them
     killed with SIGKILL and replaced, the database restarted once; the tool checks every session."""
