@@ -510,8 +510,9 @@ def _read(timed: list[tuple[float, dict[str, Any] | None]], idle_timeout_s: floa
 
 
 def test_a_stream_whose_events_keep_coming_within_the_idle_timeout_outlasts_it() -> None:
-    # 9 events a quarter of the timeout apart: the whole stream takes over twice the timeout.
-    outcome, seen = _read([(0.25, event) for event in _TEXT_EVENTS], idle_timeout_s=1.0)
+    # 9 events an eighth of the timeout apart: the whole stream takes longer than the timeout, and each
+    # wait has seven eighths of it to spare on a busy machine.
+    outcome, seen = _read([(0.25, event) for event in _TEXT_EVENTS], idle_timeout_s=2.0)
     assert outcome is None
     assert seen == [event["type"] for event in _TEXT_EVENTS]
 
