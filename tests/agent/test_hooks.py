@@ -47,7 +47,13 @@ def _script(tmp_path: Path, name: str, body: str) -> str:
 
 
 def _run(
-    event: str, payload: dict[str, Any], config: HookConfig, cwd: Path, *, permission_mode: str = "default"
+    event: str,
+    payload: dict[str, Any],
+    config: HookConfig,
+    cwd: Path,
+    *,
+    permission_mode: str = "default",
+    env: dict[str, str] | None = None,
 ) -> HookOutcome:
     return asyncio.run(
         run_hooks(
@@ -58,6 +64,7 @@ def _run(
             session_id="sess-1",
             transcript_path=cwd / "t.jsonl",
             permission_mode=permission_mode,
+            env=env,
         )
     )
 
@@ -179,18 +186,7 @@ def test_a_hook_gets_this_process_environment_as_it_is_at_the_call_byte_for_byte
 def test_a_hook_given_an_environment_gets_it_and_not_this_process_one(tmp_path: Path) -> None:
     dump = tmp_path / "env.bin"
     config = _config("Stop", (None, [f"cat >/dev/null; env -0 > {dump}"]))
-    asyncio.run(
-        run_hooks(
-            "Stop",
-            {},
-            config,
-            cwd=tmp_path,
-            session_id="s",
-            transcript_path="t",
-            permission_mode="default",
-            env={"PATH": os.environ["PATH"], "ONLY_THIS": "1"},
-        )
-    )
+    _run("Stop", {}, config, tmp_path, env={"PATH": os.environ["PATH"], "ONLY_THIS": "1"})
     seen = dict(entry.split(b"=", 1) for entry in dump.read_bytes().split(b"\0") if entry)
     assert {k: v for k, v in seen.items() if k not in (b"PWD", b"SHLVL", b"_")} == {
         b"PATH": os.environb[b"PATH"],
