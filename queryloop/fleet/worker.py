@@ -89,8 +89,7 @@ def _heartbeat(config: WorkerConfig, db: FleetDatabase, *, pid: int, host: str, 
         _recover_dead_peers(config, db)
     except sa.exc.DBAPIError as exc:
         if not was_down:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            _say(f"the database is unreachable ({first}); retrying every {config.heartbeat_s:g} s")
+            _say_unreachable(exc, config)
         return False
     if was_down:
         _say("the database is reachable again")
@@ -116,11 +115,7 @@ def _start(config: WorkerConfig, db: FleetDatabase, *, pid: int, host: str, stop
             if time.monotonic() + config.heartbeat_s > deadline:
                 raise
             if not said:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                _say(
-                    f"the database is unreachable ({first}); retrying every {config.heartbeat_s:g} s "
-                    f"for up to {config.start_wait_s:g} s"
-                )
+                _say_unreachable(exc, config, f" for up to {config.start_wait_s:g} s")
                 said = True
             if stop.wait(config.heartbeat_s):
                 return False
@@ -132,6 +127,12 @@ def _undo_launch() -> None:
 
     with contextlib.suppress(Exception):  # a launch cut short may leave little to take down
         DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def _say_unreachable(exc: Exception, config: WorkerConfig, how_long: str = "") -> None:
+    """The one line a worker says when the database cannot be reached: the error's first line, and the retries."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    _say(f"the database is unreachable ({first}); retrying every {config.heartbeat_s:g} s{how_long}")
 
 
 def _say(text: str) -> None:
