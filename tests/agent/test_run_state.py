@@ -166,3 +166,60 @@ def test_a_record_copy_runs_the_validators_and_refuses_a_field_the_record_lacks(
         evolve(record, count=-1)
     with pytest.raises(TypeError, match="countt"):
         evolve(record, countt=2)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class _Plain:
+    """A record whose constructor only stores its fields, as most of the run data's slices are."""
+
+    count: int = 0
+    _note: str = "kept"
+    names: tuple[str, ...] = ()
+
+
+def test_a_record_whose_constructor_only_stores_its_fields_is_copied_as_it_would_build_it() -> None:
+    record = _Plain(count=1, note="mine", names=("a",))
+
+    copy = evolve(record, count=2)
+
+    assert copy == _Plain(count=2, note="mine", names=("a",)) and type(copy) is _Plain
+    assert record == _Plain(count=1, note="mine", names=("a",))
+    assert evolve(copy, note="other") == _Plain(count=2, note="other", names=("a",))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        copy.count = 3  # type: ignore[misc]
+    with pytest.raises(TypeError, match="countt"):
+        evolve(record, countt=2)
+
+
+_BUILT: list[int] = []
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class _Converted:
+    count: int = attrs.field(converter=int)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class _Hooked:
+    count: int
+
+    def __attrs_post_init__(self) -> None:
+        _BUILT.append(self.count)
+
+
+@attrs.frozen(kw_only=True, slots=True, cache_hash=True)
+class _Hashed:
+    count: int
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class _Dicted:
+    count: int
+
+
+def test_a_record_whose_constructor_does_more_than_store_its_fields_is_copied_through_it() -> None:
+    assert evolve(_Converted(count=1), count="2") == _Converted(count=2)  # type: ignore[arg-type]
+    evolve(_Hooked(count=1), count=2)
+    assert _BUILT == [1, 2]
+    assert hash(evolve(_Hashed(count=1), count=2)) == hash(_Hashed(count=2))
+    assert evolve(_Dicted(count=1), count=2) == _Dicted(count=2)
