@@ -132,3 +132,41 @@ def test_usage_totals_add_each_count_and_the_cache_write_split_when_a_reply_give
     assert (usage.ephemeral_1h_input_tokens, usage.ephemeral_5m_input_tokens) == (7, 3)
     # 6 in at $3, 2 out at $15, 3 written for 5 minutes at $3.75 and 7 for an hour at $6, 4 read at $0.30 (per M)
     assert usage.cost_usd == pytest.approx((6 * 3 + 2 * 15 + 3 * 3.75 + 7 * 6 + 4 * 0.3) / 1e6)
+
+
+def test_calls_running_together_are_each_stopped_at_their_own_deadline(tmp_path: Path) -> None:
+    hung_ended = asyncio.Event()
+
+    async def run(tool_input: Any, ctx: ToolContext) -> ToolOutput:
+        if tool_input["t"] > 1:  # the long deadline, watched first: it outlives the short one's stop
+            await hung_ended.wait()
+            return ToolOutput(content="finished after the other was stopped")
+        try:
+            await asyncio.sleep(30)
+        finally:
+            hung_ended.set()
+        return ToolOutput(content="never")
+
+    long = attrs.evolve(_spec(run), name="L", own_timeout_s=lambda tool_input, ctx: 60.0)
+    calls = [ToolCall(id="toolu_long", name="L", input={"t": 60}), ToolCall(id="toolu_short", name="T", input={"t": 0})]
+    ctx = ToolContext(cwd=tmp_path, tool_timeout_s=0.2)  # the short call's deadline; the long one's is its own
+
+    first, second = asyncio.run(run_tool_calls(calls, ToolRegistry(tools=[long, _spec(run)]), ctx))
+
+    assert first["content"] == "finished after the other was stopped"
+    assert second["content"] == "T did not finish within 0.2 s and was stopped"
+
+
+def test_a_context_used_again_under_a_new_event_loop_still_stops_a_call_at_its_deadline(tmp_path: Path) -> None:
+    async def hangs(tool_input: Any, ctx: ToolContext) -> ToolOutput:
+        await asyncio.sleep(30)
+        return ToolOutput(content="never")
+
+    async def quick(tool_input: Any, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(content="done")
+
+    ctx = ToolContext(cwd=tmp_path, tool_timeout_s=0.2)
+    calls = [ToolCall(id="toolu_1", name="T", input={})]
+    for run in (quick, hangs, quick, hangs):  # a timer left set, then one that went off, on loops since closed
+        (block,) = asyncio.run(run_tool_calls(calls, ToolRegistry(tools=[_spec(run)]), ctx))
+        assert block["content"] == ("done" if run is quick else "T did not finish within 0.2 s and was stopped")

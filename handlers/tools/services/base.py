@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 import attrs
 
 from ...messages import ResultBlock
+from .deadlines import CallDeadlines
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -172,6 +173,8 @@ class ToolContext:
     additional_dirs: tuple[Path, ...] = attrs.field(default=(), converter=_resolve_dirs)
     # What WebFetch and WebSearch need from the run (its model requests, the hosts rules name); None: no run.
     web: WebAccess | None = attrs.field(default=None, eq=False)
+    # The deadlines of the calls running under this context and its copies: one timer for them all.
+    deadlines: CallDeadlines = attrs.field(factory=CallDeadlines, eq=False, repr=False)
 
     def holds(self, path: Path) -> bool:
         """Whether the resolved ``path`` is inside the working directory or an additional one."""

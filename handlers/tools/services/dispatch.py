@@ -185,10 +185,10 @@ async def _execute(call: ToolCall, registry: ToolRegistry, ctx: ToolContext) -> 
         # a sandboxed command's changes are checkpointed under its call's id; a sub-agent is started by it
         ctx = ctx.for_call(call_id=call.id)
     deadline = tool.deadline_s(call.input, ctx)
-    limit = asyncio.timeout(deadline)
+    limit = asyncio.timeout(None)  # expired at the deadline by the run's one timer (``ctx.deadlines``)
     try:
         async with limit:
-            output = await tool.run(call.input, ctx)
+            output = await ctx.deadlines.run(limit, deadline, tool.run(call.input, ctx))
     except ToolInputError as exc:  # refused before it changed anything, as Claude Code's input checks refuse
         return tool_result_block(call.id, f"<tool_use_error>{exc}</tool_use_error>", is_error=True)
     except ToolError as exc:
