@@ -390,7 +390,7 @@ class AgentRun(RunResult):
         Claude Code 2.1.235 says ``reason: other`` at the end of a headless run, answered, failed
         or interrupted alike; how this run ended is in ``terminal_reason`` (ours).
         """
-        end = {"reason": "other", "terminal_reason": self.result()["terminal_reason"]}
+        end = {"reason": "other", "terminal_reason": self.terminal_reason()}
         await self.services.hooks.run("SessionEnd", end)
 
     def init_fields(self) -> dict[str, Any]:

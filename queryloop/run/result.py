@@ -86,7 +86,7 @@ class RunResult:
             "duration_api_ms": round(data.request.api_duration_ms),
             "result": error if error and (is_error or not outcome.result_text) else outcome.result_text,
             "stop_reason": outcome.stop_reason,
-            "terminal_reason": declared.get("terminal_reason", runner.final.state),
+            "terminal_reason": self.terminal_reason(),
             "api_error_status": outcome.api_error_status,
             "session_id": self.options.session.session_id,
             "total_cost_usd": (usage + self.side_usage()).total_cost_usd,
@@ -107,6 +107,10 @@ class RunResult:
         elif not is_error and self.first_token is not None:
             result.update(self._timings())
         return result
+
+    def terminal_reason(self) -> str:
+        """How the run ended (the result's ``terminal_reason``): its terminal state's, else the state's name."""
+        return str(self.runner.result.get("terminal_reason", self.runner.final.state))
 
     def _permission_denials(self) -> list[dict[str, object]]:
         """The calls refused in this run, then in its sub-agents' (launch order), as Claude Code's result lists
