@@ -119,7 +119,11 @@ class Watch:
             broken = self._path_broken(reason, paths)
             if broken is not None:
                 return broken
-        return self._window_broken(reason, counters, windows) if windows else None
+        restarts, counted = windows
+        counts = self._counts
+        for i in restarts:
+            counts[i] = 0
+        return self._window_broken(reason, counters, counted) if counted else None
 
     @staticmethod
     def _not_zeroed(reason: str, counters: tuple[int, ...], zeroed: tuple[tuple[int, str, str], ...]) -> str | None:
@@ -141,15 +145,10 @@ class Watch:
                 return f"{self._paths[i]}, and {reason!r} enters one of its states"
         return None
 
-    def _window_broken(
-        self, reason: str, counters: tuple[int, ...], actions: tuple[tuple[int, bool], ...]
-    ) -> str | None:
-        """An ``at_most`` or ``in_a_row`` property: the step counted in (or restarting) each window it touches."""
+    def _window_broken(self, reason: str, counters: tuple[int, ...], counted: tuple[int, ...]) -> str | None:
+        """An ``at_most`` or ``in_a_row`` property: the step counted in each window ``counted`` names."""
         counts = self._counts
-        for i, counting in actions:
-            if not counting:
-                counts[i] = 0
-                continue
+        for i in counted:
             counts[i] += 1
             broken = self._past_window(i, reason, counters)
             if broken is not None:
@@ -245,9 +244,13 @@ def _paths(spec: MachineSpec) -> tuple[tuple[str, ...], dict[str, tuple[tuple[in
 
 
 _Touched = tuple[
-    tuple[tuple[int, str, str], ...], str | None, tuple[tuple[int, bool, bool, bool], ...], tuple[tuple[int, bool], ...]
+    tuple[tuple[int, str, str], ...],
+    str | None,
+    tuple[tuple[int, bool, bool, bool], ...],
+    tuple[tuple[int, ...], tuple[int, ...]],
 ]
-"""What a step for one reason does to the watch: (``zeroed``, ``ended``, ``path_actions``, ``actions``) entries."""
+"""What a step for one reason does to the watch: its ``zeroed``, ``ended`` and ``path_actions`` entries, and the
+windows its ``actions`` restart and those they count in."""
 
 
 def _by_reason(watcher: Watcher) -> dict[str, _Touched]:
@@ -258,10 +261,15 @@ def _by_reason(watcher: Watcher) -> dict[str, _Touched]:
             watcher.zeroed.get(r, ()),
             watcher.ended.get(r),
             watcher.path_actions.get(r, ()),
-            watcher.actions.get(r, ()),
+            _restarted_and_counted(watcher.actions.get(r, ())),
         )
         for r in reasons
     }
+
+
+def _restarted_and_counted(actions: tuple[tuple[int, bool], ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The windows a reason's ``actions`` restart, and those they count in (each in window order)."""
+    return tuple(i for i, counts in actions if not counts), tuple(i for i, counts in actions if counts)
 
 
 def _ended(spec: MachineSpec) -> dict[str, str]:

@@ -155,7 +155,7 @@ class Runner(Generic[D, S]):
             program._enrol(self._book, self.final.state)
         buffer: list[object] = []
         try:
-            step = await self._one_step(buffer)
+            step = await self._one_step(buffer, asyncio.get_running_loop())
         except BaseException:
             program._book.remove_model(self._book)
             raise
@@ -163,8 +163,11 @@ class Runner(Generic[D, S]):
             program._book.remove_model(self._book)
         return [*buffer, step]
 
-    async def _one_step(self, buffer: list[Any]) -> Step:
-        """The current state's effect and its step; an ``Exception`` of either becomes the step into internal_error."""
+    async def _one_step(self, buffer: list[Any], loop: asyncio.AbstractEventLoop) -> Step:
+        """The current state's effect and its step; an ``Exception`` of either becomes the step into internal_error.
+
+        ``loop``: the running loop, found once per run by the caller (each lookup is a system call on this Python).
+        """
         state_name = self.final.state
         self._saved = None
         handed = self.final
@@ -188,7 +191,7 @@ class Runner(Generic[D, S]):
                     f"effect of state {state_name!r} rewrote the run state it was given ({changed}); an effect "
                     "returns one event, and only the machine's step changes the run state"
                 )
-            task = asyncio.current_task()  # a cancellation request it has not taken back (Task.cancelling)?
+            task = asyncio.current_task(loop)  # a cancellation request it has not taken back (Task.cancelling)?
             if task is not None and task.cancelling() > 0:
                 # the effect caught the cancellation and returned: the run is still cancelled, so the
                 # outcome it returned is not taken; the caller's abort edge is (from the data it saved)
@@ -272,12 +275,13 @@ class Runner(Generic[D, S]):
         buffer: list[object] = []
         clock = time.monotonic
         yielded = clock()
+        loop = asyncio.get_running_loop()  # the loop this run is driven on, for each step's check of its task
         try:
             while self.final.state not in terminals:
                 if clock() - yielded > YIELD_EVERY_S:  # effects that never wait would keep the loop away
                     await asyncio.sleep(0)
                     yielded = clock()
-                step = await self._one_step(buffer)  # taken before anything is yielded: a close keeps it
+                step = await self._one_step(buffer, loop)  # taken before anything is yielded: a close keeps it
                 if buffer:
                     items = buffer[:]
                     buffer.clear()
