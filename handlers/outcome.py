@@ -57,9 +57,13 @@ def _slot_setters(cls: type, fields: tuple[attrs.Attribute[Any], ...]) -> list[A
     """Each field's slot setter when ``cls``'s constructor does nothing but store its fields, else None.
 
     That is: every slot of the class is a field (or ``__weakref__``), every field is an init
-    field with no validator or converter, and the class has no ``__attrs_pre_init__`` or
-    ``__attrs_post_init__``."""
-    if any(hasattr(cls, hook) for hook in ("__attrs_pre_init__", "__attrs_post_init__")):
+    field with no validator or converter, the class has no ``__attrs_pre_init__``,
+    ``__attrs_post_init__`` or ``__attrs_init__`` (its own ``__init__``), and every class it
+    is made of has slots and no ``__init__`` attrs did not write."""
+    if any(hasattr(cls, hook) for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init__")):
+        return None
+    made_of = cls.__mro__[:-1]  # all but object
+    if any("__slots__" not in k.__dict__ or ("__init__" in k.__dict__ and not _attrs_made(k)) for k in made_of):
         return None
     if any(not a.init or a.validator is not None or a.converter is not None for a in fields):
         return None
@@ -70,6 +74,11 @@ def _slot_setters(cls: type, fields: tuple[attrs.Attribute[Any], ...]) -> list[A
     if not all(isinstance(s, MemberDescriptorType) for s in setters):
         return None
     return [s.__set__ for s in setters]
+
+
+def _attrs_made(cls: type) -> bool:
+    """Whether attrs made ``cls`` itself (not only a class it derives from)."""
+    return "__attrs_attrs__" in cls.__dict__
 
 
 def _slot_copier(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import attrs
@@ -217,9 +218,30 @@ class _Dicted:
     count: int
 
 
+class _OwnInit(_Plain):
+    __slots__ = ()
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(**fields)
+        _BUILT.append(-1)
+
+
+@attrs.frozen(kw_only=True, slots=True, init=False)
+class _AttrsInit:
+    count: int
+
+    def __init__(self, count: int) -> None:
+        self.__attrs_init__(count=count)
+        _BUILT.append(count * 10)
+
+
 def test_a_record_whose_constructor_does_more_than_store_its_fields_is_copied_through_it() -> None:
     assert evolve(_Converted(count=1), count="2") == _Converted(count=2)  # type: ignore[arg-type]
     evolve(_Hooked(count=1), count=2)
     assert _BUILT == [1, 2]
     assert hash(evolve(_Hashed(count=1), count=2)) == hash(_Hashed(count=2))
     assert evolve(_Dicted(count=1), count=2) == _Dicted(count=2)
+    _BUILT.clear()
+    evolve(_OwnInit(count=1), count=2)
+    evolve(_AttrsInit(count=3), count=4)
+    assert _BUILT == [-1, -1, 30, 40]
