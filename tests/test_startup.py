@@ -215,6 +215,25 @@ def test_a_runs_start_up_pauses_the_collector_and_gives_it_back_on_every_path() 
         gc.unfreeze()  # the test process's objects go back to the collector
 
 
+def test_what_a_run_adds_to_start_up_is_imported_in_the_pause_and_frozen_with_the_sdk() -> None:
+    seen: list[bool] = []
+    built: list[list[int]] = []
+
+    def load() -> None:  # as the MCP SDK's import, when servers are configured
+        seen.append(gc.isenabled())
+        built.append([1])  # an object the collector tracks
+
+    started = Startup()
+    try:
+        client = started.http_client(also=(load,))
+        assert seen == [False]  # made in the pause
+        assert gc.isenabled() and not any(o is built[0] for o in gc.get_objects())  # frozen: never scanned
+        asyncio.run(client.aclose())
+    finally:
+        started.close()
+        gc.unfreeze()
+
+
 def test_a_run_refused_during_start_up_leaves_no_sdk_import_running_as_the_process_exits() -> None:
     # A daemon thread still importing the SDK when the interpreter exits can abort the process (SIGABRT,
     # "exception not rethrown"): a refused run (a bad --resume id) exited 134 about one time in four.

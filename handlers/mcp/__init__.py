@@ -13,7 +13,7 @@ from queryloop.fsm import lazy_exports
 if TYPE_CHECKING:
     from .data import CatalogUpdate, McpData, McpRun, McpServices, ServersDown, with_mcp
     from .services.approval import mcp_permission_asker
-    from .services.client import McpManager
+    from .services.client import McpManager, load_sdk
     from .services.config import (
         McpConfigError,
         McpServerConfig,
@@ -41,7 +41,7 @@ else:
                 "with_mcp",
             ),
             ".services.approval": ("mcp_permission_asker",),
-            ".services.client": ("McpManager",),
+            ".services.client": ("McpManager", "load_sdk"),
             ".services.config": (
                 "McpConfigError",
                 "McpServerConfig",
@@ -99,6 +99,7 @@ __all__ = [
     "apply_reconnected",
     "drop_servers",
     "expand_command",
+    "load_sdk",
     "mcp_permission_asker",
     "parse_mcp_servers",
     "reconnect_servers",

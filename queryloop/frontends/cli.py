@@ -14,7 +14,7 @@ import select
 import shutil
 import sys
 import tempfile
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -485,7 +485,7 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
         # session (stream-json, interactive) runs the shipped one.
         serving = args.input_format == "stream-json" or args.interactive
         program = query_loop_program(str(args.machine)) if args.machine and not serving else query_loop_program()
-        client = _anthropic_client(startup, None if server is None else server.url)
+        client = _anthropic_client(startup, None if server is None else server.url, mcp=bool(options.tools.mcp_servers))
         if args.output_format == "stream-json":  # each user line's tool_use_result is the tool's own record
             options = attrs.evolve(options, tools=attrs.evolve(options.tools, records=True))
         return await _serve(options, args, program, client, interrupts)
@@ -497,9 +497,17 @@ async def _run(options: AgentOptions, scenario: Scenario | None, args: argparse.
         interrupts.close()
 
 
-def _anthropic_client(startup: Startup, scenario_url: str | None) -> anthropic.AsyncAnthropic:
-    """The SDK's client, to the embedded server of a scenario when there is one (the SDK never retries: we do)."""
-    http_client = startup.http_client()  # here the run waits for the SDK, if it is still loading
+def _anthropic_client(startup: Startup, scenario_url: str | None, *, mcp: bool) -> anthropic.AsyncAnthropic:
+    """The SDK's client, to the embedded server of a scenario when there is one (the SDK never retries: we do).
+
+    ``mcp``: servers are configured, so the MCP SDK is imported with the Anthropic one (..run.startup).
+    """
+    also: tuple[Callable[[], None], ...] = ()
+    if mcp:
+        from ..handlers.mcp import load_sdk
+
+        also = (load_sdk,)
+    http_client = startup.http_client(also=also)  # here the run waits for the SDK, if it is still loading
     import anthropic  # loaded by now; not at the top: `queryloop check` and the engine commands never need it
 
     spans = _unseen_sdk_spans_off()

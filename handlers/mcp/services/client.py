@@ -31,9 +31,21 @@ if TYPE_CHECKING:  # the SDK (and pydantic under it) is imported where a server 
     import mcp.types
     from mcp import Client
 
-__all__ = ["McpManager"]
+__all__ = ["McpManager", "load_sdk"]
 
 T = TypeVar("T")
+
+
+def load_sdk() -> None:
+    """Import the ``mcp`` SDK's client side now, the modules a connection uses (:meth:`McpManager._client`).
+
+    The CLI calls it at start-up while the garbage collector is paused (``queryloop.run.startup``),
+    so the objects the import builds are frozen with the SDK's and never scanned; imported later,
+    at the first connection, the collector runs through them while they are built and after.
+    """
+    import mcp.client.sse
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
 
 
 class McpManager:
