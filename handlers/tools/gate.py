@@ -274,7 +274,7 @@ async def _gate_call(
     """Decide one call of a tool this run offers into ``tally``; the PreToolUse outcome when a hook stops the run."""
     pre = (
         await hook(ctx, "PreToolUse", {"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id})
-        if ctx.services.hooks.configured  # none configured: no PreToolUse payload to build, no hook to ask
+        if ctx.services.hooks.configures("PreToolUse")  # none: no PreToolUse payload to build, no hook to ask
         else None
     )
     if stopped(pre):

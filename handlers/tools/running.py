@@ -133,7 +133,8 @@ async def run_tools(ctx: EffectContext[T, ToolServices]) -> Event[ToolsDone]:
     by_id: dict[str, ToolResultBlock] = {str(r["tool_use_id"]): r.copy() for r in (*ran, *tools.denied)}
     responses = services.tool_context.responses
     made = {i: responses.pop(i) for i in by_id if i in responses} if responses is not None else {}
-    stop, notes = await _post_tool_use(ctx, sink.calls, by_id, made) if services.hooks.configured else (None, {})
+    post = services.hooks.configures("PostToolUse")  # none: no PostToolUse payload to build for each call
+    stop, notes = await _post_tool_use(ctx, sink.calls, by_id, made) if post else (None, {})
     order = tools.order or tuple(sink.calls)
     results = tuple([by_id[i] for i in order if i in by_id])
     said = (*tools.hook_notes, *(note for i in order for note in notes.get(i, ()))) if notes else tools.hook_notes

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from queryloop.handlers.hooks.services.calling import HookRunner
 from queryloop.handlers.hooks.services.config import (
     HookConfig,
     HookConfigError,
@@ -125,6 +126,17 @@ def test_events_without_a_match_field_run_every_hook() -> None:
 def test_identical_commands_in_two_groups_run_once() -> None:
     config = _config("PreToolUse", ("Bash", ["echo hi"]), ("*", ["echo hi"]))
     assert len(config.commands_for("PreToolUse", {"tool_name": "Bash"})) == 1
+
+
+def test_a_runner_configures_an_event_only_where_a_matcher_group_names_it(tmp_path: Path) -> None:
+    config = parse_hook_config(
+        {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "true"}]}], "Stop": []}
+    )
+    runner = HookRunner(config=config, cwd=tmp_path)
+    assert runner.configures("PreToolUse"), "a group for one tool still configures the event"
+    assert not runner.configures("PostToolUse")
+    assert not runner.configures("Stop"), "an empty list is no matcher group"
+    assert not HookRunner(cwd=tmp_path).configures("PreToolUse")
 
 
 def test_bad_config_reports_the_json_path() -> None:

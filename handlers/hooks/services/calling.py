@@ -51,10 +51,9 @@ class HookRunner:
     agent_id: str | None = None
     agent_type: str | None = None
 
-    @property
-    def configured(self) -> bool:
-        """Any hook at all is configured (lets hot paths skip building payloads)."""
-        return bool(self.config.matchers)
+    def configures(self, event: HookEvent) -> bool:
+        """Some matcher group of ``event`` is configured: its payload may be wanted (else none is built)."""
+        return any(group.event == event for group in self.config.matchers)
 
     async def run(self, event: HookEvent, payload: dict[str, Any]) -> HookOutcome | None:
         """Run the hooks matching ``event``/``payload``; None when none is configured for it."""
