@@ -208,7 +208,7 @@ def test_a_runs_start_up_pauses_the_collector_and_gives_it_back_on_every_path() 
     try:
         client = started.http_client()  # the SDK's own default HTTP client, built in the background
         assert gc.isenabled() and gc.get_freeze_count() > 0
-        assert type(client).__name__ == "_DefaultAsyncHttpxClient"
+        assert type(client).__name__ == "_DefaultAioHttpClient"  # the SDK's own aiohttp transport
         asyncio.run(client.aclose())
     finally:
         started.close()
